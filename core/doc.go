@@ -1,0 +1,25 @@
+// Package core is the domain of the thread claim: threads of messages, the
+// taken cursor, runs and their requests, the events that record them, the
+// refusals, and the Workspace that writes them through a Storage port.
+//
+// A runner process holds a thread with a claim: a lease in storage whose
+// holder is a value made fresh for that one claim. The claim alone is not
+// enough to keep a message from being consumed twice, because a claim can
+// lapse while its holder is alive (a write still in flight past the lease's
+// time-to-live, or another process whose clock runs ahead). So every write
+// that consumes a message — a run's start and a reply's answer — and the
+// abandonment of an earlier holder's run, checks inside its own transaction
+// that its claim's holder still has the lease. The fence is the holder, not
+// the time: a lease that expired and that nobody took still fences its
+// holder's writes, and no clock is read to decide it.
+//
+// The Workspace's methods carry the names of the specification's actions
+// (spec/ThreadClaimLapse.tla): Claim, Renew, Release, Abandon, Plan,
+// RunStart, Reply, Ask, RunEnd, Post. A fenced write that is refused returns
+// an error for which errors.Is(err, ErrThreadBusy) holds, writes nothing,
+// and is traced as StartFenced, ReplyFenced or AbandonFenced.
+//
+// When a Tracer is set, every action is written as one TraceEvent whose
+// field names are the specification's; with no Tracer the cost is one nil
+// check per write.
+package core

@@ -1,0 +1,49 @@
+package core
+
+import "errors"
+
+// Refusals. Callers check them with errors.Is; the Workspace wraps them with
+// the thread, run or request they concern.
+var (
+	// ErrThreadBusy: the claim's holder does not hold the thread's lease. A
+	// fenced write refused with it wrote nothing; a Claim refused with it
+	// found another holder's unexpired lease.
+	ErrThreadBusy = errors.New("thread busy: the claim does not hold the thread's lease")
+
+	// ErrUnknownThread: no thread has that id.
+	ErrUnknownThread = errors.New("unknown thread")
+
+	// ErrThreadExists: CreateThread was given an id already in use.
+	ErrThreadExists = errors.New("thread already exists")
+
+	// ErrUnknownMessage: the message seq names no posted message.
+	ErrUnknownMessage = errors.New("unknown message")
+
+	// ErrUnknownRun: the run id names no run of the thread.
+	ErrUnknownRun = errors.New("unknown run")
+
+	// ErrUnknownRequest: the request id names no request of the thread.
+	ErrUnknownRequest = errors.New("unknown request")
+
+	// ErrRunAbandoned: the run was abandoned by a later claim, so its end
+	// (or a question it asks) is refused.
+	ErrRunAbandoned = errors.New("run was abandoned")
+
+	// ErrRunNotActive: the run has already ended, or is not one an earlier
+	// holder left active.
+	ErrRunNotActive = errors.New("run is not active")
+
+	// ErrAlreadyAnswered: the request has an answer already; a second one
+	// is refused.
+	ErrAlreadyAnswered = errors.New("request already answered")
+
+	// ErrInvalidArgument: the call's arguments are malformed (an empty
+	// holder or thread id, a non-positive TTL, a holder that already holds
+	// the lease).
+	ErrInvalidArgument = errors.New("invalid argument")
+
+	// ErrCommitUnknown: the storage could not tell whether the transaction
+	// committed (the connection broke during COMMIT). A caller must treat
+	// its claim as lost and never retry the write under the same holder.
+	ErrCommitUnknown = errors.New("commit outcome unknown")
+)

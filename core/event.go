@@ -1,0 +1,32 @@
+package core
+
+import "time"
+
+// EventKind names what an event records.
+type EventKind string
+
+// The kinds of event in a thread's log.
+const (
+	MessagePosted EventKind = "message_posted" // a person posted a message
+	RunStarted    EventKind = "run_started"    // a run started; consumes its prompt
+	Asked         EventKind = "asked"          // a run opened a request
+	Answered      EventKind = "answered"       // a reply answered a request; consumes the answer
+	RunEnded      EventKind = "run_ended"      // a run ended
+	RunAbandoned  EventKind = "run_abandoned"  // a later claim abandoned a run its holder left
+)
+
+// Event is one entry of a thread's append-only log. Which fields are set
+// depends on Kind.
+type Event struct {
+	Version uint64    `json:"version"` // the thread's version this event's write made
+	Kind    EventKind `json:"kind"`
+	At      time.Time `json:"at"`                // the writer's clock
+	Message Seq       `json:"message,omitempty"` // posted, prompt, or answer
+	Text    string    `json:"text,omitempty"`    // a message's text or a request's question
+	Run     RunID     `json:"run,omitempty"`
+	Request RequestID `json:"request,omitempty"`
+	Holder  Holder    `json:"holder,omitempty"` // the claim that wrote a fenced event
+}
+
+// Consumes reports whether the event consumes a message.
+func (e Event) Consumes() bool { return e.Kind == RunStarted || e.Kind == Answered }

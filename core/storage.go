@@ -1,0 +1,90 @@
+package core
+
+import (
+	"context"
+	"time"
+)
+
+// Lease is a thread's claim as storage holds it. The zero Lease (empty
+// Holder) means nobody holds the key.
+type Lease struct {
+	Key       string
+	Holder    Holder
+	ExpiresAt time.Time // stamped with the claimant's own clock
+}
+
+// Expired reports whether the lease has expired by the clock reading now.
+func (l Lease) Expired(now time.Time) bool { return !now.Before(l.ExpiresAt) }
+
+// Storage is the Workspace's port to where threads and leases live.
+type Storage interface {
+	// Update runs fn in a transaction and commits it when fn returns nil;
+	// when fn returns an error nothing fn wrote is kept and Update returns
+	// that error. Update returns an error wrapping ErrCommitUnknown when it
+	// cannot tell whether the commit happened, and other errors (wrapped)
+	// when storage fails. ctx is passed to fn.
+	Update(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
+}
+
+// Transaction reads and writes one storage consistently. Writes on one
+// thread are serialised: from the first call naming a thread (Thread,
+// Events, Bump, Append, SaveTaken, Lease, HoldsLease, PutLease,
+// DeleteLease) to the transaction's end, no other transaction writes that
+// thread or its lease. A transaction reads its own writes.
+type Transaction interface {
+	// CreateThread adds an empty thread. It returns ErrThreadExists.
+	CreateThread(ctx context.Context, id ThreadID) error
+
+	// ThreadIDs lists every thread, in creation order.
+	ThreadIDs(ctx context.Context) ([]ThreadID, error)
+
+	// Thread returns the thread's state. The value belongs to the
+	// transaction: the caller must not modify it, and must not keep it
+	// past the transaction's end. It returns ErrUnknownThread.
+	Thread(ctx context.Context, id ThreadID) (*Thread, error)
+
+	// Events returns the thread's log, oldest first. It returns
+	// ErrUnknownThread.
+	Events(ctx context.Context, id ThreadID) ([]Event, error)
+
+	// Bump increments the thread's version and returns the new value. Each
+	// write the Workspace makes bumps it once. It returns ErrUnknownThread.
+	Bump(ctx context.Context, id ThreadID) (uint64, error)
+
+	// Append adds ev to the thread's log and folds it into the thread's
+	// state (Thread.Apply). The caller has checked it (Thread.Check). It
+	// returns ErrUnknownThread.
+	Append(ctx context.Context, id ThreadID, ev Event) error
+
+	// SaveTaken sets the thread's taken cursor. It returns ErrUnknownThread.
+	SaveTaken(ctx context.Context, id ThreadID, taken Seq) error
+
+	// Lease returns the lease under key, the zero Lease if there is none,
+	// and keeps it from changing until the transaction ends.
+	Lease(ctx context.Context, key string) (Lease, error)
+
+	// HoldsLease reports whether holder has the lease under key, expired
+	// or not, and keeps it so until the transaction ends: another holder's
+	// acquire waits for this transaction. It also returns the lease seen.
+	HoldsLease(ctx context.Context, key string, holder Holder) (bool, Lease, error)
+
+	// PutLease writes the lease under l.Key.
+	PutLease(ctx context.Context, l Lease) error
+
+	// DeleteLease removes the lease under key; removing none is no error.
+	DeleteLease(ctx context.Context, key string) error
+}
+
+// Clock tells the time. Each process has its own; they may disagree.
+type Clock interface {
+	Now() time.Time
+}
+
+// SystemClock reads the machine's clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// After waits for d on the machine's clock.
+func (SystemClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -1,0 +1,238 @@
+package core
+
+import (
+	"fmt"
+	"time"
+)
+
+// ThreadID names a thread.
+type ThreadID string
+
+// Holder names one claim on a thread. It is made fresh for every claim, so
+// two claims by the same process have different holders.
+type Holder string
+
+// Seq numbers a thread's messages from 1 in the order they were posted.
+// The taken cursor is a Seq: every message at or below it is consumed.
+type Seq int64
+
+// RunID numbers a thread's runs from 1.
+type RunID int64
+
+// RequestID numbers a thread's requests from 1.
+type RequestID int64
+
+// Claim is one holder's claim on one thread. The runner makes a claim per
+// turn and hands it to the run it starts.
+type Claim struct {
+	Thread ThreadID
+	Holder Holder
+}
+
+func (c Claim) validate() error {
+	if c.Thread == "" {
+		return fmt.Errorf("%w: empty thread id", ErrInvalidArgument)
+	}
+	if c.Holder == "" {
+		return fmt.Errorf("%w: empty holder", ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Message is one message posted to a thread.
+type Message struct {
+	Seq      Seq
+	Text     string
+	PostedAt time.Time // the poster's clock
+}
+
+// RunState is where a run is in its life.
+type RunState string
+
+// The states of a run. Only an active run can ask, end or be abandoned.
+const (
+	StateActive    RunState = "active"
+	StateEnded     RunState = "ended"
+	StateAbandoned RunState = "abandoned"
+)
+
+// Run is one execution of the agent on a prompt, started under a claim.
+type Run struct {
+	ID        RunID
+	Holder    Holder // the claim it started under
+	Prompt    Seq
+	State     RunState
+	StartedAt time.Time
+}
+
+// RequestState says whether a request has its answer.
+type RequestState string
+
+// The states of a request.
+const (
+	RequestOpen     RequestState = "open"
+	RequestAnswered RequestState = "answered"
+)
+
+// Request is a question a run asked; a later message answers it.
+type Request struct {
+	ID       RequestID
+	Run      RunID
+	Question string
+	State    RequestState
+	Answer   Seq // the answering message, once answered
+}
+
+// Thread is a thread's state, the fold of its events plus its taken cursor
+// and its version. Storage returns it inside a transaction.
+type Thread struct {
+	ID ThreadID
+	// Version counts the thread's committed writes (posts, lease writes,
+	// run events). It orders the thread's trace lines.
+	Version  uint64
+	Taken    Seq
+	Messages []Message
+	Runs     []Run
+	Requests []Request
+}
+
+// NewThread returns an empty thread.
+func NewThread(id ThreadID) *Thread { return &Thread{ID: id} }
+
+// Last is the seq of the newest message, 0 when there is none.
+func (t *Thread) Last() Seq { return Seq(len(t.Messages)) }
+
+// Unconsumed reports whether a posted message is not yet taken.
+func (t *Thread) Unconsumed() bool { return t.Taken < t.Last() }
+
+// Run returns the run with that id.
+func (t *Thread) Run(id RunID) (Run, bool) {
+	if id < 1 || int(id) > len(t.Runs) {
+		return Run{}, false
+	}
+	return t.Runs[id-1], true
+}
+
+// Request returns the request with that id.
+func (t *Thread) Request(id RequestID) (Request, bool) {
+	if id < 1 || int(id) > len(t.Requests) {
+		return Request{}, false
+	}
+	return t.Requests[id-1], true
+}
+
+// ActiveRuns returns the thread's active runs, oldest first.
+func (t *Thread) ActiveRuns() []Run {
+	var out []Run
+	for _, r := range t.Runs {
+		if r.State == StateActive {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// OpenRequests returns the thread's unanswered requests, oldest first.
+func (t *Thread) OpenRequests() []Request {
+	var out []Request
+	for _, r := range t.Requests {
+		if r.State == RequestOpen {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Clone returns a deep copy.
+func (t *Thread) Clone() *Thread {
+	c := *t
+	c.Messages = append([]Message(nil), t.Messages...)
+	c.Runs = append([]Run(nil), t.Runs...)
+	c.Requests = append([]Request(nil), t.Requests...)
+	return &c
+}
+
+// Check reports whether ev can be applied to t: ids are the next ones,
+// referenced runs, requests and messages exist and are in a state that
+// allows it. It returns the refusal, wrapped, or nil.
+func (t *Thread) Check(ev Event) error {
+	switch ev.Kind {
+	case MessagePosted:
+		if ev.Message != t.Last()+1 {
+			return fmt.Errorf("%w: message %d posted after %d", ErrInvalidArgument, ev.Message, t.Last())
+		}
+	case RunStarted:
+		if ev.Run != RunID(len(t.Runs)+1) {
+			return fmt.Errorf("%w: run %d is not the next run", ErrInvalidArgument, ev.Run)
+		}
+		if ev.Message < 1 || ev.Message > t.Last() {
+			return fmt.Errorf("%w: prompt %d of thread %q", ErrUnknownMessage, ev.Message, t.ID)
+		}
+		if ev.Holder == "" {
+			return fmt.Errorf("%w: run started with no holder", ErrInvalidArgument)
+		}
+	case Asked:
+		if err := t.checkActive(ev.Run); err != nil {
+			return err
+		}
+		if ev.Request != RequestID(len(t.Requests)+1) {
+			return fmt.Errorf("%w: request %d is not the next request", ErrInvalidArgument, ev.Request)
+		}
+	case Answered:
+		q, ok := t.Request(ev.Request)
+		if !ok {
+			return fmt.Errorf("%w: request %d of thread %q", ErrUnknownRequest, ev.Request, t.ID)
+		}
+		if q.State != RequestOpen {
+			return fmt.Errorf("%w: request %d of thread %q", ErrAlreadyAnswered, ev.Request, t.ID)
+		}
+		if ev.Message < 1 || ev.Message > t.Last() {
+			return fmt.Errorf("%w: answer %d of thread %q", ErrUnknownMessage, ev.Message, t.ID)
+		}
+	case RunEnded, RunAbandoned:
+		return t.checkActive(ev.Run)
+	default:
+		return fmt.Errorf("%w: event kind %q", ErrInvalidArgument, ev.Kind)
+	}
+	return nil
+}
+
+func (t *Thread) checkActive(id RunID) error {
+	r, ok := t.Run(id)
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: run %d of thread %q", ErrUnknownRun, id, t.ID)
+	case r.State == StateAbandoned:
+		return fmt.Errorf("%w: run %d of thread %q", ErrRunAbandoned, id, t.ID)
+	case r.State != StateActive:
+		return fmt.Errorf("%w: run %d of thread %q is %s", ErrRunNotActive, id, t.ID, r.State)
+	}
+	return nil
+}
+
+// Apply folds ev into t and sets t.Version to ev.Version. The caller has
+// checked ev with Check; an event that fails it is a broken invariant of
+// the storage and panics.
+func (t *Thread) Apply(ev Event) {
+	if err := t.Check(ev); err != nil {
+		panic(fmt.Sprintf("core: applying an event that fails its check: %v", err))
+	}
+	switch ev.Kind {
+	case MessagePosted:
+		t.Messages = append(t.Messages, Message{Seq: ev.Message, Text: ev.Text, PostedAt: ev.At})
+	case RunStarted:
+		t.Runs = append(t.Runs, Run{ID: ev.Run, Holder: ev.Holder, Prompt: ev.Message, State: StateActive, StartedAt: ev.At})
+	case Asked:
+		t.Requests = append(t.Requests, Request{ID: ev.Request, Run: ev.Run, Question: ev.Text, State: RequestOpen})
+	case Answered:
+		q := &t.Requests[ev.Request-1]
+		q.State, q.Answer = RequestAnswered, ev.Message
+	case RunEnded:
+		t.Runs[ev.Run-1].State = StateEnded
+	case RunAbandoned:
+		t.Runs[ev.Run-1].State = StateAbandoned
+	}
+	if ev.Version > t.Version {
+		t.Version = ev.Version
+	}
+}

@@ -1,0 +1,73 @@
+package core
+
+// Action is the name of one of the specification's actions. Trace lines
+// carry it, and the Workspace's methods are named after it.
+type Action string
+
+// The specification's actions (spec/ThreadClaimLapse.tla). Lapse is never
+// written: a lease lapses in the specification at any moment, and a trace
+// checker infers it where a Claim takes a lease another holder had.
+const (
+	ActionPost          Action = "Post"
+	ActionClaim         Action = "Claim"
+	ActionRenew         Action = "Renew"
+	ActionLapse         Action = "Lapse"
+	ActionRelease       Action = "Release"
+	ActionAbandon       Action = "Abandon"
+	ActionAbandonFenced Action = "AbandonFenced"
+	ActionPlan          Action = "Plan"
+	ActionRunStart      Action = "RunStart"
+	ActionStartFenced   Action = "StartFenced"
+	ActionReply         Action = "Reply"
+	ActionReplyFenced   Action = "ReplyFenced"
+	ActionAsk           Action = "Ask"
+	ActionRunEnd        Action = "RunEnd"
+	ActionEndRefused    Action = "EndRefused"
+	ActionCrash         Action = "Crash"
+)
+
+// Actions lists every action, in the order the specification declares them.
+var Actions = []Action{
+	ActionPost, ActionClaim, ActionRenew, ActionLapse, ActionRelease,
+	ActionAbandon, ActionAbandonFenced, ActionPlan, ActionRunStart,
+	ActionStartFenced, ActionReply, ActionReplyFenced, ActionAsk,
+	ActionRunEnd, ActionEndRefused, ActionCrash,
+}
+
+// Plan kinds, as a Plan trace line's Kind.
+const (
+	PlanKindRun   = "run"
+	PlanKindReply = "reply"
+)
+
+// TraceEvent is one line of a trace: one action of the specification, with
+// the values its variables need. The JSON names are the specification's.
+//
+// Tick is the thread's version. A write (Read false) carries the version
+// its transaction made; a read or a refusal (Read true) carries the version
+// it saw. One thread's lines are ordered by Tick, writes before reads at
+// equal Tick, then in the order written.
+type TraceEvent struct {
+	Tick   uint64    `json:"tick"`
+	Read   bool      `json:"read"`
+	Action Action    `json:"action"`
+	Thread ThreadID  `json:"thread"`
+	Proc   string    `json:"proc"`
+	Holder Holder    `json:"holder"`
+	Msg    Seq       `json:"msg"`
+	Req    RequestID `json:"req"`
+	Run    RunID     `json:"run"`
+	Taken  Seq       `json:"taken"`
+	// Lease is the lease's holder as the transaction saw it ("" for none):
+	// after the write for Claim, Renew, Release, Abandon, RunStart and
+	// Reply; as refused for AbandonFenced, StartFenced and ReplyFenced.
+	// Other actions do not read the lease and leave it empty.
+	Lease Holder `json:"lease"`
+	Kind  string `json:"kind,omitempty"` // Plan: PlanKindRun or PlanKindReply
+}
+
+// Tracer receives trace lines. It must be safe for concurrent use; the
+// Workspace calls it after the transaction it describes has ended.
+type Tracer interface {
+	Trace(TraceEvent)
+}

@@ -1,0 +1,374 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+func testThreadsAndMessages(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "hello", "world")
+	require.ErrorIs(t, a.ws.CreateThread(ctx, id), core.ErrThreadExists)
+	ids, err := a.ws.Threads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{id}, ids)
+	th, err := a.ws.Thread(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, core.Seq(2), th.Last())
+	require.Equal(t, "world", th.Messages[1].Text)
+	require.Equal(t, core.Seq(0), th.Taken)
+	require.Equal(t, uint64(2), th.Version)
+}
+
+func testUnknownThread(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	_, err := a.ws.Post(ctx, "nope", "x")
+	require.ErrorIs(t, err, core.ErrUnknownThread)
+	_, err = a.ws.Claim(ctx, "nope", "h1", ttl)
+	require.ErrorIs(t, err, core.ErrUnknownThread)
+	_, err = a.ws.Thread(ctx, "nope")
+	require.ErrorIs(t, err, core.ErrUnknownThread)
+	_, err = a.ws.RunStart(ctx, core.Claim{Thread: "nope", Holder: "h1"}, 1)
+	require.ErrorIs(t, err, core.ErrUnknownThread)
+	ids, err := a.ws.Threads(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids, "a refused write created a thread")
+}
+
+func testClaimRenewRelease(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a)
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	require.Equal(t, core.Claim{Thread: id, Holder: "ha"}, ca)
+	l, err := a.ws.Lease(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("ha"), l.Holder)
+	require.True(t, l.ExpiresAt.Equal(epoch.Add(ttl)), "expiry %v is not the claimant's now + ttl", l.ExpiresAt)
+
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+
+	a.clock.Advance(ttl / 2)
+	require.NoError(t, a.ws.Renew(ctx, ca, ttl))
+	l, err = a.ws.Lease(ctx, id)
+	require.NoError(t, err)
+	require.True(t, l.ExpiresAt.Equal(epoch.Add(ttl/2+ttl)), "renewal did not extend the lease: %v", l.ExpiresAt)
+
+	require.ErrorIs(t, b.ws.Renew(ctx, core.Claim{Thread: id, Holder: "hb"}, ttl), core.ErrThreadBusy)
+
+	require.NoError(t, a.ws.Release(ctx, ca))
+	l, err = a.ws.Lease(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, core.Lease{}, l)
+	require.ErrorIs(t, a.ws.Renew(ctx, ca, ttl), core.ErrThreadBusy, "a released claim renewed")
+
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err, "a released thread could not be claimed")
+}
+
+func testExpiryByClaimantsClock(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a)
+	_, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	b.clock.Advance(ttl - time.Nanosecond)
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "claimed before the lease expired")
+	b.clock.Advance(time.Nanosecond)
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err, "could not claim once the lease expired")
+}
+
+// Two processes whose clocks disagree: b's runs ahead of a's by more than
+// the TTL, so b sees a's fresh claim expired although a's own timers have
+// not fired. b takes the lease; a's fenced write is refused.
+func testSkewedClocks(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", ttl+time.Second)
+	id := newThread(t, a, "m1")
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err, "a clock ahead by more than the ttl sees the lease expired")
+	_, err = a.ws.RunStart(ctx, ca, 1)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	_, err = b.ws.RunStart(ctx, cb, 1)
+	require.NoError(t, err)
+	// And the other way round: a's clock is behind, so it sees b's lease
+	// as live long after b stopped renewing.
+	a.clock.Advance(ttl)
+	_, err = a.ws.Claim(ctx, id, "ha2", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+}
+
+func testHoldsLeaseExpiredNotTaken(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	a.clock.Advance(10 * ttl)
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		held, l, err := tx.HoldsLease(ctx, string(id), "ha")
+		require.NoError(t, err)
+		require.True(t, held, "an expired lease nobody took must still fence its holder in")
+		require.Equal(t, core.Holder("ha"), l.Holder)
+		held, _, err = tx.HoldsLease(ctx, string(id), "other")
+		require.NoError(t, err)
+		require.False(t, held)
+		held, _, err = tx.HoldsLease(ctx, "no-such-key", "ha")
+		require.NoError(t, err)
+		require.False(t, held)
+		return nil
+	}))
+	_, err = a.ws.RunStart(ctx, ca, 1)
+	require.NoError(t, err, "the fence is the holder, not the time")
+	require.NoError(t, a.ws.Renew(ctx, ca, ttl), "an expired lease nobody took renews")
+}
+
+func testHoldsLeaseAfterTakeover(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a, "m1")
+	_, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	b.clock.Advance(ttl)
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		held, l, err := tx.HoldsLease(ctx, string(id), "ha")
+		require.NoError(t, err)
+		require.False(t, held, "the old holder still holds a lease another took")
+		require.Equal(t, core.Holder("hb"), l.Holder)
+		held, _, err = tx.HoldsLease(ctx, string(id), "hb")
+		require.NoError(t, err)
+		require.True(t, held)
+		return nil
+	}))
+}
+
+// The ADR's scenario at the storage level: every fenced write of a claim
+// that lost its lease is refused with ErrThreadBusy and writes nothing.
+func testRefusedWriteLeavesStorageUnchanged(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a, "m1", "m2")
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	run, err := a.ws.RunStart(ctx, ca, 1)
+	require.NoError(t, err)
+	_, err = a.ws.Ask(ctx, ca, run, "which one?")
+	require.NoError(t, err)
+	require.NoError(t, a.ws.RunEnd(ctx, ca, run))
+	b.clock.Advance(ttl)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	runB, err := b.ws.RunStart(ctx, cb, 2)
+	require.NoError(t, err)
+
+	before := snapshot(t, a, id)
+	_, err = a.ws.RunStart(ctx, ca, 2)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	require.ErrorIs(t, a.ws.Reply(ctx, ca, 1, 2), core.ErrThreadBusy)
+	require.ErrorIs(t, a.ws.Abandon(ctx, ca, runB), core.ErrThreadBusy)
+	require.Equal(t, before, snapshot(t, a, id), "a refused write changed storage")
+}
+
+func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	before := snapshot(t, a, id)
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		v, err := tx.Bump(ctx, id)
+		require.NoError(t, err)
+		require.NoError(t, tx.Append(ctx, id, core.Event{Version: v, Kind: core.MessagePosted, Message: 2, Text: "m2"}))
+		require.NoError(t, tx.SaveTaken(ctx, id, 2))
+		require.NoError(t, tx.PutLease(ctx, core.Lease{Key: string(id), Holder: "x", ExpiresAt: epoch}))
+		require.NoError(t, tx.CreateThread(ctx, "other-"+id))
+		th, err := tx.Thread(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, core.Seq(2), th.Last(), "a transaction must read its own writes")
+		require.Equal(t, core.Seq(2), th.Taken)
+		require.Equal(t, v, th.Version)
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, before, snapshot(t, a, id))
+	ids, err := a.ws.Threads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{id}, ids)
+}
+
+// A process that claims the same thread twice gets two holders; a write
+// delayed from its first claim is refused under the second (the ABA case a
+// per-process identity would let through).
+func testNewClaimNewHolder(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a, "m1")
+	first, err := a.ws.Claim(ctx, id, "a-1", ttl)
+	require.NoError(t, err)
+	b.clock.Advance(ttl)
+	cb, err := b.ws.Claim(ctx, id, "b-1", ttl)
+	require.NoError(t, err)
+	require.NoError(t, b.ws.Release(ctx, cb))
+	second, err := a.ws.Claim(ctx, id, "a-2", ttl)
+	require.NoError(t, err)
+	require.NotEqual(t, first.Holder, second.Holder)
+	_, err = a.ws.RunStart(ctx, first, 1)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "a write of the first claim went through under the second")
+	_, err = a.ws.RunStart(ctx, second, 1)
+	require.NoError(t, err)
+	_, err = a.ws.Claim(ctx, id, "a-2", ttl)
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "a holder must be fresh for every claim")
+}
+
+func testRunLifecycle(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1", "m2")
+	c, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	p, err := a.ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 1}, p)
+	run, err := a.ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	require.Equal(t, core.RunID(1), run)
+	req, err := a.ws.Ask(ctx, c, run, "sure?")
+	require.NoError(t, err)
+	require.NoError(t, a.ws.RunEnd(ctx, c, run))
+	require.ErrorIs(t, a.ws.RunEnd(ctx, c, run), core.ErrRunNotActive)
+	_, err = a.ws.Ask(ctx, c, run, "again?")
+	require.ErrorIs(t, err, core.ErrRunNotActive)
+	p, err = a.ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1}, p)
+	require.NoError(t, a.ws.Reply(ctx, c, p.Request, p.Message))
+	p, err = a.ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 2}, p)
+	_, err = a.ws.RunStart(ctx, c, 3)
+	require.ErrorIs(t, err, core.ErrUnknownMessage)
+
+	st := snapshot(t, a, id)
+	kinds := make([]core.EventKind, len(st.Events))
+	for i, e := range st.Events {
+		kinds[i] = e.Kind
+	}
+	require.Equal(t, []core.EventKind{core.MessagePosted, core.MessagePosted, core.RunStarted, core.Asked, core.RunEnded, core.Answered}, kinds)
+	require.Equal(t, core.StateEnded, st.Thread.Runs[0].State)
+	require.Equal(t, core.Request{ID: 1, Run: 1, Question: "sure?", State: core.RequestAnswered, Answer: 2}, st.Thread.Requests[0])
+}
+
+func testReplyAnswersOnce(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1", "m2", "m3")
+	c, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	run, err := a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	req, err := a.ws.Ask(ctx, c, run, "q")
+	require.NoError(t, err)
+	require.NoError(t, a.ws.Reply(ctx, c, req, 2))
+	before := snapshot(t, a, id)
+	require.ErrorIs(t, a.ws.Reply(ctx, c, req, 3), core.ErrAlreadyAnswered)
+	require.ErrorIs(t, a.ws.Reply(ctx, c, req+1, 3), core.ErrUnknownRequest)
+	require.Equal(t, before, snapshot(t, a, id))
+}
+
+func testAbandonFenced(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a, "m1", "m2")
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	run, err := a.ws.RunStart(ctx, ca, 1)
+	require.NoError(t, err)
+	require.ErrorIs(t, a.ws.Abandon(ctx, ca, run), core.ErrRunNotActive, "a claim abandoned its own run")
+	b.clock.Advance(ttl)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	p, err := b.ws.Plan(ctx, cb)
+	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanAbandon, Runs: []core.RunID{run}, Taken: 1}, p)
+	require.NoError(t, b.ws.Abandon(ctx, cb, run))
+	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run), core.ErrRunAbandoned)
+	_, err = a.ws.Ask(ctx, ca, run, "q")
+	require.ErrorIs(t, err, core.ErrRunAbandoned)
+	run2, err := b.ws.RunStart(ctx, cb, 2)
+	require.NoError(t, err)
+	// a lost its claim: its abandon of b's live run is fenced out.
+	require.ErrorIs(t, a.ws.Abandon(ctx, ca, run2), core.ErrThreadBusy)
+	th, err := a.ws.Thread(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, core.StateActive, th.Runs[1].State)
+}
+
+// Many processes claim one free thread at once: exactly one wins.
+func testConcurrentClaimsOneWinner(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	const n = 8
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := newProc(s, "p", 0)
+			_, errs[i] = p.ws.Claim(ctx, id, core.Holder(string(rune('a'+i))), ttl)
+		}()
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		require.ErrorIs(t, err, core.ErrThreadBusy)
+	}
+	require.Equal(t, 1, won)
+}
+
+func testVersionCountsWrites(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	version := func() uint64 {
+		th, err := a.ws.Thread(ctx, id)
+		require.NoError(t, err)
+		return th.Version
+	}
+	require.Equal(t, uint64(1), version())
+	c, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	require.NoError(t, a.ws.Renew(ctx, c, ttl))
+	_, err = a.ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), version(), "a plan is a read")
+	run, err := a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	require.NoError(t, a.ws.RunEnd(ctx, c, run))
+	require.NoError(t, a.ws.Release(ctx, c))
+	require.Equal(t, uint64(6), version())
+	require.NoError(t, a.ws.Release(ctx, c), "releasing a lost claim is no error")
+	require.Equal(t, uint64(6), version(), "releasing a lost claim wrote")
+}

@@ -1,0 +1,102 @@
+// Package storetest is the conformance suite every core.Storage passes:
+// the same tests run against the in-memory storage and PostgreSQL. A
+// storage's test calls Run with a constructor that returns an empty
+// storage for each test.
+package storetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/simclock"
+)
+
+// Factory returns an empty storage for one test. It registers its own
+// cleanup with t.
+type Factory func(t *testing.T) core.Storage
+
+const ttl = 10 * time.Second
+
+var epoch = time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+
+// Run runs the conformance suite against the storage newStorage makes.
+func Run(t *testing.T, newStorage Factory) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s core.Storage)
+	}{
+		{"ThreadsAndMessages", testThreadsAndMessages},
+		{"UnknownThread", testUnknownThread},
+		{"ClaimRenewRelease", testClaimRenewRelease},
+		{"ExpiryByClaimantsClock", testExpiryByClaimantsClock},
+		{"SkewedClocks", testSkewedClocks},
+		{"HoldsLeaseExpiredNotTaken", testHoldsLeaseExpiredNotTaken},
+		{"HoldsLeaseAfterTakeover", testHoldsLeaseAfterTakeover},
+		{"RefusedWriteLeavesStorageUnchanged", testRefusedWriteLeavesStorageUnchanged},
+		{"RollbackLeavesStorageUnchanged", testRollbackLeavesStorageUnchanged},
+		{"NewClaimNewHolder", testNewClaimNewHolder},
+		{"RunLifecycle", testRunLifecycle},
+		{"ReplyAnswersOnce", testReplyAnswersOnce},
+		{"AbandonFenced", testAbandonFenced},
+		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
+		{"VersionCountsWrites", testVersionCountsWrites},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fn(t, newStorage(t))
+		})
+	}
+}
+
+// proc is one simulated process: its own clock, its own workspace.
+type proc struct {
+	storage core.Storage
+	clock   *simclock.Clock
+	ws      *core.Workspace
+}
+
+func newProc(s core.Storage, name string, skew time.Duration) *proc {
+	c := simclock.New(epoch.Add(skew))
+	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, core.WithProcess(name))}
+}
+
+func newThread(t *testing.T, p *proc, msgs ...string) core.ThreadID {
+	t.Helper()
+	id := core.ThreadID("thread-" + t.Name())
+	require.NoError(t, p.ws.CreateThread(context.Background(), id))
+	for _, m := range msgs {
+		_, err := p.ws.Post(context.Background(), id, m)
+		require.NoError(t, err)
+	}
+	return id
+}
+
+// state is everything storage holds about one thread.
+type state struct {
+	Thread *core.Thread
+	Events []core.Event
+	Lease  core.Lease
+}
+
+func snapshot(t *testing.T, p *proc, id core.ThreadID) state {
+	t.Helper()
+	ctx := context.Background()
+	var st state
+	require.NoError(t, p.storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		th, err := tx.Thread(ctx, id)
+		if err != nil {
+			return err
+		}
+		st.Thread = th.Clone()
+		if st.Events, err = tx.Events(ctx, id); err != nil {
+			return err
+		}
+		st.Lease, err = tx.Lease(ctx, string(id))
+		return err
+	}))
+	return st
+}
