@@ -541,3 +541,22 @@ func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
 		return nil
 	})
 }
+
+// Crash traces that the claim's round ended without a word to storage: the
+// process died, or a runner gave the round up after an error it could not
+// classify (such as ErrCommitUnknown). It writes nothing; the claim's lease
+// stays until it expires and the next claimant abandons whatever the round
+// left active. With no Tracer it does nothing.
+func (w *Workspace) Crash(ctx context.Context, c Claim) error {
+	if w.tracer == nil {
+		return nil
+	}
+	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		t, err := tx.Thread(ctx, c.Thread)
+		if err != nil {
+			return err
+		}
+		*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionCrash, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken}
+		return nil
+	})
+}

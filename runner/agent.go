@@ -1,0 +1,100 @@
+package runner
+
+import (
+	"context"
+	"sync"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// Agent runs one run: it is given the prompt and may ask the person
+// questions, which later messages answer through replies.
+type Agent interface {
+	Run(ctx context.Context, s *Session) error
+}
+
+// AgentFunc adapts a function to Agent.
+type AgentFunc func(ctx context.Context, s *Session) error
+
+// Run calls f.
+func (f AgentFunc) Run(ctx context.Context, s *Session) error { return f(ctx, s) }
+
+// Delivered is what a run was handed: the claim it runs under, its id, its
+// prompt, and the taken cursor its start saved.
+type Delivered struct {
+	Claim  core.Claim
+	Run    core.RunID
+	Prompt core.Message
+	Taken  core.Seq
+}
+
+// Session is an agent's view of its run. ctx passed to Agent.Run is
+// cancelled when the runner loses the claim.
+type Session struct {
+	Delivered Delivered
+	ws        *core.Workspace
+}
+
+// Ask opens a request of the run. It returns core.ErrRunAbandoned once a
+// later claim abandoned the run.
+func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, error) {
+	return s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question)
+}
+
+// RunHandle follows one planned run from its start to its end.
+type RunHandle struct {
+	// Claim is the claim the run was planned under.
+	Claim core.Claim
+	// Prompt is the message it was planned for.
+	Prompt core.Seq
+
+	mu   sync.Mutex
+	run  core.RunID
+	done chan struct{}
+	err  error
+}
+
+func newRunHandle(c core.Claim, prompt core.Seq) *RunHandle {
+	return &RunHandle{Claim: c, Prompt: prompt, done: make(chan struct{})}
+}
+
+// Run returns the run's id, 0 until its start is recorded.
+func (h *RunHandle) Run() core.RunID {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.run
+}
+
+func (h *RunHandle) started(id core.RunID) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.run = id
+}
+
+func (h *RunHandle) finish(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-h.done:
+		return
+	default:
+	}
+	h.err = err
+	close(h.done)
+}
+
+// Wait waits for the run to finish. It returns nil once the run's end is
+// recorded; an error for which errors.Is(err, core.ErrThreadBusy) holds
+// when the fence refused its start (it consumed nothing);
+// core.ErrRunAbandoned when a later claim abandoned it; the agent's error,
+// or another storage error, otherwise; ctx's error if ctx ends first.
+func (h *RunHandle) Wait(ctx context.Context) error {
+	select {
+	case <-h.done:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// Clock tells the time and waits on it. core.SystemClock is the machine's;
+// simclock.Clock is a manual one for tests and simulation.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// Config configures a Runner. New checks it; zero fields take the
+// defaults their comments give.
+type Config struct {
+	// Workspace is where the runner claims threads and records runs.
+	// Required. Its clock stamps lease expiries and should be Clock.
+	Workspace *core.Workspace
+
+	// Agent runs each run. Required.
+	Agent Agent
+
+	// Clock drives renewals, polling and the latency metric. Default
+	// core.SystemClock{}.
+	Clock Clock
+
+	// ClaimTTL is how long a claim lasts without renewal. It sets how soon
+	// a dead process's thread is taken over; safety does not depend on it.
+	// Default 30s.
+	ClaimTTL time.Duration
+
+	// RenewEvery is the renewal period; it must be shorter than ClaimTTL.
+	// Default ClaimTTL/3.
+	RenewEvery time.Duration
+
+	// PollEvery is how often Run looks for threads with work when nothing
+	// wakes it. Default 1s.
+	PollEvery time.Duration
+
+	// Wake, when set, makes Run look for work at once each time it
+	// receives (for example on a storage's LISTEN/NOTIFY). Polling stays
+	// the fallback. Default nil.
+	Wake <-chan struct{}
+
+	// NewHolder makes the holder of each claim. It must return a fresh,
+	// unguessable value every call. Default: 128 random bits from
+	// crypto/rand, in hex.
+	NewHolder func() (core.Holder, error)
+
+	// TracerProvider makes the tracer of turn spans. Default no-op.
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider makes the meter of the runner's metrics. Default no-op.
+	MeterProvider metric.MeterProvider
+}
+
+// Defaults.
+const (
+	DefaultClaimTTL  = 30 * time.Second
+	DefaultPollEvery = time.Second
+)
+
+// RandomHolder returns 128 random bits in hex, the default NewHolder.
+func RandomHolder() (core.Holder, error) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("make holder: %w", err)
+	}
+	return core.Holder(hex.EncodeToString(b[:])), nil
+}
+
+// withDefaults returns c with defaults filled in, or an error naming the
+// first field that is wrong.
+func (c Config) withDefaults() (Config, error) {
+	if c.Workspace == nil {
+		return c, errors.New("runner config: Workspace is required")
+	}
+	if c.Agent == nil {
+		return c, errors.New("runner config: Agent is required")
+	}
+	if c.Clock == nil {
+		c.Clock = core.SystemClock{}
+	}
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = DefaultClaimTTL
+	}
+	if c.RenewEvery == 0 {
+		c.RenewEvery = c.ClaimTTL / 3
+	}
+	if c.PollEvery == 0 {
+		c.PollEvery = DefaultPollEvery
+	}
+	if c.NewHolder == nil {
+		c.NewHolder = RandomHolder
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.ClaimTTL < 0:
+		return fmt.Errorf("runner config: ClaimTTL %v must be positive", c.ClaimTTL)
+	case c.RenewEvery <= 0:
+		return fmt.Errorf("runner config: RenewEvery %v must be positive", c.RenewEvery)
+	case c.RenewEvery >= c.ClaimTTL:
+		return fmt.Errorf("runner config: RenewEvery %v must be shorter than ClaimTTL %v", c.RenewEvery, c.ClaimTTL)
+	case c.PollEvery < 0:
+		return fmt.Errorf("runner config: PollEvery %v must be positive", c.PollEvery)
+	}
+	return nil
+}

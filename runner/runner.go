@@ -1,0 +1,115 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// Runner works threads: it claims a thread with a fresh holder, turns its
+// messages into runs and replies, and releases it. Many runners, in many
+// processes, share one storage; the fenced writes keep a message from being
+// consumed twice whatever their timing.
+type Runner struct {
+	cfg     Config
+	ws      *core.Workspace
+	tracer  trace.Tracer
+	metrics *metrics
+}
+
+// New returns a Runner, or an error naming what is wrong with cfg.
+func New(cfg Config) (*Runner, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	m, err := newMetrics(cfg.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	return &Runner{
+		cfg:     cfg,
+		ws:      cfg.Workspace,
+		tracer:  cfg.TracerProvider.Tracer("github.com/threadclaim/threadclaim/runner"),
+		metrics: m,
+	}, nil
+}
+
+// Config returns the runner's configuration with its defaults filled in.
+func (r *Runner) Config() Config { return r.cfg }
+
+// Work takes one turn on the thread to its end, renewing the claim every
+// RenewEvery while it lasts, and returns the turn's outcome. The error is
+// the one behind a failed or busy turn: errors.Is(err, core.ErrThreadBusy)
+// for a fenced refusal.
+func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error) {
+	t := r.NewTurn(thread)
+	if t.Step(ctx) {
+		return t.Outcome()
+	}
+	renewCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-r.cfg.Clock.After(r.cfg.RenewEvery):
+				if err := t.Renew(renewCtx); err != nil && renewCtx.Err() == nil {
+					return
+				}
+			}
+		}
+	}()
+	for !t.Step(ctx) {
+	}
+	stop()
+	<-done
+	return t.Outcome()
+}
+
+// Run works every thread with messages to consume, one turn at a time,
+// until ctx ends; then it returns ctx's error. It looks for work every
+// PollEvery, and at once when Wake delivers. Failed turns do not stop it:
+// another claim has the thread, or storage will be tried again.
+func (r *Runner) Run(ctx context.Context) error {
+	for {
+		// A storage failure listing or reading threads is tried again at
+		// the next poll; each turn's own failures are in its span.
+		_ = r.RunOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.cfg.Clock.After(r.cfg.PollEvery):
+		case <-r.cfg.Wake:
+		}
+	}
+}
+
+// RunOnce takes a turn on each thread that has a message to consume or a
+// run an earlier claim left active, and returns the first storage error
+// listing or reading threads.
+func (r *Runner) RunOnce(ctx context.Context) error {
+	ids, err := r.ws.Threads(ctx)
+	if err != nil {
+		return fmt.Errorf("list threads: %w", err)
+	}
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		th, err := r.ws.Thread(ctx, id)
+		if err != nil {
+			return fmt.Errorf("read thread %q: %w", id, err)
+		}
+		if !th.Unconsumed() && len(th.ActiveRuns()) == 0 {
+			continue
+		}
+		_, _ = r.Work(ctx, id)
+	}
+	return nil
+}
