@@ -1,0 +1,115 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/simclock"
+)
+
+const ttl = 10 * time.Second
+
+var epoch = time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+
+// proc is one runner process: its own clock, workspace and runner.
+type proc struct {
+	name    string
+	clock   *simclock.Clock
+	ws      *core.Workspace
+	r       *runner.Runner
+	holders int
+}
+
+type procOpts struct {
+	skew   time.Duration
+	fences *core.Fences
+	agent  runner.Agent
+	cfg    func(*runner.Config)
+}
+
+func newProc(t testing.TB, s core.Storage, name string, o procOpts) *proc {
+	t.Helper()
+	p := &proc{name: name, clock: simclock.New(epoch.Add(o.skew))}
+	opts := []core.Option{core.WithProcess(name)}
+	if o.fences != nil {
+		opts = append(opts, core.WithFencesForTesting(*o.fences))
+	}
+	p.ws = core.NewWorkspace(s, p.clock, opts...)
+	agent := o.agent
+	if agent == nil {
+		agent = runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })
+	}
+	cfg := runner.Config{
+		Workspace: p.ws,
+		Agent:     agent,
+		Clock:     p.clock,
+		ClaimTTL:  ttl,
+		NewHolder: func() (core.Holder, error) {
+			p.holders++
+			return core.Holder(fmt.Sprintf("%s-%d", name, p.holders)), nil
+		},
+	}
+	if o.cfg != nil {
+		o.cfg(&cfg)
+	}
+	r, err := runner.New(cfg)
+	require.NoError(t, err)
+	p.r = r
+	return p
+}
+
+func newThread(t testing.TB, ws *core.Workspace, id core.ThreadID, msgs ...string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, ws.CreateThread(ctx, id))
+	for _, m := range msgs {
+		_, err := ws.Post(ctx, id, m)
+		require.NoError(t, err)
+	}
+}
+
+// stepTo steps the turn until its next step is want.
+func stepTo(t testing.TB, turn *runner.Turn, want runner.Step) {
+	t.Helper()
+	for turn.Next() != want {
+		require.NotEqual(t, runner.StepOver, turn.Next(), "turn ended before %s", want)
+		turn.Step(context.Background())
+	}
+}
+
+// facts are what the invariants speak of, read from storage's events.
+type facts struct {
+	consumed map[core.Seq]int // times each message was consumed
+	active   []core.RunID
+}
+
+func readFacts(t testing.TB, s core.Storage, id core.ThreadID) facts {
+	t.Helper()
+	f := facts{consumed: map[core.Seq]int{}}
+	require.NoError(t, s.Update(context.Background(), func(ctx context.Context, tx core.Transaction) error {
+		evs, err := tx.Events(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, e := range evs {
+			if e.Consumes() {
+				f.consumed[e.Message]++
+			}
+		}
+		th, err := tx.Thread(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, r := range th.ActiveRuns() {
+			f.active = append(f.active, r.ID)
+		}
+		return nil
+	}))
+	return f
+}

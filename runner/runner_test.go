@@ -1,0 +1,256 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+func TestConfigValidation(t *testing.T) {
+	ws := core.NewWorkspace(memory.New(), simclock.New(epoch))
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })
+	cases := []struct {
+		name string
+		cfg  runner.Config
+		want string
+	}{
+		{"no workspace", runner.Config{Agent: agent}, "Workspace is required"},
+		{"no agent", runner.Config{Workspace: ws}, "Agent is required"},
+		{"negative ttl", runner.Config{Workspace: ws, Agent: agent, ClaimTTL: -time.Second}, "ClaimTTL -1s must be positive"},
+		{"renew not shorter", runner.Config{Workspace: ws, Agent: agent, ClaimTTL: time.Second, RenewEvery: time.Second}, "RenewEvery 1s must be shorter than ClaimTTL 1s"},
+		{"negative renew", runner.Config{Workspace: ws, Agent: agent, RenewEvery: -time.Second}, "RenewEvery -1s must be positive"},
+		{"negative poll", runner.Config{Workspace: ws, Agent: agent, PollEvery: -time.Second}, "PollEvery -1s must be positive"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := runner.New(c.cfg)
+			require.Nil(t, r)
+			require.ErrorContains(t, err, c.want)
+		})
+	}
+	r, err := runner.New(runner.Config{Workspace: ws, Agent: agent})
+	require.NoError(t, err)
+	cfg := r.Config()
+	require.Equal(t, runner.DefaultClaimTTL, cfg.ClaimTTL)
+	require.Equal(t, runner.DefaultClaimTTL/3, cfg.RenewEvery)
+	require.Equal(t, runner.DefaultPollEvery, cfg.PollEvery)
+	h1, err := cfg.NewHolder()
+	require.NoError(t, err)
+	h2, err := cfg.NewHolder()
+	require.NoError(t, err)
+	require.Len(t, string(h1), 32, "128 bits in hex")
+	require.NotEqual(t, h1, h2, "holders are fresh per claim")
+}
+
+// Bad input writes nothing: an empty holder, an unknown thread.
+func TestBadInputWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	p := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
+		c.NewHolder = func() (core.Holder, error) { return "", nil }
+	}})
+	newThread(t, p.ws, "t", "m1")
+	before, err := p.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+
+	outcome, err := p.r.Work(ctx, "t")
+	require.Equal(t, runner.OutcomeError, outcome)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.ErrorContains(t, err, "empty holder")
+	after, err := p.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	l, err := p.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Lease{}, l)
+
+	q := newProc(t, s, "B", procOpts{})
+	outcome, err = q.r.Work(ctx, "nope")
+	require.Equal(t, runner.OutcomeError, outcome)
+	require.ErrorIs(t, err, core.ErrUnknownThread)
+	ids, err := q.ws.Threads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{"t"}, ids)
+}
+
+// A renewal that finds the claim gone cancels the running agent's
+// context; the run's end is still recorded (it is not fenced and the run
+// was not abandoned), and the turn ends lost.
+func TestLostRenewalCancelsAgent(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	started := make(chan struct{})
+	a := newProc(t, s, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, _ *runner.Session) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})})
+	b := newProc(t, s, "B", procOpts{skew: ttl + time.Second})
+	newThread(t, a.ws, "t", "m1")
+
+	type result struct {
+		o   runner.Outcome
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		o, err := a.r.Work(ctx, "t")
+		done <- result{o, err}
+	}()
+	<-started
+	_, err := b.ws.Claim(ctx, "t", "B-1", ttl)
+	require.NoError(t, err, "B's clock is ahead: it sees A's claim expired")
+	require.Eventually(t, func() bool { return a.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	a.clock.Advance(a.r.Config().RenewEvery)
+
+	res := <-done
+	require.Equal(t, runner.OutcomeLost, res.o)
+	require.ErrorIs(t, res.err, core.ErrThreadBusy)
+	th, err := a.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.StateEnded, th.Runs[0].State)
+	l, err := a.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("B-1"), l.Holder, "A must not release B's lease")
+}
+
+// unknownCommit commits a transaction and then says it cannot tell
+// whether it did, once, when armed: the connection broke during COMMIT.
+type unknownCommit struct {
+	core.Storage
+	armed bool
+	calls int
+}
+
+func (u *unknownCommit) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	u.calls++
+	err := u.Storage.Update(ctx, fn)
+	if u.armed && err == nil {
+		u.armed = false
+		return errors.Join(core.ErrCommitUnknown, errors.New("connection reset during COMMIT"))
+	}
+	return err
+}
+
+// A write whose commit outcome is unknown ends the round; it is never
+// retried under the same holder. The next claimant abandons what did start.
+func TestCommitUnknownNotRetried(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	u := &unknownCommit{Storage: s}
+	a := newProc(t, u, "A", procOpts{})
+	b := newProc(t, s, "B", procOpts{skew: ttl})
+	newThread(t, b.ws, "t", "m1", "m2")
+
+	ta := a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepRunStart)
+	u.armed = true
+	calls := u.calls
+	ta.Step(ctx)
+	require.Equal(t, runner.StepOver, ta.Next())
+	outcome, err := ta.Outcome()
+	require.Equal(t, runner.OutcomeError, outcome)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrCommitUnknown)
+	require.Equal(t, 1, u.calls-calls, "the write was retried, or the round went on, under the same holder")
+
+	outcome, err = b.r.Work(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+	f := readFacts(t, s, "t")
+	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
+	th, err := b.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.StateAbandoned, th.Runs[0].State, "B abandons the run whose start A could not confirm")
+}
+
+// A fenced start is a failed turn: its span's status is Error, and the
+// metrics count a fenced turn and a fenced refusal of run_started.
+func TestTelemetryFencedStartIsFailedTurn(t *testing.T) {
+	ctx := context.Background()
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	s := memory.New()
+	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) { c.TracerProvider, c.MeterProvider = tp, mp }})
+	b := newProc(t, s, "B", procOpts{skew: ttl})
+	newThread(t, a.ws, "t", "m1")
+
+	ta := a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepRunStart)
+	outcome, err := b.r.Work(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+	stepTo(t, ta, runner.StepOver)
+
+	ended := spans.Ended()
+	require.Len(t, ended, 1)
+	require.Equal(t, "threadclaim.turn", ended[0].Name())
+	require.Equal(t, codes.Error, ended[0].Status().Code)
+	require.Contains(t, ended[0].Status().Description, "fenced")
+	require.Contains(t, ended[0].Attributes(), attribute.String("outcome", "fenced"))
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	sums := map[string]map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+				for _, dp := range sum.DataPoints {
+					key := ""
+					for _, kv := range dp.Attributes.ToSlice() {
+						key += string(kv.Key) + "=" + kv.Value.Emit()
+					}
+					if sums[m.Name] == nil {
+						sums[m.Name] = map[string]int64{}
+					}
+					sums[m.Name][key] += dp.Value
+				}
+			}
+		}
+	}
+	require.Equal(t, map[string]int64{"outcome=fenced": 1}, sums[runner.MetricTurns])
+	require.Equal(t, map[string]int64{"write=run_started": 1}, sums[runner.MetricFencedRefusals])
+	require.Nil(t, sums[runner.MetricRunsStarted], "a refused start is not a started run")
+}
+
+// Run works every thread with messages until its context ends, waking on
+// Wake without waiting for the poll.
+func TestRunWakesAndConsumes(t *testing.T) {
+	s := memory.New()
+	wake := make(chan struct{}, 1)
+	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) { c.Wake = wake; c.PollEvery = time.Hour }})
+	newThread(t, a.ws, "t1", "m1")
+	newThread(t, a.ws, "t2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	taken := func(id core.ThreadID) core.Seq {
+		th, err := a.ws.Thread(context.Background(), id)
+		require.NoError(t, err)
+		return th.Taken
+	}
+	require.Eventually(t, func() bool { return taken("t1") == 1 }, 5*time.Second, time.Millisecond)
+	_, err := a.ws.Post(context.Background(), "t2", "m1")
+	require.NoError(t, err)
+	wake <- struct{}{}
+	require.Eventually(t, func() bool { return taken("t2") == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}

@@ -1,0 +1,201 @@
+package runner_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+// adrScenario plays ADR-0069's counterexample: A claims and plans a run for
+// the oldest message; A's claim lapses before its run_started (lapse moves
+// B's clock past A's expiry); B claims, abandons nothing, plans the same
+// message; then A's start and B's start are tried in that order.
+func adrScenario(t *testing.T, fences *core.Fences, lapse func(a, b *proc)) (s *memory.Store, a, b *proc, ta, tb *runner.Turn) {
+	ctx := context.Background()
+	s = memory.New()
+	a = newProc(t, s, "A", procOpts{fences: fences})
+	b = newProc(t, s, "B", procOpts{fences: fences})
+	newThread(t, a.ws, "t", "m1")
+
+	ta = a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepRunStart)
+	require.Equal(t, core.Seq(1), ta.Handle().Prompt)
+
+	lapse(a, b)
+
+	tb = b.r.NewTurn("t")
+	stepTo(t, tb, runner.StepRunStart)
+	require.Equal(t, core.Seq(1), tb.Handle().Prompt, "B must plan the same message")
+
+	ta.Step(ctx) // A's run_started
+	tb.Step(ctx) // B's run_started
+	return s, a, b, ta, tb
+}
+
+// The clock-skew case: B's clock runs ahead of A's by more than the TTL,
+// so B sees A's claim expired while A's renewal timer has not fired.
+func skewLapse(a, b *proc) { b.clock.Advance(ttl + time.Second) }
+
+func TestADRScenarioFenced(t *testing.T) {
+	ctx := context.Background()
+	s, _, _, ta, tb := adrScenario(t, nil, skewLapse)
+
+	outcome, err := ta.Outcome()
+	require.Equal(t, runner.OutcomeFenced, outcome)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrThreadBusy, "RunHandle.Wait of a refused start")
+	require.Equal(t, core.RunID(0), ta.Handle().Run(), "a refused start has no run")
+	require.Equal(t, runner.StepAgent, tb.Next(), "B's start must succeed")
+
+	f := readFacts(t, s, "t")
+	require.Equal(t, map[core.Seq]int{1: 1}, f.consumed, "I1: message consumed once")
+	require.Len(t, f.active, 1, "I3: one active run")
+}
+
+// The mutant: with the fence switched off the same schedule consumes the
+// message twice and leaves two runs active. This is what the checks exist
+// to catch; if it stops failing, the fenced test above proves nothing.
+func TestADRScenarioUnfencedMutant(t *testing.T) {
+	s, _, _, ta, tb := adrScenario(t, &core.Fences{}, skewLapse)
+	require.Equal(t, runner.StepAgent, ta.Next(), "unfenced, A's start goes through")
+	require.Equal(t, runner.StepAgent, tb.Next())
+	f := readFacts(t, s, "t")
+	require.Equal(t, 2, f.consumed[1], "the mutant consumes message 1 twice")
+	require.Len(t, f.active, 2, "the mutant has two active runs")
+}
+
+// stallingStorage holds back the Update calls of one process while stalled:
+// a write in flight that has not reached storage yet.
+type stallingStorage struct {
+	core.Storage
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *stallingStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if s.entered != nil {
+		close(s.entered)
+		s.entered = nil
+		<-s.release
+	}
+	return s.Storage.Update(ctx, fn)
+}
+
+// The stalled-write case: A's run_started is in flight past the TTL (every
+// process's clock moves on, A's timers included); B takes the thread, and
+// A's write, when it lands, is refused.
+func TestStalledWriteFenced(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	stall := &stallingStorage{Storage: s}
+	a := newProc(t, stall, "A", procOpts{})
+	b := newProc(t, s, "B", procOpts{})
+	newThread(t, b.ws, "t", "m1")
+
+	ta := a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepRunStart)
+
+	stall.entered, stall.release = make(chan struct{}), make(chan struct{})
+	entered := stall.entered
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		ta.Step(ctx) // blocks in flight
+	}()
+	<-entered
+	a.clock.Advance(2 * ttl)
+	b.clock.Advance(2 * ttl)
+
+	tb := b.r.NewTurn("t")
+	stepTo(t, tb, runner.StepAgent)
+	close(stall.release)
+	wg.Wait()
+
+	outcome, err := ta.Outcome()
+	require.Equal(t, runner.OutcomeFenced, outcome)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrThreadBusy)
+	f := readFacts(t, s, "t")
+	require.Equal(t, map[core.Seq]int{1: 1}, f.consumed)
+	require.Len(t, f.active, 1)
+}
+
+// A run left by a holder whose claim lapsed is abandoned by the next
+// claimant; the old holder's end is then refused and its turn is lost.
+func TestAbandonedRunEndRefused(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	a := newProc(t, s, "A", procOpts{})
+	b := newProc(t, s, "B", procOpts{})
+	newThread(t, a.ws, "t", "m1", "m2")
+	ta := a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepAgent)
+	b.clock.Advance(ttl)
+	tb := b.r.NewTurn("t")
+	stepTo(t, tb, runner.StepAbandon)
+	tb.Step(ctx)
+	stepTo(t, tb, runner.StepAgent)
+	require.Equal(t, core.Seq(2), tb.Handle().Prompt)
+
+	stepTo(t, ta, runner.StepOver)
+	outcome, err := ta.Outcome()
+	require.Equal(t, runner.OutcomeLost, outcome)
+	require.ErrorIs(t, err, core.ErrRunAbandoned)
+	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrRunAbandoned)
+
+	stepTo(t, tb, runner.StepOver)
+	outcome, err = tb.Outcome()
+	require.Equal(t, runner.OutcomeDone, outcome)
+	require.NoError(t, err)
+	require.NoError(t, tb.Handle().Wait(ctx))
+	f := readFacts(t, s, "t")
+	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
+	require.Empty(t, f.active)
+}
+
+// A turn answers an open request with the next message, then starts a run
+// for the one after, and releases when nothing is left.
+func TestTurnRepliesThenRuns(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	asked := false
+	a := newProc(t, s, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
+		if asked {
+			return nil
+		}
+		asked = true
+		_, err := sess.Ask(ctx, "which?")
+		return err
+	})})
+	newThread(t, a.ws, "t", "m1")
+	outcome, err := a.r.Work(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+
+	for _, m := range []string{"answer", "next"} {
+		_, err := a.ws.Post(ctx, "t", m)
+		require.NoError(t, err)
+	}
+	outcome, err = a.r.Work(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+
+	th, err := a.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Seq(3), th.Taken)
+	require.Equal(t, core.Request{ID: 1, Run: 1, Question: "which?", State: core.RequestAnswered, Answer: 2}, th.Requests[0])
+	require.Len(t, th.Runs, 2)
+	require.Equal(t, core.Seq(3), th.Runs[1].Prompt)
+	l, err := a.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Lease{}, l, "a finished turn releases its claim")
+	_ = s
+}
