@@ -216,12 +216,17 @@ func (t *Turn) stepAbandon(ctx context.Context) {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.refused(ctx, "abandon", err)
 		return
+	case errors.Is(err, core.ErrRunNotActive), errors.Is(err, core.ErrRunAbandoned):
+		// The run ended, or was abandoned, since the plan read it: its
+		// holder's end is not fenced. Nothing to abandon; plan again.
+		t.abandon = nil
 	case err != nil:
 		t.crash(ctx, err)
 		return
+	default:
+		t.r.metrics.abandoned.Add(ctx, 1)
+		t.event("abandon", attribute.Int64("run", int64(run)))
 	}
-	t.r.metrics.abandoned.Add(ctx, 1)
-	t.event("abandon", attribute.Int64("run", int64(run)))
 	if len(t.abandon) == 0 {
 		t.next = StepPlan
 	}

@@ -1,0 +1,451 @@
+package tracecheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+// SimConfig configures one deterministic simulated execution. Zero fields
+// take the defaults their comments give.
+type SimConfig struct {
+	Seed     uint64        // the seed; the same seed replays the same execution
+	Procs    int           // runner processes; default 3
+	Threads  int           // threads; default 2
+	Messages int           // messages posted to each thread; default 4
+	Steps    int           // scheduled operations before quiescence; default 300
+	ClaimTTL time.Duration // default 10s
+	// Unfenced switches every fence off: the mutant the checks must catch.
+	Unfenced bool
+	// Storage is where the processes meet. Default a new memory.Store.
+	// It must be empty.
+	Storage core.Storage
+	// Tracer receives every trace line. Default none.
+	Tracer core.Tracer
+}
+
+func (c SimConfig) withDefaults() SimConfig {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.Procs, 3)
+	def(&c.Threads, 2)
+	def(&c.Messages, 4)
+	def(&c.Steps, 300)
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = 10 * time.Second
+	}
+	if c.Storage == nil {
+		c.Storage = memory.New()
+	}
+	return c
+}
+
+// OpKind is what the scheduler does in one operation.
+type OpKind int
+
+// The scheduler's operations.
+const (
+	OpStep  OpKind = iota // a process takes its turn's next step, or starts a turn
+	OpPost                // a person posts a message
+	OpRenew               // a process renews its claim
+	OpTime                // time passes on every process's clock
+	OpSkew                // one process's clock jumps ahead of the others
+	OpCrash               // a process dies; it restarts idle with a new holder next time
+	numOps
+)
+
+var opNames = [...]string{"step", "post", "renew", "time", "skew", "crash"}
+
+func (k OpKind) String() string {
+	if k >= 0 && k < numOps {
+		return opNames[k]
+	}
+	return fmt.Sprintf("OpKind(%d)", int(k))
+}
+
+// Op is one scheduled operation.
+type Op struct {
+	Kind   OpKind
+	Proc   int
+	Thread int
+	Asks   int           // OpStep: questions the agent asks if this step runs it
+	By     time.Duration // OpTime, OpSkew
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpPost:
+		return fmt.Sprintf("post t%d", o.Thread+1)
+	case OpTime:
+		return fmt.Sprintf("time +%v", o.By)
+	case OpSkew:
+		return fmt.Sprintf("skew p%d +%v", o.Proc+1, o.By)
+	case OpStep:
+		return fmt.Sprintf("step p%d (t%d, asks %d)", o.Proc+1, o.Thread+1, o.Asks)
+	}
+	return fmt.Sprintf("%s p%d", o.Kind, o.Proc+1)
+}
+
+// InvariantError is a broken invariant found in storage after an operation.
+type InvariantError struct {
+	Invariant string // I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness
+	Thread    core.ThreadID
+	Op        int // the operation's index, -1 in quiescence
+	Detail    string
+}
+
+func (e *InvariantError) Error() string {
+	return fmt.Sprintf("%s violated on thread %s after op %d: %s", e.Invariant, e.Thread, e.Op, e.Detail)
+}
+
+// SimStats counts what a simulation did.
+type SimStats struct {
+	Ops             [numOps]int
+	Steps           map[runner.Step]int // turn steps taken, by step
+	Outcomes        map[runner.Outcome]int
+	InvariantChecks int
+}
+
+type simProc struct {
+	name    string
+	clock   *simclock.Clock
+	ws      *core.Workspace
+	r       *runner.Runner
+	turn    *runner.Turn
+	asks    int
+	holders int
+}
+
+// Sim is one deterministic execution: a seeded scheduler interleaves the
+// steps of several real runner processes (runner.Turn over core.Workspace
+// over a real storage), each with its own manual clock, with posts,
+// renewals, time passing, clock jumps and crashes. A process not scheduled
+// is stalled: its planned write waits while leases lapse. After every
+// operation it checks the invariants in storage; at the end it stops the
+// faults, lets every clock pass the TTL and runs the processes fairly until
+// every posted message is consumed (liveness).
+type Sim struct {
+	cfg     SimConfig
+	rng     *rand.Rand
+	procs   []*simProc
+	poster  *core.Workspace
+	threads []core.ThreadID
+	posted  []int
+	seen    map[core.ThreadID]int // events already checked, per thread
+	stats   SimStats
+}
+
+// NewSim builds the execution's processes and threads.
+func NewSim(ctx context.Context, cfg SimConfig) (*Sim, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Procs < 1 || cfg.Threads < 1 || cfg.Messages < 0 || cfg.Steps < 0 || cfg.ClaimTTL <= 0 {
+		return nil, fmt.Errorf("sim config: procs %d, threads %d, messages %d, steps %d, ttl %v: counts must be positive",
+			cfg.Procs, cfg.Threads, cfg.Messages, cfg.Steps, cfg.ClaimTTL)
+	}
+	s := &Sim{
+		cfg:   cfg,
+		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
+		seen:  map[core.ThreadID]int{},
+		stats: SimStats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
+	}
+	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	var opts []core.Option
+	if cfg.Tracer != nil {
+		opts = append(opts, core.WithTracer(cfg.Tracer))
+	}
+	if cfg.Unfenced {
+		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
+	}
+	s.poster = core.NewWorkspace(cfg.Storage, simclock.New(epoch), append(opts, core.WithProcess("poster"))...)
+	for i := range cfg.Threads {
+		id := core.ThreadID(fmt.Sprintf("t%d", i+1))
+		if err := s.poster.CreateThread(ctx, id); err != nil {
+			return nil, fmt.Errorf("sim: %w", err)
+		}
+		s.threads = append(s.threads, id)
+		s.posted = append(s.posted, 0)
+	}
+	for i := range cfg.Procs {
+		p := &simProc{name: fmt.Sprintf("p%d", i+1), clock: simclock.New(epoch)}
+		p.ws = core.NewWorkspace(cfg.Storage, p.clock, append(opts, core.WithProcess(p.name))...)
+		r, err := runner.New(runner.Config{
+			Workspace: p.ws,
+			Clock:     p.clock,
+			ClaimTTL:  cfg.ClaimTTL,
+			Agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
+				for range p.asks {
+					if _, err := sess.Ask(ctx, "which one?"); err != nil {
+						return err
+					}
+				}
+				return nil
+			}),
+			NewHolder: func() (core.Holder, error) {
+				p.holders++
+				return core.Holder(fmt.Sprintf("%s.%d.%x", p.name, p.holders, s.rng.Uint32())), nil
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		p.r = r
+		s.procs = append(s.procs, p)
+	}
+	return s, nil
+}
+
+// Stats returns what the simulation did so far.
+func (s *Sim) Stats() SimStats { return s.stats }
+
+// Run schedules cfg.Steps operations, checking the invariants after each,
+// then quiesces and checks liveness. It returns the first violation.
+func (s *Sim) Run(ctx context.Context) error {
+	for i := range s.cfg.Steps {
+		if err := s.Apply(ctx, s.NextOp()); err != nil {
+			return err
+		}
+		if err := s.Check(ctx, i); err != nil {
+			return err
+		}
+	}
+	return s.Quiesce(ctx)
+}
+
+// NextOp draws the next operation from the seeded scheduler.
+func (s *Sim) NextOp() Op {
+	op := Op{Proc: s.rng.IntN(len(s.procs)), Thread: s.rng.IntN(len(s.threads))}
+	ttl := s.cfg.ClaimTTL
+	switch n := s.rng.IntN(100); {
+	case n < 55:
+		op.Kind = OpStep
+		if s.rng.IntN(4) == 0 {
+			op.Asks = 1
+		}
+	case n < 67:
+		op.Kind = OpPost
+	case n < 82:
+		op.Kind = OpRenew
+	case n < 92:
+		op.Kind, op.By = OpTime, time.Duration(1+s.rng.IntN(int(ttl/time.Second)))*time.Second
+	case n < 97:
+		op.Kind, op.By = OpSkew, ttl+time.Duration(s.rng.IntN(int(ttl/time.Second)))*time.Second
+	default:
+		op.Kind = OpCrash
+	}
+	return op
+}
+
+// Apply carries out one operation.
+func (s *Sim) Apply(ctx context.Context, op Op) error {
+	s.stats.Ops[op.Kind]++
+	p := s.procs[op.Proc]
+	switch op.Kind {
+	case OpPost:
+		t := op.Thread
+		if s.posted[t] >= s.cfg.Messages {
+			return nil
+		}
+		s.posted[t]++
+		_, err := s.poster.Post(ctx, s.threads[t], fmt.Sprintf("message %d", s.posted[t]))
+		return err
+	case OpStep:
+		p.asks = op.Asks
+		s.step(ctx, p, s.threads[op.Thread])
+	case OpRenew:
+		if p.turn != nil {
+			if err := p.turn.Renew(ctx); err != nil && !errors.Is(err, core.ErrThreadBusy) {
+				return err
+			}
+		}
+	case OpTime:
+		for _, q := range s.procs {
+			q.clock.Advance(op.By)
+		}
+	case OpSkew:
+		p.clock.Advance(op.By)
+	case OpCrash:
+		if p.turn != nil && p.turn.Claim() != (core.Claim{}) {
+			if err := p.ws.Crash(ctx, p.turn.Claim()); err != nil {
+				return err
+			}
+		}
+		p.turn = nil
+	}
+	return nil
+}
+
+// step takes p's next step and returns its turn's outcome if it ended.
+func (s *Sim) step(ctx context.Context, p *simProc, thread core.ThreadID) runner.Outcome {
+	if p.turn == nil {
+		p.turn = p.r.NewTurn(thread)
+	}
+	s.stats.Steps[p.turn.Next()]++
+	if !p.turn.Step(ctx) {
+		return ""
+	}
+	o, _ := p.turn.Outcome()
+	s.stats.Outcomes[o]++
+	p.turn = nil
+	return o
+}
+
+// Check reads every thread's new events from storage and checks the
+// invariants: no message consumed twice (I1_ConsumedAtMostOnce), at most
+// one active run (I3_OneActiveRun), no run abandoned while its own claim
+// holds the lease (NoLiveAbandon). op is the operation's index, for the
+// report.
+func (s *Sim) Check(ctx context.Context, op int) error {
+	for _, id := range s.threads {
+		var evs []core.Event
+		var th *core.Thread
+		var lease core.Lease
+		err := s.cfg.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			var err error
+			if evs, err = tx.Events(ctx, id); err != nil {
+				return err
+			}
+			if th, err = tx.Thread(ctx, id); err != nil {
+				return err
+			}
+			th = th.Clone()
+			lease, err = tx.Lease(ctx, string(id))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		s.stats.InvariantChecks++
+		if err := checkThread(th, evs[s.seen[id]:], lease, op); err != nil {
+			return err
+		}
+		s.seen[id] = len(evs)
+	}
+	return nil
+}
+
+// checkThread checks th's invariants; fresh are the events written since
+// the last check, lease the lease now (an abandon does not change it).
+func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) error {
+	consumed := map[core.Seq]int{}
+	for _, r := range th.Runs {
+		consumed[r.Prompt]++
+	}
+	for _, q := range th.Requests {
+		if q.State == core.RequestAnswered {
+			consumed[q.Answer]++
+		}
+	}
+	for m, n := range consumed {
+		if n > 1 {
+			return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", m, n)}
+		}
+	}
+	if active := th.ActiveRuns(); len(active) > 1 {
+		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}
+	}
+	for _, e := range fresh {
+		if e.Kind != core.RunAbandoned {
+			continue
+		}
+		if r, _ := th.Run(e.Run); r.Holder == lease.Holder {
+			return &InvariantError{Invariant: "NoLiveAbandon", Thread: th.ID, Op: op, Detail: fmt.Sprintf("run %d abandoned while its holder %s held the lease", e.Run, r.Holder)}
+		}
+	}
+	return nil
+}
+
+// Quiesce ends the faults: every message is posted, every clock is set
+// past the latest one by twice the TTL (a crashed holder's lease expires
+// for all), and the processes run fairly, in turn, until no thread has work
+// and every process is idle. A message still unconsumed then breaks
+// liveness.
+func (s *Sim) Quiesce(ctx context.Context) error {
+	for t := range s.threads {
+		for s.posted[t] < s.cfg.Messages {
+			if err := s.Apply(ctx, Op{Kind: OpPost, Thread: t}); err != nil {
+				return err
+			}
+		}
+	}
+	latest := s.procs[0].clock.Now()
+	for _, p := range s.procs {
+		if now := p.clock.Now(); now.After(latest) {
+			latest = now
+		}
+	}
+	for _, p := range s.procs {
+		p.clock.Advance(latest.Sub(p.clock.Now()) + 2*s.cfg.ClaimTTL)
+	}
+	const rounds = 10000
+	for range rounds {
+		busy, progress := false, false
+		for _, p := range s.procs {
+			if p.turn == nil {
+				id, ok, err := s.work(ctx)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					continue
+				}
+				p.turn = p.r.NewTurn(id)
+			}
+			busy = true
+			p.asks = 0
+			if s.step(ctx, p, "") != runner.OutcomeBusy {
+				progress = true
+			}
+			if err := s.Check(ctx, -1); err != nil {
+				return err
+			}
+		}
+		if !busy {
+			return s.checkLiveness(ctx)
+		}
+		if !progress {
+			// Every claim found a lease held: its holder crashed. Let
+			// time pass so it expires.
+			for _, p := range s.procs {
+				p.clock.Advance(2 * s.cfg.ClaimTTL)
+			}
+		}
+	}
+	return &InvariantError{Invariant: "Liveness", Op: -1, Detail: fmt.Sprintf("work left after %d fair rounds", rounds)}
+}
+
+// work returns a thread with a message to consume or an active run.
+func (s *Sim) work(ctx context.Context) (core.ThreadID, bool, error) {
+	for _, id := range s.threads {
+		th, err := s.poster.Thread(ctx, id)
+		if err != nil {
+			return "", false, err
+		}
+		if th.Unconsumed() || len(th.ActiveRuns()) > 0 {
+			return id, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+func (s *Sim) checkLiveness(ctx context.Context) error {
+	for _, id := range s.threads {
+		th, err := s.poster.Thread(ctx, id)
+		if err != nil {
+			return err
+		}
+		if th.Taken != th.Last() {
+			return &InvariantError{Invariant: "Liveness", Thread: id, Op: -1, Detail: fmt.Sprintf("taken %d of %d messages", th.Taken, th.Last())}
+		}
+	}
+	return nil
+}
