@@ -2,6 +2,9 @@
 // transaction, and a lease acquire takes that lock as any transaction does,
 // so a fenced write's HoldsLease stays true until its transaction ends.
 //
+// Writes change the store in place under the lock and are undone if the
+// transaction fails, so a write costs O(1) whatever the thread's size.
+//
 // It is what the command-line tool and the simulations run on by default,
 // and the reference the PostgreSQL storage is held to by storetest.
 package memory
@@ -34,9 +37,9 @@ func New() *Store {
 	return &Store{threads: map[core.ThreadID]*thread{}, leases: map[string]core.Lease{}}
 }
 
-// Update runs fn holding the store's lock. fn's writes go to copies of what
-// they change; the copies replace the originals when fn returns nil, and
-// are dropped when it returns an error.
+// Update runs fn holding the store's lock. fn's writes change the store in
+// place and leave an undo record; when fn returns an error the records are
+// played back, newest first, so nothing fn wrote is kept.
 func (s *Store) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -45,79 +48,44 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, core.Transa
 	defer s.mu.Unlock()
 	tx := &txn{s: s}
 	if err := fn(ctx, tx); err != nil {
+		for i := len(tx.undo) - 1; i >= 0; i-- {
+			tx.undo[i]()
+		}
 		return err
 	}
-	tx.commit()
 	return nil
 }
 
-// txn is one transaction: reads fall through to the store, writes land in
-// copy-on-write shadows.
+// txn is one transaction, holding the store's lock.
 type txn struct {
-	s       *Store
-	created []core.ThreadID
-	threads map[core.ThreadID]*thread // shadows of threads written
-	leases  map[string]*core.Lease    // shadows of leases written; nil value = deleted
+	s    *Store
+	undo []func()
 }
 
 var _ core.Transaction = (*txn)(nil)
 
-func (t *txn) commit() {
-	t.s.order = append(t.s.order, t.created...)
-	for id, th := range t.threads {
-		t.s.threads[id] = th
-	}
-	for k, l := range t.leases {
-		if l == nil {
-			delete(t.s.leases, k)
-		} else {
-			t.s.leases[k] = *l
-		}
-	}
-}
-
 func (t *txn) read(id core.ThreadID) (*thread, error) {
-	if th, ok := t.threads[id]; ok {
-		return th, nil
-	}
 	if th, ok := t.s.threads[id]; ok {
 		return th, nil
 	}
 	return nil, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
 }
 
-// shadow returns the transaction's own copy of the thread, made on first write.
-func (t *txn) shadow(id core.ThreadID) (*thread, error) {
-	if th, ok := t.threads[id]; ok {
-		return th, nil
-	}
-	th, err := t.read(id)
-	if err != nil {
-		return nil, err
-	}
-	c := &thread{state: th.state.Clone(), events: th.events[:len(th.events):len(th.events)]}
-	if t.threads == nil {
-		t.threads = map[core.ThreadID]*thread{}
-	}
-	t.threads[id] = c
-	return c, nil
-}
-
 func (t *txn) CreateThread(_ context.Context, id core.ThreadID) error {
-	if _, err := t.read(id); err == nil {
+	if _, ok := t.s.threads[id]; ok {
 		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
 	}
-	if t.threads == nil {
-		t.threads = map[core.ThreadID]*thread{}
-	}
-	t.threads[id] = &thread{state: core.NewThread(id)}
-	t.created = append(t.created, id)
+	t.s.threads[id] = &thread{state: core.NewThread(id)}
+	t.s.order = append(t.s.order, id)
+	t.undo = append(t.undo, func() {
+		delete(t.s.threads, id)
+		t.s.order = t.s.order[:len(t.s.order)-1]
+	})
 	return nil
 }
 
 func (t *txn) ThreadIDs(context.Context) ([]core.ThreadID, error) {
-	ids := append([]core.ThreadID(nil), t.s.order...)
-	return append(ids, t.created...), nil
+	return append([]core.ThreadID(nil), t.s.order...), nil
 }
 
 func (t *txn) Thread(_ context.Context, id core.ThreadID) (*core.Thread, error) {
@@ -137,51 +105,68 @@ func (t *txn) Events(_ context.Context, id core.ThreadID) ([]core.Event, error) 
 }
 
 func (t *txn) Bump(_ context.Context, id core.ThreadID) (uint64, error) {
-	th, err := t.shadow(id)
+	th, err := t.read(id)
 	if err != nil {
 		return 0, err
 	}
+	old := th.state.Version
+	t.undo = append(t.undo, func() { th.state.Version = old })
 	th.state.Version++
 	return th.state.Version, nil
 }
 
+// Append folds ev into the thread in place. Its undo restores the
+// thread's header (the slices' lengths, the version) and the one run or
+// request the event may change; appended elements past a restored length
+// are unreachable.
 func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
-	th, err := t.shadow(id)
+	th, err := t.read(id)
 	if err != nil {
 		return err
 	}
 	if err := th.state.Check(ev); err != nil {
 		return err
 	}
-	th.state.Apply(ev)
+	st := th.state
+	header, events := *st, len(th.events)
+	var restore func()
+	switch ev.Kind {
+	case core.RunEnded, core.RunAbandoned:
+		i, old := ev.Run-1, st.Runs[ev.Run-1]
+		restore = func() { st.Runs[i] = old }
+	case core.Answered:
+		i, old := ev.Request-1, st.Requests[ev.Request-1]
+		restore = func() { st.Requests[i] = old }
+	}
+	t.undo = append(t.undo, func() {
+		if restore != nil {
+			restore()
+		}
+		*st = header
+		th.events = th.events[:events]
+	})
+	st.Apply(ev)
 	th.events = append(th.events, ev)
 	return nil
 }
 
 func (t *txn) SaveTaken(_ context.Context, id core.ThreadID, taken core.Seq) error {
-	th, err := t.shadow(id)
+	th, err := t.read(id)
 	if err != nil {
 		return err
 	}
+	old := th.state.Taken
+	t.undo = append(t.undo, func() { th.state.Taken = old })
 	th.state.Taken = taken
 	return nil
 }
 
 func (t *txn) Lease(_ context.Context, key string) (core.Lease, error) {
-	if l, ok := t.leases[key]; ok {
-		if l == nil {
-			return core.Lease{}, nil
-		}
-		return *l, nil
-	}
 	return t.s.leases[key], nil
 }
 
-func (t *txn) HoldsLease(ctx context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
-	l, err := t.Lease(ctx, key)
-	if err != nil {
-		return false, core.Lease{}, err
-	}
+func (t *txn) HoldsLease(_ context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
+	l := t.s.leases[key]
 	return holder != "" && l.Holder == holder, l, nil
 }
 
@@ -189,18 +174,24 @@ func (t *txn) PutLease(_ context.Context, l core.Lease) error {
 	if l.Key == "" || l.Holder == "" {
 		return fmt.Errorf("%w: lease with empty key or holder", core.ErrInvalidArgument)
 	}
-	t.setLease(l.Key, &l)
+	t.saveLease(l.Key)
+	t.s.leases[l.Key] = l
 	return nil
 }
 
 func (t *txn) DeleteLease(_ context.Context, key string) error {
-	t.setLease(key, nil)
+	t.saveLease(key)
+	delete(t.s.leases, key)
 	return nil
 }
 
-func (t *txn) setLease(key string, l *core.Lease) {
-	if t.leases == nil {
-		t.leases = map[string]*core.Lease{}
-	}
-	t.leases[key] = l
+func (t *txn) saveLease(key string) {
+	old, had := t.s.leases[key]
+	t.undo = append(t.undo, func() {
+		if had {
+			t.s.leases[key] = old
+		} else {
+			delete(t.s.leases, key)
+		}
+	})
 }
