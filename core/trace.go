@@ -64,6 +64,19 @@ type TraceEvent struct {
 	// Other actions do not read the lease and leave it empty.
 	Lease Holder `json:"lease"`
 	Kind  string `json:"kind,omitempty"` // Plan: PlanKindRun or PlanKindReply
+
+	// Call and Return are when the Workspace call began and returned, read
+	// from the Tracer's own clock when it implements TraceClock (a
+	// linearizability check needs them). They are not part of the trace
+	// format.
+	Call   int64 `json:"-"`
+	Return int64 `json:"-"`
+}
+
+// TraceClock is implemented by a Tracer that wants each line stamped with
+// its call's start and return, in its own monotonic units.
+type TraceClock interface {
+	TraceNow() int64
 }
 
 // Tracer receives trace lines. It must be safe for concurrent use; the

@@ -72,11 +72,19 @@ func (w *Workspace) trace(ev *TraceEvent) {
 // ErrThreadBusy (nothing was written), none otherwise.
 func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
 	var line *TraceEvent
+	var call int64
+	clock, timed := w.tracer.(TraceClock)
+	if timed {
+		call = clock.TraceNow()
+	}
 	err := w.storage.Update(ctx, func(ctx context.Context, tx Transaction) error {
 		line = nil
 		return fn(ctx, tx, &line)
 	})
 	if err == nil || (line != nil && line.Read && isRefusal(err)) {
+		if timed && line != nil {
+			line.Call, line.Return = call, clock.TraceNow()
+		}
 		w.trace(line)
 	}
 	return err
