@@ -1,0 +1,916 @@
+package tracecheck_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// traceGen drives core.Workspace over store/memory with several processes,
+// one step at a time in a seeded order, and records the trace core writes.
+// It is the checker's source of long, realistic traces: claims that lapse
+// under live holders (each process has its own clock, advanced at its own
+// pace), stalls between a Plan and its write, fenced refusals, abandons,
+// asks, replies, crashes and releases. It is not the project's simulation
+// (sim.go, which drives the runner); it calls core directly so that every
+// action shows up often.
+type traceGen struct {
+	ctx     context.Context
+	rng     *rand.Rand
+	rec     *tracecheck.Recorder
+	threads []core.ThreadID
+	procs   []*genProc
+	poster  *core.Workspace
+	ttl     time.Duration
+	holders int
+}
+
+type genProc struct {
+	name  string
+	ws    *core.Workspace
+	clock *simclock.Clock
+	st    genState
+	claim core.Claim
+	plan  core.Plan
+	run   core.RunID
+}
+
+type genState int
+
+const (
+	genIdle genState = iota
+	genClaimed
+	genPlanned
+	genRunning
+)
+
+type genConfig struct {
+	seed    uint64
+	threads int
+	procs   int
+	fences  core.Fences
+}
+
+func newTraceGen(tb testing.TB, cfg genConfig) *traceGen {
+	tb.Helper()
+	ctx := context.Background()
+	store := memory.New()
+	rec := &tracecheck.Recorder{}
+	start := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	g := &traceGen{ctx: ctx, rng: rand.New(rand.NewPCG(cfg.seed, 0x7ace)), rec: rec, ttl: 10 * time.Second}
+	g.poster = core.NewWorkspace(store, simclock.New(start), core.WithProcess("poster"), core.WithTracer(rec))
+	for i := range cfg.threads {
+		id := core.ThreadID(fmt.Sprintf("t%d", i+1))
+		if err := g.poster.CreateThread(ctx, id); err != nil {
+			tb.Fatal(err)
+		}
+		g.threads = append(g.threads, id)
+	}
+	for i := range cfg.procs {
+		clock := simclock.New(start)
+		name := fmt.Sprintf("p%d", i+1)
+		ws := core.NewWorkspace(store, clock, core.WithProcess(name), core.WithTracer(rec), core.WithFencesForTesting(cfg.fences))
+		g.procs = append(g.procs, &genProc{name: name, ws: ws, clock: clock})
+	}
+	return g
+}
+
+// run takes steps until the recorder holds at least lines lines.
+func (g *traceGen) run(tb testing.TB, lines int) []core.TraceEvent {
+	tb.Helper()
+	for g.rec.Len() < lines {
+		if err := g.step(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return g.rec.Lines()
+}
+
+func (g *traceGen) step() error {
+	if g.rng.IntN(6) == 0 {
+		_, err := g.poster.Post(g.ctx, g.threads[g.rng.IntN(len(g.threads))], "m")
+		return err
+	}
+	p := g.procs[g.rng.IntN(len(g.procs))]
+	// Each process's clock runs at its own pace: a lease can expire by
+	// another's clock while its holder is in the middle of a round.
+	p.clock.Advance(time.Duration(g.rng.IntN(3000)) * time.Millisecond)
+	if g.rng.IntN(40) == 0 {
+		p.clock.Advance(g.ttl)
+	}
+	if p.st != genIdle {
+		switch g.rng.IntN(50) {
+		case 0:
+			return g.crash(p)
+		case 1, 2, 3:
+			if err := p.ws.Renew(g.ctx, p.claim, g.ttl); err != nil && !errors.Is(err, core.ErrThreadBusy) {
+				return err
+			}
+			return nil
+		}
+	}
+	switch p.st {
+	case genIdle:
+		g.holders++
+		id := g.threads[g.rng.IntN(len(g.threads))]
+		c, err := p.ws.Claim(g.ctx, id, core.Holder(fmt.Sprintf("%s-%x", p.name, g.rng.Uint64()>>16)), g.ttl)
+		if errors.Is(err, core.ErrThreadBusy) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		p.claim, p.st = c, genClaimed
+	case genClaimed:
+		if g.rng.IntN(12) == 0 {
+			p.st = genIdle
+			return p.ws.Release(g.ctx, p.claim)
+		}
+		plan, err := p.ws.Plan(g.ctx, p.claim)
+		if err != nil {
+			return err
+		}
+		switch plan.Kind {
+		case core.PlanNothing:
+			p.st = genIdle
+			return p.ws.Release(g.ctx, p.claim)
+		case core.PlanAbandon:
+			err := p.ws.Abandon(g.ctx, p.claim, plan.Runs[0])
+			switch {
+			case errors.Is(err, core.ErrThreadBusy):
+				p.st = genIdle
+			case errors.Is(err, core.ErrRunNotActive), errors.Is(err, core.ErrRunAbandoned):
+				return g.crash(p) // unfenced only: not a step of the spec; the round is given up
+			case err != nil:
+				return err
+			}
+		default:
+			p.plan, p.st = plan, genPlanned
+		}
+	case genPlanned:
+		if p.plan.Kind == core.PlanRun {
+			run, err := p.ws.RunStart(g.ctx, p.claim, p.plan.Message)
+			switch {
+			case errors.Is(err, core.ErrThreadBusy):
+				p.st = genIdle
+			case err != nil:
+				return err
+			default:
+				p.run, p.st = run, genRunning
+			}
+			return nil
+		}
+		err := p.ws.Reply(g.ctx, p.claim, p.plan.Request, p.plan.Message)
+		switch {
+		case errors.Is(err, core.ErrThreadBusy):
+			p.st = genIdle
+		case errors.Is(err, core.ErrAlreadyAnswered):
+			return g.crash(p) // unfenced only
+		case err != nil:
+			return err
+		default:
+			p.st = genClaimed
+		}
+	case genRunning:
+		if g.rng.IntN(3) == 0 {
+			_, err := p.ws.Ask(g.ctx, p.claim, p.run, "q")
+			if err != nil && !errors.Is(err, core.ErrRunAbandoned) {
+				return err
+			}
+			return nil
+		}
+		err := p.ws.RunEnd(g.ctx, p.claim, p.run)
+		switch {
+		case errors.Is(err, core.ErrRunAbandoned):
+			p.st = genIdle
+		case err != nil:
+			return err
+		default:
+			p.st = genClaimed
+		}
+	}
+	return nil
+}
+
+// crash ends p's round where it is and logs Crash, as a runner's death
+// would be logged by the simulation: a read at the thread's version.
+func (g *traceGen) crash(p *genProc) error {
+	th, err := p.ws.Thread(g.ctx, p.claim.Thread)
+	if err != nil {
+		return err
+	}
+	g.rec.Trace(core.TraceEvent{Tick: th.Version, Read: true, Action: core.ActionCrash, Thread: p.claim.Thread,
+		Proc: p.name, Holder: p.claim.Holder, Taken: th.Taken})
+	p.st = genIdle
+	return nil
+}
+
+func asViolation(err error, v **tracecheck.Violation) bool { return errors.As(err, v) }
+
+func errorsIs(err, target error) bool { return errors.Is(err, target) }
+
+func contains(xs []string, x string) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+var updateFixtures = flag.Bool("update-fixtures", false, "rewrite tracecheck/testdata/*.ndjson from their scripts")
+
+// fixtureScript plays one fixture's scenario on core.Workspace over
+// store/memory, one call at a time, with processes p1 and p2 (each with its
+// own clock) and a poster. A lease lapses by a process's clock running past
+// its expiry (ahead). Holders are fixed strings, so the output is stable.
+type fixtureScript struct {
+	t     *testing.T
+	ctx   context.Context
+	rec   *tracecheck.Recorder
+	post  *core.Workspace
+	ws    map[string]*core.Workspace
+	clock map[string]*simclock.Clock
+	claim map[string]core.Claim
+}
+
+const fixtureTTL = 10 * time.Second
+
+func newFixtureScript(t *testing.T, unfenced ...string) *fixtureScript {
+	t.Helper()
+	s := &fixtureScript{t: t, ctx: context.Background(), rec: &tracecheck.Recorder{},
+		ws: map[string]*core.Workspace{}, clock: map[string]*simclock.Clock{}, claim: map[string]core.Claim{}}
+	store := memory.New()
+	start := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	s.post = core.NewWorkspace(store, simclock.New(start), core.WithProcess("poster"), core.WithTracer(s.rec))
+	for _, p := range []string{"p1", "p2"} {
+		opts := []core.Option{core.WithProcess(p), core.WithTracer(s.rec)}
+		for _, u := range unfenced {
+			if u == p {
+				opts = append(opts, core.WithFencesForTesting(core.Fences{}))
+			}
+		}
+		s.clock[p] = simclock.New(start)
+		s.ws[p] = core.NewWorkspace(store, s.clock[p], opts...)
+	}
+	if err := s.post.CreateThread(s.ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *fixtureScript) must(err error) {
+	s.t.Helper()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *fixtureScript) Post() { _, err := s.post.Post(s.ctx, "t1", "hello"); s.must(err) }
+
+func (s *fixtureScript) Ahead(p string, d time.Duration) { s.clock[p].Advance(d) }
+
+func (s *fixtureScript) Claim(p string, h core.Holder) {
+	c, err := s.ws[p].Claim(s.ctx, "t1", h, fixtureTTL)
+	s.must(err)
+	s.claim[p] = c
+}
+
+func (s *fixtureScript) Renew(p string) error { return s.ws[p].Renew(s.ctx, s.claim[p], fixtureTTL) }
+
+func (s *fixtureScript) Release(p string) { s.must(s.ws[p].Release(s.ctx, s.claim[p])) }
+
+func (s *fixtureScript) Plan(p string) core.Plan {
+	pl, err := s.ws[p].Plan(s.ctx, s.claim[p])
+	s.must(err)
+	return pl
+}
+
+func (s *fixtureScript) RunStart(p string, m core.Seq) error {
+	_, err := s.ws[p].RunStart(s.ctx, s.claim[p], m)
+	return err
+}
+
+func (s *fixtureScript) Reply(p string, q core.RequestID, m core.Seq) error {
+	return s.ws[p].Reply(s.ctx, s.claim[p], q, m)
+}
+
+func (s *fixtureScript) Ask(p string, r core.RunID) {
+	_, err := s.ws[p].Ask(s.ctx, s.claim[p], r, "which one?")
+	s.must(err)
+}
+
+func (s *fixtureScript) RunEnd(p string, r core.RunID) error {
+	return s.ws[p].RunEnd(s.ctx, s.claim[p], r)
+}
+
+func (s *fixtureScript) Abandon(p string, r core.RunID) error {
+	return s.ws[p].Abandon(s.ctx, s.claim[p], r)
+}
+
+// Crash logs p's death as the simulation does: a read at the version.
+func (s *fixtureScript) Crash(p string) {
+	th, err := s.post.Thread(s.ctx, "t1")
+	s.must(err)
+	s.rec.Trace(core.TraceEvent{Tick: th.Version, Read: true, Action: core.ActionCrash, Thread: "t1", Proc: p,
+		Holder: s.claim[p].Holder, Taken: th.Taken})
+}
+
+// Add appends a line core would not write (a broken core's), after the
+// last one: a write at the next tick.
+func (s *fixtureScript) Add(ev core.TraceEvent) {
+	th, err := s.post.Thread(s.ctx, "t1")
+	s.must(err)
+	ev.Tick, ev.Thread = th.Version+1, "t1"
+	s.rec.Trace(ev)
+}
+
+func (s *fixtureScript) bytes() []byte {
+	var b bytes.Buffer
+	_, err := s.rec.WriteTo(&b)
+	s.must(err)
+	return b.Bytes()
+}
+
+func busy(t *testing.T, err error) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), "thread busy") {
+		t.Fatalf("want a fenced refusal, got %v", err)
+	}
+}
+
+// fixtureScripts makes every fixture under testdata/. Holders are short
+// fixed strings standing for core's random ones.
+var fixtureScripts = map[string]func(t *testing.T) []byte{
+	// One process: a run that asks, the reply that answers it, a renewal.
+	"ok-run-ask-reply.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-7a3f")
+		s.must(s.Renew("p1"))
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Ask("p1", 1)
+		s.must(s.RunEnd("p1", 1))
+		s.Post()
+		s.Plan("p1")
+		s.must(s.Reply("p1", 1, 2))
+		s.Plan("p1") // nothing left: not traced
+		s.Release("p1")
+		return s.bytes()
+	},
+	// p1 dies with its run active; p2 takes the lapsed lease, abandons the
+	// run and goes on.
+	"ok-crash-takeover.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-1c0e")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Crash("p1")
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-52bd")
+		s.Plan("p2")
+		s.must(s.Abandon("p2", 1))
+		s.Post()
+		s.Plan("p2")
+		s.must(s.RunStart("p2", 2))
+		s.must(s.RunEnd("p2", 2))
+		s.Release("p2")
+		return s.bytes()
+	},
+	// Claims lapse under live holders; every fence refuses once: a start, a
+	// reply, an abandon; a run's end is refused once it was abandoned; a
+	// Release finds the lease another's.
+	"ok-fenced-refusals.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-0b11")
+		s.Plan("p1") // run m1; p1 stalls
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-0b22")
+		s.Plan("p2")
+		s.must(s.RunStart("p2", 1))
+		busy(t, s.RunStart("p1", 1)) // StartFenced
+		s.Ask("p2", 1)
+		s.must(s.RunEnd("p2", 1))
+		s.Post()
+		s.Plan("p2") // reply m2 to request 1; p2 stalls
+		s.Ahead("p1", 3*fixtureTTL)
+		s.Claim("p1", "h-0b33")
+		s.Plan("p1")
+		s.must(s.Reply("p1", 1, 2))
+		busy(t, s.Reply("p2", 1, 2)) // ReplyFenced
+		s.Post()
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 3))
+		s.Ahead("p2", 3*fixtureTTL)
+		s.Claim("p2", "h-0b44")
+		busy(t, s.Renew("p1")) // refused: not traced
+		s.Plan("p2")
+		s.must(s.Abandon("p2", 2))
+		if err := s.RunEnd("p1", 2); err == nil { // EndRefused
+			t.Fatal("the end of an abandoned run was not refused")
+		}
+		s.Ahead("p1", 6*fixtureTTL)
+		s.Claim("p1", "h-0b55")
+		s.Release("p2") // the lease is p1's now: core logs a read
+		s.Release("p1")
+		return s.bytes()
+	},
+	// A claimant whose claim lapsed and was taken cannot abandon the run.
+	"ok-abandon-fenced.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-a001")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Crash("p1")
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-a002")
+		s.Plan("p2") // abandon run 1; p2 stalls
+		s.Ahead("p1", 3*fixtureTTL)
+		s.Claim("p1", "h-a003")
+		busy(t, s.Abandon("p2", 1)) // AbandonFenced
+		s.Plan("p1")
+		s.must(s.Abandon("p1", 1))
+		s.Release("p1")
+		return s.bytes()
+	},
+	// The mutant (p1's fences off): p1's claim lapses and p2 takes it;
+	// p1's start commits under p2's lease.
+	"bad-start-under-other-lease.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t, "p1")
+		s.Post()
+		s.Claim("p1", "h-5e01")
+		s.Plan("p1")
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-5e02")
+		s.must(s.RunStart("p1", 1))
+		return s.bytes()
+	},
+	// The mutant: ADR-0069's counterexample, after p2's run ended. Both
+	// planned m1; both starts commit; m1 is a prompt twice.
+	"bad-consumed-twice.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t, "p1", "p2")
+		s.Post()
+		s.Claim("p1", "h-c001")
+		s.Plan("p1")
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-c002")
+		s.Plan("p2")
+		s.must(s.RunStart("p2", 1))
+		s.must(s.RunEnd("p2", 1))
+		s.must(s.RunStart("p1", 1))
+		return s.bytes()
+	},
+	// The mutant: ADR-0069's counterexample as the ADR tells it: both
+	// starts commit while the first run is active.
+	"bad-two-active-runs.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t, "p1", "p2")
+		s.Post()
+		s.Claim("p1", "h-d001")
+		s.Plan("p1")
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-d002")
+		s.Plan("p2")
+		s.must(s.RunStart("p2", 1))
+		s.must(s.RunStart("p1", 1))
+		return s.bytes()
+	},
+	// A broken core: p1's stale reply to request 1, which p2 has answered,
+	// commits (core refuses it even unfenced; this line is hand-made).
+	"bad-reply-already-answered.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-e001")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Ask("p1", 1)
+		s.must(s.RunEnd("p1", 1))
+		s.Post()
+		s.Plan("p1") // reply m2 to request 1; p1 stalls
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-e002")
+		s.Plan("p2")
+		s.must(s.Reply("p2", 1, 2))
+		s.Add(core.TraceEvent{Action: core.ActionReply, Proc: "p1", Holder: "h-e001", Msg: 2, Req: 1, Taken: 2, Lease: "h-e002"})
+		return s.bytes()
+	},
+}
+
+// Fixtures derived by editing another's lines: a tick gap, a line replayed
+// with its old tick, a line that is not JSON.
+var fixtureEdits = map[string]struct {
+	from string
+	edit func(t *testing.T, lines []string) []string
+}{
+	// From line 6 (the Ask) on, every tick is two too high.
+	"bad-tick-gap.ndjson": {"ok-run-ask-reply.ndjson", func(t *testing.T, lines []string) []string {
+		for i := 5; i < len(lines); i++ {
+			lines[i] = editTick(t, lines[i], func(tick uint64) uint64 { return tick + 2 })
+		}
+		return lines
+	}},
+	// Line 5 (the RunStart) appended again at the end: a write whose tick
+	// goes back.
+	"bad-tick-backwards.ndjson": {"ok-run-ask-reply.ndjson", func(t *testing.T, lines []string) []string {
+		return append(lines, lines[4])
+	}},
+	// Line 5 cut short.
+	"bad-malformed.ndjson": {"ok-run-ask-reply.ndjson", func(t *testing.T, lines []string) []string {
+		lines[4] = lines[4][:len(lines[4])/2]
+		return lines
+	}},
+}
+
+func editTick(t *testing.T, line string, f func(uint64) uint64) string {
+	t.Helper()
+	var ev core.TraceEvent
+	if err := json.Unmarshal([]byte(line), &ev); err != nil {
+		t.Fatal(err)
+	}
+	ev.Tick = f(ev.Tick)
+	b, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func makeFixtures(t *testing.T) map[string][]byte {
+	out := map[string][]byte{}
+	for name, script := range fixtureScripts {
+		out[name] = script(t)
+	}
+	for name, e := range fixtureEdits {
+		lines := strings.Split(strings.TrimSuffix(string(out[e.from]), "\n"), "\n")
+		out[name] = []byte(strings.Join(e.edit(t, lines), "\n") + "\n")
+	}
+	return out
+}
+
+// TestFixturesAreCoreOutput guards that every fixture is what its script
+// makes core write today (run with -update-fixtures to rewrite them).
+func TestFixturesAreCoreOutput(t *testing.T) {
+	for name, want := range makeFixtures(t) {
+		path := filepath.Join("testdata", name)
+		if *updateFixtures {
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is not what its script makes core write; rerun with -update-fixtures and review the diff", name)
+		}
+	}
+}
+
+// fixtureTable is what the Go checker says of each fixture: the line it
+// rejects, the kind, and the rule, under the fenced spec
+// (ThreadClaimLapse.cfg) and under the unfenced one (Fenced = FALSE,
+// FenceAbandon = FALSE), where "" means accepted.
+var fixtureTable = []struct {
+	file       string
+	line       int
+	kind       error
+	rule       string
+	unfenced   string   // the rule with the fences off; "" = accepted
+	alsoFailed []string // further failing conjuncts or invariants (unfenced for invariants)
+}{
+	{file: "ok-run-ask-reply.ndjson"},
+	{file: "ok-crash-takeover.ndjson"},
+	{file: "ok-fenced-refusals.ndjson", unfenced: "Fenced"},
+	{file: "ok-abandon-fenced.ndjson", unfenced: "FenceAbandon"},
+	{file: "bad-start-under-other-lease.ndjson", line: 5, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)"},
+	{file: "bad-consumed-twice.ndjson", line: 8, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
+		unfenced: tracecheck.InvConsumedAtMostOnce},
+	{file: "bad-two-active-runs.ndjson", line: 7, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
+		unfenced: tracecheck.InvConsumedAtMostOnce, alsoFailed: []string{tracecheck.InvOneActiveRun}},
+	{file: "bad-reply-already-answered.ndjson", line: 12, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
+		unfenced: `reqs[plan[p].req].state = "open"`, alsoFailed: []string{`reqs[plan[p].req].state = "open"`}},
+	{file: "bad-tick-gap.ndjson", line: 6, kind: tracecheck.ErrOrder, rule: "tick", unfenced: "tick"},
+	{file: "bad-tick-backwards.ndjson", line: 12, kind: tracecheck.ErrOrder, rule: "tick", unfenced: "tick"},
+	{file: "bad-malformed.ndjson", line: 5, kind: tracecheck.ErrMalformed},
+}
+
+func TestFixtures(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tc := range fixtureTable {
+		seen[tc.file] = true
+		t.Run(tc.file, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.file)
+			lines, err := tracecheck.ReadFile(path)
+			if tc.kind == tracecheck.ErrMalformed {
+				le, ok := err.(*tracecheck.LineError)
+				if !ok || le.Line != tc.line || le.File != path || !strings.Contains(le.Error(), fmt.Sprintf("%s:%d:", path, tc.line)) {
+					t.Fatalf("Read: want a *LineError at %s:%d, got %v", path, tc.line, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if threads := tracecheck.Order(lines); len(threads) != 1 {
+				t.Fatalf("a fixture must be one thread, has %d", len(threads))
+			}
+			for _, mode := range []struct {
+				name string
+				spec tracecheck.Spec
+				rule string
+			}{
+				{"fenced", tracecheck.Spec{Fenced: true, FenceAbandon: true}, tc.rule},
+				{"unfenced", tracecheck.Spec{}, tc.unfenced},
+			} {
+				if tc.line == 0 && mode.name == "unfenced" && tc.unfenced != "" {
+					// An ok trace that uses a refusal the unfenced spec lacks.
+					_, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithSpec(mode.spec))
+					var v *tracecheck.Violation
+					if !asViolation(err, &v) || v.Rule != tc.unfenced {
+						t.Errorf("%s: want the refusal's guard %s to fail, got %v", mode.name, tc.unfenced, err)
+					}
+					continue
+				}
+				st, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithSpec(mode.spec))
+				if mode.rule == "" {
+					if err != nil {
+						t.Errorf("%s: want accepted, got %v", mode.name, err)
+					}
+					if st.Lines != len(lines) || st.InvariantChecks != 3*len(lines) {
+						t.Errorf("%s: stats %+v for %d lines", mode.name, st, len(lines))
+					}
+					continue
+				}
+				var v *tracecheck.Violation
+				if !asViolation(err, &v) {
+					t.Fatalf("%s: want a *Violation, got %v", mode.name, err)
+				}
+				if v.Line != tc.line || v.Rule != mode.rule || v.File != path {
+					t.Errorf("%s: want %s:%d %q, got %s:%d %q\n%v", mode.name, path, tc.line, mode.rule, v.File, v.Line, v.Rule, v)
+				}
+				if mode.name == "fenced" && !errorsIs(err, tc.kind) {
+					t.Errorf("%s: want kind %v, got %v", mode.name, tc.kind, v.Kind)
+				}
+				for _, also := range tc.alsoFailed {
+					if !contains(v.Failed, also) && !(mode.name == "fenced" && strings.HasPrefix(also, "I")) {
+						t.Errorf("%s: want %q among the failed %v", mode.name, also, v.Failed)
+					}
+				}
+				t.Logf("%s: %v", mode.name, v)
+			}
+		})
+	}
+	files, _ := filepath.Glob("testdata/*.ndjson")
+	for _, f := range files {
+		if !seen[filepath.Base(f)] {
+			t.Errorf("%s is not in the fixture table", f)
+		}
+	}
+}
+
+// TestCheckAcceptsFencedCoreTraces guards the checker against false
+// alarms: traces that the fenced core writes under lapses, stalls and
+// crashes are behaviours of ThreadClaimLapse.cfg's spec; every logged
+// action shows up.
+func TestCheckAcceptsFencedCoreTraces(t *testing.T) {
+	total := map[core.Action]int{}
+	lapses, live := 0, 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		g := newTraceGen(t, genConfig{seed: seed, threads: 2, procs: 3, fences: core.AllFences})
+		lines := g.run(t, 3000)
+		st, err := tracecheck.Check(lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", seed)))
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if st.Lines != len(lines) || st.Threads != 2 {
+			t.Fatalf("seed %d: stats %+v for %d lines", seed, st, len(lines))
+		}
+		for a, n := range st.PerAction {
+			total[a] += n
+		}
+		lapses += st.LapsesInferred
+		live += st.LiveLapses
+	}
+	for _, a := range core.Actions {
+		if a != core.ActionLapse && total[a] == 0 {
+			t.Errorf("no %s line in 20 seeds: %v", a, total)
+		}
+	}
+	if live == 0 {
+		t.Errorf("no lapse under a live holder was inferred (%d lapses)", lapses)
+	}
+	t.Logf("actions %v; lapses inferred %d, under live holders %d", total, lapses, live)
+}
+
+// TestCheckCatchesUnfencedMutant guards that the checks bite: with every
+// fence off, core writes traces the fenced spec rejects at a fenced write,
+// and the unfenced spec rejects by an invariant (I1, I3 or NoLiveAbandon).
+func TestCheckCatchesUnfencedMutant(t *testing.T) {
+	guards, invariants := map[string]int{}, map[string]int{}
+	for seed := uint64(1); seed <= 20; seed++ {
+		g := newTraceGen(t, genConfig{seed: seed, threads: 2, procs: 3, fences: core.Fences{}})
+		lines := g.run(t, 3000)
+		var v *tracecheck.Violation
+		if _, err := tracecheck.Check(lines); asViolation(err, &v) {
+			guards[v.Rule]++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tracecheck.Check(lines, tracecheck.WithSpec(tracecheck.Spec{})); asViolation(err, &v) {
+			if !errors.Is(err, tracecheck.ErrInvariant) {
+				t.Errorf("seed %d: the unfenced spec rejects the mutant by a guard, not an invariant: %v", seed, v)
+			}
+			invariants[v.Rule]++
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if guards["Fenced => HasLease(p)"] == 0 || guards["FenceAbandon => HasLease(p)"] == 0 {
+		t.Errorf("the fenced spec did not reject the mutant at both fences: %v", guards)
+	}
+	if invariants[tracecheck.InvConsumedAtMostOnce] == 0 || invariants[tracecheck.InvNoLiveAbandon] == 0 {
+		t.Errorf("the unfenced spec did not catch both I1 and NoLiveAbandon: %v", invariants)
+	}
+	t.Logf("fenced spec: %v; unfenced spec: %v", guards, invariants)
+}
+
+// TestOrderRestoresTraceOrder guards the ordering rule: lines written in
+// any interleaving that keeps each process's own order (as concurrent
+// Trace calls after their transactions can) check the same as in commit
+// order.
+func TestOrderRestoresTraceOrder(t *testing.T) {
+	for seed := uint64(1); seed <= 10; seed++ {
+		g := newTraceGen(t, genConfig{seed: seed, threads: 3, procs: 4, fences: core.AllFences})
+		lines := g.run(t, 2000)
+		byProc := map[string][]core.TraceEvent{}
+		var procs []string
+		for _, ev := range lines {
+			if _, ok := byProc[ev.Proc]; !ok {
+				procs = append(procs, ev.Proc)
+			}
+			byProc[ev.Proc] = append(byProc[ev.Proc], ev)
+		}
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var mixed []core.TraceEvent
+		for len(mixed) < len(lines) {
+			p := procs[rng.IntN(len(procs))]
+			if q := byProc[p]; len(q) > 0 {
+				n := 1 + rng.IntN(min(len(q), 20))
+				mixed = append(mixed, q[:n]...)
+				byProc[p] = q[n:]
+			}
+		}
+		if _, err := tracecheck.Check(mixed); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+	}
+}
+
+// TestCheckerStep feeds lines one at a time, as a simulation can, and
+// checks that a thread stops at its first violation while others go on.
+func TestCheckerStep(t *testing.T) {
+	good, err := tracecheck.ReadFile("testdata/ok-run-ask-reply.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := tracecheck.ReadFile("testdata/bad-two-active-runs.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range bad {
+		bad[i].Thread = "t2"
+	}
+	c := tracecheck.NewChecker(tracecheck.WithFile("mixed"))
+	var errs int
+	for i := range max(len(good), len(bad)) {
+		if i < len(bad) && c.Step(100+i+1, &bad[i]) != nil {
+			errs++
+		}
+		if i < len(good) {
+			if err := c.Step(i+1, &good[i]); err != nil {
+				t.Fatalf("thread t1 stopped by t2's violation: %v", err)
+			}
+		}
+	}
+	var v *tracecheck.Violation
+	if !asViolation(c.Err(), &v) || v.Line != 107 || v.Event.Thread != "t2" || errs != 1 {
+		t.Fatalf("want t2's violation at line 107 once, got %v (%d)", c.Err(), errs)
+	}
+	if st := c.Stats(); st.Threads != 2 || st.Lines != len(good)+len(bad) {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// TestViolationFields guards what a violation tells.
+func TestViolationFields(t *testing.T) {
+	_, err := tracecheck.CheckFile("testdata/bad-consumed-twice.ndjson", tracecheck.WithSpec(tracecheck.Spec{}))
+	var v *tracecheck.Violation
+	if !asViolation(err, &v) {
+		t.Fatalf("want a *Violation, got %v", err)
+	}
+	if !errors.Is(err, tracecheck.ErrInvariant) || v.Action != core.ActionRunStart || v.Event.Proc != "p1" ||
+		v.File != "testdata/bad-consumed-twice.ndjson" || v.Line != 8 || !strings.Contains(v.State, "runs=[1:h2/m1/ended 2:h1/m1/active]") {
+		t.Fatalf("violation %#v", v)
+	}
+	for _, want := range []string{"bad-consumed-twice.ndjson:8:", "I1_ConsumedAtMostOnce", "m1 consumed 2 times", `"holder":"h-c001"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+}
+
+// TestCheckValues guards the post-state checks: each field of a good line,
+// changed, is rejected at that line with that field named.
+func TestCheckValues(t *testing.T) {
+	base, err := tracecheck.ReadFile("testdata/ok-fenced-refusals.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		line int
+		edit func(*core.TraceEvent)
+		rule string
+	}{
+		{1, func(e *core.TraceEvent) { e.Msg = 2 }, "line.msg"},
+		{1, func(e *core.TraceEvent) { e.Holder = "x" }, "line.holder"},
+		{2, func(e *core.TraceEvent) { e.Lease = "" }, "line.lease"},
+		{3, func(e *core.TraceEvent) { e.Kind = "reply" }, "line.kind"},
+		{3, func(e *core.TraceEvent) { e.Read = false }, "line.read"},
+		{4, func(e *core.TraceEvent) { e.Holder = "h-0b11" }, `hold'[p] = nextHolder (a fresh holder)`},
+		{6, func(e *core.TraceEvent) { e.Run = 2 }, "line.run"},
+		{6, func(e *core.TraceEvent) { e.Taken = 0 }, "line.taken"},
+		{7, func(e *core.TraceEvent) { e.Lease = "" }, "line.lease"},
+		{7, func(e *core.TraceEvent) { e.Holder = "h-0b22" }, "line.holder"},
+		{8, func(e *core.TraceEvent) { e.Req = 2 }, "line.req"},
+		{11, func(e *core.TraceEvent) { e.Req = 0 }, "line.req"},
+		{21, func(e *core.TraceEvent) { e.Run = 1 }, "line.run"},
+		{23, func(e *core.TraceEvent) { e.Tick = 99 }, "tick"},
+		{23, func(e *core.TraceEvent) { e.Lease = "h-0b44" }, "line.lease"},
+		{5, func(e *core.TraceEvent) { e.Action = core.ActionLapse }, "action"},
+		{5, func(e *core.TraceEvent) { e.Proc = "" }, "line.proc"},
+	} {
+		lines := slices.Clone(base)
+		tc.edit(&lines[tc.line-1])
+		_, err := tracecheck.Check(lines)
+		var v *tracecheck.Violation
+		if !asViolation(err, &v) || v.Line != tc.line || v.Rule != tc.rule {
+			t.Errorf("line %d edited: want %q there, got %v", tc.line, tc.rule, err)
+		}
+	}
+}
+
+// BenchmarkCheck measures the Go checker on a long trace that core wrote
+// (3 threads, 4 processes, lapses, stalls, refusals, crashes): lines/s.
+func BenchmarkCheck(b *testing.B) {
+	g := newTraceGen(b, genConfig{seed: 42, threads: 3, procs: 4, fences: core.AllFences})
+	lines := g.run(b, 500_000)
+	if _, err := tracecheck.Check(lines); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := tracecheck.Check(lines); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(lines))*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// BenchmarkReadCheck measures reading the same trace as ndjson and
+// checking it: lines/s end to end.
+func BenchmarkReadCheck(b *testing.B) {
+	g := newTraceGen(b, genConfig{seed: 42, threads: 3, procs: 4, fences: core.AllFences})
+	lines := g.run(b, 200_000)
+	var buf bytes.Buffer
+	if _, err := g.rec.WriteTo(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(buf.Len()))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := tracecheck.CheckReader(bytes.NewReader(buf.Bytes()), "bench.ndjson"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(lines))*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
