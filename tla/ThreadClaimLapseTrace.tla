@@ -36,6 +36,9 @@ TraceLog == TLCEval(ndJsonDeserialize(TraceFile))
 
 ASSUME Len(TraceLog) > 0
 
+\* One thread per trace: the Go side splits its traces by thread.
+ASSUME \A i \in 1..Len(TraceLog) : TraceLog[i].thread = TraceLog[1].thread
+
 \* Line numbers holding a given action.
 LinesOf(a) == {i \in 1..Len(TraceLog) : TraceLog[i].action = a}
 
@@ -67,9 +70,11 @@ H(s) == IF s = "" THEN 0
 Field(line, name, default) == IF name \in DOMAIN line THEN line[name] ELSE default
 
 -----------------------------------------------------------------------------
-VARIABLE l   \* the next line of the trace to explain
+VARIABLES
+    l,     \* the next line of the trace to explain
+    ver    \* the thread's version (tick) after the lines explained so far
 
-traceVars == <<vars, l>>
+traceVars == <<vars, l, ver>>
 
 line == TraceLog[l]
 P    == line.proc
@@ -80,6 +85,26 @@ Common ==
     /\ taken' = line.taken
     /\ line.action = "Claim" => hold'[P] = H(line.holder)
     /\ line.action \notin {"Post", "Crash", "Claim"} => hold[P] = H(line.holder)
+
+\* Ticks.  Every committed write makes the thread's version one higher and
+\* carries the new version; a read or a refusal carries the version it saw.
+\* Release is a write when it clears the writer's own lease, and a read
+\* when the lease was no longer the writer's.
+ReadActions  == {"Plan", "StartFenced", "ReplyFenced", "AbandonFenced",
+                 "EndRefused", "Crash"}
+WriteActions == {"Post", "Claim", "Renew", "Abandon", "RunStart", "Reply",
+                 "Ask", "RunEnd"}
+IsRead == Field(line, "read", FALSE)
+
+Ticks ==
+    /\ line.action \in ReadActions => IsRead
+    /\ line.action \in WriteActions => ~IsRead
+    /\ line.action = "Release" => (IsRead <=> ~HasLease(P))
+    /\ IF IsRead THEN line.tick = ver /\ ver' = ver
+                 ELSE line.tick = ver + 1 /\ ver' = line.tick
+
+FirstVersion ==
+    IF Field(TraceLog[1], "read", FALSE) THEN TraceLog[1].tick ELSE TraceLog[1].tick - 1
 
 \* The lease holder a line reports: after the write, or as the refusal saw it.
 LeaseAfter  == lease'.holder = H(line.lease)
@@ -193,6 +218,7 @@ StepLine ==
        \/ IsRunStart \/ IsStartFenced \/ IsReply \/ IsReplyFenced
        \/ IsAsk \/ IsRunEnd \/ IsEndRefused \/ IsCrash
     /\ Common
+    /\ Ticks
     /\ l' = l + 1
 
 \* The lease lapses unseen, just before a Claim that needs it expired.
@@ -200,9 +226,9 @@ HiddenLapse ==
     /\ l <= Len(TraceLog)
     /\ line.action = "Claim"
     /\ Lapse
-    /\ UNCHANGED l
+    /\ UNCHANGED <<l, ver>>
 
-TraceInit == Init /\ l = 1
+TraceInit == Init /\ l = 1 /\ ver = FirstVersion
 
 TraceNext == StepLine \/ HiddenLapse
 
@@ -219,7 +245,7 @@ TraceAccepted ==
 \* What TLC prints for each state of a rejected trace: the line it stopped
 \* at, and the state it could not explain that line from.
 TraceAlias ==
-    [l |-> l,
+    [l |-> l, ver |-> ver,
      line |-> IF l <= Len(TraceLog) THEN line ELSE "end of trace",
      lines |-> Len(TraceLog),
      msgs |-> msgs, taken |-> taken, lease |-> lease,
