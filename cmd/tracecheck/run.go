@@ -1,0 +1,284 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+const runUsage = `usage: tracecheck run [flags]
+
+Runs -seeds deterministic executions (a seeded scheduler interleaving real
+runner processes with clock jumps, stalls, crashes and renewals) and
+-concurrent concurrent ones (goroutines, real time, short TTLs), on the
+in-memory storage. Every execution's invariants are checked in storage, its
+trace by the Go trace checker against spec/ThreadClaimLapse.tla, and the
+concurrent executions' histories by porcupine. With -unfenced the fences are
+off: the run must catch the mutant, and exits 1 naming what broke.
+
+Flags:
+`
+
+type runFlags struct {
+	seeds, seedBase, steps, procs, threads, messages int
+	concurrent                                       int
+	ttl                                              time.Duration
+	unfenced                                         bool
+	traceDir, htmlOut                                string
+	porcupineTimeout                                 time.Duration
+}
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f runFlags
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	fs.IntVar(&f.seeds, "seeds", 200, "deterministic executions, one per seed")
+	fs.IntVar(&f.seedBase, "seed", 0, "first seed; seed N replays the same execution")
+	fs.IntVar(&f.steps, "steps", 300, "scheduled operations per deterministic execution")
+	fs.IntVar(&f.procs, "procs", 3, "runner processes per execution")
+	fs.IntVar(&f.threads, "threads", 2, "threads per execution")
+	fs.IntVar(&f.messages, "messages", 4, "messages posted to each thread")
+	fs.IntVar(&f.concurrent, "concurrent", 4, "concurrent executions (real goroutines and time)")
+	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
+	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch")
+	fs.StringVar(&f.traceDir, "trace-dir", "", "write each execution's trace here, one ndjson file per thread (ok-* accepted, bad-* rejected)")
+	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
+	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
+	if err := parse(fs, args, stdout, stderr, runUsage); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	if f.seeds < 0 || f.concurrent < 0 || f.seeds+f.concurrent == 0 {
+		return usageError{"-seeds and -concurrent must not be negative, and one must be positive"}
+	}
+	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 {
+		return usageError{"-procs, -threads, -messages and -ttl must be positive, -steps not negative"}
+	}
+	if f.traceDir != "" {
+		if err := os.MkdirAll(f.traceDir, 0o755); err != nil {
+			return usageError{err.Error()}
+		}
+	}
+	return runAll(ctx, f, stdout)
+}
+
+// tally is what a run found.
+type tally struct {
+	executions, concurrent int
+	lines                  int
+	perAction              map[core.Action]int
+	lapses, liveLapses     int
+	invariantChecks        int
+	threads                int
+
+	invariantFails map[string]int // broken invariants in storage, by name
+	firstInvariant error
+	traceFails     int // executions whose trace the checker rejected
+	firstTrace     error
+	lin            linTally
+}
+
+func runAll(ctx context.Context, f runFlags, out io.Writer) error {
+	start := time.Now()
+	t := tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}}
+	mode := "fences on"
+	if f.unfenced {
+		mode = "FENCES OFF (the mutant)"
+	}
+	fmt.Fprintf(out, "tracecheck run: %d deterministic executions (seeds %d..%d), %d concurrent, in-memory storage, %s\n",
+		f.seeds, f.seedBase, f.seedBase+f.seeds-1, f.concurrent, mode)
+
+	for i := range f.seeds {
+		seed := uint64(f.seedBase + i)
+		rec := &tracecheck.Recorder{}
+		sim, err := tracecheck.NewSim(ctx, tracecheck.SimConfig{
+			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
+			Unfenced: f.unfenced, Tracer: rec,
+		})
+		if err != nil {
+			return err
+		}
+		simErr := sim.Run(ctx)
+		t.executions++
+		t.invariantChecks += sim.Stats().InvariantChecks
+		if err := t.invariant(simErr, fmt.Sprintf("seed %d", seed)); err != nil {
+			return err
+		}
+		if err := t.trace(rec.Lines(), fmt.Sprintf("seed-%d", seed), f.traceDir); err != nil {
+			return err
+		}
+	}
+	for i := range f.concurrent {
+		seed := uint64(f.seedBase + i)
+		res, runErr := tracecheck.RunConcurrent(ctx, tracecheck.ConcurrentConfig{
+			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
+			Unfenced: f.unfenced,
+		})
+		t.concurrent++
+		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
+			return err
+		}
+		if err := t.trace(res.Lines, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
+			return err
+		}
+		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut); err != nil {
+			return err
+		}
+	}
+	t.print(out, time.Since(start))
+	return t.verdict(f.unfenced, out)
+}
+
+// invariant counts a broken invariant; other errors end the run.
+func (t *tally) invariant(err error, where string) error {
+	var inv *tracecheck.InvariantError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &inv):
+		t.invariantFails[inv.Invariant]++
+		if t.firstInvariant == nil {
+			t.firstInvariant = fmt.Errorf("%s: %w", where, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%s: %w", where, err)
+}
+
+// trace checks one execution's lines and, with dir, writes them per thread.
+func (t *tally) trace(lines []core.TraceEvent, name string, dir string) error {
+	st, err := tracecheck.Check(lines, tracecheck.WithFile(name))
+	t.lines += len(lines)
+	t.threads += st.Threads
+	t.lapses += st.LapsesInferred
+	t.liveLapses += st.LiveLapses
+	t.invariantChecks += st.InvariantChecks
+	for a, n := range st.PerAction {
+		t.perAction[a] += n
+	}
+	var v *tracecheck.Violation
+	switch {
+	case errors.As(err, &v):
+		t.traceFails++
+		if t.firstTrace == nil {
+			t.firstTrace = err
+		}
+	case err != nil:
+		return err
+	}
+	if dir == "" {
+		return nil
+	}
+	prefix := "ok"
+	if err != nil {
+		prefix = "bad"
+	}
+	for _, th := range tracecheck.Order(lines) {
+		path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.ndjson", prefix, name, th.Thread))
+		if err := writeLines(path, th.Lines); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeLines(path string, lines []tracecheck.Line) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := tracecheck.NewWriter(f)
+	for _, l := range lines {
+		w.Trace(*l.Ev)
+	}
+	if err := w.Err(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (t *tally) print(out io.Writer, elapsed time.Duration) {
+	fmt.Fprintf(out, "\nexecutions          %d deterministic, %d concurrent (%d threads)\n", t.executions, t.concurrent, t.threads)
+	fmt.Fprintf(out, "trace lines         %d\n", t.lines)
+	fmt.Fprintf(out, "spec actions\n")
+	for _, a := range core.Actions {
+		n := t.perAction[a]
+		note := ""
+		switch {
+		case a == core.ActionLapse:
+			n = t.lapses
+			note = fmt.Sprintf("   (inferred, never written; %d under a live holder)", t.liveLapses)
+		case n == 0:
+			note = "   (never exercised)"
+		}
+		fmt.Fprintf(out, "  %-15s %8d%s\n", a, n, note)
+	}
+	fmt.Fprintf(out, "invariant checks    %d (storage after every operation, and the checker after every line)\n", t.invariantChecks)
+	if len(t.invariantFails) == 0 {
+		fmt.Fprintf(out, "invariants          held: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness\n")
+	} else {
+		fmt.Fprintf(out, "invariants          BROKEN %s\n", countList(t.invariantFails))
+	}
+	if t.traceFails == 0 {
+		fmt.Fprintf(out, "Go trace checker    accepted every trace\n")
+	} else {
+		fmt.Fprintf(out, "Go trace checker    REJECTED %d of %d executions' traces\n", t.traceFails, t.executions+t.concurrent)
+	}
+	fmt.Fprintf(out, "porcupine           %s\n", t.lin.summary())
+	fmt.Fprintf(out, "time                %v\n", elapsed.Round(time.Millisecond))
+}
+
+func (t *tally) verdict(unfenced bool, out io.Writer) error {
+	caught := len(t.invariantFails) > 0 || t.traceFails > 0 || t.lin.illegal > 0
+	var b strings.Builder
+	if t.firstInvariant != nil {
+		fmt.Fprintf(&b, "\nfirst broken invariant: %v", t.firstInvariant)
+	}
+	if t.firstTrace != nil {
+		fmt.Fprintf(&b, "\nfirst rejected trace: %v", t.firstTrace)
+	}
+	if t.lin.first != "" {
+		fmt.Fprintf(&b, "\nfirst non-linearizable history: %s", t.lin.first)
+	}
+	switch {
+	case unfenced && caught:
+		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with the fences off): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable%s",
+			countList(t.invariantFails), t.traceFails, t.lin.illegal, b.String())}
+	case unfenced:
+		return failure{exitFailed, "FAIL: the fences are off and no check caught it: the checks are blind"}
+	case caught:
+		return failure{exitFailed, "FAIL" + b.String()}
+	case t.lin.unknown > 0:
+		return failure{exitInconclusive, fmt.Sprintf("INCONCLUSIVE: porcupine timed out on %d histories", t.lin.unknown)}
+	}
+	fmt.Fprintln(out, "PASS")
+	return nil
+}
+
+func countList(m map[string]int) string {
+	if len(m) == 0 {
+		return "none broken"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

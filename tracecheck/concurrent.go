@@ -1,0 +1,251 @@
+package tracecheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+// ConcurrentConfig configures one concurrent execution: real goroutines,
+// real time, short TTLs. Zero fields take the defaults their comments give.
+type ConcurrentConfig struct {
+	Seed     uint64        // seeds the random choices; the interleaving is the scheduler's
+	Procs    int           // runner processes; default 3
+	Threads  int           // default 2
+	Messages int           // messages posted to each thread; default 6
+	ClaimTTL time.Duration // default 40ms
+	// MaxSkew bounds each process's clock offset, drawn in [0, MaxSkew].
+	// Default 2*ClaimTTL: a process can see another's fresh claim expired.
+	MaxSkew time.Duration
+	// MaxStall bounds how long an agent runs and how long a delayed write
+	// stays in flight before it reaches storage. Default 2*ClaimTTL.
+	MaxStall time.Duration
+	// Timeout bounds the execution; every message must be consumed before
+	// it. Default 10s.
+	Timeout  time.Duration
+	Unfenced bool         // the mutant: every fence off
+	Storage  core.Storage // default a new memory.Store; must be empty
+}
+
+func (c ConcurrentConfig) withDefaults() ConcurrentConfig {
+	if c.Procs == 0 {
+		c.Procs = 3
+	}
+	if c.Threads == 0 {
+		c.Threads = 2
+	}
+	if c.Messages == 0 {
+		c.Messages = 6
+	}
+	if c.ClaimTTL == 0 {
+		c.ClaimTTL = 40 * time.Millisecond
+	}
+	if c.MaxSkew == 0 {
+		c.MaxSkew = 2 * c.ClaimTTL
+	}
+	if c.MaxStall == 0 {
+		c.MaxStall = 2 * c.ClaimTTL
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Storage == nil {
+		c.Storage = memory.New()
+	}
+	return c
+}
+
+// ConcurrentResult is what a concurrent execution left: its trace lines,
+// each stamped with its call and return times for porcupine.
+type ConcurrentResult struct {
+	Lines   []core.TraceEvent
+	Threads []core.ThreadID
+	Elapsed time.Duration
+}
+
+// timedRecorder keeps lines and stamps them with a monotonic clock.
+type timedRecorder struct {
+	start time.Time
+	mu    sync.Mutex
+	lines []core.TraceEvent
+}
+
+func (r *timedRecorder) TraceNow() int64 { return int64(time.Since(r.start)) }
+
+func (r *timedRecorder) Trace(ev core.TraceEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lines = append(r.lines, ev)
+}
+
+// skewedClock is the machine's clock off by a fixed offset.
+type skewedClock struct{ offset time.Duration }
+
+func (c skewedClock) Now() time.Time                         { return time.Now().Add(c.offset) }
+func (c skewedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// delayingStorage holds some transactions back before they reach storage:
+// a write in flight past the TTL.
+type delayingStorage struct {
+	core.Storage
+	mu       sync.Mutex
+	rng      *rand.Rand
+	maxStall time.Duration
+}
+
+func (d *delayingStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	d.mu.Lock()
+	var stall time.Duration
+	if d.rng.IntN(8) == 0 {
+		stall = time.Duration(d.rng.Int64N(int64(d.maxStall)))
+	}
+	d.mu.Unlock()
+	if stall > 0 {
+		select {
+		case <-time.After(stall):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return d.Storage.Update(ctx, fn)
+}
+
+// RunConcurrent runs runner processes as goroutines (Runner.Run) over one
+// storage, each with a skewed clock, agents that stall and ask, writes
+// delayed in flight, and a poster, until every message is consumed; then
+// it checks the invariants in storage. Its lines go to the Go trace
+// checker and, with their times, to porcupine.
+func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult, error) {
+	cfg = cfg.withDefaults()
+	rec := &timedRecorder{start: time.Now()}
+	opts := []core.Option{core.WithTracer(rec)}
+	if cfg.Unfenced {
+		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636f6e63))
+	poster := core.NewWorkspace(cfg.Storage, core.SystemClock{}, append(opts, core.WithProcess("poster"))...)
+	res := ConcurrentResult{}
+	for i := range cfg.Threads {
+		id := core.ThreadID(fmt.Sprintf("t%d", i+1))
+		if err := poster.CreateThread(ctx, id); err != nil {
+			return res, fmt.Errorf("concurrent: %w", err)
+		}
+		res.Threads = append(res.Threads, id)
+	}
+
+	runCtx, stop := context.WithTimeout(ctx, cfg.Timeout)
+	defer stop()
+	var wg sync.WaitGroup
+	for i := range cfg.Procs {
+		name := fmt.Sprintf("p%d", i+1)
+		clock := skewedClock{offset: time.Duration(rng.Int64N(int64(cfg.MaxSkew) + 1))}
+		store := &delayingStorage{Storage: cfg.Storage, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), maxStall: cfg.MaxStall}
+		ws := core.NewWorkspace(store, clock, append(opts, core.WithProcess(name))...)
+		agentRng := rand.New(rand.NewPCG(rng.Uint64(), 2))
+		var agentMu sync.Mutex
+		r, err := runner.New(runner.Config{
+			Workspace:  ws,
+			Clock:      clock,
+			ClaimTTL:   cfg.ClaimTTL,
+			RenewEvery: cfg.ClaimTTL / 3,
+			PollEvery:  time.Millisecond,
+			Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+				agentMu.Lock()
+				stall := time.Duration(agentRng.Int64N(int64(cfg.MaxStall)))
+				ask := agentRng.IntN(4) == 0
+				agentMu.Unlock()
+				if ask {
+					if _, err := s.Ask(ctx, "which one?"); err != nil {
+						return err
+					}
+				}
+				select {
+				case <-time.After(stall):
+				case <-ctx.Done():
+				}
+				return nil
+			}),
+		})
+		if err != nil {
+			return res, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = r.Run(runCtx)
+		}()
+	}
+
+	postRng := rand.New(rand.NewPCG(rng.Uint64(), 3))
+	err := func() error {
+		for m := range cfg.Messages {
+			for _, id := range res.Threads {
+				if _, err := poster.Post(runCtx, id, fmt.Sprintf("message %d", m+1)); err != nil {
+					return fmt.Errorf("post: %w", err)
+				}
+			}
+			time.Sleep(time.Duration(postRng.Int64N(int64(cfg.ClaimTTL))))
+		}
+		// Wait until every message is consumed and no run is active.
+		for {
+			done := true
+			for _, id := range res.Threads {
+				th, err := poster.Thread(runCtx, id)
+				if err != nil {
+					return err
+				}
+				if th.Unconsumed() || len(th.ActiveRuns()) > 0 {
+					done = false
+				}
+			}
+			if done {
+				return nil
+			}
+			select {
+			case <-runCtx.Done():
+				return &InvariantError{Invariant: "Liveness", Op: -1, Detail: fmt.Sprintf("messages left unconsumed after %v", cfg.Timeout)}
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	stop()
+	wg.Wait()
+	res.Elapsed = time.Since(rec.start)
+	rec.mu.Lock()
+	res.Lines = rec.lines
+	rec.mu.Unlock()
+
+	// The invariants, in storage, whatever the liveness outcome.
+	for _, id := range res.Threads {
+		var th *core.Thread
+		var lease core.Lease
+		uerr := cfg.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			var err error
+			if th, err = tx.Thread(ctx, id); err != nil {
+				return err
+			}
+			th = th.Clone()
+			lease, err = tx.Lease(ctx, string(id))
+			return err
+		})
+		if uerr != nil {
+			return res, uerr
+		}
+		// NoLiveAbandon needs the lease at each abandon: the trace
+		// checker follows it; here only I1 and I3 are read from storage.
+		if ierr := checkThread(th, nil, lease, -1); ierr != nil {
+			return res, ierr
+		}
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return res, err
+	}
+	return res, nil
+}
