@@ -180,11 +180,17 @@ func (t *tally) trace(lines []core.TraceEvent, name string, dir string) error {
 	if dir == "" {
 		return nil
 	}
-	prefix := "ok"
-	if err != nil {
-		prefix = "bad"
-	}
 	for _, th := range tracecheck.Order(lines) {
+		// Each file is one thread, labelled by the checker's verdict on
+		// that thread alone.
+		own := make([]core.TraceEvent, len(th.Lines))
+		for i, l := range th.Lines {
+			own[i] = *l.Ev
+		}
+		prefix := "ok"
+		if _, err := tracecheck.Check(own); err != nil {
+			prefix = "bad"
+		}
 		path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.ndjson", prefix, name, th.Thread))
 		if err := writeLines(path, th.Lines); err != nil {
 			return err
