@@ -67,7 +67,7 @@ H(s) == IF s = "" THEN 0
 
 \* A field of a line, with a default when the line leaves it out (Go
 \* omits "kind" when empty).
-Field(line, name, default) == IF name \in DOMAIN line THEN line[name] ELSE default
+Field(rec, name, default) == IF name \in DOMAIN rec THEN rec[name] ELSE default
 
 -----------------------------------------------------------------------------
 VARIABLES
