@@ -44,7 +44,7 @@ type LinInput struct {
 	Thread core.ThreadID
 	Holder core.Holder    // all but Taken
 	Now    int64          // Claim, Renew: the caller's clock reading, in Unix nanoseconds
-	TTL    time.Duration  // Claim, Renew
+	TTL    time.Duration  // Claim, Renew; 0 when the time is not known (OperationsFromTrace)
 	Msg    core.Seq       // RunStart: the prompt; Reply: the answer
 	Req    core.RequestID // Reply
 }
@@ -120,6 +120,9 @@ func linStep(state, input, output any) (bool, any) {
 	switch in.Kind {
 	case LinClaim:
 		free := s.holder == "" || in.Now >= s.expiry
+		if in.TTL == 0 && s.holder != "" && out.Status == LinOK {
+			free = true // time unknown (from a trace): the lease may have expired
+		}
 		if !free {
 			return out.Status == LinBusy, s
 		}
@@ -396,6 +399,49 @@ func (c *LinClient) Taken(ctx context.Context, id core.ThreadID) (core.Seq, erro
 		return LinOutput{Taken: taken}, nil
 	})
 	return taken, err
+}
+
+// OperationsFromTrace makes a porcupine history of the lease and
+// fenced-consume operations in trace lines stamped with their call and
+// return times (core.TraceClock): Claim, Renew and Release lines; RunStart
+// and Reply (ok) and StartFenced and ReplyFenced (busy). Refused Claims and
+// Renews are not traced, and change nothing, so they are missing; a trace
+// carries no clock readings, so Claims are checked without time: one may
+// take a lease another holder has (it may have expired), as the trace
+// checker infers a Lapse. Clients are numbered by process, in order of
+// appearance.
+func OperationsFromTrace(lines []core.TraceEvent) []porcupine.Operation {
+	var ops []porcupine.Operation
+	clients := map[string]int{}
+	for _, ev := range lines {
+		in := LinInput{Thread: ev.Thread, Holder: ev.Holder, Msg: ev.Msg, Req: ev.Req}
+		out := LinOutput{Status: LinOK}
+		switch ev.Action {
+		case core.ActionClaim:
+			in.Kind = LinClaim
+		case core.ActionRenew:
+			in.Kind = LinRenew
+		case core.ActionRelease:
+			in.Kind = LinRelease
+		case core.ActionRunStart:
+			in.Kind, out.Run = LinRunStart, ev.Run
+		case core.ActionStartFenced:
+			in.Kind, out.Status = LinRunStart, LinBusy
+		case core.ActionReply:
+			in.Kind = LinReply
+		case core.ActionReplyFenced:
+			in.Kind, out.Status = LinReply, LinBusy
+		default:
+			continue
+		}
+		id, ok := clients[ev.Proc]
+		if !ok {
+			id = len(clients)
+			clients[ev.Proc] = id
+		}
+		ops = append(ops, porcupine.Operation{ClientId: id, Input: in, Call: ev.Call, Output: out, Return: ev.Return})
+	}
+	return ops
 }
 
 // The outcomes of CheckLinearizable other than porcupine.Ok.

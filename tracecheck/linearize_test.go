@@ -282,6 +282,59 @@ func TestUnfencedNotLinearizable(t *testing.T) {
 	}
 }
 
+// stampedRecorder keeps trace lines that core stamps with call and return
+// times (core.TraceClock).
+type stampedRecorder struct {
+	mu    sync.Mutex
+	start time.Time
+	lines []core.TraceEvent
+}
+
+func (r *stampedRecorder) TraceNow() int64 { return time.Since(r.start).Nanoseconds() }
+
+func (r *stampedRecorder) Trace(ev core.TraceEvent) {
+	r.mu.Lock()
+	r.lines = append(r.lines, ev)
+	r.mu.Unlock()
+}
+
+// TestOperationsFromTrace guards the history built from stamped trace
+// lines: the fenced generator's concurrent trace is linearizable, the
+// mutant's is not.
+func TestOperationsFromTrace(t *testing.T) {
+	for _, tc := range []struct {
+		fences core.Fences
+		want   porcupine.CheckResult
+	}{{core.AllFences, porcupine.Ok}, {core.Fences{}, porcupine.Illegal}} {
+		rec := &stampedRecorder{start: time.Now()}
+		ctx := context.Background()
+		store := memory.New()
+		epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+		a := core.NewWorkspace(store, simclock.New(epoch), core.WithProcess("p1"), core.WithTracer(rec), core.WithFencesForTesting(tc.fences))
+		clockB := simclock.New(epoch)
+		b := core.NewWorkspace(store, clockB, core.WithProcess("p2"), core.WithTracer(rec), core.WithFencesForTesting(tc.fences))
+		if err := a.CreateThread(ctx, "t1"); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = a.Post(ctx, "t1", "m")
+		ca, _ := a.Claim(ctx, "t1", "hA", 10*time.Second)
+		pa, _ := a.Plan(ctx, ca)
+		clockB.Advance(11 * time.Second)
+		cb, _ := b.Claim(ctx, "t1", "hB", 10*time.Second)
+		pb, _ := b.Plan(ctx, cb)
+		_, _ = b.RunStart(ctx, cb, pb.Message)
+		_, _ = a.RunStart(ctx, ca, pa.Message)
+		_ = b.Release(ctx, cb)
+		ops := tracecheck.OperationsFromTrace(rec.lines)
+		if len(ops) != 5 {
+			t.Fatalf("want 5 operations, got %d", len(ops))
+		}
+		if res, err := tracecheck.CheckLinearizable(ops, 10*time.Second, ""); res != tc.want {
+			t.Errorf("fences %+v: want %v, got %v (%v)", tc.fences, tc.want, res, err)
+		}
+	}
+}
+
 // TestLeaseModel guards the model's specification of each operation.
 func TestLeaseModel(t *testing.T) {
 	const s = int64(time.Second)

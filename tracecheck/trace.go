@@ -214,10 +214,11 @@ func ReadFile(path string) ([]core.TraceEvent, error) {
 
 func parseLine(line []byte) (core.TraceEvent, error) {
 	line = bytes.TrimSuffix(line, []byte("\n"))
-	if len(bytes.TrimSpace(line)) == 0 {
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
 		return core.TraceEvent{}, errors.New("empty line")
 	}
-	if line[0] != '{' {
+	if trimmed[0] != '{' {
 		return core.TraceEvent{}, errors.New("not a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(line))

@@ -1,0 +1,269 @@
+package tracecheck_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// TestWriterConcurrent guards that lines traced from many goroutines come
+// out whole, one per line, and read back as written.
+func TestWriterConcurrent(t *testing.T) {
+	var buf bytes.Buffer
+	w := tracecheck.NewWriter(&buf)
+	var rec tracecheck.Recorder
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				ev := core.TraceEvent{Tick: uint64(i), Action: core.ActionPost, Thread: core.ThreadID(fmt.Sprintf("t%d", g)),
+					Proc: "poster", Msg: core.Seq(i + 1)}
+				w.Trace(ev)
+				rec.Trace(ev)
+			}
+		})
+	}
+	wg.Wait()
+	if err := w.Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tracecheck.Read(&buf, "concurrent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rec.Lines()
+	key := func(e core.TraceEvent) string { return fmt.Sprintf("%s/%d", e.Thread, e.Msg) }
+	gk, wk := make([]string, len(got)), make([]string, len(want))
+	for i := range got {
+		gk[i] = key(got[i])
+	}
+	for i := range want {
+		wk[i] = key(want[i])
+	}
+	slices.Sort(gk)
+	slices.Sort(wk)
+	if !slices.Equal(gk, wk) || len(got) != 1600 {
+		t.Fatalf("read back %d lines, not the 1600 written", len(got))
+	}
+}
+
+func TestWriterKeepsFirstError(t *testing.T) {
+	w := tracecheck.NewWriter(failWriter{})
+	w.Trace(core.TraceEvent{Action: core.ActionPost, Thread: "t"})
+	w.Trace(core.TraceEvent{Action: core.ActionPost, Thread: "t"})
+	if err := w.Err(); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("want the write error, got %v", err)
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// TestRoundTrip guards that Read reads what Writer writes, field for field,
+// for every fixture that is well formed.
+func TestRoundTrip(t *testing.T) {
+	files, _ := filepath.Glob("testdata/ok-*.ndjson")
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := tracecheck.Read(iotest.OneByteReader(bytes.NewReader(raw)), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		w := tracecheck.NewWriter(&out)
+		for _, ev := range lines {
+			w.Trace(ev)
+		}
+		if !bytes.Equal(out.Bytes(), raw) {
+			t.Errorf("%s: written back differently:\n%s", f, out.String())
+		}
+	}
+}
+
+const goodLine = `{"tick":1,"read":false,"action":"Post","thread":"t1","proc":"poster","holder":"","msg":1,"req":0,"run":0,"taken":0,"lease":""}`
+
+// TestReadRejects guards Read's strictness: each malformed input is a
+// *LineError naming the file and the 1-based line.
+func TestReadRejects(t *testing.T) {
+	long := strings.Replace(goodLine, `"proc":"poster"`, `"proc":"`+strings.Repeat("x", tracecheck.MaxLineBytes)+`"`, 1)
+	for _, tc := range []struct {
+		name, input string
+		line        int
+		says        string
+	}{
+		{"bad json", goodLine + "\n{\"tick\":\n", 2, "unexpected EOF"},
+		{"unknown field", goodLine + "\n" + strings.Replace(goodLine, `"lease":""`, `"lease":"","extra":1`, 1), 2, "unknown field"},
+		{"missing field", strings.Replace(goodLine, `"taken":0,`, ``, 1), 1, "missing field(s) [taken]"},
+		{"missing fields", `{"tick":1}`, 1, "missing field(s) [read action thread proc holder msg req run taken lease]"},
+		{"unknown action", strings.Replace(goodLine, `"Post"`, `"Steal"`, 1), 1, `unknown action "Steal"`},
+		{"lapse logged", strings.Replace(goodLine, `"Post"`, `"Lapse"`, 1), 1, "Lapse is never logged"},
+		{"bad kind", strings.Replace(goodLine, `"lease":""`, `"lease":"","kind":"both"`, 1), 1, `unknown plan kind "both"`},
+		{"trailing garbage", goodLine + ` x`, 1, "trailing data"},
+		{"two objects", goodLine + goodLine, 1, "trailing data"},
+		{"empty line", goodLine + "\n\n" + goodLine, 2, "empty line"},
+		{"array", `[1,2]`, 1, "not a JSON object"},
+		{"null", `null`, 1, "not a JSON object"},
+		{"negative tick", strings.Replace(goodLine, `"tick":1`, `"tick":-1`, 1), 1, "cannot unmarshal"},
+		{"negative msg", strings.Replace(goodLine, `"msg":1`, `"msg":-1`, 1), 1, "negative"},
+		{"string tick", strings.Replace(goodLine, `"tick":1`, `"tick":"1"`, 1), 1, "cannot unmarshal"},
+		{"empty thread", strings.Replace(goodLine, `"thread":"t1"`, `"thread":""`, 1), 1, "empty thread"},
+		{"too long", goodLine + "\n" + goodLine + "\n" + long, 3, "longer than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lines, err := tracecheck.Read(strings.NewReader(tc.input), "in.ndjson")
+			var le *tracecheck.LineError
+			if !errors.As(err, &le) || le.Line != tc.line || le.File != "in.ndjson" || !errors.Is(err, tracecheck.ErrMalformed) {
+				t.Fatalf("want a malformed-line error at in.ndjson:%d, got %v", tc.line, err)
+			}
+			if !strings.HasPrefix(err.Error(), fmt.Sprintf("in.ndjson:%d: ", tc.line)) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("error %q does not say %q", err, tc.says)
+			}
+			if len(lines) != tc.line-1 {
+				t.Errorf("want the %d lines before it, got %d", tc.line-1, len(lines))
+			}
+		})
+	}
+}
+
+func TestReadAccepts(t *testing.T) {
+	for _, tc := range []struct {
+		name, input string
+		n           int
+	}{
+		{"empty file", "", 0},
+		{"no final newline", goodLine, 1},
+		{"final newline", goodLine + "\n", 1},
+		{"crlf", goodLine + "\r\n" + goodLine + "\r\n", 2},
+		{"spaces", " " + strings.ReplaceAll(goodLine, ",", " , ") + " ", 1},
+	} {
+		lines, err := tracecheck.Read(strings.NewReader(tc.input), "in")
+		if err != nil || len(lines) != tc.n {
+			t.Errorf("%s: want %d lines, got %d, %v", tc.name, tc.n, len(lines), err)
+		}
+	}
+}
+
+func TestReadIOError(t *testing.T) {
+	_, err := tracecheck.Read(iotest.TimeoutReader(strings.NewReader(goodLine+"\n"+goodLine)), "in")
+	var le *tracecheck.LineError
+	if !errors.As(err, &le) || errors.Is(err, tracecheck.ErrMalformed) {
+		t.Fatalf("want the reader's error in a LineError, got %v", err)
+	}
+}
+
+// TestOrder guards the ordering rule on a small example: tick, writes
+// before reads, otherwise as written; threads by first appearance.
+func TestOrder(t *testing.T) {
+	ev := func(th string, tick uint64, read bool, proc string) core.TraceEvent {
+		return core.TraceEvent{Thread: core.ThreadID(th), Tick: tick, Read: read, Proc: proc}
+	}
+	lines := []core.TraceEvent{
+		ev("b", 1, false, "x"), // 1
+		ev("a", 2, true, "p"),  // 2
+		ev("a", 2, true, "q"),  // 3
+		ev("a", 2, false, "r"), // 4
+		ev("a", 1, false, "s"), // 5
+		ev("b", 0, true, "y"),  // 6
+		ev("a", 2, true, "o"),  // 7
+	}
+	got := tracecheck.Order(lines)
+	var s []string
+	for _, th := range got {
+		var ns []string
+		for _, l := range th.Lines {
+			ns = append(ns, fmt.Sprint(l.N))
+		}
+		s = append(s, string(th.Thread)+":"+strings.Join(ns, ","))
+	}
+	if want := "b:6,1 a:5,4,2,3,7"; strings.Join(s, " ") != want {
+		t.Fatalf("got %s, want %s", strings.Join(s, " "), want)
+	}
+	// Sparse ticks take the comparison sort; the same order comes out.
+	for i := range lines {
+		lines[i].Tick *= 1 << 40
+	}
+	got = tracecheck.Order(lines)
+	if got[1].Lines[0].N != 5 || got[1].Lines[4].N != 7 {
+		t.Fatalf("sparse ticks: %+v", got[1].Lines)
+	}
+}
+
+// FuzzRead guards that no input makes Read panic, and that what it
+// accepts it writes back to something it reads the same.
+func FuzzRead(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.ndjson")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte(goodLine + "\n"))
+	f.Add([]byte(`{"tick":1e400}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lines, err := tracecheck.Read(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			var le *tracecheck.LineError
+			if !errors.As(err, &le) || le.Line < 1 || le.Line != len(lines)+1 {
+				t.Fatalf("error without its line: %v (%d lines)", err, len(lines))
+			}
+			return
+		}
+		var buf bytes.Buffer
+		w := tracecheck.NewWriter(&buf)
+		for _, ev := range lines {
+			w.Trace(ev)
+		}
+		again, err := tracecheck.Read(&buf, "again")
+		if err != nil || !slices.Equal(again, lines) {
+			t.Fatalf("written back and read again: %v", err)
+		}
+	})
+}
+
+// FuzzCheck guards that the checker never panics on a parsed trace and
+// that a violation always names a line of it.
+func FuzzCheck(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.ndjson")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b, false)
+		f.Add(b, true)
+	}
+	f.Fuzz(func(t *testing.T, data []byte, unfenced bool) {
+		lines, err := tracecheck.Read(bytes.NewReader(data), "fuzz")
+		if err != nil {
+			return
+		}
+		spec := tracecheck.Spec{Fenced: !unfenced, FenceAbandon: !unfenced}
+		st, err := tracecheck.Check(lines, tracecheck.WithSpec(spec))
+		if st.Lines > len(lines) {
+			t.Fatalf("checked %d lines of %d", st.Lines, len(lines))
+		}
+		var v *tracecheck.Violation
+		if err != nil && (!errors.As(err, &v) || v.Line < 1 || v.Line > len(lines) || v.Rule == "" || v.State == "") {
+			t.Fatalf("violation without its line or rule: %v", err)
+		}
+		if err != nil {
+			_ = err.Error()
+		}
+	})
+}
