@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// Listen delivers a wake-up for every message posted to the Store's
+// schema, by any process, once the post commits: the id of the thread it
+// was posted to. A wake-up is a hint that a thread has work, never a
+// claim; a runner polls as well, since wake-ups can be missed.
+//
+// Listen holds a connection of its own, outside the pool, until ctx ends;
+// then it closes the channel. When that connection breaks, Listen
+// reconnects (retrying every second until ctx ends) and delivers the
+// empty ThreadID once it has: posts made in between were not seen, so
+// the receiver should look at every thread. A receiver that falls behind
+// makes the server queue the notifications; none is dropped.
+//
+// It returns an error when the first connection or its LISTEN fails.
+func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
+	conn, err := s.listen(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(chan core.ThreadID, 16)
+	go func() {
+		defer close(out)
+		defer func() { closeConn(conn) }()
+		send := func(id core.ThreadID) bool {
+			select {
+			case out <- id:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		for {
+			n, err := conn.WaitForNotification(ctx)
+			if err == nil {
+				if !send(core.ThreadID(n.Payload)) {
+					return
+				}
+				continue
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			closeConn(conn)
+			for conn, err = s.listen(ctx); err != nil; conn, err = s.listen(ctx) {
+				t := time.NewTimer(time.Second)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return
+				case <-t.C:
+				}
+			}
+			if !send("") {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: listen: connect: %w", err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		closeConn(conn)
+		return nil, fmt.Errorf("postgres: listen: %w", err)
+	}
+	return conn, nil
+}
+
+func closeConn(c *pgx.Conn) {
+	if c == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
+}

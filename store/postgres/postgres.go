@@ -1,0 +1,236 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+var _ core.Storage = (*Store)(nil)
+
+// Options configures a Store.
+type Options struct {
+	// Schema is the PostgreSQL schema that holds the tables; Open creates
+	// it. Default "threadclaim". At most 55 bytes, since the wake-up
+	// channel's name is Schema + ".posted" and PostgreSQL names stop at 63.
+	Schema string
+
+	// CachedThreads is how many threads' folded states the Store keeps
+	// between transactions, so that a write reads only the events appended
+	// since (see the package comment). Default 4096; negative keeps none.
+	CachedThreads int
+}
+
+const maxSchemaLen = 55
+
+func (o Options) withDefaults() Options {
+	if o.Schema == "" {
+		o.Schema = "threadclaim"
+	}
+	if o.CachedThreads == 0 {
+		o.CachedThreads = 4096
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if len(o.Schema) > maxSchemaLen {
+		return fmt.Errorf("schema name %q is longer than %d bytes", o.Schema, maxSchemaLen)
+	}
+	return nil
+}
+
+// Store is a core.Storage on PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	schema  string
+	channel string // NOTIFY channel of posted messages
+	q       queries
+
+	mu       sync.Mutex
+	cache    map[core.ThreadID]cachedThread
+	cacheCap int
+}
+
+// cachedThread is a thread's state folded through its first n events, as
+// a committed transaction left it. The state is never modified: a
+// transaction that uses it folds into a clone.
+type cachedThread struct {
+	created int64 // the row's identity, so a re-created thread is not mistaken
+	n       int64
+	state   *core.Thread
+}
+
+// Open connects to the database url names (a PostgreSQL URL or keyword/value
+// string, as pgx parses it), creates the schema and applies the migrations
+// it lacks. Close the Store when done.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse database url: %w", err)
+	}
+	return open(ctx, cfg, opts)
+}
+
+func open(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := migrate(ctx, pool, opts.Schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: migrate schema %q: %w", opts.Schema, err)
+	}
+	return &Store{
+		pool:     pool,
+		schema:   opts.Schema,
+		channel:  opts.Schema + ".posted",
+		q:        newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
+		cache:    map[core.ThreadID]cachedThread{},
+		cacheCap: max(opts.CachedThreads, 0),
+	}, nil
+}
+
+// Close closes the Store's connections. Transactions still running fail.
+func (s *Store) Close() { s.pool.Close() }
+
+// Schema returns the schema the Store's tables are in.
+func (s *Store) Schema() string { return s.schema }
+
+// Update runs fn in one READ COMMITTED transaction on one connection and
+// commits it when fn returns nil. Every write path locks the rows it
+// reads (see the package comment), so the isolation level is enough.
+//
+// When fn returns an error, the transaction is rolled back and Update
+// returns fn's error unchanged. When the commit fails and the server said
+// so (an ERROR), nothing was kept and Update returns that error, wrapped.
+// When the connection broke, or the server ended the session, after
+// COMMIT was sent, the transaction may or may not have committed: Update
+// returns an error wrapping core.ErrCommitUnknown. Other failures of the
+// server or the connection are returned wrapped.
+func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: acquire connection: %w", err)
+	}
+	// Release destroys a connection left inside a transaction or broken,
+	// which also ends the transaction on the server.
+	defer conn.Release()
+	t := &txn{s: s, conn: conn.Conn(), threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+	if err := fn(ctx, t); err != nil {
+		t.rollback(ctx)
+		return err
+	}
+	if t.err != nil {
+		t.rollback(ctx)
+		return fmt.Errorf("postgres: a statement of the transaction failed: %w", t.err)
+	}
+	if err := t.commit(ctx); err != nil {
+		return err
+	}
+	s.remember(t)
+	return nil
+}
+
+// commitError classifies an error from the round trip that carried
+// COMMIT. The server's ERROR (a constraint, a serialisation failure, a
+// statement before COMMIT that failed) means the transaction was rolled
+// back. An error that says nothing was sent means the same. Anything else
+// (the connection broke, the context ended while waiting for the reply,
+// the server ended the session with FATAL) leaves the outcome unknown.
+func commitError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Severity == "ERROR" {
+		return fmt.Errorf("postgres: commit: %w", err)
+	}
+	if pgconn.SafeToRetry(err) {
+		return fmt.Errorf("postgres: commit not sent: %w", err)
+	}
+	return fmt.Errorf("postgres: %w: %w", core.ErrCommitUnknown, err)
+}
+
+// remember keeps the thread states a committed transaction left, for the
+// next transactions to fold from.
+func (s *Store) remember(t *txn) {
+	if s.cacheCap == 0 || len(t.threads) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, th := range t.threads {
+		if old, ok := s.cache[id]; ok && old.created == th.created && old.n > th.n {
+			continue // a later transaction already left a newer state
+		}
+		if _, ok := s.cache[id]; !ok && len(s.cache) >= s.cacheCap {
+			for victim := range s.cache { // evict one, arbitrarily
+				delete(s.cache, victim)
+				break
+			}
+		}
+		s.cache[id] = cachedThread{created: th.created, n: th.n, state: th.state}
+	}
+}
+
+func (s *Store) cached(id core.ThreadID) (cachedThread, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cache[id]
+	return c, ok
+}
+
+// queries are the Store's statements, with the schema's name quoted in.
+type queries struct {
+	lockThread, lockLease, eventsAfter, allEvents string
+	createThread, threadIDs, saveThread           string
+	insertEvent, insertMessage, notify            string
+	putLease, deleteLease                         string
+}
+
+func newQueries(schema string) queries {
+	f := func(q string) string { return fmt.Sprintf(q, schema) }
+	const eventCols = `seq, version, kind, at, message, text, run, request, holder`
+	return queries{
+		lockThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1 FOR UPDATE`),
+		lockLease:     f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1 FOR UPDATE`),
+		eventsAfter:   f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 AND seq > $2 ORDER BY seq`),
+		allEvents:     f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 ORDER BY seq`),
+		createThread:  f(`INSERT INTO %s.threads (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING created`),
+		threadIDs:     f(`SELECT id FROM %s.threads ORDER BY created`),
+		saveThread:    f(`UPDATE %s.threads SET version = $2, taken = $3 WHERE id = $1`),
+		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+		insertMessage: f(`INSERT INTO %s.messages (thread_id, seq, text, posted_at) VALUES ($1, $2, $3, $4)`),
+		notify:        `SELECT pg_notify($1, $2)`,
+		putLease: f(`INSERT INTO %s.leases (key, holder, expires_at) VALUES ($1, $2, $3)
+			ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`),
+		deleteLease: f(`DELETE FROM %s.leases WHERE key = $1`),
+	}
+}
+
+// PostgreSQL keeps microseconds. Event times are truncated to them before
+// they are written, so a transaction reads its own writes as a later one
+// reads them; a lease's expiry is rounded up, so it never lapses earlier
+// than its claimant asked.
+func eventTime(t time.Time) time.Time { return t.UTC().Truncate(time.Microsecond) }
+
+func leaseExpiry(t time.Time) time.Time {
+	r := t.UTC().Truncate(time.Microsecond)
+	if r.Before(t) {
+		r = r.Add(time.Microsecond)
+	}
+	return r
+}

@@ -1,0 +1,442 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// txn is one transaction on one connection. It begins lazily, with the
+// first statement. Its writes are queued and sent with its next read or
+// with COMMIT, in one round trip: the rows they change are locked by the
+// reads that came first, so nothing another transaction does can make
+// them fail in between, and the transaction reads its own writes from the
+// states it holds.
+type txn struct {
+	s       *Store
+	conn    *pgx.Conn
+	begun   bool
+	pending []statement
+	threads map[core.ThreadID]*txThread // locked by this transaction
+	leases  map[string]core.Lease       // locked (or seen absent) by this transaction
+	err     error                       // the first failure: the transaction is lost
+}
+
+var _ core.Transaction = (*txn)(nil)
+
+type statement struct {
+	sql  string
+	args []any
+}
+
+// txThread is a thread whose row this transaction has locked.
+type txThread struct {
+	created int64
+	n       int64 // events in the log, this transaction's included
+	state   *core.Thread
+	dirty   bool // version or taken changed: the row needs its UPDATE
+}
+
+// batch starts a round trip: BEGIN if the transaction has not begun, then
+// the queued writes.
+func (t *txn) batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	if !t.begun {
+		b.Queue("begin")
+	}
+	for _, st := range t.pending {
+		b.Queue(st.sql, st.args...)
+	}
+	t.pending = t.pending[:0]
+	for id, th := range t.threads {
+		if th.dirty {
+			b.Queue(t.s.q.saveThread, string(id), int64(th.state.Version), int64(th.state.Taken))
+			th.dirty = false
+		}
+	}
+	return b
+}
+
+// send runs b. A failure loses the transaction: every later call returns it.
+func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
+	t.begun = true
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		t.err = fmt.Errorf("postgres: %w", err)
+		return t.err
+	}
+	return nil
+}
+
+func (t *txn) queue(sql string, args ...any) { t.pending = append(t.pending, statement{sql, args}) }
+
+func (t *txn) commit(ctx context.Context) error {
+	if !t.begun {
+		return nil // fn read and wrote nothing
+	}
+	b := t.batch()
+	var tag pgconn.CommandTag
+	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		err = commitError(err)
+		if !errors.Is(err, core.ErrCommitUnknown) {
+			t.rollback(ctx)
+		}
+		return err
+	}
+	if tag.String() != "COMMIT" {
+		return fmt.Errorf("postgres: commit: the server answered %q: the transaction was rolled back", tag.String())
+	}
+	return nil
+}
+
+// rollback ends a transaction that is still open. It is best effort: a
+// connection it cannot roll back is destroyed when released, which ends
+// the transaction on the server.
+func (t *txn) rollback(ctx context.Context) {
+	pc := t.conn.PgConn()
+	if !t.begun || pc.IsClosed() || pc.TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = t.conn.Exec(rctx, "rollback")
+}
+
+// load locks the thread's row and, in the same round trip, the lease row
+// of the same key (a thread's lease is keyed by its id), and folds the
+// events appended since the Store's cached state. It returns nil for a
+// thread that does not exist.
+func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
+	if th, ok := t.threads[id]; ok {
+		return th, nil
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	c, hasCache := t.s.cached(id)
+	var after int64
+	if hasCache {
+		after = c.n
+	}
+	b := t.batch()
+	var row struct {
+		found                   bool
+		created, version, taken int64
+	}
+	b.Queue(t.s.q.lockThread, string(id)).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&row.created, &row.version, &row.taken)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		row.found = err == nil
+		return err
+	})
+	key := string(id)
+	if _, ok := t.leases[key]; !ok {
+		t.queueLockLease(b, key)
+	}
+	var evs []eventRow
+	b.Queue(t.s.q.eventsAfter, string(id), after).Query(func(rows pgx.Rows) error {
+		var err error
+		evs, err = scanEvents(rows)
+		return err
+	})
+	if err := t.send(ctx, b); err != nil {
+		return nil, err
+	}
+	if !row.found {
+		return nil, nil
+	}
+	th := &txThread{created: row.created}
+	if hasCache && c.created == row.created {
+		th.state, th.n = c.state.Clone(), c.n
+	} else {
+		th.state = core.NewThread(id)
+		if after > 0 { // the cache knew another thread of that id: read its whole log
+			var err error
+			if evs, err = t.events(ctx, id); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, e := range evs {
+		if e.seq != th.n+1 {
+			return nil, t.corrupt(fmt.Errorf("thread %q: event %d follows event %d", id, e.seq, th.n))
+		}
+		ev := e.event()
+		if err := th.state.Check(ev); err != nil {
+			return nil, t.corrupt(fmt.Errorf("thread %q: event %d does not apply: %w", id, e.seq, err))
+		}
+		th.state.Apply(ev)
+		th.n++
+	}
+	th.state.Version, th.state.Taken = uint64(row.version), core.Seq(row.taken)
+	t.threads[id] = th
+	return th, nil
+}
+
+func (t *txn) corrupt(err error) error {
+	t.err = fmt.Errorf("postgres: stored log is inconsistent: %w", err)
+	return t.err
+}
+
+func (t *txn) queueLockLease(b *pgx.Batch, key string) {
+	b.Queue(t.s.q.lockLease, key).QueryRow(func(r pgx.Row) error {
+		var l core.Lease
+		var holder string
+		err := r.Scan(&holder, &l.ExpiresAt)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			t.leases[key] = core.Lease{}
+			return nil
+		case err != nil:
+			return err
+		}
+		l.Key, l.Holder, l.ExpiresAt = key, core.Holder(holder), l.ExpiresAt.UTC()
+		t.leases[key] = l
+		return nil
+	})
+}
+
+func (t *txn) thread(ctx context.Context, id core.ThreadID) (*txThread, error) {
+	th, err := t.load(ctx, id)
+	if err == nil && th == nil {
+		err = fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+	}
+	return th, err
+}
+
+// lease locks the lease row under key. Lock order: the thread row of the
+// same id first (when the thread exists), then the lease row; so a
+// lease's writers serialise on the thread row even while the lease row
+// does not exist.
+func (t *txn) lease(ctx context.Context, key string) (core.Lease, error) {
+	if l, ok := t.leases[key]; ok {
+		return l, nil
+	}
+	if t.err != nil {
+		return core.Lease{}, t.err
+	}
+	if _, ok := t.threads[core.ThreadID(key)]; !ok {
+		if _, err := t.load(ctx, core.ThreadID(key)); err != nil {
+			return core.Lease{}, err
+		}
+	} else {
+		b := t.batch()
+		t.queueLockLease(b, key)
+		if err := t.send(ctx, b); err != nil {
+			return core.Lease{}, err
+		}
+	}
+	return t.leases[key], nil
+}
+
+func (t *txn) CreateThread(ctx context.Context, id core.ThreadID) error {
+	if t.err != nil {
+		return t.err
+	}
+	if _, ok := t.threads[id]; ok {
+		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
+	}
+	b := t.batch()
+	var created int64
+	found := false
+	b.Queue(t.s.q.createThread, string(id)).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&created)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	if err := t.send(ctx, b); err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
+	}
+	t.threads[id] = &txThread{created: created, state: core.NewThread(id)}
+	return nil
+}
+
+func (t *txn) ThreadIDs(ctx context.Context) ([]core.ThreadID, error) {
+	if t.err != nil {
+		return nil, t.err
+	}
+	b := t.batch()
+	var ids []core.ThreadID
+	b.Queue(t.s.q.threadIDs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, core.ThreadID(id))
+		}
+		return rows.Err()
+	})
+	if err := t.send(ctx, b); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+func (t *txn) Thread(ctx context.Context, id core.ThreadID) (*core.Thread, error) {
+	th, err := t.thread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return th.state, nil
+}
+
+func (t *txn) Events(ctx context.Context, id core.ThreadID) ([]core.Event, error) {
+	if _, err := t.thread(ctx, id); err != nil {
+		return nil, err
+	}
+	rows, err := t.events(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	evs := make([]core.Event, len(rows))
+	for i, r := range rows {
+		evs[i] = r.event()
+	}
+	return evs, nil
+}
+
+// events reads the thread's whole log, this transaction's writes included.
+func (t *txn) events(ctx context.Context, id core.ThreadID) ([]eventRow, error) {
+	b := t.batch()
+	var evs []eventRow
+	b.Queue(t.s.q.allEvents, string(id)).Query(func(rows pgx.Rows) error {
+		var err error
+		evs, err = scanEvents(rows)
+		return err
+	})
+	if err := t.send(ctx, b); err != nil {
+		return nil, err
+	}
+	return evs, nil
+}
+
+func (t *txn) Bump(ctx context.Context, id core.ThreadID) (uint64, error) {
+	th, err := t.thread(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	th.state.Version++
+	th.dirty = true
+	return th.state.Version, nil
+}
+
+// maxPayload is below PostgreSQL's limit on a NOTIFY payload (8000 bytes).
+const maxPayload = 7999
+
+func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error {
+	th, err := t.thread(ctx, id)
+	if err != nil {
+		return err
+	}
+	ev.At = eventTime(ev.At)
+	if err := th.state.Check(ev); err != nil {
+		return err
+	}
+	seq := th.n + 1
+	t.queue(t.s.q.insertEvent, string(id), seq, int64(ev.Version), string(ev.Kind), ev.At,
+		int64(ev.Message), ev.Text, int64(ev.Run), int64(ev.Request), string(ev.Holder))
+	if ev.Kind == core.MessagePosted {
+		t.queue(t.s.q.insertMessage, string(id), int64(ev.Message), ev.Text, ev.At)
+		payload := string(id)
+		if len(payload) > maxPayload {
+			payload = "" // too long to name: a wake-up for any thread
+		}
+		t.queue(t.s.q.notify, t.s.channel, payload)
+	}
+	th.state.Apply(ev)
+	th.n = seq
+	th.dirty = true
+	return nil
+}
+
+func (t *txn) SaveTaken(ctx context.Context, id core.ThreadID, taken core.Seq) error {
+	th, err := t.thread(ctx, id)
+	if err != nil {
+		return err
+	}
+	th.state.Taken = taken
+	th.dirty = true
+	return nil
+}
+
+func (t *txn) Lease(ctx context.Context, key string) (core.Lease, error) {
+	return t.lease(ctx, key)
+}
+
+func (t *txn) HoldsLease(ctx context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
+	l, err := t.lease(ctx, key)
+	if err != nil {
+		return false, core.Lease{}, err
+	}
+	return holder != "" && l.Holder == holder, l, nil
+}
+
+func (t *txn) PutLease(ctx context.Context, l core.Lease) error {
+	if l.Key == "" || l.Holder == "" {
+		return fmt.Errorf("%w: lease with empty key or holder", core.ErrInvalidArgument)
+	}
+	if _, err := t.lease(ctx, l.Key); err != nil {
+		return err
+	}
+	l.ExpiresAt = leaseExpiry(l.ExpiresAt)
+	t.queue(t.s.q.putLease, l.Key, string(l.Holder), l.ExpiresAt)
+	t.leases[l.Key] = l
+	return nil
+}
+
+func (t *txn) DeleteLease(ctx context.Context, key string) error {
+	if _, err := t.lease(ctx, key); err != nil {
+		return err
+	}
+	t.queue(t.s.q.deleteLease, key)
+	t.leases[key] = core.Lease{}
+	return nil
+}
+
+// eventRow is one row of the events table.
+type eventRow struct {
+	seq                            int64
+	version, message, run, request int64
+	kind, text, holder             string
+	at                             time.Time
+}
+
+func scanEvents(rows pgx.Rows) ([]eventRow, error) {
+	var evs []eventRow
+	for rows.Next() {
+		var e eventRow
+		if err := rows.Scan(&e.seq, &e.version, &e.kind, &e.at, &e.message, &e.text, &e.run, &e.request, &e.holder); err != nil {
+			return nil, err
+		}
+		evs = append(evs, e)
+	}
+	return evs, rows.Err()
+}
+
+func (e eventRow) event() core.Event {
+	return core.Event{
+		Version: uint64(e.version),
+		Kind:    core.EventKind(e.kind),
+		At:      e.at.UTC(),
+		Message: core.Seq(e.message),
+		Text:    e.text,
+		Run:     core.RunID(e.run),
+		Request: core.RequestID(e.request),
+		Holder:  core.Holder(e.holder),
+	}
+}
