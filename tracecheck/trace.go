@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -130,23 +133,6 @@ var ErrMalformed = errors.New("malformed trace line")
 // MaxLineBytes is the longest trace line Read accepts.
 const MaxLineBytes = 64 << 10
 
-// wireEvent is a trace line as read: every field a pointer, so that a
-// missing field is told from a zero one.
-type wireEvent struct {
-	Tick   *uint64         `json:"tick"`
-	Read   *bool           `json:"read"`
-	Action *core.Action    `json:"action"`
-	Thread *core.ThreadID  `json:"thread"`
-	Proc   *string         `json:"proc"`
-	Holder *core.Holder    `json:"holder"`
-	Msg    *core.Seq       `json:"msg"`
-	Req    *core.RequestID `json:"req"`
-	Run    *core.RunID     `json:"run"`
-	Taken  *core.Seq       `json:"taken"`
-	Lease  *core.Holder    `json:"lease"`
-	Kind   *string         `json:"kind"`
-}
-
 // loggedActions are the actions a trace line may name: every action but
 // Lapse, which is never logged.
 var loggedActions = func() map[core.Action]bool {
@@ -212,50 +198,249 @@ func ReadFile(path string) ([]core.TraceEvent, error) {
 	return Read(f, path)
 }
 
-func parseLine(line []byte) (core.TraceEvent, error) {
-	line = bytes.TrimSuffix(line, []byte("\n"))
-	trimmed := bytes.TrimSpace(line)
-	if len(trimmed) == 0 {
-		return core.TraceEvent{}, errors.New("empty line")
-	}
-	if trimmed[0] != '{' {
-		return core.TraceEvent{}, errors.New("not a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	var w wireEvent
-	if err := dec.Decode(&w); err != nil {
-		return core.TraceEvent{}, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return core.TraceEvent{}, errors.New("trailing data after the JSON object")
-	}
-	var missing []string
-	need := func(ok bool, name string) {
-		if !ok {
-			missing = append(missing, name)
+// The fields of a trace line, in core.TraceEvent's order; kind is the
+// only optional one.
+const (
+	fTick = iota
+	fRead
+	fAction
+	fThread
+	fProc
+	fHolder
+	fMsg
+	fReq
+	fRun
+	fTaken
+	fLease
+	fKind
+	numFields
+)
+
+var fieldNames = [numFields]string{"tick", "read", "action", "thread", "proc", "holder", "msg", "req", "run", "taken", "lease", "kind"}
+
+func fieldIndex(name []byte) int {
+	for i, n := range fieldNames {
+		if string(name) == n {
+			return i
 		}
 	}
-	need(w.Tick != nil, "tick")
-	need(w.Read != nil, "read")
-	need(w.Action != nil, "action")
-	need(w.Thread != nil, "thread")
-	need(w.Proc != nil, "proc")
-	need(w.Holder != nil, "holder")
-	need(w.Msg != nil, "msg")
-	need(w.Req != nil, "req")
-	need(w.Run != nil, "run")
-	need(w.Taken != nil, "taken")
-	need(w.Lease != nil, "lease")
+	return -1
+}
+
+// lineParser parses one trace line: a flat JSON object whose keys are
+// exactly the field names (no other, none twice) and whose values are
+// unsigned or signed integers, booleans and strings, as the field needs.
+// It is stricter than encoding/json (which matches keys case-insensitively
+// and takes the last of duplicate keys) and faster.
+type lineParser struct {
+	b []byte
+	i int
+}
+
+func (p *lineParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\r', '\n':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *lineParser) errf(format string, args ...any) error {
+	return fmt.Errorf("at byte %d: %s", p.i+1, fmt.Sprintf(format, args...))
+}
+
+// str parses a JSON string; it rejects control characters and invalid
+// UTF-8, and decodes escapes through encoding/json.
+func (p *lineParser) str() (string, error) {
+	if p.i >= len(p.b) || p.b[p.i] != '"' {
+		return "", p.errf("want a string")
+	}
+	start := p.i
+	p.i++
+	escaped := false
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			raw := p.b[start:p.i]
+			if !utf8.Valid(raw) {
+				return "", p.errf("invalid UTF-8 in a string")
+			}
+			if !escaped {
+				return string(raw[1 : len(raw)-1]), nil
+			}
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return "", p.errf("bad string: %v", err)
+			}
+			return s, nil
+		case c == '\\':
+			escaped = true
+			p.i += 2
+		case c < 0x20:
+			return "", p.errf("control character in a string")
+		default:
+			p.i++
+		}
+	}
+	return "", p.errf("unterminated string")
+}
+
+// uint parses a JSON number that is a non-negative integer.
+func (p *lineParser) uint() (uint64, error) {
+	start := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	digits := p.b[start:p.i]
+	switch {
+	case len(digits) == 0:
+		return 0, p.errf("want a non-negative integer")
+	case len(digits) > 1 && digits[0] == '0':
+		return 0, p.errf("leading zero")
+	case p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E'):
+		return 0, p.errf("want an integer")
+	}
+	v, err := strconv.ParseUint(string(digits), 10, 64)
+	if err != nil {
+		return 0, p.errf("integer out of range")
+	}
+	return v, nil
+}
+
+// int parses a JSON integer that fits an int64 and is not negative.
+func (p *lineParser) int() (int64, error) {
+	if p.i < len(p.b) && p.b[p.i] == '-' {
+		return 0, p.errf("negative integer")
+	}
+	v, err := p.uint()
+	if err != nil {
+		return 0, err
+	}
+	if v > math.MaxInt64 {
+		return 0, p.errf("integer out of range")
+	}
+	return int64(v), nil
+}
+
+func (p *lineParser) bool() (bool, error) {
+	switch {
+	case bytes.HasPrefix(p.b[p.i:], []byte("true")):
+		p.i += 4
+		return true, nil
+	case bytes.HasPrefix(p.b[p.i:], []byte("false")):
+		p.i += 5
+		return false, nil
+	}
+	return false, p.errf("want true or false")
+}
+
+func parseLine(line []byte) (core.TraceEvent, error) {
+	var ev core.TraceEvent
+	p := &lineParser{b: line}
+	p.ws()
+	if p.i == len(p.b) {
+		return ev, errors.New("empty line")
+	}
+	if p.b[p.i] != '{' {
+		return ev, errors.New("not a JSON object")
+	}
+	p.i++
+	var seen [numFields]bool
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+	} else {
+		for {
+			p.ws()
+			keyAt := p.i
+			key, err := p.str()
+			if err != nil {
+				return ev, err
+			}
+			f := fieldIndex([]byte(key))
+			if f < 0 {
+				p.i = keyAt
+				return ev, p.errf("unknown field %q", key)
+			}
+			if seen[f] {
+				p.i = keyAt
+				return ev, p.errf("duplicate field %q", key)
+			}
+			seen[f] = true
+			p.ws()
+			if p.i >= len(p.b) || p.b[p.i] != ':' {
+				return ev, p.errf("want ':'")
+			}
+			p.i++
+			p.ws()
+			var s string
+			var n int64
+			switch f {
+			case fTick:
+				ev.Tick, err = p.uint()
+			case fRead:
+				ev.Read, err = p.bool()
+			case fMsg, fReq, fRun, fTaken:
+				n, err = p.int()
+				switch f {
+				case fMsg:
+					ev.Msg = core.Seq(n)
+				case fReq:
+					ev.Req = core.RequestID(n)
+				case fRun:
+					ev.Run = core.RunID(n)
+				case fTaken:
+					ev.Taken = core.Seq(n)
+				}
+			default:
+				s, err = p.str()
+				switch f {
+				case fAction:
+					ev.Action = core.Action(s)
+				case fThread:
+					ev.Thread = core.ThreadID(s)
+				case fProc:
+					ev.Proc = s
+				case fHolder:
+					ev.Holder = core.Holder(s)
+				case fLease:
+					ev.Lease = core.Holder(s)
+				case fKind:
+					ev.Kind = s
+				}
+			}
+			if err != nil {
+				return ev, fmt.Errorf("field %q: %w", fieldNames[f], err)
+			}
+			p.ws()
+			if p.i < len(p.b) && p.b[p.i] == ',' {
+				p.i++
+				continue
+			}
+			if p.i < len(p.b) && p.b[p.i] == '}' {
+				p.i++
+				break
+			}
+			return ev, p.errf("want ',' or '}'")
+		}
+	}
+	p.ws()
+	if p.i != len(p.b) {
+		return ev, p.errf("trailing data after the JSON object")
+	}
+	var missing []string
+	for f, ok := range seen {
+		if !ok && f != fKind {
+			missing = append(missing, fieldNames[f])
+		}
+	}
 	if len(missing) > 0 {
 		return core.TraceEvent{}, fmt.Errorf("missing field(s) %v", missing)
-	}
-	ev := core.TraceEvent{
-		Tick: *w.Tick, Read: *w.Read, Action: *w.Action, Thread: *w.Thread, Proc: *w.Proc,
-		Holder: *w.Holder, Msg: *w.Msg, Req: *w.Req, Run: *w.Run, Taken: *w.Taken, Lease: *w.Lease,
-	}
-	if w.Kind != nil {
-		ev.Kind = *w.Kind
 	}
 	switch {
 	case ev.Action == core.ActionLapse:
@@ -266,8 +451,6 @@ func parseLine(line []byte) (core.TraceEvent, error) {
 		return core.TraceEvent{}, fmt.Errorf("unknown plan kind %q", ev.Kind)
 	case ev.Thread == "":
 		return core.TraceEvent{}, errors.New("empty thread")
-	case ev.Msg < 0 || ev.Req < 0 || ev.Run < 0 || ev.Taken < 0:
-		return core.TraceEvent{}, errors.New("negative msg, req, run or taken")
 	}
 	return ev, nil
 }

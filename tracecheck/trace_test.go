@@ -2,6 +2,7 @@ package tracecheck_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -105,7 +106,7 @@ func TestReadRejects(t *testing.T) {
 		line        int
 		says        string
 	}{
-		{"bad json", goodLine + "\n{\"tick\":\n", 2, "unexpected EOF"},
+		{"bad json", goodLine + "\n{\"tick\":\n", 2, "want a non-negative integer"},
 		{"unknown field", goodLine + "\n" + strings.Replace(goodLine, `"lease":""`, `"lease":"","extra":1`, 1), 2, "unknown field"},
 		{"missing field", strings.Replace(goodLine, `"taken":0,`, ``, 1), 1, "missing field(s) [taken]"},
 		{"missing fields", `{"tick":1}`, 1, "missing field(s) [read action thread proc holder msg req run taken lease]"},
@@ -117,9 +118,22 @@ func TestReadRejects(t *testing.T) {
 		{"empty line", goodLine + "\n\n" + goodLine, 2, "empty line"},
 		{"array", `[1,2]`, 1, "not a JSON object"},
 		{"null", `null`, 1, "not a JSON object"},
-		{"negative tick", strings.Replace(goodLine, `"tick":1`, `"tick":-1`, 1), 1, "cannot unmarshal"},
-		{"negative msg", strings.Replace(goodLine, `"msg":1`, `"msg":-1`, 1), 1, "negative"},
-		{"string tick", strings.Replace(goodLine, `"tick":1`, `"tick":"1"`, 1), 1, "cannot unmarshal"},
+		{"negative tick", strings.Replace(goodLine, `"tick":1`, `"tick":-1`, 1), 1, "want a non-negative integer"},
+		{"negative msg", strings.Replace(goodLine, `"msg":1`, `"msg":-1`, 1), 1, "negative integer"},
+		{"string tick", strings.Replace(goodLine, `"tick":1`, `"tick":"1"`, 1), 1, "want a non-negative integer"},
+		{"float tick", strings.Replace(goodLine, `"tick":1`, `"tick":1.0`, 1), 1, "want an integer"},
+		{"leading zero", strings.Replace(goodLine, `"tick":1`, `"tick":01`, 1), 1, "leading zero"},
+		{"huge tick", strings.Replace(goodLine, `"tick":1`, `"tick":18446744073709551616`, 1), 1, "out of range"},
+		{"huge msg", strings.Replace(goodLine, `"msg":1`, `"msg":9223372036854775808`, 1), 1, "out of range"},
+		{"key case", strings.Replace(goodLine, `"tick"`, `"Tick"`, 1), 1, `unknown field "Tick"`},
+		{"duplicate key", strings.Replace(goodLine, `"msg":1`, `"msg":1,"msg":2`, 1), 1, `duplicate field "msg"`},
+		{"null value", strings.Replace(goodLine, `"proc":"poster"`, `"proc":null`, 1), 1, "want a string"},
+		{"bad utf8", strings.Replace(goodLine, `"proc":"poster"`, "\"proc\":\"p\xff\"", 1), 1, "invalid UTF-8"},
+		{"control char", strings.Replace(goodLine, `"proc":"poster"`, "\"proc\":\"p\x01\"", 1), 1, "control character"},
+		{"bad escape", strings.Replace(goodLine, `"proc":"poster"`, `"proc":"p\q"`, 1), 1, "bad string"},
+		{"missing colon", strings.Replace(goodLine, `"msg":1`, `"msg" 1`, 1), 1, "want ':'"},
+		{"missing comma", strings.Replace(goodLine, `"msg":1,`, `"msg":1 `, 1), 1, "want ',' or '}'"},
+		{"empty object", `{}`, 1, "missing field(s)"},
 		{"empty thread", strings.Replace(goodLine, `"thread":"t1"`, `"thread":""`, 1), 1, "empty thread"},
 		{"too long", goodLine + "\n" + goodLine + "\n" + long, 3, "longer than"},
 	} {
@@ -149,6 +163,8 @@ func TestReadAccepts(t *testing.T) {
 		{"final newline", goodLine + "\n", 1},
 		{"crlf", goodLine + "\r\n" + goodLine + "\r\n", 2},
 		{"spaces", " " + strings.ReplaceAll(goodLine, ",", " , ") + " ", 1},
+		{"escapes", strings.Replace(goodLine, `"proc":"poster"`, `"proc":"p\u0031\n"`, 1), 1},
+		{"any key order", `{"lease":"","taken":0,"run":0,"req":0,"msg":1,"holder":"","proc":"x","thread":"t","action":"Post","read":false,"tick":1}`, 1},
 	} {
 		lines, err := tracecheck.Read(strings.NewReader(tc.input), "in")
 		if err != nil || len(lines) != tc.n {
@@ -223,6 +239,13 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("error without its line: %v (%d lines)", err, len(lines))
 			}
 			return
+		}
+		// What Read accepts, encoding/json reads the same.
+		for i, raw := range bytes.Split(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))[:len(lines)] {
+			var ev core.TraceEvent
+			if err := json.Unmarshal(raw, &ev); err != nil || ev != lines[i] {
+				t.Fatalf("line %d: Read gives %+v, encoding/json %+v (%v)", i+1, lines[i], ev, err)
+			}
 		}
 		var buf bytes.Buffer
 		w := tracecheck.NewWriter(&buf)
