@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -27,23 +28,40 @@ func TestConcurrentFenced(t *testing.T) {
 	}
 }
 
-// The mutant under real concurrency: with the fences off, some execution's
-// trace is rejected by the checker (or an invariant breaks in storage).
+// The mutant under real concurrency: with the fences off, the trace
+// checker rejects some execution's trace and porcupine finds some
+// execution's history not linearizable.
 func TestConcurrentUnfencedMutantCaught(t *testing.T) {
-	for seed := range uint64(20) {
+	traceCaught, linCaught := 0, 0
+	for seed := uint64(0); seed < 40 && (traceCaught == 0 || linCaught == 0); seed++ {
 		res, err := RunConcurrent(context.Background(), ConcurrentConfig{Seed: seed, Unfenced: true})
 		var inv *InvariantError
-		if errors.As(err, &inv) {
-			t.Logf("seed %d: %v", seed, err)
-			return
+		if err != nil && !errors.As(err, &inv) {
+			require.NoError(t, err)
 		}
-		require.NoError(t, err)
 		if _, err := Check(res.Lines); err != nil {
 			var v *Violation
 			require.ErrorAs(t, err, &v)
-			t.Logf("seed %d: %s", seed, v.Rule)
-			return
+			traceCaught++
+		}
+		if _, err := CheckLinearizable(OperationsFromTrace(res.Lines), time.Minute, ""); err != nil {
+			require.ErrorIs(t, err, ErrNotLinearizable)
+			linCaught++
 		}
 	}
-	t.Fatal("20 concurrent executions with the fences off went uncaught")
+	require.Positive(t, traceCaught, "the trace checker never caught the mutant")
+	require.Positive(t, linCaught, "porcupine never caught the mutant")
+}
+
+// With the fences on, porcupine finds every concurrent history
+// linearizable.
+func TestConcurrentFencedLinearizable(t *testing.T) {
+	for seed := range uint64(3) {
+		res, err := RunConcurrent(context.Background(), ConcurrentConfig{Seed: seed})
+		require.NoError(t, err)
+		ops := OperationsFromTrace(res.Lines)
+		require.NotEmpty(t, ops)
+		_, err = CheckLinearizable(ops, time.Minute, "")
+		require.NoError(t, err, "seed %d", seed)
+	}
 }
