@@ -187,16 +187,35 @@ func (t *tally) trace(lines []core.TraceEvent, name string, dir string) error {
 		for i, l := range th.Lines {
 			own[i] = *l.Ev
 		}
-		prefix := "ok"
-		if _, err := tracecheck.Check(own); err != nil {
-			prefix = "bad"
+		prefix, at := "ok", 0
+		var tv *tracecheck.Violation
+		if _, err := tracecheck.Check(own); errors.As(err, &tv) {
+			prefix, at = "bad", tv.Line
 		}
-		path := filepath.Join(dir, fmt.Sprintf("%s-%s-%s.ndjson", prefix, name, th.Thread))
-		if err := writeLines(path, th.Lines); err != nil {
+		base := fmt.Sprintf("%s-%s-%s.ndjson", prefix, name, th.Thread)
+		if err := writeLines(filepath.Join(dir, base), th.Lines); err != nil {
 			return err
+		}
+		if at > 0 {
+			// scripts/tlc requires TLC to reject the file at this line too.
+			if err := appendLine(filepath.Join(dir, "expected-lines"), fmt.Sprintf("%s %d", base, at)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func writeLines(path string, lines []tracecheck.Line) error {
