@@ -75,6 +75,16 @@ type Transaction interface {
 	DeleteLease(ctx context.Context, key string) error
 }
 
+// TraceLog is implemented by a Transaction that keeps the trace lines of
+// the writes it commits, inside the same transaction. When the Workspace
+// traces, it gives each write's line to such a transaction before commit,
+// so the stored lines are exactly the writes storage committed: even those
+// of a process killed between its commit and its own trace file, and those
+// whose commit outcome the process never learned.
+type TraceLog interface {
+	LogTrace(ctx context.Context, ev TraceEvent) error
+}
+
 // Clock tells the time. Each process has its own; they may disagree.
 type Clock interface {
 	Now() time.Time

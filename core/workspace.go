@@ -79,7 +79,15 @@ func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx 
 	}
 	err := w.storage.Update(ctx, func(ctx context.Context, tx Transaction) error {
 		line = nil
-		return fn(ctx, tx, &line)
+		if err := fn(ctx, tx, &line); err != nil {
+			return err
+		}
+		if log, ok := tx.(TraceLog); ok && w.tracer != nil && line != nil && !line.Read {
+			l := *line
+			l.Proc = w.proc
+			return log.LogTrace(ctx, l)
+		}
+		return nil
 	})
 	if err == nil || (line != nil && line.Read && isRefusal(err)) {
 		if timed && line != nil {
