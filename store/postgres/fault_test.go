@@ -1,0 +1,239 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// terminate ends the backend pid with pg_terminate_backend and waits until
+// the server no longer lists it.
+func terminate(t *testing.T, conn *pgx.Conn, pid uint32) {
+	t.Helper()
+	var ok bool
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT pg_terminate_backend($1)`, int32(pid)).Scan(&ok))
+	require.True(t, ok, "pg_terminate_backend(%d)", pid)
+	waitFor(t, conn, fmt.Sprintf("backend %d gone", pid),
+		`SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)`, int32(pid))
+}
+
+// A backend killed in the middle of a fenced write — after HoldsLease, and
+// after its run_started event and the thread's row were sent to the server
+// — leaves nothing half-written, and the write returns an error, never
+// success. The claim is then treated as lost: its holder does not write
+// again, and the next claimant takes the thread over after the TTL and
+// consumes the message, once.
+func TestBackendKilledMidFencedWrite(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	h := &hooked{Storage: s}
+	a, b := newProc(h, "a"), newProc(s, "b")
+	id := core.ThreadID("t")
+	require.NoError(t, a.ws.CreateThread(ctx, id))
+	_, err := a.ws.Post(ctx, id, "m1")
+	require.NoError(t, err)
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	before := snapshot(t, s, id)
+	look := admin(t)
+	events0, messages0, version0, taken0 := rowCounts(t, look, s.Schema(), id)
+
+	h.afterAppend = func(ctx context.Context, tx core.Transaction) {
+		// Send the queued writes: the server now holds the event, in the
+		// open transaction, which reads it back.
+		evs, err := tx.Events(ctx, id)
+		require.NoError(t, err)
+		require.Len(t, evs, len(before.Events)+1)
+		require.Equal(t, core.RunStarted, evs[len(evs)-1].Kind)
+		terminate(t, look, backendPID(tx))
+	}
+	_, err = a.ws.RunStart(ctx, ca, 1)
+	require.Error(t, err, "a fenced write whose backend was killed returned success")
+	t.Logf("RunStart with its backend killed: %v (commit unknown: %v)", err, errors.Is(err, core.ErrCommitUnknown))
+
+	require.Equal(t, before, snapshot(t, s, id), "the killed transaction left a trace")
+	events, messages, version, taken := rowCounts(t, look, s.Schema(), id)
+	require.Equal(t, []int64{int64(events0), int64(messages0), version0, taken0}, []int64{int64(events), int64(messages), version, taken})
+
+	// The next claimant, after the TTL by its clock, plans a run for the
+	// same message: nothing consumed it.
+	b.clock.Advance(ttl)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	p, err := b.ws.Plan(ctx, cb)
+	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 1}, p)
+	_, err = b.ws.RunStart(ctx, cb, 1)
+	require.NoError(t, err)
+	_, err = a.ws.RunStart(ctx, ca, 1)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "the lost claim's write, had its runner retried it")
+}
+
+// A commit whose outcome is unknown, provoked for real: a deferred
+// constraint trigger on events makes COMMIT wait for an advisory lock the
+// test holds; while the backend waits inside COMMIT, the test terminates
+// it. The server ends the session (FATAL) without saying whether it
+// committed, so Update returns ErrCommitUnknown. (Here it did not: the
+// test reads that it did not, which the runner could not.)
+func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
+	ctx := context.Background()
+	app := randomName("tc_")
+	s := openStore(t, poolConfig(t, app), testSchema(t))
+	a := newProc(s, "a")
+	id := core.ThreadID("t")
+	require.NoError(t, a.ws.CreateThread(ctx, id))
+	_, err := a.ws.Post(ctx, id, "m1")
+	require.NoError(t, err)
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+
+	look := admin(t)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	const lockKey = 0x7463_0c0c
+	_, err = look.Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION %[1]s.hold_commit() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN PERFORM pg_advisory_xact_lock(%[2]d); RETURN NULL; END $$;
+		CREATE CONSTRAINT TRIGGER hold_commit AFTER INSERT ON %[1]s.events
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %[1]s.hold_commit();`, q, lockKey))
+	require.NoError(t, err)
+	holder := admin(t)
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(lockKey))
+	require.NoError(t, err)
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.ws.RunStart(ctx, ca, 1)
+		done <- err
+	}()
+	var pid int32
+	waitFor(t, look, "the write's backend waiting inside COMMIT",
+		`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1
+		   AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND query = 'commit')`, app)
+	require.NoError(t, look.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1
+		AND wait_event_type = 'Lock' AND query = 'commit'`, app).Scan(&pid))
+	terminate(t, look, uint32(pid))
+	err = <-done
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	t.Logf("RunStart killed in COMMIT: %v", err)
+
+	_, err = holder.Exec(ctx, `SELECT pg_advisory_unlock($1)`, int64(lockKey))
+	require.NoError(t, err)
+	th, err := a.ws.Thread(ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, th.Runs, "this time the server had not committed")
+}
+
+// The other unknown outcome: the server commits and the reply is lost. A
+// connection that drops the COMMIT's reply, after the server sent it, makes
+// the client see a broken connection; Update returns ErrCommitUnknown, and
+// storage shows that the write did commit. A runner that retried it under
+// the same holder would start a second run with the same prompt; the next
+// claimant instead abandons the run that did start.
+func TestCommitUnknownWhenReplyLost(t *testing.T) {
+	ctx := context.Background()
+	cfg := poolConfig(t, randomName("tc_"))
+	cfg.MaxConns = 1 // one connection, whose statements the warm-up prepares
+	var armed atomic.Bool
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &lossyConn{Conn: c, armed: &armed}, nil
+	}
+	s := openStore(t, cfg, testSchema(t))
+	h := &hooked{Storage: s}
+	a, b := newProc(h, "a"), newProc(s, "b")
+	for _, id := range []core.ThreadID{"warm", "t"} {
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		_, err := a.ws.Post(ctx, id, "m1")
+		require.NoError(t, err)
+	}
+	warm, err := a.ws.Claim(ctx, "warm", "hw", ttl)
+	require.NoError(t, err)
+	_, err = a.ws.RunStart(ctx, warm, 1) // prepares the statements RunStart sends
+	require.NoError(t, err)
+	ca, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+
+	// After Append, RunStart sends nothing until the COMMIT round trip.
+	h.afterAppend = func(context.Context, core.Transaction) { armed.Store(true) }
+	_, err = a.ws.RunStart(ctx, ca, 1)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	t.Logf("RunStart whose COMMIT reply was lost: %v", err)
+
+	th, err := b.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Len(t, th.Runs, 1, "the server committed the run's start")
+	require.Equal(t, core.Seq(1), th.Taken)
+	b.clock.Advance(ttl)
+	cb, err := b.ws.Claim(ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	p, err := b.ws.Plan(ctx, cb)
+	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanAbandon, Runs: []core.RunID{1}, Taken: 1}, p)
+}
+
+// lossyConn passes a connection's bytes through until armed. The first
+// write after that, which disarms it, (the COMMIT round trip) reaches the server; the reply is
+// read up to the server's ReadyForQuery after CommandComplete "COMMIT", so
+// the server has committed, and then dropped: the client reads an
+// unexpected EOF, as when the network fails after COMMIT.
+type lossyConn struct {
+	net.Conn
+	armed *atomic.Bool
+	mu    sync.Mutex
+	sent  bool
+}
+
+func (c *lossyConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if c.armed.CompareAndSwap(true, false) {
+		c.mu.Lock()
+		c.sent = true
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *lossyConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	sent := c.sent
+	c.mu.Unlock()
+	if !sent {
+		return c.Conn.Read(p)
+	}
+	committed := false
+	for {
+		var head [5]byte
+		if _, err := io.ReadFull(c.Conn, head[:]); err != nil {
+			return 0, err
+		}
+		body := make([]byte, binary.BigEndian.Uint32(head[1:])-4)
+		if _, err := io.ReadFull(c.Conn, body); err != nil {
+			return 0, err
+		}
+		switch head[0] {
+		case 'C':
+			committed = committed || bytes.Equal(bytes.TrimRight(body, "\x00"), []byte("COMMIT"))
+		case 'Z':
+			if committed {
+				_ = c.Conn.Close()
+				return 0, io.ErrUnexpectedEOF
+			}
+		}
+	}
+}

@@ -1,0 +1,169 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+const ttl = 10 * time.Second
+
+// The fence is the row lock (ADR-0069, DESIGN §4): while a fenced write's
+// transaction holds its claim's lease, an acquire by another holder waits
+// for it, whether it goes through the Workspace (which locks the thread
+// row first) or straight at the lease row with SQL. The server's lock view
+// shows both waiting on the fenced write's backend; they go on only once
+// it commits, so the run started under the claim is ordered before the
+// next claim.
+func TestAcquireWaitsForFencedWrite(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	h := &hooked{Storage: s}
+	a, b := newProc(h, "a"), newProc(s, "b")
+	id := core.ThreadID("t")
+	require.NoError(t, a.ws.CreateThread(ctx, id))
+	_, err := a.ws.Post(ctx, id, "m1")
+	require.NoError(t, err)
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	b.clock.Advance(2 * ttl) // b sees a's lease expired: its claim would win at once
+
+	paused, resume := make(chan uint32), make(chan struct{})
+	release := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(release) // a failing test lets the paused transaction end
+	h.afterHoldsLease = func(_ context.Context, tx core.Transaction) {
+		paused <- backendPID(tx)
+		<-resume
+	}
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.ws.RunStart(ctx, ca, 1)
+		aDone <- err
+	}()
+	pid := <-paused // a's fenced write holds the lease row, inside its transaction
+
+	bDone := make(chan error, 1)
+	go func() {
+		_, err := b.ws.Claim(ctx, id, "hb", ttl)
+		bDone <- err
+	}()
+	sqlDone := make(chan string, 1)
+	raw := admin(t)
+	go func() {
+		// An acquire that skips the thread row: straight at the lease row.
+		var holder string
+		err := pgx.BeginFunc(ctx, raw, func(tx pgx.Tx) error {
+			return tx.QueryRow(ctx, `SELECT holder FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.leases WHERE key = $1 FOR UPDATE`, string(id)).Scan(&holder)
+		})
+		if err != nil {
+			holder = "error: " + err.Error()
+		}
+		sqlDone <- holder
+	}()
+
+	look := admin(t)
+	waitFor(t, look, "the claim and the SQL acquire waiting on the fenced write's locks",
+		`SELECT count(*) = 2 FROM pg_stat_activity
+		  WHERE wait_event_type = 'Lock' AND $1::int = ANY (pg_blocking_pids(pid))`, int32(pid))
+	var leaseWaiter bool
+	require.NoError(t, look.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+		WHERE wait_event_type = 'Lock' AND $1::int = ANY (pg_blocking_pids(pid)) AND query LIKE '%leases%FOR UPDATE%')`,
+		int32(pid)).Scan(&leaseWaiter))
+	require.True(t, leaseWaiter, "the lease row is not what the SQL acquire waits on")
+	select {
+	case err := <-bDone:
+		t.Fatalf("the claim returned (%v) while the fenced write held the lease", err)
+	case h := <-sqlDone:
+		t.Fatalf("the lease row was locked (%s) while the fenced write held it", h)
+	default:
+	}
+
+	release()
+	require.NoError(t, <-aDone, "the fenced write of the lease's holder")
+	require.Equal(t, "ha", <-sqlDone, "the SQL acquire saw the lease the fenced write kept")
+	require.NoError(t, <-bDone, "the claim, once the fenced write committed")
+
+	st := snapshot(t, s, id)
+	require.Equal(t, core.Holder("hb"), st.Lease.Holder)
+	last := st.Events[len(st.Events)-1]
+	require.Equal(t, core.RunStarted, last.Kind)
+	require.Equal(t, core.Holder("ha"), last.Holder)
+	require.Equal(t, last.Version+1, st.Thread.Version, "the claim is not the write right after the run's start")
+	// b, the new holder, finds the run a's claim started, and abandons it.
+	p, err := b.ws.Plan(ctx, core.Claim{Thread: id, Holder: "hb"})
+	require.NoError(t, err)
+	require.Equal(t, core.PlanAbandon, p.Kind)
+}
+
+// A fenced write waits for an acquire that locked the lease first, and
+// is then refused: the same lock, the other way round.
+func TestFencedWriteWaitsForAcquire(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	a, b := newProc(s, "a"), newProc(s, "b")
+	id := core.ThreadID("t")
+	require.NoError(t, a.ws.CreateThread(ctx, id))
+	_, err := a.ws.Post(ctx, id, "m1")
+	require.NoError(t, err)
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	b.clock.Advance(2 * ttl)
+
+	// b acquires the lease as Workspace.Claim does, and pauses before
+	// committing.
+	paused, resume := make(chan uint32), make(chan struct{})
+	release := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(release) // a failing test lets the paused transaction end
+	bDone := make(chan error, 1)
+	go func() {
+		bDone <- s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			if _, err := tx.Thread(ctx, id); err != nil {
+				return err
+			}
+			l, err := tx.Lease(ctx, string(id))
+			if err != nil {
+				return err
+			}
+			if !l.Expired(b.clock.Now()) {
+				return core.ErrThreadBusy
+			}
+			if _, err := tx.Bump(ctx, id); err != nil {
+				return err
+			}
+			if err := tx.PutLease(ctx, core.Lease{Key: string(id), Holder: "hb", ExpiresAt: b.clock.Now().Add(ttl)}); err != nil {
+				return err
+			}
+			paused <- backendPID(tx)
+			<-resume
+			return nil
+		})
+	}()
+	pid := <-paused
+
+	aDone := make(chan error, 1)
+	go func() {
+		_, err := a.ws.RunStart(ctx, ca, 1)
+		aDone <- err
+	}()
+	waitFor(t, admin(t), "the fenced write waiting on the acquire",
+		`SELECT count(*) = 1 FROM pg_stat_activity
+		  WHERE wait_event_type = 'Lock' AND $1::int = ANY (pg_blocking_pids(pid))`, int32(pid))
+	select {
+	case err := <-aDone:
+		t.Fatalf("the fenced write returned (%v) while the acquire held the lease", err)
+	default:
+	}
+	release()
+	require.NoError(t, <-bDone)
+	require.ErrorIs(t, <-aDone, core.ErrThreadBusy, "a fenced write after another holder's acquire")
+	th, err := a.ws.Thread(ctx, id)
+	require.NoError(t, err)
+	require.Empty(t, th.Runs)
+	require.Equal(t, core.Seq(0), th.Taken)
+}

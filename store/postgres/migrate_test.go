@@ -1,0 +1,144 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+func appliedMigrations(t *testing.T, schema string) []int {
+	t.Helper()
+	rows, err := admin(t).Query(context.Background(),
+		`SELECT version FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations ORDER BY version`)
+	require.NoError(t, err)
+	vs, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	require.NoError(t, err)
+	return vs
+}
+
+func allMigrations(t *testing.T) []int {
+	ms, err := migrations()
+	require.NoError(t, err)
+	var vs []int
+	for _, m := range ms {
+		vs = append(vs, m.version)
+	}
+	return vs
+}
+
+// Opening a schema a second time applies nothing again, and keeps its data.
+func TestMigrationsTwice(t *testing.T) {
+	ctx := context.Background()
+	schema := testSchema(t)
+	s1 := openStore(t, poolConfig(t, "tc"), schema)
+	require.NoError(t, core.NewWorkspace(s1, core.SystemClock{}).CreateThread(ctx, "kept"))
+	s2 := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	ids, err := core.NewWorkspace(s2, core.SystemClock{}).Threads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{"kept"}, ids)
+}
+
+// Several Opens of one new schema at once, each with its own connections
+// (separate server backends, as separate processes would have): all
+// succeed, and each migration is applied once.
+func TestMigrationsConcurrent(t *testing.T) {
+	schema := testSchema(t)
+	const n = 6
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := open(context.Background(), poolConfig(t, "tc"), Options{Schema: schema})
+			if err == nil {
+				s.Close()
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "open %d", i)
+	}
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+}
+
+// A schema a newer binary migrated is refused, not written to.
+func TestMigrationsNewerSchemaRefused(t *testing.T) {
+	schema := testSchema(t)
+	openStore(t, poolConfig(t, "tc"), schema)
+	_, err := admin(t).Exec(context.Background(),
+		`INSERT INTO `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations (version, name) VALUES (999, '0999_future.sql')`)
+	require.NoError(t, err)
+	_, err = open(context.Background(), poolConfig(t, "tc"), Options{Schema: schema})
+	require.ErrorContains(t, err, "newer than this binary")
+}
+
+// The schema's name is an identifier, quoted wherever it is used.
+func TestSchemaNameQuoted(t *testing.T) {
+	ctx := context.Background()
+	schema := testSchema(t) + `; DROP TABLE "x" --Q`
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err := ws.Post(ctx, "t", "m")
+	require.NoError(t, err)
+	_, err = open(ctx, poolConfig(t, "tc"), Options{Schema: string(make([]byte, maxSchemaLen+1))})
+	require.Error(t, err)
+}
+
+// commitError tells a rolled-back commit from one whose outcome is unknown.
+func TestCommitErrorClassification(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		err     error
+		unknown bool
+	}{
+		{"server ERROR: rolled back", &pgconn.PgError{Severity: "ERROR", Code: "40001"}, false},
+		{"server FATAL: session ended", &pgconn.PgError{Severity: "FATAL", Code: "57P01"}, true},
+		{"connection broke", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), true},
+		{"context ended while waiting", context.Canceled, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := commitError(tt.err)
+			require.Equal(t, tt.unknown, errors.Is(err, core.ErrCommitUnknown), "%v", err)
+			require.ErrorIs(t, err, tt.err)
+		})
+	}
+}
+
+// A commit the server refuses (a deferred trigger raises at COMMIT) is a
+// known outcome: nothing was kept, and the error is not ErrCommitUnknown.
+func TestCommitRefusedByServer(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	a := newProc(s, "a")
+	require.NoError(t, a.ws.CreateThread(ctx, "t"))
+	_, err := a.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	_, err = admin(t).Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+		CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON %[1]s.events
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
+	require.NoError(t, err)
+	before := snapshot(t, s, "t")
+	_, err = a.ws.RunStart(ctx, c, 1)
+	require.ErrorContains(t, err, "refused at commit")
+	require.NotErrorIs(t, err, core.ErrCommitUnknown)
+	require.Equal(t, before, snapshot(t, s, "t"))
+}
