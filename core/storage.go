@@ -26,7 +26,10 @@ type Storage interface {
 	Update(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 }
 
-// Transaction reads and writes one storage consistently. Writes on one
+// Transaction reads and writes one storage consistently. A thread's lease
+// is keyed by the thread's id: the Workspace passes string(id) as the key,
+// and a storage may rely on it (to lock a thread's row and its lease in one
+// order). Writes on one
 // thread are serialised: from the first call naming a thread (Thread,
 // Events, Bump, Append, SaveTaken, Lease, HoldsLease, PutLease,
 // DeleteLease) to the transaction's end, no other transaction writes that

@@ -27,6 +27,13 @@ type Options struct {
 	// between transactions, so that a write reads only the events appended
 	// since (see the package comment). Default 4096; negative keeps none.
 	CachedThreads int
+
+	// KeepTrace makes each write's trace line (core.TraceLog) an insert
+	// into the trace_lines table, in the write's own transaction, when the
+	// Workspace traces. TraceLines reads them back. Default off: a
+	// deployment has no use for it; a many-process trace validation does,
+	// since a process killed after its commit never writes its own line.
+	KeepTrace bool
 }
 
 const maxSchemaLen = 55
@@ -54,6 +61,8 @@ type Store struct {
 	schema  string
 	channel string // NOTIFY channel of posted messages
 	q       queries
+
+	keepTrace bool
 
 	mu       sync.Mutex
 	cache    map[core.ThreadID]cachedThread
@@ -94,12 +103,13 @@ func open(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error
 		return nil, fmt.Errorf("postgres: migrate schema %q: %w", opts.Schema, err)
 	}
 	return &Store{
-		pool:     pool,
-		schema:   opts.Schema,
-		channel:  opts.Schema + ".posted",
-		q:        newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
-		cache:    map[core.ThreadID]cachedThread{},
-		cacheCap: max(opts.CachedThreads, 0),
+		pool:      pool,
+		schema:    opts.Schema,
+		channel:   opts.Schema + ".posted",
+		q:         newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
+		cache:     map[core.ThreadID]cachedThread{},
+		cacheCap:  max(opts.CachedThreads, 0),
+		keepTrace: opts.KeepTrace,
 	}, nil
 }
 
@@ -199,6 +209,7 @@ type queries struct {
 	createThread, threadIDs, saveThread           string
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
+	insertTrace, traceLines                       string
 }
 
 func newQueries(schema string) queries {
@@ -218,6 +229,8 @@ func newQueries(schema string) queries {
 		putLease: f(`INSERT INTO %s.leases (key, holder, expires_at) VALUES ($1, $2, $3)
 			ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`),
 		deleteLease: f(`DELETE FROM %s.leases WHERE key = $1`),
+		insertTrace: f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
+		traceLines:  f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
 	}
 }
 

@@ -1,0 +1,51 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+var _ core.TraceLog = (*txn)(nil)
+
+// LogTrace queues the insert of a write's trace line, sent with the
+// transaction's commit. It does nothing unless the Store keeps traces.
+func (t *txn) LogTrace(_ context.Context, ev core.TraceEvent) error {
+	if !t.s.keepTrace {
+		return nil
+	}
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return fmt.Errorf("postgres: trace line: %w", err)
+	}
+	t.queue(t.s.q.insertTrace, string(ev.Thread), int64(ev.Tick), string(b))
+	return nil
+}
+
+// TraceLines returns the trace lines of every committed write, by thread
+// and tick, as a Store opened with KeepTrace kept them.
+func (s *Store) TraceLines(ctx context.Context) ([]core.TraceEvent, error) {
+	rows, err := s.pool.Query(ctx, s.q.traceLines)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: trace lines: %w", err)
+	}
+	defer rows.Close()
+	var out []core.TraceEvent
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("postgres: trace lines: %w", err)
+		}
+		var ev core.TraceEvent
+		if err := json.Unmarshal(raw, &ev); err != nil {
+			return nil, fmt.Errorf("postgres: trace line %s: %w", raw, err)
+		}
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: trace lines: %w", err)
+	}
+	return out, nil
+}

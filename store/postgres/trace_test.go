@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/simclock"
+)
+
+type lines struct{ got []core.TraceEvent }
+
+func (l *lines) Trace(ev core.TraceEvent) { l.got = append(l.got, ev) }
+
+// With KeepTrace, every committed write's trace line is stored by the
+// write's own transaction; refusals, reads and rolled-back writes are not.
+func TestKeepTrace(t *testing.T) {
+	ctx := context.Background()
+	schema := testSchema(t)
+	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	rec := &lines{}
+	clock := simclock.New(time.Unix(0, 0))
+	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
+	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
+	require.NoError(t, a.CreateThread(ctx, "t"))
+	_, err = a.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	ca, err := a.Claim(ctx, "t", "ha", time.Second)
+	require.NoError(t, err)
+	_, err = a.Plan(ctx, ca)
+	require.NoError(t, err)
+	clock.Advance(time.Second)
+	cb, err := b.Claim(ctx, "t", "hb", time.Second)
+	require.NoError(t, err)
+	_, err = a.RunStart(ctx, ca, 1)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	run, err := b.RunStart(ctx, cb, 1)
+	require.NoError(t, err)
+	require.NoError(t, b.RunEnd(ctx, cb, run))
+	require.ErrorIs(t, b.RunEnd(ctx, cb, run), core.ErrRunNotActive)
+
+	var writes []core.TraceEvent
+	for _, l := range rec.got {
+		if !l.Read {
+			l.Call, l.Return = 0, 0
+			writes = append(writes, l)
+		}
+	}
+	require.Len(t, writes, 5) // Post, Claim, Claim, RunStart, RunEnd
+	stored, err := s.TraceLines(ctx)
+	require.NoError(t, err)
+	require.Equal(t, writes, stored)
+
+	// A store that does not keep traces stores none.
+	plain := openStore(t, poolConfig(t, "plain"), schema)
+	w := core.NewWorkspace(plain, clock, core.WithTracer(rec))
+	_, err = w.Post(ctx, "t", "m2")
+	require.NoError(t, err)
+	stored, err = s.TraceLines(ctx)
+	require.NoError(t, err)
+	require.Len(t, stored, 5)
+}
