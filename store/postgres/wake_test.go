@@ -1,0 +1,135 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+)
+
+// pollClock is the system clock, and tells when the runner starts waiting
+// for its next poll: Run asks After(PollEvery) just before it waits.
+type pollClock struct {
+	core.SystemClock
+	poll  time.Duration
+	waits chan struct{}
+}
+
+func (c pollClock) After(d time.Duration) <-chan time.Time {
+	if d == c.poll {
+		c.waits <- struct{}{}
+	}
+	return c.SystemClock.After(d)
+}
+
+func await(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// A runner that polls once an hour starts a run for a message another
+// process posts, because Wakeups woke it: the runner is idle, waiting for
+// an hour-long poll timer that never fires in this test, when the post is
+// made, and it starts the run at once. The poster is another Store (its
+// own pool), as another process would be.
+func TestWakeupsStartRunner(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	mine := openStore(t, poolConfig(t, "tc-wake-runner"), schema)
+	poster := core.NewWorkspace(openStore(t, poolConfig(t, "tc-wake-poster"), schema), core.SystemClock{})
+	require.NoError(t, poster.CreateThread(ctx, "t"))
+
+	wake, err := mine.Wakeups(ctx)
+	require.NoError(t, err)
+	const poll = time.Hour
+	clock := pollClock{poll: poll, waits: make(chan struct{}, 4)}
+	delivered := make(chan runner.Delivered, 4)
+	r, err := runner.New(runner.Config{
+		Workspace: core.NewWorkspace(mine, core.SystemClock{}, core.WithProcess("runner")),
+		Agent: runner.AgentFunc(func(_ context.Context, s *runner.Session) error {
+			delivered <- s.Delivered
+			return nil
+		}),
+		Clock:     clock,
+		ClaimTTL:  30 * time.Second,
+		PollEvery: poll,
+		Wake:      wake,
+	})
+	require.NoError(t, err)
+	ran := make(chan error, 1)
+	go func() { ran <- r.Run(ctx) }()
+
+	// Run looked once, found nothing, and now waits for its poll timer.
+	await(t, clock.waits, "the runner to go idle")
+	require.Empty(t, delivered)
+	posted := time.Now()
+	seq, err := poster.Post(ctx, "t", "hello")
+	require.NoError(t, err)
+
+	var d runner.Delivered
+	select {
+	case d = <-delivered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the post did not wake the runner")
+	}
+	require.Equal(t, core.ThreadID("t"), d.Claim.Thread)
+	require.Equal(t, seq, d.Prompt.Seq)
+	require.Less(t, time.Since(posted), poll, "only a wake-up can have started the run")
+
+	// The turn ends (run ended, claim released) and the runner waits again.
+	await(t, clock.waits, "the runner to go idle after its turn")
+	th, err := poster.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, seq, th.Taken)
+	require.Len(t, th.Runs, 1)
+	require.Equal(t, core.StateEnded, th.Runs[0].State)
+
+	cancel()
+	require.ErrorIs(t, <-ran, context.Canceled)
+	for range wake { // closed once ctx ends
+	}
+}
+
+// A burst of wake-ups while nobody reads leaves one pending, and never
+// blocks the sender: ids is unbuffered, so each send below returns only
+// once coalesce has taken it, and has dealt with the one before. The
+// channel closes after ids does.
+func TestWakeupsCoalesce(t *testing.T) {
+	ids := make(chan core.ThreadID)
+	wake := coalesce(ids)
+	for range 20 {
+		select {
+		case ids <- "t":
+		case <-time.After(30 * time.Second):
+			t.Fatal("coalesce blocked its sender")
+		}
+	}
+	close(ids)
+	n := 0
+	for range wake {
+		n++
+	}
+	// Each send returned once the one before it was coalesced, so at most
+	// the last may still be on its way when the reading starts.
+	require.GreaterOrEqual(t, n, 1)
+	require.LessOrEqual(t, n, 2, "20 wake-ups while nobody read must leave one pending")
+}
+
+// Wakeups fails, rather than returning a channel that never delivers,
+// when it cannot listen.
+func TestWakeupsListenFails(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Wakeups(ctx)
+	require.Error(t, err)
+}
