@@ -9,6 +9,8 @@
 //	tracecheck run [flags]          run seeded and concurrent executions and check them
 //	tracecheck validate FILE...     check trace files against the specification
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
+//	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
+//	tracecheck worker [flags]       one runner process of a fleet
 //
 // Exit codes: 0 every check passed; 1 a check failed (a broken invariant,
 // a trace no spec action explains, a history that is not linearizable;
@@ -51,6 +53,8 @@ Usage:
   tracecheck run [flags]          run seeded and concurrent executions and check them
   tracecheck validate FILE...     check trace files (ndjson) against the specification
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
+  tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
+  tracecheck worker [flags]       one runner process of a fleet
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
@@ -79,6 +83,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdValidate(args[1:], stdout, stderr)
 	case "show":
 		err = cmdShow(args[1:], stdout, stderr)
+	case "fleet":
+		err = cmdFleet(ctx, args[1:], stdout, stderr)
+	case "worker":
+		err = cmdWorker(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "tracecheck: unknown command %q\n\n%s", args[0], mainUsage)
 		return exitUsage

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/threadclaim/threadclaim/core"
 )
 
@@ -48,4 +50,13 @@ func (s *Store) TraceLines(ctx context.Context) ([]core.TraceEvent, error) {
 		return nil, fmt.Errorf("postgres: trace lines: %w", err)
 	}
 	return out, nil
+}
+
+// DropSchema drops the Store's schema and everything in it. Tests and
+// tracecheck's runs on PostgreSQL make a schema per execution and drop it.
+func (s *Store) DropSchema(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE"); err != nil {
+		return fmt.Errorf("postgres: drop schema %q: %w", s.schema, err)
+	}
+	return nil
 }
