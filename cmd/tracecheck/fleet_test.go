@@ -57,3 +57,19 @@ func TestFleetUnfencedMutantCaught(t *testing.T) {
 	}
 	t.Fatal("eight fleet runs with the fences off went uncaught")
 }
+
+// The main job on PostgreSQL: seeded and concurrent executions, each in a
+// fresh schema, checked as on the in-memory storage; the mutant is caught.
+func TestRunOnPostgres(t *testing.T) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		t.Fatal("DATABASE_URL is not set: run through scripts/with-postgres or scripts/test")
+	}
+	code, out, errs := runCLI("run", "-storage", url, "-seeds", "5", "-concurrent", "2")
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	require.Contains(t, out, "PostgreSQL storage")
+	require.Contains(t, out, "accepted every trace")
+	code, out, errs = runCLI("run", "-storage", url, "-seeds", "5", "-concurrent", "0", "-unfenced")
+	require.Equal(t, exitFailed, code, "%s%s", out, errs)
+	require.Contains(t, errs, "the mutant was caught")
+}

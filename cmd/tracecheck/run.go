@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/postgres"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -21,7 +23,7 @@ const runUsage = `usage: tracecheck run [flags]
 Runs -seeds deterministic executions (a seeded scheduler interleaving real
 runner processes with clock jumps, stalls, crashes and renewals) and
 -concurrent concurrent ones (goroutines, real time, short TTLs), on the
-in-memory storage. Every execution's invariants are checked in storage, its
+in-memory storage, or on PostgreSQL with -storage URL. Every execution's invariants are checked in storage, its
 trace by the Go trace checker against spec/ThreadClaimLapse.tla, and the
 concurrent executions' histories by porcupine. With -unfenced the fences are
 off: the run must catch the mutant, and exits 1 naming what broke.
@@ -34,7 +36,7 @@ type runFlags struct {
 	concurrent                                       int
 	ttl                                              time.Duration
 	unfenced                                         bool
-	traceDir, htmlOut                                string
+	traceDir, htmlOut, storageURL                    string
 	porcupineTimeout                                 time.Duration
 }
 
@@ -50,6 +52,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.concurrent, "concurrent", 4, "concurrent executions (real goroutines and time)")
 	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
 	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch")
+	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
 	fs.StringVar(&f.traceDir, "trace-dir", "", "write each execution's trace here, one ndjson file per thread (ok-* accepted, bad-* rejected)")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
@@ -96,20 +99,30 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 	if f.unfenced {
 		mode = "FENCES OFF (the mutant)"
 	}
-	fmt.Fprintf(out, "tracecheck run: %d deterministic executions (seeds %d..%d), %d concurrent, in-memory storage, %s\n",
-		f.seeds, f.seedBase, f.seedBase+f.seeds-1, f.concurrent, mode)
+	where := "in-memory storage"
+	if f.storageURL != "" {
+		where = "PostgreSQL storage"
+	}
+	fmt.Fprintf(out, "tracecheck run: %d deterministic executions (seeds %d..%d), %d concurrent, %s, %s\n",
+		f.seeds, f.seedBase, f.seedBase+f.seeds-1, f.concurrent, where, mode)
 
 	for i := range f.seeds {
 		seed := uint64(f.seedBase + i)
 		rec := &tracecheck.Recorder{}
-		sim, err := tracecheck.NewSim(ctx, tracecheck.SimConfig{
-			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
-			Unfenced: f.unfenced, Tracer: rec,
-		})
+		storage, done, err := openStorage(ctx, f.storageURL)
 		if err != nil {
 			return err
 		}
+		sim, err := tracecheck.NewSim(ctx, tracecheck.SimConfig{
+			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
+			Unfenced: f.unfenced, Tracer: rec, Storage: storage,
+		})
+		if err != nil {
+			done()
+			return err
+		}
 		simErr := sim.Run(ctx)
+		done()
 		t.executions++
 		t.invariantChecks += sim.Stats().InvariantChecks
 		if err := t.invariant(simErr, fmt.Sprintf("seed %d", seed)); err != nil {
@@ -121,10 +134,15 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 	}
 	for i := range f.concurrent {
 		seed := uint64(f.seedBase + i)
+		storage, done, err := openStorage(ctx, f.storageURL)
+		if err != nil {
+			return err
+		}
 		res, runErr := tracecheck.RunConcurrent(ctx, tracecheck.ConcurrentConfig{
 			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
-			Unfenced: f.unfenced,
+			Unfenced: f.unfenced, Storage: storage,
 		})
+		done()
 		t.concurrent++
 		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
 			return err
@@ -138,6 +156,27 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 	}
 	t.print(out, time.Since(start))
 	return t.verdict(f.unfenced, out)
+}
+
+// openStorage returns the storage of one execution: nil (the default,
+// in memory) without a URL, else a PostgreSQL store in a fresh schema that
+// done drops.
+func openStorage(ctx context.Context, url string) (core.Storage, func(), error) {
+	if url == "" {
+		return nil, func() {}, nil
+	}
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return nil, nil, err
+	}
+	s, err := postgres.Open(ctx, url, postgres.Options{Schema: fmt.Sprintf("tcrun_%x", b)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, func() {
+		_ = s.DropSchema(context.WithoutCancel(ctx))
+		s.Close()
+	}, nil
 }
 
 // invariant counts a broken invariant; other errors end the run.
