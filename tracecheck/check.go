@@ -390,9 +390,8 @@ func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent) *Violation {
 		return &Violation{Kind: ErrLineValue, Rule: "action", Failed: []string{"action"},
 			Detail: fmt.Sprintf("%q is not an action a trace logs", a), State: t.dump()}
 	}
-	// read: a Release that left the lease alone (it was not p's) writes
-	// nothing, and core logs it as a read; the contract lists Release
-	// among the writes. Both are accepted: see the package doc.
+	// read: a Release is a write or a read by whether the lease was p's;
+	// its guard below checks which.
 	if a != core.ActionRelease && ev.Read != isRead(a) {
 		return valueViolation(t, "line.read", ev.Read, isRead(a))
 	}
@@ -476,9 +475,13 @@ func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent) *Violation {
 
 	case core.ActionRelease:
 		c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
+		// A Release writes (clears the lease) exactly when the lease is
+		// p's, and is a read otherwise, as core logs it and as the TLC
+		// trace spec requires.
 		if ev.Read {
-			// core's form of a Release that finds the lease not p's.
 			c.guard(!t.hasLease(p), `~HasLease(p) (a Release that writes nothing)`)
+		} else {
+			c.guard(t.hasLease(p), `HasLease(p) (a Release that clears the lease)`)
 		}
 		if len(c.failed) > 0 {
 			return c.guardViolation(t, t.leaseDetail(p))

@@ -24,7 +24,8 @@
 //	    refusal (Plan, StartFenced, ReplyFenced, AbandonFenced, EndRefused,
 //	    Crash) carries the version it saw, with "read":true. A Release that
 //	    finds the lease no longer its own writes nothing, and core logs it as
-//	    a read; the checker accepts it as a read only then (see below).
+//	    a read; the checker accepts a read Release only then, and a write
+//	    Release only when the lease is the process's (as the TLC trace spec).
 //	  - action: the spec's action. Lapse is never logged; Read rejects it.
 //	  - thread, proc: the thread, and the process (for Post, the poster).
 //	  - holder: the process's holder for its current claim (Claim: the new
