@@ -44,7 +44,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	history := fs.String("history", "", "the history file to append to")
 	skew := fs.Duration("skew", 0, "offset of this process's lease clock")
 	ttl := fs.Duration("ttl", 300*time.Millisecond, "claim TTL")
-	poll := fs.Duration("poll", 5*time.Millisecond, "poll period")
+	poll := fs.Duration("poll", 50*time.Millisecond, "poll period, the fallback of LISTEN/NOTIFY wake-ups")
 	agentMax := fs.Duration("agent-max", 200*time.Millisecond, "longest agent run")
 	seed := fs.Uint64("seed", 1, "seed of the agent's choices")
 	unfenced := fs.Bool("unfenced", false, "switch every fence off: the mutant")
@@ -73,6 +73,10 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
 	}
 	ws := core.NewWorkspace(store, clock, opts...)
+	wake, err := store.Wakeups(ctx)
+	if err != nil {
+		return err
+	}
 	rng := rand.New(rand.NewPCG(*seed, 7))
 	var mu sync.Mutex
 	r, err := runner.New(runner.Config{
@@ -81,6 +85,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		ClaimTTL:   *ttl,
 		RenewEvery: *ttl / 3,
 		PollEvery:  *poll,
+		Wake:       wake,
 		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
 			mu.Lock()
 			d := time.Duration(rng.Int64N(int64(*agentMax) + 1))
