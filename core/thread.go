@@ -143,6 +143,22 @@ func (t *Thread) OpenRequests() []Request {
 	return out
 }
 
+// Consumed counts how many times each message was consumed, as a run's
+// prompt or as a request's answer. Every count is 1 while
+// I1_ConsumedAtMostOnce holds.
+func (t *Thread) Consumed() map[Seq]int {
+	n := map[Seq]int{}
+	for _, r := range t.Runs {
+		n[r.Prompt]++
+	}
+	for _, q := range t.Requests {
+		if q.State == RequestAnswered {
+			n[q.Answer]++
+		}
+	}
+	return n
+}
+
 // Clone returns a deep copy.
 func (t *Thread) Clone() *Thread {
 	c := *t

@@ -104,6 +104,27 @@ func isRefusal(err error) bool {
 
 func leaseKey(id ThreadID) string { return string(id) }
 
+// record checks ev against the thread, bumps the thread's version once,
+// stamps ev with it, appends ev, and, for an event that consumes a
+// message, saves the taken cursor at that message.
+func record(ctx context.Context, tx Transaction, t *Thread, ev *Event) error {
+	if err := t.Check(*ev); err != nil {
+		return err
+	}
+	v, err := tx.Bump(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	ev.Version = v
+	if err := tx.Append(ctx, t.ID, *ev); err != nil {
+		return err
+	}
+	if ev.Consumes() {
+		return tx.SaveTaken(ctx, t.ID, ev.Message)
+	}
+	return nil
+}
+
 // CreateThread adds an empty thread. It returns ErrThreadExists or
 // ErrInvalidArgument for an empty id.
 func (w *Workspace) CreateThread(ctx context.Context, id ThreadID) error {
@@ -161,14 +182,11 @@ func (w *Workspace) Post(ctx context.Context, id ThreadID, text string) (Seq, er
 			return err
 		}
 		seq = t.Last() + 1
-		v, err := tx.Bump(ctx, id)
-		if err != nil {
+		ev := Event{Kind: MessagePosted, At: w.clock.Now(), Message: seq, Text: text}
+		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
 		}
-		if err := tx.Append(ctx, id, Event{Version: v, Kind: MessagePosted, At: w.clock.Now(), Message: seq, Text: text}); err != nil {
-			return err
-		}
-		*line = &TraceEvent{Tick: v, Action: ActionPost, Thread: id, Msg: seq, Taken: t.Taken}
+		*line = &TraceEvent{Tick: ev.Version, Action: ActionPost, Thread: id, Msg: seq, Taken: t.Taken}
 		return nil
 	})
 	return seq, err
@@ -328,17 +346,11 @@ func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
 		if err != nil {
 			return err
 		}
-		ev := Event{Kind: RunAbandoned, At: w.clock.Now(), Run: run, Holder: c.Holder}
-		if err := t.Check(ev); err != nil {
-			return err
-		}
-		if r, _ := t.Run(run); r.Holder == c.Holder {
+		if r, ok := t.Run(run); ok && r.Holder == c.Holder {
 			return fmt.Errorf("%w: run %d of thread %q is this claim's own", ErrRunNotActive, run, c.Thread)
 		}
-		if ev.Version, err = tx.Bump(ctx, c.Thread); err != nil {
-			return err
-		}
-		if err := tx.Append(ctx, c.Thread, ev); err != nil {
+		ev := Event{Kind: RunAbandoned, At: w.clock.Now(), Run: run, Holder: c.Holder}
+		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionAbandon, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken, Lease: lease}
@@ -442,16 +454,7 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		}
 		id = RunID(len(t.Runs) + 1)
 		ev := Event{Kind: RunStarted, At: w.clock.Now(), Message: prompt, Run: id, Holder: c.Holder}
-		if err := t.Check(ev); err != nil {
-			return err
-		}
-		if ev.Version, err = tx.Bump(ctx, c.Thread); err != nil {
-			return err
-		}
-		if err := tx.Append(ctx, c.Thread, ev); err != nil {
-			return err
-		}
-		if err := tx.SaveTaken(ctx, c.Thread, prompt); err != nil {
+		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: prompt, Run: id, Taken: prompt, Lease: lease}
@@ -481,16 +484,7 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 			return err
 		}
 		ev := Event{Kind: Answered, At: w.clock.Now(), Message: answer, Request: req, Holder: c.Holder}
-		if err := t.Check(ev); err != nil {
-			return err
-		}
-		if ev.Version, err = tx.Bump(ctx, c.Thread); err != nil {
-			return err
-		}
-		if err := tx.Append(ctx, c.Thread, ev); err != nil {
-			return err
-		}
-		if err := tx.SaveTaken(ctx, c.Thread, answer); err != nil {
+		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionReply, Thread: c.Thread, Holder: c.Holder, Msg: answer, Req: req, Taken: answer, Lease: lease}
@@ -514,13 +508,7 @@ func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string
 		}
 		id = RequestID(len(t.Requests) + 1)
 		ev := Event{Kind: Asked, At: w.clock.Now(), Run: run, Request: id, Text: question}
-		if err := t.Check(ev); err != nil {
-			return err
-		}
-		if ev.Version, err = tx.Bump(ctx, c.Thread); err != nil {
-			return err
-		}
-		if err := tx.Append(ctx, c.Thread, ev); err != nil {
+		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionAsk, Thread: c.Thread, Holder: c.Holder, Run: run, Req: id, Taken: t.Taken}
@@ -546,16 +534,10 @@ func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
 			return err
 		}
 		ev := Event{Kind: RunEnded, At: w.clock.Now(), Run: run}
-		if err := t.Check(ev); err != nil {
+		if err := record(ctx, tx, t, &ev); err != nil {
 			if errors.Is(err, ErrRunAbandoned) {
 				*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionEndRefused, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
 			}
-			return err
-		}
-		if ev.Version, err = tx.Bump(ctx, c.Thread); err != nil {
-			return err
-		}
-		if err := tx.Append(ctx, c.Thread, ev); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionRunEnd, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}

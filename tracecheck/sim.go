@@ -336,16 +336,7 @@ func (s *Sim) Check(ctx context.Context, op int) error {
 // checkThread checks th's invariants; fresh are the events written since
 // the last check, lease the lease now (an abandon does not change it).
 func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) error {
-	consumed := map[core.Seq]int{}
-	for _, r := range th.Runs {
-		consumed[r.Prompt]++
-	}
-	for _, q := range th.Requests {
-		if q.State == core.RequestAnswered {
-			consumed[q.Answer]++
-		}
-	}
-	for m, n := range consumed {
+	for m, n := range th.Consumed() {
 		if n > 1 {
 			return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", m, n)}
 		}

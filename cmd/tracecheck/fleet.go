@@ -285,16 +285,7 @@ func runFleet(ctx context.Context, f fleetFlags, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		count := map[core.Seq]int{}
-		for _, r := range th.Runs {
-			count[r.Prompt]++
-		}
-		for _, q := range th.Requests {
-			if q.State == core.RequestAnswered {
-				count[q.Answer]++
-			}
-		}
-		for _, n := range count {
+		for _, n := range th.Consumed() {
 			if n == 1 {
 				once++
 			} else {
