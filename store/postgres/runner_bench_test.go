@@ -1,0 +1,321 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+)
+
+// The runner benchmarks run whole runner.Runners against a real server,
+// each as a process would: its own Store (its own pool and listening
+// connection), its own Workspace on the system clock, its own wake-ups.
+// Messages are posted by yet another Store.
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench 'Runner' -count 3 -benchtime 2s
+
+// probe sits between a runner and its Store and clock, to tell when the
+// runner is idle: Run asks the clock for its poll timer just before it
+// waits, and every look for work starts with a transaction.
+type probe struct {
+	core.Storage
+	poll    time.Duration
+	updates atomic.Int64
+	waiting atomic.Bool
+}
+
+func (p *probe) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	p.waiting.Store(false)
+	p.updates.Add(1)
+	return p.Storage.Update(ctx, fn)
+}
+
+func (p *probe) Now() time.Time { return time.Now() }
+
+func (p *probe) After(d time.Duration) <-chan time.Time {
+	if d == p.poll {
+		p.waiting.Store(true)
+	}
+	return time.After(d)
+}
+
+// benchRunners is a benchmark's runner processes and its poster.
+type benchRunners struct {
+	schema  string
+	poster  *core.Workspace
+	threads []core.ThreadID
+	probes  []*probe
+	stop    func() // stops the runners and closes the Stores; idempotent
+}
+
+type runnerSetup struct {
+	runners   int
+	threads   int
+	claimTTL  time.Duration
+	pollEvery time.Duration
+	wake      bool // Wake from the runner's own Store's Wakeups
+	agent     func(i int) runner.Agent
+}
+
+// startRunners creates the threads and starts the runners, each waiting
+// idle once this returns.
+func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	schema := testSchema(b)
+	poster, err := open(ctx, poolConfig(b, "tc-bench-poster"), Options{Schema: schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	br := &benchRunners{schema: schema, poster: core.NewWorkspace(poster, core.SystemClock{}, core.WithProcess("poster"))}
+	for i := range cfg.threads {
+		id := core.ThreadID(fmt.Sprintf("t%03d", i))
+		if err := br.poster.CreateThread(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		br.threads = append(br.threads, id)
+	}
+	var stores []*Store
+	var wg sync.WaitGroup
+	for i := range cfg.runners {
+		s, err := open(ctx, poolConfig(b, fmt.Sprintf("tc-bench-runner-%d", i)), Options{Schema: schema})
+		if err != nil {
+			b.Fatal(err)
+		}
+		stores = append(stores, s)
+		p := &probe{Storage: s, poll: cfg.pollEvery}
+		br.probes = append(br.probes, p)
+		var wake <-chan struct{}
+		if cfg.wake {
+			if wake, err = s.Wakeups(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		r, err := runner.New(runner.Config{
+			Workspace: core.NewWorkspace(p, core.SystemClock{}, core.WithProcess(fmt.Sprintf("runner-%d", i))),
+			Agent:     cfg.agent(i),
+			Clock:     p,
+			ClaimTTL:  cfg.claimTTL,
+			PollEvery: cfg.pollEvery,
+			Wake:      wake,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = r.Run(ctx)
+		}()
+	}
+	var stopped sync.Once
+	br.stop = func() {
+		stopped.Do(func() {
+			cancel()
+			wg.Wait()
+			for _, s := range stores {
+				s.Close()
+			}
+			poster.Close()
+		})
+	}
+	br.awaitIdle(b, nil)
+	return br
+}
+
+// awaitIdle waits until every runner waits for its next poll, and, when
+// since is given, has looked for work since since's count of its
+// transactions (a wake-up reaches every runner).
+func (br *benchRunners) awaitIdle(b *testing.B, since []int64) {
+	b.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		idle := true
+		for i, p := range br.probes {
+			if !p.waiting.Load() || (since != nil && p.updates.Load() <= since[i]) {
+				idle = false
+			}
+		}
+		if idle {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("the runners did not go idle within a minute")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// consumed checks, off the clock, that every posted message was consumed
+// exactly as far as posted (taken == last on every thread) and returns the
+// sum of the taken cursors.
+func (br *benchRunners) consumed(b *testing.B) int64 {
+	b.Helper()
+	conn := admin(b)
+	t := pgx.Identifier{br.schema}.Sanitize()
+	var behind, sum int64
+	err := conn.QueryRow(context.Background(), `SELECT
+		count(*) FILTER (WHERE taken <> (SELECT count(*) FROM `+t+`.messages m WHERE m.thread_id = th.id)),
+		coalesce(sum(taken), 0)
+		FROM `+t+`.threads th`).Scan(&behind, &sum)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if behind != 0 {
+		b.Fatalf("%d threads have taken != last", behind)
+	}
+	return sum
+}
+
+// BenchmarkRunnerThroughput runs 4 runner processes over 100 threads and
+// posts b.N messages round-robin over the threads (from 4 posters at
+// once, so posting is not what limits it); it measures from the first
+// post until every message is consumed, and reports messages/s.
+// ClaimTTL 2s; runners wake on LISTEN/NOTIFY and poll every 50ms.
+func BenchmarkRunnerThroughput(b *testing.B) {
+	const runners, threads, posters = 4, 100, 4
+	var started atomic.Int64
+	n := int64(b.N)
+	all := make(chan struct{})
+	var once sync.Once
+	br := startRunners(b, runnerSetup{
+		runners: runners, threads: threads,
+		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
+		agent: func(int) runner.Agent {
+			return runner.AgentFunc(func(context.Context, *runner.Session) error {
+				if started.Add(1) == n {
+					once.Do(func() { close(all) })
+				}
+				return nil
+			})
+		},
+	})
+	defer br.stop()
+	ctx := context.Background()
+	errs := make(chan error, posters)
+	b.ResetTimer()
+	start := time.Now()
+	for p := range posters {
+		go func() {
+			for i := p; i < b.N; i += posters {
+				if _, err := br.poster.Post(ctx, br.threads[i%threads], "m"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range posters {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-all:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("%d of %d messages consumed after 5 minutes", started.Load(), b.N)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	br.stop()
+	if got := br.consumed(b); got != n || started.Load() != n {
+		b.Fatalf("posted %d, taken sums to %d, runs started %d", n, got, started.Load())
+	}
+}
+
+// BenchmarkRunnerLatency measures post-to-start latency: with every
+// runner idle and waiting, one message is posted (round-robin over the
+// threads) and the time from Post's return to the agent's call (the run's
+// start is committed then) is taken; p50 and p99 are reported in µs.
+//
+//	wake=notify  Wake from Wakeups (LISTEN/NOTIFY); polling every hour, so
+//	             every start is a wake-up's
+//	wake=poll    Wake nil, PollEvery 50ms; each post is made at a
+//	             different moment of the poll period (evenly spread)
+//
+// A runner looks at every thread when it wakes (runner.Run ignores which
+// thread a wake-up names), so the latency grows with the threads before
+// the posted one: threads=1 shows the floor, threads=100 a workspace.
+func BenchmarkRunnerLatency(b *testing.B) {
+	for _, wake := range []string{"notify", "poll"} {
+		for _, threads := range []int{1, 100} {
+			for _, runners := range []int{1, 4} {
+				b.Run(fmt.Sprintf("wake=%s/threads=%d/runners=%d", wake, threads, runners), func(b *testing.B) {
+					benchLatency(b, wake == "notify", threads, runners)
+				})
+			}
+		}
+	}
+}
+
+func benchLatency(b *testing.B, wake bool, threads, runners int) {
+	poll := 50 * time.Millisecond
+	if wake {
+		poll = time.Hour
+	}
+	startedAt := make(chan time.Time, 16)
+	br := startRunners(b, runnerSetup{
+		runners: runners, threads: threads,
+		claimTTL: 2 * time.Second, pollEvery: poll, wake: wake,
+		agent: func(int) runner.Agent {
+			return runner.AgentFunc(func(context.Context, *runner.Session) error {
+				startedAt <- time.Now()
+				return nil
+			})
+		},
+	})
+	defer br.stop()
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	since := make([]int64, runners)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		br.awaitIdle(b, nil)
+		if !wake {
+			// A person posts at any moment of a runner's poll period, not
+			// just as it starts waiting: spread the posts evenly over it.
+			time.Sleep(time.Duration(float64(poll) * math.Mod(float64(i)*0.618034, 1)))
+		}
+		for j, p := range br.probes {
+			since[j] = p.updates.Load()
+		}
+		b.StartTimer()
+		if _, err := br.poster.Post(ctx, br.threads[i%threads], "m"); err != nil {
+			b.Fatal(err)
+		}
+		posted := time.Now()
+		var at time.Time
+		select {
+		case at = <-startedAt:
+		case <-time.After(time.Minute):
+			b.Fatal("no run started within a minute of the post")
+		}
+		// The start can be committed before Post's caller sees its reply.
+		lat = append(lat, max(at.Sub(posted), 0))
+		b.StopTimer()
+		if wake {
+			br.awaitIdle(b, since) // every runner woke, looked, and waits again
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	br.stop()
+	if got := br.consumed(b); got != int64(b.N) {
+		b.Fatalf("posted %d, taken sums to %d", b.N, got)
+	}
+}
