@@ -74,9 +74,10 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 
 // Run works every thread with messages to consume, one turn at a time,
 // until ctx ends; then it returns ctx's error. It looks for work every
-// PollEvery, and at once when Wake delivers. Failed turns do not stop it:
+// PollEvery, and at once when Wake delivers; once Wake is closed, it polls. Failed turns do not stop it:
 // another claim has the thread, or storage will be tried again.
 func (r *Runner) Run(ctx context.Context) error {
+	wake := r.cfg.Wake
 	for {
 		// A storage failure listing or reading threads is tried again at
 		// the next poll; each turn's own failures are in its span.
@@ -85,7 +86,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.cfg.Clock.After(r.cfg.PollEvery):
-		case <-r.cfg.Wake:
+		case _, ok := <-wake:
+			if !ok {
+				wake = nil // closed: polling alone from now on
+			}
 		}
 	}
 }

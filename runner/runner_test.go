@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -251,6 +252,37 @@ func TestRunWakesAndConsumes(t *testing.T) {
 	require.NoError(t, err)
 	wake <- struct{}{}
 	require.Eventually(t, func() bool { return taken("t2") == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// countingStorage counts transactions.
+type countingStorage struct {
+	core.Storage
+	n atomic.Int64
+}
+
+func (c *countingStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	c.n.Add(1)
+	return c.Storage.Update(ctx, fn)
+}
+
+// A closed Wake channel does not make Run spin: it falls back to polling,
+// so with nothing posted and the poll an hour away it makes no more
+// transactions after its first look.
+func TestRunClosedWakePolls(t *testing.T) {
+	s := &countingStorage{Storage: memory.New()}
+	wake := make(chan struct{})
+	close(wake)
+	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) { c.Wake = wake; c.PollEvery = time.Hour }})
+	newThread(t, a.ws, "t1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	require.Eventually(t, func() bool { return a.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	before := s.n.Load()
+	time.Sleep(20 * time.Millisecond) // a spinning Run would make thousands of transactions here
+	require.Equal(t, before, s.n.Load(), "Run spins on a closed Wake channel")
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
