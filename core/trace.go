@@ -26,12 +26,15 @@ const (
 	ActionCrash         Action = "Crash"
 )
 
-// Actions lists every action, in the order the specification declares them.
-var Actions = []Action{
-	ActionPost, ActionClaim, ActionRenew, ActionLapse, ActionRelease,
-	ActionAbandon, ActionAbandonFenced, ActionPlan, ActionRunStart,
-	ActionStartFenced, ActionReply, ActionReplyFenced, ActionAsk,
-	ActionRunEnd, ActionEndRefused, ActionCrash,
+// Actions returns every action, in the order the specification declares
+// them.
+func Actions() []Action {
+	return []Action{
+		ActionPost, ActionClaim, ActionRenew, ActionLapse, ActionRelease,
+		ActionAbandon, ActionAbandonFenced, ActionPlan, ActionRunStart,
+		ActionStartFenced, ActionReply, ActionReplyFenced, ActionAsk,
+		ActionRunEnd, ActionEndRefused, ActionCrash,
+	}
 }
 
 // Plan kinds, as a Plan trace line's Kind.

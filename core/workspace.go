@@ -15,8 +15,8 @@ type Fences struct {
 	Abandon bool // Abandon: ends an earlier holder's run
 }
 
-// AllFences is the only setting a deployment uses.
-var AllFences = Fences{Start: true, Reply: true, Abandon: true}
+// AllFences returns every fence on: the only setting a deployment uses.
+func AllFences() Fences { return Fences{Start: true, Reply: true, Abandon: true} }
 
 // Option configures a Workspace.
 type Option func(*Workspace)
@@ -46,7 +46,7 @@ type Workspace struct {
 // NewWorkspace returns a Workspace over s whose lease expiries are stamped
 // with clock.
 func NewWorkspace(s Storage, clock Clock, opts ...Option) *Workspace {
-	w := &Workspace{storage: s, clock: clock, fences: AllFences}
+	w := &Workspace{storage: s, clock: clock, fences: AllFences()}
 	for _, o := range opts {
 		o(w)
 	}

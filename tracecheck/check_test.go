@@ -696,7 +696,7 @@ func TestCheckAcceptsFencedCoreTraces(t *testing.T) {
 	total := map[core.Action]int{}
 	lapses, live := 0, 0
 	for seed := uint64(1); seed <= 20; seed++ {
-		g := newTraceGen(t, genConfig{seed: seed, threads: 2, procs: 3, fences: core.AllFences})
+		g := newTraceGen(t, genConfig{seed: seed, threads: 2, procs: 3, fences: core.AllFences()})
 		lines := g.run(t, 3000)
 		st, err := tracecheck.Check(lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", seed)))
 		if err != nil {
@@ -711,7 +711,7 @@ func TestCheckAcceptsFencedCoreTraces(t *testing.T) {
 		lapses += st.LapsesInferred
 		live += st.LiveLapses
 	}
-	for _, a := range core.Actions {
+	for _, a := range core.Actions() {
 		if a != core.ActionLapse && total[a] == 0 {
 			t.Errorf("no %s line in 20 seeds: %v", a, total)
 		}
@@ -760,7 +760,7 @@ func TestCheckCatchesUnfencedMutant(t *testing.T) {
 // order.
 func TestOrderRestoresTraceOrder(t *testing.T) {
 	for seed := uint64(1); seed <= 10; seed++ {
-		g := newTraceGen(t, genConfig{seed: seed, threads: 3, procs: 4, fences: core.AllFences})
+		g := newTraceGen(t, genConfig{seed: seed, threads: 3, procs: 4, fences: core.AllFences()})
 		lines := g.run(t, 2000)
 		byProc := map[string][]core.TraceEvent{}
 		var procs []string
@@ -882,7 +882,7 @@ func TestCheckValues(t *testing.T) {
 // BenchmarkCheck measures the Go checker on a long trace that core wrote
 // (3 threads, 4 processes, lapses, stalls, refusals, crashes): lines/s.
 func BenchmarkCheck(b *testing.B) {
-	g := newTraceGen(b, genConfig{seed: 42, threads: 3, procs: 4, fences: core.AllFences})
+	g := newTraceGen(b, genConfig{seed: 42, threads: 3, procs: 4, fences: core.AllFences()})
 	lines := g.run(b, 500_000)
 	if _, err := tracecheck.Check(lines); err != nil {
 		b.Fatal(err)
@@ -899,7 +899,7 @@ func BenchmarkCheck(b *testing.B) {
 // BenchmarkReadCheck measures reading the same trace as ndjson and
 // checking it: lines/s end to end.
 func BenchmarkReadCheck(b *testing.B) {
-	g := newTraceGen(b, genConfig{seed: 42, threads: 3, procs: 4, fences: core.AllFences})
+	g := newTraceGen(b, genConfig{seed: 42, threads: 3, procs: 4, fences: core.AllFences()})
 	lines := g.run(b, 200_000)
 	var buf bytes.Buffer
 	if _, err := g.rec.WriteTo(&buf); err != nil {

@@ -168,7 +168,7 @@ func countLin(ops []porcupine.Operation) map[string]int {
 // against LeaseModel.
 func TestLinearizableFenced(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
-		wl := &linWorkload{clients: 4, threads: 2, rounds: 150, seed: seed, fences: core.AllFences}
+		wl := &linWorkload{clients: 4, threads: 2, rounds: 150, seed: seed, fences: core.AllFences()}
 		wl.run(t)
 		ops := wl.hist.Operations()
 		counts := countLin(ops)
@@ -305,7 +305,7 @@ func TestOperationsFromTrace(t *testing.T) {
 	for _, tc := range []struct {
 		fences core.Fences
 		want   porcupine.CheckResult
-	}{{core.AllFences, porcupine.Ok}, {core.Fences{}, porcupine.Illegal}} {
+	}{{core.AllFences(), porcupine.Ok}, {core.Fences{}, porcupine.Illegal}} {
 		rec := &stampedRecorder{start: time.Now()}
 		ctx := context.Background()
 		store := memory.New()
@@ -399,7 +399,7 @@ func TestLeaseModel(t *testing.T) {
 
 // TestLinearizableUnknownIsNotPass guards that a timeout is its own outcome.
 func TestLinearizableUnknownIsNotPass(t *testing.T) {
-	wl := &linWorkload{clients: 8, threads: 1, rounds: 400, seed: 9, fences: core.AllFences}
+	wl := &linWorkload{clients: 8, threads: 1, rounds: 400, seed: 9, fences: core.AllFences()}
 	wl.run(t)
 	res, err := tracecheck.CheckLinearizable(wl.hist.Operations(), time.Nanosecond, "")
 	switch res {
@@ -421,7 +421,7 @@ func TestLinearizableUnknownIsNotPass(t *testing.T) {
 func BenchmarkPorcupine(b *testing.B) {
 	for _, threads := range []int{500, 50} {
 		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) {
-			wl := &linWorkload{clients: 8, threads: threads, rounds: 1 << 30, seed: 7, fences: core.AllFences, minOps: 100_000}
+			wl := &linWorkload{clients: 8, threads: threads, rounds: 1 << 30, seed: 7, fences: core.AllFences(), minOps: 100_000}
 			wl.run(b)
 			ops := wl.hist.Operations()
 			b.ResetTimer()

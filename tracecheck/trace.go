@@ -137,7 +137,7 @@ const MaxLineBytes = 64 << 10
 // Lapse, which is never logged.
 var loggedActions = func() map[core.Action]bool {
 	m := map[core.Action]bool{}
-	for _, a := range core.Actions {
+	for _, a := range core.Actions() {
 		if a != core.ActionLapse {
 			m[a] = true
 		}

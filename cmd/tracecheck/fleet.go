@@ -307,7 +307,7 @@ func runFleet(ctx context.Context, f fleetFlags, out io.Writer) error {
 	fmt.Fprintf(out, "trace lines         %d (%d writes as storage committed them)\n", len(lines), len(stored))
 	fmt.Fprintf(out, "spec actions        ")
 	var parts []string
-	for _, a := range core.Actions {
+	for _, a := range core.Actions() {
 		if n := st.PerAction[a]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%s %d", a, n))
 		}

@@ -277,7 +277,7 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 	fmt.Fprintf(out, "\nexecutions          %d deterministic, %d concurrent (%d threads)\n", t.executions, t.concurrent, t.threads)
 	fmt.Fprintf(out, "trace lines         %d\n", t.lines)
 	fmt.Fprintf(out, "spec actions\n")
-	for _, a := range core.Actions {
+	for _, a := range core.Actions() {
 		n := t.perAction[a]
 		note := ""
 		switch {
