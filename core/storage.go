@@ -78,6 +78,14 @@ type Transaction interface {
 	DeleteLease(ctx context.Context, key string) error
 }
 
+// PendingLister is implemented by a Storage that can list, without
+// taking locks, the threads that may have work: a message not yet taken,
+// or a run still active. The answer may be stale by the time it is used;
+// the turn that claims the thread decides in its own transactions.
+type PendingLister interface {
+	PendingThreads(ctx context.Context) ([]ThreadID, error)
+}
+
 // TraceLog is implemented by a Transaction that keeps the trace lines of
 // the writes it commits, inside the same transaction. When the Workspace
 // traces, it gives each write's line to such a transaction before commit,

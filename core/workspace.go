@@ -147,6 +147,30 @@ func (w *Workspace) Threads(ctx context.Context) ([]ThreadID, error) {
 	return ids, err
 }
 
+// Pending lists the threads that have a message to consume or a run still
+// active, in creation order. It asks the storage without locks when it is
+// a PendingLister, and otherwise reads each thread. The answer may be stale.
+func (w *Workspace) Pending(ctx context.Context) ([]ThreadID, error) {
+	if pl, ok := w.storage.(PendingLister); ok {
+		return pl.PendingThreads(ctx)
+	}
+	ids, err := w.Threads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []ThreadID
+	for _, id := range ids {
+		t, err := w.Thread(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if t.Unconsumed() || len(t.ActiveRuns()) > 0 {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // Thread returns a copy of the thread's state. It returns ErrUnknownThread.
 func (w *Workspace) Thread(ctx context.Context, id ThreadID) (*Thread, error) {
 	var t *Thread

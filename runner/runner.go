@@ -95,23 +95,16 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // RunOnce takes a turn on each thread that has a message to consume or a
-// run an earlier claim left active, and returns the first storage error
-// listing or reading threads.
+// run an earlier claim left active (core.Workspace.Pending), and returns
+// the storage error listing them, if any.
 func (r *Runner) RunOnce(ctx context.Context) error {
-	ids, err := r.ws.Threads(ctx)
+	ids, err := r.ws.Pending(ctx)
 	if err != nil {
-		return fmt.Errorf("list threads: %w", err)
+		return fmt.Errorf("list threads with work: %w", err)
 	}
 	for _, id := range ids {
 		if ctx.Err() != nil {
 			return ctx.Err()
-		}
-		th, err := r.ws.Thread(ctx, id)
-		if err != nil {
-			return fmt.Errorf("read thread %q: %w", id, err)
-		}
-		if !th.Unconsumed() && len(th.ActiveRuns()) == 0 {
-			continue
 		}
 		_, _ = r.Work(ctx, id)
 	}

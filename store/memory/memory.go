@@ -17,7 +17,10 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-var _ core.Storage = (*Store)(nil)
+var (
+	_ core.Storage       = (*Store)(nil)
+	_ core.PendingLister = (*Store)(nil)
+)
 
 // Store holds threads and leases in memory. It is safe for concurrent use.
 type Store struct {
@@ -194,4 +197,22 @@ func (t *txn) saveLease(key string) {
 			delete(t.s.leases, key)
 		}
 	})
+}
+
+// PendingThreads lists the threads with a message not yet taken or a run
+// still active, in creation order.
+func (s *Store) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []core.ThreadID
+	for _, id := range s.order {
+		t := s.threads[id].state
+		if t.Unconsumed() || len(t.ActiveRuns()) > 0 {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }

@@ -209,7 +209,7 @@ type queries struct {
 	createThread, threadIDs, saveThread           string
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
-	insertTrace, traceLines                       string
+	insertTrace, traceLines, pending              string
 }
 
 func newQueries(schema string) queries {
@@ -231,6 +231,7 @@ func newQueries(schema string) queries {
 		deleteLease: f(`DELETE FROM %s.leases WHERE key = $1`),
 		insertTrace: f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
 		traceLines:  f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
+		pending:     fmt.Sprintf(pendingQuery, schema),
 	}
 }
 

@@ -372,3 +372,50 @@ func testVersionCountsWrites(t *testing.T, s core.Storage) {
 	require.NoError(t, a.ws.Release(ctx, c), "releasing a lost claim is no error")
 	require.Equal(t, uint64(6), version(), "releasing a lost claim wrote")
 }
+
+// hidden hides every interface of a storage but core.Storage, so that the
+// Workspace falls back to reading each thread.
+type hidden struct{ core.Storage }
+
+// Pending lists exactly the threads with a message not yet taken or a run
+// still active, in creation order, whether the storage lists them itself
+// (core.PendingLister) or the Workspace reads each thread.
+func testPendingThreads(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	for _, id := range []core.ThreadID{"idle", "unconsumed", "active", "done", "abandoned"} {
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+	}
+	post := func(id core.ThreadID) {
+		_, err := a.ws.Post(ctx, id, "m")
+		require.NoError(t, err)
+	}
+	start := func(id core.ThreadID, holder core.Holder) (core.Claim, core.RunID) {
+		c, err := a.ws.Claim(ctx, id, holder, ttl)
+		require.NoError(t, err)
+		run, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+		return c, run
+	}
+	post("unconsumed")
+	post("active")
+	start("active", "h1")
+	post("done")
+	c, run := start("done", "h2")
+	require.NoError(t, a.ws.RunEnd(ctx, c, run))
+	post("abandoned")
+	_, run = start("abandoned", "h3")
+	a.clock.Advance(ttl)
+	c2, err := a.ws.Claim(ctx, "abandoned", "h4", ttl)
+	require.NoError(t, err)
+	require.NoError(t, a.ws.Abandon(ctx, c2, run))
+
+	want := []core.ThreadID{"unconsumed", "active"}
+	got, err := a.ws.Pending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+	scan := core.NewWorkspace(hidden{s}, a.clock)
+	got, err = scan.Pending(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}

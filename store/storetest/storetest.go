@@ -44,6 +44,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"AbandonFenced", testAbandonFenced},
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
 		{"VersionCountsWrites", testVersionCountsWrites},
+		{"PendingThreads", testPendingThreads},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
