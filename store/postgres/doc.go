@@ -12,13 +12,16 @@
 // processes at once, applies each migration once. A schema a newer binary
 // migrated is refused. The tables:
 //
-//	threads  (id, created, version, taken)   one row per thread; created
-//	         (an identity) is the creation order; taken is the thread's
-//	         taken cursor, a column of the thread, not a table of its own
+//	threads  (id, created, version, taken, last_message, active_runs)
+//	         one row per thread; created (an identity) is the creation
+//	         order; taken is the thread's taken cursor; last_message and
+//	         active_runs, kept by every write, are what a poll reads
 //	events   (thread_id, seq, version, kind, at, message, text, run,
 //	         request, holder)                the append-only log, seq 1, 2, ...
 //	messages (thread_id, seq, text, posted_at)  written with each message_posted
 //	leases   (key, holder, expires_at)       claims; a thread's key is its id
+//	trace_lines (thread_id, tick, line)      committed writes' trace lines,
+//	         only with Options.KeepTrace (many-process trace validation)
 //
 // Every statement is parameterised; the schema's name, the one thing that
 // is not a parameter, is quoted with pgx.Identifier.

@@ -9,22 +9,16 @@ import (
 
 var _ core.PendingLister = (*Store)(nil)
 
-// pendingQuery lists, in one statement and so one snapshot, without locks,
-// the threads whose taken cursor is behind their newest message or that
-// have a run started and neither ended nor abandoned.
-const pendingQuery = `SELECT t.id FROM %[1]s.threads t
-WHERE t.taken < (SELECT coalesce(max(m.seq), 0) FROM %[1]s.messages m WHERE m.thread_id = t.id)
-   OR EXISTS (SELECT 1 FROM %[1]s.events s
-               WHERE s.thread_id = t.id AND s.kind = $1
-                 AND NOT EXISTS (SELECT 1 FROM %[1]s.events e
-                                  WHERE e.thread_id = t.id AND e.run = s.run AND e.kind IN ($2, $3)))
-ORDER BY t.created`
+// pendingQuery lists the threads whose taken cursor is behind their newest
+// message or that have a run active, from the columns every write keeps
+// on the thread's row (migration 0003): one statement, no locks, O(threads).
+const pendingQuery = `SELECT id FROM %s.threads WHERE taken < last_message OR active_runs > 0 ORDER BY created`
 
 // PendingThreads lists the threads with a message not yet taken or a run
 // still active, in creation order, without locking any row: a poll does
 // not wait for, or hold up, a thread's writes. The answer may be stale.
 func (s *Store) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
-	rows, err := s.pool.Query(ctx, s.q.pending, string(core.RunStarted), string(core.RunEnded), string(core.RunAbandoned))
+	rows, err := s.pool.Query(ctx, s.q.pending)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: pending threads: %w", err)
 	}

@@ -222,7 +222,7 @@ func newQueries(schema string) queries {
 		allEvents:     f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 ORDER BY seq`),
 		createThread:  f(`INSERT INTO %s.threads (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING created`),
 		threadIDs:     f(`SELECT id FROM %s.threads ORDER BY created`),
-		saveThread:    f(`UPDATE %s.threads SET version = $2, taken = $3 WHERE id = $1`),
+		saveThread:    f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5 WHERE id = $1`),
 		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		insertMessage: f(`INSERT INTO %s.messages (thread_id, seq, text, posted_at) VALUES ($1, $2, $3, $4)`),
 		notify:        `SELECT pg_notify($1, $2)`,

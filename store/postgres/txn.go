@@ -40,7 +40,7 @@ type txThread struct {
 	created int64
 	n       int64 // events in the log, this transaction's included
 	state   *core.Thread
-	dirty   bool // version or taken changed: the row needs its UPDATE
+	dirty   bool // version, taken or the log changed: the row needs its UPDATE
 }
 
 // batch starts a round trip: BEGIN if the transaction has not begun, then
@@ -56,7 +56,8 @@ func (t *txn) batch() *pgx.Batch {
 	t.pending = t.pending[:0]
 	for id, th := range t.threads {
 		if th.dirty {
-			b.Queue(t.s.q.saveThread, string(id), int64(th.state.Version), int64(th.state.Taken))
+			b.Queue(t.s.q.saveThread, string(id), int64(th.state.Version), int64(th.state.Taken),
+				int64(th.state.Last()), int64(len(th.state.ActiveRuns())))
 			th.dirty = false
 		}
 	}
