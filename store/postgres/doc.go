@@ -133,23 +133,24 @@
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench 'Runner' -count 3 -benchtime 2s
 //
-//	throughput, 4 runners, 100 threads, ~4,500 messages posted
-//	round-robin by 4 posters, PollEvery 50ms + wake-ups       2,150 msgs/s (1,570-2,180)
+//	throughput, 4 runners, 100 threads, ~5,800 messages posted
+//	round-robin by 4 posters, PollEvery 50ms + wake-ups       2,430 msgs/s (2,390-2,520)
 //
 //	post to start (Post's return to the agent's call)   p50             p99
-//	wake-ups (PollEvery 1h), 1 thread,    1 runner      0.87 ms         7.2 ms
-//	wake-ups (PollEvery 1h), 1 thread,    4 runners     2.0 ms          10.5 ms
-//	wake-ups (PollEvery 1h), 100 threads, 1 runner      5.2 ms          30 ms
-//	wake-ups (PollEvery 1h), 100 threads, 4 runners     7.9 ms          27 ms
+//	wake-ups (PollEvery 1h), 1 thread,    1 runner      1.0 ms          3.3-3.8 ms
+//	wake-ups (PollEvery 1h), 1 thread,    4 runners     1.6 ms          4.0-4.5 ms
+//	wake-ups (PollEvery 1h), 100 threads, 1 runner      0.7 ms          1.8 ms
+//	wake-ups (PollEvery 1h), 100 threads, 4 runners     1.1-1.3 ms      3.2-4.0 ms
 //	polling only, 50ms,      1 thread,    1 runner      25 ms           52 ms
 //	polling only, 50ms,      100 threads, 4 runners     24 ms (11-26)   59 ms
 //
 // A wake-up cuts the wait for a poll (half the period on average) to the
-// start's own transactions, but runner.Run looks at every thread when it
-// wakes, in order, one locking read each, whichever thread the wake-up
-// named: with 100 threads that scan, not the notification (p50 0.2 ms,
-// above), is most of the latency. Four runners all wake for each post;
-// the three that do not get the claim scan too, on the same two CPUs,
-// which is likely what the 4-runner rows add. The p99s, 4 to 8 times the
-// p50s, were not investigated; the machine was shared with other work.
+// start's own transactions. A runner that wakes lists the threads with
+// work in one unlocked query (PendingThreads, over two columns every write
+// keeps on the thread's row), so the number of threads hardly matters.
+// Before that, runner.Run read every thread through a locking transaction
+// when it woke, and the 100-thread rows were p50 5-15 ms, p99 22-30 ms.
+// Four runners all wake for each post; the three that do not get the
+// claim look too, on the same two CPUs, which is what the 4-runner rows
+// add. The polling rows were measured before PendingThreads.
 package postgres

@@ -39,6 +39,14 @@ func (p *probe) Update(ctx context.Context, fn func(context.Context, core.Transa
 	return p.Storage.Update(ctx, fn)
 }
 
+// PendingThreads passes the Store's unlocked poll through, so the runner
+// looks for work as it would without the probe.
+func (p *probe) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+	p.waiting.Store(false)
+	p.updates.Add(1)
+	return p.Storage.(core.PendingLister).PendingThreads(ctx)
+}
+
 func (p *probe) Now() time.Time { return time.Now() }
 
 func (p *probe) After(d time.Duration) <-chan time.Time {
