@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -87,8 +88,12 @@ type worker struct {
 
 func runFleet(ctx context.Context, f fleetFlags, out io.Writer) error {
 	start := time.Now()
-	rng := rand.New(rand.NewPCG(f.seed, uint64(time.Now().UnixNano())))
-	schema := fmt.Sprintf("tcfleet_%d_%x", os.Getpid(), rng.Uint32())
+	rng := rand.New(rand.NewPCG(f.seed, 0x666c656574))
+	var suffix [4]byte
+	if _, err := crand.Read(suffix[:]); err != nil {
+		return err
+	}
+	schema := fmt.Sprintf("tcfleet_%d_%x", os.Getpid(), suffix)
 	if f.dir == "" {
 		d, err := os.MkdirTemp("", "tracecheck-fleet-")
 		if err != nil {
