@@ -308,7 +308,7 @@ func (t *Turn) stepRelease(ctx context.Context) {
 	err := t.r.ws.Release(ctx, t.claim)
 	switch {
 	case err != nil:
-		t.end(ctx, OutcomeError, err)
+		t.crash(ctx, err)
 	case t.isLost():
 		t.end(ctx, OutcomeLost, fmt.Errorf("renew claim on thread %q: %w", t.thread, core.ErrThreadBusy))
 	default:
