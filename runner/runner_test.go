@@ -286,3 +286,33 @@ func TestRunClosedWakePolls(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 }
+
+// A claim whose commit outcome is unknown but that did commit is given up
+// like any write whose outcome was unknown: traced as Crash, never used.
+func TestClaimCommitUnknownGivenUp(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	u := &unknownCommit{Storage: s}
+	rec := &crashes{}
+	clock := simclock.New(epoch)
+	ws := core.NewWorkspace(u, clock, core.WithProcess("A"), core.WithTracer(rec))
+	r, err := runner.New(runner.Config{Workspace: ws, Clock: clock, ClaimTTL: ttl,
+		Agent:     runner.AgentFunc(func(context.Context, *runner.Session) error { return nil }),
+		NewHolder: func() (core.Holder, error) { return "A-1", nil }})
+	require.NoError(t, err)
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err = ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	u.armed = true
+	outcome, err := r.Work(ctx, "t")
+	require.Equal(t, runner.OutcomeError, outcome)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.Equal(t, []core.Action{core.ActionPost, core.ActionCrash}, rec.actions)
+	th, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Empty(t, th.Runs, "the round went on under a claim it could not confirm")
+}
+
+type crashes struct{ actions []core.Action }
+
+func (c *crashes) Trace(ev core.TraceEvent) { c.actions = append(c.actions, ev.Action) }

@@ -168,6 +168,17 @@ func (t *Turn) stepClaim(ctx context.Context) {
 		t.outcome, t.next = OutcomeBusy, StepOver
 		return
 	}
+	if errors.Is(err, core.ErrCommitUnknown) {
+		// The claim may have committed. Its holder is unique, so the
+		// lease tells: if it is ours, the round is given up as after any
+		// write whose outcome was unknown (traced as Crash); if not,
+		// nothing was claimed.
+		if l, lerr := t.r.ws.Lease(ctx, t.thread); lerr == nil && l.Holder == holder {
+			t.claim = core.Claim{Thread: t.thread, Holder: holder}
+			t.crash(ctx, err)
+			return
+		}
+	}
 	if err != nil {
 		t.end(ctx, OutcomeError, err)
 		return
