@@ -316,3 +316,43 @@ func TestClaimCommitUnknownGivenUp(t *testing.T) {
 type crashes struct{ actions []core.Action }
 
 func (c *crashes) Trace(ev core.TraceEvent) { c.actions = append(c.actions, ev.Action) }
+
+// A turn that consumes a message counts it: a done turn, a run started and
+// ended, and one consumption latency, measured from the post by the
+// runner's clock.
+func TestTelemetryConsumption(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	a := newProc(t, memory.New(), "A", procOpts{cfg: func(c *runner.Config) { c.MeterProvider = mp }})
+	newThread(t, a.ws, "t", "m1")
+	a.clock.Advance(3 * time.Second) // the message waits 3s before a runner takes it
+	outcome, err := a.r.Work(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(ctx, &rm))
+	counts := map[string]int64{}
+	var latency metricdata.HistogramDataPoint[float64]
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, dp := range d.DataPoints {
+					counts[m.Name] += dp.Value
+				}
+			case metricdata.Histogram[float64]:
+				require.Equal(t, runner.MetricConsumptionLatency, m.Name)
+				require.Len(t, d.DataPoints, 1)
+				latency = d.DataPoints[0]
+			}
+		}
+	}
+	require.Equal(t, int64(1), counts[runner.MetricTurns])
+	require.Equal(t, int64(1), counts[runner.MetricRunsStarted])
+	require.Equal(t, int64(1), counts[runner.MetricRunsEnded])
+	require.Zero(t, counts[runner.MetricFencedRefusals])
+	require.Equal(t, uint64(1), latency.Count)
+	require.InDelta(t, 3.0, latency.Sum, 1e-9)
+}
