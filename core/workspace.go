@@ -68,8 +68,10 @@ func (w *Workspace) trace(ev *TraceEvent) {
 }
 
 // update runs fn and, once the transaction has ended, traces the line fn
-// left: a write's line when it committed, a refusal's when fn returned
-// ErrThreadBusy (nothing was written), none otherwise.
+// left: a write's or a read's line when the transaction committed, a
+// refusal's when fn returned ErrThreadBusy or ErrRunAbandoned (nothing was
+// written), none otherwise. A storage whose transactions keep trace lines
+// (TraceLog) gets each write's line before the commit.
 func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
 	var line *TraceEvent
 	var call int64
