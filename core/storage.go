@@ -78,6 +78,14 @@ type Transaction interface {
 	DeleteLease(ctx context.Context, key string) error
 }
 
+// Viewer is implemented by a Storage that runs read-only transactions
+// that take no locks and read one consistent snapshot, so that a read (a
+// Plan, a look at a thread) neither waits for a thread's writes nor holds
+// them up. fn must not write; View returns fn's error, or storage's.
+type Viewer interface {
+	View(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
+}
+
 // PendingLister is implemented by a Storage that can list, without
 // taking locks, the threads that may have work: a message not yet taken,
 // or a run still active. The answer may be stale by the time it is used;

@@ -73,13 +73,36 @@ func (w *Workspace) trace(ev *TraceEvent) {
 // written), none otherwise. A storage whose transactions keep trace lines
 // (TraceLog) gets each write's line before the commit.
 func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
+	return w.traced(ctx, w.storage.Update, fn)
+}
+
+// read is update for an action that only reads: in a read-only
+// transaction when the storage is a Viewer.
+func (w *Workspace) read(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
+	if v, ok := w.storage.(Viewer); ok {
+		return w.traced(ctx, v.View, fn)
+	}
+	return w.update(ctx, fn)
+}
+
+// view runs an untraced read, read-only when the storage is a Viewer.
+func (w *Workspace) view(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error {
+	if v, ok := w.storage.(Viewer); ok {
+		return v.View(ctx, fn)
+	}
+	return w.storage.Update(ctx, fn)
+}
+
+type runTx func(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
+
+func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
 	var line *TraceEvent
 	var call int64
 	clock, timed := w.tracer.(TraceClock)
 	if timed {
 		call = clock.TraceNow()
 	}
-	err := w.storage.Update(ctx, func(ctx context.Context, tx Transaction) error {
+	err := run(ctx, func(ctx context.Context, tx Transaction) error {
 		line = nil
 		if err := fn(ctx, tx, &line); err != nil {
 			return err
@@ -141,7 +164,7 @@ func (w *Workspace) CreateThread(ctx context.Context, id ThreadID) error {
 // Threads lists every thread.
 func (w *Workspace) Threads(ctx context.Context) ([]ThreadID, error) {
 	var ids []ThreadID
-	err := w.storage.Update(ctx, func(ctx context.Context, tx Transaction) error {
+	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		var err error
 		ids, err = tx.ThreadIDs(ctx)
 		return err
@@ -176,7 +199,7 @@ func (w *Workspace) Pending(ctx context.Context) ([]ThreadID, error) {
 // Thread returns a copy of the thread's state. It returns ErrUnknownThread.
 func (w *Workspace) Thread(ctx context.Context, id ThreadID) (*Thread, error) {
 	var t *Thread
-	err := w.storage.Update(ctx, func(ctx context.Context, tx Transaction) error {
+	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		got, err := tx.Thread(ctx, id)
 		if err != nil {
 			return err
@@ -190,7 +213,7 @@ func (w *Workspace) Thread(ctx context.Context, id ThreadID) (*Thread, error) {
 // Lease returns the thread's lease as storage holds it now.
 func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
 	var l Lease
-	err := w.storage.Update(ctx, func(ctx context.Context, tx Transaction) error {
+	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		var err error
 		l, err = tx.Lease(ctx, leaseKey(id))
 		return err
@@ -428,7 +451,7 @@ func (w *Workspace) Plan(ctx context.Context, c Claim) (Plan, error) {
 		return Plan{}, err
 	}
 	var p Plan
-	err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	err := w.read(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -580,7 +603,7 @@ func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 	if w.tracer == nil {
 		return nil
 	}
-	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	return w.read(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err

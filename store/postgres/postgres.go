@@ -157,6 +157,40 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx core
 	return nil
 }
 
+var _ core.Viewer = (*Store)(nil)
+
+// View runs fn in one REPEATABLE READ READ ONLY transaction: fn reads one
+// snapshot and takes no row locks, so a Plan or a look at a thread neither
+// waits for a thread's writes nor holds them up. A write fn tries fails.
+func (s *Store) View(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: acquire connection: %w", err)
+	}
+	defer conn.Release()
+	t := &txn{s: s, conn: conn.Conn(), readOnly: true, threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+	if err := fn(ctx, t); err != nil {
+		t.rollback(ctx)
+		return err
+	}
+	if t.err != nil {
+		t.rollback(ctx)
+		return fmt.Errorf("postgres: a statement of the transaction failed: %w", t.err)
+	}
+	if err := t.commit(ctx); err != nil {
+		if errors.Is(err, core.ErrCommitUnknown) {
+			// Nothing was written, so nothing is unknown: a plain failure.
+			return fmt.Errorf("postgres: read-only transaction lost its connection: %v", err)
+		}
+		return err
+	}
+	s.remember(t)
+	return nil
+}
+
 // commitError classifies an error from the round trip that carried
 // COMMIT. The server's ERROR (a constraint, a serialisation failure, a
 // statement before COMMIT that failed) means the transaction was rolled
@@ -206,6 +240,7 @@ func (s *Store) cached(id core.ThreadID) (cachedThread, bool) {
 // queries are the Store's statements, with the schema's name quoted in.
 type queries struct {
 	lockThread, lockLease, eventsAfter, allEvents string
+	readThread, readLease                         string
 	createThread, threadIDs, saveThread           string
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
@@ -218,6 +253,8 @@ func newQueries(schema string) queries {
 	return queries{
 		lockThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1 FOR UPDATE`),
 		lockLease:     f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1 FOR UPDATE`),
+		readThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1`),
+		readLease:     f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1`),
 		eventsAfter:   f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 AND seq > $2 ORDER BY seq`),
 		allEvents:     f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 ORDER BY seq`),
 		createThread:  f(`INSERT INTO %s.threads (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING created`),

@@ -19,13 +19,16 @@ import (
 // them fail in between, and the transaction reads its own writes from the
 // states it holds.
 type txn struct {
-	s       *Store
-	conn    *pgx.Conn
-	begun   bool
-	pending []statement
-	threads map[core.ThreadID]*txThread // locked by this transaction
-	leases  map[string]core.Lease       // locked (or seen absent) by this transaction
-	err     error                       // the first failure: the transaction is lost
+	s     *Store
+	conn  *pgx.Conn
+	begun bool
+	// readOnly: a View's transaction, REPEATABLE READ READ ONLY, reading
+	// without FOR UPDATE.
+	readOnly bool
+	pending  []statement
+	threads  map[core.ThreadID]*txThread // locked by this transaction
+	leases   map[string]core.Lease       // locked (or seen absent) by this transaction
+	err      error                       // the first failure: the transaction is lost
 }
 
 var _ core.Transaction = (*txn)(nil)
@@ -48,7 +51,11 @@ type txThread struct {
 func (t *txn) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	if !t.begun {
-		b.Queue("begin")
+		if t.readOnly {
+			b.Queue("begin isolation level repeatable read read only")
+		} else {
+			b.Queue("begin")
+		}
 	}
 	for _, st := range t.pending {
 		b.Queue(st.sql, st.args...)
@@ -130,7 +137,11 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		found                   bool
 		created, version, taken int64
 	}
-	b.Queue(t.s.q.lockThread, string(id)).QueryRow(func(r pgx.Row) error {
+	q := t.s.q.lockThread
+	if t.readOnly {
+		q = t.s.q.readThread
+	}
+	b.Queue(q, string(id)).QueryRow(func(r pgx.Row) error {
 		err := r.Scan(&row.created, &row.version, &row.taken)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
@@ -188,7 +199,11 @@ func (t *txn) corrupt(err error) error {
 }
 
 func (t *txn) queueLockLease(b *pgx.Batch, key string) {
-	b.Queue(t.s.q.lockLease, key).QueryRow(func(r pgx.Row) error {
+	q := t.s.q.lockLease
+	if t.readOnly {
+		q = t.s.q.readLease
+	}
+	b.Queue(q, key).QueryRow(func(r pgx.Row) error {
 		var l core.Lease
 		var holder string
 		err := r.Scan(&holder, &l.ExpiresAt)
