@@ -54,6 +54,12 @@
 // RunStart is two round trips: [BEGIN, lock thread, lock lease, new
 // events] and [insert event, update thread, COMMIT].
 //
+// View (core.Viewer) runs the Workspace's reads (Plan, Thread, Lease,
+// Crash) in a REPEATABLE READ READ ONLY transaction with the same queries
+// less FOR UPDATE: one snapshot, no row locks, so a read neither waits
+// behind a fenced write nor holds an acquire up. PendingThreads, a poll
+// for work, is one unlocked statement.
+//
 // # The fence is the row lock
 //
 // HoldsLease(key, holder) is true when the lease row this transaction has
