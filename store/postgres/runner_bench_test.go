@@ -47,6 +47,14 @@ func (p *probe) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
 	return p.Storage.(core.PendingLister).PendingThreads(ctx)
 }
 
+// View passes the Store's read-only transactions through, as
+// PendingThreads does.
+func (p *probe) View(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	p.waiting.Store(false)
+	p.updates.Add(1)
+	return p.Storage.(core.Viewer).View(ctx, fn)
+}
+
 func (p *probe) Now() time.Time { return time.Now() }
 
 func (p *probe) After(d time.Duration) <-chan time.Time {
