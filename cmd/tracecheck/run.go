@@ -23,10 +23,11 @@ const runUsage = `usage: tracecheck run [flags]
 Runs -seeds deterministic executions (a seeded scheduler interleaving real
 runner processes with clock jumps, stalls, crashes and renewals) and
 -concurrent concurrent ones (goroutines, real time, short TTLs), on the
-in-memory storage, or on PostgreSQL with -storage URL. Every execution's invariants are checked in storage, its
-trace by the Go trace checker against spec/ThreadClaimLapse.tla, and the
-concurrent executions' histories by porcupine. With -unfenced the fences are
-off: the run must catch the mutant, and exits 1 naming what broke.
+in-memory storage, or on PostgreSQL with -storage URL. Every execution's
+invariants are checked in storage, its trace by the Go trace checker
+against spec/ThreadClaimLapse.tla, and the concurrent executions' histories
+by porcupine. With -unfenced the fences are off: the run must catch the
+mutant, and exits 1 naming what broke.
 
 Flags:
 `
