@@ -54,6 +54,11 @@ type Config struct {
 	// the fallback. Default nil.
 	Wake <-chan struct{}
 
+	// ShutdownGrace is how long a turn in progress may go on, recording
+	// its run's end and releasing its claim, after Run's or Work's context
+	// ends; past it, its storage calls are cut off. Default 5s.
+	ShutdownGrace time.Duration
+
 	// NewHolder makes the holder of each claim. It must return a fresh,
 	// unguessable value every call. Default: 128 random bits from
 	// crypto/rand, in hex.
@@ -68,8 +73,9 @@ type Config struct {
 
 // Defaults.
 const (
-	DefaultClaimTTL  = 30 * time.Second
-	DefaultPollEvery = time.Second
+	DefaultClaimTTL      = 30 * time.Second
+	DefaultPollEvery     = time.Second
+	DefaultShutdownGrace = 5 * time.Second
 )
 
 // RandomHolder returns 128 random bits in hex, the default NewHolder.
@@ -102,6 +108,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PollEvery == 0 {
 		c.PollEvery = DefaultPollEvery
 	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = DefaultShutdownGrace
+	}
 	if c.NewHolder == nil {
 		c.NewHolder = RandomHolder
 	}
@@ -124,6 +133,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("runner config: RenewEvery %v must be shorter than ClaimTTL %v", c.RenewEvery, c.ClaimTTL)
 	case c.PollEvery < 0:
 		return fmt.Errorf("runner config: PollEvery %v must be positive", c.PollEvery)
+	case c.ShutdownGrace < 0:
+		return fmt.Errorf("runner config: ShutdownGrace %v must be positive", c.ShutdownGrace)
 	}
 	return nil
 }

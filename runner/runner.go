@@ -45,12 +45,32 @@ func (r *Runner) Config() Config { return r.cfg }
 // RenewEvery while it lasts, and returns the turn's outcome. The error is
 // the one behind a failed or busy turn: errors.Is(err, core.ErrThreadBusy)
 // for a fenced refusal.
+//
+// When ctx ends the turn stops gracefully: the running agent's context is
+// cancelled, its run's end is recorded, and the claim is released
+// (OutcomeStopped). Storage calls are not cut off by ctx, since a write
+// cut off in flight may or may not have committed; they are cut off only
+// if the turn has not ended ShutdownGrace after ctx did.
 func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error) {
+	if err := ctx.Err(); err != nil {
+		return OutcomeStopped, err
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
 	t := r.NewTurn(thread)
-	if t.Step(ctx) {
+	stopWatching := context.AfterFunc(ctx, func() {
+		t.stop()
+		select {
+		case <-r.cfg.Clock.After(r.cfg.ShutdownGrace):
+			cancel()
+		case <-sctx.Done():
+		}
+	})
+	defer stopWatching()
+	if t.Step(sctx) {
 		return t.Outcome()
 	}
-	renewCtx, stop := context.WithCancel(ctx)
+	renewCtx, stop := context.WithCancel(sctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -65,7 +85,7 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 			}
 		}
 	}()
-	for !t.Step(ctx) {
+	for !t.Step(sctx) {
 	}
 	stop()
 	<-done
@@ -74,8 +94,10 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 
 // Run works every thread with messages to consume, one turn at a time,
 // until ctx ends; then it returns ctx's error. It looks for work every
-// PollEvery, and at once when Wake delivers; once Wake is closed, it polls. Failed turns do not stop it:
-// another claim has the thread, or storage will be tried again.
+// PollEvery, and at once when Wake delivers; once Wake is closed, it polls.
+// Failed turns do not stop it: another claim has the thread, or storage
+// will be tried again. When ctx ends, the turn in progress stops
+// gracefully (see Work).
 func (r *Runner) Run(ctx context.Context) error {
 	wake := r.cfg.Wake
 	for {

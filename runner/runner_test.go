@@ -35,6 +35,7 @@ func TestConfigValidation(t *testing.T) {
 		{"renew not shorter", runner.Config{Workspace: ws, Agent: agent, ClaimTTL: time.Second, RenewEvery: time.Second}, "RenewEvery 1s must be shorter than ClaimTTL 1s"},
 		{"negative renew", runner.Config{Workspace: ws, Agent: agent, RenewEvery: -time.Second}, "RenewEvery -1s must be positive"},
 		{"negative poll", runner.Config{Workspace: ws, Agent: agent, PollEvery: -time.Second}, "PollEvery -1s must be positive"},
+		{"negative grace", runner.Config{Workspace: ws, Agent: agent, ShutdownGrace: -time.Second}, "ShutdownGrace -1s must be positive"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -49,6 +50,7 @@ func TestConfigValidation(t *testing.T) {
 	require.Equal(t, runner.DefaultClaimTTL, cfg.ClaimTTL)
 	require.Equal(t, runner.DefaultClaimTTL/3, cfg.RenewEvery)
 	require.Equal(t, runner.DefaultPollEvery, cfg.PollEvery)
+	require.Equal(t, runner.DefaultShutdownGrace, cfg.ShutdownGrace)
 	h1, err := cfg.NewHolder()
 	require.NoError(t, err)
 	h2, err := cfg.NewHolder()
@@ -355,4 +357,45 @@ func TestTelemetryConsumption(t *testing.T) {
 	require.Zero(t, counts[runner.MetricFencedRefusals])
 	require.Equal(t, uint64(1), latency.Count)
 	require.InDelta(t, 3.0, latency.Sum, 1e-9)
+}
+
+// When Work's context ends, the turn stops gracefully: the agent's context
+// is cancelled, the run's end is recorded and the claim released, and no
+// storage call is cut off in flight.
+func TestWorkStopsGracefully(t *testing.T) {
+	s := memory.New()
+	started := make(chan struct{})
+	a := newProc(t, s, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, _ *runner.Session) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})})
+	newThread(t, a.ws, "t", "m1", "m2")
+	ctx, cancel := context.WithCancel(context.Background())
+	type result struct {
+		o   runner.Outcome
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		o, err := a.r.Work(ctx, "t")
+		done <- result{o, err}
+	}()
+	<-started
+	cancel()
+	res := <-done
+	require.Equal(t, runner.OutcomeStopped, res.o)
+	require.NoError(t, res.err)
+	require.False(t, res.o.Failed())
+	th, err := a.ws.Thread(context.Background(), "t")
+	require.NoError(t, err)
+	require.Len(t, th.Runs, 1, "a stopping turn started another run")
+	require.Equal(t, core.StateEnded, th.Runs[0].State, "the run's end was not recorded")
+	l, err := a.ws.Lease(context.Background(), "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Lease{}, l, "the claim was not released")
+
+	outcome, err := a.r.Work(ctx, "t")
+	require.Equal(t, runner.OutcomeStopped, outcome)
+	require.ErrorIs(t, err, context.Canceled, "a stopped runner takes no new turn")
 }

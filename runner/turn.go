@@ -34,6 +34,9 @@ const (
 	// committed. The round was given up, the write not retried under the
 	// same holder. A failed turn.
 	OutcomeError Outcome = "error"
+	// OutcomeStopped: the runner was stopped; the turn recorded its run's
+	// end and released its claim.
+	OutcomeStopped Outcome = "stopped"
 )
 
 // Failed reports whether the outcome is a failed turn.
@@ -77,10 +80,11 @@ type Turn struct {
 	err     error
 	span    trace.Span
 
-	mu     sync.Mutex // guards lost and cancel
-	lost   bool
-	runCtx context.Context
-	cancel context.CancelFunc
+	mu       sync.Mutex // guards lost, stopping and cancel
+	lost     bool
+	stopping bool
+	runCtx   context.Context
+	cancel   context.CancelFunc
 }
 
 // NewTurn returns a turn on the thread that has not claimed it yet.
@@ -125,6 +129,23 @@ func (t *Turn) lose() {
 	if t.cancel != nil {
 		t.cancel()
 	}
+}
+
+// stop asks the turn to end gracefully: the agent's context is
+// cancelled, and the turn releases its claim instead of planning again.
+func (t *Turn) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopping = true
+	if t.cancel != nil {
+		t.cancel()
+	}
+}
+
+func (t *Turn) isStopping() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stopping
 }
 
 func (t *Turn) isLost() bool {
@@ -190,12 +211,15 @@ func (t *Turn) stepClaim(ctx context.Context) {
 	t.mu.Lock()
 	t.claim = c
 	t.runCtx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	if t.stopping {
+		t.cancel()
+	}
 	t.mu.Unlock()
 	t.next = StepPlan
 }
 
 func (t *Turn) stepPlan(ctx context.Context) {
-	if t.isLost() {
+	if t.isLost() || t.isStopping() {
 		t.next = StepRelease
 		return
 	}
@@ -322,6 +346,8 @@ func (t *Turn) stepRelease(ctx context.Context) {
 		t.crash(ctx, err)
 	case t.isLost():
 		t.end(ctx, OutcomeLost, fmt.Errorf("renew claim on thread %q: %w", t.thread, core.ErrThreadBusy))
+	case t.isStopping():
+		t.end(ctx, OutcomeStopped, nil)
 	default:
 		t.end(ctx, OutcomeDone, nil)
 	}
