@@ -13,6 +13,12 @@
 // run's handle returns core.ErrThreadBusy from Wait, the turn ends as a
 // failed turn (OutcomeFenced), and the thread is the new holder's.
 //
+// Stopping is graceful: when Run's context ends, the running agent's
+// context is cancelled, its run's end is recorded and the claim released
+// (OutcomeStopped). Storage calls are not cut off by that context, since a
+// write cut off in flight may or may not have committed; only a turn still
+// going ShutdownGrace later is.
+//
 // A turn is a span ("threadclaim.turn"); the runner counts turns by
 // outcome, fenced refusals by write, runs started, ended and abandoned, and
 // records how long messages waited to be consumed.
