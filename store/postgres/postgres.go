@@ -131,6 +131,26 @@ func (s *Store) Schema() string { return s.schema }
 // returns an error wrapping core.ErrCommitUnknown. Other failures of the
 // server or the connection are returned wrapped.
 func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
+	return s.run(ctx, false, fn)
+}
+
+var _ core.Viewer = (*Store)(nil)
+
+// View runs fn in one REPEATABLE READ READ ONLY transaction: fn reads one
+// snapshot and takes no row locks, so a Plan or a look at a thread neither
+// waits for a thread's writes nor holds them up. A write fn tries fails.
+func (s *Store) View(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
+	err := s.run(ctx, true, fn)
+	if errors.Is(err, core.ErrCommitUnknown) {
+		// Nothing was written, so nothing is unknown: a plain failure.
+		return fmt.Errorf("postgres: read-only transaction lost its connection: %v", err)
+	}
+	return err
+}
+
+// run runs fn in one transaction on one connection, read-only or not, and
+// commits it when fn returns nil.
+func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Context, tx core.Transaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -141,7 +161,7 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx core
 	// Release destroys a connection left inside a transaction or broken,
 	// which also ends the transaction on the server.
 	defer conn.Release()
-	t := &txn{s: s, conn: conn.Conn(), threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+	t := &txn{s: s, conn: conn.Conn(), readOnly: readOnly, threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
 	if err := fn(ctx, t); err != nil {
 		t.rollback(ctx)
 		return err
@@ -151,40 +171,6 @@ func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx core
 		return fmt.Errorf("postgres: a statement of the transaction failed: %w", t.err)
 	}
 	if err := t.commit(ctx); err != nil {
-		return err
-	}
-	s.remember(t)
-	return nil
-}
-
-var _ core.Viewer = (*Store)(nil)
-
-// View runs fn in one REPEATABLE READ READ ONLY transaction: fn reads one
-// snapshot and takes no row locks, so a Plan or a look at a thread neither
-// waits for a thread's writes nor holds them up. A write fn tries fails.
-func (s *Store) View(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: acquire connection: %w", err)
-	}
-	defer conn.Release()
-	t := &txn{s: s, conn: conn.Conn(), readOnly: true, threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
-	if err := fn(ctx, t); err != nil {
-		t.rollback(ctx)
-		return err
-	}
-	if t.err != nil {
-		t.rollback(ctx)
-		return fmt.Errorf("postgres: a statement of the transaction failed: %w", t.err)
-	}
-	if err := t.commit(ctx); err != nil {
-		if errors.Is(err, core.ErrCommitUnknown) {
-			// Nothing was written, so nothing is unknown: a plain failure.
-			return fmt.Errorf("postgres: read-only transaction lost its connection: %v", err)
-		}
 		return err
 	}
 	s.remember(t)
