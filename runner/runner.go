@@ -70,16 +70,19 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 	if t.Step(sctx) {
 		return t.Outcome()
 	}
-	renewCtx, stop := context.WithCancel(sctx)
-	done := make(chan struct{})
+	// The renewal timer. stop ends its wait, never a renewal in flight:
+	// one cut off after its commit would be a write nobody traced.
+	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			select {
-			case <-renewCtx.Done():
+			case <-stop:
+				return
+			case <-sctx.Done():
 				return
 			case <-r.cfg.Clock.After(r.cfg.RenewEvery):
-				if err := t.Renew(renewCtx); err != nil && renewCtx.Err() == nil {
+				if err := t.Renew(sctx); err != nil {
 					return
 				}
 			}
@@ -87,7 +90,7 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 	}()
 	for !t.Step(sctx) {
 	}
-	stop()
+	close(stop)
 	<-done
 	return t.Outcome()
 }

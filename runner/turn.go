@@ -80,9 +80,10 @@ type Turn struct {
 	err     error
 	span    trace.Span
 
-	mu       sync.Mutex // guards lost, stopping and cancel
+	mu       sync.Mutex // guards lost, stopping, over and cancel
 	lost     bool
 	stopping bool
+	over     bool
 	runCtx   context.Context
 	cancel   context.CancelFunc
 }
@@ -110,7 +111,7 @@ func (t *Turn) Outcome() (Outcome, error) { return t.outcome, t.err }
 // is recorded. Before the claim and after the turn it does nothing.
 func (t *Turn) Renew(ctx context.Context) error {
 	t.mu.Lock()
-	claimed := t.claim != (core.Claim{}) && !t.lost && t.cancel != nil
+	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && t.cancel != nil
 	t.mu.Unlock()
 	if !claimed {
 		return nil
@@ -195,7 +196,9 @@ func (t *Turn) stepClaim(ctx context.Context) {
 		// write whose outcome was unknown (traced as Crash); if not,
 		// nothing was claimed.
 		if l, lerr := t.r.ws.Lease(ctx, t.thread); lerr == nil && l.Holder == holder {
+			t.mu.Lock()
 			t.claim = core.Claim{Thread: t.thread, Holder: holder}
+			t.mu.Unlock()
 			t.crash(ctx, err)
 			return
 		}
@@ -371,6 +374,7 @@ func (t *Turn) crash(ctx context.Context, err error) {
 func (t *Turn) end(ctx context.Context, o Outcome, err error) {
 	t.outcome, t.err, t.next = o, err, StepOver
 	t.mu.Lock()
+	t.over = true
 	if t.cancel != nil {
 		t.cancel()
 	}
