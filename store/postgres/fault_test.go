@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 // terminate ends the backend pid with pg_terminate_backend and waits until
@@ -46,7 +47,7 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 	require.NoError(t, err)
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
-	before := snapshot(t, s, id)
+	before := storetest.Snapshot(t, s, id)
 	look := admin(t)
 	events0, messages0, version0, taken0 := rowCounts(t, look, s.Schema(), id)
 
@@ -63,7 +64,7 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 	require.Error(t, err, "a fenced write whose backend was killed returned success")
 	t.Logf("RunStart with its backend killed: %v (commit unknown: %v)", err, errors.Is(err, core.ErrCommitUnknown))
 
-	require.Equal(t, before, snapshot(t, s, id), "the killed transaction left a trace")
+	require.Equal(t, before, storetest.Snapshot(t, s, id), "the killed transaction left a trace")
 	events, messages, version, taken := rowCounts(t, look, s.Schema(), id)
 	require.Equal(t, []int64{int64(events0), int64(messages0), version0, taken0}, []int64{int64(events), int64(messages), version, taken})
 

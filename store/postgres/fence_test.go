@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 const ttl = 10 * time.Second
@@ -92,7 +93,7 @@ func TestAcquireWaitsForFencedWrite(t *testing.T) {
 	require.Contains(t, []string{"ha", "hb"}, <-sqlDone, "the SQL acquire, once the fenced write committed")
 	require.NoError(t, <-bDone, "the claim, once the fenced write committed")
 
-	st := snapshot(t, s, id)
+	st := storetest.Snapshot(t, s, id)
 	require.Equal(t, core.Holder("hb"), st.Lease.Holder)
 	last := st.Events[len(st.Events)-1]
 	require.Equal(t, core.RunStarted, last.Kind)

@@ -79,32 +79,6 @@ func waitFor(t *testing.T, conn *pgx.Conn, what, query string, args ...any) {
 	}
 }
 
-// state is everything storage holds about one thread, read in one
-// transaction.
-type state struct {
-	Thread *core.Thread
-	Events []core.Event
-	Lease  core.Lease
-}
-
-func snapshot(t *testing.T, s core.Storage, id core.ThreadID) state {
-	t.Helper()
-	var st state
-	require.NoError(t, s.Update(context.Background(), func(ctx context.Context, tx core.Transaction) error {
-		th, err := tx.Thread(ctx, id)
-		if err != nil {
-			return err
-		}
-		st.Thread = th.Clone()
-		if st.Events, err = tx.Events(ctx, id); err != nil {
-			return err
-		}
-		st.Lease, err = tx.Lease(ctx, string(id))
-		return err
-	}))
-	return st
-}
-
 // rowCounts reads, with plain SQL, how many rows the schema holds for the
 // thread: what a half-written transaction would leave.
 func rowCounts(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) (events, messages int, version, taken int64) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 func appliedMigrations(t *testing.T, schema string) []int {
@@ -136,9 +137,9 @@ func TestCommitRefusedByServer(t *testing.T) {
 		CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON %[1]s.events
 			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
 	require.NoError(t, err)
-	before := snapshot(t, s, "t")
+	before := storetest.Snapshot(t, s, "t")
 	_, err = a.ws.RunStart(ctx, c, 1)
 	require.ErrorContains(t, err, "refused at commit")
 	require.NotErrorIs(t, err, core.ErrCommitUnknown)
-	require.Equal(t, before, snapshot(t, s, "t"))
+	require.Equal(t, before, storetest.Snapshot(t, s, "t"))
 }

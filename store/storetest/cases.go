@@ -178,19 +178,19 @@ func testRefusedWriteLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	runB, err := b.ws.RunStart(ctx, cb, 2)
 	require.NoError(t, err)
 
-	before := snapshot(t, a, id)
+	before := Snapshot(t, a.storage, id)
 	_, err = a.ws.RunStart(ctx, ca, 2)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
 	require.ErrorIs(t, a.ws.Reply(ctx, ca, 1, 2), core.ErrThreadBusy)
 	require.ErrorIs(t, a.ws.Abandon(ctx, ca, runB), core.ErrThreadBusy)
-	require.Equal(t, before, snapshot(t, a, id), "a refused write changed storage")
+	require.Equal(t, before, Snapshot(t, a.storage, id), "a refused write changed storage")
 }
 
 func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a := newProc(s, "a", 0)
 	id := newThread(t, a, "m1")
-	before := snapshot(t, a, id)
+	before := Snapshot(t, a.storage, id)
 	boom := errors.New("boom")
 	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
 		v, err := tx.Bump(ctx, id)
@@ -207,7 +207,7 @@ func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 		return boom
 	})
 	require.ErrorIs(t, err, boom)
-	require.Equal(t, before, snapshot(t, a, id))
+	require.Equal(t, before, Snapshot(t, a.storage, id))
 	ids, err := a.ws.Threads(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []core.ThreadID{id}, ids)
@@ -265,7 +265,7 @@ func testRunLifecycle(t *testing.T, s core.Storage) {
 	_, err = a.ws.RunStart(ctx, c, 3)
 	require.ErrorIs(t, err, core.ErrUnknownMessage)
 
-	st := snapshot(t, a, id)
+	st := Snapshot(t, a.storage, id)
 	kinds := make([]core.EventKind, len(st.Events))
 	for i, e := range st.Events {
 		kinds[i] = e.Kind
@@ -286,10 +286,10 @@ func testReplyAnswersOnce(t *testing.T, s core.Storage) {
 	req, err := a.ws.Ask(ctx, c, run, "q")
 	require.NoError(t, err)
 	require.NoError(t, a.ws.Reply(ctx, c, req, 2))
-	before := snapshot(t, a, id)
+	before := Snapshot(t, a.storage, id)
 	require.ErrorIs(t, a.ws.Reply(ctx, c, req, 3), core.ErrAlreadyAnswered)
 	require.ErrorIs(t, a.ws.Reply(ctx, c, req+1, 3), core.ErrUnknownRequest)
-	require.Equal(t, before, snapshot(t, a, id))
+	require.Equal(t, before, Snapshot(t, a.storage, id))
 }
 
 func testAbandonFenced(t *testing.T, s core.Storage) {

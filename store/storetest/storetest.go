@@ -76,18 +76,19 @@ func newThread(t *testing.T, p *proc, msgs ...string) core.ThreadID {
 	return id
 }
 
-// state is everything storage holds about one thread.
-type state struct {
+// State is everything storage holds about one thread.
+type State struct {
 	Thread *core.Thread
 	Events []core.Event
 	Lease  core.Lease
 }
 
-func snapshot(t *testing.T, p *proc, id core.ThreadID) state {
+// Snapshot reads everything s holds about the thread, in one transaction,
+// for a test to compare before and after a write that must change nothing.
+func Snapshot(t testing.TB, s core.Storage, id core.ThreadID) State {
 	t.Helper()
-	ctx := context.Background()
-	var st state
-	require.NoError(t, p.storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+	var st State
+	require.NoError(t, s.Update(context.Background(), func(ctx context.Context, tx core.Transaction) error {
 		th, err := tx.Thread(ctx, id)
 		if err != nil {
 			return err
