@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -105,9 +106,11 @@ func Find(ctx context.Context, cfg FindConfig) (Env, error) {
 	}
 	env := Env{Java: java, Workers: cfg.Workers}
 	if w := cfg.getenv(EnvWorkers); w != "" && w != "auto" {
-		if _, err := fmt.Sscanf(w, "%d", &env.Workers); err != nil || env.Workers < 1 {
-			return Env{}, fmt.Errorf("tlc: %s=%q is not a number of workers", EnvWorkers, w)
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 1 {
+			return Env{}, fmt.Errorf("tlc: %s=%q is not a number of workers (or auto)", EnvWorkers, w)
 		}
+		env.Workers = n
 	}
 	local := cfg.LocalDir()
 

@@ -195,11 +195,12 @@ func (e Env) args(job Job, meta string) []string {
 	return append(a, job.Spec)
 }
 
-// Version runs TLC just long enough to print its version line.
+// Version runs TLC just long enough to print its version line (TLC prints
+// it before it complains that -version is no option of its).
 func (e Env) Version(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.java(), "-cp", e.Jar, "tlc2.TLC", "-help")
+	cmd := exec.CommandContext(ctx, e.java(), "-cp", e.Jar, "tlc2.TLC", "-version")
 	killGroup(cmd)
 	b, err := cmd.CombinedOutput()
 	for _, l := range strings.Split(string(b), "\n") {
