@@ -11,6 +11,7 @@
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
 //	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
 //	tracecheck worker [flags]       one runner process of a fleet
+//	tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 //
 // Exit codes: 0 every check passed; 1 a check failed (a broken invariant,
 // a trace no spec action explains, a history that is not linearizable;
@@ -55,6 +56,7 @@ Usage:
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
   tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
   tracecheck worker [flags]       one runner process of a fleet
+  tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdFleet(ctx, args[1:], stdout, stderr)
 	case "worker":
 		err = cmdWorker(ctx, args[1:], stdout, stderr)
+	case "tlc":
+		err = cmdTLC(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "tracecheck: unknown command %q\n\n%s", args[0], mainUsage)
 		return exitUsage
