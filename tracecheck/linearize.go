@@ -31,6 +31,15 @@ const (
 
 var linKindNames = [...]string{"Claim", "Renew", "Release", "RunStart", "Reply", "Taken"}
 
+// LinKinds returns every operation of the model, in order.
+func LinKinds() []LinKind {
+	out := make([]LinKind, len(linKindNames))
+	for i := range out {
+		out[i] = LinKind(i)
+	}
+	return out
+}
+
 func (k LinKind) String() string {
 	if int(k) < len(linKindNames) {
 		return linKindNames[k]
