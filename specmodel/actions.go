@@ -133,33 +133,33 @@ func HasLease(s *State, p int) bool {
 
 // The conjuncts, as the spec writes them.
 const (
-	cPCIdle        = `pc[p] = "idle"`
-	cPCNotIdle     = `pc[p] # "idle"`
-	cPCClaimed     = `pc[p] = "claimed"`
-	cPCPlanned     = `pc[p] = "planned"`
-	cPCRunning     = `pc[p] = "running"`
-	cHasLease      = `HasLease(p)`
-	cNotHasLease   = `~HasLease(p)`
-	cFenced        = `Fenced => HasLease(p)`
-	cFencedOn      = `Fenced`
-	cFenceAbandon  = `FenceAbandon => HasLease(p)`
-	cFenceAbandOn  = `FenceAbandon`
-	cPlanRun       = `plan[p].kind = "run"`
-	cPlanReply     = `plan[p].kind = "reply"`
-	cRunActive     = `runs[run[p]].state = "active"`
-	cRunAbandoned  = `runs[run[p]].state = "abandoned"`
-	cReqOpen       = `reqs[plan[p].req].state = "open"`
-	cMsgsBound     = `msgs < MaxMsgs`
-	cClaimsBound   = `nextHolder <= MaxClaims`
-	cLeaseFree     = `lease.holder = 0 \/ lease.expired`
-	cLeaseHeld     = `lease.holder # 0`
-	cLeaseLive     = `~lease.expired`
-	cRunID         = `r \in RunIds`
-	cRIsActive     = `runs[r].state = "active"`
-	cRNotOwn       = `runs[r].holder # hold[p]`
-	cNoActiveRuns  = `ActiveRuns = {}`
-	cUnconsumed    = `taken < msgs`
-	cAsksBound     = `Len(reqs) < MaxAsks`
+	cPCIdle       = `pc[p] = "idle"`
+	cPCNotIdle    = `pc[p] # "idle"`
+	cPCClaimed    = `pc[p] = "claimed"`
+	cPCPlanned    = `pc[p] = "planned"`
+	cPCRunning    = `pc[p] = "running"`
+	cHasLease     = `HasLease(p)`
+	cNotHasLease  = `~HasLease(p)`
+	cFenced       = `Fenced => HasLease(p)`
+	cFencedOn     = `Fenced`
+	cFenceAbandon = `FenceAbandon => HasLease(p)`
+	cFenceAbandOn = `FenceAbandon`
+	cPlanRun      = `plan[p].kind = "run"`
+	cPlanReply    = `plan[p].kind = "reply"`
+	cRunActive    = `runs[run[p]].state = "active"`
+	cRunAbandoned = `runs[run[p]].state = "abandoned"`
+	cReqOpen      = `reqs[plan[p].req].state = "open"`
+	cMsgsBound    = `msgs < MaxMsgs`
+	cClaimsBound  = `nextHolder <= MaxClaims`
+	cLeaseFree    = `lease.holder = 0 \/ lease.expired`
+	cLeaseHeld    = `lease.holder # 0`
+	cLeaseLive    = `~lease.expired`
+	cRunID        = `r \in RunIds`
+	cRIsActive    = `runs[r].state = "active"`
+	cRNotOwn      = `runs[r].holder # hold[p]`
+	cNoActiveRuns = `ActiveRuns = {}`
+	cUnconsumed   = `taken < msgs`
+	cAsksBound    = `Len(reqs) < MaxAsks`
 )
 
 var noPlan = Plan{}
