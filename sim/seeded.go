@@ -42,6 +42,11 @@ type Config struct {
 	// Mutants switches deliberate defects on, to show the checks catch
 	// them.
 	Mutants Mutants
+	// Swarm draws, from the seed, which kinds of operation this execution
+	// schedules and how often (swarm testing): executions differ more
+	// from each other than under the one fixed mix, and reach more of the
+	// spec's states.
+	Swarm bool
 }
 
 // Mutants are the code defects an execution can switch on, beyond
@@ -174,6 +179,7 @@ type Seeded struct {
 	stats   Stats
 	rec     *recorder
 	faults  *faults
+	swarm   *swarm
 }
 
 // NewSeeded builds the execution's processes and threads.
@@ -190,6 +196,9 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		stats: Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	if cfg.Swarm {
+		s.swarm = newSwarm(cfg.Seed)
+	}
 	s.rec = &recorder{next: cfg.Tracer}
 	opts := []core.Option{core.WithTracer(s.rec)}
 	if cfg.Mutants.FenceInOwnTransaction {
@@ -278,6 +287,9 @@ func (s *Seeded) Run(ctx context.Context) error {
 func (s *Seeded) NextOp() Op {
 	op := Op{Proc: s.rng.IntN(len(s.procs)), Thread: s.rng.IntN(len(s.threads))}
 	ttl := s.cfg.ClaimTTL
+	if s.swarm != nil {
+		return s.swarm.next(s.rng, op, ttl)
+	}
 	switch n := s.rng.IntN(100); {
 	case n < 55:
 		op.Kind = OpStep
