@@ -162,7 +162,7 @@ type simProc struct {
 	turn    *runner.Turn
 	asks    int
 	holders int
-	co      *coroutine // the step in flight, when the execution interleaves
+	co      *coroutine    // the step in flight, when the execution interleaves
 	thread  core.ThreadID // the thread of the turn, when there is one
 }
 
