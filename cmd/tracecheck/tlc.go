@@ -70,9 +70,6 @@ finish (its deadline passed, or TLC crashed).
 Flags:
 `
 
-// exitCouldNotRun is a TLC run that ended without a result.
-const exitCouldNotRun = 4
-
 // exitNotRun is TLC not run at all (no java, no jar).
 const exitNotRun = 3
 
