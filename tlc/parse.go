@@ -101,7 +101,8 @@ type State struct {
 	Vars   []Var
 	// Stuttering is set on the last state of a liveness counterexample
 	// that ends by stuttering; BackTo, when not 0, is the number of the
-	// state a lasso-shaped counterexample loops back to.
+	// state a lasso-shaped counterexample loops back to (by Action), and
+	// the entry has no variables of its own.
 	Stuttering bool
 	BackTo     int
 }
@@ -163,7 +164,7 @@ var (
 	nameRe    = regexp.MustCompile(`(?:Invariant|[Pp]roperty) (\S+) (?:is|was) violated`)
 	statsRe   = regexp.MustCompile(`^([\d,]+) states? generated, ([\d,]+) distinct states? found, ([\d,]+) states? left on queue`)
 	depthRe   = regexp.MustCompile(`(\d+)\.?\s*$`)
-	stateHead = regexp.MustCompile(`^(\d+): (?:<(.*)>|(Stuttering)|Back to state (\d+)\S*)\s*$`)
+	stateHead = regexp.MustCompile(`^(\d+): (?:<(.*)>|(Stuttering)|(Back to state)(?:: <(.*)>)?)\s*$`)
 	varLine   = regexp.MustCompile(`^(?:/\\ )?([A-Za-z_][A-Za-z0-9_]*) = (.*)$`)
 )
 
@@ -304,6 +305,9 @@ func (p *parser) message(m Message) error {
 		if err != nil {
 			return fmt.Errorf("tlc output line %d: %w", p.n, err)
 		}
+		if st.BackTo > 0 {
+			st.N = len(p.res.Trace) + 1
+		}
 		p.res.Trace = append(p.res.Trace, st)
 	default:
 		if m.Severity != severityError && m.Severity != severityBug {
@@ -350,7 +354,9 @@ func parseState(body string) (State, error) {
 	st := State{Action: h[2], Stuttering: h[3] != ""}
 	st.N, _ = strconv.Atoi(h[1])
 	if h[4] != "" {
-		st.BackTo, _ = strconv.Atoi(h[4])
+		// "N: Back to state: <action>": N is the state the lasso returns
+		// to, by the action; the caller numbers this entry.
+		st.BackTo, st.N, st.Action = st.N, 0, h[5]
 	}
 	for _, l := range lines[1:] {
 		if m := varLine.FindStringSubmatch(l); m != nil && (strings.HasPrefix(l, "/\\ ") || len(st.Vars) == 0) {

@@ -76,6 +76,9 @@ func checkResult(t *testing.T, res *Result, w want) {
 	if last.Stuttering != w.stutters {
 		t.Errorf("last state stuttering %v, want %v", last.Stuttering, w.stutters)
 	}
+	if last.BackTo != w.backTo {
+		t.Errorf("last state back to %d, want %d", last.BackTo, w.backTo)
+	}
 	if w.lastVar != "" {
 		if v, ok := last.Var(w.lastVar); !ok || v != w.lastValue {
 			t.Errorf("last state's %s = %q (%v), want %q; state %+v", w.lastVar, v, ok, w.lastValue, last)

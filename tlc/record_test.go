@@ -31,6 +31,7 @@ type want struct {
 	lastVar   string // a variable of the trace's last state...
 	lastValue string // ...and its value
 	stutters  bool   // the last state is Stuttering
+	backTo    int    // the last state loops back to this state
 }
 
 // specJob checks a copy of spec/ with cfg.
@@ -67,6 +68,7 @@ var recordings = []recording{
 	{"property", traceJob("tla/testdata/bad-start-under-other-lease.ndjson"), want{outcome: PropertyViolated, name: "TraceAccepted", distinct: 6, depth: 6, traceLen: 6, lastVar: "l", lastValue: "5"}},
 	{"trace-ok", traceJob("tla/testdata/ok-one-turn.ndjson"), want{outcome: NoError, distinct: 7, depth: 7}},
 	{"liveness", tinyJob("Live"), want{outcome: PropertyViolated, name: "Reaches", distinct: 3, depth: 3, traceLen: 2, stutters: true}},
+	{"lasso", tinyJob("Lasso"), want{outcome: PropertyViolated, name: "Reaches", distinct: 3, depth: 3, traceLen: 4, backTo: 1}},
 	{"deadlock", tinyJob("Deadlock"), want{outcome: Deadlock, distinct: 3, depth: 3, traceLen: 3, lastVar: "x", lastValue: "2"}},
 	{"parse", tinyJob("Parse"), want{outcome: ParseError, text: `Encountered "Beginning of definition" at line 6, column 1`, distinct: -1, depth: -1}},
 	{"semantic", tinyJob("Semantic"), want{outcome: ParseError, text: "Unknown operator: `Undefined'", distinct: -1, depth: -1}},
