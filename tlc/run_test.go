@@ -110,6 +110,13 @@ echo "@!@!@ENDMSG 2186 @!@!@"
 	if !strings.Contains(out.String(), "Finished in 1ms") {
 		t.Errorf("Output did not get TLC's output: %q", out.String())
 	}
+	res, err = env.Run(context.Background(), Job{Spec: "T.tla", JavaOpts: []string{"-Xmx1g"}, MetaDir: "/meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := res.Messages[0].Body; !strings.Contains(body, "args: -Xmx1g -cp ") {
+		t.Errorf("a job's JavaOpts do not replace the defaults: %q", body)
+	}
 }
 
 // TestRunIncomplete: a TLC that exits without reporting an outcome (a

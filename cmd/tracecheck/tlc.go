@@ -695,7 +695,7 @@ func (r *tlcRun) checkThread(in *traceInput, ti int, th tracecheck.ThreadLines) 
 	res, log, d, err := r.runTLC(name, tlc.Job{
 		Spec: "ThreadClaimLapseTrace.tla", Config: "ThreadClaimLapseTrace.cfg",
 		Dir: filepath.Join(r.work, "tla"), Library: []string{filepath.Join(r.work, "spec")},
-		Env: []string{"JSON=" + file}, Workers: 1,
+		Env: []string{"JSON=" + file}, Workers: 1, JavaOpts: tlc.ShortJavaOpts,
 	})
 	v := threadVerdict{res: res, log: log, d: d, err: err}
 	if err != nil {
