@@ -23,6 +23,9 @@ type Graph struct {
 	depth  []uint16         // 1 for Init, as TLC counts
 	index  map[string]int32 // key to number
 	result Result
+	// maxDepth is the depth the exploration stopped at (0: none): the
+	// states of that depth have not been expanded.
+	maxDepth int
 }
 
 // Result is what an exploration found, in TLC's terms.
@@ -57,28 +60,50 @@ type TraceStep struct {
 // Explore enumerates the states reachable from Init breadth first,
 // checking the cfg's invariants in every state as it is found, and stops
 // at the first violation.
-func (m *Model) Explore() *Graph {
-	g := &Graph{model: m, index: make(map[string]int32, 1<<16)}
+func (m *Model) Explore() *Graph { return m.ExploreWith(Options{}) }
+
+// Options change how far ExploreWith goes.
+type Options struct {
+	// Continue goes on past a violation (TLC's -continue): the Result's
+	// Violation is still the first one found, with its shortest path. The
+	// unfenced cfgs' state spaces are not finite (a stale RunStart moves
+	// taken back, and a message is consumed again and again), so Continue
+	// needs MaxDepth there.
+	Continue bool
+	// MaxDepth stops after every state of that depth (Init is 1) was
+	// found; 0 for no bound.
+	MaxDepth int
+}
+
+// ExploreWith is Explore with options.
+func (m *Model) ExploreWith(o Options) *Graph {
+	all := o.Continue
+	g := &Graph{model: m, index: make(map[string]int32, 1<<16), maxDepth: o.MaxDepth}
 	g.result.Transitions = map[core.Action]int{}
 	init := m.Init()
 	g.add(init.Key(), -1, -1, 1)
 	g.result.Generated = 1
 	if inv := m.Violated(&init); inv != "" {
 		g.violate(0, inv)
-		return g
+		if !all {
+			return g
+		}
 	}
 	steps := m.steps
 	var buf []byte
 	for i := 0; i < len(g.keys); i++ {
-		s := m.Decode(g.keys[i])
 		d := g.depth[i]
-		any := false
+		if o.MaxDepth > 0 && int(d) >= o.MaxDepth {
+			break
+		}
+		s := m.Decode(g.keys[i])
+		enabled := false
 		for si := range steps {
 			out := m.Do(&s, steps[si])
 			if !out.Enabled {
 				continue
 			}
-			any = true
+			enabled = true
 			g.result.Generated++
 			g.result.Transitions[steps[si].Action]++
 			buf = out.Next.AppendKey(buf[:0])
@@ -86,14 +111,24 @@ func (m *Model) Explore() *Graph {
 				continue
 			}
 			j := g.add(string(buf), int32(i), int32(si), d+1)
+			if g.result.Violation != nil {
+				continue
+			}
 			if inv := m.Violated(&out.Next); inv != "" {
 				g.violate(j, inv)
-				return g
+				if !all {
+					return g
+				}
 			}
 		}
-		if !any && m.cfg.CheckDeadlock {
+		if enabled {
+			continue
+		}
+		if m.cfg.CheckDeadlock && g.result.Violation == nil {
 			g.violate(int32(i), InvDeadlock)
-			return g
+			if !all {
+				return g
+			}
 		}
 	}
 	g.finish()
