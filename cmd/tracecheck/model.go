@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -72,7 +73,7 @@ type tlcComparison struct {
 	FirstDiff string `json:"first_difference,omitempty"`
 }
 
-func cmdModel(args []string, stdout, stderr io.Writer) error {
+func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("model", flag.ContinueOnError)
 	cfgPath := fs.String("cfg", "", "the cfg file (default spec/ThreadClaimLapse.cfg when no CFG argument is given)")
 	asJSON := fs.Bool("json", false, "print one JSON object per cfg instead of text")
@@ -111,7 +112,7 @@ func cmdModel(args []string, stdout, stderr io.Writer) error {
 	for i, c := range cfgs {
 		rep := modelRun(paths[i], c)
 		if *compare {
-			cmp, err := compareTLC(*jar, paths[i], c)
+			cmp, err := compareTLC(ctx, *jar, paths[i], c)
 			if err != nil {
 				return failure{exitCannotRun, fmt.Sprintf("tracecheck model: %s: TLC: %v", paths[i], err)}
 			}
@@ -215,3 +216,32 @@ func indent(s, pre string) string {
 
 // exitCannotRun is the contract's exit 4: a tool (TLC) could not be run.
 const exitCannotRun = 4
+
+// compareTLC runs TLC with -dump on the cfg and compares its states with
+// the model's.
+func compareTLC(ctx context.Context, jar, path string, c specmodel.Config) (*tlcComparison, error) {
+	dir, err := os.MkdirTemp("", "tracecheck-model")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	dump, err := specmodel.DumpTLC(ctx, jar, path, dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(dump)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m := specmodel.New(c)
+	g := m.Explore()
+	if v := g.Result().Violation; v != nil {
+		g = m.ExploreWith(specmodel.Options{Continue: true, MaxDepth: v.Depth})
+	}
+	cmp, err := specmodel.CompareDump(g, f)
+	if err != nil {
+		return nil, err
+	}
+	return &tlcComparison{States: cmp.TLCStates, Equal: cmp.Equal(), FirstDiff: cmp.FirstDiff}, nil
+}
