@@ -38,7 +38,7 @@ type Report struct {
 	States   int // states of the graph
 	Edges    int // edges of the graph (an edge per enabled action instance)
 	Driven   int // edges driven through the Go code (all of them, unless sampling)
-	Refusals int // writes the spec does not enable, asked of Go, and refused
+	Refusals int // writes the spec does not enable, asked of Go (each must be refused)
 	// Divergences counts the edges Go did not take as the spec does, the
 	// refusals it did not make, and the states it could not be brought to.
 	Divergences int
