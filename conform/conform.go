@@ -134,17 +134,15 @@ func (r *runner) reach(ctx context.Context, i int) (*driver, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	path := r.g.Path(i)
-	for k, ts := range path[1:] {
-		out := d.do(ctx, ts.Step)
+	for _, st := range r.g.PathSteps(i) {
+		out := d.do(ctx, st)
 		if err := ctx.Err(); err != nil {
 			return nil, false, err
 		}
-		if out.action != ts.Step.Action {
+		if out.action != st.Action {
 			// The edge from the state before diverged; it is reported there.
 			return d, false, nil
 		}
-		_ = k
 	}
 	got, err := d.observe(ctx)
 	if err != nil || got.Key() != r.g.Key(i) {
@@ -158,28 +156,73 @@ type saved struct {
 	procs   []Proc
 	holders int
 	live    bool
+	times   []time.Time
 }
 
-func (d *driver) save() saved { return saved{slices.Clone(d.procs), len(d.holders), d.live} }
+func (d *driver) save() saved {
+	sv := saved{procs: slices.Clone(d.procs), holders: len(d.holders), live: d.live}
+	for _, c := range d.clocks {
+		sv.times = append(sv.times, c.Now())
+	}
+	return sv
+}
 
 func (d *driver) restore(s saved) {
 	copy(d.procs, s.procs)
 	d.holders = d.holders[:s.holders]
 	d.live = s.live
+	for i, c := range d.clocks {
+		if !c.Now().Equal(s.times[i]) {
+			d.setClocks(s.times)
+			return
+		}
+	}
 }
 
-// all drives every edge of every state, and asks for every refusal.
+// all drives every edge of every state, and asks for every refusal. It
+// walks the tree of shortest paths depth first: a state's first child is
+// reached by committing its edge on the parent's thread, the others by
+// replaying the parent's path on a fresh one.
 func (r *runner) all(ctx context.Context) error {
-	for i := 0; i < r.g.Len(); i++ {
-		d, ok, err := r.reach(ctx, i)
-		if err != nil {
+	children := make([][]int32, r.g.Len())
+	for i := 1; i < r.g.Len(); i++ {
+		p, _ := r.g.Parent(i)
+		children[p] = append(children[p], int32(i))
+	}
+	d, ok, err := r.reach(ctx, 0)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("conform: Go's initial state is not the spec's Init")
+	}
+	return r.visit(ctx, d, 0, children)
+}
+
+func (r *runner) visit(ctx context.Context, d *driver, i int, children [][]int32) error {
+	if err := r.state(ctx, d, i); err != nil {
+		return err
+	}
+	for k, c := range children[i] {
+		if k > 0 {
+			var ok bool
+			var err error
+			if d, ok, err = r.reach(ctx, i); err != nil {
+				return err
+			} else if !ok {
+				return fmt.Errorf("conform: state %d, reached before, could not be reached again", i)
+			}
+		}
+		_, st := r.g.Parent(int(c))
+		s := r.g.State(i)
+		before := r.rep.Divergences
+		if err := r.commit(ctx, d, i, st, r.m.Do(&s, st).Next); err != nil {
 			return err
 		}
-		if !ok {
-			r.diverge(i, "(replay)", "Go could not be brought to this state along its shortest path")
-			continue
+		if r.rep.Divergences > before {
+			continue // reported as the edge's divergence; its subtree is not driven
 		}
-		if err := r.state(ctx, d, i); err != nil {
+		if err := r.visit(ctx, d, int(c), children); err != nil {
 			return err
 		}
 	}
@@ -187,16 +230,12 @@ func (r *runner) all(ctx context.Context) error {
 }
 
 // state drives every edge from state i and asks Go for the writes the spec
-// refuses there, all as probes; Lapse, which moves the clocks for good,
-// goes last.
+// refuses there, all as probes.
 func (r *runner) state(ctx context.Context, d *driver, i int) error {
 	s := r.g.State(i)
-	var lapse *specmodel.Step
 	for _, st := range r.m.Steps() {
 		out := r.m.Do(&s, st)
 		switch {
-		case out.Enabled && st.Action == core.ActionLapse:
-			lapse = &st
 		case out.Enabled:
 			if err := r.edge(ctx, d, i, st, out.Next, true); err != nil {
 				return err
@@ -207,11 +246,15 @@ func (r *runner) state(ctx context.Context, d *driver, i int) error {
 			}
 		}
 	}
-	if lapse != nil {
-		out := r.m.Do(&s, *lapse)
-		return r.edge(ctx, d, i, *lapse, out.Next, true)
-	}
 	return nil
+}
+
+// commit takes a tree edge for good, checking it again as committed (it
+// was driven as a probe already, and counted then).
+func (r *runner) commit(ctx context.Context, d *driver, i int, st specmodel.Step, want specmodel.State) error {
+	err := r.edge(ctx, d, i, st, want, false)
+	r.rep.Driven--
+	return err
 }
 
 // edge drives one enabled step and checks (a) and (c).

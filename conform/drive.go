@@ -76,6 +76,7 @@ func (p *probeStorage) View(ctx context.Context, fn func(ctx context.Context, tx
 // clock per process, and each process's round.
 type driver struct {
 	cfg     specmodel.Config
+	fences  core.Fences
 	store   *probeStorage
 	thread  core.ThreadID
 	poster  *core.Workspace
@@ -87,17 +88,28 @@ type driver struct {
 }
 
 func newDriver(ctx context.Context, cfg specmodel.Config, s core.Storage, thread core.ThreadID, fences core.Fences) (*driver, error) {
-	d := &driver{cfg: cfg, store: &probeStorage{inner: s, thread: thread}, thread: thread, procs: make([]Proc, len(cfg.Procs))}
+	d := &driver{cfg: cfg, fences: fences, store: &probeStorage{inner: s, thread: thread}, thread: thread, procs: make([]Proc, len(cfg.Procs))}
 	d.poster = core.NewWorkspace(d.store, simclock.New(epoch), core.WithProcess("poster"))
-	for _, name := range cfg.Procs {
-		c := simclock.New(epoch)
-		d.clocks = append(d.clocks, c)
-		d.ws = append(d.ws, core.NewWorkspace(d.store, c, core.WithProcess(name), core.WithFencesForTesting(fences)))
+	times := make([]time.Time, len(cfg.Procs))
+	for i := range times {
+		times[i] = epoch
 	}
+	d.setClocks(times)
 	if err := d.poster.CreateThread(ctx, thread); err != nil {
 		return nil, fmt.Errorf("create thread %q: %w", thread, err)
 	}
 	return d, nil
+}
+
+// setClocks gives each process a clock reading times[p], and a Workspace
+// over it: a probe's Lapse is undone by going back to the clocks before it.
+func (d *driver) setClocks(times []time.Time) {
+	d.clocks, d.ws = d.clocks[:0], d.ws[:0]
+	for i, name := range d.cfg.Procs {
+		c := simclock.New(times[i])
+		d.clocks = append(d.clocks, c)
+		d.ws = append(d.ws, core.NewWorkspace(d.store, c, core.WithProcess(name), core.WithFencesForTesting(d.fences)))
+	}
 }
 
 // observe reads storage and abstracts the whole system.
