@@ -30,11 +30,18 @@ func refused(conjunct string) Outcome { return Outcome{Failed: conjunct} }
 type Model struct {
 	cfg   Config
 	steps []Step
+	// the fences' conjuncts, named as the cfg's constants are
+	cStart, cReply, cStartOn, cReplyOn string
+	takeover                           bool // check NoLiveTakeover
 }
 
 // New returns the model of cfg.
 func New(cfg Config) *Model {
-	m := &Model{cfg: cfg}
+	m := &Model{cfg: cfg, cStart: cFenceStart, cReply: cFenceReply, cStartOn: cFenceStartOn, cReplyOn: cFenceReplyOn,
+		takeover: cfg.checks(PropNoLiveTakeover)}
+	if cfg.OneFenced {
+		m.cStart, m.cReply, m.cStartOn, m.cReplyOn = cFenced, cFenced, cFencedOn, cFencedOn
+	}
 	m.steps = append(m.steps, Step{core.ActionPost, -1, 0}, Step{core.ActionLapse, -1, 0})
 	for p := range cfg.Procs {
 		add := func(a core.Action) { m.steps = append(m.steps, Step{a, p, 0}) }
@@ -142,6 +149,10 @@ const (
 	cNotHasLease  = `~HasLease(p)`
 	cFenced       = `Fenced => HasLease(p)`
 	cFencedOn     = `Fenced`
+	cFenceStart   = `FenceStart => HasLease(p)`
+	cFenceStartOn = `FenceStart`
+	cFenceReply   = `FenceReply => HasLease(p)`
+	cFenceReplyOn = `FenceReply`
 	cFenceAbandon = `FenceAbandon => HasLease(p)`
 	cFenceAbandOn = `FenceAbandon`
 	cPlanRun      = `plan[p].kind = "run"`
@@ -320,7 +331,7 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 	case pr.Plan.Kind != PlanRun:
 		return refused(cPlanRun)
 	case m.cfg.FenceStart && !HasLease(s, p):
-		return refused(cFenced)
+		return refused(m.cStart)
 	}
 	n := s.Clone()
 	n.Runs = append(n.Runs, Run{Holder: pr.Hold, Prompt: pr.Plan.Msg, State: Active})
@@ -334,22 +345,22 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 
 // StartFenced(p): the fence refuses p's start; p's round is over.
 func (m *Model) StartFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanRun, cPlanRun, m.cfg.FenceStart)
+	return m.fenced(s, p, PlanRun, cPlanRun, m.cStartOn, m.cfg.FenceStart)
 }
 
 // ReplyFenced(p): the fence refuses p's answer; p's round is over.
 func (m *Model) ReplyFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanReply, cPlanReply, m.cfg.FenceReply)
+	return m.fenced(s, p, PlanReply, cPlanReply, m.cReplyOn, m.cfg.FenceReply)
 }
 
-func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct string, on bool) Outcome {
+func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct, onConjunct string, on bool) Outcome {
 	switch {
 	case s.Procs[p].PC != Planned:
 		return refused(cPCPlanned)
 	case s.Procs[p].Plan.Kind != kind:
 		return refused(kindConjunct)
 	case !on:
-		return refused(cFencedOn)
+		return refused(onConjunct)
 	case HasLease(s, p):
 		return refused(cNotHasLease)
 	}
@@ -370,7 +381,7 @@ func (m *Model) Reply(s *State, p int) Outcome {
 	case pr.Plan.Kind != PlanReply:
 		return refused(cPlanReply)
 	case m.cfg.FenceReply && !HasLease(s, p):
-		return refused(cFenced)
+		return refused(m.cReply)
 	case s.Reqs[pr.Plan.Req-1].State != Open:
 		return refused(cReqOpen)
 	}

@@ -45,7 +45,9 @@ type Result struct {
 // Violation is a reachable state that breaks an invariant, with a shortest
 // path to it.
 type Violation struct {
-	Invariant string      // the cfg's first invariant that fails there, or InvDeadlock
+	// Invariant is the cfg's first invariant that fails there, InvDeadlock,
+	// or PropNoLiveTakeover for a step that takes a live lease.
+	Invariant string
 	Depth     int         // the path's length in states (Init is 1): TLC's depth
 	Trace     []TraceStep // from Init to the violating state
 }
@@ -107,6 +109,18 @@ func (m *Model) ExploreWith(o Options) *Graph {
 			g.result.Generated++
 			g.result.Transitions[steps[si].Action]++
 			buf = out.Next.AppendKey(buf[:0])
+			if m.takeover && g.result.Violation == nil && LiveTakeover(&s, &out.Next) {
+				// An action property: the path is the one to s, then this step.
+				j, seen := g.index[string(buf)]
+				if !seen {
+					j = g.add(string(buf), int32(i), int32(si), d+1)
+				}
+				g.violateStep(int32(i), j, int32(si))
+				if !all {
+					return g
+				}
+				continue
+			}
 			if _, ok := g.index[string(buf)]; ok {
 				continue
 			}
@@ -156,6 +170,15 @@ func (g *Graph) violate(i int32, inv string) {
 	g.finish()
 	tr := g.Path(int(i))
 	g.result.Violation = &Violation{Invariant: inv, Depth: len(tr), Trace: tr}
+}
+
+// violateStep records a violation of NoLiveTakeover by the step si from
+// state i to state j.
+func (g *Graph) violateStep(i, j, si int32) {
+	g.finish()
+	tr := g.Path(int(i))
+	tr = append(tr, TraceStep{Step: g.model.steps[si], State: g.model.Decode(g.keys[j])})
+	g.result.Violation = &Violation{Invariant: PropNoLiveTakeover, Depth: len(tr), Trace: tr}
 }
 
 // Result returns what the exploration found.
@@ -269,4 +292,25 @@ func (m *Model) FormatTrace(tr []TraceStep) string {
 		fmt.Fprintf(&b, "%3d %-18s %s\n", i+1, name, ts.State.String())
 	}
 	return b.String()
+}
+
+// PathSteps returns the steps of a shortest path from Init to state i,
+// without the states (Path's, cheaper).
+func (g *Graph) PathSteps(i int) []Step {
+	n := int(g.depth[i]) - 1
+	steps := make([]Step, n)
+	for j := int32(i); g.parent[j] >= 0; j = g.parent[j] {
+		n--
+		steps[n] = g.model.steps[g.via[j]]
+	}
+	return steps
+}
+
+// Parent returns the state from which state i was first reached (-1 for
+// Init) and the step that reached it: the edges Path follows.
+func (g *Graph) Parent(i int) (int, Step) {
+	if g.parent[i] < 0 {
+		return -1, Step{}
+	}
+	return int(g.parent[i]), g.model.steps[g.via[i]]
 }

@@ -58,6 +58,11 @@ func TestSpecCfgs(t *testing.T) {
 			case c.Expect[0] == "violation" && (v == nil || !slices.Contains(c.Expect[1:], v.Invariant)):
 				t.Errorf("expected a violation of one of %v, got %+v", c.Expect[1:], v)
 			}
+			for _, a := range c.Fires {
+				if r.Transitions[core.Action(a)] == 0 && v == nil {
+					t.Errorf("the cfg's fires line names %s, which takes no step", a)
+				}
+			}
 			want, ok := tlcFigures[filepath.Base(f)]
 			if !ok {
 				t.Logf("no TLC figures for %s: only its declared outcome is checked (%d distinct states)", f, r.Distinct)
