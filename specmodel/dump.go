@@ -408,6 +408,17 @@ func fromValues(vars map[string]value, cfg Config) (State, error) {
 // returned with an error when TLC fails for a reason other than the cfg's
 // declared violation.
 func DumpTLC(ctx context.Context, jar, cfgPath, dir string) (string, error) {
+	return runTLC(ctx, jar, cfgPath, dir, true)
+}
+
+// RunTLC runs TLC as DumpTLC does, without the dump: what a benchmark of
+// TLC against Explore times.
+func RunTLC(ctx context.Context, jar, cfgPath, dir string) error {
+	_, err := runTLC(ctx, jar, cfgPath, dir, false)
+	return err
+}
+
+func runTLC(ctx context.Context, jar, cfgPath, dir string, withDump bool) (string, error) {
 	tmp, err := os.MkdirTemp(dir, "tlcdump")
 	if err != nil {
 		return "", err
@@ -427,9 +438,12 @@ func DumpTLC(ctx context.Context, jar, cfgPath, dir string) (string, error) {
 		}
 	}
 	dump := filepath.Join(tmp, "states.dump")
-	cmd := exec.CommandContext(ctx, "java", "-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC",
-		"-workers", "1", "-metadir", filepath.Join(tmp, "meta"), "-dump", dump,
-		"-config", filepath.Base(cfgPath), "ThreadClaimLapse.tla")
+	args := []string{"-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC", "-workers", "1", "-metadir", filepath.Join(tmp, "meta")}
+	if withDump {
+		args = append(args, "-dump", dump)
+	}
+	args = append(args, "-config", filepath.Base(cfgPath), "ThreadClaimLapse.tla")
+	cmd := exec.CommandContext(ctx, "java", args...)
 	cmd.Dir = tmp
 	out, err := cmd.CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "is violated") {

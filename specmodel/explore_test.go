@@ -331,3 +331,18 @@ func BenchmarkExploreFenced(b *testing.B) {
 	}
 	b.ReportMetric(228049, "states/op")
 }
+
+// BenchmarkTLCFenced runs TLC (one worker, no dump) on the same cfg, so
+// that one run gives the ratio: go test ./specmodel -run '^$' -bench
+// 'ExploreFenced|TLCFenced' -benchtime 3x with TLA2TOOLS_JAR set.
+func BenchmarkTLCFenced(b *testing.B) {
+	jar := os.Getenv("TLA2TOOLS_JAR")
+	if jar == "" {
+		b.Skip("TLA2TOOLS_JAR not set")
+	}
+	for b.Loop() {
+		if err := RunTLC(context.Background(), jar, "../spec/ThreadClaimLapse.cfg", b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
