@@ -81,7 +81,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		schema := fmt.Sprintf("tcconform_%d_%s", os.Getpid(), hex.EncodeToString(suffix[:]))
 		store, err := postgres.Open(ctx, *storage, postgres.Options{Schema: schema})
 		if err != nil {
-			return failure{exitCannotRun, fmt.Sprintf("tracecheck conform: storage: %v", err)}
+			return failure{exitCouldNotRun, fmt.Sprintf("tracecheck conform: storage: %v", err)}
 		}
 		defer store.Close()
 		defer func() { _ = store.DropSchema(context.WithoutCancel(ctx)) }()
@@ -91,7 +91,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	rep, err := conform.Run(ctx, g, opts)
 	if err != nil {
-		return failure{exitCannotRun, fmt.Sprintf("tracecheck conform: %v", err)}
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck conform: %v", err)}
 	}
 	total := rep.Edges
 	if *sample > 0 {
@@ -122,7 +122,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case *unfenced && rep.Divergences > 0:
 		return failure{exitFailed, "FAIL (as it must with the fences off): the mutant diverges from the spec"}
 	case *unfenced:
-		return failure{exitMutantSurvived, "FAIL: the fences are off and conform found no divergence"}
+		return failure{exitSurvived, "FAIL: the fences are off and conform found no divergence"}
 	case rep.Divergences > 0:
 		return failure{exitFailed, fmt.Sprintf("FAIL: %d divergences", rep.Divergences)}
 	case rep.Driven < total:
@@ -130,10 +130,6 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	return nil
 }
-
-// exitMutantSurvived is the contract's exit 5: with -unfenced, no check
-// caught the mutant.
-const exitMutantSurvived = 5
 
 func storageName(s string) string {
 	if s == "memory" {

@@ -107,7 +107,7 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *compare && *jar == "" {
 		*jar = os.Getenv("TLA2TOOLS_JAR")
 		if *jar == "" {
-			return failure{exitCannotRun, "tracecheck model: -compare-tlc needs a jar: -jar or TLA2TOOLS_JAR"}
+			return failure{exitCouldNotRun, "tracecheck model: -compare-tlc needs a jar: -jar or TLA2TOOLS_JAR"}
 		}
 	}
 	failed := 0
@@ -116,7 +116,7 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *compare {
 			cmp, err := compareTLC(ctx, *jar, paths[i], c)
 			if err != nil {
-				return failure{exitCannotRun, fmt.Sprintf("tracecheck model: %s: TLC: %v", paths[i], err)}
+				return failure{exitCouldNotRun, fmt.Sprintf("tracecheck model: %s: TLC: %v", paths[i], err)}
 			}
 			rep.TLC = cmp
 		}
@@ -215,9 +215,6 @@ func indent(s, pre string) string {
 	}
 	return strings.Join(lines, "\n")
 }
-
-// exitCannotRun is the contract's exit 4: a tool (TLC) could not be run.
-const exitCannotRun = 4
 
 // compareTLC runs TLC with -dump on the cfg and compares its states with
 // the model's.

@@ -65,7 +65,7 @@ func TestModelCommandBadInput(t *testing.T) {
 	}
 	t.Setenv("TLA2TOOLS_JAR", "")
 	code, _, errs := runCLI("model", "-compare-tlc", smallCfg(t, "ok", true))
-	require.Equal(t, exitCannotRun, code)
+	require.Equal(t, exitCouldNotRun, code)
 	require.Contains(t, errs, "needs a jar")
 }
 
@@ -106,5 +106,5 @@ func TestConformCommand(t *testing.T) {
 		require.True(t, strings.Contains(errs, tc.want), "%v: %s", tc.args, errs)
 	}
 	code, _, errs = runCLI("conform", "-cfg", cfg, "-storage", "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
-	require.Equal(t, exitCannotRun, code, errs)
+	require.Equal(t, exitCouldNotRun, code, errs)
 }
