@@ -34,6 +34,40 @@ type Comparison struct {
 // Equal reports whether the two state sets are the same.
 func (c Comparison) Equal() bool { return c.OnlyTLC == 0 && c.OnlyModel == 0 }
 
+// CompareOutcome compares TLC's outcome with the model's exploration (g,
+// Explore's, which stops at the first violation as TLC does): the same
+// distinct states and depth for a cfg with no violation; the same violated
+// invariant, at the same depth, by the same counterexample, for one with.
+// It returns the differences, none when they agree.
+func CompareOutcome(g *Graph, o TLCOutcome) []string {
+	r := g.Result()
+	var diffs []string
+	if r.Violation == nil {
+		if o.Violated != "" {
+			diffs = append(diffs, fmt.Sprintf("TLC reports %s violated; the model, no violation", o.Violated))
+		}
+		if o.Distinct != r.Distinct || o.Depth != r.Depth {
+			diffs = append(diffs, fmt.Sprintf("TLC: %d distinct states, depth %d; the model: %d, depth %d", o.Distinct, o.Depth, r.Distinct, r.Depth))
+		}
+		return diffs
+	}
+	v := r.Violation
+	if o.Violated != v.Invariant || o.Depth != v.Depth {
+		return append(diffs, fmt.Sprintf("TLC: %q violated at depth %d; the model: %s at depth %d", o.Violated, o.Depth, v.Invariant, v.Depth))
+	}
+	for k, ts := range v.Trace {
+		name := "Init"
+		if ts.Step.Action != "" {
+			name = strings.ReplaceAll(g.model.Describe(ts.Step), " ", "")
+		}
+		if k < len(o.Trace) && o.Trace[k] != name {
+			diffs = append(diffs, fmt.Sprintf("counterexample step %d: TLC %s, the model %s (both shortest; a tie broken otherwise)", k+1, o.Trace[k], name))
+			break
+		}
+	}
+	return diffs
+}
+
 // CompareDump reads a state dump TLC wrote with -dump for g's cfg and
 // compares it with g's states in the model's canonical form. For a cfg with
 // no violation g is Explore's, and the two sets must be equal. TLC stops at
@@ -407,34 +441,82 @@ func fromValues(vars map[string]value, cfg Config) (State, error) {
 // worker and -dump, and returns the dump file's path. TLC's own output is
 // returned with an error when TLC fails for a reason other than the cfg's
 // declared violation.
-func DumpTLC(ctx context.Context, jar, cfgPath, dir string) (string, error) {
+func DumpTLC(ctx context.Context, jar, cfgPath, dir string) (string, TLCOutcome, error) {
 	return runTLC(ctx, jar, cfgPath, dir, true)
 }
 
 // RunTLC runs TLC as DumpTLC does, without the dump: what a benchmark of
 // TLC against Explore times.
-func RunTLC(ctx context.Context, jar, cfgPath, dir string) error {
-	_, err := runTLC(ctx, jar, cfgPath, dir, false)
-	return err
+func RunTLC(ctx context.Context, jar, cfgPath, dir string) (TLCOutcome, error) {
+	_, out, err := runTLC(ctx, jar, cfgPath, dir, false)
+	return out, err
 }
 
-func runTLC(ctx context.Context, jar, cfgPath, dir string, withDump bool) (string, error) {
+// TLCOutcome is what TLC's output says of a run.
+type TLCOutcome struct {
+	Distinct  int
+	Generated int
+	Depth     int // the complete search's depth, or the error trace's length
+	// Violated names the invariant or property TLC reports violated, ""
+	// for none.
+	Violated string
+	// Trace lists the error trace's steps as TLC names them, quotes and
+	// spaces removed so that they read as Model.Describe's: Init, Post,
+	// Claim(p1), Abandon(p1,1).
+	Trace []string
+}
+
+// ParseTLCOutput reads the figures and the error trace from TLC's output.
+func ParseTLCOutput(out string) TLCOutcome {
+	var o TLCOutcome
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case !strings.HasPrefix(line, "Progress") && strings.Contains(line, " states generated, ") && strings.Contains(line, " distinct states found"):
+			fmt.Sscanf(line, "%d states generated, %d distinct states found", &o.Generated, &o.Distinct)
+		case strings.HasPrefix(line, "The depth of the complete state graph search is "):
+			if o.Violated == "" {
+				fmt.Sscanf(strings.TrimPrefix(line, "The depth of the complete state graph search is "), "%d", &o.Depth)
+			}
+		case strings.HasPrefix(line, "Error: Invariant ") && strings.HasSuffix(line, " is violated."):
+			o.Violated = strings.TrimSuffix(strings.TrimPrefix(line, "Error: Invariant "), " is violated.")
+		case strings.HasPrefix(line, "Error: Action property ") && strings.HasSuffix(line, " is violated."):
+			o.Violated = strings.TrimSuffix(strings.TrimPrefix(line, "Error: Action property "), " is violated.")
+		case strings.HasPrefix(line, "State ") && strings.Contains(line, ": <"):
+			name := line[strings.Index(line, ": <")+3:]
+			if i := strings.Index(name, " line "); i >= 0 {
+				name = name[:i]
+			}
+			name = strings.TrimSuffix(name, ">")
+			if name == "Initial predicate" {
+				name = "Init"
+			}
+			o.Trace = append(o.Trace, strings.NewReplacer(`"`, "", " ", "").Replace(name))
+		}
+	}
+	if o.Violated != "" {
+		o.Depth = len(o.Trace)
+	}
+	return o
+}
+
+func runTLC(ctx context.Context, jar, cfgPath, dir string, withDump bool) (string, TLCOutcome, error) {
 	tmp, err := os.MkdirTemp(dir, "tlcdump")
 	if err != nil {
-		return "", err
+		return "", TLCOutcome{}, err
 	}
 	specDir := filepath.Dir(cfgPath)
 	tlas, err := filepath.Glob(filepath.Join(specDir, "*.tla"))
 	if err != nil || len(tlas) == 0 {
-		return "", fmt.Errorf("no .tla beside %s", cfgPath)
+		return "", TLCOutcome{}, fmt.Errorf("no .tla beside %s", cfgPath)
 	}
 	for _, f := range append(tlas, cfgPath) {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return "", err
+			return "", TLCOutcome{}, err
 		}
 		if err := os.WriteFile(filepath.Join(tmp, filepath.Base(f)), b, 0o644); err != nil {
-			return "", err
+			return "", TLCOutcome{}, err
 		}
 	}
 	dump := filepath.Join(tmp, "states.dump")
@@ -447,9 +529,9 @@ func runTLC(ctx context.Context, jar, cfgPath, dir string, withDump bool) (strin
 	cmd.Dir = tmp
 	out, err := cmd.CombinedOutput()
 	if err != nil && !strings.Contains(string(out), "is violated") {
-		return "", fmt.Errorf("TLC: %v\n%s", err, tail(string(out), 20))
+		return "", TLCOutcome{}, fmt.Errorf("TLC: %v\n%s", err, tail(string(out), 20))
 	}
-	return dump, nil
+	return dump, ParseTLCOutput(string(out)), nil
 }
 
 func tail(s string, n int) string {

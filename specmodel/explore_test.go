@@ -238,6 +238,27 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
+func TestParseTLCOutput(t *testing.T) {
+	out := `Error: Invariant I1_ConsumedAtMostOnce is violated.
+Error: The behavior up to this point is:
+State 1: <Initial predicate>
+/\\ msgs = 0
+State 2: <Post line 95, col 5 to line 97, col 80 of module ThreadClaimLapse>
+State 3: <Abandon("p1", 1) line 101, col 5 to line 108, col 80 of module ThreadClaimLapse>
+1505 states generated, 497 distinct states found, 230 states left on queue.
+The depth of the complete state graph search is 9.
+`
+	o := ParseTLCOutput(out)
+	if o.Violated != InvConsumedAtMostOnce || o.Depth != 3 || o.Distinct != 497 || o.Generated != 1505 ||
+		strings.Join(o.Trace, " ") != "Init Post Abandon(p1,1)" {
+		t.Errorf("%+v", o)
+	}
+	o = ParseTLCOutput("1044027 states generated, 228049 distinct states found, 0 states left on queue.\nThe depth of the complete state graph search is 30.\n")
+	if o.Violated != "" || o.Depth != 30 || o.Distinct != 228049 {
+		t.Errorf("%+v", o)
+	}
+}
+
 // TestCompareDumpCatchesDifference: a dump that lacks one of the model's
 // states, or has one more, is reported with the state.
 func TestCompareDumpCatchesDifference(t *testing.T) {
@@ -295,16 +316,20 @@ func TestTLCStateForState(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			dump, err := DumpTLC(ctx, jar, f, t.TempDir())
+			dump, outcome, err := DumpTLC(ctx, jar, f, t.TempDir())
 			if err != nil {
 				t.Fatalf("running TLC (deadline 10 min): %v", err)
+			}
+			g0 := New(c).Explore()
+			for _, d := range CompareOutcome(g0, outcome) {
+				t.Error(d)
 			}
 			fh, err := os.Open(dump)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer fh.Close()
-			g := New(c).Explore()
+			g := g0
 			if v := g.Result().Violation; v != nil {
 				g = New(c).ExploreWith(Options{Continue: true, MaxDepth: v.Depth})
 			}
@@ -341,7 +366,7 @@ func BenchmarkTLCFenced(b *testing.B) {
 		b.Skip("TLA2TOOLS_JAR not set")
 	}
 	for b.Loop() {
-		if err := RunTLC(context.Background(), jar, "../spec/ThreadClaimLapse.cfg", b.TempDir()); err != nil {
+		if _, err := RunTLC(context.Background(), jar, "../spec/ThreadClaimLapse.cfg", b.TempDir()); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -70,7 +70,10 @@ type modelStep struct {
 }
 
 type tlcComparison struct {
-	States    int    `json:"states"`
+	States    int    `json:"states"` // distinct states in TLC's dump
+	Distinct  int    `json:"distinct"`
+	Violated  string `json:"violated,omitempty"`
+	Depth     int    `json:"depth"`
 	Equal     bool   `json:"equal"`
 	FirstDiff string `json:"first_difference,omitempty"`
 }
@@ -191,10 +194,15 @@ func printModelReport(w io.Writer, r modelReport) {
 		fmt.Fprintf(w, "  not checked (temporal): %s\n", strings.Join(r.Unchecked, ", "))
 	}
 	if r.TLC != nil {
+		tlcSays := "no violation"
+		if r.TLC.Violated != "" {
+			tlcSays = r.TLC.Violated + " violated"
+		}
+		fmt.Fprintf(w, "  TLC: %d distinct states, depth %d, %s\n", r.TLC.Distinct, r.TLC.Depth, tlcSays)
 		if r.TLC.Equal {
-			fmt.Fprintf(w, "  TLC's state set: %d states, equal to the model's, state for state\n", r.TLC.States)
+			fmt.Fprintf(w, "  TLC's state set (%d states dumped) equals the model's, state for state; same outcome\n", r.TLC.States)
 		} else {
-			fmt.Fprintf(w, "  TLC's state set (%d states) DIFFERS from the model's:\n%s\n", r.TLC.States, indent(r.TLC.FirstDiff, "    "))
+			fmt.Fprintf(w, "  TLC DIFFERS from the model (%d states dumped):\n%s\n", r.TLC.States, indent(r.TLC.FirstDiff, "    "))
 		}
 	}
 	expect := r.Expect
@@ -224,7 +232,7 @@ func compareTLC(ctx context.Context, jar, path string, c specmodel.Config) (*tlc
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	dump, err := specmodel.DumpTLC(ctx, jar, path, dir)
+	dump, outcome, err := specmodel.DumpTLC(ctx, jar, path, dir)
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +243,7 @@ func compareTLC(ctx context.Context, jar, path string, c specmodel.Config) (*tlc
 	defer f.Close()
 	m := specmodel.New(c)
 	g := m.Explore()
+	diffs := specmodel.CompareOutcome(g, outcome)
 	if v := g.Result().Violation; v != nil {
 		g = m.ExploreWith(specmodel.Options{Continue: true, MaxDepth: v.Depth})
 	}
@@ -242,5 +251,10 @@ func compareTLC(ctx context.Context, jar, path string, c specmodel.Config) (*tlc
 	if err != nil {
 		return nil, err
 	}
-	return &tlcComparison{States: cmp.TLCStates, Equal: cmp.Equal(), FirstDiff: cmp.FirstDiff}, nil
+	first := cmp.FirstDiff
+	if len(diffs) > 0 {
+		first = strings.TrimSpace(strings.Join(diffs, "\n") + "\n" + first)
+	}
+	return &tlcComparison{States: cmp.TLCStates, Distinct: outcome.Distinct, Violated: outcome.Violated, Depth: outcome.Depth,
+		Equal: cmp.Equal() && len(diffs) == 0, FirstDiff: first}, nil
 }
