@@ -284,9 +284,6 @@ func stripBlockComments(s string) (string, error) {
 // MaxRuns is the bound of Abandon's run parameter: MaxClaims * MaxMsgs.
 func (c Config) MaxRuns() int { return c.MaxClaims * c.MaxMsgs }
 
-// Fenced reports the spec's Fenced: both consuming writes are fenced.
-func (c Config) Fenced() bool { return c.FenceStart && c.FenceReply }
-
 // Unchecked returns the cfg's properties the model does not check: the
 // liveness ones (such as EveryPostConsumed). The reachable states are still
 // those of the safety part, which is what the model enumerates.
