@@ -132,7 +132,11 @@ func smallCfg(t *testing.T, file string) specmodel.Config {
 	}
 	// Every action and refusal appears with three claims and two messages
 	// (7,316 states fenced); the full cfg with CROSSCHECK_FULL=1.
-	if os.Getenv("CROSSCHECK_FULL") != "1" {
+	switch {
+	case os.Getenv("CROSSCHECK_FULL") == "1":
+	case raceEnabled:
+		c.MaxClaims, c.MaxMsgs = 2, 2
+	default:
 		c.MaxClaims, c.MaxMsgs = 3, 2
 	}
 	return c
