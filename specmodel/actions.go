@@ -33,6 +33,18 @@ type Model struct {
 	// the fences' conjuncts, named as the cfg's constants are
 	cStart, cReply, cStartOn, cReplyOn string
 	takeover                           bool // check NoLiveTakeover
+	// scratch, when set, is where actions build successors, reusing its
+	// slices: Explore's private copy of the model uses it, so that a
+	// successor costs no allocation until it is found new.
+	scratch *State
+}
+
+func (m *Model) clone(s *State) State {
+	if m.scratch == nil {
+		return s.Clone()
+	}
+	s.cloneInto(m.scratch)
+	return *m.scratch
 }
 
 // New returns the model of cfg.
@@ -180,7 +192,7 @@ func (m *Model) Post(s *State) Outcome {
 	if !(int(s.Msgs) < m.cfg.MaxMsgs) {
 		return refused(cMsgsBound)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Msgs++
 	return Outcome{Enabled: true, Next: n}
 }
@@ -193,7 +205,7 @@ func (m *Model) Lapse(s *State) Outcome {
 	case s.Lease.Expired:
 		return refused(cLeaseLive)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Lease.Expired = true
 	return Outcome{Enabled: true, Next: n}
 }
@@ -208,7 +220,7 @@ func (m *Model) Claim(s *State, p int) Outcome {
 	case !(s.Lease.Holder == 0 || s.Lease.Expired):
 		return refused(cLeaseFree)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Lease = Lease{Holder: s.NextHolder}
 	n.Procs[p].Hold = s.NextHolder
 	n.Procs[p].PC = Claimed
@@ -224,7 +236,7 @@ func (m *Model) Renew(s *State, p int) Outcome {
 	case !HasLease(s, p):
 		return refused(cHasLease)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Lease.Expired = false
 	return Outcome{Enabled: true, Next: n}
 }
@@ -234,7 +246,7 @@ func (m *Model) Release(s *State, p int) Outcome {
 	if s.Procs[p].PC != Claimed {
 		return refused(cPCClaimed)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	if HasLease(s, p) {
 		n.Lease = Lease{}
 	}
@@ -257,7 +269,7 @@ func (m *Model) Abandon(s *State, p, r int) Outcome {
 	case m.cfg.FenceAbandon && !HasLease(s, p):
 		return refused(cFenceAbandon)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Runs[r-1].State = Abandoned
 	n.LiveAbandoned = s.LiveAbandoned || s.Lease.Holder == s.Runs[r-1].Holder
 	return Outcome{Enabled: true, Next: n}
@@ -273,7 +285,7 @@ func (m *Model) AbandonFenced(s *State, p int) Outcome {
 	case HasLease(s, p):
 		return refused(cNotHasLease)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p].PC = Idle
 	n.Procs[p].Hold = 0
 	return Outcome{Enabled: true, Next: n}
@@ -311,7 +323,7 @@ func (m *Model) Plan(s *State, p int) Outcome {
 	case !(s.Taken < s.Msgs):
 		return refused(cUnconsumed)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	if q := OldestOpen(s); q != 0 {
 		n.Procs[p].Plan = Plan{Kind: PlanReply, Msg: s.Taken + 1, Req: uint8(q)}
 	} else {
@@ -333,7 +345,7 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 	case m.cfg.FenceStart && !HasLease(s, p):
 		return refused(m.cStart)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Runs = append(n.Runs, Run{Holder: pr.Hold, Prompt: pr.Plan.Msg, State: Active})
 	n.Taken = pr.Plan.Msg
 	n.Consumed[pr.Plan.Msg-1]++
@@ -364,7 +376,7 @@ func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct, onConjunct 
 	case HasLease(s, p):
 		return refused(cNotHasLease)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p].PC = Idle
 	n.Procs[p].Hold = 0
 	n.Procs[p].Plan = noPlan
@@ -385,7 +397,7 @@ func (m *Model) Reply(s *State, p int) Outcome {
 	case s.Reqs[pr.Plan.Req-1].State != Open:
 		return refused(cReqOpen)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Reqs[pr.Plan.Req-1].State = Answered
 	n.Reqs[pr.Plan.Req-1].Answer = pr.Plan.Msg
 	n.Taken = pr.Plan.Msg
@@ -406,7 +418,7 @@ func (m *Model) Ask(s *State, p int) Outcome {
 	case !(len(s.Reqs) < m.cfg.MaxAsks):
 		return refused(cAsksBound)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Reqs = append(n.Reqs, Req{Run: pr.Run, State: Open})
 	return Outcome{Enabled: true, Next: n}
 }
@@ -420,7 +432,7 @@ func (m *Model) RunEnd(s *State, p int) Outcome {
 	case s.Runs[pr.Run-1].State != Active:
 		return refused(cRunActive)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Runs[pr.Run-1].State = Ended
 	n.Procs[p].PC = Claimed
 	n.Procs[p].Run = 0
@@ -436,7 +448,7 @@ func (m *Model) EndRefused(s *State, p int) Outcome {
 	case s.Runs[pr.Run-1].State != Abandoned:
 		return refused(cRunAbandoned)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p].PC = Idle
 	n.Procs[p].Hold = 0
 	n.Procs[p].Run = 0
@@ -448,7 +460,7 @@ func (m *Model) Crash(s *State, p int) Outcome {
 	if s.Procs[p].PC == Idle {
 		return refused(cPCNotIdle)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p] = Proc{}
 	return Outcome{Enabled: true, Next: n}
 }

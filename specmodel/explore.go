@@ -92,6 +92,10 @@ func (m *Model) ExploreWith(o Options) *Graph {
 		}
 	}
 	steps := m.steps
+	// The successors are built in one scratch state: each is encoded (or
+	// checked) before the next is built.
+	mm := *m
+	mm.scratch = &State{}
 	var buf []byte
 	for i := 0; i < len(g.keys); i++ {
 		d := g.depth[i]
@@ -101,7 +105,7 @@ func (m *Model) ExploreWith(o Options) *Graph {
 		s := m.Decode(g.keys[i])
 		enabled := false
 		for si := range steps {
-			out := m.Do(&s, steps[si])
+			out := mm.Do(&s, steps[si])
 			if !out.Enabled {
 				continue
 			}
