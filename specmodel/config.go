@@ -31,7 +31,7 @@ type Config struct {
 
 	Specification string   // SPECIFICATION: Spec or LiveSpec
 	Invariants    []string // INVARIANTS, in the cfg's order
-	Properties    []string // PROPERTIES (temporal; the model does not check them)
+	Properties    []string // PROPERTIES: NoLiveTakeover is checked, liveness ones are not (Unchecked)
 	CheckDeadlock bool     // CHECK_DEADLOCK (TLC's default TRUE)
 	// Expect is the cfg's declared outcome, from its `\* expect:` comment:
 	// "ok", or "violation" followed by the invariants any of which may be
