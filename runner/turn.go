@@ -59,6 +59,11 @@ const (
 	StepOver     Step = "" // the turn is over
 )
 
+// Steps returns the steps a turn can take, in order (not StepOver).
+func Steps() []Step {
+	return []Step{StepClaim, StepPlan, StepAbandon, StepRunStart, StepReply, StepAgent, StepRunEnd, StepRelease}
+}
+
 // Turn is one claim on one thread, taken one step at a time: claim, abandon
 // what earlier claims left, plan, start a run (fenced) or answer a request
 // (fenced), run the agent, record the run's end (not fenced), plan again
@@ -79,6 +84,7 @@ type Turn struct {
 	outcome Outcome
 	err     error
 	span    trace.Span
+	mutant  mutant // a deliberate defect a test switched on; none in a deployment
 
 	mu       sync.Mutex // guards lost, stopping, over and cancel
 	lost     bool
@@ -272,6 +278,9 @@ func (t *Turn) stepAbandon(ctx context.Context) {
 
 func (t *Turn) stepRunStart(ctx context.Context) {
 	id, err := t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
+		id, err = t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.handle.finish(err)
@@ -291,6 +300,9 @@ func (t *Turn) stepRunStart(ctx context.Context) {
 
 func (t *Turn) stepReply(ctx context.Context) {
 	err := t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
+		err = t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.refused(ctx, "answer", err)

@@ -358,14 +358,10 @@ func (t *threadState) oldestOpen() int64 {
 }
 
 // isRead says whether an action's line is a read: it carries the version
-// it saw. Release is both (see Step).
+// it saw (the action table's LineRead). Release is both (see Step).
 func isRead(a core.Action) bool {
-	switch a {
-	case core.ActionPlan, core.ActionStartFenced, core.ActionReplyFenced,
-		core.ActionAbandonFenced, core.ActionEndRefused, core.ActionCrash:
-		return true
-	}
-	return false
+	info, _ := core.Info(a)
+	return info.Line == core.LineRead
 }
 
 // guard collects the conjuncts of a guard that fail.

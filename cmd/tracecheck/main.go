@@ -11,11 +11,14 @@
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
 //	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
 //	tracecheck worker [flags]       one runner process of a fleet
+//	tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 //
 // Exit codes: 0 every check passed; 1 a check failed (a broken invariant,
 // a trace no spec action explains, a history that is not linearizable;
-// `run -unfenced` exits 1 when it catches the mutant, as it must); 2 bad
-// usage or unreadable input; 3 inconclusive (porcupine timed out).
+// with -unfenced, the mutant was caught, as it must be); 2 bad usage or
+// bad input (malformed, unreadable or empty); 3 inconclusive (porcupine
+// timed out); 4 could not run (storage unreachable, a deadline passed); 5
+// with -unfenced, the mutant survived: no check caught it.
 package main
 
 import (
@@ -32,6 +35,8 @@ const (
 	exitFailed       = 1
 	exitUsage        = 2
 	exitInconclusive = 3
+	exitCouldNotRun  = 4
+	exitSurvived     = 5
 )
 
 // usageError is bad usage: exit 2 with the subcommand's usage.
@@ -55,12 +60,15 @@ Usage:
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
   tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
   tracecheck worker [flags]       one runner process of a fleet
+  tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
-Exit codes: 0 every check passed; 1 a check failed (run -unfenced exits 1
-when it catches the mutant, as it must); 2 bad usage or unreadable input;
-3 inconclusive (porcupine timed out).
+Exit codes: 0 every check passed; 1 a check failed (with -unfenced: the
+mutant was caught, as it must be); 2 bad usage or bad input (malformed,
+unreadable, empty); 3 inconclusive (porcupine timed out); 4 could not run
+(storage unreachable, a deadline passed); 5 with -unfenced: the mutant
+survived, no check caught it.
 `
 
 func main() {
@@ -87,6 +95,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdFleet(ctx, args[1:], stdout, stderr)
 	case "worker":
 		err = cmdWorker(ctx, args[1:], stdout, stderr)
+	case "tlc":
+		err = cmdTLC(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "tracecheck: unknown command %q\n\n%s", args[0], mainUsage)
 		return exitUsage
@@ -105,7 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, f.msg)
 		return f.code
 	default:
+		// Not a check's verdict nor bad usage: the command could not run.
 		fmt.Fprintf(stderr, "tracecheck %s: %v\n", args[0], err)
-		return exitUsage
+		return exitCouldNotRun
 	}
 }
