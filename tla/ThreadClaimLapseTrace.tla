@@ -71,13 +71,14 @@ TraceMaxAsks   == TraceStats.asks
 TraceMaxRuns   == TraceStats.runs
 
 \* The fences the traces are held to: all on, unless TRACE_FENCES names the
-\* ones that stay on ("start reply abandon", or "none" for none).  With a
+\* ones that stay on ("start reply abandon"; "none" for none; unset or empty
+\* for all).  With a
 \* fence off, a trace from code without it gets past the guard and must
 \* break an invariant instead.
 FenceOn(name) ==
-    LET f == Env("TRACE_FENCES", "start reply abandon")
-    IN \E i \in 1..(Len(f) - Len(name) + 1) :
-          /\ SubSeq(f, i, i + Len(name) - 1) = name
+    LET f == Env("TRACE_FENCES", "")
+    IN \/ f = ""
+       \/ \E i \in 1..(Len(f) - Len(name) + 1) : SubSeq(f, i, i + Len(name) - 1) = name
 TraceFenceStart   == FenceOn("start")
 TraceFenceReply   == FenceOn("reply")
 TraceFenceAbandon == FenceOn("abandon")
