@@ -22,9 +22,23 @@ const ttl = 10 * time.Second
 // shows both waiting on the fenced write's backend; they go on only once
 // it commits, so the run started under the claim is ordered before the
 // next claim.
+//
+// A speculating write (the default) takes those locks with its check, in
+// the round trip that carries its statements and COMMIT; the hook sends
+// its first round trip early (a read of the log) so that the test can act
+// while the write holds them.
 func TestAcquireWaitsForFencedWrite(t *testing.T) {
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			testAcquireWaitsForFencedWrite(t, m.opts)
+		})
+	}
+}
+
+func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := newStoreWith(t, opts)
 	h := &hooked{Storage: s}
 	a, b := newProc(h, "a"), newProc(s, "b")
 	id := core.ThreadID("t")
@@ -38,7 +52,9 @@ func TestAcquireWaitsForFencedWrite(t *testing.T) {
 	paused, resume := make(chan uint32), make(chan struct{})
 	release := sync.OnceFunc(func() { close(resume) })
 	t.Cleanup(release) // a failing test lets the paused transaction end
-	h.afterHoldsLease = func(_ context.Context, tx core.Transaction) {
+	h.afterHoldsLease = func(ctx context.Context, tx core.Transaction) {
+		_, err := tx.Events(ctx, id) // a round trip: the speculating write's check takes its locks
+		require.NoError(t, err)
 		paused <- backendPID(tx)
 		<-resume
 	}
@@ -106,10 +122,21 @@ func TestAcquireWaitsForFencedWrite(t *testing.T) {
 }
 
 // A fenced write waits for an acquire that locked the lease first, and
-// is then refused: the same lock, the other way round.
+// is then refused: the same lock, the other way round. A speculating
+// fenced write waits in its check, which then fails, and the write, run
+// again with locking reads, is refused.
 func TestFencedWriteWaitsForAcquire(t *testing.T) {
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			testFencedWriteWaitsForAcquire(t, m.opts)
+		})
+	}
+}
+
+func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 	ctx := context.Background()
-	s := newStore(t)
+	s := newStoreWith(t, opts)
 	a, b := newProc(s, "a"), newProc(s, "b")
 	id := core.ThreadID("t")
 	require.NoError(t, a.ws.CreateThread(ctx, id))
@@ -141,6 +168,9 @@ func TestFencedWriteWaitsForAcquire(t *testing.T) {
 				return err
 			}
 			if err := tx.PutLease(ctx, core.Lease{Key: string(id), Holder: "hb", ExpiresAt: b.clock.Now().Add(ttl)}); err != nil {
+				return err
+			}
+			if _, err := tx.Events(ctx, id); err != nil { // a round trip: the locks are taken
 				return err
 			}
 			paused <- backendPID(tx)

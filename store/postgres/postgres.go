@@ -34,6 +34,15 @@ type Options struct {
 	// deployment has no use for it; a many-process trace validation does,
 	// since a process killed after its commit never writes its own line.
 	KeepTrace bool
+
+	// LockingReads makes every write transaction lock the rows it reads
+	// with its first round trip, and decide from what the server sent
+	// back: two round trips for a write. Default off: while this Store
+	// holds a thread's lease, a write decides from the cached state and
+	// sends the check that the thread is unchanged with the write itself,
+	// one round trip (see the package comment). Either way the same
+	// writes commit.
+	LockingReads bool
 }
 
 const maxSchemaLen = 55
@@ -63,19 +72,11 @@ type Store struct {
 	q       queries
 
 	keepTrace bool
+	speculate bool // a write may decide from the cache (not LockingReads)
 
 	mu       sync.Mutex
-	cache    map[core.ThreadID]cachedThread
+	cache    map[core.ThreadID]*cacheEntry
 	cacheCap int
-}
-
-// cachedThread is a thread's state folded through its first n events, as
-// a committed transaction left it. The state is never modified: a
-// transaction that uses it folds into a clone.
-type cachedThread struct {
-	created int64 // the row's identity, so a re-created thread is not mistaken
-	n       int64
-	state   *core.Thread
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
@@ -107,9 +108,10 @@ func open(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error
 		schema:    opts.Schema,
 		channel:   opts.Schema + ".posted",
 		q:         newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
-		cache:     map[core.ThreadID]cachedThread{},
+		cache:     map[core.ThreadID]*cacheEntry{},
 		cacheCap:  max(opts.CachedThreads, 0),
 		keepTrace: opts.KeepTrace,
+		speculate: !opts.LockingReads && opts.CachedThreads > 0,
 	}, nil
 }
 
@@ -161,7 +163,27 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 	// Release destroys a connection left inside a transaction or broken,
 	// which also ends the transaction on the server.
 	defer conn.Release()
-	t := &txn{s: s, conn: conn.Conn(), readOnly: readOnly, threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+	speculate := s.speculate && !readOnly
+	for {
+		t := &txn{s: s, conn: conn.Conn(), readOnly: readOnly, speculate: speculate,
+			threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+		err := t.attempt(ctx, fn)
+		if speculate && t.retry(err) {
+			// What fn read from the cache was stale, and nothing of it
+			// was kept: run fn again, reading from the server.
+			s.distrust(t.assumed)
+			speculate = false
+			continue
+		}
+		if err == nil {
+			s.remember(t)
+		}
+		return err
+	}
+}
+
+// attempt runs fn in t and commits.
+func (t *txn) attempt(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
 	if err := fn(ctx, t); err != nil {
 		t.rollback(ctx)
 		return err
@@ -170,11 +192,7 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 		t.rollback(ctx)
 		return fmt.Errorf("postgres: a statement of the transaction failed: %w", t.err)
 	}
-	if err := t.commit(ctx); err != nil {
-		return err
-	}
-	s.remember(t)
-	return nil
+	return t.commit(ctx)
 }
 
 // commitError classifies an error from the round trip that carried
@@ -186,12 +204,25 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 func commitError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Severity == "ERROR" {
+		if reused := holderReused(pgErr); reused != nil {
+			return reused
+		}
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
 	if pgconn.SafeToRetry(err) {
 		return fmt.Errorf("postgres: commit not sent: %w", err)
 	}
 	return fmt.Errorf("postgres: %w: %w", core.ErrCommitUnknown, err)
+}
+
+// holderReused returns core.ErrHolderReused, wrapped, when pgErr is the
+// holders table refusing a holder's second acquire (migration 0005).
+func holderReused(pgErr *pgconn.PgError) error {
+	const uniqueViolation = "23505"
+	if pgErr.Code != uniqueViolation || pgErr.ConstraintName != "holders_pkey" {
+		return nil
+	}
+	return fmt.Errorf("postgres: %s: %w", pgErr.Detail, core.ErrHolderReused)
 }
 
 // remember keeps the thread states a committed transaction left, for the
@@ -203,24 +234,43 @@ func (s *Store) remember(t *txn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, th := range t.threads {
-		if old, ok := s.cache[id]; ok && old.created == th.created && old.n > th.n {
+		old, had := s.cache[id]
+		if had && old.created == th.created && old.state.Version > th.state.Version {
 			continue // a later transaction already left a newer state
 		}
-		if _, ok := s.cache[id]; !ok && len(s.cache) >= s.cacheCap {
+		l, known := t.leases[string(id)]
+		e := th.entry(l, known)
+		if had && e == old {
+			continue
+		}
+		if !had && len(s.cache) >= s.cacheCap {
 			for victim := range s.cache { // evict one, arbitrarily
 				delete(s.cache, victim)
 				break
 			}
 		}
-		s.cache[id] = cachedThread{created: th.created, n: th.n, state: th.state}
+		s.cache[id] = e
 	}
 }
 
-func (s *Store) cached(id core.ThreadID) (cachedThread, bool) {
+// distrust keeps the cache from speculating again on threads whose check
+// failed, until a transaction that read them from the server commits.
+func (s *Store) distrust(as []assumption) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.cache[id]
-	return c, ok
+	for _, a := range as {
+		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease {
+			c := *e
+			c.ownLease = false
+			s.cache[core.ThreadID(a.id)] = &c
+		}
+	}
+}
+
+func (s *Store) cached(id core.ThreadID) *cacheEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache[id]
 }
 
 // queries are the Store's statements, with the schema's name quoted in.
@@ -231,6 +281,7 @@ type queries struct {
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
 	insertTrace, traceLines, pending              string
+	unchanged, acquired                           string
 }
 
 func newQueries(schema string) queries {
@@ -255,6 +306,8 @@ func newQueries(schema string) queries {
 		insertTrace: f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
 		traceLines:  f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
 		pending:     fmt.Sprintf(pendingQuery, schema),
+		unchanged:   f(`SELECT %s.unchanged($1, $2, $3, $4, $5, $6)`),
+		acquired:    f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 	}
 }
 

@@ -93,6 +93,27 @@ func newStore(tb testing.TB) *Store {
 	return openStore(tb, poolConfig(tb, randomName("tc_")), testSchema(tb))
 }
 
+// newStoreWith opens a Store with opts on a fresh schema of its own.
+func newStoreWith(tb testing.TB, opts Options) *Store {
+	tb.Helper()
+	opts.Schema = testSchema(tb)
+	s, err := open(context.Background(), poolConfig(tb, randomName("tc_")), opts)
+	require.NoError(tb, err)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// readModes are the two ways a write transaction reads: speculating from
+// the cache while the Store holds the lease (the default), and locking
+// every row it reads with its first round trip.
+var readModes = []struct {
+	name string
+	opts Options
+}{
+	{"reads=speculative", Options{}},
+	{"reads=locking", Options{LockingReads: true}},
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) core.Storage { return newStore(t) })
 }

@@ -18,6 +18,12 @@ import (
 // reads that came first, so nothing another transaction does can make
 // them fail in between, and the transaction reads its own writes from the
 // states it holds.
+//
+// A speculating transaction reads a thread from the Store's cache without
+// a round trip, when the cache holds the thread under a lease this Store
+// wrote (see assumption), and sends the check that the thread is
+// unchanged in front of whatever it sends first: with COMMIT, for a
+// write that reads nothing else, so the whole write is one round trip.
 type txn struct {
 	s     *Store
 	conn  *pgx.Conn
@@ -25,11 +31,31 @@ type txn struct {
 	// readOnly: a View's transaction, REPEATABLE READ READ ONLY, reading
 	// without FOR UPDATE.
 	readOnly bool
-	pending  []statement
-	threads  map[core.ThreadID]*txThread // locked by this transaction
-	leases   map[string]core.Lease       // locked (or seen absent) by this transaction
-	err      error                       // the first failure: the transaction is lost
+	// speculate: threads may be read from the cache until the first
+	// round trip.
+	speculate bool
+	assumed   []assumption // threads read from the cache, checked by the first round trip
+	conflict  bool         // that check failed: the transaction is lost, and is run again without speculating
+	pending   []statement
+	threads   map[core.ThreadID]*txThread // locked by this transaction
+	leases    map[string]core.Lease       // locked (or seen absent) by this transaction
+	err       error                       // the first failure: the transaction is lost
 }
+
+// assumption is a thread as the Store's cache holds it, which a
+// speculating transaction decided on. The unchanged() check (migration
+// 0004) locks the thread's row and its lease's row and fails unless they
+// still match: then every decision made from the cache is the decision
+// the locking reads would have led to, at the moment of the check.
+type assumption struct {
+	id               string
+	created, version int64
+	events           int64
+	lease            core.Lease
+}
+
+// conflictCode is the SQLSTATE unchanged() raises.
+const conflictCode = "TC001"
 
 var _ core.Transaction = (*txn)(nil)
 
@@ -38,16 +64,25 @@ type statement struct {
 	args []any
 }
 
-// txThread is a thread whose row this transaction has locked.
+// txThread is a thread whose row this transaction has locked (or, when
+// speculating, will lock with its check).
 type txThread struct {
 	created int64
 	n       int64 // events in the log, this transaction's included
 	state   *core.Thread
-	dirty   bool // version, taken or the log changed: the row needs its UPDATE
+	// base is the cache entry state was taken from, nil when state was
+	// built by this transaction. While base is set, state's header and
+	// slices may be base's: they are copied before they change (cow).
+	base *cacheEntry
+	cow  cow
+	// ownLease: this Store wrote the thread's lease for its holder (a
+	// PutLease of this transaction, or of the entry it came from).
+	ownLease bool
+	dirty    bool // version, taken or the log changed: the row needs its UPDATE
 }
 
-// batch starts a round trip: BEGIN if the transaction has not begun, then
-// the queued writes.
+// batch starts a round trip: BEGIN if the transaction has not begun, with
+// the check of what it assumed, then the queued writes.
 func (t *txn) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	if !t.begun {
@@ -55,6 +90,9 @@ func (t *txn) batch() *pgx.Batch {
 			b.Queue("begin isolation level repeatable read read only")
 		} else {
 			b.Queue("begin")
+		}
+		for _, a := range t.assumed {
+			b.Queue(t.s.q.unchanged, a.id, a.created, a.version, a.events, string(a.lease.Holder), a.lease.ExpiresAt)
 		}
 	}
 	for _, st := range t.pending {
@@ -75,22 +113,46 @@ func (t *txn) batch() *pgx.Batch {
 func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
 	t.begun = true
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
-		t.err = fmt.Errorf("postgres: %w", err)
+		t.noteConflict(err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && holderReused(pgErr) != nil {
+			t.err = holderReused(pgErr)
+		} else {
+			t.err = fmt.Errorf("postgres: %w", err)
+		}
 		return t.err
 	}
 	return nil
 }
 
+// noteConflict records that err is the check of a speculating
+// transaction's assumptions failing.
+func (t *txn) noteConflict(err error) {
+	var pgErr *pgconn.PgError
+	if len(t.assumed) > 0 && errors.As(err, &pgErr) && pgErr.Code == conflictCode {
+		t.conflict = true
+	}
+}
+
+// retry reports whether the attempt that ended with err must be run again
+// without speculating: its check failed, or fn returned an error decided
+// from the cache before anything was sent.
+func (t *txn) retry(err error) bool {
+	return err != nil && len(t.assumed) > 0 && (t.conflict || !t.begun)
+}
+
 func (t *txn) queue(sql string, args ...any) { t.pending = append(t.pending, statement{sql, args}) }
 
 func (t *txn) commit(ctx context.Context) error {
-	if !t.begun {
+	if !t.begun && len(t.assumed) == 0 && len(t.pending) == 0 {
 		return nil // fn read and wrote nothing
 	}
 	b := t.batch()
+	t.begun = true
 	var tag pgconn.CommandTag
 	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		t.noteConflict(err)
 		err = commitError(err)
 		if !errors.Is(err, core.ErrCommitUnknown) {
 			t.rollback(ctx)
@@ -127,9 +189,19 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
-	c, hasCache := t.s.cached(id)
+	c := t.s.cached(id)
+	key := string(id)
+	if c != nil && t.speculate && !t.begun && c.ownLease {
+		if _, seen := t.leases[key]; !seen {
+			th := &txThread{created: c.created, n: c.n, state: c.state, base: c, cow: c.cow, ownLease: true}
+			t.threads[id] = th
+			t.leases[key] = c.lease
+			t.assumed = append(t.assumed, assumption{id: key, created: c.created, version: int64(c.state.Version), events: c.n, lease: c.lease})
+			return th, nil
+		}
+	}
 	var after int64
-	if hasCache {
+	if c != nil {
 		after = c.n
 	}
 	b := t.batch()
@@ -149,7 +221,6 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		row.found = err == nil
 		return err
 	})
-	key := string(id)
 	if _, ok := t.leases[key]; !ok {
 		t.queueLockLease(b, key)
 	}
@@ -166,8 +237,9 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		return nil, nil
 	}
 	th := &txThread{created: row.created}
-	if hasCache && c.created == row.created {
-		th.state, th.n = c.state.Clone(), c.n
+	if c != nil && c.created == row.created {
+		th.state, th.n, th.base, th.cow = c.state, c.n, c, c.cow
+		th.ownLease = c.ownLease && t.leases[key].Holder == c.lease.Holder && c.lease.Holder != ""
 	} else {
 		th.state = core.NewThread(id)
 		if after > 0 { // the cache knew another thread of that id: read its whole log
@@ -185,10 +257,13 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		if err := th.state.Check(ev); err != nil {
 			return nil, t.corrupt(fmt.Errorf("thread %q: event %d does not apply: %w", id, e.seq, err))
 		}
-		th.state.Apply(ev)
+		th.apply(ev)
 		th.n++
 	}
-	th.state.Version, th.state.Taken = uint64(row.version), core.Seq(row.taken)
+	if th.state.Version != uint64(row.version) || th.state.Taken != core.Seq(row.taken) {
+		th.header()
+		th.state.Version, th.state.Taken = uint64(row.version), core.Seq(row.taken)
+	}
 	t.threads[id] = th
 	return th, nil
 }
@@ -346,6 +421,7 @@ func (t *txn) Bump(ctx context.Context, id core.ThreadID) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	th.header()
 	th.state.Version++
 	th.dirty = true
 	return th.state.Version, nil
@@ -374,7 +450,7 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 		}
 		t.queue(t.s.q.notify, t.s.channel, payload)
 	}
-	th.state.Apply(ev)
+	th.apply(ev)
 	th.n = seq
 	th.dirty = true
 	return nil
@@ -385,6 +461,7 @@ func (t *txn) SaveTaken(ctx context.Context, id core.ThreadID, taken core.Seq) e
 	if err != nil {
 		return err
 	}
+	th.header()
 	th.state.Taken = taken
 	th.dirty = true
 	return nil
@@ -410,8 +487,15 @@ func (t *txn) PutLease(ctx context.Context, l core.Lease) error {
 		return err
 	}
 	l.ExpiresAt = leaseExpiry(l.ExpiresAt)
+	if t.leases[l.Key].Holder != l.Holder {
+		// An acquire: the holders table refuses a holder's second one.
+		t.queue(t.s.q.acquired, l.Key, string(l.Holder))
+	}
 	t.queue(t.s.q.putLease, l.Key, string(l.Holder), l.ExpiresAt)
 	t.leases[l.Key] = l
+	if th, ok := t.threads[core.ThreadID(l.Key)]; ok {
+		th.ownLease = true
+	}
 	return nil
 }
 
@@ -421,6 +505,9 @@ func (t *txn) DeleteLease(ctx context.Context, key string) error {
 	}
 	t.queue(t.s.q.deleteLease, key)
 	t.leases[key] = core.Lease{}
+	if th, ok := t.threads[core.ThreadID(key)]; ok {
+		th.ownLease = false
+	}
 	return nil
 }
 

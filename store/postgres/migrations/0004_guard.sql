@@ -1,0 +1,31 @@
+-- 0004: the check that lets a write be sent in one round trip. A Store
+-- that knows a thread's state from its own last transaction on it (its
+-- cache) decides the write from that state without asking the server,
+-- and sends the write with this check in front of it, in the same
+-- pipeline as BEGIN and COMMIT. The check locks the thread's row and its
+-- lease's row, in the order every write locks them, and raises
+-- SQLSTATE TC001 unless both still are what the Store assumed: the same
+-- thread (created), at the same version, with the same number of events,
+-- under the same lease. The error aborts the transaction before any of
+-- the write's statements runs, and the Store runs the write again with
+-- locking reads. A write that passes the check is exactly the write the
+-- locking path would have made, at the moment of the check.
+CREATE FUNCTION unchanged(p_thread text, p_created bigint, p_version bigint, p_events bigint,
+                          p_holder text, p_expires timestamptz)
+RETURNS void LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+	c bigint;
+	v bigint;
+	h text;
+	e timestamptz;
+	n bigint;
+BEGIN
+	SELECT created, version INTO c, v FROM threads WHERE id = p_thread FOR UPDATE;
+	SELECT holder, expires_at INTO h, e FROM leases WHERE key = p_thread FOR UPDATE;
+	SELECT coalesce(max(seq), 0) INTO n FROM events WHERE thread_id = p_thread;
+	IF c IS DISTINCT FROM p_created OR v IS DISTINCT FROM p_version OR n <> p_events
+	   OR coalesce(h, '') <> p_holder OR (h IS NOT NULL AND e <> p_expires) THEN
+		RAISE EXCEPTION 'thread % changed since this process last wrote it', p_thread
+			USING ERRCODE = 'TC001';
+	END IF;
+END $$;
