@@ -51,7 +51,7 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 	look := admin(t)
 	events0, messages0, version0, taken0 := rowCounts(t, look, s.Schema(), id)
 
-	h.afterAppend = func(ctx context.Context, tx core.Transaction) {
+	h.AfterAppend = func(ctx context.Context, tx core.Transaction) {
 		// Send the queued writes: the server now holds the event, in the
 		// open transaction, which reads it back.
 		evs, err := tx.Events(ctx, id)
@@ -171,7 +171,7 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 	require.NoError(t, err)
 
 	// After Append, RunStart sends nothing until the COMMIT round trip.
-	h.afterAppend = func(context.Context, core.Transaction) { armed.Store(true) }
+	h.AfterAppend = func(context.Context, core.Transaction) { armed.Store(true) }
 	_, err = a.ws.RunStart(ctx, ca, 1)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	t.Logf("RunStart whose COMMIT reply was lost: %v", err)

@@ -52,7 +52,7 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	paused, resume := make(chan uint32), make(chan struct{})
 	release := sync.OnceFunc(func() { close(resume) })
 	t.Cleanup(release) // a failing test lets the paused transaction end
-	h.afterHoldsLease = func(ctx context.Context, tx core.Transaction) {
+	h.AfterHoldsLease = func(ctx context.Context, tx core.Transaction) {
 		_, err := tx.Events(ctx, id) // a round trip: the speculating write's check takes its locks
 		require.NoError(t, err)
 		paused <- backendPID(tx)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,52 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
-// hooked is a core.Storage whose transactions call a test's hooks after
-// HoldsLease and after Append, so a test can act while a real transaction
-// on the real server is at that point. Each hook runs once.
-type hooked struct {
-	core.Storage
-	mu              sync.Mutex
-	afterHoldsLease func(ctx context.Context, tx core.Transaction)
-	afterAppend     func(ctx context.Context, tx core.Transaction)
-}
-
-func (h *hooked) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
-	return h.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		return fn(ctx, hookedTx{tx, h})
-	})
-}
-
-func (h *hooked) take(f *func(context.Context, core.Transaction)) func(context.Context, core.Transaction) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g := *f
-	*f = nil
-	return g
-}
-
-type hookedTx struct {
-	core.Transaction
-	h *hooked
-}
-
-func (x hookedTx) HoldsLease(ctx context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
-	held, l, err := x.Transaction.HoldsLease(ctx, key, holder)
-	if f := x.h.take(&x.h.afterHoldsLease); f != nil && err == nil {
-		f(ctx, x.Transaction)
-	}
-	return held, l, err
-}
-
-func (x hookedTx) Append(ctx context.Context, id core.ThreadID, ev core.Event) error {
-	err := x.Transaction.Append(ctx, id, ev)
-	if f := x.h.take(&x.h.afterAppend); f != nil && err == nil {
-		f(ctx, x.Transaction)
-	}
-	return err
-}
+// hooked is the conformance suite's hooked storage: a test acts while a
+// real transaction on the real server is at a hook's point.
+type hooked = storetest.Hooked
 
 // backendPID is the server process serving tx.
 func backendPID(tx core.Transaction) uint32 { return tx.(*txn).conn.PgConn().PID() }

@@ -102,11 +102,23 @@ func (t *txn) batch() *pgx.Batch {
 	for id, th := range t.threads {
 		if th.dirty {
 			b.Queue(t.s.q.saveThread, string(id), int64(th.state.Version), int64(th.state.Taken),
-				int64(th.state.Last()), int64(len(th.state.ActiveRuns())))
+				int64(th.state.Last()), activeRuns(th.state))
 			th.dirty = false
 		}
 	}
 	return b
+}
+
+// activeRuns counts the thread's active runs, without the slice
+// ActiveRuns would allocate.
+func activeRuns(t *core.Thread) int64 {
+	var n int64
+	for i := range t.Runs {
+		if t.Runs[i].State == core.StateActive {
+			n++
+		}
+	}
+	return n
 }
 
 // send runs b. A failure loses the transaction: every later call returns it.

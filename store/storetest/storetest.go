@@ -1,7 +1,8 @@
 // Package storetest is the conformance suite every core.Storage passes:
 // the same tests run against the in-memory storage and PostgreSQL. A
 // storage's test calls Run with a constructor that returns an empty
-// storage for each test.
+// storage for each test. The tests run in parallel, each on its own
+// storage.
 package storetest
 
 import (
@@ -45,9 +46,16 @@ func Run(t *testing.T, newStorage Factory) {
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
 		{"VersionCountsWrites", testVersionCountsWrites},
 		{"PendingThreads", testPendingThreads},
+		{"HolderReused", testHolderReused},
+		{"ReuseHolderRefused", testReuseHolderRefused},
+		{"AcquireWaitsForFencedWrite", testAcquireWaitsForFencedWrite},
+		{"ViewReadsCommitted", testViewReadsCommitted},
+		{"ViewRefusesWrites", testViewRefusesWrites},
+		{"TraceLogKeepsCommittedWrites", testTraceLog},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each test has a storage of its own
 			tt.fn(t, newStorage(t))
 		})
 	}
@@ -60,9 +68,9 @@ type proc struct {
 	ws      *core.Workspace
 }
 
-func newProc(s core.Storage, name string, skew time.Duration) *proc {
+func newProc(s core.Storage, name string, skew time.Duration, opts ...core.Option) *proc {
 	c := simclock.New(epoch.Add(skew))
-	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, core.WithProcess(name))}
+	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name)}, opts...)...)}
 }
 
 func newThread(t *testing.T, p *proc, msgs ...string) core.ThreadID {
