@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -91,6 +92,31 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 }
 
 func open(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
+	cfg.ConnConfig.BuildContextWatcherHandler = cancelRequest
+	return openPool(ctx, cfg, opts)
+}
+
+// cancelRequest is what a connection does when the context of a statement
+// in flight ends: it asks the server to cancel the statement (a cancel
+// request on a connection of its own), and gives the server cancelWait
+// to answer before it closes the connection. The backend stops waiting
+// (for a row lock, say) at once, and the statement fails with an ERROR
+// the client reads, so a round trip that carried COMMIT and was cancelled
+// in a lock wait is known to have rolled back, and the connection is
+// kept. pgx's default closes the connection at once (sending a cancel
+// request on its way out): the client then cannot tell whether COMMIT
+// ran, and reports core.ErrCommitUnknown for a write that never got its
+// lock.
+func cancelRequest(c *pgconn.PgConn) ctxwatch.Handler {
+	return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
+}
+
+// cancelWait is how long a cancelled statement's connection waits for the
+// server's answer to the cancel request before it is closed.
+const cancelWait = 5 * time.Second
+
+// openPool opens a Store on cfg as it is.
+func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)

@@ -23,7 +23,9 @@ const WaitLimit = 30 * time.Second
 // never from how long anything took.
 const explore = 200 * time.Millisecond
 
-func await[T any](ch <-chan T, what string) (T, error) {
+// Await receives from ch, or gives up after WaitLimit with an error that
+// names what it waited for.
+func Await[T any](ch <-chan T, what string) (T, error) {
 	select {
 	case v := <-ch:
 		return v, nil
@@ -95,7 +97,7 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 		_, err := a.ws.RunStart(ctx, ca, 1)
 		aDone <- err
 	}()
-	if _, err := await(paused, "a's RunStart to read the lease in its transaction"); err != nil {
+	if _, err := Await(paused, "a's RunStart to read the lease in its transaction"); err != nil {
 		return err
 	}
 	entered := make(chan struct{})
@@ -105,7 +107,7 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 		_, err := b.ws.Claim(ctx, id, "hb", ttl)
 		bDone <- err
 	}()
-	if _, err := await(entered, "b's Claim to start its transaction"); err != nil {
+	if _, err := Await(entered, "b's Claim to start its transaction"); err != nil {
 		return err
 	}
 	var bErr error
@@ -116,12 +118,12 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 	case <-time.After(explore):
 	}
 	release()
-	aErr, err := await(aDone, "a's RunStart to return once let go")
+	aErr, err := Await(aDone, "a's RunStart to return once let go")
 	if err != nil {
 		return err
 	}
 	if !bFirst {
-		if bErr, err = await(bDone, "b's Claim to return once a's RunStart returned"); err != nil {
+		if bErr, err = Await(bDone, "b's Claim to return once a's RunStart returned"); err != nil {
 			return err
 		}
 	}

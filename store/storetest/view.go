@@ -45,7 +45,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 		_, err := a.ws.RunStart(ctx, ca, 1)
 		aDone <- err
 	}()
-	_, err = await(paused, "a's RunStart to read the lease in its transaction")
+	_, err = Await(paused, "a's RunStart to read the lease in its transaction")
 	require.NoError(t, err)
 
 	// Were these to wait for a's write, which waits for the test, the
@@ -66,7 +66,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	require.Equal(t, []core.ThreadID{id}, pending)
 
 	release()
-	err, werr := await(aDone, "a's RunStart to return once let go")
+	err, werr := Await(aDone, "a's RunStart to return once let go")
 	require.NoError(t, werr)
 	require.NoError(t, err)
 	th, err = b.ws.Thread(ctx, id)
