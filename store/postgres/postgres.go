@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -78,6 +79,16 @@ type Store struct {
 	mu       sync.Mutex
 	cache    map[core.ThreadID]*cacheEntry
 	cacheCap int
+
+	stats stats
+}
+
+// stats counts what the Store asked of the server, for the benchmarks'
+// per-message figures.
+type stats struct {
+	roundTrips   atomic.Int64 // batches sent and waited for
+	transactions atomic.Int64 // transactions attempted (a retried one counts twice), and polls
+	conflicts    atomic.Int64 // speculating transactions whose check failed
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
@@ -189,11 +200,15 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 	// Release destroys a connection left inside a transaction or broken,
 	// which also ends the transaction on the server.
 	defer conn.Release()
-	speculate := s.speculate && !readOnly
+	speculate := s.speculate
 	for {
-		t := &txn{s: s, conn: conn.Conn(), readOnly: readOnly, speculate: speculate,
+		t := &txn{s: s, conn: conn.Conn(), readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
 			threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
 		err := t.attempt(ctx, fn)
+		s.stats.transactions.Add(1)
+		if t.conflict {
+			s.stats.conflicts.Add(1)
+		}
 		if speculate && t.retry(err) {
 			// What fn read from the cache was stale, and nothing of it
 			// was kept: run fn again, reading from the server.

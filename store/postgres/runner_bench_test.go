@@ -70,7 +70,33 @@ type benchRunners struct {
 	poster  *core.Workspace
 	threads []core.ThreadID
 	probes  []*probe
+	stores  []*Store // the runners'
+	posterS *Store
 	stop    func() // stops the runners and closes the Stores; idempotent
+}
+
+// reportPerMessage reports, per consumed message, the round trips and
+// transactions the runners' Stores made (and the speculating writes whose
+// check failed), and the poster's round trips, counted from zero at
+// b.ResetTimer.
+func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [4]int64) {
+	now := br.counts()
+	per := func(i int) float64 { return float64(now[i]-base[i]) / float64(n) }
+	b.ReportMetric(per(0), "roundtrips/msg")
+	b.ReportMetric(per(1), "txns/msg")
+	b.ReportMetric(per(2), "conflicts/msg")
+	b.ReportMetric(per(3), "poster-roundtrips/msg")
+}
+
+func (br *benchRunners) counts() [4]int64 {
+	var c [4]int64
+	for _, s := range br.stores {
+		c[0] += s.stats.roundTrips.Load()
+		c[1] += s.stats.transactions.Load()
+		c[2] += s.stats.conflicts.Load()
+	}
+	c[3] = br.posterS.stats.roundTrips.Load()
+	return c
 }
 
 type runnerSetup struct {
@@ -92,7 +118,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	if err != nil {
 		b.Fatal(err)
 	}
-	br := &benchRunners{schema: schema, poster: core.NewWorkspace(poster, core.SystemClock{}, core.WithProcess("poster"))}
+	br := &benchRunners{schema: schema, poster: core.NewWorkspace(poster, core.SystemClock{}, core.WithProcess("poster")), posterS: poster}
 	for i := range cfg.threads {
 		id := core.ThreadID(fmt.Sprintf("t%03d", i))
 		if err := br.poster.CreateThread(ctx, id); err != nil {
@@ -134,6 +160,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		}()
 	}
 	var stopped sync.Once
+	br.stores = stores
 	br.stop = func() {
 		stopped.Do(func() {
 			cancel()
@@ -219,6 +246,7 @@ func BenchmarkRunnerThroughput(b *testing.B) {
 	ctx := context.Background()
 	errs := make(chan error, posters)
 	b.ResetTimer()
+	base := br.counts()
 	start := time.Now()
 	for p := range posters {
 		go func() {
@@ -244,6 +272,7 @@ func BenchmarkRunnerThroughput(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	br.reportPerMessage(b, b.N, base)
 	br.stop()
 	if got := br.consumed(b); got != n || started.Load() != n {
 		b.Fatalf("posted %d, taken sums to %d, runs started %d", n, got, started.Load())

@@ -36,6 +36,11 @@ type txn struct {
 	speculate bool
 	assumed   []assumption // threads read from the cache, checked by the first round trip
 	conflict  bool         // that check failed: the transaction is lost, and is run again without speculating
+	// oneShot: a read-only transaction whose first round trip carries
+	// COMMIT too (shot, once sent). Reading a thread (its row, its lease
+	// and its new events) is one round trip; fn asking for a second
+	// (again) is run again with a transaction that stays open.
+	oneShot, shot, again bool
 	pending   []statement
 	threads   map[core.ThreadID]*txThread // locked by this transaction
 	leases    map[string]core.Lease       // locked (or seen absent) by this transaction
@@ -123,7 +128,19 @@ func activeRuns(t *core.Thread) int64 {
 
 // send runs b. A failure loses the transaction: every later call returns it.
 func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
+	if t.oneShot {
+		if t.shot {
+			// A second round trip in a read-only transaction already
+			// committed: the reads would not share its snapshot.
+			t.again = true
+			t.err = errAgain
+			return t.err
+		}
+		t.shot = true
+		b.Queue("commit")
+	}
 	t.begun = true
+	t.s.stats.roundTrips.Add(1)
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
 		t.noteConflict(err)
 		var pgErr *pgconn.PgError
@@ -148,19 +165,31 @@ func (t *txn) noteConflict(err error) {
 
 // retry reports whether the attempt that ended with err must be run again
 // without speculating: its check failed, or fn returned an error decided
-// from the cache before anything was sent.
+// from the cache before anything was sent, or a one-shot read needed a
+// second round trip.
 func (t *txn) retry(err error) bool {
-	return err != nil && len(t.assumed) > 0 && (t.conflict || !t.begun)
+	return err != nil && (t.again || len(t.assumed) > 0 && (t.conflict || !t.begun))
 }
+
+// errAgain is what a one-shot read-only transaction's second round trip
+// returns: fn is run again, in a transaction that stays open.
+var errAgain = errors.New("postgres: a one-shot read needs a second round trip: run again")
 
 func (t *txn) queue(sql string, args ...any) { t.pending = append(t.pending, statement{sql, args}) }
 
 func (t *txn) commit(ctx context.Context) error {
+	if t.shot {
+		if t.wrote() {
+			return errors.New("postgres: a write in a read-only transaction")
+		}
+		return nil // the one round trip committed
+	}
 	if !t.begun && len(t.assumed) == 0 && len(t.pending) == 0 {
 		return nil // fn read and wrote nothing
 	}
 	b := t.batch()
 	t.begun = true
+	t.s.stats.roundTrips.Add(1)
 	var tag pgconn.CommandTag
 	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
@@ -177,6 +206,16 @@ func (t *txn) commit(ctx context.Context) error {
 	return nil
 }
 
+// wrote reports whether the transaction has writes not yet sent.
+func (t *txn) wrote() bool {
+	for _, th := range t.threads {
+		if th.dirty {
+			return true
+		}
+	}
+	return len(t.pending) > 0
+}
+
 // rollback ends a transaction that is still open. It is best effort: a
 // connection it cannot roll back is destroyed when released, which ends
 // the transaction on the server.
@@ -187,6 +226,7 @@ func (t *txn) rollback(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	t.s.stats.roundTrips.Add(1)
 	_, _ = t.conn.Exec(rctx, "rollback")
 }
 
