@@ -41,10 +41,10 @@ type txn struct {
 	// and its new events) is one round trip; fn asking for a second
 	// (again) is run again with a transaction that stays open.
 	oneShot, shot, again bool
-	pending   []statement
-	threads   map[core.ThreadID]*txThread // locked by this transaction
-	leases    map[string]core.Lease       // locked (or seen absent) by this transaction
-	err       error                       // the first failure: the transaction is lost
+	pending              []statement
+	threads              map[core.ThreadID]*txThread // locked by this transaction
+	leases               map[string]core.Lease       // locked (or seen absent) by this transaction
+	err                  error                       // the first failure: the transaction is lost
 }
 
 // assumption is a thread as the Store's cache holds it, which a
