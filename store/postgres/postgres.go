@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -316,6 +317,7 @@ func (s *Store) cached(id core.ThreadID) *cacheEntry {
 
 // queries are the Store's statements, with the schema's name quoted in.
 type queries struct {
+	names                                         map[string]string // a name for each statement, to prepare it under
 	lockThread, lockLease, eventsAfter, allEvents string
 	readThread, readLease                         string
 	createThread, threadIDs, saveThread           string
@@ -328,7 +330,7 @@ type queries struct {
 func newQueries(schema string) queries {
 	f := func(q string) string { return fmt.Sprintf(q, schema) }
 	const eventCols = `seq, version, kind, at, message, text, run, request, holder`
-	return queries{
+	q := queries{
 		lockThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1 FOR UPDATE`),
 		lockLease:     f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1 FOR UPDATE`),
 		readThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1`),
@@ -350,7 +352,16 @@ func newQueries(schema string) queries {
 		unchanged:   f(`SELECT %s.unchanged($1, $2, $3, $4, $5, $6)`),
 		acquired:    f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 	}
+	q.names = map[string]string{}
+	for i, sql := range []string{"begin", "commit", q.unchanged, q.insertEvent, q.insertMessage, q.notify,
+		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace} {
+		q.names[sql] = "tc_" + strconv.Itoa(i)
+	}
+	return q
 }
+
+// name returns the name the statement sql is prepared under.
+func (q *queries) name(sql string) string { return q.names[sql] }
 
 // PostgreSQL keeps microseconds. Event times are truncated to them before
 // they are written, so a transaction reads its own writes as a later one

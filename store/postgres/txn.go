@@ -42,6 +42,7 @@ type txn struct {
 	// (again) is run again with a transaction that stays open.
 	oneShot, shot, again bool
 	pending              []statement
+	buf                  []byte                      // the arguments of a statement sent in one round trip, encoded
 	threads              map[core.ThreadID]*txThread // locked by this transaction
 	leases               map[string]core.Lease       // locked (or seen absent) by this transaction
 	err                  error                       // the first failure: the transaction is lost
@@ -64,9 +65,53 @@ const conflictCode = "TC001"
 
 var _ core.Transaction = (*txn)(nil)
 
+// statement is a write queued to be sent with the transaction's next
+// round trip. Its arguments are kept typed, so that a write sent in one
+// round trip (fastpath.go) encodes them without boxing them.
 type statement struct {
 	sql  string
-	args []any
+	n    int
+	args [maxArgs]arg
+}
+
+const maxArgs = 10
+
+// arg is one argument of a statement: a string, an integer or a time.
+type arg struct {
+	kind argKind
+	s    string
+	i    int64
+	t    time.Time
+}
+
+type argKind uint8
+
+const (
+	argString argKind = iota
+	argInt
+	argTime
+)
+
+func str(s string) arg   { return arg{kind: argString, s: s} }
+func i64(i int64) arg    { return arg{kind: argInt, i: i} }
+func tm(t time.Time) arg { return arg{kind: argTime, t: t} }
+func (a arg) value() any {
+	switch a.kind {
+	case argInt:
+		return a.i
+	case argTime:
+		return a.t
+	}
+	return a.s
+}
+
+// values returns the statement's arguments for pgx.
+func (st *statement) values() []any {
+	v := make([]any, st.n)
+	for i := range v {
+		v[i] = st.args[i].value()
+	}
+	return v
 }
 
 // txThread is a thread whose row this transaction has locked (or, when
@@ -101,7 +146,7 @@ func (t *txn) batch() *pgx.Batch {
 		}
 	}
 	for _, st := range t.pending {
-		b.Queue(st.sql, st.args...)
+		b.Queue(st.sql, st.values()...)
 	}
 	t.pending = t.pending[:0]
 	for id, th := range t.threads {
@@ -175,7 +220,10 @@ func (t *txn) retry(err error) bool {
 // returns: fn is run again, in a transaction that stays open.
 var errAgain = errors.New("postgres: a one-shot read needs a second round trip: run again")
 
-func (t *txn) queue(sql string, args ...any) { t.pending = append(t.pending, statement{sql, args}) }
+func (t *txn) queue(sql string, args ...arg) {
+	t.pending = append(t.pending, statement{sql: sql, n: len(args)})
+	copy(t.pending[len(t.pending)-1].args[:], args)
+}
 
 func (t *txn) commit(ctx context.Context) error {
 	if t.shot {
@@ -187,12 +235,18 @@ func (t *txn) commit(ctx context.Context) error {
 	if !t.begun && len(t.assumed) == 0 && len(t.pending) == 0 {
 		return nil // fn read and wrote nothing
 	}
-	b := t.batch()
-	t.begun = true
-	t.s.stats.roundTrips.Add(1)
 	var tag pgconn.CommandTag
-	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+	var err error
+	if t.speculate && !t.begun {
+		tag, err = t.commitOneTrip(ctx)
+	} else {
+		b := t.batch()
+		t.begun = true
+		t.s.stats.roundTrips.Add(1)
+		b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+		err = t.conn.SendBatch(ctx, b).Close()
+	}
+	if err != nil {
 		t.noteConflict(err)
 		err = commitError(err)
 		if !errors.Is(err, core.ErrCommitUnknown) {
@@ -492,15 +546,15 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 		return err
 	}
 	seq := th.n + 1
-	t.queue(t.s.q.insertEvent, string(id), seq, int64(ev.Version), string(ev.Kind), ev.At,
-		int64(ev.Message), ev.Text, int64(ev.Run), int64(ev.Request), string(ev.Holder))
+	t.queue(t.s.q.insertEvent, str(string(id)), i64(seq), i64(int64(ev.Version)), str(string(ev.Kind)), tm(ev.At),
+		i64(int64(ev.Message)), str(ev.Text), i64(int64(ev.Run)), i64(int64(ev.Request)), str(string(ev.Holder)))
 	if ev.Kind == core.MessagePosted {
-		t.queue(t.s.q.insertMessage, string(id), int64(ev.Message), ev.Text, ev.At)
+		t.queue(t.s.q.insertMessage, str(string(id)), i64(int64(ev.Message)), str(ev.Text), tm(ev.At))
 		payload := string(id)
 		if len(payload) > maxPayload {
 			payload = "" // too long to name: a wake-up for any thread
 		}
-		t.queue(t.s.q.notify, t.s.channel, payload)
+		t.queue(t.s.q.notify, str(t.s.channel), str(payload))
 	}
 	th.apply(ev)
 	th.n = seq
@@ -541,9 +595,9 @@ func (t *txn) PutLease(ctx context.Context, l core.Lease) error {
 	l.ExpiresAt = leaseExpiry(l.ExpiresAt)
 	if t.leases[l.Key].Holder != l.Holder {
 		// An acquire: the holders table refuses a holder's second one.
-		t.queue(t.s.q.acquired, l.Key, string(l.Holder))
+		t.queue(t.s.q.acquired, str(l.Key), str(string(l.Holder)))
 	}
-	t.queue(t.s.q.putLease, l.Key, string(l.Holder), l.ExpiresAt)
+	t.queue(t.s.q.putLease, str(l.Key), str(string(l.Holder)), tm(l.ExpiresAt))
 	t.leases[l.Key] = l
 	if th, ok := t.threads[core.ThreadID(l.Key)]; ok {
 		th.ownLease = true
@@ -555,7 +609,7 @@ func (t *txn) DeleteLease(ctx context.Context, key string) error {
 	if _, err := t.lease(ctx, key); err != nil {
 		return err
 	}
-	t.queue(t.s.q.deleteLease, key)
+	t.queue(t.s.q.deleteLease, str(key))
 	t.leases[key] = core.Lease{}
 	if th, ok := t.threads[core.ThreadID(key)]; ok {
 		th.ownLease = false
