@@ -23,6 +23,9 @@ type cacheEntry struct {
 	// or lapses; a transaction may speculate on the entry (see txn).
 	ownLease bool
 	cow      cow
+	// rights holds the append rights this entry made new (cow.append
+	// points here, or at an earlier entry's).
+	rights [nSlices]atomic.Bool
 }
 
 // The three slices of a core.Thread, as cow's indices.
@@ -116,7 +119,7 @@ func (th *txThread) entry(lease core.Lease, leaseKnown bool) *cacheEntry {
 			// A new array, or new length: a new append right. (A slice
 			// whose right this transaction did not win is unchanged
 			// unless it owns it: then it is new too.)
-			e.cow.append[i] = new(atomic.Bool)
+			e.cow.append[i] = &e.rights[i]
 		} else {
 			e.cow.append[i] = th.cow.append[i] // same array, same length: the same right
 		}

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // commitOneTrip sends a transaction that has sent nothing yet — BEGIN,
@@ -21,9 +23,18 @@ func (t *txn) commitOneTrip(ctx context.Context) (pgconn.CommandTag, error) {
 		return pgconn.CommandTag{}, err
 	}
 	for i := range t.assumed {
+		// The check, and the thread row's UPDATE when the thread was
+		// written, in one statement.
 		a := &t.assumed[i]
-		if err := t.exec(ctx, b, t.s.q.unchanged, str(a.id), i64(a.created), i64(a.version), i64(a.events),
-			str(string(a.lease.Holder)), tm(a.lease.ExpiresAt)); err != nil {
+		var argv [maxArgs]arg
+		args := append(argv[:0], str(a.id), i64(a.created), i64(a.version), i64(a.events), str(string(a.lease.Holder)), tm(a.lease.ExpiresAt))
+		sql := t.s.q.unchanged
+		if th := t.threads[core.ThreadID(a.id)]; th != nil && th.dirty {
+			sql = t.s.q.unchangedSave
+			args = append(args, i64(int64(th.state.Version)), i64(int64(th.state.Taken)), i64(int64(th.state.Last())), i64(activeRuns(th.state)))
+			th.dirty = false
+		}
+		if err := t.exec(ctx, b, sql, args...); err != nil {
 			return pgconn.CommandTag{}, err
 		}
 	}

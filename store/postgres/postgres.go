@@ -82,6 +82,11 @@ type Store struct {
 	cacheCap int
 
 	stats stats
+
+	// txns are transactions' values, reused: a write allocates little.
+	// A txn holds nothing that outlives its transaction (the cache
+	// entries it leaves are allocated apart).
+	txns sync.Pool
 }
 
 // stats counts what the Store asked of the server, for the benchmarks'
@@ -141,7 +146,7 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate schema %q: %w", opts.Schema, err)
 	}
-	return &Store{
+	s := &Store{
 		pool:      pool,
 		schema:    opts.Schema,
 		channel:   opts.Schema + ".posted",
@@ -150,7 +155,11 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 		cacheCap:  max(opts.CachedThreads, 0),
 		keepTrace: opts.KeepTrace,
 		speculate: !opts.LockingReads && opts.CachedThreads > 0,
-	}, nil
+	}
+	s.txns.New = func() any {
+		return &txn{threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+	}
+	return s, nil
 }
 
 // Close closes the Store's connections. Transactions still running fail.
@@ -202,9 +211,10 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 	// which also ends the transaction on the server.
 	defer conn.Release()
 	speculate := s.speculate
+	t := s.txns.Get().(*txn)
+	defer s.txns.Put(t)
 	for {
-		t := &txn{s: s, conn: conn.Conn(), readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
-			threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+		t.reset(s, conn.Conn(), readOnly, speculate)
 		err := t.attempt(ctx, fn)
 		s.stats.transactions.Add(1)
 		if t.conflict {
@@ -302,9 +312,8 @@ func (s *Store) distrust(as []assumption) {
 	defer s.mu.Unlock()
 	for _, a := range as {
 		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease {
-			c := *e
-			c.ownLease = false
-			s.cache[core.ThreadID(a.id)] = &c
+			// The same state and append rights, not to be speculated on.
+			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, state: e.state, lease: e.lease, cow: e.cow}
 		}
 	}
 }
@@ -324,7 +333,7 @@ type queries struct {
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
 	insertTrace, traceLines, pending              string
-	unchanged, acquired                           string
+	unchanged, unchangedSave, acquired            string
 }
 
 func newQueries(schema string) queries {
@@ -345,15 +354,16 @@ func newQueries(schema string) queries {
 		notify:        `SELECT pg_notify($1, $2)`,
 		putLease: f(`INSERT INTO %s.leases (key, holder, expires_at) VALUES ($1, $2, $3)
 			ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`),
-		deleteLease: f(`DELETE FROM %s.leases WHERE key = $1`),
-		insertTrace: f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
-		traceLines:  f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
-		pending:     fmt.Sprintf(pendingQuery, schema),
-		unchanged:   f(`SELECT %s.unchanged($1, $2, $3, $4, $5, $6)`),
-		acquired:    f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
+		deleteLease:   f(`DELETE FROM %s.leases WHERE key = $1`),
+		insertTrace:   f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
+		traceLines:    f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
+		pending:       fmt.Sprintf(pendingQuery, schema),
+		unchanged:     f(`SELECT %s.unchanged($1, $2, $3, $4, $5, $6)`),
+		unchangedSave: f(`SELECT %s.unchanged_save($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 	}
 	q.names = map[string]string{}
-	for i, sql := range []string{"begin", "commit", q.unchanged, q.insertEvent, q.insertMessage, q.notify,
+	for i, sql := range []string{"begin", "commit", q.unchanged, q.unchangedSave, q.insertEvent, q.insertMessage, q.notify,
 		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}

@@ -46,6 +46,27 @@ type txn struct {
 	threads              map[core.ThreadID]*txThread // locked by this transaction
 	leases               map[string]core.Lease       // locked (or seen absent) by this transaction
 	err                  error                       // the first failure: the transaction is lost
+	spare                [2]txThread                 // the first threads' values, reused
+	nSpare               int
+}
+
+// reset makes t a new transaction on conn, keeping its allocations.
+func (t *txn) reset(s *Store, conn *pgx.Conn, readOnly, speculate bool) {
+	clear(t.threads)
+	clear(t.leases)
+	clear(t.spare[:])
+	clear(t.pending) // no strings kept alive
+	*t = txn{s: s, conn: conn, readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
+		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0]}
+}
+
+// newThread returns a txThread of t's own, zeroed.
+func (t *txn) newThread() *txThread {
+	if t.nSpare < len(t.spare) {
+		t.nSpare++
+		return &t.spare[t.nSpare-1]
+	}
+	return &txThread{}
 }
 
 // assumption is a thread as the Store's cache holds it, which a
@@ -299,7 +320,8 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	key := string(id)
 	if c != nil && t.speculate && !t.begun && c.ownLease {
 		if _, seen := t.leases[key]; !seen {
-			th := &txThread{created: c.created, n: c.n, state: c.state, base: c, cow: c.cow, ownLease: true}
+			th := t.newThread()
+			*th = txThread{created: c.created, n: c.n, state: c.state, base: c, cow: c.cow, ownLease: true}
 			t.threads[id] = th
 			t.leases[key] = c.lease
 			t.assumed = append(t.assumed, assumption{id: key, created: c.created, version: int64(c.state.Version), events: c.n, lease: c.lease})
@@ -342,7 +364,8 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	if !row.found {
 		return nil, nil
 	}
-	th := &txThread{created: row.created}
+	th := t.newThread()
+	th.created = row.created
 	if c != nil && c.created == row.created {
 		th.state, th.n, th.base, th.cow = c.state, c.n, c, c.cow
 		th.ownLease = c.ownLease && t.leases[key].Holder == c.lease.Holder && c.lease.Holder != ""
@@ -458,7 +481,9 @@ func (t *txn) CreateThread(ctx context.Context, id core.ThreadID) error {
 	if !found {
 		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
 	}
-	t.threads[id] = &txThread{created: created, state: core.NewThread(id)}
+	th := t.newThread()
+	th.created, th.state = created, core.NewThread(id)
+	t.threads[id] = th
 	return nil
 }
 
