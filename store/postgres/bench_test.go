@@ -100,21 +100,17 @@ func BenchmarkWakeUp(b *testing.B) {
 	fresh(0)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i > 0 && i%perThread == 0 {
-			b.StopTimer()
-			fresh(i)
-			b.StartTimer()
-		}
+	storetest.Ops(b, perThread, fresh, func(int) error {
 		start := time.Now()
 		if _, err := ws.Post(ctx, id, "m"); err != nil {
-			b.Fatal(err)
+			return err
 		}
 		if got := <-wake; got != id {
-			b.Fatalf("woken for %q, posted to %q", got, id)
+			return fmt.Errorf("woken for %q, posted to %q", got, id)
 		}
 		lat = append(lat, time.Since(start))
-	}
+		return nil
+	})
 	b.StopTimer()
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")

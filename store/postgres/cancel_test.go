@@ -19,13 +19,8 @@ import (
 func lockWaitCancelled(t *testing.T, s *Store, app string) (error, core.ThreadID, pgx.Tx) {
 	t.Helper()
 	ctx := context.Background()
-	a := newProc(s, "a")
-	id := core.ThreadID("t")
-	require.NoError(t, a.ws.CreateThread(ctx, id))
-	_, err := a.ws.Post(ctx, id, "m1")
-	require.NoError(t, err)
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
+	a, _, _, id, ca := claimed(t, s)
+	var err error
 
 	blocker, err := admin(t).Begin(ctx)
 	require.NoError(t, err)

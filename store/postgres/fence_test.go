@@ -39,14 +39,8 @@ func TestAcquireWaitsForFencedWrite(t *testing.T) {
 func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	ctx := context.Background()
 	s := newStoreWith(t, opts)
-	h := &hooked{Storage: s}
-	a, b := newProc(h, "a"), newProc(s, "b")
-	id := core.ThreadID("t")
-	require.NoError(t, a.ws.CreateThread(ctx, id))
-	_, err := a.ws.Post(ctx, id, "m1")
-	require.NoError(t, err)
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
+	a, b, h, id, ca := claimed(t, s)
+	var err error
 	b.clock.Advance(2 * ttl) // b sees a's lease expired: its claim would win at once
 
 	paused, resume := make(chan uint32), make(chan struct{})
@@ -137,13 +131,8 @@ func TestFencedWriteWaitsForAcquire(t *testing.T) {
 func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 	ctx := context.Background()
 	s := newStoreWith(t, opts)
-	a, b := newProc(s, "a"), newProc(s, "b")
-	id := core.ThreadID("t")
-	require.NoError(t, a.ws.CreateThread(ctx, id))
-	_, err := a.ws.Post(ctx, id, "m1")
-	require.NoError(t, err)
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
+	a, b, _, id, ca := claimed(t, s)
+	var err error
 	b.clock.Advance(2 * ttl)
 
 	// b acquires the lease as Workspace.Claim does, and pauses before

@@ -49,3 +49,20 @@ func rowCounts(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) (e
 		string(id)).Scan(&events, &messages, &version, &taken))
 	return
 }
+
+// claimed is the setup the fence, fault and cancel tests share: on s, a
+// thread "t" with one message, "m1", claimed as "ha" by process a, whose
+// workspace goes through the returned hooked storage; and process b, on
+// s directly, whose clock a test moves on to let a's lease expire.
+func claimed(t *testing.T, s *Store) (a, b *proc, h *hooked, id core.ThreadID, ca core.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	h = &hooked{Storage: s}
+	a, b, id = newProc(h, "a"), newProc(s, "b"), "t"
+	require.NoError(t, a.ws.CreateThread(ctx, id))
+	_, err := a.ws.Post(ctx, id, "m1")
+	require.NoError(t, err)
+	ca, err = a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	return a, b, h, id, ca
+}

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"testing"
 	"time"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -85,19 +82,9 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 	}
 	b.clock.Advance(2 * ttl) // b sees a's lease expired
 
-	paused, resume := make(chan struct{}), make(chan struct{})
-	release := sync.OnceFunc(func() { close(resume) })
+	aDone, release, err := startPaused(ctx, ha, a, ca)
 	defer release()
-	ha.AfterHoldsLease = func(context.Context, core.Transaction) {
-		close(paused)
-		<-resume
-	}
-	aDone := make(chan error, 1)
-	go func() {
-		_, err := a.ws.RunStart(ctx, ca, 1)
-		aDone <- err
-	}()
-	if _, err := Await(paused, "a's RunStart to read the lease in its transaction"); err != nil {
+	if err != nil {
 		return err
 	}
 	entered := make(chan struct{})
@@ -158,6 +145,22 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 	return nil
 }
 
-func testAcquireWaitsForFencedWrite(t *testing.T, s core.Storage) {
-	require.NoError(t, CheckAcquireWaits(context.Background(), s, core.AllFences()))
+// startPaused starts p's RunStart of message 1 under c, pauses it inside
+// its transaction right after its fence read the lease (through h, p's
+// storage), and returns once it is paused: with the channel its error
+// comes on, and the function that lets it go on (idempotent).
+func startPaused(ctx context.Context, h *Hooked, p *proc, c core.Claim) (<-chan error, func(), error) {
+	paused, resume := make(chan struct{}), make(chan struct{})
+	release := sync.OnceFunc(func() { close(resume) })
+	h.AfterHoldsLease = func(context.Context, core.Transaction) {
+		close(paused)
+		<-resume
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.ws.RunStart(ctx, c, 1)
+		done <- err
+	}()
+	_, err := Await(paused, "a RunStart to read the lease in its transaction")
+	return done, release, err
 }

@@ -79,16 +79,24 @@ func BenchmarkConsumingWrite(b *testing.B, newStorage func(b *testing.B) core.St
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if i > 0 && i%perThread == 0 {
-					b.StopTimer()
-					fresh(i)
-					b.StartTimer()
-				}
-				if err := op(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
+			Ops(b, perThread, fresh, func(int) error { return op(ctx) })
 		})
+	}
+}
+
+// Ops runs op b.N times (op(i) for i = 0, 1, ...), and calls fresh(i)
+// before op(i) every every ops, off the clock, to make the next thread:
+// a benchmark's thread then stays of bounded size. fresh(0) is the
+// caller's. A failing op stops the benchmark.
+func Ops(b *testing.B, every int, fresh func(i int), op func(i int) error) {
+	for i := 0; i < b.N; i++ {
+		if i > 0 && i%every == 0 {
+			b.StopTimer()
+			fresh(i)
+			b.StartTimer()
+		}
+		if err := op(i); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package storetest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,19 +32,8 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
 
-	paused, resume := make(chan struct{}), make(chan struct{})
-	release := sync.OnceFunc(func() { close(resume) })
+	aDone, release, err := startPaused(ctx, h, a, ca)
 	t.Cleanup(release)
-	h.AfterHoldsLease = func(context.Context, core.Transaction) {
-		close(paused)
-		<-resume
-	}
-	aDone := make(chan error, 1)
-	go func() {
-		_, err := a.ws.RunStart(ctx, ca, 1)
-		aDone <- err
-	}()
-	_, err = Await(paused, "a's RunStart to read the lease in its transaction")
 	require.NoError(t, err)
 
 	// Were these to wait for a's write, which waits for the test, the
