@@ -9,7 +9,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) core.Storage { return memory.New() })
+	storetest.Exercise(t, func(*testing.T) core.Storage { return memory.New() })
 }
 
 // The mutant with holder freshness off: a holder reused across claims

@@ -114,22 +114,28 @@ var readModes = []struct {
 	{"reads=locking", Options{LockingReads: true}},
 }
 
-// The suite runs on each way a Store can read: speculating from its cache
-// (the default), locking every read, and folding the whole log each time
-// (no cache). Each keeps trace lines, so that the suite checks them.
+// The conformance suite runs on each way a Store can read: speculating
+// from its cache (the default, which gets every check storetest.Exercise
+// has), locking every read, and folding the whole log each time (no
+// cache). Each keeps trace lines, so that the suite checks them.
 func TestConformance(t *testing.T) {
 	modes := append(readModes, struct {
 		name string
 		opts Options
 	}{"cache=none", Options{CachedThreads: -1}})
-	for _, m := range modes {
+	for i, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			storetest.Run(t, func(t *testing.T) core.Storage {
+			factory := func(t *testing.T) core.Storage {
 				opts := m.opts
 				opts.KeepTrace = true
 				return newStoreWith(t, opts)
-			})
+			}
+			if i == 0 { // the default: every check storetest has
+				storetest.Exercise(t, factory, storetest.WithExecutions(8, 2))
+				return
+			}
+			storetest.Run(t, factory)
 		})
 	}
 }

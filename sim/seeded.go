@@ -1,4 +1,4 @@
-package tracecheck
+package sim
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
-// SimConfig configures one deterministic simulated execution. Zero fields
+// Config configures one deterministic simulated execution. Zero fields
 // take the defaults their comments give.
-type SimConfig struct {
+type Config struct {
 	Seed     uint64        // the seed; the same seed replays the same execution
 	Procs    int           // runner processes; default 3
 	Threads  int           // threads; default 2
@@ -27,11 +27,47 @@ type SimConfig struct {
 	// Storage is where the processes meet. Default a new memory.Store.
 	// It must be empty.
 	Storage core.Storage
-	// Tracer receives every trace line. Default none.
+	// Tracer receives every trace line as its process traces it. Default
+	// none. TraceLines returns the execution's trace, with the writes
+	// injected faults hid from their processes.
 	Tracer core.Tracer
+	// Interleave lets the scheduler run other operations between any two
+	// storage transactions of one process's step (a step pauses before its
+	// second transaction and goes on when the process is scheduled again).
+	Interleave bool
+	// Faults is the probability that a process's Abandon, RunStart, Reply
+	// or RunEnd gets a storage fault (FaultKind, drawn from the seed); 0
+	// for none.
+	Faults float64
+	// Mutants switches deliberate defects on, to show the checks catch
+	// them.
+	Mutants Mutants
+	// Coverage, when set, is marked with the spec states this execution
+	// visits, and the scheduler seeks states it has not marked yet (from
+	// this execution or earlier ones sharing it). Its cfg's processes must
+	// be the execution's (p1, p2, ...).
+	Coverage *Coverage
+	// Swarm draws, from the seed, which kinds of operation this execution
+	// schedules and how often (swarm testing): executions differ more
+	// from each other than under the one fixed mix, and reach more of the
+	// spec's states.
+	Swarm bool
 }
 
-func (c SimConfig) withDefaults() SimConfig {
+// Mutants are the code defects an execution can switch on, beyond
+// Unfenced. Each must be caught.
+type Mutants struct {
+	// FenceInOwnTransaction: fenced writes check the claim in a
+	// transaction committed before the write's (core.Mutants). Caught only
+	// with Interleave.
+	FenceInOwnTransaction bool
+	// RetryCommitUnknown: the runner retries a RunStart or Reply whose
+	// commit outcome is unknown (runner.Turn.RetryCommitUnknownForTesting).
+	// Caught only with Faults.
+	RetryCommitUnknown bool
+}
+
+func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -108,12 +144,14 @@ func (e *InvariantError) Error() string {
 	return fmt.Sprintf("%s violated on thread %s after op %d: %s", e.Invariant, e.Thread, e.Op, e.Detail)
 }
 
-// SimStats counts what a simulation did.
-type SimStats struct {
+// Stats counts what a simulation did.
+type Stats struct {
 	Ops             [numOps]int
 	Steps           map[runner.Step]int // turn steps taken, by step
 	Outcomes        map[runner.Outcome]int
 	InvariantChecks int
+	Paused          int            // steps paused between two transactions (Interleave)
+	Faults          map[string]int // faults injected, by kind
 }
 
 type simProc struct {
@@ -124,9 +162,11 @@ type simProc struct {
 	turn    *runner.Turn
 	asks    int
 	holders int
+	co      *coroutine    // the step in flight, when the execution interleaves
+	thread  core.ThreadID // the thread of the turn, when there is one
 }
 
-// Sim is one deterministic execution: a seeded scheduler interleaves the
+// Seeded is one deterministic execution: a seeded scheduler interleaves the
 // steps of several real runner processes (runner.Turn over core.Workspace
 // over a real storage), each with its own manual clock, with posts,
 // renewals, time passing, clock jumps and crashes. A process not scheduled
@@ -134,34 +174,54 @@ type simProc struct {
 // operation it checks the invariants in storage; at the end it stops the
 // faults, lets every clock pass the TTL and runs the processes fairly until
 // every posted message is consumed (liveness).
-type Sim struct {
-	cfg     SimConfig
+type Seeded struct {
+	cfg     Config
 	rng     *rand.Rand
 	procs   []*simProc
 	poster  *core.Workspace
 	threads []core.ThreadID
 	posted  []int
 	seen    map[core.ThreadID]int // events already checked, per thread
-	stats   SimStats
+	stats   Stats
+	rec     *recorder
+	faults  *faults
+	swarm   *swarm
+	guide   *guide
 }
 
-// NewSim builds the execution's processes and threads.
-func NewSim(ctx context.Context, cfg SimConfig) (*Sim, error) {
+// NewSeeded builds the execution's processes and threads.
+func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Procs < 1 || cfg.Threads < 1 || cfg.Messages < 0 || cfg.Steps < 0 || cfg.ClaimTTL <= 0 {
 		return nil, fmt.Errorf("sim config: procs %d, threads %d, messages %d, steps %d, ttl %v: counts must be positive",
 			cfg.Procs, cfg.Threads, cfg.Messages, cfg.Steps, cfg.ClaimTTL)
 	}
-	s := &Sim{
+	s := &Seeded{
 		cfg:   cfg,
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
 		seen:  map[core.ThreadID]int{},
-		stats: SimStats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
+		stats: Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
-	var opts []core.Option
-	if cfg.Tracer != nil {
-		opts = append(opts, core.WithTracer(cfg.Tracer))
+	if cfg.Swarm {
+		s.swarm = newSwarm(cfg.Seed)
+	}
+	if cfg.Coverage != nil {
+		s.guide = newGuide(cfg.Coverage)
+	}
+	s.rec = &recorder{next: cfg.Tracer}
+	opts := []core.Option{core.WithTracer(s.rec)}
+	if cfg.Mutants.FenceInOwnTransaction {
+		opts = append(opts, core.WithMutantsForTesting(core.Mutants{FenceInOwnTransaction: true}))
+	}
+	var procStore core.Storage = cfg.Storage
+	if cfg.Interleave || cfg.Faults > 0 {
+		ps := &procStorage{Storage: cfg.Storage}
+		if cfg.Faults > 0 {
+			s.faults = &faults{rate: cfg.Faults, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6661756c7473))}
+			ps.faults = s.faults
+		}
+		procStore = ps
 	}
 	if cfg.Unfenced {
 		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
@@ -177,7 +237,8 @@ func NewSim(ctx context.Context, cfg SimConfig) (*Sim, error) {
 	}
 	for i := range cfg.Procs {
 		p := &simProc{name: fmt.Sprintf("p%d", i+1), clock: simclock.New(epoch)}
-		p.ws = core.NewWorkspace(cfg.Storage, p.clock, append(opts, core.WithProcess(p.name))...)
+		p.co = newCoroutine()
+		p.ws = core.NewWorkspace(procStore, p.clock, append(opts, core.WithProcess(p.name))...)
 		r, err := runner.New(runner.Config{
 			Workspace: p.ws,
 			Clock:     p.clock,
@@ -205,11 +266,22 @@ func NewSim(ctx context.Context, cfg SimConfig) (*Sim, error) {
 }
 
 // Stats returns what the simulation did so far.
-func (s *Sim) Stats() SimStats { return s.stats }
+func (s *Seeded) Stats() Stats {
+	st := s.stats
+	if s.faults != nil {
+		st.Faults = map[string]int{}
+		for k, n := range s.faults.injected {
+			if n > 0 {
+				st.Faults[FaultKind(k).String()] = n
+			}
+		}
+	}
+	return st
+}
 
 // Run schedules cfg.Steps operations, checking the invariants after each,
 // then quiesces and checks liveness. It returns the first violation.
-func (s *Sim) Run(ctx context.Context) error {
+func (s *Seeded) Run(ctx context.Context) error {
 	for i := range s.cfg.Steps {
 		if err := s.Apply(ctx, s.NextOp()); err != nil {
 			return err
@@ -218,13 +290,25 @@ func (s *Sim) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.Quiesce(ctx)
+	err := s.Quiesce(ctx)
+	if s.guide != nil {
+		s.guide.feed(s.rec.lines)
+	}
+	return err
 }
 
 // NextOp draws the next operation from the seeded scheduler.
-func (s *Sim) NextOp() Op {
+func (s *Seeded) NextOp() Op {
 	op := Op{Proc: s.rng.IntN(len(s.procs)), Thread: s.rng.IntN(len(s.threads))}
 	ttl := s.cfg.ClaimTTL
+	if s.guide != nil && s.rng.IntN(10) < 9 {
+		if c := s.candidates(); len(c) > 0 {
+			return c[s.rng.IntN(len(c))]
+		}
+	}
+	if s.swarm != nil {
+		return s.swarm.next(s.rng, op, ttl)
+	}
 	switch n := s.rng.IntN(100); {
 	case n < 55:
 		op.Kind = OpStep
@@ -246,7 +330,7 @@ func (s *Sim) NextOp() Op {
 }
 
 // Apply carries out one operation.
-func (s *Sim) Apply(ctx context.Context, op Op) error {
+func (s *Seeded) Apply(ctx context.Context, op Op) error {
 	s.stats.Ops[op.Kind]++
 	p := s.procs[op.Proc]
 	switch op.Kind {
@@ -274,6 +358,7 @@ func (s *Sim) Apply(ctx context.Context, op Op) error {
 	case OpSkew:
 		p.clock.Advance(op.By)
 	case OpCrash:
+		p.co.kill()
 		if p.turn != nil && p.turn.Claim() != (core.Claim{}) {
 			if err := p.ws.Crash(ctx, p.turn.Claim()); err != nil {
 				return err
@@ -285,12 +370,24 @@ func (s *Sim) Apply(ctx context.Context, op Op) error {
 }
 
 // step takes p's next step and returns its turn's outcome if it ended.
-func (s *Sim) step(ctx context.Context, p *simProc, thread core.ThreadID) runner.Outcome {
+func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) runner.Outcome {
 	if p.turn == nil {
-		p.turn = p.r.NewTurn(thread)
+		s.newTurn(p, thread)
 	}
-	s.stats.Steps[p.turn.Next()]++
-	if !p.turn.Step(ctx) {
+	if !p.co.active {
+		s.stats.Steps[p.turn.Next()]++
+	}
+	var over bool
+	if s.cfg.Interleave {
+		var finished bool
+		if finished, over = p.co.run(ctx, p.turn.Step); !finished {
+			s.stats.Paused++
+			return ""
+		}
+	} else {
+		over = p.turn.Step(ctx)
+	}
+	if !over {
 		return ""
 	}
 	o, _ := p.turn.Outcome()
@@ -299,28 +396,34 @@ func (s *Sim) step(ctx context.Context, p *simProc, thread core.ThreadID) runner
 	return o
 }
 
+// newTurn starts p's next turn, on thread.
+func (s *Seeded) newTurn(p *simProc, thread core.ThreadID) {
+	p.turn, p.thread = p.r.NewTurn(thread), thread
+	if s.cfg.Mutants.RetryCommitUnknown {
+		p.turn.RetryCommitUnknownForTesting()
+	}
+}
+
+// TraceLines returns the execution's trace so far: every line its
+// processes traced, in the order they traced them, with the writes that
+// committed although an injected fault told their process otherwise (as a
+// storage that keeps trace lines would have them).
+func (s *Seeded) TraceLines() []core.TraceEvent {
+	var unseen []core.TraceEvent
+	if s.faults != nil {
+		unseen = s.faults.unseen
+	}
+	return mergeUnseen(s.rec.lines, unseen)
+}
+
 // Check reads every thread's new events from storage and checks the
 // invariants: no message consumed twice (I1_ConsumedAtMostOnce), at most
 // one active run (I3_OneActiveRun), no run abandoned while its own claim
 // holds the lease (NoLiveAbandon). op is the operation's index, for the
 // report.
-func (s *Sim) Check(ctx context.Context, op int) error {
+func (s *Seeded) Check(ctx context.Context, op int) error {
 	for _, id := range s.threads {
-		var evs []core.Event
-		var th *core.Thread
-		var lease core.Lease
-		err := s.cfg.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-			var err error
-			if evs, err = tx.Events(ctx, id); err != nil {
-				return err
-			}
-			if th, err = tx.Thread(ctx, id); err != nil {
-				return err
-			}
-			th = th.Clone()
-			lease, err = tx.Lease(ctx, string(id))
-			return err
-		})
+		th, evs, lease, err := snapshot(ctx, s.cfg.Storage, id)
 		if err != nil {
 			return err
 		}
@@ -360,7 +463,7 @@ func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) 
 // for all), and the processes run fairly, in turn, until no thread has work
 // and every process is idle. A message still unconsumed then breaks
 // liveness.
-func (s *Sim) Quiesce(ctx context.Context) error {
+func (s *Seeded) Quiesce(ctx context.Context) error {
 	for t := range s.threads {
 		for s.posted[t] < s.cfg.Messages {
 			if err := s.Apply(ctx, Op{Kind: OpPost, Thread: t}); err != nil {
@@ -389,7 +492,7 @@ func (s *Sim) Quiesce(ctx context.Context) error {
 				if !ok {
 					continue
 				}
-				p.turn = p.r.NewTurn(id)
+				s.newTurn(p, id)
 			}
 			busy = true
 			p.asks = 0
@@ -415,7 +518,7 @@ func (s *Sim) Quiesce(ctx context.Context) error {
 }
 
 // work returns a thread with a message to consume or an active run.
-func (s *Sim) work(ctx context.Context) (core.ThreadID, bool, error) {
+func (s *Seeded) work(ctx context.Context) (core.ThreadID, bool, error) {
 	for _, id := range s.threads {
 		th, err := s.poster.Thread(ctx, id)
 		if err != nil {
@@ -428,7 +531,7 @@ func (s *Sim) work(ctx context.Context) (core.ThreadID, bool, error) {
 	return "", false, nil
 }
 
-func (s *Sim) checkLiveness(ctx context.Context) error {
+func (s *Seeded) checkLiveness(ctx context.Context) error {
 	for _, id := range s.threads {
 		th, err := s.poster.Thread(ctx, id)
 		if err != nil {
