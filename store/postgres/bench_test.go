@@ -116,3 +116,59 @@ func BenchmarkWakeUp(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
+
+// BenchmarkConsumingWritePaired measures the ratio the one-round-trip
+// target is stated in — a fenced RunStart against one autocommitted
+// UPDATE of the thread's row — with the two alternating, op by op, on the
+// same connection pool and server: a load that comes and goes on a shared
+// machine then weighs on both alike, where separate sub-benchmarks, each
+// a few seconds long, may each meet a different load. It reports the
+// median of each and their ratio (fenced/update).
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWritePaired -benchtime 5000x -count 6
+func BenchmarkConsumingWritePaired(b *testing.B) {
+	ctx := context.Background()
+	s, err := open(ctx, poolConfig(b, "tc-bench"), Options{Schema: testSchema(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
+	var c core.Claim
+	fresh := func(i int) {
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		if err := ws.CreateThread(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ws.Post(ctx, id, "m"); err != nil {
+			b.Fatal(err)
+		}
+		if c, err = ws.Claim(ctx, id, core.Holder(fmt.Sprintf("h%d", i)), time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fresh(0)
+	fenced := make([]time.Duration, 0, b.N)
+	plain := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	storetest.Ops(b, 256, fresh, func(int) error {
+		t0 := time.Now()
+		if _, err := ws.RunStart(ctx, c, 1); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if _, err := s.pool.Exec(ctx, update, string(c.Thread)); err != nil {
+			return err
+		}
+		fenced, plain = append(fenced, t1.Sub(t0)), append(plain, time.Since(t1))
+		return nil
+	})
+	b.StopTimer()
+	slices.Sort(fenced)
+	slices.Sort(plain)
+	f, u := fenced[len(fenced)/2], plain[len(plain)/2]
+	b.ReportMetric(float64(f.Microseconds()), "fenced-µs")
+	b.ReportMetric(float64(u.Microseconds()), "update-µs")
+	b.ReportMetric(float64(f)/float64(u), "fenced/update")
+}

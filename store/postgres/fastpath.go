@@ -26,13 +26,19 @@ func (t *txn) commitOneTrip(ctx context.Context) (pgconn.CommandTag, error) {
 		// The check, and the thread row's UPDATE when the thread was
 		// written, in one statement.
 		a := &t.assumed[i]
-		var argv [maxArgs]arg
-		args := append(argv[:0], str(a.id), i64(a.created), i64(a.version), i64(a.events), str(string(a.lease.Holder)), tm(a.lease.ExpiresAt))
+		var argv [maxParams]arg
+		args := append(argv[:0], str(a.id), i64(a.created), i64(a.version), str(string(a.lease.Holder)), tm(a.lease.ExpiresAt))
 		sql := t.s.q.unchanged
 		if th := t.threads[core.ThreadID(a.id)]; th != nil && th.dirty {
 			sql = t.s.q.unchangedSave
 			args = append(args, i64(int64(th.state.Version)), i64(int64(th.state.Taken)), i64(int64(th.state.Last())), i64(activeRuns(th.state)))
 			th.dirty = false
+			if ev := t.firstPending(t.s.q.insertEvent); ev != nil && ev.args[0].s == a.id {
+				// ... and the write's event: one statement for the whole write.
+				sql = t.s.q.unchangedSaveEvent
+				args = append(args, ev.args[1:ev.n]...)
+				ev.sql = "" // sent
+			}
 		}
 		if err := t.exec(ctx, b, sql, args...); err != nil {
 			return pgconn.CommandTag{}, err
@@ -40,6 +46,9 @@ func (t *txn) commitOneTrip(ctx context.Context) (pgconn.CommandTag, error) {
 	}
 	for i := range t.pending {
 		st := &t.pending[i]
+		if st.sql == "" {
+			continue
+		}
 		if err := t.exec(ctx, b, st.sql, st.args[:st.n]...); err != nil {
 			return pgconn.CommandTag{}, err
 		}
@@ -95,6 +104,14 @@ func (e *sentError) Unwrap() error { return e.err }
 // SafeToRetry is false: the outcome is unknown.
 func (e *sentError) SafeToRetry() bool { return false }
 
+// firstPending returns the first queued statement when it is sql.
+func (t *txn) firstPending(sql string) *statement {
+	if len(t.pending) > 0 && t.pending[0].sql == sql {
+		return &t.pending[0]
+	}
+	return nil
+}
+
 // exec adds the prepared statement sql, with args, to b. The statement is
 // prepared on the connection the first time (a round trip of its own,
 // once per connection).
@@ -103,7 +120,7 @@ func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg
 	if err != nil {
 		return fmt.Errorf("postgres: prepare: %w", err)
 	}
-	var params [maxArgs][]byte
+	var params [maxParams][]byte
 	buf := t.s.encodeBuf(t)
 	for i, a := range args {
 		start := len(buf)
@@ -122,6 +139,10 @@ func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg
 	b.ExecStatement(sd, params[:len(args)], nil, nil)
 	return nil
 }
+
+// maxParams is the most arguments a statement sent in one round trip
+// takes (unchanged_save_event's).
+const maxParams = 18
 
 // pgTimeText is a timestamptz as PostgreSQL reads it as text, to the
 // microsecond it keeps.

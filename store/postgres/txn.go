@@ -77,7 +77,6 @@ func (t *txn) newThread() *txThread {
 type assumption struct {
 	id               string
 	created, version int64
-	events           int64
 	lease            core.Lease
 }
 
@@ -163,7 +162,7 @@ func (t *txn) batch() *pgx.Batch {
 			b.Queue("begin")
 		}
 		for _, a := range t.assumed {
-			b.Queue(t.s.q.unchanged, a.id, a.created, a.version, a.events, string(a.lease.Holder), a.lease.ExpiresAt)
+			b.Queue(t.s.q.unchanged, a.id, a.created, a.version, string(a.lease.Holder), a.lease.ExpiresAt)
 		}
 	}
 	for _, st := range t.pending {
@@ -221,10 +220,13 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
 }
 
 // noteConflict records that err is the check of a speculating
-// transaction's assumptions failing.
+// transaction's assumptions failing: unchanged() raising, or the write's
+// event colliding with one the cache did not know of.
 func (t *txn) noteConflict(err error) {
 	var pgErr *pgconn.PgError
-	if len(t.assumed) > 0 && errors.As(err, &pgErr) && pgErr.Code == conflictCode {
+	const uniqueViolation = "23505"
+	if len(t.assumed) > 0 && errors.As(err, &pgErr) &&
+		(pgErr.Code == conflictCode || pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey") {
 		t.conflict = true
 	}
 }
@@ -324,7 +326,7 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 			*th = txThread{created: c.created, n: c.n, state: c.state, base: c, cow: c.cow, ownLease: true}
 			t.threads[id] = th
 			t.leases[key] = c.lease
-			t.assumed = append(t.assumed, assumption{id: key, created: c.created, version: int64(c.state.Version), events: c.n, lease: c.lease})
+			t.assumed = append(t.assumed, assumption{id: key, created: c.created, version: int64(c.state.Version), lease: c.lease})
 			return th, nil
 		}
 	}
