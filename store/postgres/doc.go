@@ -22,6 +22,12 @@
 //	leases   (key, holder, expires_at)       claims; a thread's key is its id
 //	trace_lines (thread_id, tick, line)      committed writes' trace lines,
 //	         only with Options.KeepTrace (many-process trace validation)
+//	holders  (key, holder)                   every holder that acquired a
+//	         lease, once: holder freshness (below)
+//
+// and the functions unchanged, unchanged_save and unchanged_save_event
+// (migration 0004), the check a write decided from the cache sends with
+// itself (below).
 //
 // Every statement is parameterised; the schema's name, the one thing that
 // is not a parameter, is quoted with pgx.Identifier.
@@ -50,9 +56,51 @@
 // answers from that lock. Writes (Bump, Append, SaveTaken, PutLease,
 // DeleteLease) are queued and sent with the transaction's next read or
 // with COMMIT, in one round trip: the rows they touch are locked already,
-// and the transaction reads its own writes from the state it holds. A
-// RunStart is two round trips: [BEGIN, lock thread, lock lease, new
-// events] and [insert event, update thread, COMMIT].
+// and the transaction reads its own writes from the state it holds. Read
+// so, a RunStart is two round trips: [BEGIN, lock thread, lock lease, new
+// events] and [insert event, update thread, COMMIT]. That is how every
+// write reads with Options.LockingReads, and how a write reads a thread
+// whose lease this Store does not hold (a Claim, a Post).
+//
+// # One round trip: a write decided from the cache
+//
+// While this Store holds a thread's lease — it wrote the lease for its
+// holder, and its cache has the state and lease its own last transaction
+// on the thread left — the Store expects no other process to write the
+// thread, and a write transaction reads the thread and its lease from the
+// cache, with no round trip. What fn then writes goes out in one pipeline
+// of prepared statements with the check in front (fastpath.go):
+//
+//	BEGIN
+//	SELECT unchanged_save_event(thread, created, version, holder, expiry,  -- the check
+//	       new version, taken, last_message, active_runs,                  -- the row
+//	       the event's columns)                                            -- the event
+//	COMMIT
+//
+// unchanged() locks the thread's row and then its lease's row, the order
+// every write locks them, and raises SQLSTATE TC001 unless the thread is
+// the same one (created) at the version the cache had, under the same
+// lease (holder and expiry). The error aborts the transaction before any
+// of its writes ran. Passed, the rows stay locked to COMMIT, and every
+// decision fn made from the cache is the one it would have made reading
+// them under lock at that moment: the fence (HoldsLease) included, so a
+// fenced write and another holder's acquire still serialise on those
+// rows, with the same outcomes. When the check fails, or fn returned an
+// error decided from the cache before anything was sent (a refusal must
+// be read from the server), fn runs again with locking reads: a storage
+// may call fn more than once (core.Storage's contract), and nothing of
+// the first run was kept. A failed check costs one round trip more; the
+// runner benchmark counts them (conflicts/msg). Statements other than the
+// common ones (a message's insert and NOTIFY, a lease's, a trace line)
+// are sent as their own statements in the same pipeline.
+//
+// A read-only transaction (View) sends COMMIT with its first round trip:
+// reading a thread is one round trip. A View whose fn needs a second is
+// run again in a transaction that stays open, so that its reads share one
+// snapshot.
+//
+// Transactions' values and the argument buffer are reused: a consuming
+// write makes 26 allocations and 2.2 KB, whatever the thread's size.
 //
 // View (core.Viewer) runs the Workspace's reads (Plan, Thread, Lease,
 // Crash) in a REPEATABLE READ READ ONLY transaction with the same queries
@@ -74,12 +122,17 @@
 //
 // Thread returns the fold of the thread's events (core.Thread.Apply) with
 // version and taken from its row. Folding the whole log on every write
-// would cost O(events) (twice the time of a write at 500 events, measured
-// below); instead the Store keeps the state each committed transaction
-// left (Options.CachedThreads of them) and a transaction folds onto a copy
-// of it only the events whose seq is past it, read under the thread's row
-// lock. A cached state is never trusted beyond what that read confirms, so
-// writes by other processes are always seen.
+// would cost O(events) (the fenced-nocache row below); instead the Store
+// keeps the state each committed transaction left (Options.CachedThreads
+// of them) and a transaction folds onto it only the events whose seq is
+// past it, read under the thread's row lock, or, speculating, trusts it
+// as far as unchanged() confirms. Transactions share a cached state
+// without copying it (cache.go): a write copies the header it changes,
+// and appends to a slice in place only when it wins that slice's append
+// right, an atomic flag shared by every state that ends at the same
+// place of the same array; it copies a slice whose elements it changes
+// (an ended run, an answered request) or whose right it lost. A write's
+// cost is then O(1) in the thread's size, with no lock held.
 //
 // PostgreSQL keeps microseconds: event times are truncated to them before
 // they are written, a lease's expiry is rounded up to them (a claim never
@@ -100,7 +153,31 @@
 // the next claimant abandons whatever run did start. The tests provoke
 // both cases for real: a backend terminated while its COMMIT waits on a
 // lock (it had not committed), and a reply dropped after the server
-// committed (it had).
+// committed (it had). A round trip handed to the connection that fails
+// with anything but the server's ERROR is unknown, whatever pgx calls it
+// (a connection pgconn closed while reading the reply says "conn closed",
+// which it deems safe to retry).
+//
+// When the context of a statement in flight ends, the Store's connections
+// send the server a cancel request and wait for its answer (pgconn's
+// CancelRequestContextWatcherHandler) rather than closing the connection
+// at once, pgx's default: a write cancelled while it waits for a row lock
+// stops waiting on the server, fails with an ERROR, and is known to have
+// rolled back, and the connection is kept. With the default it is
+// reported ErrCommitUnknown (tested both ways: TestCancelledLockWait*).
+//
+// # Holder freshness
+//
+// A holder names one claim. A lease written for a holder other than the
+// one that had it (an acquire) inserts (key, holder) into holders in the
+// same transaction; the primary key refuses the same holder's second
+// acquire of that key, and the Store returns core.ErrHolderReused (which
+// wraps core.ErrInvalidArgument). Without it a caller that reused a
+// holder across claims would pass a later claim's fence with a round it
+// left behind: storetest.ReuseHolder plays that through the public API,
+// and the mutant with the key dropped consumes a message twice
+// (TestReuseHolderMutant). Migration 0005 fills holders from the leases
+// and the fenced events of an older schema.
 //
 // # Wake-ups
 //
