@@ -106,6 +106,7 @@ type runnerSetup struct {
 	pollEvery time.Duration
 	wake      bool // Wake from the runner's own Store's Wakeups
 	agent     func(i int) runner.Agent
+	opts      Options // the Stores' (Schema is the benchmark's)
 }
 
 // startRunners creates the threads and starts the runners, each waiting
@@ -114,7 +115,9 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	schema := testSchema(b)
-	poster, err := open(ctx, poolConfig(b, "tc-bench-poster"), Options{Schema: schema})
+	opts := cfg.opts
+	opts.Schema = schema
+	poster, err := open(ctx, poolConfig(b, "tc-bench-poster"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -129,7 +132,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	var stores []*Store
 	var wg sync.WaitGroup
 	for i := range cfg.runners {
-		s, err := open(ctx, poolConfig(b, fmt.Sprintf("tc-bench-runner-%d", i)), Options{Schema: schema})
+		s, err := open(ctx, poolConfig(b, fmt.Sprintf("tc-bench-runner-%d", i)), opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -222,16 +225,26 @@ func (br *benchRunners) consumed(b *testing.B) int64 {
 // BenchmarkRunnerThroughput runs 4 runner processes over 100 threads and
 // posts b.N messages round-robin over the threads (from 4 posters at
 // once, so posting is not what limits it); it measures from the first
-// post until every message is consumed, and reports messages/s.
-// ClaimTTL 2s; runners wake on LISTEN/NOTIFY and poll every 50ms.
+// post until every message is consumed, and reports messages/s, and per
+// consumed message the round trips and transactions the runners' Stores
+// made (reportPerMessage). ClaimTTL 2s; runners wake on LISTEN/NOTIFY and
+// poll every 50ms. The Stores read as readModes say: reads=locking is
+// every transaction as it was before writes were sent in one round trip
+// (and reads committed in one), for a ratio measured in the same run.
 func BenchmarkRunnerThroughput(b *testing.B) {
+	for _, m := range readModes {
+		b.Run(m.name, func(b *testing.B) { benchThroughput(b, m.opts) })
+	}
+}
+
+func benchThroughput(b *testing.B, opts Options) {
 	const runners, threads, posters = 4, 100, 4
 	var started atomic.Int64
 	n := int64(b.N)
 	all := make(chan struct{})
 	var once sync.Once
 	br := startRunners(b, runnerSetup{
-		runners: runners, threads: threads,
+		runners: runners, threads: threads, opts: opts,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(context.Context, *runner.Session) error {
