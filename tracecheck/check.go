@@ -145,38 +145,52 @@ func NewChecker(opts ...Option) *Checker {
 	return c
 }
 
-// Check checks a whole trace: it orders the lines (Order), follows each
-// thread, and returns the Stats and, if some thread fails, the violation
-// at the lowest line number among the threads' first violations, a
-// *Violation. Line numbers are positions in lines plus one, as Read gives.
+// Check checks a whole trace, each thread's lines in the order given (the
+// order rule: Check never reorders; Sort first lines recorded as
+// concurrent processes called their Tracer). It returns the Stats and, at
+// the first line no spec action explains, a *Violation; the check stops
+// there. Line numbers are positions in lines plus one, as Read gives.
 func Check(lines []core.TraceEvent, opts ...Option) (Stats, error) {
 	c := NewChecker(opts...)
-	for _, t := range Order(lines) {
-		for _, l := range t.Lines {
-			if c.Step(l.N, l.Ev) != nil {
-				break
-			}
+	for i := range lines {
+		if err := c.Step(i+1, &lines[i]); err != nil {
+			break
 		}
 	}
 	return c.Stats(), c.Err()
 }
 
-// CheckReader reads a trace (Read) and checks it (Check), naming it name.
+// CheckReader reads a trace from r with a Reader, naming it name, and
+// checks each line as it is read: memory does not grow with the trace's
+// length. It returns the Reader's *LineError for input that is not a
+// well-formed trace (an empty one included), and otherwise what Check
+// returns.
 func CheckReader(r io.Reader, name string, opts ...Option) (Stats, error) {
-	lines, err := Read(r, name)
-	if err != nil {
-		return Stats{}, err
+	c := NewChecker(append([]Option{WithFile(name)}, opts...)...)
+	rd := NewReader(r, name)
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return c.Stats(), nil
+		}
+		if err != nil {
+			return c.Stats(), err
+		}
+		if err := c.Step(rd.Line(), ev); err != nil {
+			return c.Stats(), err
+		}
 	}
-	return Check(lines, append([]Option{WithFile(name)}, opts...)...)
 }
 
-// CheckFile reads the trace in the file at path and checks it.
+// CheckFile checks the trace in the file at path (CheckReader). A path
+// that cannot be read (missing, a directory) is a *LineError at line 0.
 func CheckFile(path string, opts ...Option) (Stats, error) {
-	lines, err := ReadFile(path)
+	f, err := openTrace(path)
 	if err != nil {
 		return Stats{}, err
 	}
-	return Check(lines, append([]Option{WithFile(path)}, opts...)...)
+	defer f.Close()
+	return CheckReader(f, path, opts...)
 }
 
 // Stats returns what the checker has seen so far.

@@ -754,11 +754,11 @@ func TestCheckCatchesUnfencedMutant(t *testing.T) {
 	t.Logf("fenced spec: %v; unfenced spec: %v", guards, invariants)
 }
 
-// TestOrderRestoresTraceOrder guards the ordering rule: lines written in
-// any interleaving that keeps each process's own order (as concurrent
-// Trace calls after their transactions can) check the same as in commit
-// order.
-func TestOrderRestoresTraceOrder(t *testing.T) {
+// TestSortRestoresTraceOrder guards the order rule: lines written in any
+// interleaving that keeps each process's own order (as concurrent Trace
+// calls after their transactions can) are rejected as they stand, at a
+// line out of order, and accepted once Sort has put them in trace order.
+func TestSortRestoresTraceOrder(t *testing.T) {
 	for seed := uint64(1); seed <= 10; seed++ {
 		g := newTraceGen(t, genConfig{seed: seed, threads: 3, procs: 4, fences: core.AllFences()})
 		lines := g.run(t, 2000)
@@ -780,8 +780,13 @@ func TestOrderRestoresTraceOrder(t *testing.T) {
 				byProc[p] = q[n:]
 			}
 		}
+		var v *tracecheck.Violation
+		if _, err := tracecheck.Check(mixed); !asViolation(err, &v) || !errors.Is(err, tracecheck.ErrOrder) {
+			t.Fatalf("seed %d: an out-of-order file: want an order violation, got %v", seed, err)
+		}
+		tracecheck.Sort(mixed)
 		if _, err := tracecheck.Check(mixed); err != nil {
-			t.Fatalf("seed %d: %v", seed, err)
+			t.Fatalf("seed %d: sorted: %v", seed, err)
 		}
 	}
 }
