@@ -26,15 +26,14 @@ const (
 	ActionCrash         Action = "Crash"
 )
 
-// Actions returns every action, in the order the specification declares
-// them.
+// Actions returns every action, in the order the specification
+// declares them (the action table's order).
 func Actions() []Action {
-	return []Action{
-		ActionPost, ActionClaim, ActionRenew, ActionLapse, ActionRelease,
-		ActionAbandon, ActionAbandonFenced, ActionPlan, ActionRunStart,
-		ActionStartFenced, ActionReply, ActionReplyFenced, ActionAsk,
-		ActionRunEnd, ActionEndRefused, ActionCrash,
+	out := make([]Action, len(actionTable))
+	for i, info := range actionTable {
+		out[i] = info.Action
 	}
+	return out
 }
 
 // Plan kinds, as a Plan trace line's Kind.

@@ -59,6 +59,11 @@ const (
 	StepOver     Step = "" // the turn is over
 )
 
+// Steps returns the steps a turn can take, in order (not StepOver).
+func Steps() []Step {
+	return []Step{StepClaim, StepPlan, StepAbandon, StepRunStart, StepReply, StepAgent, StepRunEnd, StepRelease}
+}
+
 // Turn is one claim on one thread, taken one step at a time: claim, abandon
 // what earlier claims left, plan, start a run (fenced) or answer a request
 // (fenced), run the agent, record the run's end (not fenced), plan again

@@ -203,8 +203,8 @@ func CheckFile(path string, opts ...Option) (Stats, error) {
 func (c *Checker) Stats() Stats {
 	s := c.stats
 	s.PerAction = map[core.Action]int{}
-	for i, a := range core.Actions() {
-		if n := c.perAction[i]; n > 0 {
+	for _, a := range core.Actions() {
+		if n := c.perAction[actionIndex(a)]; n > 0 {
 			s.PerAction[a] = n
 		}
 	}
@@ -415,19 +415,16 @@ func (t *threadState) oldestOpen() int64 {
 }
 
 // isRead says whether an action's line is a read: it carries the version
-// it saw. Release is either (see release).
+// it saw (the action table's LineRead). Release is either (see release).
 func isRead(a core.Action) bool {
-	switch a {
-	case core.ActionPlan, core.ActionStartFenced, core.ActionReplyFenced,
-		core.ActionAbandonFenced, core.ActionEndRefused, core.ActionCrash:
-		return true
-	}
-	return false
+	i := actionIndex(a)
+	return i >= 0 && lineRules[i].line == core.LineRead
 }
 
-// The optional fields of a line: which an action carries. taken, tick,
-// read, thread and proc are on every line; a field an action does not
-// carry must be zero.
+// The values a line may carry besides tick, read, action, thread, proc
+// and taken (every line has those): the action table's fields, and the
+// timing this package's format adds to Claim and Renew. A field an action
+// does not carry must be zero.
 const (
 	cHolder uint16 = 1 << iota
 	cMsg
@@ -435,37 +432,45 @@ const (
 	cRun
 	cLease
 	cKind
-	cTiming   // now, ttl, expires
-	cReplaced // replaced
+	cTiming   // now, ttl, expires: Claim and Renew
+	cReplaced // replaced: Claim
 )
+
+// lineRule is what the checker reads of an action's row in core's action
+// table, by actionIndex.
+type lineRule struct {
+	line    core.LineKind
+	carries uint16
+}
+
+// lineRules is derived once from core.ActionTable: constant data.
+var lineRules = func() (rules [numActions]lineRule) {
+	bits := []struct {
+		f core.Field
+		c uint16
+	}{{core.FieldHolder, cHolder}, {core.FieldMsg, cMsg}, {core.FieldReq, cReq}, {core.FieldRun, cRun},
+		{core.FieldLease, cLease}, {core.FieldKind, cKind}}
+	for _, info := range core.ActionTable() {
+		i := actionIndex(info.Action)
+		if i < 0 {
+			panic(fmt.Sprintf("tracecheck: action %q of core's table has no index", info.Action))
+		}
+		rules[i].line = info.Line
+		for _, b := range bits {
+			if info.Carries.Has(b.f) {
+				rules[i].carries |= b.c
+			}
+		}
+	}
+	rules[actionIndex(core.ActionClaim)].carries |= cTiming | cReplaced
+	rules[actionIndex(core.ActionRenew)].carries |= cTiming
+	return rules
+}()
 
 // carries returns the fields the action's line carries.
 func carries(a core.Action) uint16 {
-	switch a {
-	case core.ActionPost:
-		return cMsg
-	case core.ActionClaim:
-		return cHolder | cLease | cTiming | cReplaced
-	case core.ActionRenew:
-		return cHolder | cLease | cTiming
-	case core.ActionRelease:
-		return cHolder | cLease
-	case core.ActionAbandon, core.ActionAbandonFenced:
-		return cHolder | cRun | cLease
-	case core.ActionPlan:
-		return cHolder | cMsg | cReq | cKind
-	case core.ActionRunStart:
-		return cHolder | cMsg | cRun | cLease
-	case core.ActionStartFenced:
-		return cHolder | cMsg | cLease
-	case core.ActionReply, core.ActionReplyFenced:
-		return cHolder | cMsg | cReq | cLease
-	case core.ActionAsk:
-		return cHolder | cReq | cRun
-	case core.ActionRunEnd, core.ActionEndRefused:
-		return cHolder | cRun
-	case core.ActionCrash:
-		return cHolder
+	if i := actionIndex(a); i >= 0 {
+		return lineRules[i].carries
 	}
 	return 0
 }

@@ -3,7 +3,9 @@
 // reads the trace core emits, follows it line by line through the spec's
 // actions (the Go trace checker), and checks concurrent histories of the
 // lease and fenced-consume operations for linearizability with porcupine.
-// It also runs the executions those checks are applied to.
+// It is pure: it imports core and nothing else of this project, so that a
+// storage author or a tool can check traces without the runner or a
+// storage. The executions the checks are applied to live in package sim.
 //
 // # The trace
 //
@@ -166,25 +168,7 @@
 // rejected at one line), shared with the TLC trace spec in tla/; see its
 // README.
 //
-// # Executions
-//
-// Sim is a deterministic execution: a seeded scheduler (SimConfig.Seed)
-// interleaves the steps of several real runner processes — runner.Turn
-// over core.Workspace over a real core.Storage, each process with its own
-// simclock — with posts, renewals, time passing on every clock, one
-// clock jumping ahead (skew), and crashes. A process the scheduler leaves
-// alone is stalled between its read and its write while leases lapse. The
-// same seed replays the same execution. After every operation Sim.Check
-// reads storage and checks I1_ConsumedAtMostOnce, I3_OneActiveRun and
-// NoLiveAbandon; Quiesce then stops the faults, lets every clock pass the
-// TTL and runs the processes fairly until every message is consumed
-// (liveness). The rapid state-machine test drives the same Sim with
-// operations rapid draws and shrinks.
-//
-// RunConcurrent is a concurrent execution: runner.Runner goroutines in real
-// time with short TTLs, skewed clocks, agents that stall past the TTL,
-// writes held in flight before they reach storage, and a poster. Its lines
-// carry call and return times for porcupine.
+// # Histories of many processes
 //
 // A many-process execution (cmd/tracecheck's fleet) runs runner OS
 // processes; each writes a history file (HistoryWriter: trace lines with

@@ -31,6 +31,15 @@ const (
 
 var linKindNames = [...]string{"Claim", "Renew", "Release", "RunStart", "Reply", "Taken"}
 
+// LinKinds returns every operation of the model, in order.
+func LinKinds() []LinKind {
+	out := make([]LinKind, len(linKindNames))
+	for i := range out {
+		out[i] = LinKind(i)
+	}
+	return out
+}
+
 func (k LinKind) String() string {
 	if int(k) < len(linKindNames) {
 		return linKindNames[k]
@@ -460,7 +469,13 @@ var (
 // Illegal, when htmlPath is not empty, it writes porcupine's visualisation
 // of the history there (a self-contained HTML file).
 func CheckLinearizable(ops []porcupine.Operation, timeout time.Duration, htmlPath string) (porcupine.CheckResult, error) {
-	model := LeaseModel()
+	return checkLinearizable(LeaseModel(), ops, timeout, htmlPath)
+}
+
+// checkLinearizable is CheckLinearizable against any model, so that a test
+// can make the outcome Unknown deterministically with a model that cannot
+// finish in time.
+func checkLinearizable(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, htmlPath string) (porcupine.CheckResult, error) {
 	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	switch res {
 	case porcupine.Ok:

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/threadclaim/threadclaim/sim"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -21,7 +22,7 @@ type linTally struct {
 
 // check runs porcupine on one concurrent execution's history: its lease
 // and fenced-consume operations, with their call and return times.
-func (l *linTally) check(res tracecheck.ConcurrentResult, timeout time.Duration, htmlOut string) error {
+func (l *linTally) check(res sim.ConcurrentResult, timeout time.Duration, htmlOut string) error {
 	ops := tracecheck.OperationsFromTrace(res.Lines)
 	l.histories++
 	l.ops += len(ops)

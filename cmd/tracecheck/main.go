@@ -16,8 +16,10 @@
 //
 // Exit codes: 0 every check passed; 1 a check failed (a broken invariant,
 // a trace no spec action explains, a history that is not linearizable;
-// `run -unfenced` exits 1 when it catches the mutant, as it must); 2 bad
-// usage or unreadable input; 3 inconclusive (porcupine timed out).
+// with -unfenced, the mutant was caught, as it must be); 2 bad usage or
+// bad input (malformed, unreadable or empty); 3 inconclusive (porcupine
+// timed out); 4 could not run (storage unreachable, a deadline passed); 5
+// with -unfenced, the mutant survived: no check caught it.
 package main
 
 import (
@@ -34,6 +36,8 @@ const (
 	exitFailed       = 1
 	exitUsage        = 2
 	exitInconclusive = 3
+	exitCouldNotRun  = 4
+	exitSurvived     = 5
 )
 
 // usageError is bad usage: exit 2 with the subcommand's usage.
@@ -62,9 +66,11 @@ Usage:
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
-Exit codes: 0 every check passed; 1 a check failed (run -unfenced exits 1
-when it catches the mutant, as it must); 2 bad usage or unreadable input;
-3 inconclusive (porcupine timed out).
+Exit codes: 0 every check passed; 1 a check failed (with -unfenced: the
+mutant was caught, as it must be); 2 bad usage or bad input (malformed,
+unreadable, empty); 3 inconclusive (porcupine timed out); 4 could not run
+(storage unreachable, a deadline passed); 5 with -unfenced: the mutant
+survived, no check caught it.
 `
 
 func main() {
@@ -113,7 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, f.msg)
 		return f.code
 	default:
+		// Not a check's verdict nor bad usage: the command could not run.
 		fmt.Fprintf(stderr, "tracecheck %s: %v\n", args[0], err)
-		return exitUsage
+		return exitCouldNotRun
 	}
 }

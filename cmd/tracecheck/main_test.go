@@ -221,3 +221,12 @@ func TestMutateCommand(t *testing.T) {
 	require.Equal(t, exitUsage, code)
 	require.Contains(t, errs, "already holds mutants")
 }
+
+// A mutant that no check catches exits 5, not 1: a CI step that expects
+// exit 1 from -unfenced fails when the checks are blind. With no scheduled
+// operations (only the fair drain) the unfenced code has nothing to race.
+func TestRunUnfencedSurvivorExit5(t *testing.T) {
+	code, out, errs := runCLI("run", "-seeds", "2", "-steps", "1", "-concurrent", "0", "-unfenced")
+	require.Equal(t, exitSurvived, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, errs, "SURVIVED")
+}

@@ -120,10 +120,9 @@ func buildView(th tracecheck.ThreadLines, v *tracecheck.Violation) threadView {
 			tv.lanes = append(tv.lanes, ev.Proc)
 		}
 		c := cell{n: l.N, tick: ev.Tick, lane: lane[ev.Proc], class: "plain"}
-		switch ev.Action {
-		case core.ActionPost:
-			c.text = fmt.Sprintf("Post m%d", ev.Msg)
-		case core.ActionClaim:
+		info, _ := core.Info(ev.Action)
+		switch {
+		case ev.Action == core.ActionClaim:
 			h := fmt.Sprintf("h%d", len(holder)+1)
 			holder[ev.Holder] = h
 			tv.holders = append(tv.holders, fmt.Sprintf("%s = %s (%s)", h, ev.Holder, ev.Proc))
@@ -132,44 +131,16 @@ func buildView(th tracecheck.ThreadLines, v *tracecheck.Violation) threadView {
 				c.text = fmt.Sprintf("Claim %s ⚡ %s lapsed", h, name(lease))
 				c.class = "lapse"
 			}
-		case core.ActionRenew:
-			c.text = "Renew " + name(ev.Holder)
-		case core.ActionRelease:
-			c.text = "Release " + name(ev.Holder)
-			if ev.Read {
-				c.text += fmt.Sprintf(" (lease is %s's)", name(ev.Lease))
-			}
-		case core.ActionAbandon:
-			c.text = fmt.Sprintf("Abandon r%d", ev.Run)
-		case core.ActionAbandonFenced:
-			c.text, c.class = fmt.Sprintf("AbandonFenced r%d ✗ lease %s", ev.Run, name(ev.Lease)), "refuse"
-		case core.ActionPlan:
-			if ev.Kind == core.PlanKindReply {
-				c.text = fmt.Sprintf("Plan reply q%d ← m%d", ev.Req, ev.Msg)
-			} else {
-				c.text = fmt.Sprintf("Plan run m%d", ev.Msg)
-			}
-		case core.ActionRunStart:
-			c.text, c.class = fmt.Sprintf("RunStart r%d ← m%d", ev.Run, ev.Msg), "consume"
-		case core.ActionStartFenced:
-			c.text, c.class = fmt.Sprintf("StartFenced m%d ✗ lease %s", ev.Msg, name(ev.Lease)), "refuse"
-		case core.ActionReply:
-			c.text, c.class = fmt.Sprintf("Reply q%d ← m%d", ev.Req, ev.Msg), "consume"
-		case core.ActionReplyFenced:
-			c.text, c.class = fmt.Sprintf("ReplyFenced q%d ✗ lease %s", ev.Req, name(ev.Lease)), "refuse"
-		case core.ActionAsk:
-			c.text = fmt.Sprintf("Ask q%d (r%d)", ev.Req, ev.Run)
-		case core.ActionRunEnd:
-			c.text = fmt.Sprintf("RunEnd r%d", ev.Run)
-		case core.ActionEndRefused:
-			c.text, c.class = fmt.Sprintf("EndRefused r%d ✗ abandoned", ev.Run), "refuse"
-		case core.ActionCrash:
-			c.text, c.class = "Crash "+name(ev.Holder), "refuse"
 		default:
-			c.text = string(ev.Action)
+			c.text = cellText(*ev, info, name)
+			switch {
+			case info.Consumes:
+				c.class = "consume"
+			case info.Refuses != "" || ev.Action == core.ActionCrash:
+				c.class = "refuse"
+			}
 		}
-		if ev.Action == core.ActionClaim || ev.Action == core.ActionRenew || (ev.Action == core.ActionRelease && !ev.Read) ||
-			ev.Action == core.ActionRunStart || ev.Action == core.ActionReply || ev.Action == core.ActionAbandon {
+		if info.WritesLease && info.Line != core.LineNone && !ev.Read || info.Fenced && !ev.Read {
 			lease = ev.Lease
 		}
 		if v != nil && v.Event.Thread == th.Thread && v.Line == l.N {
@@ -178,6 +149,40 @@ func buildView(th tracecheck.ThreadLines, v *tracecheck.Violation) threadView {
 		tv.cells = append(tv.cells, c)
 	}
 	return tv
+}
+
+// cellText describes a line by the values its action carries (the action
+// table's Carries): the run, the request, the message, Plan's kind, and for
+// a refusal what refused it.
+func cellText(ev core.TraceEvent, info core.ActionInfo, name func(core.Holder) string) string {
+	parts := []string{string(ev.Action)}
+	if info.Carries.Has(core.FieldKind) {
+		parts = append(parts, ev.Kind)
+	}
+	if info.Carries.Has(core.FieldRun) && (ev.Run != 0 || info.Consumes) {
+		parts = append(parts, fmt.Sprintf("r%d", ev.Run))
+	}
+	if info.Carries.Has(core.FieldReq) && ev.Req != 0 {
+		parts = append(parts, fmt.Sprintf("q%d", ev.Req))
+	}
+	if info.Carries.Has(core.FieldMsg) && ev.Msg != 0 {
+		if info.Consumes || ev.Action == core.ActionPlan && ev.Kind == core.PlanKindReply {
+			parts = append(parts, "←")
+		}
+		parts = append(parts, fmt.Sprintf("m%d", ev.Msg))
+	}
+	if info.Carries&(core.FieldRun|core.FieldMsg|core.FieldReq) == 0 && info.Carries.Has(core.FieldHolder) {
+		parts = append(parts, name(ev.Holder))
+	}
+	switch {
+	case info.Refuses != "" && info.Carries.Has(core.FieldLease):
+		parts = append(parts, "✗ lease "+name(ev.Lease))
+	case info.Refuses != "":
+		parts = append(parts, "✗ abandoned")
+	case info.Line == core.LineWriteOrRead && ev.Read:
+		parts = append(parts, fmt.Sprintf("(lease is %s's)", name(ev.Lease)))
+	}
+	return strings.Join(parts, " ")
 }
 
 func (tv threadView) text(w io.Writer, width int) {

@@ -5,15 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/sim"
 	"github.com/threadclaim/threadclaim/store/postgres"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -29,12 +28,6 @@ storage (postgres KeepTrace).
 
 Flags:
 `
-
-// skewedClock is the machine's clock off by a fixed offset.
-type skewedClock struct{ offset time.Duration }
-
-func (c skewedClock) Now() time.Time                         { return time.Now().Add(c.offset) }
-func (c skewedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
@@ -67,7 +60,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer f.Close()
 	hw := tracecheck.NewHistoryWriter(f)
-	clock := skewedClock{offset: *skew}
+	clock := sim.SkewedClock{Offset: *skew}
 	opts := []core.Option{core.WithProcess(*name), core.WithTracer(hw)}
 	if *unfenced {
 		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
@@ -77,8 +70,6 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewPCG(*seed, 7))
-	var mu sync.Mutex
 	r, err := runner.New(runner.Config{
 		Workspace:  ws,
 		Clock:      clock,
@@ -86,22 +77,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		RenewEvery: *ttl / 3,
 		PollEvery:  *poll,
 		Wake:       wake,
-		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
-			mu.Lock()
-			d := time.Duration(rng.Int64N(int64(*agentMax) + 1))
-			ask := rng.IntN(4) == 0
-			mu.Unlock()
-			if ask {
-				if _, err := s.Ask(ctx, "which one?"); err != nil {
-					return err
-				}
-			}
-			select {
-			case <-time.After(d):
-			case <-ctx.Done():
-			}
-			return nil
-		}),
+		Agent:      sim.StallingAgent(*seed, *agentMax),
 	})
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package tracecheck
+package sim
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func drawOp(t *rapid.T, procs, threads int) Op {
 func TestRapidWorkspaceInvariants(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		sim, err := NewSim(ctx, SimConfig{Seed: rapid.Uint64().Draw(rt, "seed"), Procs: 3, Threads: 1, Messages: 4})
+		sim, err := NewSeeded(ctx, Config{Seed: rapid.Uint64().Draw(rt, "seed"), Procs: 3, Threads: 1, Messages: 4})
 		require.NoError(rt, err)
 		n := rapid.IntRange(1, 200).Draw(rt, "ops")
 		for i := range n {
@@ -66,9 +66,9 @@ func TestSimSeedsFenced(t *testing.T) {
 	ctx := context.Background()
 	total := map[string]int{}
 	for seed := range uint64(seeds) {
-		sim, err := NewSim(ctx, SimConfig{Seed: seed})
+		sim, err := NewSeeded(ctx, Config{Seed: seed})
 		require.NoError(t, err)
-		require.NoError(t, sim.Run(ctx), "seed %d (replay: SimConfig{Seed: %d})", seed, seed)
+		require.NoError(t, sim.Run(ctx), "seed %d (replay: Config{Seed: %d})", seed, seed)
 		st := sim.Stats()
 		for k, v := range st.Outcomes {
 			total[string(k)] += v
@@ -84,7 +84,7 @@ func TestSimDeterministic(t *testing.T) {
 	ctx := context.Background()
 	run := func() []core.TraceEvent {
 		rec := &lineRecorder{}
-		sim, err := NewSim(ctx, SimConfig{Seed: 42, Tracer: rec})
+		sim, err := NewSeeded(ctx, Config{Seed: 42, Tracer: rec})
 		require.NoError(t, err)
 		require.NoError(t, sim.Run(ctx))
 		return rec.lines
@@ -101,7 +101,7 @@ func TestSimSeedsUnfencedMutantCaught(t *testing.T) {
 	ctx := context.Background()
 	caught := map[string]int{}
 	for seed := range uint64(300) {
-		sim, err := NewSim(ctx, SimConfig{Seed: seed, Unfenced: true})
+		sim, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: true})
 		require.NoError(t, err)
 		err = sim.Run(ctx)
 		var inv *InvariantError

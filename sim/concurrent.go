@@ -1,4 +1,4 @@
-package tracecheck
+package sim
 
 import (
 	"context"
@@ -85,12 +85,6 @@ func (r *timedRecorder) Trace(ev core.TraceEvent) {
 	r.lines = append(r.lines, ev)
 }
 
-// skewedClock is the machine's clock off by a fixed offset.
-type skewedClock struct{ offset time.Duration }
-
-func (c skewedClock) Now() time.Time                         { return time.Now().Add(c.offset) }
-func (c skewedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // delayingStorage holds some transactions back before they reach storage:
 // a write in flight past the TTL.
 type delayingStorage struct {
@@ -145,33 +139,16 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 	var wg sync.WaitGroup
 	for i := range cfg.Procs {
 		name := fmt.Sprintf("p%d", i+1)
-		clock := skewedClock{offset: time.Duration(rng.Int64N(int64(cfg.MaxSkew) + 1))}
+		clock := SkewedClock{Offset: time.Duration(rng.Int64N(int64(cfg.MaxSkew) + 1))}
 		store := &delayingStorage{Storage: cfg.Storage, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), maxStall: cfg.MaxStall}
 		ws := core.NewWorkspace(store, clock, append(opts, core.WithProcess(name))...)
-		agentRng := rand.New(rand.NewPCG(rng.Uint64(), 2))
-		var agentMu sync.Mutex
 		r, err := runner.New(runner.Config{
 			Workspace:  ws,
 			Clock:      clock,
 			ClaimTTL:   cfg.ClaimTTL,
 			RenewEvery: cfg.ClaimTTL / 3,
 			PollEvery:  time.Millisecond,
-			Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
-				agentMu.Lock()
-				stall := time.Duration(agentRng.Int64N(int64(cfg.MaxStall)))
-				ask := agentRng.IntN(4) == 0
-				agentMu.Unlock()
-				if ask {
-					if _, err := s.Ask(ctx, "which one?"); err != nil {
-						return err
-					}
-				}
-				select {
-				case <-time.After(stall):
-				case <-ctx.Done():
-				}
-				return nil
-			}),
+			Agent:      StallingAgent(rng.Uint64(), cfg.MaxStall),
 		})
 		if err != nil {
 			return res, err
@@ -224,17 +201,7 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 
 	// The invariants, in storage, whatever the liveness outcome.
 	for _, id := range res.Threads {
-		var th *core.Thread
-		var lease core.Lease
-		uerr := cfg.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-			var err error
-			if th, err = tx.Thread(ctx, id); err != nil {
-				return err
-			}
-			th = th.Clone()
-			lease, err = tx.Lease(ctx, string(id))
-			return err
-		})
+		th, _, lease, uerr := snapshot(ctx, cfg.Storage, id)
 		if uerr != nil {
 			return res, uerr
 		}

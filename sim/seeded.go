@@ -1,4 +1,4 @@
-package tracecheck
+package sim
 
 import (
 	"context"
@@ -13,9 +13,9 @@ import (
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
-// SimConfig configures one deterministic simulated execution. Zero fields
+// Config configures one deterministic simulated execution. Zero fields
 // take the defaults their comments give.
-type SimConfig struct {
+type Config struct {
 	Seed     uint64        // the seed; the same seed replays the same execution
 	Procs    int           // runner processes; default 3
 	Threads  int           // threads; default 2
@@ -31,7 +31,7 @@ type SimConfig struct {
 	Tracer core.Tracer
 }
 
-func (c SimConfig) withDefaults() SimConfig {
+func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
 		if *v == 0 {
 			*v = d
@@ -108,8 +108,8 @@ func (e *InvariantError) Error() string {
 	return fmt.Sprintf("%s violated on thread %s after op %d: %s", e.Invariant, e.Thread, e.Op, e.Detail)
 }
 
-// SimStats counts what a simulation did.
-type SimStats struct {
+// Stats counts what a simulation did.
+type Stats struct {
 	Ops             [numOps]int
 	Steps           map[runner.Step]int // turn steps taken, by step
 	Outcomes        map[runner.Outcome]int
@@ -126,7 +126,7 @@ type simProc struct {
 	holders int
 }
 
-// Sim is one deterministic execution: a seeded scheduler interleaves the
+// Seeded is one deterministic execution: a seeded scheduler interleaves the
 // steps of several real runner processes (runner.Turn over core.Workspace
 // over a real storage), each with its own manual clock, with posts,
 // renewals, time passing, clock jumps and crashes. A process not scheduled
@@ -134,29 +134,29 @@ type simProc struct {
 // operation it checks the invariants in storage; at the end it stops the
 // faults, lets every clock pass the TTL and runs the processes fairly until
 // every posted message is consumed (liveness).
-type Sim struct {
-	cfg     SimConfig
+type Seeded struct {
+	cfg     Config
 	rng     *rand.Rand
 	procs   []*simProc
 	poster  *core.Workspace
 	threads []core.ThreadID
 	posted  []int
 	seen    map[core.ThreadID]int // events already checked, per thread
-	stats   SimStats
+	stats   Stats
 }
 
-// NewSim builds the execution's processes and threads.
-func NewSim(ctx context.Context, cfg SimConfig) (*Sim, error) {
+// NewSeeded builds the execution's processes and threads.
+func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	cfg = cfg.withDefaults()
 	if cfg.Procs < 1 || cfg.Threads < 1 || cfg.Messages < 0 || cfg.Steps < 0 || cfg.ClaimTTL <= 0 {
 		return nil, fmt.Errorf("sim config: procs %d, threads %d, messages %d, steps %d, ttl %v: counts must be positive",
 			cfg.Procs, cfg.Threads, cfg.Messages, cfg.Steps, cfg.ClaimTTL)
 	}
-	s := &Sim{
+	s := &Seeded{
 		cfg:   cfg,
 		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
 		seen:  map[core.ThreadID]int{},
-		stats: SimStats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
+		stats: Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
 	var opts []core.Option
@@ -205,11 +205,11 @@ func NewSim(ctx context.Context, cfg SimConfig) (*Sim, error) {
 }
 
 // Stats returns what the simulation did so far.
-func (s *Sim) Stats() SimStats { return s.stats }
+func (s *Seeded) Stats() Stats { return s.stats }
 
 // Run schedules cfg.Steps operations, checking the invariants after each,
 // then quiesces and checks liveness. It returns the first violation.
-func (s *Sim) Run(ctx context.Context) error {
+func (s *Seeded) Run(ctx context.Context) error {
 	for i := range s.cfg.Steps {
 		if err := s.Apply(ctx, s.NextOp()); err != nil {
 			return err
@@ -222,7 +222,7 @@ func (s *Sim) Run(ctx context.Context) error {
 }
 
 // NextOp draws the next operation from the seeded scheduler.
-func (s *Sim) NextOp() Op {
+func (s *Seeded) NextOp() Op {
 	op := Op{Proc: s.rng.IntN(len(s.procs)), Thread: s.rng.IntN(len(s.threads))}
 	ttl := s.cfg.ClaimTTL
 	switch n := s.rng.IntN(100); {
@@ -246,7 +246,7 @@ func (s *Sim) NextOp() Op {
 }
 
 // Apply carries out one operation.
-func (s *Sim) Apply(ctx context.Context, op Op) error {
+func (s *Seeded) Apply(ctx context.Context, op Op) error {
 	s.stats.Ops[op.Kind]++
 	p := s.procs[op.Proc]
 	switch op.Kind {
@@ -285,7 +285,7 @@ func (s *Sim) Apply(ctx context.Context, op Op) error {
 }
 
 // step takes p's next step and returns its turn's outcome if it ended.
-func (s *Sim) step(ctx context.Context, p *simProc, thread core.ThreadID) runner.Outcome {
+func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) runner.Outcome {
 	if p.turn == nil {
 		p.turn = p.r.NewTurn(thread)
 	}
@@ -304,23 +304,9 @@ func (s *Sim) step(ctx context.Context, p *simProc, thread core.ThreadID) runner
 // one active run (I3_OneActiveRun), no run abandoned while its own claim
 // holds the lease (NoLiveAbandon). op is the operation's index, for the
 // report.
-func (s *Sim) Check(ctx context.Context, op int) error {
+func (s *Seeded) Check(ctx context.Context, op int) error {
 	for _, id := range s.threads {
-		var evs []core.Event
-		var th *core.Thread
-		var lease core.Lease
-		err := s.cfg.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-			var err error
-			if evs, err = tx.Events(ctx, id); err != nil {
-				return err
-			}
-			if th, err = tx.Thread(ctx, id); err != nil {
-				return err
-			}
-			th = th.Clone()
-			lease, err = tx.Lease(ctx, string(id))
-			return err
-		})
+		th, evs, lease, err := snapshot(ctx, s.cfg.Storage, id)
 		if err != nil {
 			return err
 		}
@@ -360,7 +346,7 @@ func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) 
 // for all), and the processes run fairly, in turn, until no thread has work
 // and every process is idle. A message still unconsumed then breaks
 // liveness.
-func (s *Sim) Quiesce(ctx context.Context) error {
+func (s *Seeded) Quiesce(ctx context.Context) error {
 	for t := range s.threads {
 		for s.posted[t] < s.cfg.Messages {
 			if err := s.Apply(ctx, Op{Kind: OpPost, Thread: t}); err != nil {
@@ -415,7 +401,7 @@ func (s *Sim) Quiesce(ctx context.Context) error {
 }
 
 // work returns a thread with a message to consume or an active run.
-func (s *Sim) work(ctx context.Context) (core.ThreadID, bool, error) {
+func (s *Seeded) work(ctx context.Context) (core.ThreadID, bool, error) {
 	for _, id := range s.threads {
 		th, err := s.poster.Thread(ctx, id)
 		if err != nil {
@@ -428,7 +414,7 @@ func (s *Sim) work(ctx context.Context) (core.ThreadID, bool, error) {
 	return "", false, nil
 }
 
-func (s *Sim) checkLiveness(ctx context.Context) error {
+func (s *Seeded) checkLiveness(ctx context.Context) error {
 	for _, id := range s.threads {
 		th, err := s.poster.Thread(ctx, id)
 		if err != nil {

@@ -1,0 +1,125 @@
+package core
+
+// The action table: one row per action of spec/ThreadClaimLapse.tla, the
+// single place that says what each action is. The trace checkers, the
+// trace viewer, the runner's steps, the porcupine model and the
+// simulations read these facts from here (or are tested against them in
+// cmd/tracecheck's TestActionTable), so an action added in one place only
+// fails that test.
+
+// LineKind says how an action's trace line relates to the thread's
+// version.
+type LineKind uint8
+
+// The kinds of trace line.
+const (
+	// LineNone: the action is never written to a trace (Lapse, which the
+	// checkers infer).
+	LineNone LineKind = iota
+	// LineWrite: the action writes; its line carries the version its
+	// transaction made ("read": false).
+	LineWrite
+	// LineRead: the action reads or is refused and writes nothing; its line
+	// carries the version it saw ("read": true).
+	LineRead
+	// LineWriteOrRead: Release, a write when the lease is still the
+	// process's and otherwise a read (the round ends either way).
+	LineWriteOrRead
+)
+
+func (k LineKind) String() string {
+	switch k {
+	case LineNone:
+		return "none"
+	case LineWrite:
+		return "write"
+	case LineRead:
+		return "read"
+	case LineWriteOrRead:
+		return "write-or-read"
+	}
+	return "LineKind(?)"
+}
+
+// Field is one of a trace line's optional values, as a bit set.
+type Field uint8
+
+// The values a trace line may carry besides tick, read, action, thread and
+// proc (every line has those) and taken (every logged line carries the
+// cursor as storage holds it).
+const (
+	FieldHolder Field = 1 << iota // the process's holder for its claim
+	FieldMsg                      // a message
+	FieldReq                      // a request
+	FieldRun                      // a run
+	FieldLease                    // the lease's holder seen in the transaction
+	FieldKind                     // Plan's kind
+)
+
+// Has reports whether every field of g is in f.
+func (f Field) Has(g Field) bool { return f&g == g }
+
+// ActionInfo is one row of the action table.
+type ActionInfo struct {
+	Action Action
+	// Line is how the action's trace line relates to the thread's version.
+	Line LineKind
+	// ByProcess is true for the actions a runner process takes under a
+	// claim; Post (anyone) and Lapse (time) are not.
+	ByProcess bool
+	// WritesLease is true for the actions that change the lease.
+	WritesLease bool
+	// Consumes is true for the writes that consume a message: they save the
+	// taken cursor at it, and the fence guards them.
+	Consumes bool
+	// Fenced is true for the writes that check, inside their own
+	// transaction, that the claim's holder has the lease.
+	Fenced bool
+	// Refuses names, for a refusal, the write it refuses; "" otherwise.
+	Refuses Action
+	// EndsRound is true when the process is idle after the action: its
+	// claim's round is over.
+	EndsRound bool
+	// Event is the kind of event the action appends to the thread's log;
+	// "" when it appends none.
+	Event EventKind
+	// Carries lists the values the action's trace line carries.
+	Carries Field
+}
+
+// ActionTable returns every action's row, in the order the specification
+// declares the actions (Actions' order).
+func ActionTable() []ActionInfo {
+	return append([]ActionInfo(nil), actionTable[:]...)
+}
+
+// actionTable is the table itself: constant data, never written.
+var actionTable = [...]ActionInfo{
+	{Action: ActionPost, Line: LineWrite, Event: MessagePosted, Carries: FieldMsg},
+	{Action: ActionClaim, Line: LineWrite, ByProcess: true, WritesLease: true, Carries: FieldHolder | FieldLease},
+	{Action: ActionRenew, Line: LineWrite, ByProcess: true, WritesLease: true, Carries: FieldHolder | FieldLease},
+	{Action: ActionLapse, Line: LineNone, WritesLease: true},
+	{Action: ActionRelease, Line: LineWriteOrRead, ByProcess: true, WritesLease: true, EndsRound: true, Carries: FieldHolder | FieldLease},
+	{Action: ActionAbandon, Line: LineWrite, ByProcess: true, Fenced: true, Event: RunAbandoned, Carries: FieldHolder | FieldRun | FieldLease},
+	{Action: ActionAbandonFenced, Line: LineRead, ByProcess: true, Refuses: ActionAbandon, EndsRound: true, Carries: FieldHolder | FieldRun | FieldLease},
+	{Action: ActionPlan, Line: LineRead, ByProcess: true, Carries: FieldHolder | FieldMsg | FieldReq | FieldKind},
+	{Action: ActionRunStart, Line: LineWrite, ByProcess: true, Consumes: true, Fenced: true, Event: RunStarted, Carries: FieldHolder | FieldMsg | FieldRun | FieldLease},
+	{Action: ActionStartFenced, Line: LineRead, ByProcess: true, Refuses: ActionRunStart, EndsRound: true, Carries: FieldHolder | FieldMsg | FieldLease},
+	{Action: ActionReply, Line: LineWrite, ByProcess: true, Consumes: true, Fenced: true, Event: Answered, Carries: FieldHolder | FieldMsg | FieldReq | FieldLease},
+	{Action: ActionReplyFenced, Line: LineRead, ByProcess: true, Refuses: ActionReply, EndsRound: true, Carries: FieldHolder | FieldMsg | FieldReq | FieldLease},
+	{Action: ActionAsk, Line: LineWrite, ByProcess: true, Event: Asked, Carries: FieldHolder | FieldReq | FieldRun},
+	{Action: ActionRunEnd, Line: LineWrite, ByProcess: true, Event: RunEnded, Carries: FieldHolder | FieldRun},
+	{Action: ActionEndRefused, Line: LineRead, ByProcess: true, Refuses: ActionRunEnd, EndsRound: true, Carries: FieldHolder | FieldRun},
+	{Action: ActionCrash, Line: LineRead, ByProcess: true, EndsRound: true, Carries: FieldHolder},
+}
+
+// Info returns the action's row of the action table, and false for a name
+// that is not an action.
+func Info(a Action) (ActionInfo, bool) {
+	for _, info := range actionTable {
+		if info.Action == a {
+			return info, true
+		}
+	}
+	return ActionInfo{}, false
+}

@@ -1,0 +1,25 @@
+// Package sim runs the real code — runner.Turn and runner.Runner over
+// core.Workspace over a real core.Storage — under schedules meant to break
+// the claim's fences, and checks the invariants in storage as it goes. The
+// traces and histories its executions leave are what package tracecheck
+// checks against the specification.
+//
+// Seeded is a deterministic execution: a seeded scheduler (Config.Seed)
+// interleaves the steps of several runner processes, each with its own
+// simclock, with posts, renewals, time passing on every clock, one clock
+// jumping ahead (skew), and crashes. A process the scheduler leaves alone
+// is stalled between its read and its write while leases lapse. The same
+// seed replays the same execution. After every operation Check reads
+// storage and checks I1_ConsumedAtMostOnce, I3_OneActiveRun and
+// NoLiveAbandon; Quiesce then stops the faults, lets every clock pass the
+// TTL and runs the processes fairly until every message is consumed
+// (liveness). The rapid state-machine test drives the same execution with
+// operations rapid draws and shrinks.
+//
+// RunConcurrent is a concurrent execution: runner.Runner goroutines in real
+// time with short TTLs, skewed clocks (SkewedClock), agents that stall past
+// the TTL (StallingAgent), writes held in flight before they reach
+// storage, and a poster. Its lines carry call and return times for
+// porcupine. The fleet's worker processes (cmd/tracecheck) use the same
+// clock and agent.
+package sim

@@ -1,0 +1,66 @@
+package sim
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+)
+
+// SkewedClock is the machine's clock off by a fixed offset: a process
+// whose clock runs ahead of (or behind) the others'.
+type SkewedClock struct{ Offset time.Duration }
+
+// Now returns the machine's time plus the offset.
+func (c SkewedClock) Now() time.Time { return time.Now().Add(c.Offset) }
+
+// After waits for d on the machine's clock.
+func (c SkewedClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// StallingAgent returns an agent that asks one question one run in four
+// and then runs for a random time in [0, maxStall], or until its context
+// ends: a run that may outlast its claim's TTL. Its choices come from a
+// source seeded with seed, so the same seed makes the same choices.
+func StallingAgent(seed uint64, maxStall time.Duration) runner.Agent {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	var mu sync.Mutex
+	return runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+		mu.Lock()
+		stall := time.Duration(rng.Int64N(int64(maxStall) + 1))
+		ask := rng.IntN(4) == 0
+		mu.Unlock()
+		if ask {
+			if _, err := s.Ask(ctx, "which one?"); err != nil {
+				return err
+			}
+		}
+		t := time.NewTimer(stall)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+}
+
+// snapshot reads a thread's state, its log and its lease in one
+// transaction.
+func snapshot(ctx context.Context, s core.Storage, id core.ThreadID) (th *core.Thread, events []core.Event, lease core.Lease, err error) {
+	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		t, err := tx.Thread(ctx, id)
+		if err != nil {
+			return err
+		}
+		th = t.Clone()
+		if events, err = tx.Events(ctx, id); err != nil {
+			return err
+		}
+		lease, err = tx.Lease(ctx, string(id))
+		return err
+	})
+	return th, events, lease, err
+}
