@@ -135,7 +135,7 @@ type Checker struct {
 	file      string
 	spec      Spec
 	threads   map[core.ThreadID]*threadState
-	last      *threadState
+	recent    [4]*threadState // the threads seen last, newest first
 	perAction [numActions]int
 	stats     Stats
 	failed    []string // scratch for guard conjuncts
@@ -221,19 +221,31 @@ func (c *Checker) Err() error {
 	return c.first
 }
 
+// thread returns the thread's state, from the few threads seen last when
+// it is one of them (lines of a few threads interleave), else from the map.
+func (c *Checker) thread(id core.ThreadID) *threadState {
+	for k, t := range c.recent {
+		if t != nil && t.id == id {
+			copy(c.recent[1:k+1], c.recent[:k])
+			c.recent[0] = t
+			return t
+		}
+	}
+	t := c.threads[id]
+	if t == nil {
+		t = newThreadState(id)
+		c.threads[id] = t
+	}
+	copy(c.recent[1:], c.recent[:len(c.recent)-1])
+	c.recent[0] = t
+	return t
+}
+
 // Step checks the line numbered n (1-based) and, if the spec explains it,
 // takes it. It returns a *Violation when it does not; that thread is then
 // stopped, and Step returns the same violation for its later lines.
 func (c *Checker) Step(n int, ev *core.TraceEvent) error {
-	t := c.last
-	if t == nil || t.id != ev.Thread {
-		t = c.threads[ev.Thread]
-		if t == nil {
-			t = newThreadState(ev.Thread)
-			c.threads[ev.Thread] = t
-		}
-		c.last = t
-	}
+	t := c.thread(ev.Thread)
 	if t.violation != nil {
 		return t.violation
 	}
@@ -390,7 +402,17 @@ func (t *threadState) proc(name string) *specProc {
 	if p := t.lastP; p != nil && p.name == name {
 		return p
 	}
-	p := t.procs[name]
+	var p *specProc
+	if len(t.order) <= 8 { // a few processes: comparing beats hashing
+		for _, q := range t.order {
+			if q.name == name {
+				p = q
+				break
+			}
+		}
+	} else {
+		p = t.procs[name]
+	}
 	if p == nil {
 		p = &specProc{name: name}
 		t.procs[name] = p
@@ -530,23 +552,23 @@ func orderViolation(t *threadState, format string, args ...any) *Violation {
 
 // checkOrder checks the line's tick against the order rule (the package doc).
 func (t *threadState) checkOrder(ev *core.TraceEvent) *Violation {
-	after := "before it"
+	switch {
+	case !ev.Read && ev.Tick == t.version+1, ev.Read && ev.Tick == t.version:
+		return nil
+	}
+	last := "before it"
 	if t.lastWrite > 0 {
-		after = fmt.Sprintf("(line %d)", t.lastWrite)
+		last = fmt.Sprintf("(line %d)", t.lastWrite)
 	}
 	switch {
-	case !ev.Read && ev.Tick == t.version+1:
-		return nil
-	case ev.Read && ev.Tick == t.version:
-		return nil
 	case !ev.Read && ev.Tick <= t.version:
-		return orderViolation(t, "a write's tick must be the previous write's plus one: line has %d, the last write %s has %d: this write is out of order (it belongs earlier) or replayed", ev.Tick, after, t.version)
+		return orderViolation(t, "a write's tick must be the previous write's plus one: line has %d, the last write %s has %d: this write is out of order (it belongs earlier) or replayed", ev.Tick, last, t.version)
 	case !ev.Read:
-		return orderViolation(t, "a write's tick must be the previous write's plus one: line has %d, the last write %s has %d: no write of tick %d before it", ev.Tick, after, t.version, t.version+1)
+		return orderViolation(t, "a write's tick must be the previous write's plus one: line has %d, the last write %s has %d: no write of tick %d before it", ev.Tick, last, t.version, t.version+1)
 	case ev.Tick > t.version:
-		return orderViolation(t, "a read's tick must be the version it saw, the last write's: line has %d, the last write %s has %d: the read runs ahead (no write of tick %d before it)", ev.Tick, after, t.version, ev.Tick)
+		return orderViolation(t, "a read's tick must be the version it saw, the last write's: line has %d, the last write %s has %d: the read runs ahead (no write of tick %d before it)", ev.Tick, last, t.version, ev.Tick)
 	}
-	return orderViolation(t, "a read's tick must be the version it saw, the last write's: line has %d, the last write %s has %d: the read is out of order (it belongs before that write)", ev.Tick, after, t.version)
+	return orderViolation(t, "a read's tick must be the version it saw, the last write's: line has %d, the last write %s has %d: the read is out of order (it belongs before that write)", ev.Tick, last, t.version)
 }
 
 // step checks one line of thread t: the order rule, the fields its action
@@ -837,11 +859,13 @@ func (c *Checker) plan(t *threadState, p *specProc, ev *core.TraceEvent) *Violat
 	return nil
 }
 
+var planConjuncts = [...]string{planRun: `plan[p].kind = "run"`, planReply: `plan[p].kind = "reply"`}
+
 // planned checks the guard RunStart, StartFenced, Reply and ReplyFenced
 // share: pc[p] = "planned" /\ plan[p].kind = kind.
 func (c *Checker) planned(p *specProc, kind uint8) {
 	c.guard(p.pc == pcPlanned, `pc[p] = "planned"`)
-	c.guard(p.planKind == kind, fmt.Sprintf(`plan[p].kind = %q`, planNames[kind]))
+	c.guard(p.planKind == kind, planConjuncts[kind])
 }
 
 // checkPlan checks the plan's message, and for a reply its request, on
@@ -941,11 +965,13 @@ func (c *Checker) replyFenced(t *threadState, p *specProc, ev *core.TraceEvent) 
 	return nil
 }
 
+var runConjuncts = [...]string{runActive: `runs[run[p]].state = "active"`, runAbandoned: `runs[run[p]].state = "abandoned"`}
+
 // running checks the guard Ask, RunEnd and EndRefused share, pc[p] =
 // "running" /\ runs[run[p]].state = state, and then the line's run.
 func (c *Checker) running(t *threadState, p *specProc, ev *core.TraceEvent, state uint8) *Violation {
 	c.guard(p.pc == pcRunning, `pc[p] = "running"`)
-	c.guard(t.runState(p.run) == state, fmt.Sprintf(`runs[run[p]].state = %q`, runStateNames[state]))
+	c.guard(t.runState(p.run) == state, runConjuncts[state])
 	if v := c.guardFailed(t, func() string { return p.describe(t) }); v != nil {
 		return v
 	}

@@ -168,7 +168,7 @@ type Reader struct {
 	err    error // sticky: io.EOF or a *LineError
 	ev     core.TraceEvent
 	names  map[string]string
-	lastS  [numFields]string // the last value of each string field
+	recent [numFields][recentN]string // each string field's latest values, newest first
 }
 
 // NewReader returns a Reader of src; name names it in errors.
@@ -233,6 +233,9 @@ func (r *Reader) line(b []byte) (*core.TraceEvent, error) {
 	if len(b) > MaxLineBytes {
 		r.err = &LineError{r.name, r.n, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxLineBytes)}
 		return nil, r.err
+	}
+	if r.decodeCanonical(b) {
+		return &r.ev, nil
 	}
 	if err := r.decode(b); err != nil {
 		r.err = &LineError{r.name, r.n, fmt.Errorf("%w: %v", ErrMalformed, err)}
@@ -312,6 +315,14 @@ const (
 
 var fieldNames = [numFields]string{"tick", "read", "action", "thread", "proc", "holder", "msg", "req", "run",
 	"taken", "lease", "kind", "now", "ttl", "expires", "replaced"}
+
+// quotedKeys are the keys as core writes them, with their colon.
+var quotedKeys = func() (q [numFields][]byte) {
+	for f, name := range fieldNames {
+		q[f] = []byte(`"` + name + `":`)
+	}
+	return q
+}()
 
 // requiredFields has a bit set for each field a line must have.
 const requiredFields = 1<<fKind - 1
@@ -416,6 +427,15 @@ func (d *decoder) errf(format string, args ...any) error {
 	return fmt.Errorf("at byte %d: %s", d.i+1, fmt.Sprintf(format, args...))
 }
 
+// plainASCII marks the bytes a string holds as they are: printable ASCII
+// but the quote and the backslash.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // str parses a JSON string and returns its bytes: a slice of the line when
 // it has no escape, else a decoded copy. It rejects control characters and
 // invalid UTF-8.
@@ -427,6 +447,12 @@ func (d *decoder) str() ([]byte, error) {
 	d.i++
 	ascii, escaped := true, false
 	for d.i < len(d.b) {
+		for d.i < len(d.b) && plainASCII[d.b[d.i]] {
+			d.i++
+		}
+		if d.i == len(d.b) {
+			break
+		}
 		c := d.b[d.i]
 		switch {
 		case c == '"':
@@ -534,13 +560,23 @@ func (d *decoder) bool() (bool, error) {
 	return false, d.errf("want true or false")
 }
 
+// recentN is how many of a field's latest values intern compares before it
+// looks in its table: a trace's lines come from a few threads and
+// processes at a time, and a holder's lease line follows its own.
+const recentN = 4
+
 // intern returns field f's value as a string, shared with earlier lines.
 func (r *Reader) intern(f int, b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	if string(b) == r.lastS[f] {
-		return r.lastS[f]
+	rc := &r.recent[f]
+	for k, s := range rc {
+		if string(b) == s {
+			copy(rc[1:k+1], rc[:k])
+			rc[0] = s
+			return s
+		}
 	}
 	s, ok := r.names[string(b)]
 	if !ok {
@@ -550,13 +586,169 @@ func (r *Reader) intern(f int, b []byte) string {
 		s = string(b)
 		r.names[s] = s
 	}
-	r.lastS[f] = s
+	copy(rc[1:], rc[:recentN-1])
+	rc[0] = s
 	return s
+}
+
+// canon reads a line in the exact form core writes (keys in order, no
+// space, strings without escapes). Any step that finds something else
+// clears ok, and decodeCanonical leaves the line to decode, which accepts
+// the same lines and more, and says what is wrong with the rest.
+type canon struct {
+	b  []byte
+	i  int
+	ok bool
+}
+
+// lit consumes s.
+func (c *canon) lit(s string) {
+	if c.ok && len(c.b)-c.i >= len(s) && string(c.b[c.i:c.i+len(s)]) == s {
+		c.i += len(s)
+		return
+	}
+	c.ok = false
+}
+
+// has consumes s if it is next.
+func (c *canon) has(s string) bool {
+	if c.ok && len(c.b)-c.i >= len(s) && string(c.b[c.i:c.i+len(s)]) == s {
+		c.i += len(s)
+		return true
+	}
+	return false
+}
+
+// digits consumes a non-negative integer that fits an int64, no leading
+// zero. (19 digits cannot overflow a uint64.)
+func (c *canon) digits() uint64 {
+	start := c.i
+	var v uint64
+	for c.i < len(c.b) && c.b[c.i]-'0' <= 9 {
+		v = v*10 + uint64(c.b[c.i]-'0')
+		c.i++
+	}
+	if n := c.i - start; n == 0 || n > 19 || v > math.MaxInt64 || (n > 1 && c.b[start] == '0') {
+		c.ok = false
+	}
+	return v
+}
+
+// signed consumes an integer of either sign, not -0.
+func (c *canon) signed() int64 {
+	if c.i < len(c.b) && c.b[c.i] == '-' {
+		c.i++
+		v := c.digits()
+		if v == 0 {
+			c.ok = false
+		}
+		return -int64(v)
+	}
+	return int64(c.digits())
+}
+
+// str consumes a string of printable ASCII without escapes and returns
+// its bytes.
+func (c *canon) str() []byte {
+	if !c.ok || c.i >= len(c.b) || c.b[c.i] != '"' {
+		c.ok = false
+		return nil
+	}
+	c.i++
+	start := c.i
+	for c.i < len(c.b) && plainASCII[c.b[c.i]] {
+		c.i++
+	}
+	if c.i >= len(c.b) || c.b[c.i] != '"' {
+		c.ok = false
+		return nil
+	}
+	c.i++
+	return c.b[start : c.i-1]
+}
+
+// decodeCanonical parses line into r.ev when it is in core's own form,
+// and reports whether it was; else r.ev is to be overwritten by decode.
+func (r *Reader) decodeCanonical(line []byte) bool {
+	ev := &r.ev
+	*ev = core.TraceEvent{}
+	c := canon{b: line, ok: true}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		c.b = line[:n-1]
+	}
+	c.lit(`{"tick":`)
+	ev.Tick = c.digits()
+	switch {
+	case c.has(`,"read":false`):
+	case c.has(`,"read":true`):
+		ev.Read = true
+	default:
+		return false
+	}
+	c.lit(`,"action":`)
+	action := c.str()
+	c.lit(`,"thread":`)
+	thread := c.str()
+	c.lit(`,"proc":`)
+	proc := c.str()
+	c.lit(`,"holder":`)
+	holder := c.str()
+	c.lit(`,"msg":`)
+	ev.Msg = core.Seq(c.digits())
+	c.lit(`,"req":`)
+	ev.Req = core.RequestID(c.digits())
+	c.lit(`,"run":`)
+	ev.Run = core.RunID(c.digits())
+	c.lit(`,"taken":`)
+	ev.Taken = core.Seq(c.digits())
+	c.lit(`,"lease":`)
+	lease := c.str()
+	if c.has(`,"kind":`) {
+		switch k := c.str(); string(k) {
+		case core.PlanKindRun:
+			ev.Kind = core.PlanKindRun
+		case core.PlanKindReply:
+			ev.Kind = core.PlanKindReply
+		case "":
+		default:
+			return false
+		}
+	}
+	if c.has(`,"now":`) {
+		ev.Now = c.signed()
+		c.lit(`,"ttl":`)
+		ev.TTL = c.signed()
+		c.lit(`,"expires":`)
+		ev.Expires = c.signed()
+	}
+	if c.has(`,"replaced":`) {
+		ev.Replaced = c.signed()
+	}
+	c.lit(`}`)
+	if !c.ok || c.i != len(c.b) || len(thread) == 0 {
+		return false
+	}
+	a, ok := actionOf(action)
+	if !ok {
+		return false
+	}
+	ev.Action = a
+	ev.Thread = core.ThreadID(r.intern(fThread, thread))
+	ev.Proc = r.intern(fProc, proc)
+	ev.Holder = core.Holder(r.intern(fHolder, holder))
+	ev.Lease = ev.Holder
+	if string(lease) != string(holder) {
+		ev.Lease = core.Holder(r.intern(fLease, lease))
+	}
+	return true
 }
 
 // parseLine parses one trace line on its own.
 func parseLine(line []byte) (core.TraceEvent, error) {
 	r := Reader{names: map[string]string{}}
+	if r.decodeCanonical(line) {
+		return r.ev, nil
+	}
 	if err := r.decode(line); err != nil {
 		return core.TraceEvent{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
@@ -581,28 +773,36 @@ func (r *Reader) decode(line []byte) error {
 	if d.i < len(d.b) && d.b[d.i] == '}' {
 		d.i++
 	} else {
+		next := fTick // the field core writes next: tried first, as it is
 		for {
 			d.ws()
-			keyAt := d.i
-			key, err := d.str()
-			if err != nil {
-				return err
+			f := -1
+			if next < numFields && bytes.HasPrefix(d.b[d.i:], quotedKeys[next]) && seen&(1<<next) == 0 {
+				f = next
+				d.i += len(quotedKeys[f])
+				seen |= 1 << f
+			} else {
+				keyAt := d.i
+				key, err := d.str()
+				if err != nil {
+					return err
+				}
+				if f = fieldIndex(key); f < 0 {
+					d.i = keyAt
+					return d.errf("unknown field %q", key)
+				}
+				if seen&(1<<f) != 0 {
+					d.i = keyAt
+					return d.errf("duplicate field %q", key)
+				}
+				seen |= 1 << f
+				d.ws()
+				if d.i >= len(d.b) || d.b[d.i] != ':' {
+					return d.errf("want ':'")
+				}
+				d.i++
 			}
-			f := fieldIndex(key)
-			if f < 0 {
-				d.i = keyAt
-				return d.errf("unknown field %q", key)
-			}
-			if seen&(1<<f) != 0 {
-				d.i = keyAt
-				return d.errf("duplicate field %q", key)
-			}
-			seen |= 1 << f
-			d.ws()
-			if d.i >= len(d.b) || d.b[d.i] != ':' {
-				return d.errf("want ':'")
-			}
-			d.i++
+			next = f + 1
 			d.ws()
 			if err := r.value(&d, f, ev); err != nil {
 				return fmt.Errorf("field %q: %w", fieldNames[f], err)
