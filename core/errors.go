@@ -42,6 +42,21 @@ var (
 	// the lease).
 	ErrInvalidArgument = errors.New("invalid argument")
 
+	// ErrOutOfOrder: the call is not one the specification allows next in
+	// the claim's round (a RunStart or Reply that is not the current plan,
+	// a Plan or Release during a run, a second Claim on a thread whose
+	// round is open). Nothing was written or traced.
+	ErrOutOfOrder = errors.New("call out of the round's order")
+
+	// ErrRoundOver: the claim's round has ended (a Release, a refusal of a
+	// fenced write or of a run's end, or a Crash ended it), so the claim
+	// can do nothing more. Nothing was written or traced.
+	ErrRoundOver = errors.New("claim's round is over")
+
+	// ErrHolderReused: the holder has claimed before; holders are fresh
+	// for every claim.
+	ErrHolderReused = errors.New("holder reused")
+
 	// ErrCommitUnknown: the storage could not tell whether the transaction
 	// committed (the connection broke during COMMIT). A caller must treat
 	// its claim as lost and never retry the write under the same holder.
