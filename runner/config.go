@@ -61,7 +61,8 @@ type Config struct {
 	ShutdownGrace time.Duration
 
 	// NewHolder makes the holder of each claim. It must return a fresh,
-	// unguessable value every call. Default: 128 random bits from
+	// unguessable value every call, and be safe for concurrent use (Run
+	// keeps several turns going). Default: 128 random bits from
 	// crypto/rand, in hex.
 	NewHolder func() (core.Holder, error)
 

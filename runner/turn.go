@@ -40,7 +40,8 @@ const (
 	// end and released its claim.
 	OutcomeStopped Outcome = "stopped"
 	// OutcomeYielded: the turn reached MaxTurnMessages or MaxTurnDuration
-	// and released the thread with work left, for a later turn.
+	// and released the thread without planning again; work may be left
+	// for a later turn.
 	OutcomeYielded Outcome = "yielded"
 )
 
