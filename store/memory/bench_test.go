@@ -21,7 +21,8 @@ func BenchmarkConsumingWrite(b *testing.B) {
 	for _, fence := range []string{"on", "off"} {
 		b.Run("fence="+fence, func(b *testing.B) {
 			ctx := context.Background()
-			var opts []core.Option
+			// Rounds off: the benchmark repeats one claim's RunStart.
+			opts := []core.Option{core.WithoutRoundsForTesting()}
 			if fence == "off" {
 				opts = append(opts, core.WithFencesForTesting(core.Fences{}))
 			}
