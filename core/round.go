@@ -55,6 +55,10 @@ type round struct {
 	doubt bool
 	// claimDoubt: the Claim itself may or may not have committed.
 	claimDoubt bool
+	// crashing: a Crash is tracing the round's end; crashFailed: a Crash
+	// could not read after a write in doubt, so the round waits for one
+	// that can.
+	crashing, crashFailed bool
 	// tick and taken are the last version this round's traced lines saw,
 	// and the taken cursor at it: where Crash places its line without a
 	// read.

@@ -60,6 +60,7 @@ type Workspace struct {
 	proc    string
 	tracer  Tracer
 	fences  Fences
+	mutants Mutants
 	// noRounds: WithoutRoundsForTesting.
 	noRounds bool
 
@@ -300,6 +301,25 @@ func (w *Workspace) reserve(id ThreadID, holder Holder) (*round, error) {
 	return r, nil
 }
 
+// finishPending ends this workspace's round on the thread whose Crash
+// could not be traced because storage did not answer after a write in
+// doubt: a Claim on the thread retries that Crash first.
+func (w *Workspace) finishPending(ctx context.Context, id ThreadID) error {
+	w.mu.Lock()
+	r := w.rounds[id]
+	w.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	pending := r.crashFailed && r.phase != phaseOver
+	r.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	return w.finish(ctx, r)
+}
+
 // unreserve forgets a round whose Claim did not commit, and its holder,
 // which held nothing.
 func (w *Workspace) unreserve(r *round, holder Holder) {
@@ -335,6 +355,9 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	}
 	r := &round{ws: w, thread: id, holder: holder, phase: phaseClaimed}
 	if !w.noRounds {
+		if err := w.finishPending(ctx, id); err != nil {
+			return Claim{}, err
+		}
 		var err error
 		if r, err = w.reserve(id, holder); err != nil {
 			return Claim{}, err
@@ -495,12 +518,17 @@ func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
 	if err != nil {
 		return err
 	}
+	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Abandon, c, TraceEvent{Action: ActionAbandonFenced, Run: run})
+	if err != nil {
+		r.leave(fline, ftraced, err, nil)
+		return err
+	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, w.fences.Abandon, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
+		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
 		if err != nil {
 			return err
 		}
@@ -624,12 +652,17 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		return 0, err
 	}
 	var id RunID
+	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Start, c, TraceEvent{Action: ActionStartFenced, Msg: prompt})
+	if err != nil {
+		r.leave(fline, ftraced, err, nil)
+		return 0, err
+	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, w.fences.Start, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
+		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
 		if err != nil {
 			return err
 		}
@@ -659,12 +692,17 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 	if err != nil {
 		return err
 	}
+	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Reply, c, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req})
+	if err != nil {
+		r.leave(fline, ftraced, err, nil)
+		return err
+	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, w.fences.Reply, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
+		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
 		if err != nil {
 			return err
 		}
@@ -762,12 +800,14 @@ func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
 // fails (storage unreachable, ctx ended) it traces at the last version the
 // round's own lines saw, with the taken cursor they saw: a point of the
 // thread's order at which the process was in its round, so the line is
-// valid wherever the trace puts the thread's later writes. (The one case
-// it cannot place is a write whose commit is unknown, that did commit, and
-// whose Crash cannot read: its line may then precede that write.) For a
-// Claim whose own commit is unknown it reads the lease: the round is
-// traced only if the lease shows the claim's holder; if that read fails,
-// nothing is traced and Crash returns the error.
+// valid wherever the trace puts the thread's later writes. The one case
+// that needs the read is a round with a write whose commit is unknown
+// (the write may have committed after that point): then, if the read
+// fails, Crash returns the error and the round stays open with only Crash
+// allowed; the next Crash, or this workspace's next Claim on the thread,
+// tries again. For a Claim whose own commit is unknown the read also
+// looks at the lease: the round is traced only if the lease shows the
+// claim's holder.
 func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 	r, err := w.enter(c, ActionCrash, nil)
 	if err != nil {
@@ -783,45 +823,70 @@ func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 	if err := r.wait(ctx); err != nil {
 		return err
 	}
+	return w.finish(ctx, r)
+}
+
+// finish ends the round with its Crash line: at the version and taken
+// cursor a read sees, or, when storage does not answer and no write of the
+// round is in doubt, at the last ones the round's lines saw. When storage
+// does not answer and a write is in doubt, the round stays open (only
+// Crash may follow) and the error is returned; Claim on the thread tries
+// again.
+func (w *Workspace) finish(ctx context.Context, r *round) error {
 	r.mu.Lock()
-	if r.phase == phaseOver {
+	switch {
+	case r.phase == phaseOver:
 		r.mu.Unlock()
-		return fmt.Errorf("crash on thread %q: %w", c.Thread, ErrRoundOver)
+		return fmt.Errorf("crash on thread %q: %w", r.thread, ErrRoundOver)
+	case r.crashing:
+		r.mu.Unlock()
+		return fmt.Errorf("crash on thread %q: %w: the round's Crash is in progress", r.thread, ErrOutOfOrder)
 	}
-	r.end()
-	tick, taken, claimDoubt := r.tick, r.taken, r.claimDoubt
+	r.crashing = true
+	tick, taken, doubt, claimDoubt := r.tick, r.taken, r.doubt, r.claimDoubt
 	r.mu.Unlock()
+	end := func() {
+		r.mu.Lock()
+		r.end()
+		r.mu.Unlock()
+	}
 	if w.tracer == nil {
+		end()
 		return nil
 	}
-	line := &TraceEvent{Tick: tick, Read: true, Action: ActionCrash, Thread: c.Thread, Holder: c.Holder, Taken: taken}
+	line := &TraceEvent{Tick: tick, Read: true, Action: ActionCrash, Thread: r.thread, Holder: r.holder, Taken: taken}
 	var (
 		version   uint64
 		seenTaken Seq
 		ours      bool
 	)
 	rerr := w.view(ctx, func(ctx context.Context, tx Transaction) error {
-		t, err := tx.Thread(ctx, c.Thread)
+		t, err := tx.Thread(ctx, r.thread)
 		if err != nil {
 			return err
 		}
-		l, err := tx.Lease(ctx, leaseKey(c.Thread))
+		l, err := tx.Lease(ctx, leaseKey(r.thread))
 		if err != nil {
 			return err
 		}
-		version, seenTaken, ours = t.Version, t.Taken, l.Holder == c.Holder
+		version, seenTaken, ours = t.Version, t.Taken, l.Holder == r.holder
 		return nil
 	})
 	switch {
-	case rerr != nil && claimDoubt:
-		return fmt.Errorf("crash on thread %q after a claim whose commit is unknown: %w", c.Thread, rerr)
+	case rerr != nil && doubt:
+		r.mu.Lock()
+		r.crashing, r.crashFailed = false, true
+		r.mu.Unlock()
+		return fmt.Errorf("crash on thread %q after a write whose commit is unknown: the round stays open until storage answers: %w", r.thread, rerr)
 	case rerr != nil:
 		// Storage did not answer: the last point the round saw.
 	case claimDoubt && !ours:
+		end()
 		return nil // the claim did not commit, or its lease is gone: nothing to end
 	default:
 		line.Tick, line.Taken = version, seenTaken
 	}
+	end()
 	if clock, ok := w.tracer.(TraceClock); ok {
 		line.Call = clock.TraceNow()
 		line.Return = line.Call

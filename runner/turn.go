@@ -98,6 +98,7 @@ type Turn struct {
 	consumes int
 	yielded  bool
 	outer    context.Context // Work's context: a detached agent stops with it
+	mutant   mutant          // a deliberate defect a test switched on; none in a deployment
 
 	mu       sync.Mutex // guards lost, stopping, over and cancel
 	lost     bool
@@ -136,8 +137,13 @@ func (t *Turn) Renew(ctx context.Context) error {
 		return nil
 	}
 	err := t.r.ws.Renew(ctx, t.claim, t.r.cfg.ClaimTTL)
-	if errors.Is(err, core.ErrThreadBusy) {
+	switch {
+	case errors.Is(err, core.ErrThreadBusy):
 		t.lose()
+	case errors.Is(err, core.ErrRoundOver), errors.Is(err, core.ErrOutOfOrder):
+		// The turn's own step ended the round (or left it to Crash)
+		// meanwhile: nothing to renew.
+		return nil
 	}
 	return err
 }
@@ -299,6 +305,9 @@ func (t *Turn) stepAbandon(ctx context.Context) {
 
 func (t *Turn) stepRunStart(ctx context.Context) {
 	id, err := t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
+		id, err = t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.handle.finish(err)
@@ -318,6 +327,9 @@ func (t *Turn) stepRunStart(ctx context.Context) {
 
 func (t *Turn) stepReply(ctx context.Context) {
 	err := t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
+		err = t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.refused(ctx, "answer", err)
