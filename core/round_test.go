@@ -2,6 +2,8 @@ package core_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -201,4 +203,94 @@ func wait[T any](t *testing.T, ch <-chan T, what string) T {
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
+}
+
+// flaky fails every call while down; armed, it commits the next write and
+// reports its outcome unknown.
+type flaky struct {
+	*memory.Store
+	down, unknown bool
+}
+
+var errDown = errors.New("connect: connection refused")
+
+func (f *flaky) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if f.down {
+		return errDown
+	}
+	err := f.Store.Update(ctx, fn)
+	if f.unknown && err == nil {
+		f.unknown = false
+		return fmt.Errorf("connection reset during COMMIT: %w", core.ErrCommitUnknown)
+	}
+	return err
+}
+
+// B1: with storage unreachable, Crash still traces the round's end, at
+// the last version the round saw, and the trace stays valid through the
+// outage and after it.
+func TestCrashWithStorageDown(t *testing.T) {
+	w := newWorld(t, "m1")
+	f := &flaky{Store: w.s}
+	clockC := simclock.New(epoch)
+	a := core.NewWorkspace(f, clockC, core.WithProcess("C"), core.WithTracer(w.rec))
+	c, err := a.Claim(w.ctx, "t", "hc", ttl)
+	require.NoError(t, err)
+	_, err = a.Plan(w.ctx, c)
+	require.NoError(t, err)
+	f.down = true
+	_, err = a.RunStart(w.ctx, c, 1)
+	require.ErrorIs(t, err, errDown)
+	require.NoError(t, a.Crash(w.ctx, c))
+	lines := w.rec.Lines()
+	require.Equal(t, core.ActionCrash, lines[len(lines)-1].Action)
+	require.Equal(t, uint64(2), lines[len(lines)-1].Tick, "the Claim's version, the last the round saw")
+	w.valid(t)
+	_, err = w.b.Post(w.ctx, "t", "m2") // the thread goes on meanwhile
+	require.NoError(t, err)
+	f.down = false
+	clockC.Advance(ttl)
+	c2, err := a.Claim(w.ctx, "t", "hc2", ttl)
+	require.NoError(t, err)
+	require.NoError(t, a.Release(w.ctx, c2))
+	w.valid(t)
+}
+
+// A write whose commit is unknown, then storage down: Crash cannot tell
+// where the round ended, so it leaves the round open (only Crash may
+// follow) and returns the error; the next Claim on the thread, once
+// storage answers, traces the Crash after the write that did commit.
+func TestCrashAfterCommitUnknownWaitsForStorage(t *testing.T) {
+	w := newWorld(t, "m1")
+	f := &flaky{Store: w.s}
+	clockC := simclock.New(epoch)
+	a := core.NewWorkspace(f, clockC, core.WithProcess("C"), core.WithTracer(w.rec))
+	c, err := a.Claim(w.ctx, "t", "hc", ttl)
+	require.NoError(t, err)
+	_, err = a.Plan(w.ctx, c)
+	require.NoError(t, err)
+	f.unknown = true
+	_, err = a.RunStart(w.ctx, c, 1) // commits; the process is not told
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	// The committed RunStart's line, as a storage that keeps trace lines
+	// has it: the process never traced it.
+	th, err := w.a.Thread(w.ctx, "t")
+	require.NoError(t, err)
+	w.rec.Trace(core.TraceEvent{Tick: th.Version, Action: core.ActionRunStart, Thread: "t", Proc: "C", Holder: "hc", Msg: 1, Run: 1, Taken: 1, Lease: "hc"})
+	w.refused(t, core.ErrOutOfOrder, func() error { _, err := a.RunStart(w.ctx, c, 1); return err })
+	f.down = true
+	require.ErrorIs(t, a.Crash(w.ctx, c), errDown)
+	_, err = a.Claim(w.ctx, "t", "hc2", ttl)
+	require.ErrorIs(t, err, errDown, "the round's Crash is still to trace")
+	f.down = false
+	clockC.Advance(ttl)
+	c2, err := a.Claim(w.ctx, "t", "hc2", ttl)
+	require.NoError(t, err)
+	lines := w.rec.Lines()
+	require.Equal(t, core.ActionCrash, lines[len(lines)-2].Action)
+	require.Equal(t, th.Version, lines[len(lines)-2].Tick, "after the write that committed")
+	p, err := a.Plan(w.ctx, c2)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanAbandon, p.Kind)
+	w.valid(t)
 }
