@@ -10,6 +10,15 @@ type Mutants struct {
 	// of its own, committed before the write's: between the two, another
 	// holder can take the lease, so the fence no longer excludes it.
 	FenceInOwnTransaction bool
+
+	// RoundOverAccepted lets a claim whose round has ended go on as if
+	// it were claimed: a deferred Release after a refused start, say,
+	// reaches storage and is traced.
+	RoundOverAccepted bool
+
+	// PlanNotChecked lets RunStart and Reply write a message or request
+	// other than the round's current plan.
+	PlanNotChecked bool
 }
 
 // WithMutantsForTesting switches mutants on. It exists for mutation tests;
