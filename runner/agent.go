@@ -36,6 +36,7 @@ type Session struct {
 	ws        *core.Workspace
 	r         *Runner
 
+	keep    func() // takes the agent's context from its turn
 	endOnce sync.Once
 	ended   chan struct{} // closed once Await recorded the run's end
 	endErr  error
@@ -64,6 +65,9 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // ends only when the runner stops, so give ctx a deadline.
 func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
 	s.endOnce.Do(func() {
+		if s.keep != nil {
+			s.keep()
+		}
 		s.endErr = s.ws.RunEnd(ctx, s.Delivered.Claim, s.Delivered.Run)
 		close(s.ended)
 	})

@@ -98,7 +98,9 @@ type Turn struct {
 	consumes int
 	yielded  bool
 	outer    context.Context // Work's context: a detached agent stops with it
-	mutant   mutant          // a deliberate defect a test switched on; none in a deployment
+
+	agentCancel context.CancelFunc // the agent's context, once Await kept it
+	mutant      mutant             // a deliberate defect a test switched on; none in a deployment
 
 	mu       sync.Mutex // guards lost, stopping, over and cancel
 	lost     bool
@@ -361,6 +363,7 @@ func (t *Turn) stepAgent() {
 		r:         t.r,
 		Delivered: Delivered{Claim: t.claim, Run: t.handle.Run(), Prompt: t.plan.Posted, Taken: t.plan.Message},
 		ended:     make(chan struct{}),
+		keep:      t.keepAgent,
 	}
 	t.session = s
 	done := make(chan error, 1)
@@ -373,6 +376,9 @@ func (t *Turn) stepAgent() {
 		}
 		t.afterAwait(s)
 		t.handle.finish(t.runErr)
+		if t.agentCancel != nil {
+			t.agentCancel()
+		}
 	case <-s.ended:
 		t.afterAwait(s)
 		t.detach(done)
@@ -397,15 +403,26 @@ func (t *Turn) afterAwait(s *Session) {
 	}
 }
 
+// keepAgent takes the agent's context out of the turn's hands: from now
+// on losing the claim or ending the turn does not cancel it (Await calls
+// it before recording the run's end).
+func (t *Turn) keepAgent() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.agentCancel, t.cancel = t.cancel, nil
+}
+
 // detach lets the agent, which waits for an answer, outlive its run and
 // its turn: its context is no longer cancelled when the claim is lost or
 // the turn ends, only when the runner stops; its handle finishes when it
 // returns.
 func (t *Turn) detach(done <-chan error) {
 	t.mu.Lock()
-	cancel := t.cancel
-	t.cancel = nil
+	cancel := t.agentCancel
 	t.mu.Unlock()
+	if cancel == nil {
+		cancel = func() {}
+	}
 	h := t.handle
 	var stopped <-chan struct{}
 	if t.outer != nil {
