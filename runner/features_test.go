@@ -374,3 +374,23 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 	_, err = tracecheck.Check(rec.Lines())
 	require.NoError(t, err, "the trace after the outage")
 }
+
+// A turn over one message makes six transactions: Claim, Plan, RunStart,
+// RunEnd, Plan, Release. The prompt handed to the agent and the post time
+// the latency metric needs come with the plan: no read of the thread
+// again after RunStart, nor for the agent.
+func TestTurnTransactions(t *testing.T) {
+	s := &countingStorage{Storage: memory.New()}
+	var prompt string
+	a := newProc(t, s, "A", procOpts{agent: runner.AgentFunc(func(_ context.Context, sess *runner.Session) error {
+		prompt = sess.Delivered.Prompt.Text
+		return nil
+	})})
+	newThread(t, a.ws, "t", "m1")
+	before := s.n.Load()
+	outcome, err := a.r.Work(context.Background(), "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+	require.Equal(t, int64(6), s.n.Load()-before)
+	require.Equal(t, "m1", prompt)
+}
