@@ -100,6 +100,7 @@ type Turn struct {
 	outer    context.Context // Work's context: a detached agent stops with it
 
 	agentCancel context.CancelFunc // the agent's context, once Await kept it
+	base        context.Context    // the turn's context without cancellation: runs' contexts derive from it
 	mutant      mutant             // a deliberate defect a test switched on; none in a deployment
 
 	mu       sync.Mutex // guards lost, stopping, over and cancel
@@ -133,7 +134,7 @@ func (t *Turn) Outcome() (Outcome, error) { return t.outcome, t.err }
 // is recorded. Before the claim and after the turn it does nothing.
 func (t *Turn) Renew(ctx context.Context) error {
 	t.mu.Lock()
-	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && t.cancel != nil
+	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && t.runCtx != nil
 	t.mu.Unlock()
 	if !claimed {
 		return nil
@@ -239,7 +240,8 @@ func (t *Turn) stepClaim(ctx context.Context) {
 	t.begun = t.r.cfg.Clock.Now()
 	t.mu.Lock()
 	t.claim = c
-	t.runCtx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	t.base = context.WithoutCancel(ctx)
+	t.runCtx, t.cancel = context.WithCancel(t.base)
 	if t.stopping {
 		t.cancel()
 	}
@@ -399,6 +401,14 @@ func (t *Turn) afterAwait(s *Session) {
 	default:
 		t.r.metrics.ended.Add(context.Background(), 1)
 		t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
+		// The waiting agent kept its context: the turn's next runs get a
+		// fresh one, cancelled as ever when the claim is lost.
+		t.mu.Lock()
+		t.runCtx, t.cancel = context.WithCancel(t.base)
+		if t.stopping || t.lost {
+			t.cancel()
+		}
+		t.mu.Unlock()
 		t.next = StepPlan
 	}
 }
