@@ -40,6 +40,11 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	if err := writeTrace(tracePath, ordered); err != nil {
 		return nil, err
 	}
+	// The same lines with their call and return times, which porcupine
+	// checks: what to look at when it finds no linearization.
+	if err := writeHistory(filepath.Join(r.dir, "merged.history"), ordered); err != nil {
+		return nil, err
+	}
 	rep.TraceFile = tracePath
 	rep.TraceLines, rep.StoredWrites = len(ordered), len(stored)
 
@@ -112,6 +117,22 @@ func writeTrace(path string, lines []core.TraceEvent) error {
 		return err
 	}
 	w := tracecheck.NewWriter(f)
+	for _, l := range lines {
+		w.Trace(l)
+	}
+	if err := w.Err(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func writeHistory(path string, lines []core.TraceEvent) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := tracecheck.NewHistoryWriter(f)
 	for _, l := range lines {
 		w.Trace(l)
 	}
