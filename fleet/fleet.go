@@ -85,6 +85,10 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 			defer os.RemoveAll(d)
 		}
 	} else {
+		// Histories are appended to: another run's would be merged in.
+		if entries, err := os.ReadDir(cfg.Dir); err == nil && len(entries) > 0 {
+			return nil, configErrorf("-dir %s is not empty", cfg.Dir)
+		}
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 			return nil, err
 		}

@@ -84,7 +84,8 @@ func (p *proc) offset(t time.Time) time.Duration {
 	return o
 }
 
-// setOffset writes the clock file and tells the process to read it.
+// setOffset writes the clock file, which the process reads within
+// ClockPoll.
 func (p *proc) setOffset(d time.Duration) error {
 	tmp := p.clockFile + ".tmp"
 	if err := os.WriteFile(tmp, []byte(d.String()+"\n"), 0o644); err != nil {
@@ -96,7 +97,7 @@ func (p *proc) setOffset(d time.Duration) error {
 	p.mu.Lock()
 	p.offsets = append(p.offsets, offsetAt{time.Now(), d})
 	p.mu.Unlock()
-	return p.cmd.Process.Signal(syscall.SIGUSR1)
+	return nil
 }
 
 // workerCommand returns the command that starts a worker. The database

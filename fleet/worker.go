@@ -21,13 +21,15 @@ import (
 
 // WorkerConfig configures one runner process of a fleet.
 type WorkerConfig struct {
-	URL      string        // the database; the fleet passes it in the environment, never on the command line
-	Schema   string        // the fleet's schema
-	Name     string        // the process's name in traces
-	History  string        // the history file to append to
-	Skew     time.Duration // initial offset of the lease clock
+	URL     string        // the database; the fleet passes it in the environment, never on the command line
+	Schema  string        // the fleet's schema
+	Name    string        // the process's name in traces
+	History string        // the history file to append to
+	Skew    time.Duration // initial offset of the lease clock
 	// ClockFile, when set, holds the lease clock's offset as a duration:
-	// the worker reads it again on SIGUSR1 (a clock jump).
+	// the worker reads it every ClockPoll, and a new value is a clock
+	// jump. (A file, not a signal: a signal sent before the process has
+	// installed its handler would kill it.)
 	ClockFile string
 	TTL       time.Duration // claim TTL; at least MinTTL
 	Poll      time.Duration // poll period; positive
@@ -79,6 +81,31 @@ func (c *jumpClock) Now() time.Time { return time.Now().Add(time.Duration(c.offs
 
 func (c *jumpClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
+// ClockPoll is how often a worker reads its clock file.
+const ClockPoll = 5 * time.Millisecond
+
+// watchClock sets the clock's offset from the file each time it changes,
+// until ctx ends.
+func watchClock(ctx context.Context, path string, clock *jumpClock, log io.Writer, name string) {
+	last := time.Duration(clock.offset.Load())
+	t := time.NewTicker(ClockPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		d, err := readOffset(path)
+		if err != nil || d == last {
+			continue // a missing or partly written file is read again next time
+		}
+		last = d
+		clock.offset.Store(int64(d))
+		fmt.Fprintf(log, "worker %s: lease clock now %+v\n", name, d)
+	}
+}
+
 // readOffset reads a clock file: one duration.
 func readOffset(path string) (time.Duration, error) {
 	b, err := os.ReadFile(path)
@@ -107,25 +134,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 	clock := &jumpClock{}
 	clock.offset.Store(int64(cfg.Skew))
 	if cfg.ClockFile != "" {
-		jumps := make(chan os.Signal, 1)
-		signal.Notify(jumps, syscall.SIGUSR1)
-		defer signal.Stop(jumps)
-		go func() {
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-jumps:
-					d, err := readOffset(cfg.ClockFile)
-					if err != nil {
-						fmt.Fprintf(log, "worker %s: clock file: %v\n", cfg.Name, err)
-						continue
-					}
-					clock.offset.Store(int64(d))
-					fmt.Fprintf(log, "worker %s: lease clock now %+v\n", cfg.Name, d)
-				}
-			}
-		}()
+		go watchClock(ctx, cfg.ClockFile, clock, log, cfg.Name)
 	}
 	var store *postgres.Store
 	var wake <-chan struct{}

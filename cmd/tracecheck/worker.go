@@ -14,8 +14,8 @@ const workerUsage = `usage: tracecheck worker -schema NAME -name NAME -history F
 
 One runner process of a many-process run (tracecheck fleet starts them):
 it works every thread of the schema until SIGTERM or SIGINT, with its lease
-clock skewed by -skew (and set again from -clock-file on SIGUSR1: a clock
-jump), an agent that runs up to -agent-max and sometimes asks, and writes
+clock skewed by -skew (and set again whenever -clock-file changes: a
+clock jump), an agent that runs up to -agent-max and sometimes asks, and writes
 every action it takes, with call and return times, to the history file.
 Its committed writes' trace lines are also kept by the storage (postgres
 KeepTrace). It reconnects by itself when the database goes away.
@@ -34,7 +34,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&cfg.Name, "name", "", "the process's name in traces")
 	fs.StringVar(&cfg.History, "history", "", "the history file to append to")
 	fs.DurationVar(&cfg.Skew, "skew", 0, "offset of this process's lease clock")
-	fs.StringVar(&cfg.ClockFile, "clock-file", "", "a file holding the lease clock's offset, read again on SIGUSR1")
+	fs.StringVar(&cfg.ClockFile, "clock-file", "", "a file holding the lease clock's offset, read every 5ms")
 	fs.DurationVar(&cfg.TTL, "ttl", 300*time.Millisecond, "claim TTL (at least 10ms)")
 	fs.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "poll period, the fallback of LISTEN/NOTIFY wake-ups")
 	fs.DurationVar(&cfg.AgentMax, "agent-max", 200*time.Millisecond, "longest agent run")
