@@ -35,9 +35,9 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	ordered := TraceOrder(tracecheck.MergeHistories(stored, histories))
 	tracePath := filepath.Join(r.dir, "trace.ndjson")
-	if err := writeTrace(tracePath, ordered); err != nil {
+	ordered, st, checkErr, err := checkTrace(tracePath, tracecheck.MergeHistories(stored, histories))
+	if err != nil {
 		return nil, err
 	}
 	// The same lines with their call and return times, which porcupine
@@ -47,8 +47,6 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	rep.TraceFile = tracePath
 	rep.TraceLines, rep.StoredWrites = len(ordered), len(stored)
-
-	st, checkErr := tracecheck.Check(ordered, tracecheck.WithFile(tracePath))
 	rep.TraceAccepted = checkErr == nil
 	rep.Actions = map[core.Action]int{}
 	for _, a := range core.Actions() {
@@ -98,10 +96,21 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	return rep, nil
 }
 
-// TraceOrder returns the lines as they are written to the trace file:
-// thread by thread, each in trace order. Checking this slice numbers each
-// line as its line in the file.
-func TraceOrder(lines []core.TraceEvent) []core.TraceEvent {
+// checkTrace writes the merged lines to path, thread by thread, each in
+// trace order, and checks them in that order, so that a violation's
+// path:N is line N of the file written. It returns the lines as written.
+// The error is a write's; checkErr is the checker's verdict.
+func checkTrace(path string, merged []core.TraceEvent) (ordered []core.TraceEvent, st tracecheck.Stats, checkErr, err error) {
+	ordered = traceOrder(merged)
+	if err := writeTrace(path, ordered); err != nil {
+		return nil, st, nil, err
+	}
+	st, checkErr = tracecheck.Check(ordered, tracecheck.WithFile(path))
+	return ordered, st, checkErr, nil
+}
+
+// traceOrder returns the lines thread by thread, each in trace order.
+func traceOrder(lines []core.TraceEvent) []core.TraceEvent {
 	out := make([]core.TraceEvent, 0, len(lines))
 	for _, th := range tracecheck.Order(lines) {
 		for _, l := range th.Lines {

@@ -134,8 +134,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if err := r.createThreads(ctx, posters[0]); err != nil {
 		return nil, interrupted(ctx, err)
 	}
-	fmt.Fprintf(progress, "tracecheck fleet: %d runner processes, %d threads, %d messages by %d posters, ttl %v, fences %s, nemesis %s, schema %s\n",
-		cfg.Procs, cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, FencesString(cfg.fences()), nemesisString(cfg.Nemesis), r.schema)
+	fmt.Fprintf(progress, "tracecheck fleet: %d runner processes, %d threads, %d messages by %d posters, ttl %v, fences %s, nemesis %s, schema %s, directory %s\n",
+		cfg.Procs, cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, FencesString(cfg.fences()), nemesisString(cfg.Nemesis), r.schema, r.dir)
 	for i := range cfg.Procs {
 		skew := time.Duration(0)
 		if cfg.Procs > 1 {

@@ -188,6 +188,7 @@ func (r *run) startWorker(s *slot) (*proc, error) {
 		return nil, fmt.Errorf("start worker %s: %w", name, err)
 	}
 	p.started = time.Now()
+	fmt.Fprintf(r.out, "started %s, pid %d, lease clock %+v\n", name, p.cmd.Process.Pid, s.skew)
 	s.mu.Lock()
 	s.proc = p
 	s.mu.Unlock()

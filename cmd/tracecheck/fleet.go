@@ -90,6 +90,23 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{"unexpected argument " + fs.Arg(0) + " (fleet takes flags only)"}
 	}
+	// Zero means a default inside fleet.Config; on the command line the
+	// defaults are spelled out, so a zero here is the user's, and wrong.
+	for _, c := range []struct {
+		flag, want string
+		bad        bool
+	}{
+		{"-procs", "at least 1", cfg.Procs < 1}, {"-threads", "at least 1", cfg.Threads < 1},
+		{"-messages", "at least 1", cfg.Messages < 1}, {"-posters", "at least 1", cfg.Posters < 1},
+		{"-ttl", "at least " + fleet.MinTTL.String(), cfg.TTL < fleet.MinTTL}, {"-poll", "positive", cfg.Poll <= 0},
+		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
+		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
+		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
+	} {
+		if c.bad {
+			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}
+		}
+	}
 	if nemesis != "default" {
 		kinds, err := fleet.ParseKinds(nemesis)
 		if err != nil {
