@@ -42,6 +42,16 @@ type Config struct {
 	// Mutants switches deliberate defects on, to show the checks catch
 	// them.
 	Mutants Mutants
+	// Coverage, when set, is marked with the spec states this execution
+	// visits, and the scheduler seeks states it has not marked yet (from
+	// this execution or earlier ones sharing it). Its cfg's processes must
+	// be the execution's (p1, p2, ...).
+	Coverage *Coverage
+	// Swarm draws, from the seed, which kinds of operation this execution
+	// schedules and how often (swarm testing): executions differ more
+	// from each other than under the one fixed mix, and reach more of the
+	// spec's states.
+	Swarm bool
 }
 
 // Mutants are the code defects an execution can switch on, beyond
@@ -152,7 +162,8 @@ type simProc struct {
 	turn    *runner.Turn
 	asks    int
 	holders int
-	co      *coroutine // the step in flight, when the execution interleaves
+	co      *coroutine    // the step in flight, when the execution interleaves
+	thread  core.ThreadID // the thread of the turn, when there is one
 }
 
 // Seeded is one deterministic execution: a seeded scheduler interleaves the
@@ -174,6 +185,8 @@ type Seeded struct {
 	stats   Stats
 	rec     *recorder
 	faults  *faults
+	swarm   *swarm
+	guide   *guide
 }
 
 // NewSeeded builds the execution's processes and threads.
@@ -190,6 +203,12 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		stats: Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	if cfg.Swarm {
+		s.swarm = newSwarm(cfg.Seed)
+	}
+	if cfg.Coverage != nil {
+		s.guide = newGuide(cfg.Coverage)
+	}
 	s.rec = &recorder{next: cfg.Tracer}
 	opts := []core.Option{core.WithTracer(s.rec)}
 	if cfg.Mutants.FenceInOwnTransaction {
@@ -271,13 +290,25 @@ func (s *Seeded) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.Quiesce(ctx)
+	err := s.Quiesce(ctx)
+	if s.guide != nil {
+		s.guide.feed(s.rec.lines)
+	}
+	return err
 }
 
 // NextOp draws the next operation from the seeded scheduler.
 func (s *Seeded) NextOp() Op {
 	op := Op{Proc: s.rng.IntN(len(s.procs)), Thread: s.rng.IntN(len(s.threads))}
 	ttl := s.cfg.ClaimTTL
+	if s.guide != nil && s.rng.IntN(10) < 9 {
+		if c := s.candidates(); len(c) > 0 {
+			return c[s.rng.IntN(len(c))]
+		}
+	}
+	if s.swarm != nil {
+		return s.swarm.next(s.rng, op, ttl)
+	}
 	switch n := s.rng.IntN(100); {
 	case n < 55:
 		op.Kind = OpStep
@@ -367,7 +398,7 @@ func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) run
 
 // newTurn starts p's next turn, on thread.
 func (s *Seeded) newTurn(p *simProc, thread core.ThreadID) {
-	p.turn = p.r.NewTurn(thread)
+	p.turn, p.thread = p.r.NewTurn(thread), thread
 	if s.cfg.Mutants.RetryCommitUnknown {
 		p.turn.RetryCommitUnknownForTesting()
 	}
