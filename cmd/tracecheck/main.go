@@ -9,7 +9,7 @@
 //	tracecheck run [flags]          run seeded and concurrent executions and check them
 //	tracecheck validate FILE...     check trace files against the specification
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
-//	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
+//	tracecheck fleet [flags]        a soak on PostgreSQL: runner processes under a nemesis
 //	tracecheck worker [flags]       one runner process of a fleet
 //
 // Exit codes: 0 every check passed; 1 a check failed (a broken invariant,
@@ -57,7 +57,7 @@ Usage:
   tracecheck run [flags]          run seeded and concurrent executions and check them
   tracecheck validate FILE...     check trace files (ndjson) against the specification
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
-  tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
+  tracecheck fleet [flags]        a soak on PostgreSQL: runner processes under a nemesis, checked
   tracecheck worker [flags]       one runner process of a fleet
 
 Run 'tracecheck COMMAND -h' for a command's flags.
