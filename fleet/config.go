@@ -97,6 +97,9 @@ type Config struct {
 	TTL      time.Duration // claim TTL; default 300ms; at least MinTTL
 	Poll     time.Duration // the workers' poll period; default 50ms
 	AgentMax time.Duration // longest agent run; default 2/3 of the TTL
+	// Ask is the chance that a run asks a question, besides the agent's
+	// one in four: each question's answer is a Reply. 0 to 1; default 0.
+	Ask float64
 	// MaxSkew spreads the workers' lease clocks over [0, MaxSkew]; default
 	// twice the TTL (the fastest sees the slowest's fresh claims expired).
 	MaxSkew time.Duration
@@ -201,6 +204,8 @@ func (c Config) Validate() error {
 		return configErrorf("-poll %v: must be positive", c.Poll)
 	case c.AgentMax < 0:
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
+	case c.Ask < 0 || c.Ask > 1:
+		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
 	case c.MaxSkew < 0:
 		return configErrorf("-max-skew %v: must not be negative", c.MaxSkew)
 	case c.Timeout < 0:

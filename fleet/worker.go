@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -35,7 +37,11 @@ type WorkerConfig struct {
 	Poll      time.Duration // poll period; positive
 	AgentMax  time.Duration // longest agent run; not negative
 	Seed      uint64        // seeds the agent's choices
-	Fences    core.Fences   // AllFences but for a mutant
+	// Ask is the chance that a run asks a question before the stalling
+	// agent's own choices (which ask one run in four): more questions,
+	// more Replies to fence. 0 to 1.
+	Ask    float64
+	Fences core.Fences // AllFences but for a mutant
 }
 
 // MinTTL is the shortest claim TTL a fleet or a worker accepts: renewals
@@ -68,6 +74,8 @@ func (c WorkerConfig) Validate() error {
 		return configErrorf("-poll %v: must be positive", c.Poll)
 	case c.AgentMax < 0:
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
+	case c.Ask < 0 || c.Ask > 1:
+		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
 	}
 	return nil
 }
@@ -167,7 +175,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 		RenewEvery: cfg.TTL / 3,
 		PollEvery:  cfg.Poll,
 		Wake:       wake,
-		Agent:      sim.StallingAgent(cfg.Seed, cfg.AgentMax),
+		Agent:      askingAgent(cfg.Seed, cfg.Ask, sim.StallingAgent(cfg.Seed, cfg.AgentMax)),
 	})
 	if err != nil {
 		return err
@@ -175,6 +183,27 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 	fmt.Fprintf(log, "worker %s: pid %d, lease clock %+v, ttl %v, fences %s\n", cfg.Name, os.Getpid(), cfg.Skew, cfg.TTL, FencesString(cfg.Fences))
 	_ = r.Run(ctx)
 	return hw.Err()
+}
+
+// askingAgent asks a question in a run with the chance ask, then hands the
+// run to agent. Its choices come from seed.
+func askingAgent(seed uint64, ask float64, agent runner.Agent) runner.Agent {
+	if ask <= 0 {
+		return agent
+	}
+	rng := rand.New(rand.NewPCG(seed, 3))
+	var mu sync.Mutex
+	return runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+		mu.Lock()
+		asks := rng.Float64() < ask
+		mu.Unlock()
+		if asks {
+			if _, err := s.Ask(ctx, "which way?"); err != nil {
+				return err
+			}
+		}
+		return agent.Run(ctx, s)
+	})
 }
 
 // The fences, by the names -unfenced takes.

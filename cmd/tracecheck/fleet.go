@@ -72,6 +72,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&cfg.TTL, "ttl", 300*time.Millisecond, "claim TTL (at least 10ms)")
 	fs.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "the workers' poll period")
 	fs.DurationVar(&cfg.AgentMax, "agent-max", 0, "longest agent run (default 2/3 of the TTL)")
+	fs.Float64Var(&cfg.Ask, "ask", 0, "the chance a run asks a question (answered by a Reply), besides the agent's one in four")
 	fs.DurationVar(&cfg.MaxSkew, "max-skew", 0, "lease clocks spread over [0, this] (default 2 TTLs)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "every message must be consumed within this after the last post")
 	fs.DurationVar(&cfg.PorcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit")
@@ -102,6 +103,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
 		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
 		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
+		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1},
 	} {
 		if c.bad {
 			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}

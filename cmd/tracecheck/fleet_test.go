@@ -128,10 +128,13 @@ func checkHTML(t *testing.T, path string) {
 }
 
 // killCheckArgs is the short soak: 4 runner processes, 32 threads, 400
-// messages, a 50ms TTL and a fault every TTL on average. It takes about
-// 5-10 s. Each single fence off is caught in it in at least 19 of 20
+// messages, a 50ms TTL, a fault every TTL on average (the default kinds),
+// lease clocks spread over four TTLs (so every faster process can take a
+// slower one's fresh lease: lapses under live holders all the time) and a
+// question in every run (so Replies are as many as RunStarts). It takes
+// 5-15 s. Each single fence off is caught in it in at least 19 of 20
 // seeded runs (the README has the tallies and the command).
-var killCheckArgs = []string{"-procs", "4", "-threads", "32", "-messages", "400", "-ttl", "50ms"}
+var killCheckArgs = []string{"-procs", "4", "-threads", "32", "-messages", "400", "-ttl", "50ms", "-max-skew", "200ms", "-ask", "1"}
 
 // The kill check: with the Abandon fence alone off, the soak catches the
 // mutant (exit 1, not 5). A caught mutant is not timing-free, so one miss
