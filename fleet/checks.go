@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tlc"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -72,6 +73,8 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		rep.LinResult = linErr.Error()
 		rep.Problems = append(rep.Problems, linErr.Error())
 	}
+
+	r.checkTLC(ctx, rep, ordered, tracePath)
 
 	if err := r.countMessages(ctx, rep); err != nil {
 		return nil, err
@@ -134,6 +137,56 @@ func writeTrace(path string, lines []core.TraceEvent) error {
 		return err
 	}
 	return f.Close()
+}
+
+// checkTLC replays a sample of threads, drawn from the seed, through
+// TLC's trace validation, when the config gives TLC. TLC must agree with
+// the Go checker on each: a thread the Go checker accepted that TLC
+// rejects (or the reverse) is a problem as much as a rejection is.
+func (r *run) checkTLC(ctx context.Context, rep *Report, ordered []core.TraceEvent, tracePath string) {
+	if r.cfg.TLC == nil {
+		rep.TLC = "not run (no -tlc-sample)"
+		return
+	}
+	threads := tlc.SplitThreads(ordered) // file order, with file line numbers
+	r.mu.Lock()
+	r.rng.Shuffle(len(threads), func(i, j int) { threads[i], threads[j] = threads[j], threads[i] })
+	r.mu.Unlock()
+	threads = threads[:min(r.cfg.TLCSample, len(threads))]
+	scratch, err := os.MkdirTemp("", "fleet-tlc-")
+	if err == nil {
+		defer os.RemoveAll(scratch)
+		err = tlc.CopySpecs(r.cfg.TLCRoot, scratch)
+	}
+	var rejectedAt []int
+	if err == nil {
+		rejectedAt, err = r.cfg.TLC.ValidateThreads(ctx, tlc.Batch{Dir: filepath.Join(scratch, "tla"), SpecDir: filepath.Join(scratch, "spec")}, threads)
+	}
+	if err != nil {
+		rep.TLC = "could not run: " + err.Error()
+		rep.Problems = append(rep.Problems, "TLC trace validation could not run: "+err.Error())
+		return
+	}
+	accepted := 0
+	for i, th := range threads {
+		rep.TLCThreads = append(rep.TLCThreads, string(th.ID))
+		at := rejectedAt[i]
+		if at == 0 {
+			accepted++
+		} else {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("TLC trace validation: %s:%d: thread %s rejected", tracePath, at, th.ID))
+		}
+		// The Go checker's verdict on the thread alone, at its file line.
+		goAt := 0
+		var v *tracecheck.Violation
+		if _, err := tracecheck.Check(th.Lines); errors.As(err, &v) {
+			goAt = th.N[v.Line-1]
+		}
+		if goAt != at {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("TLC and the Go checker disagree on thread %s of %s: TLC rejects at line %d, the Go checker at %d (0: accepted)", th.ID, tracePath, at, goAt))
+		}
+	}
+	rep.TLC = fmt.Sprintf("%d of %d threads accepted", accepted, len(threads))
 }
 
 func writeHistory(path string, lines []core.TraceEvent) error {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tlc"
 )
 
 // Kind is a kind of fault the nemesis injects.
@@ -115,6 +116,12 @@ type Config struct {
 	// server (SHOW data_directory; it needs a superuser). Only give a
 	// cluster of the fleet's own: every session on it is cut off.
 	Restart string
+	// TLC, when set, replays TLCSample threads of the trace (drawn from
+	// the seed) through TLC's trace validation. TLCRoot holds spec/ and
+	// tla/ (the repository's root).
+	TLC       *tlc.Env
+	TLCRoot   string
+	TLCSample int // default 3 when TLC is set
 	// Unfenced, when set, gives the workers' fences: a mutant, which the
 	// checks must catch. Nil is every fence on.
 	Unfenced *core.Fences
@@ -159,6 +166,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.NoNemesis {
 		c.Nemesis = nil
+	}
+	if c.TLC != nil && c.TLCSample == 0 {
+		c.TLCSample = 3
 	}
 	if c.NemesisEvery == 0 {
 		c.NemesisEvery = c.TTL
@@ -212,6 +222,8 @@ func (c Config) Validate() error {
 		return configErrorf("-timeout %v: must be positive", c.Timeout)
 	case c.PorcupineTimeout < 0:
 		return configErrorf("-porcupine-timeout %v: must be positive", c.PorcupineTimeout)
+	case c.TLCSample < 0:
+		return configErrorf("-tlc-sample %d: must not be negative", c.TLCSample)
 	case c.NemesisEvery < 0:
 		return configErrorf("-nemesis-every %v: must be positive", c.NemesisEvery)
 	}

@@ -148,6 +148,7 @@ pre { white-space: pre-wrap; background: #f6f6f6; padding: 8px; }
 <tr><th>handover after SIGKILL</th><td>{{len .R.Handovers}} threads: p50 {{printf "%.0f" .R.HandoverP50Ms}} ms, p99 {{printf "%.0f" .R.HandoverP99Ms}} ms, max {{printf "%.0f" .R.HandoverMaxMs}} ms; {{.R.HandoverWithin}} within TTL + one poll ({{printf "%.0f" .R.HandoverBoundMs}} ms)</td></tr>
 <tr><th>Go trace checker</th><td>{{if .R.TraceAccepted}}accepted{{else}}REJECTED{{end}} ({{.R.TraceLines}} lines, {{.R.InvariantChecks}} invariant checks)</td></tr>
 <tr><th>porcupine</th><td>{{.R.LinResult}} ({{.R.Operations}} operations)</td></tr>
+<tr><th>TLC trace validation</th><td>{{.R.TLC}}{{if .R.TLCThreads}}: {{join .R.TLCThreads ", "}}{{end}}</td></tr>
 </table>
 {{if .R.Problems}}<h2>Problems</h2><pre id="problems">{{join .R.Problems "\n\n"}}</pre>{{end}}
 <h2>Nemesis events</h2>

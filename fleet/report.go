@@ -65,6 +65,10 @@ type Report struct {
 	Operations      int                 `json:"operations"`
 	Linearizable    bool                `json:"linearizable"`
 	LinResult       string              `json:"porcupine"`
+	// TLC is TLC's trace validation of a sample of threads: "k of n
+	// threads accepted", or why it did not run.
+	TLC        string   `json:"tlc"`
+	TLCThreads []string `json:"tlc_threads,omitempty"`
 	// Inconclusive: porcupine timed out.
 	Inconclusive bool `json:"inconclusive"`
 
@@ -172,6 +176,7 @@ func (rep *Report) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "porcupine           %s\n", rep.LinResult)
 	}
+	fmt.Fprintf(w, "TLC                 %s\n", rep.TLC)
 	fmt.Fprintf(w, "time                %.1fs\n", rep.ElapsedS)
 	if rep.Dir != "" {
 		fmt.Fprintf(w, "kept                %s (schema %s)\n", rep.Dir, rep.Schema)

@@ -9,11 +9,13 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/threadclaim/threadclaim/fleet"
+	"github.com/threadclaim/threadclaim/tlc"
 )
 
 const fleetUsage = `usage: tracecheck fleet [flags]
@@ -61,6 +63,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var cfg fleet.Config
 	unfenced := fleet.NewUnfencedFlag()
 	var nemesis, jsonOut, htmlOut string
+	var tlcSample int
 	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
 	fs.StringVar(&cfg.URL, "storage", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
 	fs.IntVar(&cfg.Procs, "procs", 4, "runner processes")
@@ -79,6 +82,8 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,restart; all; none; default (all but restart)")
 	fs.DurationVar(&cfg.NemesisEvery, "nemesis-every", 0, "mean time between faults (default the TTL)")
 	fs.StringVar(&cfg.Restart, "pgdata", "", "the data directory of the cluster, for -nemesis restart (default: ask the server)")
+	fs.IntVar(&tlcSample, "tlc-sample", 0, "replay this many threads, drawn from the seed, through TLC's trace validation (needs java and the jars, as tracecheck tlc finds them)")
+	fs.StringVar(&cfg.TLCRoot, "root", ".", "the repository's root, whose spec/ and tla/ TLC reads (for -tlc-sample)")
 	fs.StringVar(&cfg.Dir, "dir", "", "where histories, logs and the trace go (default a temporary directory, removed unless -keep)")
 	fs.StringVar(&cfg.Bin, "bin", "", "the tracecheck binary the workers run (default this one)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the schema and the directory")
@@ -103,7 +108,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
 		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
 		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
-		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1},
+		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1}, {"-tlc-sample", "not negative", tlcSample < 0},
 	} {
 		if c.bad {
 			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}
@@ -119,6 +124,19 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if unfenced.Mutant() {
 		f := unfenced.Fences
 		cfg.Unfenced = &f
+	}
+	if tlcSample > 0 {
+		if _, err := os.Stat(filepath.Join(cfg.TLCRoot, "tla", tlc.TraceModule)); err != nil {
+			return usageError{fmt.Sprintf("-root %s holds no tla/%s: run from the repository's root or give -root", cfg.TLCRoot, tlc.TraceModule)}
+		}
+		env, err := tlc.Find(ctx, findConfig(cfg.TLCRoot))
+		if err != nil {
+			return fmt.Errorf("-tlc-sample: %w", err)
+		}
+		if env.CommunityJar == "" {
+			return fmt.Errorf("-tlc-sample: no %s for the trace spec (set %s)", tlc.CommunityName, tlc.EnvCommunity)
+		}
+		cfg.TLC, cfg.TLCSample = &env, tlcSample
 	}
 	if cfg.Bin == "" {
 		exe, err := os.Executable()

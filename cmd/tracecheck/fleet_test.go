@@ -18,6 +18,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/tlc"
 )
 
 // databaseURL returns DATABASE_URL, failing the test when it is not set.
@@ -55,6 +57,7 @@ type fleetReport struct {
 	TraceAccepted bool           `json:"trace_accepted"`
 	Linearizable  bool           `json:"linearizable"`
 	Problems      []string       `json:"problems"`
+	TLC           string         `json:"tlc"`
 }
 
 func readReport(t *testing.T, path string) fleetReport {
@@ -78,10 +81,20 @@ func TestFleetSoak(t *testing.T) {
 	bin := buildSelf(t)
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.html")
-	code, out, errs := runCLI(append([]string{"fleet", "-bin", bin, "-json", jsonPath, "-html", htmlPath}, killCheckArgs...)...)
+	args := append([]string{"fleet", "-bin", bin, "-json", jsonPath, "-html", htmlPath}, killCheckArgs...)
+	_, tlcErr := tlc.Find(context.Background(), findConfig("../.."))
+	if tlcErr == nil {
+		args = append(args, "-tlc-sample", "2", "-root", "../..")
+	} else {
+		t.Logf("TLC not found (%v): the sample of threads is not replayed through TLC", tlcErr)
+	}
+	code, out, errs := runCLI(args...)
 	t.Logf("\n%s%s", out, errs)
 	require.Equal(t, exitOK, code)
 	rep := readReport(t, jsonPath)
+	if tlcErr == nil {
+		require.Equal(t, "2 of 2 threads accepted", rep.TLC)
+	}
 	require.Equal(t, 400, rep.Posted)
 	require.Equal(t, 400, rep.ConsumedOnce)
 	require.Zero(t, rep.ConsumedTwice)
