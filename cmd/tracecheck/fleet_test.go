@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -259,11 +260,18 @@ func TestFleetSignalCleansUp(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, bin, "fleet", "-bin", bin, "-procs", "3", "-threads", "4", "-messages", "100000", "-duration", "10m")
-			stdout, err := cmd.StdoutPipe()
+			// Files, not buffers: exec then copies nothing in goroutines
+			// of its own, and the test reads stdout as the fleet writes.
+			stdout, w, err := os.Pipe()
 			require.NoError(t, err)
-			var stderr bytes.Buffer
-			cmd.Stderr = &stderr
+			defer stdout.Close()
+			errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+			require.NoError(t, err)
+			defer errFile.Close()
+			cmd.Stdout, cmd.Stderr = w, errFile
 			require.NoError(t, cmd.Start())
+			w.Close()
+			stderr := func() string { b, _ := os.ReadFile(errFile.Name()); return string(b) }
 			var schema, dir string
 			var pids []int
 			sc := bufio.NewScanner(stdout)
@@ -277,7 +285,7 @@ func TestFleetSignalCleansUp(t *testing.T) {
 					pids = append(pids, pid)
 				}
 			}
-			require.Len(t, pids, 3, "waited for the fleet to print its three workers' pids (stderr: %s)", stderr.String())
+			require.Len(t, pids, 3, "waited for the fleet to print its three workers' pids (stderr: %s)", stderr())
 			require.NotEmpty(t, schema)
 			require.DirExists(t, dir)
 			for _, pid := range pids {
@@ -287,12 +295,12 @@ func TestFleetSignalCleansUp(t *testing.T) {
 			}
 			time.Sleep(500 * time.Millisecond) // the workers at work
 			require.NoError(t, cmd.Process.Signal(sig))
-			go func() { _, _ = bufio.NewReader(stdout).WriteTo(&bytes.Buffer{}) }()
+			go func() { _, _ = io.Copy(io.Discard, stdout) }()
 			err = cmd.Wait()
 			var exit *exec.ExitError
 			require.True(t, errors.As(err, &exit), "the fleet exits by itself after %v (within the test's 2 minutes): %v", sig, err)
-			require.Equal(t, exitCouldNotRun, exit.ExitCode(), "stderr: %s", stderr.String())
-			require.Contains(t, stderr.String(), "interrupted")
+			require.Equal(t, exitCouldNotRun, exit.ExitCode(), "stderr: %s", stderr())
+			require.Contains(t, stderr(), "interrupted")
 			for _, pid := range pids {
 				require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "worker %d is gone", pid)
 			}
