@@ -24,7 +24,7 @@ import (
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
-const tlcUsage = `usage: tracecheck tlc [flags] [all|spec|trace|generated] [DIR|FILE...]
+const tlcUsage = `usage: tracecheck tlc [flags] [all|spec|trace|generated|mutants|batch|differential] [DIR|FILE...]
 
 Runs TLC (package tlc) and checks every result against what is expected:
 
@@ -43,6 +43,19 @@ Runs TLC (package tlc) and checks every result against what is expected:
   generated  traces the Go code writes (tracecheck run -trace-dir, fences
              on, then off), checked as a directory of fixtures
   all        (default) spec, then trace, then generated
+  mutants    every spec mutant in spec/mutants (an edit of a copy of spec/
+             or tla/) must be caught by the check it names: a model cfg
+             reporting other than its expectation, or a trace fixture's
+             verdict changing; a mutant that survives fails, by name
+  differential
+             -mutated traces (default 500), mutants of the traces the Go
+             simulation writes (tracecheck run -trace-dir), each through
+             the Go checker and through TLC (in one batch): both must give
+             the same verdict at the same line on every one; prints the
+             count and every disagreement
+  batch      every trace of the DIRs and FILEs, split by thread, in ONE TLC
+             run (the trace spec's batch mode); prints each verdict and
+             the lines per second (ok-* must be accepted, bad-* rejected)
 
 -skip names cfgs not to run: scripts/test skips the two long exhaustive
 models (the workflow runs them all).
@@ -80,6 +93,8 @@ type tlcOptions struct {
 	parallel int
 	keepLogs string
 	skip     []string // cfg file names not to run
+	mutated  int      // differential: mutated traces compared
+	seed     uint64   // differential: the mutations' seed
 }
 
 func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -89,6 +104,8 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "trace checks run at once (each a JVM with one worker)")
 	fs.StringVar(&o.keepLogs, "keep-logs", os.Getenv("TLC_KEEP_LOGS"), "copy each TLC run's output into this directory")
+	fs.IntVar(&o.mutated, "mutated", 500, "differential: how many mutated traces to compare")
+	fs.Uint64Var(&o.seed, "seed", 1, "differential: the seed of the mutations (the same seed, the same traces)")
 	fs.Func("skip", "comma-separated spec/*.cfg file names not to run (each must exist), e.g. the long exhaustive models in a quick run", func(v string) error {
 		for _, name := range strings.Split(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -104,7 +121,7 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rest := fs.Args()
 	if len(rest) > 0 {
 		switch rest[0] {
-		case "all", "spec", "trace", "generated":
+		case "all", "spec", "trace", "generated", "mutants", "batch", "differential":
 			mode = rest[0]
 			// Flags may follow the mode too.
 			if err := parse(fs, rest[1:], stdout, stderr, tlcUsage); err != nil {
@@ -113,7 +130,7 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			rest = fs.Args()
 		}
 	}
-	if len(rest) > 0 && mode != "trace" {
+	if len(rest) > 0 && mode != "trace" && mode != "batch" {
 		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
 	}
 	if o.parallel < 1 {
@@ -173,6 +190,23 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	r := &tlcRun{ctx: ctx, env: env, opts: o, work: work, out: stdout, start: time.Now()}
 	if err := r.copySpecs(); err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	switch mode {
+	case "mutants":
+		if err := r.checkMutants(); err != nil {
+			return err
+		}
+		return r.summary("")
+	case "differential":
+		if err := r.checkDifferential(); err != nil {
+			return err
+		}
+		return r.summary("")
+	case "batch":
+		if err := r.checkBatch(rest); err != nil {
+			return err
+		}
+		return r.summary("")
 	}
 	if mode == "spec" || mode == "all" {
 		r.checkModels()
