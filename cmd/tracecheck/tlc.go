@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -18,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/threadclaim/threadclaim/tlc"
@@ -117,6 +119,11 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args, stdout, stderr, tlcUsage); err != nil {
 		return err
 	}
+	// Each JVM runs in a process group of its own (package tlc), out of
+	// reach of the terminal's Ctrl-C: an interrupt cancels the runs, which
+	// kills their groups.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	mode := "all"
 	rest := fs.Args()
 	if len(rest) > 0 {
