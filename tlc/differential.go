@@ -3,7 +3,6 @@ package tlc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -100,82 +99,6 @@ func Untimed(lines []core.TraceEvent) []core.TraceEvent {
 		clearTiming(&out[i])
 	}
 	return out
-}
-
-// LocalMutate is a small mutator for the differential: it changes one
-// value (msg, req, run, taken, lease, kind, read, proc), the action, a
-// holder, or a tick, or drops, duplicates or swaps lines. (tracecheck's
-// Mutate, when present, is the richer one.)
-func LocalMutate(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, string) {
-	out := make([]core.TraceEvent, len(lines))
-	copy(out, lines)
-	i := rng.IntN(len(out))
-	ev := &out[i]
-	small := func(v int64) int64 {
-		switch rng.IntN(3) {
-		case 0:
-			return max(v-1, 0)
-		case 1:
-			return v + 1
-		}
-		return rng.Int64N(4)
-	}
-	holders := []core.Holder{""}
-	for _, l := range lines {
-		if l.Holder != "" {
-			holders = append(holders, l.Holder)
-		}
-	}
-	switch k := rng.IntN(12); k {
-	case 0:
-		ev.Msg = core.Seq(small(int64(ev.Msg)))
-		return out, fmt.Sprintf("line %d: msg -> %d", i+1, ev.Msg)
-	case 1:
-		ev.Req = core.RequestID(small(int64(ev.Req)))
-		return out, fmt.Sprintf("line %d: req -> %d", i+1, ev.Req)
-	case 2:
-		ev.Run = core.RunID(small(int64(ev.Run)))
-		return out, fmt.Sprintf("line %d: run -> %d", i+1, ev.Run)
-	case 3:
-		ev.Taken = core.Seq(small(int64(ev.Taken)))
-		return out, fmt.Sprintf("line %d: taken -> %d", i+1, ev.Taken)
-	case 4:
-		ev.Lease = holders[rng.IntN(len(holders))]
-		return out, fmt.Sprintf("line %d: lease -> %q", i+1, ev.Lease)
-	case 5:
-		kinds := []string{"", "run", "reply"}
-		ev.Kind = kinds[rng.IntN(len(kinds))]
-		return out, fmt.Sprintf("line %d: kind -> %q", i+1, ev.Kind)
-	case 6:
-		ev.Read = !ev.Read
-		return out, fmt.Sprintf("line %d: read -> %v", i+1, ev.Read)
-	case 7:
-		acts := core.Actions()
-		a := acts[rng.IntN(len(acts))]
-		if a == core.ActionLapse {
-			a = core.ActionCrash
-		}
-		ev.Action = a
-		return out, fmt.Sprintf("line %d: action -> %s", i+1, a)
-	case 8:
-		ev.Holder = holders[rng.IntN(len(holders))]
-		return out, fmt.Sprintf("line %d: holder -> %q", i+1, ev.Holder)
-	case 9:
-		ev.Tick = uint64(small(int64(ev.Tick)))
-		return out, fmt.Sprintf("line %d: tick -> %d", i+1, ev.Tick)
-	case 10:
-		if len(out) == 1 {
-			return out, "nothing dropped (one line)"
-		}
-		return append(out[:i:i], out[i+1:]...), fmt.Sprintf("line %d dropped", i+1)
-	default:
-		if rng.IntN(2) == 0 || i+1 == len(out) {
-			dup := append(append(out[:i+1:i+1], out[i]), out[i+1:]...)
-			return dup, fmt.Sprintf("line %d duplicated", i+1)
-		}
-		out[i], out[i+1] = out[i+1], out[i]
-		return out, fmt.Sprintf("lines %d and %d swapped", i+1, i+2)
-	}
 }
 
 // clearTiming keeps only the fields the spec has a value for.

@@ -1,6 +1,16 @@
 package main
 
-import "github.com/threadclaim/threadclaim/tlc"
+import (
+	"math/rand/v2"
 
-// diffMutator is the mutator the differential uses.
-var diffMutator tlc.Mutator = tlc.LocalMutate
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tlc"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// diffMutator is the differential's mutator: tracecheck's Mutate, the
+// one FuzzCheck uses too.
+var diffMutator tlc.Mutator = func(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, string) {
+	m, what := tracecheck.Mutate(rng, lines)
+	return m, what.Desc
+}
