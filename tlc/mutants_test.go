@@ -146,3 +146,13 @@ func TestExpectationFires(t *testing.T) {
 		t.Error("an expected violation that did not happen passed")
 	}
 }
+
+func TestReadExpectationEmptyFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "empty.cfg")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadExpectation(p); err == nil {
+		t.Error("an empty cfg declared an expectation")
+	}
+}

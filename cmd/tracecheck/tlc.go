@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -34,6 +32,8 @@ Runs TLC (package tlc) and checks every result against what is expected:
                \* expect: ok               TLC must report no error
                \* expect: violation NAME   TLC must report the invariant or
                                            property NAME violated
+             and, on a later leading line, "\* fires: ACTION..." names
+             actions that must each take a step (TLC's -coverage)
              A cfg without that line, or naming more or less than one
              property, fails.
   trace      the trace spec tla/ThreadClaimLapseTrace.tla on every *.ndjson
@@ -400,28 +400,6 @@ func (r *tlcRun) summary(tracesNotRun string) error {
 	return nil
 }
 
-// expectRe is a cfg's first line: its one expected outcome.
-var expectRe = regexp.MustCompile(`^\\\* expect: (?:(ok)|violation ([A-Za-z_][A-Za-z0-9_]*))\s*$`)
-
-// readExpect reads the outcome a cfg declares on its first line.
-func readExpect(path string) (ok bool, name string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, "", err
-	}
-	defer f.Close()
-	first, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil && err != io.EOF {
-		return false, "", err
-	}
-	first = strings.TrimRight(first, "\r\n")
-	m := expectRe.FindStringSubmatch(first)
-	if m == nil {
-		return false, "", fmt.Errorf(`%s:1: the first line must be "\* expect: ok" or "\* expect: violation NAME" (exactly one invariant or property), not %q`, path, first)
-	}
-	return m[1] != "", m[2], nil
-}
-
 // moduleFor is the spec module a cfg checks: the longest name among the
 // modules that prefixes the cfg's.
 func moduleFor(cfg string, modules []string) string {
@@ -456,7 +434,7 @@ func (r *tlcRun) checkModels() {
 			fmt.Fprintf(r.out, "SKIP  %s: -skip\n", what)
 			continue
 		}
-		wantOK, wantName, err := readExpect(cfg)
+		exp, err := tlc.ReadExpectation(cfg)
 		if err != nil {
 			r.report(false, what, strings.Replace(err.Error(), cfg, what, 1), nil)
 			continue
@@ -469,19 +447,21 @@ func (r *tlcRun) checkModels() {
 		r.mu.Lock()
 		r.models++
 		r.mu.Unlock()
-		res, log, d, err := r.runTLC(what, tlc.Job{Spec: module + ".tla", Config: filepath.Base(cfg), Dir: dir})
+		// A "\* fires:" line asks for TLC's -coverage: each action it names
+		// must take a step (tlc.Expectation).
+		res, log, d, err := r.runTLC(what, tlc.Job{Spec: module + ".tla", Config: filepath.Base(cfg), Dir: dir, Args: exp.Args()})
 		if err != nil {
 			r.couldNotRun(what, err, log)
 			continue
 		}
-		want := "ok"
-		if !wantOK {
-			want = "violation " + wantName
+		detail := fmt.Sprintf("expected %s, got %s", exp, describe(res))
+		problem := exp.Check(res)
+		if problem != "" {
+			detail = problem
+		} else if len(exp.Fires) > 0 {
+			detail += fmt.Sprintf(", all %d actions on its fires line took steps", len(exp.Fires))
 		}
-		got := describe(res)
-		pass := (wantOK && res.Outcome == tlc.NoError) ||
-			(!wantOK && (res.Outcome == tlc.InvariantViolated || res.Outcome == tlc.PropertyViolated) && res.Name == wantName)
-		r.report(pass, what, fmt.Sprintf("expected %s, got %s; %s, %.1fs", want, got, stats(res), d.Seconds()), log)
+		r.report(problem == "", what, fmt.Sprintf("%s; %s, %.1fs", detail, stats(res), d.Seconds()), log)
 	}
 }
 
