@@ -135,7 +135,7 @@ func smallCfg(t *testing.T, file string) specmodel.Config {
 	switch {
 	case os.Getenv("CROSSCHECK_FULL") == "1":
 	case raceEnabled:
-		c.MaxClaims, c.MaxMsgs = 2, 2
+		c.MaxClaims, c.MaxMsgs = 2, 1
 	default:
 		c.MaxClaims, c.MaxMsgs = 3, 2
 	}

@@ -41,6 +41,9 @@ func specCfgs(t testing.TB) []string {
 // they are known, and the cfg's declared outcome (its `\* expect:` line)
 // for every cfg, so that a new cfg is covered too.
 func TestSpecCfgs(t *testing.T) {
+	if raceIn {
+		t.Skip("-race: the model runs in one goroutine; the ordinary run explores every cfg")
+	}
 	for _, f := range specCfgs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			c, err := ReadConfig(f)
@@ -196,6 +199,9 @@ func TestUnfencedStartsStale(t *testing.T) {
 // distinct states have distinct keys (the graph's count would be off
 // otherwise; here checked on the render).
 func TestKeyRoundTrip(t *testing.T) {
+	if raceIn {
+		t.Skip("-race: the model runs in one goroutine")
+	}
 	c, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
 	if err != nil {
 		t.Fatal(err)
