@@ -26,8 +26,8 @@ var tlcFigures = map[string]struct {
 	"ThreadClaimLapseLiveness.cfg":        {88820, 404386, 27, ""},
 	"ThreadClaimLapseUnfenced.cfg":        {497, 0, 9, InvConsumedAtMostOnce},
 	"ThreadClaimLapseAbandonUnfenced.cfg": {272, 0, 8, InvNoLiveAbandon},
-	// the cfgs of the spec with one switch per fence (h-spec), measured
-	// the same way
+	// the cfgs that come with one switch per fence (FenceStart,
+	// FenceReply), measured the same way
 	"ThreadClaimLapseReplyUnfenced.cfg":   {232849, 1054979, 30, ""},
 	"ThreadClaimLapseSmall.cfg":           {4859, 21297, 19, ""},
 	"ThreadClaimLapseStartUnfencedI1.cfg": {497, 0, 9, InvConsumedAtMostOnce},
