@@ -30,6 +30,13 @@
 //   - (c) Go's state after each edge, abstracted to the spec's variables
 //     (Abstract), is the spec's successor.
 //
+// core.Workspace keeps each process's round (the spec's pc) and refuses
+// calls out of its order. A probe's rollback cannot move a Workspace's
+// round back, so the probing walk runs the Workspaces without rounds
+// (core.WithoutRoundsForTesting) and keeps each process's round itself, as
+// the spec's pc; the sampled walk (Options.Sample), which commits, runs
+// them with rounds on, as deployed.
+//
 // Abstract is the abstraction function: from a thread as storage holds it,
 // its lease, the processes' latest clock, each process's round (Proc),
 // the claims made in order and the liveAbandoned ghost, it gives the spec
