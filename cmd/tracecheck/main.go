@@ -13,6 +13,9 @@
 //	tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
 //	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
 //	tracecheck worker [flags]       one runner process of a fleet
+//	tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
+//	tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
+//	tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 //
 // Exit codes: 0 every check passed; 1 a check failed (a broken invariant,
 // a trace no spec action explains, a history that is not linearizable;
@@ -63,6 +66,9 @@ Usage:
   tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
   tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
   tracecheck worker [flags]       one runner process of a fleet
+  tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
+  tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
+  tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
@@ -101,6 +107,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdFleet(ctx, args[1:], stdout, stderr)
 	case "worker":
 		err = cmdWorker(ctx, args[1:], stdout, stderr)
+	case "model":
+		err = cmdModel(ctx, args[1:], stdout, stderr)
+	case "conform":
+		err = cmdConform(ctx, args[1:], stdout, stderr)
+	case "tlc":
+		err = cmdTLC(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "tracecheck: unknown command %q\n\n%s", args[0], mainUsage)
 		return exitUsage

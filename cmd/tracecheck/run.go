@@ -38,6 +38,9 @@ type runFlags struct {
 	concurrent                                       int
 	ttl                                              time.Duration
 	unfenced                                         bool
+	mutant                                           string
+	interleave                                       bool
+	faults                                           float64
 	traceDir, htmlOut, storageURL                    string
 	porcupineTimeout                                 time.Duration
 }
@@ -53,7 +56,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.messages, "messages", 4, "messages posted to each thread")
 	fs.IntVar(&f.concurrent, "concurrent", 4, "concurrent executions (real goroutines and time)")
 	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
-	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch")
+	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
+	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown)")
+	fs.BoolVar(&f.interleave, "interleave", true, "let the scheduler run other operations between any two storage transactions of one process's step")
+	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply or RunEnd in the deterministic executions")
 	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
 	fs.StringVar(&f.traceDir, "trace-dir", "", "write each execution's trace here, one ndjson file per thread (ok-* accepted, bad-* rejected)")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
@@ -69,6 +75,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 {
 		return usageError{"-procs, -threads, -messages and -ttl must be positive, -steps not negative"}
+	}
+	if f.faults < 0 || f.faults > 1 {
+		return usageError{fmt.Sprintf("-faults %v must be a probability, in [0, 1]", f.faults)}
+	}
+	switch f.mutant {
+	case "", "fence-own-tx", "retry-commit-unknown":
+	case "unfenced":
+		f.unfenced = true
+	default:
+		return usageError{fmt.Sprintf("-mutant %q: want unfenced, fence-own-tx or retry-commit-unknown", f.mutant)}
+	}
+	if f.unfenced && f.mutant == "" {
+		f.mutant = "unfenced"
 	}
 	if f.traceDir != "" {
 		if err := os.MkdirAll(f.traceDir, 0o755); err != nil {
@@ -100,6 +119,14 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 	mode := "fences on"
 	if f.unfenced {
 		mode = "FENCES OFF (the mutant)"
+	} else if f.mutant != "" {
+		mode = "MUTANT " + f.mutant
+	}
+	if f.interleave {
+		mode += ", steps interleaved between transactions"
+	}
+	if f.faults > 0 {
+		mode += fmt.Sprintf(", storage faults %.0f%%", 100*f.faults)
 	}
 	where := "in-memory storage"
 	if f.storageURL != "" {
@@ -110,14 +137,18 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 
 	for i := range f.seeds {
 		seed := uint64(f.seedBase + i)
-		rec := &tracecheck.Recorder{}
 		storage, done, err := openStorage(ctx, f.storageURL)
 		if err != nil {
 			return err
 		}
 		exec, err := sim.NewSeeded(ctx, sim.Config{
 			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
-			Unfenced: f.unfenced, Tracer: rec, Storage: storage,
+			Unfenced: f.unfenced, Storage: storage,
+			Interleave: f.interleave, Faults: f.faults,
+			Mutants: sim.Mutants{
+				FenceInOwnTransaction: f.mutant == "fence-own-tx",
+				RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
+			},
 		})
 		if err != nil {
 			done()
@@ -130,7 +161,7 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 		if err := t.invariant(simErr, fmt.Sprintf("seed %d", seed)); err != nil {
 			return err
 		}
-		if err := t.trace(rec.Lines(), fmt.Sprintf("seed-%d", seed), f.traceDir); err != nil {
+		if err := t.trace(exec.TraceLines(), fmt.Sprintf("seed-%d", seed), f.traceDir); err != nil {
 			return err
 		}
 	}
@@ -157,7 +188,7 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 		}
 	}
 	t.print(out, time.Since(start))
-	return t.verdict(f.unfenced, out)
+	return t.verdict(f.mutant != "", out)
 }
 
 // openStorage returns the storage of one execution: nil (the default,
