@@ -28,7 +28,7 @@
 // sign, fraction or exponent, except the timing fields, which may be
 // negative); an unknown action, or Lapse; a kind other than "", "run" or
 // "reply"; an empty thread; a line longer than MaxLineBytes. A trace with
-// no line at all (an empty file, /dev/null) is ErrEmpty, also exit 2; so
+// no line at all (an empty file, /dev/null) is ErrEmpty at line 1, also exit 2; so
 // is a file that cannot be read (a directory, a missing file, no
 // permission). The TLC driver calls ReadFile before TLC sees a file, so
 // that TLC only ever sees well-formed traces.
