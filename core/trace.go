@@ -48,7 +48,11 @@ const (
 // Tick is the thread's version. A write (Read false) carries the version
 // its transaction made; a read or a refusal (Read true) carries the version
 // it saw. One thread's lines are ordered by Tick, writes before reads at
-// equal Tick, then in the order written.
+// equal Tick, then in the order written. A Crash whose read of the thread
+// failed (storage unreachable) carries the last version its round's own
+// lines saw, so it may be written after other processes' lines of higher
+// Tick: the order by Tick places it where its process was still in its
+// round, which is what a checker must follow, not the order of writing.
 type TraceEvent struct {
 	Tick   uint64    `json:"tick"`
 	Read   bool      `json:"read"`

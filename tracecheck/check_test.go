@@ -213,14 +213,8 @@ func (g *traceGen) step() error {
 // crash ends p's round where it is and logs Crash, as a runner's death
 // would be logged by the simulation: a read at the thread's version.
 func (g *traceGen) crash(p *genProc) error {
-	th, err := p.ws.Thread(g.ctx, p.claim.Thread)
-	if err != nil {
-		return err
-	}
-	g.rec.Trace(core.TraceEvent{Tick: th.Version, Read: true, Action: core.ActionCrash, Thread: p.claim.Thread,
-		Proc: p.name, Holder: p.claim.Holder, Taken: th.Taken})
 	p.st = genIdle
-	return nil
+	return p.ws.Crash(g.ctx, p.claim)
 }
 
 func asViolation(err error, v **tracecheck.Violation) bool { return errors.As(err, v) }
@@ -327,12 +321,7 @@ func (s *fixtureScript) Abandon(p string, r core.RunID) error {
 }
 
 // Crash logs p's death as the simulation does: a read at the version.
-func (s *fixtureScript) Crash(p string) {
-	th, err := s.post.Thread(s.ctx, "t1")
-	s.must(err)
-	s.rec.Trace(core.TraceEvent{Tick: th.Version, Read: true, Action: core.ActionCrash, Thread: "t1", Proc: p,
-		Holder: s.claim[p].Holder, Taken: th.Taken})
-}
+func (s *fixtureScript) Crash(p string) { s.must(s.ws[p].Crash(s.ctx, s.claim[p])) }
 
 // Add appends a line core would not write (a broken core's), after the
 // last one: a write at the next tick.
