@@ -142,7 +142,12 @@ func TestValidateInputContract(t *testing.T) {
 	empty := write("empty.ndjson", "")
 	sub := filepath.Join(dir, "sub")
 	require.NoError(t, os.Mkdir(sub, 0o755))
-	for _, p := range []string{empty, os.DevNull, sub, filepath.Join(dir, "missing.ndjson")} {
+	for _, p := range []string{empty, os.DevNull} {
+		code, out, errs := runCLI("validate", p)
+		require.Equal(t, exitUsage, code, "%s: stdout %s stderr %s", p, out, errs)
+		require.Contains(t, errs, p+":1: empty trace", p)
+	}
+	for _, p := range []string{sub, filepath.Join(dir, "missing.ndjson")} {
 		code, out, errs := runCLI("validate", p)
 		require.Equal(t, exitUsage, code, "%s: stdout %s stderr %s", p, out, errs)
 		require.Contains(t, errs, p+": ", p)
