@@ -52,6 +52,7 @@ const waitingBackend = `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE appl
 // in the round trip that carries COMMIT. Once the lock is free, nothing
 // of it was written.
 func TestCancelledLockWaitEndsOnServer(t *testing.T) {
+	t.Parallel() // a schema of its own
 	for _, m := range readModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
@@ -78,6 +79,7 @@ func TestCancelledLockWaitEndsOnServer(t *testing.T) {
 // the runner gives the round up, and the connection is lost, though
 // nothing was written.
 func TestCancelledLockWaitWithoutCancelRequest(t *testing.T) {
+	t.Parallel() // a schema of its own
 	app := randomName("tc_")
 	s, err := openPool(context.Background(), poolConfig(t, app), Options{Schema: testSchema(t)})
 	require.NoError(t, err)

@@ -28,6 +28,7 @@ const ttl = 10 * time.Second
 // its first round trip early (a read of the log) so that the test can act
 // while the write holds them.
 func TestAcquireWaitsForFencedWrite(t *testing.T) {
+	t.Parallel() // a schema of its own
 	for _, m := range readModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
@@ -120,6 +121,7 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 // fenced write waits in its check, which then fails, and the write, run
 // again with locking reads, is refused.
 func TestFencedWriteWaitsForAcquire(t *testing.T) {
+	t.Parallel() // a schema of its own
 	for _, m := range readModes {
 		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
