@@ -29,12 +29,7 @@ const ttl = 10 * time.Second
 // while the write holds them.
 func TestAcquireWaitsForFencedWrite(t *testing.T) {
 	t.Parallel() // a schema of its own
-	for _, m := range readModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			testAcquireWaitsForFencedWrite(t, m.opts)
-		})
-	}
+	eachReadMode(t, testAcquireWaitsForFencedWrite)
 }
 
 func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
@@ -122,12 +117,7 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 // again with locking reads, is refused.
 func TestFencedWriteWaitsForAcquire(t *testing.T) {
 	t.Parallel() // a schema of its own
-	for _, m := range readModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			testFencedWriteWaitsForAcquire(t, m.opts)
-		})
-	}
+	eachReadMode(t, testFencedWriteWaitsForAcquire)
 }
 
 func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {

@@ -114,6 +114,17 @@ var readModes = []struct {
 	{"reads=locking", Options{LockingReads: true}},
 }
 
+// eachReadMode runs test once for each of readModes, in parallel, with
+// that mode's Options.
+func eachReadMode(t *testing.T, test func(t *testing.T, opts Options)) {
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, m.opts)
+		})
+	}
+}
+
 // The conformance suite runs on each way a Store can read: speculating
 // from its cache (the default, which gets every check storetest.Exercise
 // has), locking every read, and folding the whole log each time (no
