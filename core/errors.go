@@ -51,6 +51,16 @@ var (
 	// behind would pass a later claim's fence. Storage enforces it; it
 	// wraps ErrInvalidArgument.
 	ErrHolderReused = fmt.Errorf("%w: holder already claimed this thread once", ErrInvalidArgument)
+	// ErrOutOfOrder: the call is not one the specification allows next in
+	// the claim's round (a RunStart or Reply that is not the current plan,
+	// a Plan or Release during a run, a second Claim on a thread whose
+	// round is open). Nothing was written or traced.
+	ErrOutOfOrder = errors.New("call out of the round's order")
+
+	// ErrRoundOver: the claim's round has ended (a Release, a refusal of a
+	// fenced write or of a run's end, or a Crash ended it), so the claim
+	// can do nothing more. Nothing was written or traced.
+	ErrRoundOver = errors.New("claim's round is over")
 
 	// ErrCommitUnknown: the storage could not tell whether the transaction
 	// committed (the connection broke during COMMIT). A caller must treat

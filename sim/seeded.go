@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/simclock"
 	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // Config configures one deterministic simulated execution. Zero fields
@@ -214,6 +216,12 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	if cfg.Mutants.FenceInOwnTransaction {
 		opts = append(opts, core.WithMutantsForTesting(core.Mutants{FenceInOwnTransaction: true}))
 	}
+	if cfg.Mutants.RetryCommitUnknown {
+		// Core refuses the retry itself (a round whose write's commit is
+		// unknown takes only Crash): the mutant is the runner's defect
+		// with that protection off too.
+		opts = append(opts, core.WithoutRoundsForTesting())
+	}
 	var procStore core.Storage = cfg.Storage
 	if cfg.Interleave || cfg.Faults > 0 {
 		ps := &procStorage{Storage: cfg.Storage}
@@ -243,6 +251,9 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			Workspace: p.ws,
 			Clock:     p.clock,
 			ClaimTTL:  cfg.ClaimTTL,
+			// Turns as long as their thread has messages: the scheduler,
+			// not a bound, decides how long a process keeps a thread.
+			MaxTurnDuration: math.MaxInt64,
 			Agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
 				for range p.asks {
 					if _, err := sess.Ask(ctx, "which one?"); err != nil {
@@ -360,7 +371,9 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 	case OpCrash:
 		p.co.kill()
 		if p.turn != nil && p.turn.Claim() != (core.Claim{}) {
-			if err := p.ws.Crash(ctx, p.turn.Claim()); err != nil {
+			// A round that already ended (the turn's refusal, Release or
+			// crash) has nothing to crash: core refuses with ErrRoundOver.
+			if err := p.ws.Crash(ctx, p.turn.Claim()); err != nil && !errors.Is(err, core.ErrRoundOver) {
 				return err
 			}
 		}
@@ -404,16 +417,19 @@ func (s *Seeded) newTurn(p *simProc, thread core.ThreadID) {
 	}
 }
 
-// TraceLines returns the execution's trace so far: every line its
-// processes traced, in the order they traced them, with the writes that
-// committed although an injected fault told their process otherwise (as a
-// storage that keeps trace lines would have them).
+// TraceLines returns the execution's trace so far, in trace order
+// (tracecheck.Sort: a process's Crash carries the version it last saw,
+// which others' writes may have passed by the time it is traced): every
+// line its processes traced, and the writes that committed although an
+// injected fault told their process otherwise (as a storage that keeps
+// trace lines would have them).
 func (s *Seeded) TraceLines() []core.TraceEvent {
-	var unseen []core.TraceEvent
+	out := append([]core.TraceEvent(nil), s.rec.lines...)
 	if s.faults != nil {
-		unseen = s.faults.unseen
+		out = append(out, s.faults.unseen...)
 	}
-	return mergeUnseen(s.rec.lines, unseen)
+	tracecheck.Sort(out)
+	return out
 }
 
 // Check reads every thread's new events from storage and checks the

@@ -9,7 +9,9 @@
 //	tracecheck run [flags]          run seeded and concurrent executions and check them
 //	tracecheck validate FILE...     check trace files against the specification
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
-//	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
+//	tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
+//	tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
+//	tracecheck fleet [flags]        a soak on PostgreSQL: runner processes under a nemesis
 //	tracecheck worker [flags]       one runner process of a fleet
 //	tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
 //	tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
@@ -60,7 +62,9 @@ Usage:
   tracecheck run [flags]          run seeded and concurrent executions and check them
   tracecheck validate FILE...     check trace files (ndjson) against the specification
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
-  tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
+  tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
+  tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
+  tracecheck fleet [flags]        a soak on PostgreSQL: runner processes under a nemesis, checked
   tracecheck worker [flags]       one runner process of a fleet
   tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
   tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
@@ -95,6 +99,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdValidate(args[1:], stdout, stderr)
 	case "show":
 		err = cmdShow(args[1:], stdout, stderr)
+	case "sort":
+		err = cmdSort(args[1:], stdout, stderr)
+	case "mutate":
+		err = cmdMutate(args[1:], stdout, stderr)
 	case "fleet":
 		err = cmdFleet(ctx, args[1:], stdout, stderr)
 	case "worker":
