@@ -71,6 +71,18 @@ type TraceEvent struct {
 	Lease Holder `json:"lease"`
 	Kind  string `json:"kind,omitempty"` // Plan: PlanKindRun or PlanKindReply
 
+	// Timing, on Claim and Renew lines only (0 when absent): the
+	// claimant's clock reading (Unix nanoseconds), the ttl it asked for
+	// (nanoseconds), the expiry it stamped on the lease (Unix
+	// nanoseconds), and for a Claim over a lease someone held, that
+	// lease's expiry. The spec has no clock; tracecheck checks these
+	// against the lease rules (expires = now + ttl; a Claim takes another
+	// holder's lease only once now has reached its expiry).
+	Now      int64 `json:"now,omitempty"`
+	TTL      int64 `json:"ttl,omitempty"`
+	Expires  int64 `json:"expires,omitempty"`
+	Replaced int64 `json:"replaced,omitempty"`
+
 	// Call and Return are when the Workspace call began and returned, read
 	// from the Tracer's own clock when it implements TraceClock (a
 	// linearizability check needs them). They are not part of the trace

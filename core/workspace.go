@@ -386,7 +386,11 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if err := tx.PutLease(ctx, Lease{Key: leaseKey(id), Holder: holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
-		*line = &TraceEvent{Tick: v, Action: ActionClaim, Thread: id, Holder: holder, Taken: t.Taken, Lease: holder}
+		*line = &TraceEvent{Tick: v, Action: ActionClaim, Thread: id, Holder: holder, Taken: t.Taken, Lease: holder,
+			Now: now.UnixNano(), TTL: int64(ttl), Expires: now.Add(ttl).UnixNano()}
+		if l.Holder != "" {
+			(*line).Replaced = l.ExpiresAt.UnixNano()
+		}
 		return nil
 	})
 	switch {
@@ -435,10 +439,12 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 		if err != nil {
 			return err
 		}
-		if err := tx.PutLease(ctx, Lease{Key: leaseKey(c.Thread), Holder: c.Holder, ExpiresAt: w.clock.Now().Add(ttl)}); err != nil {
+		now := w.clock.Now()
+		if err := tx.PutLease(ctx, Lease{Key: leaseKey(c.Thread), Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
-		*line = &TraceEvent{Tick: v, Action: ActionRenew, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: c.Holder}
+		*line = &TraceEvent{Tick: v, Action: ActionRenew, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: c.Holder,
+			Now: now.UnixNano(), TTL: int64(ttl), Expires: now.Add(ttl).UnixNano()}
 		return nil
 	})
 	r.leave(line, traced, err, nil)

@@ -230,6 +230,7 @@ func (t *tally) invariant(err error, where string) error {
 
 // trace checks one execution's lines and, with dir, writes them per thread.
 func (t *tally) trace(lines []core.TraceEvent, name string, dir string) error {
+	tracecheck.Sort(lines) // lines are in the order processes traced them
 	st, err := tracecheck.Check(lines, tracecheck.WithFile(name))
 	t.lines += len(lines)
 	t.threads += st.Threads

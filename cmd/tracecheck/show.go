@@ -42,7 +42,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	}
 	lines, err := tracecheck.ReadFile(path)
 	if err != nil {
-		return failure{exitFailed, err.Error()}
+		return failure{exitUsage, err.Error()} // bad input
 	}
 	_, checkErr := tracecheck.Check(lines, tracecheck.WithFile(path))
 	var v *tracecheck.Violation
