@@ -163,6 +163,13 @@ func isRefusal(err error) bool {
 	return errors.Is(err, ErrThreadBusy) || errors.Is(err, ErrRunAbandoned)
 }
 
+// leaseNow reads the clock for a lease's stamp, to the microsecond: the
+// precision PostgreSQL keeps. A lease stored as stamped (with a TTL of
+// whole microseconds) reads back with the expiry its Claim or Renew line
+// carries, which the trace checker compares with a later Claim's
+// replaced.
+func leaseNow(c Clock) time.Time { return c.Now().Truncate(time.Microsecond) }
+
 func leaseKey(id ThreadID) string { return string(id) }
 
 // record checks ev against the thread, bumps the thread's version once,
@@ -372,7 +379,7 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if err != nil {
 			return err
 		}
-		now := w.clock.Now()
+		now := leaseNow(w.clock)
 		switch {
 		case l.Holder == holder:
 			return fmt.Errorf("%w: holder %q already holds thread %q", ErrInvalidArgument, holder, id)
@@ -439,7 +446,7 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 		if err != nil {
 			return err
 		}
-		now := w.clock.Now()
+		now := leaseNow(w.clock)
 		if err := tx.PutLease(ctx, Lease{Key: leaseKey(c.Thread), Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}

@@ -103,6 +103,10 @@ type Turn struct {
 	base        context.Context    // the turn's context without cancellation: runs' contexts derive from it
 	mutant      mutant             // a deliberate defect a test switched on; none in a deployment
 
+	// renewing is held by a renewal for its whole round trip, so that
+	// crash can wait for one in flight: a Renew committed after the Crash
+	// line would renew a claim its process has given up.
+	renewing sync.Mutex
 	mu       sync.Mutex // guards lost, stopping, over and cancel
 	lost     bool
 	stopping bool
@@ -133,6 +137,8 @@ func (t *Turn) Outcome() (Outcome, error) { return t.outcome, t.err }
 // core.ErrThreadBusy) holds; the turn then ends once its current run's end
 // is recorded. Before the claim and after the turn it does nothing.
 func (t *Turn) Renew(ctx context.Context) error {
+	t.renewing.Lock()
+	defer t.renewing.Unlock()
 	t.mu.Lock()
 	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && t.runCtx != nil
 	t.mu.Unlock()
@@ -497,6 +503,12 @@ func (t *Turn) refused(ctx context.Context, write string, err error) {
 // crash gives the round up after an error it cannot classify. Whether the
 // write committed may be unknown, so it is never retried under this holder.
 func (t *Turn) crash(ctx context.Context, err error) {
+	// No renewal starts once the turn is over; wait out one in flight.
+	t.mu.Lock()
+	t.over = true
+	t.mu.Unlock()
+	t.renewing.Lock()
+	t.renewing.Unlock() //nolint:staticcheck // a barrier: the renewal in flight has returned
 	_ = t.r.ws.Crash(context.WithoutCancel(ctx), t.claim)
 	t.end(ctx, OutcomeError, err)
 }

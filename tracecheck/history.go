@@ -109,21 +109,20 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // storage committed them (stored), and the reads and refusals from the
 // processes' histories. A write takes its call and return times from the
 // history line of the same thread and tick; a write no history has (its
-// process was killed after the commit) is pending: called after its
-// process's last recorded return, returned at no known time.
+// process was killed after the commit, or its commit's outcome was
+// unknown to it) is pending: called at no known time (0), returned at no
+// known time. Its call is not bounded by the process's other lines: a
+// process works several threads and renews beside its turns, so a write
+// in flight may have begun before every line the process recorded.
 func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) []core.TraceEvent {
 	type key struct {
 		thread core.ThreadID
 		tick   uint64
 	}
 	times := map[key][2]int64{}
-	last := map[string]int64{}
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
-			if ev.Return > last[ev.Proc] {
-				last[ev.Proc] = ev.Return
-			}
 			if ev.Read {
 				out = append(out, ev)
 				continue
@@ -135,7 +134,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) []c
 		if t, ok := times[key{ev.Thread, ev.Tick}]; ok {
 			ev.Call, ev.Return = t[0], t[1]
 		} else {
-			ev.Call, ev.Return = last[ev.Proc], math.MaxInt64
+			ev.Call, ev.Return = 0, math.MaxInt64
 		}
 		out = append(out, ev)
 	}

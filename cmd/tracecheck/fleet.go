@@ -2,365 +2,226 @@ package main
 
 import (
 	"context"
-	crand "crypto/rand"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
-	"os/exec"
+	"os/signal"
 	"path/filepath"
-	"sort"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/store/postgres"
-	"github.com/threadclaim/threadclaim/tracecheck"
+	"github.com/threadclaim/threadclaim/fleet"
+	"github.com/threadclaim/threadclaim/tlc"
 )
 
 const fleetUsage = `usage: tracecheck fleet [flags]
 
-Runs one many-process execution against PostgreSQL: -procs runner OS
-processes (tracecheck worker) whose lease clocks are skewed apart by up to
-twice the TTL; one is stopped (SIGSTOP) for three TTLs and continued
-(SIGCONT), one is killed (SIGKILL) and replaced by a new process. Messages
-are posted to every thread meanwhile. When every message is consumed (or
--timeout passes) the workers are stopped and the execution is checked:
-every message consumed exactly once, the trace (writes as storage committed
-them, reads from the workers' histories) by the Go trace checker, which
-holds I1, I3 and NoLiveAbandon after every line, and the history by
-porcupine. Each run uses a fresh schema, dropped at the end unless -keep.
+A soak on PostgreSQL with a nemesis: -procs runner OS processes (tracecheck
+worker), each behind a TCP proxy the fleet controls, with lease clocks
+spread over -max-skew, work -threads threads while -posters post
+-messages messages (spread over -duration). Meanwhile a seeded nemesis
+injects a fault every -nemesis-every on average, of the kinds -nemesis
+names:
+
+  stop       SIGSTOP a worker past the TTL, then SIGCONT
+  kill       SIGKILL a worker and start a replacement
+  clock      jump a worker's lease clock forward or back 1-3 TTLs, then back
+  terminate  pg_terminate_backend one of a worker's sessions, mid-transaction
+  partition  cut a worker off from PostgreSQL for 1-3 TTLs (its proxy)
+  latency    add 1/4 to 1 TTL to each of a worker's round trips
+  commit     hold a worker's COMMITs back past the TTL
+  restart    pg_ctl restart, fast or immediate (not in the default set)
+
+Workers reconnect by themselves. restart needs a cluster the fleet may
+restart: on this machine, its data directory (-pgdata, or the server's
+SHOW data_directory as a superuser) owned by this user (or by anyone, as
+root); give it only a cluster of the fleet's own (scripts/with-postgres
+starts one), since every session on it is cut off.
+
+When every message is consumed the workers are stopped and the run is
+checked: every message consumed exactly once (from storage), at most one
+run active per thread, no live run abandoned, the whole trace (writes as
+storage committed them, reads from the workers' histories) by the Go trace
+checker, the history by porcupine. The handover after each SIGKILL (from
+the lease's expiry to another process's Claim) is measured against TTL +
+one poll. Each run uses a fresh schema and directory, removed at the end
+(or on SIGINT/SIGTERM) unless -keep.
+
+Exit codes: 0 passed; 1 a check failed (with -unfenced: the mutant was
+caught); 2 bad usage; 3 porcupine timed out; 4 could not run (database
+unreachable, a worker died by itself, interrupted); 5 with -unfenced: the
+mutant survived.
 
 Flags:
 `
 
-type fleetFlags struct {
-	url, dir, bin                  string
-	procs, threads, messages       int
-	ttl, timeout, porcupineTimeout time.Duration
-	seed                           uint64
-	keep, unfenced                 bool
-}
-
 func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var f fleetFlags
+	var cfg fleet.Config
+	unfenced := fleet.NewUnfencedFlag()
+	var nemesis, jsonOut, htmlOut string
+	var tlcSample int
 	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
-	fs.StringVar(&f.url, "storage", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
-	fs.IntVar(&f.procs, "procs", 4, "runner processes (at least 3: one is stopped, one killed)")
-	fs.IntVar(&f.threads, "threads", 4, "threads")
-	fs.IntVar(&f.messages, "messages", 6, "messages posted to each thread")
-	fs.DurationVar(&f.ttl, "ttl", 300*time.Millisecond, "claim TTL")
-	fs.DurationVar(&f.timeout, "timeout", 2*time.Minute, "every message must be consumed within this")
-	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit")
-	fs.Uint64Var(&f.seed, "seed", 1, "seed of the workers' choices")
-	fs.StringVar(&f.dir, "dir", "", "where workers' histories and logs go (default a temporary directory, removed unless -keep)")
-	fs.StringVar(&f.bin, "bin", "", "the tracecheck binary the workers run (default this one)")
-	fs.BoolVar(&f.keep, "keep", false, "keep the schema and the directory")
-	fs.BoolVar(&f.unfenced, "unfenced", false, "the workers run with every fence off: the mutant the checks must catch (exits 1 when caught)")
+	fs.StringVar(&cfg.URL, "storage", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
+	fs.IntVar(&cfg.Procs, "procs", 4, "runner processes")
+	fs.IntVar(&cfg.Threads, "threads", 4, "threads")
+	fs.IntVar(&cfg.Messages, "messages", 24, "messages in all, spread over the threads")
+	fs.IntVar(&cfg.Posters, "posters", 1, "posters, each with its own connection")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "spread the posts over this time (0: as fast as the posters go)")
+	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the workers' and the nemesis's choices")
+	fs.DurationVar(&cfg.TTL, "ttl", 300*time.Millisecond, "claim TTL (at least 10ms)")
+	fs.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "the workers' poll period")
+	fs.DurationVar(&cfg.AgentMax, "agent-max", 0, "longest agent run (default 2/3 of the TTL)")
+	fs.Float64Var(&cfg.Ask, "ask", 0, "the chance a run asks a question (answered by a Reply), besides the agent's one in four")
+	fs.DurationVar(&cfg.MaxSkew, "max-skew", 0, "lease clocks spread over [0, this] (default 2 TTLs)")
+	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "every message must be consumed within this after the last post")
+	fs.DurationVar(&cfg.PorcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit")
+	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,restart; all; none; default (all but restart)")
+	fs.DurationVar(&cfg.NemesisEvery, "nemesis-every", 0, "mean time between faults (default the TTL)")
+	fs.StringVar(&cfg.Restart, "pgdata", "", "the data directory of the cluster, for -nemesis restart (default: ask the server)")
+	fs.IntVar(&tlcSample, "tlc-sample", 0, "replay this many threads, drawn from the seed, through TLC's trace validation (needs java and the jars, as tracecheck tlc finds them)")
+	fs.StringVar(&cfg.TLCRoot, "root", ".", "the repository's root, whose spec/ and tla/ TLC reads (for -tlc-sample)")
+	fs.StringVar(&cfg.Dir, "dir", "", "where histories, logs and the trace go (default a temporary directory, removed unless -keep)")
+	fs.StringVar(&cfg.Bin, "bin", "", "the tracecheck binary the workers run (default this one)")
+	fs.BoolVar(&cfg.Keep, "keep", false, "keep the schema and the directory")
+	fs.Var(unfenced, "unfenced", "the workers run with fences off, the mutant the checks must catch: alone every fence, or a list of start, reply, abandon (exits 1 when caught, 5 when not)")
+	fs.StringVar(&jsonOut, "json", "", "write the report as one JSON object to this file (- for stdout, which then carries nothing else)")
+	fs.StringVar(&htmlOut, "html", "", "write the report as an HTML page with the timeline to this file")
 	if err := parse(fs, args, stdout, stderr, fleetUsage); err != nil {
 		return err
 	}
-	switch {
-	case f.url == "":
-		return usageError{"no PostgreSQL: give -storage URL or set DATABASE_URL (scripts/with-postgres starts a throwaway one)"}
-	case f.procs < 3 || f.threads < 1 || f.messages < 1 || f.ttl <= 0:
-		return usageError{"-procs must be at least 3; -threads, -messages and -ttl positive"}
+	if fs.NArg() > 0 {
+		return usageError{"unexpected argument " + fs.Arg(0) + " (fleet takes flags only)"}
 	}
-	if f.bin == "" {
+	// Zero means a default inside fleet.Config; on the command line the
+	// defaults are spelled out, so a zero here is the user's, and wrong.
+	for _, c := range []struct {
+		flag, want string
+		bad        bool
+	}{
+		{"-procs", "at least 1", cfg.Procs < 1}, {"-threads", "at least 1", cfg.Threads < 1},
+		{"-messages", "at least 1", cfg.Messages < 1}, {"-posters", "at least 1", cfg.Posters < 1},
+		{"-ttl", "at least " + fleet.MinTTL.String(), cfg.TTL < fleet.MinTTL}, {"-poll", "positive", cfg.Poll <= 0},
+		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
+		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
+		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
+		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1}, {"-tlc-sample", "not negative", tlcSample < 0},
+	} {
+		if c.bad {
+			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}
+		}
+	}
+	if nemesis != "default" {
+		kinds, err := fleet.ParseKinds(nemesis)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		cfg.Nemesis, cfg.NoNemesis = kinds, len(kinds) == 0
+	}
+	if unfenced.Mutant() {
+		f := unfenced.Fences
+		cfg.Unfenced = &f
+	}
+	if tlcSample > 0 {
+		if _, err := os.Stat(filepath.Join(cfg.TLCRoot, "tla", tlc.TraceModule)); err != nil {
+			return usageError{fmt.Sprintf("-root %s holds no tla/%s: run from the repository's root or give -root", cfg.TLCRoot, tlc.TraceModule)}
+		}
+		env, err := tlc.Find(ctx, findConfig(cfg.TLCRoot))
+		if err != nil {
+			return fmt.Errorf("-tlc-sample: %w", err)
+		}
+		if env.CommunityJar == "" {
+			return fmt.Errorf("-tlc-sample: no %s for the trace spec (set %s)", tlc.CommunityName, tlc.EnvCommunity)
+		}
+		cfg.TLC, cfg.TLCSample = &env, tlcSample
+	}
+	if cfg.Bin == "" {
 		exe, err := os.Executable()
 		if err != nil {
 			return err
 		}
-		f.bin = exe
+		cfg.Bin = exe
 	}
-	return runFleet(ctx, f, stdout)
-}
-
-type worker struct {
-	name string
-	skew time.Duration
-	cmd  *exec.Cmd
-	fate string
-}
-
-func runFleet(ctx context.Context, f fleetFlags, out io.Writer) error {
-	start := time.Now()
-	rng := rand.New(rand.NewPCG(f.seed, 0x666c656574))
-	var suffix [4]byte
-	if _, err := crand.Read(suffix[:]); err != nil {
-		return err
-	}
-	schema := fmt.Sprintf("tcfleet_%d_%x", os.Getpid(), suffix)
-	if f.dir == "" {
-		d, err := os.MkdirTemp("", "tracecheck-fleet-")
-		if err != nil {
-			return err
-		}
-		f.dir = d
-		if !f.keep {
-			defer os.RemoveAll(d)
-		}
-	} else if err := os.MkdirAll(f.dir, 0o755); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}
-	store, err := postgres.Open(ctx, f.url, postgres.Options{Schema: schema, KeepTrace: true})
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	if !f.keep {
-		defer func() { _ = store.DropSchema(context.WithoutCancel(ctx)) }()
-	}
-	posterFile, err := os.Create(filepath.Join(f.dir, "poster.history"))
-	if err != nil {
-		return err
-	}
-	defer posterFile.Close()
-	poster := core.NewWorkspace(store, core.SystemClock{}, core.WithProcess("poster"), core.WithTracer(tracecheck.NewHistoryWriter(posterFile)))
-	var threads []core.ThreadID
-	for i := range f.threads {
-		id := core.ThreadID(fmt.Sprintf("t%d", i+1))
-		if err := poster.CreateThread(ctx, id); err != nil {
-			return err
+	for _, out := range []struct{ flag, path string }{{"-json", jsonOut}, {"-html", htmlOut}} {
+		if out.path != "" && out.path != "-" {
+			if fi, err := os.Stat(out.path); err == nil && fi.IsDir() {
+				return usageError{fmt.Sprintf("%s %s: is a directory", out.flag, out.path)}
+			}
 		}
-		threads = append(threads, id)
 	}
-	mode := "fences on"
-	if f.unfenced {
-		mode = "FENCES OFF (the mutant)"
+	progress := stdout
+	if jsonOut == "-" {
+		progress = stderr
 	}
-	fmt.Fprintf(out, "tracecheck fleet: %d runner processes, %d threads × %d messages, ttl %v, %s, schema %s\n",
-		f.procs, f.threads, f.messages, f.ttl, mode, schema)
 
-	var workers []*worker
-	startWorker := func(name string, skew time.Duration) error {
-		logf, err := os.Create(filepath.Join(f.dir, name+".log"))
-		if err != nil {
-			return err
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	rep, err := fleet.Run(ctx, cfg, progress)
+	if err != nil {
+		if errors.Is(err, fleet.ErrConfig) {
+			return usageError{err.Error()}
 		}
-		args := []string{"worker", "-storage", f.url, "-schema", schema, "-name", name,
-			"-history", filepath.Join(f.dir, name+".history"), "-skew", skew.String(), "-ttl", f.ttl.String(),
-			"-agent-max", (f.ttl * 2 / 3).String(), "-seed", fmt.Sprint(rng.Uint64())}
-		if f.unfenced {
-			args = append(args, "-unfenced")
-		}
-		cmd := exec.Command(f.bin, args...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return fmt.Errorf("start worker %s: %w", name, err)
-		}
-		logf.Close()
-		workers = append(workers, &worker{name: name, skew: skew, cmd: cmd, fate: "ran to the end"})
+		return err
+	}
+	rep.WriteText(progress)
+	if err := writeReport(jsonOut, stdout, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}); err != nil {
+		return err
+	}
+	if err := writeReport(htmlOut, stdout, rep.WriteHTML); err != nil {
+		return err
+	}
+	if err := fleetVerdict(rep, unfenced.Mutant()); err != nil {
+		return err
+	}
+	fmt.Fprintln(progress, "PASS")
+	return nil
+}
+
+// writeReport writes with write to path ("-" for stdout, "" for nowhere).
+func writeReport(path string, stdout io.Writer, write func(io.Writer) error) error {
+	switch path {
+	case "":
 		return nil
+	case "-":
+		return write(stdout)
 	}
-	defer func() {
-		for _, w := range workers {
-			if w.cmd.ProcessState == nil {
-				_ = w.cmd.Process.Kill()
-				_ = w.cmd.Wait()
-			}
-		}
-	}()
-	for i := range f.procs {
-		// Lease clocks spread over two TTLs: the fastest sees the slowest's
-		// fresh claims expired.
-		if err := startWorker(fmt.Sprintf("p%d", i+1), time.Duration(i)*2*f.ttl/time.Duration(f.procs-1)); err != nil {
-			return err
-		}
-	}
-	stopped, killed := workers[0], workers[1]
-
-	total := f.messages * f.threads
-	posted := 0
-	for m := range f.messages {
-		for _, id := range threads {
-			if _, err := poster.Post(ctx, id, fmt.Sprintf("message %d", m+1)); err != nil {
-				return err
-			}
-			posted++
-		}
-		time.Sleep(f.ttl / 3)
-		switch m {
-		case f.messages / 3:
-			// A process stalled past the TTL, its writes and renewals
-			// with it; then it goes on as if nothing happened.
-			if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				return err
-			}
-			time.Sleep(3 * f.ttl)
-			if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-				return err
-			}
-			stopped.fate = fmt.Sprintf("SIGSTOP for %v, then SIGCONT", 3*f.ttl)
-		case 2 * f.messages / 3:
-			if err := killed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				return err
-			}
-			_ = killed.cmd.Wait()
-			killed.fate = "SIGKILL"
-			if err := startWorker(fmt.Sprintf("p%d", f.procs+1), killed.skew); err != nil {
-				return err
-			}
-		}
-	}
-
-	// Wait for every message to be consumed and no run to be active.
-	deadline := time.Now().Add(f.timeout)
-	consumed := false
-	for time.Now().Before(deadline) {
-		done := true
-		for _, id := range threads {
-			th, err := poster.Thread(ctx, id)
-			if err != nil {
-				return err
-			}
-			if th.Unconsumed() || len(th.ActiveRuns()) > 0 {
-				done = false
-				break
-			}
-		}
-		if done {
-			consumed = true
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for _, w := range workers {
-		if w.cmd.ProcessState == nil {
-			_ = w.cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}
-	for _, w := range workers {
-		if w.cmd.ProcessState == nil {
-			done := make(chan error, 1)
-			go func() { done <- w.cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil && w.fate != "SIGKILL" {
-					w.fate += fmt.Sprintf(" (exit: %v; see %s.log)", err, w.name)
-				}
-			case <-time.After(10 * time.Second):
-				_ = w.cmd.Process.Kill()
-				<-done
-				w.fate += " (did not stop on SIGTERM: killed)"
-			}
-		}
-	}
-
-	// The execution's trace: writes from storage, reads from histories.
-	stored, err := store.TraceLines(ctx)
+	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	var histories [][]core.TraceEvent
-	paths, _ := filepath.Glob(filepath.Join(f.dir, "*.history"))
-	sort.Strings(paths)
-	for _, p := range paths {
-		r, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		h, err := tracecheck.ReadHistory(r, p)
-		r.Close()
-		if err != nil {
-			return err
-		}
-		histories = append(histories, h)
+	if err := write(f); err != nil {
+		f.Close()
+		return err
 	}
-	lines := tracecheck.MergeHistories(stored, histories)
-	// In trace order, as written and as checked: a line's number in the
-	// check's messages is its line in the file.
-	tracecheck.Sort(lines)
-	tracePath := filepath.Join(f.dir, "trace.ndjson")
-	if tf, err := os.Create(tracePath); err == nil {
-		w := tracecheck.NewWriter(tf)
-		for _, ev := range lines {
-			w.Trace(ev)
-		}
-		tf.Close()
-	}
+	return f.Close()
+}
 
-	// Exactly once: every message consumed once, counted from storage.
-	once, twice := 0, 0
-	for _, id := range threads {
-		th, err := poster.Thread(ctx, id)
-		if err != nil {
-			return err
-		}
-		for _, n := range th.Consumed() {
-			if n == 1 {
-				once++
-			} else {
-				twice++
-			}
-		}
-	}
-
-	st, checkErr := tracecheck.Check(lines, tracecheck.WithFile(tracePath))
-	ops := tracecheck.OperationsFromTrace(lines)
-	html := filepath.Join(f.dir, "porcupine.html")
-	_, linErr := tracecheck.CheckLinearizable(ops, f.porcupineTimeout, html)
-
-	fmt.Fprintf(out, "\nprocesses\n")
-	for _, w := range workers {
-		fmt.Fprintf(out, "  %-4s pid %-7d lease clock %+v  %s\n", w.name, w.cmd.Process.Pid, w.skew, w.fate)
-	}
-	fmt.Fprintf(out, "messages            %d posted, %d consumed exactly once, %d more than once\n", posted, once, twice)
-	fmt.Fprintf(out, "trace lines         %d (%d writes as storage committed them)\n", len(lines), len(stored))
-	fmt.Fprintf(out, "spec actions        ")
-	var parts []string
-	for _, a := range core.Actions() {
-		if n := st.PerAction[a]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", a, n))
-		}
-	}
-	fmt.Fprintf(out, "%s; Lapse %d inferred (%d under a live holder)\n", strings.Join(parts, ", "), st.LapsesInferred, st.LiveLapses)
-	fmt.Fprintf(out, "invariant checks    %d\n", st.InvariantChecks)
-	verdictTrace := "accepted"
-	if checkErr != nil {
-		verdictTrace = "REJECTED"
-	}
-	fmt.Fprintf(out, "Go trace checker    %s\n", verdictTrace)
-	verdictLin := fmt.Sprintf("linearizable (%d operations)", len(ops))
-	if linErr != nil {
-		verdictLin = linErr.Error()
-	}
-	fmt.Fprintf(out, "porcupine           %s\n", verdictLin)
-	fmt.Fprintf(out, "time                %v\n", time.Since(start).Round(time.Millisecond))
-	if f.keep {
-		fmt.Fprintf(out, "kept                %s (schema %s)\n", f.dir, schema)
-	}
-
-	var problems []string
-	if !consumed {
-		problems = append(problems, fmt.Sprintf("Liveness: messages left unconsumed after %v", f.timeout))
-	}
-	if once != total || twice > 0 {
-		problems = append(problems, fmt.Sprintf("I1_ConsumedAtMostOnce/Liveness: %d of %d messages consumed once, %d more than once", once, total, twice))
-	}
-	if checkErr != nil {
-		problems = append(problems, checkErr.Error())
-	}
+// fleetVerdict turns a report into the exit code's error: nil (0), 1 a
+// check failed (or, for a mutant, it was caught), 3 porcupine timed out
+// with nothing else wrong, 5 a mutant survived.
+func fleetVerdict(rep *fleet.Report, mutant bool) error {
+	problems := strings.Join(rep.Problems, "\n")
 	switch {
-	case linErr == nil:
-	case errors.Is(linErr, tracecheck.ErrLinearizabilityUnknown) && len(problems) == 0:
-		return failure{exitInconclusive, "INCONCLUSIVE: " + linErr.Error()}
-	default:
-		problems = append(problems, linErr.Error())
+	case mutant && !rep.Passed():
+		return failure{exitFailed, "FAIL (as it must with fences off: " + rep.Fences + "): the mutant was caught\n" + problems}
+	case mutant && rep.Inconclusive:
+		return failure{exitInconclusive, "INCONCLUSIVE: the mutant was not caught and porcupine timed out: " + rep.LinResult}
+	case mutant:
+		return failure{exitSurvived, "SURVIVED: fences " + rep.Fences + " and no check caught it in this run"}
+	case !rep.Passed():
+		return failure{exitFailed, "FAIL\n" + problems}
+	case rep.Inconclusive:
+		return failure{exitInconclusive, "INCONCLUSIVE: " + rep.LinResult}
 	}
-	if f.unfenced {
-		if len(problems) > 0 {
-			return failure{exitFailed, "FAIL (as it must with the fences off): the mutant was caught\n" + strings.Join(problems, "\n")}
-		}
-		return failure{exitFailed, "FAIL: the fences are off and no check caught it in this run"}
-	}
-	if len(problems) > 0 {
-		return failure{exitFailed, "FAIL\n" + strings.Join(problems, "\n")}
-	}
-	fmt.Fprintln(out, "PASS")
 	return nil
 }

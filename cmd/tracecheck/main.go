@@ -11,7 +11,7 @@
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
 //	tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
 //	tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
-//	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
+//	tracecheck fleet [flags]        a soak on PostgreSQL: runner processes under a nemesis
 //	tracecheck worker [flags]       one runner process of a fleet
 //	tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
 //	tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
@@ -64,7 +64,7 @@ Usage:
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
   tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
   tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
-  tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
+  tracecheck fleet [flags]        a soak on PostgreSQL: runner processes under a nemesis, checked
   tracecheck worker [flags]       one runner process of a fleet
   tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
   tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph

@@ -1,0 +1,205 @@
+package fleet
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// B3: a violation's trace.ndjson:N is line N of the file the fleet wrote.
+// The merged lines come interleaved across threads; the file has them
+// thread by thread, so numbering them before reordering pointed elsewhere.
+func TestCheckTraceLocationIsTheFilesLine(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	post := func(id core.ThreadID, tick uint64, msg core.Seq) core.TraceEvent {
+		return core.TraceEvent{Tick: tick, Action: core.ActionPost, Thread: id, Proc: "poster", Msg: msg}
+	}
+	claim := func(id core.ThreadID, tick uint64, p string, h core.Holder) core.TraceEvent {
+		return core.TraceEvent{Tick: tick, Action: core.ActionClaim, Thread: id, Proc: p, Holder: h, Lease: h}
+	}
+	// t2's RunStart by p2 runs under p1's lease: the fence's guard fails.
+	bad := core.TraceEvent{Tick: 4, Action: core.ActionRunStart, Thread: "t2", Proc: "p2", Holder: h2, Msg: 1, Run: 1, Taken: 1, Lease: h1}
+	merged := []core.TraceEvent{
+		post("t2", 1, 1), post("t1", 1, 1), claim("t2", 2, "p2", h2), post("t1", 2, 2),
+		claim("t2", 3, "p1", h1), claim("t1", 3, "p1", h1), bad, post("t1", 4, 3),
+	}
+	path := filepath.Join(t.TempDir(), "trace.ndjson")
+	_, _, checkErr, err := checkTrace(path, merged)
+	require.NoError(t, err)
+	var v *tracecheck.Violation
+	require.True(t, errors.As(checkErr, &v), "the checker must reject the unfenced RunStart: %v", checkErr)
+	require.Equal(t, path, v.File)
+
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	n := 0
+	var line string
+	for sc.Scan() {
+		if n++; n == v.Line {
+			line = sc.Text()
+		}
+	}
+	require.NotEmpty(t, line, "line %d is past the file's end", v.Line)
+	got, err := tracecheck.Read(strings.NewReader(line+"\n"), "line")
+	require.NoError(t, err)
+	require.Equal(t, bad.Action, got[0].Action, "%s:%d is %s", path, v.Line, line)
+	require.Equal(t, bad.Thread, got[0].Thread)
+	require.Equal(t, bad.Tick, got[0].Tick)
+}
+
+// The replay behind max_active_runs and live_runs_abandoned counts two
+// runs of a thread active at once, and an Abandon whose run's own holder
+// still held the lease.
+func TestActiveRuns(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	ok := []core.TraceEvent{
+		{Action: core.ActionRunStart, Thread: "t1", Run: 1, Holder: h1},
+		{Action: core.ActionAbandon, Thread: "t1", Run: 1, Holder: h2, Lease: h2},
+		{Action: core.ActionRunStart, Thread: "t1", Run: 2, Holder: h2},
+		{Action: core.ActionRunStart, Thread: "t2", Run: 1, Holder: h1},
+	}
+	maxActive, live := activeRuns(ok)
+	require.Equal(t, 1, maxActive)
+	require.Equal(t, 0, live)
+	bad := []core.TraceEvent{
+		{Action: core.ActionRunStart, Thread: "t1", Run: 1, Holder: h1},
+		{Action: core.ActionRunStart, Thread: "t1", Run: 2, Holder: h2},
+		{Action: core.ActionAbandon, Thread: "t1", Run: 2, Holder: h1, Lease: h2},
+	}
+	maxActive, live = activeRuns(bad)
+	require.Equal(t, 2, maxActive, "two runs of t1 active at once")
+	require.Equal(t, 1, live, "run 2 abandoned while h2 held the lease")
+}
+
+// A handover is measured from the lease's expiry as the claimant's clock
+// sees it (or the kill, if later) to the next Claim by another process.
+func TestHandovers(t *testing.T) {
+	start := time.Unix(1000, 0)
+	ttl := 300 * time.Millisecond
+	at := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+	killed := &proc{name: "p1", offsets: []offsetAt{{start, 0}}}
+	taker := &proc{name: "p2", offsets: []offsetAt{{start, 100 * time.Millisecond}}}
+	r := &run{cfg: Config{TTL: ttl}, start: start, procs: []*proc{killed, taker}}
+	lines := []core.TraceEvent{
+		{Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Call: at(0), Return: at(time.Millisecond)},
+		{Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: "h1", Call: at(100 * time.Millisecond), Return: at(101 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: "h2", Call: at(340 * time.Millisecond), Return: at(350 * time.Millisecond)},
+		// t2 was released before the kill: no handover.
+		{Action: core.ActionClaim, Thread: "t2", Proc: "p1", Holder: "h3", Call: at(0), Return: at(time.Millisecond)},
+		{Action: core.ActionRelease, Thread: "t2", Proc: "p1", Holder: "h3", Call: at(10 * time.Millisecond), Return: at(11 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t2", Proc: "p2", Holder: "h4", Call: at(400 * time.Millisecond), Return: at(401 * time.Millisecond)},
+	}
+	hs := r.handovers(lines, []kill{{killed, start.Add(150 * time.Millisecond)}})
+	require.Len(t, hs, 1)
+	// The lease stamped at 100ms + ttl on p1's clock expires at 400ms;
+	// p2's clock, 100ms ahead, reaches it at 300ms. The Claim returned at
+	// 350ms.
+	require.Equal(t, 50*time.Millisecond, hs[0].AfterExpiry)
+	require.Equal(t, 200*time.Millisecond, hs[0].AfterKill)
+	require.Equal(t, core.ThreadID("t1"), hs[0].Thread)
+}
+
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i))
+	}
+	require.Equal(t, time.Duration(50), percentile(ds, 50))
+	require.Equal(t, time.Duration(99), percentile(ds, 99))
+	require.Equal(t, time.Duration(0), percentile(nil, 50))
+	require.Equal(t, time.Duration(7), percentile([]time.Duration{7}, 99))
+}
+
+// B8: the database URL, password and all, goes to a worker through its
+// environment, never its command line, which ps shows to every user.
+func TestWorkerCommandKeepsTheURLOffTheCommandLine(t *testing.T) {
+	url := "postgres://u:s3cret@127.0.0.1:5432/db"
+	cmd := workerCommand("/bin/tracecheck", url, "app", []string{"-name", "p1"})
+	for _, a := range cmd.Args {
+		require.NotContains(t, a, "s3cret", "argv: %q", cmd.Args)
+	}
+	require.Contains(t, cmd.Env, "DATABASE_URL="+url)
+	require.Contains(t, cmd.Env, "PGAPPNAME=app")
+	n := 0
+	for _, kv := range cmd.Env {
+		if strings.HasPrefix(kv, "DATABASE_URL=") {
+			n++
+		}
+	}
+	require.Equal(t, 1, n, "one DATABASE_URL in the environment")
+}
+
+func TestProxiedURL(t *testing.T) {
+	u, network, addr, err := proxiedURL("postgres://postgres@/postgres?host=/tmp/x/sock&port=5433&sslmode=disable", 4000)
+	require.NoError(t, err)
+	require.Equal(t, "unix", network)
+	require.Equal(t, "/tmp/x/sock/.s.PGSQL.5433", addr)
+	require.Equal(t, "postgres://postgres@127.0.0.1:4000/postgres?sslmode=disable", u)
+
+	u, network, addr, err = proxiedURL("host=db.example port=6000 user=u dbname=d", 4001)
+	require.NoError(t, err)
+	require.Equal(t, "tcp", network)
+	require.Equal(t, "db.example:6000", addr)
+	require.Equal(t, "host=db.example port=6000 user=u dbname=d host=127.0.0.1 port=4001", u)
+
+	_, _, _, err = proxiedURL("postgres://[bad", 1)
+	require.ErrorIs(t, err, ErrConfig)
+}
+
+func TestParseUnfencedAndKinds(t *testing.T) {
+	f, err := ParseUnfenced("start")
+	require.NoError(t, err)
+	require.Equal(t, core.Fences{Reply: true, Abandon: true}, f)
+	f, err = ParseUnfenced("reply,abandon")
+	require.NoError(t, err)
+	require.Equal(t, core.Fences{Start: true}, f)
+	f, err = ParseUnfenced("true")
+	require.NoError(t, err)
+	require.Equal(t, core.Fences{}, f)
+	require.Equal(t, "off: start,reply,abandon", FencesString(f))
+	_, err = ParseUnfenced("claim")
+	require.ErrorIs(t, err, ErrConfig)
+
+	ks, err := ParseKinds("kill,stop,kill")
+	require.NoError(t, err)
+	require.Equal(t, []Kind{KindKill, KindStop}, ks)
+	ks, err = ParseKinds("all")
+	require.NoError(t, err)
+	require.Equal(t, Kinds(), ks)
+	require.NotContains(t, DefaultKinds(), KindRestart)
+	_, err = ParseKinds("flood")
+	require.ErrorIs(t, err, ErrConfig)
+}
+
+func TestConfigValidate(t *testing.T) {
+	good := Config{URL: "postgres://x", Bin: "/bin/true"}
+	require.NoError(t, good.Validate())
+	for flag, c := range map[string]Config{
+		"-ttl":      {URL: "u", Bin: "b", TTL: 2 * time.Nanosecond},
+		"-procs":    {URL: "u", Bin: "b", Procs: -1},
+		"-threads":  {URL: "u", Bin: "b", Threads: -1},
+		"-messages": {URL: "u", Bin: "b", Messages: -1},
+		"-posters":  {URL: "u", Bin: "b", Posters: -1},
+		"-duration": {URL: "u", Bin: "b", Duration: -time.Second},
+		"-bin":      {URL: "u"},
+		"storage":   {Bin: "b"},
+	} {
+		err := c.Validate()
+		require.ErrorIs(t, err, ErrConfig, flag)
+		require.Contains(t, err.Error(), flag)
+	}
+	err := Config{URL: "u", Bin: "b", Procs: 1, Nemesis: []Kind{KindKill}}.Validate()
+	require.ErrorContains(t, err, "-procs 1")
+	require.NoError(t, Config{URL: "u", Bin: "b", Procs: 1, NoNemesis: true}.Validate())
+}

@@ -1,0 +1,232 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Event is one fault the nemesis injected, with its start and end as
+// offsets from the run's start (End equals Start for an instant fault).
+type Event struct {
+	Kind   Kind          `json:"kind"`
+	Target string        `json:"target,omitempty"` // the worker, or "" for the server
+	Start  time.Duration `json:"start_ns"`
+	End    time.Duration `json:"end_ns"`
+	Detail string        `json:"detail"`
+	Err    string        `json:"error,omitempty"` // the fault could not be injected
+}
+
+// kill is a SIGKILL, for the handover figures.
+type kill struct {
+	proc *proc
+	at   time.Time
+}
+
+// nemesis injects faults until ctx ends: one every NemesisEvery on
+// average (uniform in half to one and a half of it), of a kind and on a
+// worker drawn from the run's seeded source. Faults overlap in time but
+// hold their worker (a slot) alone. When ctx ends, faults in progress heal
+// at once; nemesis returns after they have. It returns the first error
+// that makes the run impossible (a replacement worker that cannot start).
+func (r *run) nemesis(ctx context.Context) error {
+	if len(r.cfg.Nemesis) == 0 {
+		<-ctx.Done()
+		return nil
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	fatal := make(chan error, 1)
+	var restarting sync.Mutex
+	for {
+		r.mu.Lock()
+		wait := time.Duration(float64(r.cfg.NemesisEvery) * (0.5 + r.rng.Float64()))
+		kind := r.cfg.Nemesis[r.rng.IntN(len(r.cfg.Nemesis))]
+		free := make([]*slot, 0, len(r.slots))
+		for _, s := range r.slots {
+			s.mu.Lock()
+			if !s.busy {
+				free = append(free, s)
+			}
+			s.mu.Unlock()
+		}
+		var s *slot
+		if len(free) > 0 {
+			s = free[r.rng.IntN(len(free))]
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-fatal:
+			return err
+		case <-time.After(wait):
+		}
+		if kind == KindRestart {
+			if !restarting.TryLock() {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer restarting.Unlock()
+				r.inject(ctx, kind, nil)
+			}()
+			continue
+		}
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		if s.busy {
+			s.mu.Unlock()
+			continue
+		}
+		s.busy = true
+		s.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				s.mu.Lock()
+				s.busy = false
+				s.mu.Unlock()
+			}()
+			if err := r.inject(ctx, kind, s); err != nil {
+				select {
+				case fatal <- err:
+				default:
+				}
+			}
+		}()
+	}
+}
+
+// between draws a duration in [lo, hi) from the run's source.
+func (r *run) between(lo, hi time.Duration) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return lo + time.Duration(r.rng.Int64N(int64(hi-lo)+1))
+}
+
+// hold waits d or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// inject performs one fault of kind on slot s (nil for the server) and
+// records it. Its error is fatal to the run.
+func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
+	ttl := r.cfg.TTL
+	ev := Event{Kind: kind, Start: time.Since(r.start)}
+	var p *proc
+	if s != nil {
+		p = s.current()
+		ev.Target = p.name
+	}
+	var fatal error
+	fail := func(err error) { ev.Err = err.Error() }
+	switch kind {
+	case KindStop:
+		d := r.between(3*ttl/2, 4*ttl)
+		if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			fail(err)
+			break
+		}
+		hold(ctx, d)
+		if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			fail(err)
+		}
+		ev.Detail = fmt.Sprintf("SIGSTOP, SIGCONT after %v", d.Round(time.Millisecond))
+		p.note("stopped %v", d.Round(time.Millisecond))
+	case KindKill:
+		p.setMeant()
+		at := time.Now()
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			fail(err)
+			break
+		}
+		<-p.done
+		p.note("SIGKILL")
+		r.mu.Lock()
+		r.kills = append(r.kills, kill{p, at})
+		r.mu.Unlock()
+		np, err := r.startWorker(s)
+		if err != nil {
+			fail(err)
+			fatal = err
+			break
+		}
+		ev.Detail = fmt.Sprintf("SIGKILL, replaced by %s", np.name)
+	case KindClock:
+		jump := r.between(ttl, 3*ttl)
+		if r.between(0, 1) == 0 {
+			jump = -jump
+		}
+		d := r.between(2*ttl, 4*ttl)
+		if err := p.setOffset(s.skew + jump); err != nil {
+			fail(err)
+			break
+		}
+		hold(ctx, d)
+		if err := p.setOffset(s.skew); err != nil {
+			fail(err)
+		}
+		ev.Detail = fmt.Sprintf("lease clock %+v for %v, then back", jump.Round(time.Millisecond), d.Round(time.Millisecond))
+		p.note("clock %+v for %v", jump.Round(time.Millisecond), d.Round(time.Millisecond))
+	case KindTerminate:
+		what, err := r.cluster.terminate(ctx, appName(r.schema, p.name), ttl, r.pick())
+		if err != nil {
+			fail(err)
+			break
+		}
+		if what == "" {
+			what = "no session to end"
+		}
+		ev.Detail = "pg_terminate_backend: " + what
+	case KindRestart:
+		mode := "fast"
+		if r.between(0, 1) == 1 {
+			mode = "immediate"
+		}
+		if err := r.cluster.restart(ctx, mode); err != nil {
+			fail(err)
+			break
+		}
+		ev.Detail = "pg_ctl restart -m " + mode
+	case KindPartition:
+		d := r.between(ttl, 3*ttl)
+		s.proxy.Partition(true)
+		hold(ctx, d)
+		s.proxy.Partition(false)
+		ev.Detail = fmt.Sprintf("cut off from PostgreSQL for %v", d.Round(time.Millisecond))
+	case KindLatency:
+		lat := r.between(ttl/4, ttl)
+		d := r.between(2*ttl, 4*ttl)
+		s.proxy.SetLatency(lat)
+		hold(ctx, d)
+		s.proxy.SetLatency(0)
+		ev.Detail = fmt.Sprintf("+%v a round trip for %v", lat.Round(time.Millisecond), d.Round(time.Millisecond))
+	case KindCommit:
+		delay := r.between(ttl+ttl/10, 2*ttl)
+		d := r.between(2*ttl, 4*ttl)
+		before, _ := s.proxy.Commits()
+		s.proxy.DelayCommits(delay)
+		hold(ctx, d)
+		s.proxy.DelayCommits(0)
+		after, _ := s.proxy.Commits()
+		ev.Detail = fmt.Sprintf("COMMITs held %v for %v (%d held)", delay.Round(time.Millisecond), d.Round(time.Millisecond), after-before)
+	}
+	ev.End = time.Since(r.start)
+	r.mu.Lock()
+	r.events = append(r.events, ev)
+	r.mu.Unlock()
+	return fatal
+}

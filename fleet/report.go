@@ -1,0 +1,197 @@
+package fleet
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// Report is what a fleet run measured and found. Its JSON form is what
+// `tracecheck fleet -json` prints: CI reads posted, consumed_once,
+// consumed_twice, lost, max_active_runs, handover_p50_ms, handover_p99_ms,
+// nemesis, trace_accepted and linearizable.
+type Report struct {
+	Schema   string  `json:"schema"`
+	Dir      string  `json:"dir,omitempty"` // kept with -keep
+	Procs    int     `json:"procs"`
+	Threads  int     `json:"threads"`
+	Posters  int     `json:"posters"`
+	TTLMs    float64 `json:"ttl_ms"`
+	PollMs   float64 `json:"poll_ms"`
+	Fences   string  `json:"fences"`
+	Seed     uint64  `json:"seed"`
+	ElapsedS float64 `json:"elapsed_s"`
+	Drained  bool    `json:"drained"` // no thread had work when the run ended
+
+	Posted        int `json:"posted"`
+	ConsumedOnce  int `json:"consumed_once"`
+	ConsumedTwice int `json:"consumed_twice"` // must be 0
+	Lost          int `json:"lost"`           // must be 0
+	// MaxActiveRuns is the most runs of one thread active at once (must
+	// be at most 1); LiveAbandoned counts runs abandoned while their own
+	// claim held the lease (must be 0).
+	MaxActiveRuns int `json:"max_active_runs"`
+	LiveAbandoned int `json:"live_runs_abandoned"`
+	// Crashes counts Crash lines: turns given up on an error, among them
+	// every write whose commit outcome was unknown (the runner resolves
+	// those by giving the claim up; the next claimant abandons what did
+	// start).
+	Crashes int `json:"crashes"`
+
+	Handovers       []Handover `json:"handovers"`
+	HandoverP50Ms   float64    `json:"handover_p50_ms"`
+	HandoverP99Ms   float64    `json:"handover_p99_ms"`
+	HandoverMaxMs   float64    `json:"handover_max_ms"`
+	HandoverBoundMs float64    `json:"handover_bound_ms"` // TTL + one poll
+	// HandoverWithin counts the handovers within the bound.
+	HandoverWithin int `json:"handover_within_bound"`
+
+	Nemesis    map[Kind]int       `json:"nemesis"`
+	Events     []Event            `json:"events"`
+	Throughput []ThroughputBucket `json:"throughput"`
+
+	TraceFile       string              `json:"trace_file"`
+	TraceLines      int                 `json:"trace_lines"`
+	StoredWrites    int                 `json:"stored_writes"`
+	Actions         map[core.Action]int `json:"actions"`
+	LapsesInferred  int                 `json:"lapses_inferred"`
+	InvariantChecks int                 `json:"invariant_checks"`
+	TraceAccepted   bool                `json:"trace_accepted"`
+	TraceError      string              `json:"trace_error,omitempty"`
+	Operations      int                 `json:"operations"`
+	Linearizable    bool                `json:"linearizable"`
+	LinResult       string              `json:"porcupine"`
+	// TLC is TLC's trace validation of a sample of threads: "k of n
+	// threads accepted", or why it did not run.
+	TLC        string   `json:"tlc"`
+	TLCThreads []string `json:"tlc_threads,omitempty"`
+	// Inconclusive: porcupine timed out.
+	Inconclusive bool `json:"inconclusive"`
+
+	Processes []ProcReport `json:"processes"`
+	// Problems lists every check that failed; empty when all passed.
+	Problems []string `json:"problems"`
+}
+
+// ProcReport is one worker process and what the nemesis did to it.
+type ProcReport struct {
+	Name string        `json:"name"`
+	Pid  int           `json:"pid"`
+	Skew time.Duration `json:"skew_ns"`
+	Fate []string      `json:"fate"`
+}
+
+func (r *run) newReport(drained bool) *Report {
+	rep := &Report{
+		Schema: r.schema, Procs: r.cfg.Procs, Threads: r.cfg.Threads, Posters: r.cfg.Posters,
+		TTLMs: ms(r.cfg.TTL), PollMs: ms(r.cfg.Poll), Fences: FencesString(r.cfg.fences()), Seed: r.cfg.Seed,
+		ElapsedS: time.Since(r.start).Seconds(), Drained: drained, Nemesis: map[Kind]int{},
+		Problems: []string{},
+	}
+	if r.cfg.Keep {
+		rep.Dir = r.dir
+	}
+	r.mu.Lock()
+	for _, e := range r.events {
+		if e.Err == "" {
+			rep.Nemesis[e.Kind]++
+		}
+	}
+	r.mu.Unlock()
+	return rep
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// percentile returns the p-th percentile (nearest rank) of sorted xs.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func (rep *Report) summariseHandovers(bound time.Duration) {
+	rep.HandoverBoundMs = ms(bound)
+	var ds []time.Duration
+	for _, h := range rep.Handovers {
+		ds = append(ds, max(h.AfterExpiry, 0))
+		if h.AfterExpiry <= bound {
+			rep.HandoverWithin++
+		}
+	}
+	slices.Sort(ds)
+	rep.HandoverP50Ms, rep.HandoverP99Ms = ms(percentile(ds, 50)), ms(percentile(ds, 99))
+	if len(ds) > 0 {
+		rep.HandoverMaxMs = ms(ds[len(ds)-1])
+	}
+}
+
+// Passed reports whether every check passed (porcupine may still have
+// been inconclusive).
+func (rep *Report) Passed() bool { return len(rep.Problems) == 0 }
+
+// WriteText writes the report as the command prints it.
+func (rep *Report) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "\nprocesses\n")
+	for _, p := range rep.Processes {
+		fate := strings.Join(p.Fate, "; ")
+		if fate == "" {
+			fate = "ran to the end"
+		}
+		fmt.Fprintf(w, "  %-4s pid %-7d lease clock %+v  %s\n", p.Name, p.Pid, p.Skew, fate)
+	}
+	fmt.Fprintf(w, "nemesis             %s\n", rep.nemesisLine())
+	fmt.Fprintf(w, "messages            %d posted, %d consumed exactly once, %d more than once, %d lost\n",
+		rep.Posted, rep.ConsumedOnce, rep.ConsumedTwice, rep.Lost)
+	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)\n",
+		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes)
+	if len(rep.Handovers) > 0 {
+		fmt.Fprintf(w, "handover after kill %d threads: p50 %.0f ms, p99 %.0f ms, max %.0f ms after the lease expired; %d of %d within TTL + one poll (%.0f ms)\n",
+			len(rep.Handovers), rep.HandoverP50Ms, rep.HandoverP99Ms, rep.HandoverMaxMs, rep.HandoverWithin, len(rep.Handovers), rep.HandoverBoundMs)
+	} else {
+		fmt.Fprintf(w, "handover after kill none measured (no SIGKILL of a process holding a lease)\n")
+	}
+	fmt.Fprintf(w, "trace lines         %d (%d writes as storage committed them) in %s\n", rep.TraceLines, rep.StoredWrites, rep.TraceFile)
+	var parts []string
+	for _, a := range core.Actions() {
+		if n := rep.Actions[a]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", a, n))
+		}
+	}
+	fmt.Fprintf(w, "spec actions        %s; Lapse %d inferred\n", strings.Join(parts, ", "), rep.LapsesInferred)
+	fmt.Fprintf(w, "invariant checks    %d\n", rep.InvariantChecks)
+	verdict := "accepted"
+	if !rep.TraceAccepted {
+		verdict = "REJECTED"
+	}
+	fmt.Fprintf(w, "Go trace checker    %s\n", verdict)
+	if rep.Linearizable {
+		fmt.Fprintf(w, "porcupine           linearizable (%d operations)\n", rep.Operations)
+	} else {
+		fmt.Fprintf(w, "porcupine           %s\n", rep.LinResult)
+	}
+	fmt.Fprintf(w, "TLC                 %s\n", rep.TLC)
+	fmt.Fprintf(w, "time                %.1fs\n", rep.ElapsedS)
+	if rep.Dir != "" {
+		fmt.Fprintf(w, "kept                %s (schema %s)\n", rep.Dir, rep.Schema)
+	}
+}
+
+func (rep *Report) nemesisLine() string {
+	var parts []string
+	for _, k := range Kinds() {
+		if n := rep.Nemesis[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}

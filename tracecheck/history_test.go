@@ -1,0 +1,55 @@
+package tracecheck_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// A write that storage committed but whose process never recorded it (a
+// Renew in flight when the process was killed) may have begun before
+// every line the process recorded: its renewals run beside its turns,
+// on other threads. Its call must not be placed after any of them, or
+// porcupine finds a history of a correct run not linearizable: here p2's
+// Claim returned before p1's recorded lines on t2, and p1's Renew of t1
+// committed before that Claim.
+func TestMergeHistoriesPendingWriteCalledEarly(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 2, Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2},
+	}
+	p1 := []core.TraceEvent{
+		// p1's turn on another thread goes on while the renewal of t1
+		// is in flight; then p1 is killed.
+		{Tick: 7, Read: true, Action: core.ActionPlan, Thread: "t2", Proc: "p1", Holder: "h9", Call: 30, Return: 40},
+		{Tick: 8, Read: true, Action: core.ActionPlan, Thread: "t2", Proc: "p1", Holder: "h9", Call: 90, Return: 100},
+	}
+	p2 := []core.TraceEvent{
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Call: 10, Return: 20},
+	}
+	lines := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	var renew core.TraceEvent
+	for _, l := range lines {
+		if l.Action == core.ActionRenew {
+			renew = l
+		}
+	}
+	require.Equal(t, int64(math.MaxInt64), renew.Return, "a write no history has is pending")
+	require.LessOrEqual(t, renew.Call, int64(10), "the pending Renew must be callable before p2's Claim")
+	var claim core.TraceEvent
+	for _, l := range lines {
+		if l.Action == core.ActionClaim && l.Proc == "p1" {
+			claim = l
+		}
+	}
+	require.Equal(t, int64(math.MaxInt64), claim.Return, "p1's Claim, with no history line either, is pending")
+	_, err := tracecheck.CheckLinearizable(tracecheck.OperationsFromTrace(lines), 10*time.Second, "")
+	require.NoError(t, err)
+}
