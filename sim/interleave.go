@@ -227,26 +227,3 @@ func (t *loggingTx) LogTrace(ctx context.Context, ev core.TraceEvent) error {
 	}
 	return nil
 }
-
-// mergeUnseen returns the trace: the lines the processes traced, in the
-// order they traced them (the scheduler runs one thing at a time, so that
-// is the execution's order), with each committed write no process traced
-// put where it happened: before the first line of its thread at or past
-// its tick.
-func mergeUnseen(traced, unseen []core.TraceEvent) []core.TraceEvent {
-	if len(unseen) == 0 {
-		return traced
-	}
-	out := append([]core.TraceEvent(nil), traced...)
-	for _, w := range unseen {
-		at := len(out)
-		for i, l := range out {
-			if l.Thread == w.Thread && l.Tick >= w.Tick {
-				at = i
-				break
-			}
-		}
-		out = append(out[:at], append([]core.TraceEvent{w}, out[at:]...)...)
-	}
-	return out
-}

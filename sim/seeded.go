@@ -12,6 +12,7 @@ import (
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/simclock"
 	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // Config configures one deterministic simulated execution. Zero fields
@@ -416,16 +417,19 @@ func (s *Seeded) newTurn(p *simProc, thread core.ThreadID) {
 	}
 }
 
-// TraceLines returns the execution's trace so far: every line its
-// processes traced, in the order they traced them, with the writes that
-// committed although an injected fault told their process otherwise (as a
-// storage that keeps trace lines would have them).
+// TraceLines returns the execution's trace so far, in trace order
+// (tracecheck.Sort: a process's Crash carries the version it last saw,
+// which others' writes may have passed by the time it is traced): every
+// line its processes traced, and the writes that committed although an
+// injected fault told their process otherwise (as a storage that keeps
+// trace lines would have them).
 func (s *Seeded) TraceLines() []core.TraceEvent {
-	var unseen []core.TraceEvent
+	out := append([]core.TraceEvent(nil), s.rec.lines...)
 	if s.faults != nil {
-		unseen = s.faults.unseen
+		out = append(out, s.faults.unseen...)
 	}
-	return mergeUnseen(s.rec.lines, unseen)
+	tracecheck.Sort(out)
+	return out
 }
 
 // Check reads every thread's new events from storage and checks the
