@@ -125,7 +125,7 @@ func Execute(ctx context.Context, cfg sim.Config) (*Execution, error) {
 		return nil, runErr
 	}
 	e.Log, e.Lines, e.Sim = s.Log(), rec.Lines(), s.Stats()
-	e.Trace, err = tracecheck.Check(e.Lines)
+	e.Trace, err = tracecheck.Check(e.Lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", cfg.Seed)))
 	if err != nil && !errors.As(err, &e.Violation) {
 		return nil, err
 	}

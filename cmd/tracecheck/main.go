@@ -8,6 +8,7 @@
 //
 //	tracecheck run [flags]          run seeded and concurrent executions and check them
 //	tracecheck validate FILE...     check trace files against the specification
+//	tracecheck replay FILE          replay a seeded execution from its operation log
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
 //	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
 //	tracecheck worker [flags]       one runner process of a fleet
@@ -56,6 +57,7 @@ const mainUsage = `tracecheck checks the thread claim's real code against its TL
 Usage:
   tracecheck run [flags]          run seeded and concurrent executions and check them
   tracecheck validate FILE...     check trace files (ndjson) against the specification
+  tracecheck replay FILE          replay a seeded execution from its operation log (run -ops-out)
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
   tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
   tracecheck worker [flags]       one runner process of a fleet
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdRun(ctx, args[1:], stdout, stderr)
 	case "validate":
 		err = cmdValidate(args[1:], stdout, stderr)
+	case "replay":
+		err = cmdReplay(ctx, args[1:], stdout, stderr)
 	case "show":
 		err = cmdShow(args[1:], stdout, stderr)
 	case "fleet":

@@ -63,8 +63,9 @@ func TestRunFenced(t *testing.T) {
 // The mutant: with the fences off the main job must fail, naming the
 // invariant broken and the first line the trace checker rejects.
 func TestRunUnfencedMutantFails(t *testing.T) {
-	code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-unfenced")
+	code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-unfenced", "-shrink-dir", t.TempDir())
 	require.Equal(t, exitFailed, code, "stdout:\n%s", out)
+	require.Contains(t, out, "shrunk to")
 	require.Contains(t, errs, "the mutant was caught")
 	require.Contains(t, errs, "I1_ConsumedAtMostOnce")
 	require.Contains(t, errs, "Fenced => HasLease(p)")
