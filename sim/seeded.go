@@ -171,11 +171,11 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	// which draws no operations, names them as the original did.
 	holderRNG := rand.New(rand.NewPCG(cfg.Seed, 0x686f6c646572))
 	s := &Seeded{
-		cfg:   cfg,
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
+		cfg:       cfg,
+		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
 		seen:      map[core.ThreadID]int{},
 		quiesceAt: -1,
-		stats: Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
+		stats:     Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
 	var opts []core.Option
