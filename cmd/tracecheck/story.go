@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/explore"
 	"github.com/threadclaim/threadclaim/shrink"
 	"github.com/threadclaim/threadclaim/sim"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -80,7 +81,7 @@ func printStory(out io.Writer, lines []core.TraceEvent, name string) {
 	var v *tracecheck.Violation
 	errors.As(err, &v)
 	for _, th := range tracecheck.Order(lines) {
-		buildView(th, v).text(out, 24)
+		textView(out, explore.BuildView(th, v), 24)
 	}
 	if v != nil {
 		fmt.Fprintf(out, "the Go trace checker: %s:%d: %s %s\n", v.File, v.Line, v.Action, v.Rule)
