@@ -28,10 +28,10 @@ type tlcDump struct {
 }
 
 type tlcAction struct {
-	Name    string            `json:"name"`
-	Context map[string]any    `json:"context"`
-	Loc     map[string]any    `json:"location"`
-	Params  []string          `json:"parameters"`
+	Name    string         `json:"name"`
+	Context map[string]any `json:"context"`
+	Loc     map[string]any `json:"location"`
+	Params  []string       `json:"parameters"`
 }
 
 // IsTLC reports whether data looks like a TLC counterexample (a JSON

@@ -58,6 +58,7 @@ func writeJSON(w io.Writer, command string, err error, figures any) error {
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
 	if werr := enc.Encode(s); werr != nil && err == nil {
 		return werr
 	}

@@ -9,6 +9,7 @@
 //	tracecheck run [flags]          run seeded and concurrent executions and check them
 //	tracecheck validate FILE...     check trace files against the specification
 //	tracecheck replay FILE          replay a seeded execution from its operation log
+//	tracecheck export -itf OUT FILE write a trace's states in the Informal Trace Format
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
 //	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
 //	tracecheck worker [flags]       one runner process of a fleet
@@ -58,7 +59,8 @@ Usage:
   tracecheck run [flags]          run seeded and concurrent executions and check them
   tracecheck validate FILE...     check trace files (ndjson) against the specification
   tracecheck replay FILE          replay a seeded execution from its operation log (run -ops-out)
-  tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
+  tracecheck export -itf OUT FILE a trace or TLC counterexample as the spec's states in ITF (Apalache/Quint)
+  tracecheck show [flags] FILE    print one trace as a timeline, lanes per process (-html: the explorer)
   tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
   tracecheck worker [flags]       one runner process of a fleet
 
@@ -91,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdValidate(args[1:], stdout, stderr)
 	case "replay":
 		err = cmdReplay(ctx, args[1:], stdout, stderr)
+	case "export":
+		err = cmdExport(args[1:], stdout, stderr)
 	case "show":
 		err = cmdShow(args[1:], stdout, stderr)
 	case "fleet":

@@ -95,7 +95,7 @@ func TestValidateAndShowFixtures(t *testing.T) {
 	require.Contains(t, out, "│")
 	page, err := os.ReadFile(html)
 	require.NoError(t, err)
-	require.Contains(t, string(page), "<table>")
+	require.Contains(t, string(page), `<script type="application/json" id="data">`)
 
 	start := filepath.Join(fixtures, "bad-start-under-other-lease.ndjson")
 	code, out, _ = runCLI("show", start)

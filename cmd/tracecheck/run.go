@@ -174,7 +174,11 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 			meter.Done()
 			return t, err
 		}
-		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut); err != nil {
+		vis := ""
+		if f.traceDir != "" {
+			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
+		}
+		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
 			meter.Done()
 			return t, err
 		}

@@ -150,7 +150,7 @@ func show(path, only string, width int, htmlOut, specPath, porcupineHTML string,
 		}
 	}
 	if htmlOut != "" {
-		t.Porcupine = porcupineLink(path, porcupineHTML)
+		t.Porcupine = relativeTo(htmlOut, porcupineLink(path, porcupineHTML))
 		if err := writeExplorer(htmlOut, t, specPath); err != nil {
 			return fig, err
 		}
@@ -179,7 +179,23 @@ func porcupineLink(tracePath, given string) string {
 	if _, err := os.Stat(p); err != nil {
 		return ""
 	}
-	return filepath.Base(p) // relative: the page sits beside it, or the link is plain to fix
+	return p
+}
+
+// relativeTo returns target as a link from a page written at page.
+func relativeTo(page, target string) string {
+	if target == "" || filepath.IsAbs(target) {
+		return target
+	}
+	pageDir, err1 := filepath.Abs(filepath.Dir(page))
+	abs, err2 := filepath.Abs(target)
+	if err1 != nil || err2 != nil {
+		return target
+	}
+	if rel, err := filepath.Rel(pageDir, abs); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return target
 }
 
 var concurrentTrace = regexp.MustCompile(`^(?:ok|bad)-concurrent-(\d+)-`)
