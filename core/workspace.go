@@ -41,6 +41,7 @@ type Workspace struct {
 	proc    string
 	tracer  Tracer
 	fences  Fences
+	mutants Mutants
 }
 
 // NewWorkspace returns a Workspace over s whose lease expiries are stamped
@@ -386,12 +387,16 @@ func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
+	on, err := w.fenceFirst(ctx, w.fences.Abandon, c, TraceEvent{Action: ActionAbandonFenced, Run: run})
+	if err != nil {
+		return err
+	}
 	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, w.fences.Abandon, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
+		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
 		if err != nil {
 			return err
 		}
@@ -492,12 +497,16 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		return 0, err
 	}
 	var id RunID
-	err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	on, err := w.fenceFirst(ctx, w.fences.Start, c, TraceEvent{Action: ActionStartFenced, Msg: prompt})
+	if err != nil {
+		return 0, err
+	}
+	err = w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, w.fences.Start, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
+		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
 		if err != nil {
 			return err
 		}
@@ -523,12 +532,16 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 	if err := c.validate(); err != nil {
 		return err
 	}
+	on, err := w.fenceFirst(ctx, w.fences.Reply, c, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req})
+	if err != nil {
+		return err
+	}
 	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, w.fences.Reply, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
+		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
 		if err != nil {
 			return err
 		}

@@ -84,6 +84,7 @@ type Turn struct {
 	outcome Outcome
 	err     error
 	span    trace.Span
+	mutant  mutant // a deliberate defect a test switched on; none in a deployment
 
 	mu       sync.Mutex // guards lost, stopping, over and cancel
 	lost     bool
@@ -277,6 +278,9 @@ func (t *Turn) stepAbandon(ctx context.Context) {
 
 func (t *Turn) stepRunStart(ctx context.Context) {
 	id, err := t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
+		id, err = t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.handle.finish(err)
@@ -296,6 +300,9 @@ func (t *Turn) stepRunStart(ctx context.Context) {
 
 func (t *Turn) stepReply(ctx context.Context) {
 	err := t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
+		err = t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.refused(ctx, "answer", err)

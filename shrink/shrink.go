@@ -113,8 +113,6 @@ func (e *Execution) Story(f Failure) []core.TraceEvent {
 // verdict in the Execution; the error is for an execution that could not
 // run (storage, a bad operation).
 func Execute(ctx context.Context, cfg sim.Config) (*Execution, error) {
-	rec := &tracecheck.Recorder{}
-	cfg.Tracer = rec
 	s, err := sim.NewSeeded(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -124,7 +122,9 @@ func Execute(ctx context.Context, cfg sim.Config) (*Execution, error) {
 	if runErr != nil && !errors.As(runErr, &e.Invariant) {
 		return nil, runErr
 	}
-	e.Log, e.Lines, e.Sim = s.Log(), rec.Lines(), s.Stats()
+	// The trace as storage would keep it: with the writes that committed
+	// although an injected fault told their process otherwise.
+	e.Log, e.Lines, e.Sim = s.Log(), s.TraceLines(), s.Stats()
 	e.Trace, err = tracecheck.Check(e.Lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", cfg.Seed)))
 	if err != nil && !errors.As(err, &e.Violation) {
 		return nil, err

@@ -32,8 +32,14 @@ func TestConcurrentFenced(t *testing.T) {
 
 // The mutant under real concurrency: with the fences off, the trace
 // checker rejects some execution's trace and porcupine finds some
-// execution's history not linearizable.
+// execution's history not linearizable. It depends on real-time races, so
+// it is slow (skipped with -short); its deterministic twins carry the same
+// proof: TestSimSeedsUnfencedMutantCaught here, and
+// tracecheck's TestUnfencedNotLinearizable for porcupine.
 func TestConcurrentUnfencedMutantCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow, real-time: TestSimSeedsUnfencedMutantCaught is its deterministic twin")
+	}
 	traceCaught, linCaught := 0, 0
 	for seed := uint64(0); seed < 40 && (traceCaught == 0 || linCaught == 0); seed++ {
 		res, err := RunConcurrent(context.Background(), ConcurrentConfig{Seed: seed, Unfenced: true})

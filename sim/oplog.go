@@ -23,6 +23,12 @@ type Log struct {
 	Messages int
 	ClaimTTL time.Duration
 	Unfenced bool
+	// Interleave, Faults and Mutants are the execution's Config's: a step
+	// may pause between its transactions, storage faults are drawn from the
+	// seed, code defects are switched on.
+	Interleave bool
+	Faults     float64
+	Mutants    Mutants
 	// NoQuiesce: the operations are the whole execution; Run adds no
 	// quiescence after them (a log taken after Run holds its quiescence
 	// as operations).
@@ -37,7 +43,8 @@ type Log struct {
 func (s *Seeded) Log() Log {
 	c := s.cfg
 	l := Log{Seed: c.Seed, Procs: c.Procs, Threads: c.Threads, Messages: c.Messages, ClaimTTL: c.ClaimTTL,
-		Unfenced: c.Unfenced, NoQuiesce: c.NoQuiesce, Ops: s.Ops()}
+		Unfenced: c.Unfenced, Interleave: c.Interleave, Faults: c.Faults, Mutants: c.Mutants,
+		NoQuiesce: c.NoQuiesce, Ops: s.Ops()}
 	switch {
 	case s.liveness:
 		l.Ops, l.NoQuiesce = l.Ops[:s.quiesceAt], false
@@ -53,7 +60,8 @@ func (s *Seeded) Log() Log {
 func (l Log) Config() Config {
 	ops := append([]Op{}, l.Ops...)
 	return Config{Seed: l.Seed, Procs: l.Procs, Threads: l.Threads, Messages: l.Messages, ClaimTTL: l.ClaimTTL,
-		Unfenced: l.Unfenced, NoQuiesce: l.NoQuiesce, Ops: ops}
+		Unfenced: l.Unfenced, Interleave: l.Interleave, Faults: l.Faults, Mutants: l.Mutants,
+		NoQuiesce: l.NoQuiesce, Ops: ops}
 }
 
 // ErrBadLog: a log file is malformed. The error names the file and line.
@@ -68,14 +76,23 @@ var ErrBadLog = errors.New("bad operation log")
 //	{"op":"step","proc":"p1","thread":"t1","asks":1}
 //	{"op":"time","by":"4s"}
 type logHeader struct {
-	Seed     uint64 `json:"seed"`
-	Procs    int    `json:"procs"`
-	Threads  int    `json:"threads"`
-	Messages int    `json:"messages"`
-	TTL      string `json:"ttl"`
-	Unfenced bool   `json:"unfenced"`
-	Quiesce  *bool  `json:"quiesce,omitempty"` // false: no quiescence after the operations
+	Seed       uint64   `json:"seed"`
+	Procs      int      `json:"procs"`
+	Threads    int      `json:"threads"`
+	Messages   int      `json:"messages"`
+	TTL        string   `json:"ttl"`
+	Unfenced   bool     `json:"unfenced"`
+	Interleave bool     `json:"interleave,omitempty"`
+	Faults     float64  `json:"faults,omitempty"`
+	Mutants    []string `json:"mutants,omitempty"` // fence-own-tx, retry-commit-unknown
+	Quiesce    *bool    `json:"quiesce,omitempty"` // false: no quiescence after the operations
 }
+
+// The code mutants' names in a log.
+const (
+	mutantFenceOwnTx         = "fence-own-tx"
+	mutantRetryCommitUnknown = "retry-commit-unknown"
+)
 
 type logOp struct {
 	Op     string `json:"op"`
@@ -90,7 +107,8 @@ func WriteLog(w io.Writer, l Log) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	if err := enc.Encode(logHeader{Seed: l.Seed, Procs: l.Procs, Threads: l.Threads, Messages: l.Messages,
-		TTL: l.ClaimTTL.String(), Unfenced: l.Unfenced, Quiesce: quiesce(l.NoQuiesce)}); err != nil {
+		TTL: l.ClaimTTL.String(), Unfenced: l.Unfenced, Interleave: l.Interleave, Faults: l.Faults,
+		Mutants: mutantNames(l.Mutants), Quiesce: quiesce(l.NoQuiesce)}); err != nil {
 		return err
 	}
 	for _, op := range l.Ops {
@@ -144,8 +162,21 @@ func ReadLog(r io.Reader, name string) (Log, error) {
 			if h.Procs < 1 || h.Threads < 1 || h.Messages < 0 {
 				return Log{}, bad(n, "header: procs %d, threads %d, messages %d: procs and threads must be positive", h.Procs, h.Threads, h.Messages)
 			}
+			if h.Faults < 0 || h.Faults > 1 {
+				return Log{}, bad(n, "header: faults %v is not a probability", h.Faults)
+			}
 			l = Log{Seed: h.Seed, Procs: h.Procs, Threads: h.Threads, Messages: h.Messages, ClaimTTL: ttl, Unfenced: h.Unfenced,
-				NoQuiesce: h.Quiesce != nil && !*h.Quiesce, Ops: []Op{}}
+				Interleave: h.Interleave, Faults: h.Faults, NoQuiesce: h.Quiesce != nil && !*h.Quiesce, Ops: []Op{}}
+			for _, m := range h.Mutants {
+				switch m {
+				case mutantFenceOwnTx:
+					l.Mutants.FenceInOwnTransaction = true
+				case mutantRetryCommitUnknown:
+					l.Mutants.RetryCommitUnknown = true
+				default:
+					return Log{}, bad(n, "header: unknown mutant %q", m)
+				}
+			}
 			continue
 		}
 		var lo logOp
@@ -165,6 +196,17 @@ func ReadLog(r io.Reader, name string) (Log, error) {
 		return Log{}, bad(1, "empty: no header")
 	}
 	return l, nil
+}
+
+func mutantNames(m Mutants) []string {
+	var out []string
+	if m.FenceInOwnTransaction {
+		out = append(out, mutantFenceOwnTx)
+	}
+	if m.RetryCommitUnknown {
+		out = append(out, mutantRetryCommitUnknown)
+	}
+	return out
 }
 
 func quiesce(no bool) *bool {
@@ -223,4 +265,26 @@ func parseOp(lo logOp, procs, threads int) (Op, error) {
 		}
 	}
 	return op, nil
+}
+
+// Ops returns the operations Run has applied so far, in order (the
+// quiescence's included).
+func (s *Seeded) Ops() []Op { return append([]Op(nil), s.log...) }
+
+// normal clears what the operation does not read, so that a log names
+// only what matters: a post's process, a time jump's process and thread,
+// the thread of a renewal, a skew or a crash.
+func (o Op) normal() Op {
+	switch o.Kind {
+	case OpPost:
+		o.Proc = 0
+	case OpTime:
+		o.Proc, o.Thread = 0, 0
+	case OpRenew, OpSkew, OpCrash:
+		o.Thread = 0
+	}
+	if o.Kind != OpStep {
+		o.Asks = 0
+	}
+	return o
 }

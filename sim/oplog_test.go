@@ -19,7 +19,11 @@ func TestLogReplaysTheExecution(t *testing.T) {
 	for seed := range uint64(12) {
 		for _, unfenced := range []bool{false, true} {
 			rec := &lineRecorder{}
-			s, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: unfenced, Tracer: rec})
+			// Steps paused between transactions and injected storage faults
+			// replay too: the faults are drawn from the seed as the
+			// operations reach them.
+			s, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: unfenced, Tracer: rec, Interleave: seed%2 == 0, Faults: 0.2,
+				Mutants: Mutants{RetryCommitUnknown: seed%3 == 0}})
 			require.NoError(t, err)
 			runErr := s.Run(ctx)
 
@@ -36,6 +40,7 @@ func TestLogReplaysTheExecution(t *testing.T) {
 			require.NoError(t, err)
 			replayErr := r.Run(ctx)
 			require.Equal(t, rec.lines, again.lines, "seed %d unfenced %v: the replay wrote other lines", seed, unfenced)
+			require.Equal(t, s.TraceLines(), r.TraceLines(), "seed %d: the replay's trace differs", seed)
 			var a, b2 *InvariantError
 			require.Equal(t, errors.As(runErr, &a), errors.As(replayErr, &b2), "seed %d: verdicts differ: %v, %v", seed, runErr, replayErr)
 			if a != nil {

@@ -64,3 +64,20 @@ func snapshot(ctx context.Context, s core.Storage, id core.ThreadID) (th *core.T
 	})
 	return th, events, lease, err
 }
+
+// recorder keeps an execution's trace lines, in the order its processes
+// trace them, and passes each on to next.
+type recorder struct {
+	mu    sync.Mutex
+	lines []core.TraceEvent
+	next  core.Tracer
+}
+
+func (r *recorder) Trace(ev core.TraceEvent) {
+	r.mu.Lock()
+	r.lines = append(r.lines, ev)
+	r.mu.Unlock()
+	if r.next != nil {
+		r.next.Trace(ev)
+	}
+}

@@ -27,16 +27,53 @@ type Config struct {
 	// Storage is where the processes meet. Default a new memory.Store.
 	// It must be empty.
 	Storage core.Storage
-	// Tracer receives every trace line. Default none.
+	// Tracer receives every trace line as its process traces it. Default
+	// none. TraceLines returns the execution's trace, with the writes
+	// injected faults hid from their processes.
 	Tracer core.Tracer
+	// Interleave lets the scheduler run other operations between any two
+	// storage transactions of one process's step (a step pauses before its
+	// second transaction and goes on when the process is scheduled again).
+	Interleave bool
+	// Faults is the probability that a process's Abandon, RunStart, Reply
+	// or RunEnd gets a storage fault (FaultKind, drawn from the seed); 0
+	// for none.
+	Faults float64
+	// Mutants switches deliberate defects on, to show the checks catch
+	// them.
+	Mutants Mutants
+	// Coverage, when set, is marked with the spec states this execution
+	// visits, and the scheduler seeks states it has not marked yet (from
+	// this execution or earlier ones sharing it). Its cfg's processes must
+	// be the execution's (p1, p2, ...).
+	Coverage *Coverage
+	// Swarm draws, from the seed, which kinds of operation this execution
+	// schedules and how often (swarm testing): executions differ more
+	// from each other than under the one fixed mix, and reach more of the
+	// spec's states.
+	Swarm bool
 	// Ops, when not nil, are the operations Run applies instead of drawing
 	// Steps from the seeded scheduler: a replay of a logged execution
-	// (Seeded.Log). The seed then only names the holders.
+	// (Seeded.Log). The seed then only names the holders and draws the
+	// faults.
 	Ops []Op
 	// NoQuiesce ends Run after the operations: no quiescence and no
 	// liveness check. A log that holds its quiescence as operations
 	// (Seeded.Log) replays with it; a shrunk story stops where it fails.
 	NoQuiesce bool
+}
+
+// Mutants are the code defects an execution can switch on, beyond
+// Unfenced. Each must be caught.
+type Mutants struct {
+	// FenceInOwnTransaction: fenced writes check the claim in a
+	// transaction committed before the write's (core.Mutants). Caught only
+	// with Interleave.
+	FenceInOwnTransaction bool
+	// RetryCommitUnknown: the runner retries a RunStart or Reply whose
+	// commit outcome is unknown (runner.Turn.RetryCommitUnknownForTesting).
+	// Caught only with Faults.
+	RetryCommitUnknown bool
 }
 
 func (c Config) withDefaults() Config {
@@ -122,6 +159,8 @@ type Stats struct {
 	Steps           map[runner.Step]int // turn steps taken, by step
 	Outcomes        map[runner.Outcome]int
 	InvariantChecks int
+	Paused          int            // steps paused between two transactions (Interleave)
+	Faults          map[string]int // faults injected, by kind
 }
 
 type simProc struct {
@@ -132,6 +171,8 @@ type simProc struct {
 	turn    *runner.Turn
 	asks    int
 	holders int
+	co      *coroutine    // the step in flight, when the execution interleaves
+	thread  core.ThreadID // the thread of the turn, when there is one
 }
 
 // Seeded is one deterministic execution: a seeded scheduler interleaves the
@@ -151,6 +192,10 @@ type Seeded struct {
 	posted  []int
 	seen    map[core.ThreadID]int // events already checked, per thread
 	stats   Stats
+	rec     *recorder
+	faults  *faults
+	swarm   *swarm
+	guide   *guide
 	// log is every operation Run applied, in order: with the config, the
 	// execution written down (Log), replayed through Config.Ops.
 	log []Op
@@ -178,9 +223,25 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		stats:     Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
-	var opts []core.Option
-	if cfg.Tracer != nil {
-		opts = append(opts, core.WithTracer(cfg.Tracer))
+	if cfg.Swarm {
+		s.swarm = newSwarm(cfg.Seed)
+	}
+	if cfg.Coverage != nil {
+		s.guide = newGuide(cfg.Coverage)
+	}
+	s.rec = &recorder{next: cfg.Tracer}
+	opts := []core.Option{core.WithTracer(s.rec)}
+	if cfg.Mutants.FenceInOwnTransaction {
+		opts = append(opts, core.WithMutantsForTesting(core.Mutants{FenceInOwnTransaction: true}))
+	}
+	var procStore core.Storage = cfg.Storage
+	if cfg.Interleave || cfg.Faults > 0 {
+		ps := &procStorage{Storage: cfg.Storage}
+		if cfg.Faults > 0 {
+			s.faults = &faults{rate: cfg.Faults, rng: rand.New(rand.NewPCG(cfg.Seed, 0x6661756c7473))}
+			ps.faults = s.faults
+		}
+		procStore = ps
 	}
 	if cfg.Unfenced {
 		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
@@ -196,7 +257,8 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	}
 	for i := range cfg.Procs {
 		p := &simProc{name: fmt.Sprintf("p%d", i+1), clock: simclock.New(epoch)}
-		p.ws = core.NewWorkspace(cfg.Storage, p.clock, append(opts, core.WithProcess(p.name))...)
+		p.co = newCoroutine()
+		p.ws = core.NewWorkspace(procStore, p.clock, append(opts, core.WithProcess(p.name))...)
 		r, err := runner.New(runner.Config{
 			Workspace: p.ws,
 			Clock:     p.clock,
@@ -224,7 +286,18 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 }
 
 // Stats returns what the simulation did so far.
-func (s *Seeded) Stats() Stats { return s.stats }
+func (s *Seeded) Stats() Stats {
+	st := s.stats
+	if s.faults != nil {
+		st.Faults = map[string]int{}
+		for k, n := range s.faults.injected {
+			if n > 0 {
+				st.Faults[FaultKind(k).String()] = n
+			}
+		}
+	}
+	return st
+}
 
 // Run schedules cfg.Steps operations (or applies cfg.Ops), checking the
 // invariants after each, then quiesces and checks liveness. It returns the
@@ -239,7 +312,7 @@ func (s *Seeded) Run(ctx context.Context) error {
 		if s.cfg.Ops != nil {
 			op = func() Op { return s.cfg.Ops[i] }
 		}
-		next := op()
+		next := op().normal()
 		s.log = append(s.log, next)
 		if err := s.Apply(ctx, next); err != nil {
 			return err
@@ -248,22 +321,30 @@ func (s *Seeded) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if s.cfg.NoQuiesce {
-		return nil
+	var err error
+	if !s.cfg.NoQuiesce {
+		err = s.Quiesce(ctx)
+		var inv *InvariantError
+		s.liveness = errors.As(err, &inv) && inv.Invariant == "Liveness"
 	}
-	err := s.Quiesce(ctx)
-	var inv *InvariantError
-	s.liveness = errors.As(err, &inv) && inv.Invariant == "Liveness"
+	if s.guide != nil {
+		s.guide.feed(s.rec.lines)
+	}
 	return err
 }
-
-// Ops returns the operations Run has applied so far, in order.
-func (s *Seeded) Ops() []Op { return append([]Op(nil), s.log...) }
 
 // NextOp draws the next operation from the seeded scheduler.
 func (s *Seeded) NextOp() Op {
 	op := Op{Proc: s.rng.IntN(len(s.procs)), Thread: s.rng.IntN(len(s.threads))}
 	ttl := s.cfg.ClaimTTL
+	if s.guide != nil && s.rng.IntN(10) < 9 {
+		if c := s.candidates(); len(c) > 0 {
+			return c[s.rng.IntN(len(c))]
+		}
+	}
+	if s.swarm != nil {
+		return s.swarm.next(s.rng, op, ttl)
+	}
 	switch n := s.rng.IntN(100); {
 	case n < 55:
 		op.Kind = OpStep
@@ -280,16 +361,6 @@ func (s *Seeded) NextOp() Op {
 		op.Kind, op.By = OpSkew, ttl+time.Duration(s.rng.IntN(int(ttl/time.Second)))*time.Second
 	default:
 		op.Kind = OpCrash
-	}
-	// Clear what the operation does not read, so that a log names only
-	// what matters.
-	switch op.Kind {
-	case OpPost:
-		op.Proc = 0
-	case OpTime:
-		op.Proc, op.Thread = 0, 0
-	case OpRenew, OpSkew, OpCrash:
-		op.Thread = 0
 	}
 	return op
 }
@@ -330,6 +401,7 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 	case OpSkew:
 		p.clock.Advance(op.By)
 	case OpCrash:
+		p.co.kill()
 		if p.turn != nil && p.turn.Claim() != (core.Claim{}) {
 			if err := p.ws.Crash(ctx, p.turn.Claim()); err != nil {
 				return err
@@ -343,16 +415,48 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 // step takes p's next step and returns its turn's outcome if it ended.
 func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) runner.Outcome {
 	if p.turn == nil {
-		p.turn = p.r.NewTurn(thread)
+		s.newTurn(p, thread)
 	}
-	s.stats.Steps[p.turn.Next()]++
-	if !p.turn.Step(ctx) {
+	if !p.co.active {
+		s.stats.Steps[p.turn.Next()]++
+	}
+	var over bool
+	if s.cfg.Interleave {
+		var finished bool
+		if finished, over = p.co.run(ctx, p.turn.Step); !finished {
+			s.stats.Paused++
+			return ""
+		}
+	} else {
+		over = p.turn.Step(ctx)
+	}
+	if !over {
 		return ""
 	}
 	o, _ := p.turn.Outcome()
 	s.stats.Outcomes[o]++
 	p.turn = nil
 	return o
+}
+
+// newTurn starts p's next turn, on thread.
+func (s *Seeded) newTurn(p *simProc, thread core.ThreadID) {
+	p.turn, p.thread = p.r.NewTurn(thread), thread
+	if s.cfg.Mutants.RetryCommitUnknown {
+		p.turn.RetryCommitUnknownForTesting()
+	}
+}
+
+// TraceLines returns the execution's trace so far: every line its
+// processes traced, in the order they traced them, with the writes that
+// committed although an injected fault told their process otherwise (as a
+// storage that keeps trace lines would have them).
+func (s *Seeded) TraceLines() []core.TraceEvent {
+	var unseen []core.TraceEvent
+	if s.faults != nil {
+		unseen = s.faults.unseen
+	}
+	return mergeUnseen(s.rec.lines, unseen)
 }
 
 // Check reads every thread's new events from storage and checks the
@@ -440,7 +544,7 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 					continue
 				}
 				thread = t
-				p.turn = p.r.NewTurn(s.threads[t])
+				s.newTurn(p, s.threads[t])
 			}
 			s.log = append(s.log, Op{Kind: OpStep, Proc: i, Thread: thread})
 			busy = true

@@ -43,6 +43,9 @@ type runFlags struct {
 	concurrent, workers                              int
 	ttl                                              time.Duration
 	unfenced, shrink, json                           bool
+	mutant                                           string
+	interleave                                       bool
+	faults                                           float64
 	traceDir, htmlOut, storageURL, opsOut, shrinkDir string
 	porcupineTimeout                                 time.Duration
 }
@@ -59,7 +62,10 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.concurrent, "concurrent", 4, "concurrent executions (real goroutines and time)")
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "deterministic executions run at once; the output is the same for any number")
 	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
-	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch")
+	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
+	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown)")
+	fs.BoolVar(&f.interleave, "interleave", true, "let the scheduler run other operations between any two storage transactions of one process's step")
+	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply or RunEnd in the deterministic executions")
 	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
 	fs.StringVar(&f.traceDir, "trace-dir", "", "write each execution's trace here, one ndjson file per thread (ok-* accepted, bad-* rejected)")
 	fs.StringVar(&f.opsOut, "ops-out", "", "write the first seed's (-seed N) operation log to this file, for tracecheck replay")
@@ -79,6 +85,19 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 || f.workers < 1 {
 		return usageError{"-procs, -threads, -messages, -ttl and -workers must be positive, -steps not negative"}
+	}
+	if f.faults < 0 || f.faults > 1 {
+		return usageError{fmt.Sprintf("-faults %v must be a probability, in [0, 1]", f.faults)}
+	}
+	switch f.mutant {
+	case "", "fence-own-tx", "retry-commit-unknown":
+	case "unfenced":
+		f.unfenced = true
+	default:
+		return usageError{fmt.Sprintf("-mutant %q: want unfenced, fence-own-tx or retry-commit-unknown", f.mutant)}
+	}
+	if f.unfenced && f.mutant == "" {
+		f.mutant = "unfenced"
 	}
 	if f.opsOut != "" && f.seeds == 0 {
 		return usageError{"-ops-out needs a seeded execution: -seeds must be positive"}
@@ -134,6 +153,14 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	mode := "fences on"
 	if f.unfenced {
 		mode = "FENCES OFF (the mutant)"
+	} else if f.mutant != "" {
+		mode = "MUTANT " + f.mutant
+	}
+	if f.interleave {
+		mode += ", steps interleaved between transactions"
+	}
+	if f.faults > 0 {
+		mode += fmt.Sprintf(", storage faults %.0f%%", 100*f.faults)
 	}
 	where := "in-memory storage"
 	if f.storageURL != "" {
@@ -191,7 +218,7 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 			return t, err
 		}
 	}
-	return t, t.verdict(f.unfenced, out)
+	return t, t.verdict(f.mutant != "", out)
 }
 
 // seeded counts one deterministic execution, in seed order.
@@ -289,6 +316,11 @@ func runSeed(ctx context.Context, f runFlags, seed uint64) (*shrink.Execution, e
 	return shrink.Execute(ctx, sim.Config{
 		Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
 		Unfenced: f.unfenced, Storage: storage,
+		Interleave: f.interleave, Faults: f.faults,
+		Mutants: sim.Mutants{
+			FenceInOwnTransaction: f.mutant == "fence-own-tx",
+			RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
+		},
 	})
 }
 

@@ -9,5 +9,5 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) core.Storage { return memory.New() })
+	storetest.Exercise(t, func(*testing.T) core.Storage { return memory.New() })
 }

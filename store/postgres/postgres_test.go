@@ -94,7 +94,7 @@ func newStore(tb testing.TB) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) core.Storage { return newStore(t) })
+	storetest.Exercise(t, func(t *testing.T) core.Storage { return newStore(t) }, storetest.WithExecutions(8, 2))
 }
 
 // Without the Store's cache every transaction folds the whole log: the

@@ -1,0 +1,36 @@
+package core
+
+import "context"
+
+// Mutants are deliberate defects a test can switch on, to show that the
+// checks catch them. Every field is false in a Workspace unless a test sets
+// it with WithMutantsForTesting; no deployment setting reaches it.
+type Mutants struct {
+	// FenceInOwnTransaction checks a fenced write's claim in a transaction
+	// of its own, committed before the write's: between the two, another
+	// holder can take the lease, so the fence no longer excludes it.
+	FenceInOwnTransaction bool
+}
+
+// WithMutantsForTesting switches mutants on. It exists for mutation tests;
+// no deployment setting reaches it.
+func WithMutantsForTesting(m Mutants) Option { return func(w *Workspace) { w.mutants = m } }
+
+// fenceFirst is the FenceInOwnTransaction mutant: when it is on and the
+// fence is, it checks the claim in a transaction of its own (tracing and
+// returning the refusal as the fence does) and returns false, so that the
+// write that follows does not check again. Otherwise it returns on.
+func (w *Workspace) fenceFirst(ctx context.Context, on bool, c Claim, refusal TraceEvent) (bool, error) {
+	if !on || !w.mutants.FenceInOwnTransaction {
+		return on, nil
+	}
+	err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		t, err := tx.Thread(ctx, c.Thread)
+		if err != nil {
+			return err
+		}
+		_, err = w.fence(ctx, tx, true, c, t, refusal, line)
+		return err
+	})
+	return false, err
+}

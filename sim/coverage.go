@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/specmodel"
+)
+
+// Coverage measures how much of a cfg's reachable state graph the
+// executions' traces visit: each thread's trace is followed through the
+// spec model (specmodel) from Init, inferring a Lapse just before a Claim
+// that needs one, as the trace checkers do, and every state and edge it
+// passes is marked. A thread whose trace leaves the cfg's bounds (more
+// messages, claims or asks than the cfg allows, or processes it does not
+// name) is followed only up to there.
+type Coverage struct {
+	graph   *specmodel.Graph
+	model   *specmodel.Model
+	stepIdx map[specmodel.Step]int
+	states  []bool
+	visited int
+	edges   map[uint64]struct{}
+	total   int // edges of the graph
+}
+
+// NewCoverage returns an empty coverage of g, a finished exploration.
+func NewCoverage(g *specmodel.Graph) *Coverage {
+	c := &Coverage{graph: g, model: g.Model(), stepIdx: map[specmodel.Step]int{}, states: make([]bool, g.Len()), edges: map[uint64]struct{}{}}
+	for i, st := range c.model.Steps() {
+		c.stepIdx[st] = i
+	}
+	for _, n := range g.Result().Transitions {
+		c.total += n
+	}
+	return c
+}
+
+// States returns the states visited and the graph's states.
+func (c *Coverage) States() (visited, total int) { return c.visited, len(c.states) }
+
+// Edges returns the edges visited and the graph's edges.
+func (c *Coverage) Edges() (visited, total int) { return len(c.edges), c.total }
+
+// Visited reports whether state i of the graph was visited.
+func (c *Coverage) Visited(i int) bool { return c.states[i] }
+
+// Add follows a trace, all its threads, and marks what it visits.
+func (c *Coverage) Add(lines []core.TraceEvent) {
+	threads := map[core.ThreadID]*follower{}
+	for _, l := range lines {
+		f := threads[l.Thread]
+		if f == nil {
+			f = c.newFollower()
+			threads[l.Thread] = f
+		}
+		f.line(l)
+	}
+}
+
+// follower is one thread's walk through the graph.
+type follower struct {
+	c     *Coverage
+	state specmodel.State
+	at    int  // the state's number in the graph
+	lost  bool // the trace left the graph
+	procs map[string]int
+	buf   []byte
+}
+
+func (c *Coverage) newFollower() *follower {
+	f := &follower{c: c, state: c.model.Init(), procs: map[string]int{}}
+	for i, p := range c.model.Config().Procs {
+		f.procs[p] = i
+	}
+	f.mark(0)
+	return f
+}
+
+func (f *follower) line(l core.TraceEvent) {
+	if f.lost {
+		return
+	}
+	st := specmodel.Step{Action: l.Action, P: -1}
+	if l.Action != core.ActionPost {
+		p, ok := f.procs[l.Proc]
+		if !ok {
+			f.lost = true
+			return
+		}
+		st.P = p
+	}
+	if l.Action == core.ActionAbandon {
+		st.R = int(l.Run)
+	}
+	if l.Action == core.ActionClaim && f.state.Lease.Holder != 0 && !f.state.Lease.Expired {
+		f.step(specmodel.Step{Action: core.ActionLapse, P: -1})
+	}
+	f.step(st)
+}
+
+func (f *follower) step(st specmodel.Step) {
+	if f.lost {
+		return
+	}
+	idx, ok := f.c.stepIdx[st]
+	if !ok {
+		f.lost = true
+		return
+	}
+	out := f.c.model.Do(&f.state, st)
+	if !out.Enabled {
+		f.lost = true
+		return
+	}
+	f.state = out.Next
+	f.buf = f.state.AppendKey(f.buf[:0])
+	j, ok := f.c.graph.Lookup(string(f.buf))
+	if !ok {
+		f.lost = true
+		return
+	}
+	f.mark(j)
+	f.c.edges[uint64(f.at)<<16|uint64(idx)] = struct{}{}
+	f.at = j
+}
+
+func (f *follower) mark(i int) {
+	if !f.c.states[i] {
+		f.c.states[i] = true
+		f.c.visited++
+	}
+}

@@ -1,0 +1,252 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// errKilled is what a crashed process's step gets from storage: the step
+// was paused between two transactions when its process died, and nothing
+// it does from then on reaches storage.
+var errKilled = errors.New("sim: the process crashed")
+
+// coroutine runs one process's step in a goroutine of its own and hands
+// control back to the scheduler between any two storage transactions of
+// the step, so that the scheduler can run other operations there: a write
+// whose check and effect are two transactions shows its gap. Only one of
+// the scheduler and the step runs at a time, so an execution stays
+// determined by its seed.
+type coroutine struct {
+	resume chan bool     // scheduler → step: true to go on, false to die
+	paused chan struct{} // step → scheduler: waiting before a transaction
+	done   chan bool     // step → scheduler: the step returned its result
+	active bool          // a step is in flight (paused), scheduler's view
+	txns   int           // transactions the step in flight has begun
+	killed bool
+}
+
+func newCoroutine() *coroutine {
+	return &coroutine{resume: make(chan bool), paused: make(chan struct{}), done: make(chan bool)}
+}
+
+type coroutineKey struct{}
+
+// run starts a step (fn) or resumes the one in flight, and returns once the
+// step pauses before a transaction (finished false) or returns (finished
+// true, with its result).
+func (c *coroutine) run(ctx context.Context, fn func(ctx context.Context) bool) (finished, result bool) {
+	if c.active {
+		c.resume <- true
+	} else {
+		c.active, c.txns = true, 0
+		ctx = context.WithValue(ctx, coroutineKey{}, c)
+		go func() { c.done <- fn(ctx) }()
+	}
+	select {
+	case <-c.paused:
+		return false, false
+	case r := <-c.done:
+		c.active = false
+		return true, r
+	}
+}
+
+// kill ends the step in flight, if any: its paused transaction, and every
+// one it begins after, fails with errKilled without reaching storage.
+func (c *coroutine) kill() {
+	if !c.active {
+		return
+	}
+	c.killed = true
+	c.resume <- false
+	<-c.done
+	c.active, c.killed = false, false
+}
+
+// gate is called by the step before each transaction: the first goes
+// ahead; before each later one the step pauses until the scheduler
+// resumes it.
+func (c *coroutine) gate() error {
+	if c.killed {
+		return errKilled
+	}
+	if c.txns > 0 {
+		c.paused <- struct{}{}
+		if !<-c.resume {
+			return errKilled
+		}
+	}
+	c.txns++
+	return nil
+}
+
+// FaultKind is a storage fault the seeded scheduler injects into a
+// process's consuming or run-ending write.
+type FaultKind int
+
+// The faults.
+const (
+	// FaultCommitUnknown: the write commits, and the process is told
+	// core.ErrCommitUnknown (the reply to COMMIT was lost).
+	FaultCommitUnknown FaultKind = iota
+	// FaultRollbackUnknown: the write does not commit, and the process is
+	// told core.ErrCommitUnknown (the connection died before COMMIT).
+	FaultRollbackUnknown
+	// FaultWriteFailed: the write does not commit, and the process is told
+	// a plain storage error.
+	FaultWriteFailed
+	numFaults
+)
+
+var faultNames = [...]string{"commit-unknown", "rollback-unknown", "write-failed"}
+
+func (k FaultKind) String() string {
+	if k >= 0 && k < numFaults {
+		return faultNames[k]
+	}
+	return fmt.Sprintf("FaultKind(%d)", int(k))
+}
+
+// faultable says which writes get faults: those whose unknown outcome the
+// runner gives the round up on (traced as Crash). Claim and Release are
+// left alone: a Claim's unknown outcome is decided by reading the lease,
+// and a Release ends the round whatever its outcome.
+func faultable(a core.Action) bool {
+	switch a {
+	case core.ActionAbandon, core.ActionRunStart, core.ActionReply, core.ActionRunEnd:
+		return true
+	}
+	return false
+}
+
+// faults injects storage faults into the processes' writes, drawn from the
+// execution's seeded source, and keeps the lines of the writes that
+// committed although their process was told otherwise: the process never
+// traces them, and storage would (core.TraceLog), so the trace gets them
+// from here.
+type faults struct {
+	rate     float64
+	rng      *rand.Rand
+	mu       sync.Mutex
+	unseen   []core.TraceEvent // committed writes their process was not told of
+	injected [numFaults]int
+}
+
+// procStorage is one process's view of the shared storage: its steps'
+// transactions pass through the process's coroutine (when the execution
+// interleaves) and may be faulted (when it injects faults).
+type procStorage struct {
+	core.Storage
+	faults *faults // nil: none
+}
+
+var _ core.Viewer = (*procStorage)(nil)
+
+func gate(ctx context.Context) error {
+	if c, ok := ctx.Value(coroutineKey{}).(*coroutine); ok {
+		return c.gate()
+	}
+	return nil
+}
+
+// Update runs fn in a transaction of the shared storage, after the
+// coroutine's gate, and injects a fault when one is drawn.
+func (s *procStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if err := gate(ctx); err != nil {
+		return err
+	}
+	if s.faults == nil {
+		return s.Storage.Update(ctx, fn)
+	}
+	f := s.faults
+	var line *core.TraceEvent
+	fault := FaultKind(-1)
+	errRolledBack := errors.New("sim: injected rollback")
+	err := s.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		line, fault = nil, -1
+		if err := fn(ctx, &loggingTx{Transaction: tx, line: &line}); err != nil {
+			return err
+		}
+		if line == nil || !faultable(line.Action) {
+			return nil
+		}
+		f.mu.Lock()
+		if f.rng.Float64() < f.rate {
+			fault = FaultKind(f.rng.IntN(int(numFaults)))
+			f.injected[fault]++
+		}
+		f.mu.Unlock()
+		if fault == FaultRollbackUnknown || fault == FaultWriteFailed {
+			return errRolledBack
+		}
+		return nil
+	})
+	switch {
+	case fault == FaultCommitUnknown && err == nil:
+		f.mu.Lock()
+		f.unseen = append(f.unseen, *line)
+		f.mu.Unlock()
+		return fmt.Errorf("sim: injected fault: %w", core.ErrCommitUnknown)
+	case fault == FaultRollbackUnknown && errors.Is(err, errRolledBack):
+		return fmt.Errorf("sim: injected fault: %w", core.ErrCommitUnknown)
+	case fault == FaultWriteFailed && errors.Is(err, errRolledBack):
+		return errors.New("sim: injected fault: the write failed")
+	}
+	return err
+}
+
+// View runs fn read-only, after the coroutine's gate.
+func (s *procStorage) View(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if err := gate(ctx); err != nil {
+		return err
+	}
+	if v, ok := s.Storage.(core.Viewer); ok {
+		return v.View(ctx, fn)
+	}
+	return s.Storage.Update(ctx, fn)
+}
+
+// loggingTx keeps the trace line of the write its transaction makes
+// (core.TraceLog), and passes it on to the storage's own log if it keeps
+// one.
+type loggingTx struct {
+	core.Transaction
+	line **core.TraceEvent
+}
+
+func (t *loggingTx) LogTrace(ctx context.Context, ev core.TraceEvent) error {
+	l := ev
+	*t.line = &l
+	if log, ok := t.Transaction.(core.TraceLog); ok {
+		return log.LogTrace(ctx, ev)
+	}
+	return nil
+}
+
+// mergeUnseen returns the trace: the lines the processes traced, in the
+// order they traced them (the scheduler runs one thing at a time, so that
+// is the execution's order), with each committed write no process traced
+// put where it happened: before the first line of its thread at or past
+// its tick.
+func mergeUnseen(traced, unseen []core.TraceEvent) []core.TraceEvent {
+	if len(unseen) == 0 {
+		return traced
+	}
+	out := append([]core.TraceEvent(nil), traced...)
+	for _, w := range unseen {
+		at := len(out)
+		for i, l := range out {
+			if l.Thread == w.Thread && l.Tick >= w.Tick {
+				at = i
+				break
+			}
+		}
+		out = append(out[:at], append([]core.TraceEvent{w}, out[at:]...)...)
+	}
+	return out
+}

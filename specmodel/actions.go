@@ -1,0 +1,443 @@
+package specmodel
+
+import (
+	"fmt"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// Step is one instance of an action of Next: the action and its
+// parameters. P is the process's index in Config.Procs (-1 for Post and
+// Lapse); R is Abandon's run (0 for the others).
+type Step struct {
+	Action core.Action
+	P      int
+	R      int
+}
+
+// Outcome is what an action does in a state: enabled with its successor,
+// or not, naming the first conjunct of the action's definition that is
+// false there, in the spec's words (such as `Fenced => HasLease(p)`).
+type Outcome struct {
+	Enabled bool
+	Next    State  // the successor, when Enabled
+	Failed  string // the first false conjunct, when not Enabled
+}
+
+func refused(conjunct string) Outcome { return Outcome{Failed: conjunct} }
+
+// Model is the spec's state machine for one cfg's constants.
+type Model struct {
+	cfg   Config
+	steps []Step
+}
+
+// New returns the model of cfg.
+func New(cfg Config) *Model {
+	m := &Model{cfg: cfg}
+	m.steps = append(m.steps, Step{core.ActionPost, -1, 0}, Step{core.ActionLapse, -1, 0})
+	for p := range cfg.Procs {
+		add := func(a core.Action) { m.steps = append(m.steps, Step{a, p, 0}) }
+		add(core.ActionClaim)
+		add(core.ActionRenew)
+		add(core.ActionRelease)
+		for r := 1; r <= cfg.MaxRuns(); r++ {
+			m.steps = append(m.steps, Step{core.ActionAbandon, p, r})
+		}
+		for _, a := range []core.Action{core.ActionAbandonFenced, core.ActionPlan, core.ActionRunStart,
+			core.ActionStartFenced, core.ActionReply, core.ActionReplyFenced, core.ActionAsk,
+			core.ActionRunEnd, core.ActionEndRefused, core.ActionCrash} {
+			add(a)
+		}
+	}
+	return m
+}
+
+// Config returns the model's constants.
+func (m *Model) Config() Config { return m.cfg }
+
+// Steps returns every action instance of Next, in the order the spec's
+// Next lists them: Post, Lapse, then each process's actions (Abandon once
+// per run 1..MaxRuns).
+func (m *Model) Steps() []Step { return m.steps }
+
+// Describe renders the step as the spec writes it: Post, Claim(p1),
+// Abandon(p1, 2).
+func (m *Model) Describe(st Step) string {
+	switch {
+	case st.P < 0:
+		return string(st.Action)
+	case st.Action == core.ActionAbandon:
+		return fmt.Sprintf("%s(%s, %d)", st.Action, m.cfg.Procs[st.P], st.R)
+	default:
+		return fmt.Sprintf("%s(%s)", st.Action, m.cfg.Procs[st.P])
+	}
+}
+
+// Init returns the initial state.
+func (m *Model) Init() State {
+	return State{
+		Consumed:   make([]uint8, m.cfg.MaxMsgs),
+		Procs:      make([]Proc, len(m.cfg.Procs)),
+		NextHolder: 1,
+	}
+}
+
+// Do takes the step in s. It panics on a step no action has (an unknown
+// action name or a process out of range): that is a caller's bug.
+func (m *Model) Do(s *State, st Step) Outcome {
+	if st.P >= len(m.cfg.Procs) || (st.P < 0 && st.Action != core.ActionPost && st.Action != core.ActionLapse) {
+		panic(fmt.Sprintf("specmodel: no step %s with process %d", st.Action, st.P))
+	}
+	switch st.Action {
+	case core.ActionPost:
+		return m.Post(s)
+	case core.ActionLapse:
+		return m.Lapse(s)
+	case core.ActionClaim:
+		return m.Claim(s, st.P)
+	case core.ActionRenew:
+		return m.Renew(s, st.P)
+	case core.ActionRelease:
+		return m.Release(s, st.P)
+	case core.ActionAbandon:
+		return m.Abandon(s, st.P, st.R)
+	case core.ActionAbandonFenced:
+		return m.AbandonFenced(s, st.P)
+	case core.ActionPlan:
+		return m.Plan(s, st.P)
+	case core.ActionRunStart:
+		return m.RunStart(s, st.P)
+	case core.ActionStartFenced:
+		return m.StartFenced(s, st.P)
+	case core.ActionReply:
+		return m.Reply(s, st.P)
+	case core.ActionReplyFenced:
+		return m.ReplyFenced(s, st.P)
+	case core.ActionAsk:
+		return m.Ask(s, st.P)
+	case core.ActionRunEnd:
+		return m.RunEnd(s, st.P)
+	case core.ActionEndRefused:
+		return m.EndRefused(s, st.P)
+	case core.ActionCrash:
+		return m.Crash(s, st.P)
+	}
+	panic(fmt.Sprintf("specmodel: unknown action %q", st.Action))
+}
+
+// HasLease is the spec's HasLease(p).
+func HasLease(s *State, p int) bool {
+	return s.Procs[p].Hold != 0 && s.Lease.Holder == s.Procs[p].Hold
+}
+
+// The conjuncts, as the spec writes them.
+const (
+	cPCIdle       = `pc[p] = "idle"`
+	cPCNotIdle    = `pc[p] # "idle"`
+	cPCClaimed    = `pc[p] = "claimed"`
+	cPCPlanned    = `pc[p] = "planned"`
+	cPCRunning    = `pc[p] = "running"`
+	cHasLease     = `HasLease(p)`
+	cNotHasLease  = `~HasLease(p)`
+	cFenced       = `Fenced => HasLease(p)`
+	cFencedOn     = `Fenced`
+	cFenceAbandon = `FenceAbandon => HasLease(p)`
+	cFenceAbandOn = `FenceAbandon`
+	cPlanRun      = `plan[p].kind = "run"`
+	cPlanReply    = `plan[p].kind = "reply"`
+	cRunActive    = `runs[run[p]].state = "active"`
+	cRunAbandoned = `runs[run[p]].state = "abandoned"`
+	cReqOpen      = `reqs[plan[p].req].state = "open"`
+	cMsgsBound    = `msgs < MaxMsgs`
+	cClaimsBound  = `nextHolder <= MaxClaims`
+	cLeaseFree    = `lease.holder = 0 \/ lease.expired`
+	cLeaseHeld    = `lease.holder # 0`
+	cLeaseLive    = `~lease.expired`
+	cRunID        = `r \in RunIds`
+	cRIsActive    = `runs[r].state = "active"`
+	cRNotOwn      = `runs[r].holder # hold[p]`
+	cNoActiveRuns = `ActiveRuns = {}`
+	cUnconsumed   = `taken < msgs`
+	cAsksBound    = `Len(reqs) < MaxAsks`
+)
+
+var noPlan = Plan{}
+
+// Post: someone posts a message.
+func (m *Model) Post(s *State) Outcome {
+	if !(int(s.Msgs) < m.cfg.MaxMsgs) {
+		return refused(cMsgsBound)
+	}
+	n := s.Clone()
+	n.Msgs++
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Lapse: the lease expires; its holder is not told.
+func (m *Model) Lapse(s *State) Outcome {
+	switch {
+	case s.Lease.Holder == 0:
+		return refused(cLeaseHeld)
+	case s.Lease.Expired:
+		return refused(cLeaseLive)
+	}
+	n := s.Clone()
+	n.Lease.Expired = true
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Claim(p): p takes a free or expired lease under a fresh holder.
+func (m *Model) Claim(s *State, p int) Outcome {
+	switch {
+	case s.Procs[p].PC != Idle:
+		return refused(cPCIdle)
+	case !(int(s.NextHolder) <= m.cfg.MaxClaims):
+		return refused(cClaimsBound)
+	case !(s.Lease.Holder == 0 || s.Lease.Expired):
+		return refused(cLeaseFree)
+	}
+	n := s.Clone()
+	n.Lease = Lease{Holder: s.NextHolder}
+	n.Procs[p].Hold = s.NextHolder
+	n.Procs[p].PC = Claimed
+	n.NextHolder++
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Renew(p): p's renewal timer extends its lease.
+func (m *Model) Renew(s *State, p int) Outcome {
+	switch {
+	case s.Procs[p].PC == Idle:
+		return refused(cPCNotIdle)
+	case !HasLease(s, p):
+		return refused(cHasLease)
+	}
+	n := s.Clone()
+	n.Lease.Expired = false
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Release(p): p ends its claim; the lease is cleared only if still p's.
+func (m *Model) Release(s *State, p int) Outcome {
+	if s.Procs[p].PC != Claimed {
+		return refused(cPCClaimed)
+	}
+	n := s.Clone()
+	if HasLease(s, p) {
+		n.Lease = Lease{}
+	}
+	n.Procs[p].PC = Idle
+	n.Procs[p].Hold = 0
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Abandon(p, r): p abandons an active run that an earlier claim started.
+func (m *Model) Abandon(s *State, p, r int) Outcome {
+	switch {
+	case s.Procs[p].PC != Claimed:
+		return refused(cPCClaimed)
+	case r < 1 || r > len(s.Runs):
+		return refused(cRunID)
+	case s.Runs[r-1].State != Active:
+		return refused(cRIsActive)
+	case s.Runs[r-1].Holder == s.Procs[p].Hold:
+		return refused(cRNotOwn)
+	case m.cfg.FenceAbandon && !HasLease(s, p):
+		return refused(cFenceAbandon)
+	}
+	n := s.Clone()
+	n.Runs[r-1].State = Abandoned
+	n.LiveAbandoned = s.LiveAbandoned || s.Lease.Holder == s.Runs[r-1].Holder
+	return Outcome{Enabled: true, Next: n}
+}
+
+// AbandonFenced(p): the fence refuses p's abandon; p's round is over.
+func (m *Model) AbandonFenced(s *State, p int) Outcome {
+	switch {
+	case s.Procs[p].PC != Claimed:
+		return refused(cPCClaimed)
+	case !m.cfg.FenceAbandon:
+		return refused(cFenceAbandOn)
+	case HasLease(s, p):
+		return refused(cNotHasLease)
+	}
+	n := s.Clone()
+	n.Procs[p].PC = Idle
+	n.Procs[p].Hold = 0
+	return Outcome{Enabled: true, Next: n}
+}
+
+// ActiveRuns reports whether some run is active (ActiveRuns # {}), and how
+// many are.
+func ActiveRuns(s *State) int {
+	k := 0
+	for _, r := range s.Runs {
+		if r.State == Active {
+			k++
+		}
+	}
+	return k
+}
+
+// OldestOpen returns Min(OpenReqs), 0 when no request is open.
+func OldestOpen(s *State) int {
+	for i, q := range s.Reqs {
+		if q.State == Open {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// Plan(p): p reads the thread and decides its next write.
+func (m *Model) Plan(s *State, p int) Outcome {
+	switch {
+	case s.Procs[p].PC != Claimed:
+		return refused(cPCClaimed)
+	case ActiveRuns(s) != 0:
+		return refused(cNoActiveRuns)
+	case !(s.Taken < s.Msgs):
+		return refused(cUnconsumed)
+	}
+	n := s.Clone()
+	if q := OldestOpen(s); q != 0 {
+		n.Procs[p].Plan = Plan{Kind: PlanReply, Msg: s.Taken + 1, Req: uint8(q)}
+	} else {
+		n.Procs[p].Plan = Plan{Kind: PlanRun, Msg: s.Taken + 1}
+	}
+	n.Procs[p].PC = Planned
+	return Outcome{Enabled: true, Next: n}
+}
+
+// RunStart(p): p records the start of the planned run; its prompt is
+// consumed.
+func (m *Model) RunStart(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Planned:
+		return refused(cPCPlanned)
+	case pr.Plan.Kind != PlanRun:
+		return refused(cPlanRun)
+	case m.cfg.FenceStart && !HasLease(s, p):
+		return refused(cFenced)
+	}
+	n := s.Clone()
+	n.Runs = append(n.Runs, Run{Holder: pr.Hold, Prompt: pr.Plan.Msg, State: Active})
+	n.Taken = pr.Plan.Msg
+	n.Consumed[pr.Plan.Msg-1]++
+	n.Procs[p].Run = uint8(len(s.Runs) + 1)
+	n.Procs[p].PC = Running
+	n.Procs[p].Plan = noPlan
+	return Outcome{Enabled: true, Next: n}
+}
+
+// StartFenced(p): the fence refuses p's start; p's round is over.
+func (m *Model) StartFenced(s *State, p int) Outcome {
+	return m.fenced(s, p, PlanRun, cPlanRun, m.cfg.FenceStart)
+}
+
+// ReplyFenced(p): the fence refuses p's answer; p's round is over.
+func (m *Model) ReplyFenced(s *State, p int) Outcome {
+	return m.fenced(s, p, PlanReply, cPlanReply, m.cfg.FenceReply)
+}
+
+func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct string, on bool) Outcome {
+	switch {
+	case s.Procs[p].PC != Planned:
+		return refused(cPCPlanned)
+	case s.Procs[p].Plan.Kind != kind:
+		return refused(kindConjunct)
+	case !on:
+		return refused(cFencedOn)
+	case HasLease(s, p):
+		return refused(cNotHasLease)
+	}
+	n := s.Clone()
+	n.Procs[p].PC = Idle
+	n.Procs[p].Hold = 0
+	n.Procs[p].Plan = noPlan
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Reply(p): p answers the planned request with the planned message, which
+// is consumed.
+func (m *Model) Reply(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Planned:
+		return refused(cPCPlanned)
+	case pr.Plan.Kind != PlanReply:
+		return refused(cPlanReply)
+	case m.cfg.FenceReply && !HasLease(s, p):
+		return refused(cFenced)
+	case s.Reqs[pr.Plan.Req-1].State != Open:
+		return refused(cReqOpen)
+	}
+	n := s.Clone()
+	n.Reqs[pr.Plan.Req-1].State = Answered
+	n.Reqs[pr.Plan.Req-1].Answer = pr.Plan.Msg
+	n.Taken = pr.Plan.Msg
+	n.Consumed[pr.Plan.Msg-1]++
+	n.Procs[p].PC = Claimed
+	n.Procs[p].Plan = noPlan
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Ask(p): p's running run opens a request.
+func (m *Model) Ask(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Running:
+		return refused(cPCRunning)
+	case s.Runs[pr.Run-1].State != Active:
+		return refused(cRunActive)
+	case !(len(s.Reqs) < m.cfg.MaxAsks):
+		return refused(cAsksBound)
+	}
+	n := s.Clone()
+	n.Reqs = append(n.Reqs, Req{Run: pr.Run, State: Open})
+	return Outcome{Enabled: true, Next: n}
+}
+
+// RunEnd(p): p records the end of its run.
+func (m *Model) RunEnd(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Running:
+		return refused(cPCRunning)
+	case s.Runs[pr.Run-1].State != Active:
+		return refused(cRunActive)
+	}
+	n := s.Clone()
+	n.Runs[pr.Run-1].State = Ended
+	n.Procs[p].PC = Claimed
+	n.Procs[p].Run = 0
+	return Outcome{Enabled: true, Next: n}
+}
+
+// EndRefused(p): storage refuses the end of p's run, which was abandoned.
+func (m *Model) EndRefused(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Running:
+		return refused(cPCRunning)
+	case s.Runs[pr.Run-1].State != Abandoned:
+		return refused(cRunAbandoned)
+	}
+	n := s.Clone()
+	n.Procs[p].PC = Idle
+	n.Procs[p].Hold = 0
+	n.Procs[p].Run = 0
+	return Outcome{Enabled: true, Next: n}
+}
+
+// Crash(p): p dies; its lease and run stay as they are in storage.
+func (m *Model) Crash(s *State, p int) Outcome {
+	if s.Procs[p].PC == Idle {
+		return refused(cPCNotIdle)
+	}
+	n := s.Clone()
+	n.Procs[p] = Proc{}
+	return Outcome{Enabled: true, Next: n}
+}

@@ -1,0 +1,66 @@
+package specmodel
+
+// Invariant evaluates the named invariant in s. It reports false for a
+// name the model does not know (ParseConfig refuses those).
+func (m *Model) Invariant(name string, s *State) bool {
+	switch name {
+	case InvTypeOK:
+		return m.TypeOK(s)
+	case InvConsumedAtMostOnce:
+		return ConsumedAtMostOnce(s)
+	case InvOneActiveRun:
+		return ActiveRuns(s) <= 1
+	case InvNoLiveAbandon:
+		return !s.LiveAbandoned
+	}
+	return false
+}
+
+// Violated returns the first of the cfg's invariants, in the cfg's order,
+// that is false in s, or "" when all hold.
+func (m *Model) Violated(s *State) string {
+	for _, inv := range m.cfg.Invariants {
+		if !m.Invariant(inv, s) {
+			return inv
+		}
+	}
+	return ""
+}
+
+// ConsumedAtMostOnce is I1_ConsumedAtMostOnce.
+func ConsumedAtMostOnce(s *State) bool {
+	for _, n := range s.Consumed {
+		if n > 1 {
+			return false
+		}
+	}
+	return true
+}
+
+// TypeOK is the spec's TypeOK, conjunct by conjunct.
+func (m *Model) TypeOK(s *State) bool {
+	c := m.cfg
+	maxMsgs, maxClaims := uint8(c.MaxMsgs), uint8(c.MaxClaims)
+	if s.Msgs > maxMsgs || s.Taken > maxMsgs || s.Taken > s.Msgs || s.Lease.Holder > maxClaims {
+		return false
+	}
+	for _, r := range s.Runs {
+		if r.Holder < 1 || r.Holder > maxClaims || r.Prompt < 1 || r.Prompt > maxMsgs || r.State > Abandoned {
+			return false
+		}
+	}
+	for _, q := range s.Reqs {
+		if q.Run == 0 || q.State > Answered || q.Answer > maxMsgs {
+			return false
+		}
+	}
+	if len(s.Consumed) != c.MaxMsgs || len(s.Procs) != len(c.Procs) {
+		return false
+	}
+	for _, p := range s.Procs {
+		if p.PC > Running || p.Hold > maxClaims || p.Plan.Kind > PlanReply || p.Plan.Msg > maxMsgs {
+			return false
+		}
+	}
+	return s.NextHolder >= 1 && s.NextHolder <= maxClaims+1
+}
