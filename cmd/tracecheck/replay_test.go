@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -9,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/shrink"
 )
 
 // run -seed N -ops-out writes the seed's operations; replay reproduces the
@@ -113,4 +117,22 @@ func TestRunJSON(t *testing.T) {
 	require.Equal(t, "fail", s.Verdict)
 	require.NotEmpty(t, s.Figures.Stories)
 	require.Positive(t, s.Figures.InvariantsBroken["I1_ConsumedAtMostOnce"])
+}
+
+// A fold that fails ends the run at once: runSeeds returns its error and
+// leaves no worker behind (the test would hang, or -race flag a leak).
+func TestRunSeedsStopsOnError(t *testing.T) {
+	f := runFlags{seeds: 50, steps: 50, procs: 2, threads: 1, messages: 2, workers: 3}
+	seen := 0
+	stop := errors.New("stop")
+	err := runSeeds(context.Background(), f, func(seed uint64, _ *shrink.Execution) error {
+		require.Equal(t, uint64(seen), seed, "folded out of seed order")
+		seen++
+		if seen == 5 {
+			return stop
+		}
+		return nil
+	})
+	require.ErrorIs(t, err, stop)
+	require.Equal(t, 5, seen)
 }

@@ -254,7 +254,13 @@ func (t *tally) seeded(f runFlags, seed uint64, e *shrink.Execution) error {
 // per worker wait to be folded, so memory stays flat over many seeds.
 func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Execution) error) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var wg sync.WaitGroup
+	// On an early return the producer and the workers see ctx end; wait
+	// for the workers only after cancelling.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
 	type slot struct {
 		seed uint64
 		exec *shrink.Execution
@@ -280,7 +286,6 @@ func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Executi
 			}
 		}
 	}()
-	var wg sync.WaitGroup
 	for range f.workers {
 		wg.Go(func() {
 			for s := range jobs {
@@ -289,7 +294,6 @@ func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Executi
 			}
 		})
 	}
-	defer wg.Wait()
 	for s := range window {
 		select {
 		case <-s.done:

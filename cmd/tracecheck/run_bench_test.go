@@ -16,7 +16,8 @@ func BenchmarkRunSeeds(b *testing.B) {
 	for _, w := range []int{1, 2} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {
 			const seeds = 50
-			f := runFlags{seeds: seeds, steps: 300, procs: 3, threads: 2, messages: 4, workers: w}
+			// The main job's defaults: steps interleaved, 5% storage faults.
+			f := runFlags{seeds: seeds, steps: 300, procs: 3, threads: 2, messages: 4, workers: w, interleave: true, faults: 0.05}
 			execs := 0
 			for b.Loop() {
 				err := runSeeds(context.Background(), f, func(uint64, *shrink.Execution) error {
