@@ -6,11 +6,10 @@
 // it as a self-contained page (lanes per process, the state of any line
 // selected, the action's TLA+ text); package itf exports the same states.
 //
-// For a Go trace the state is a fold of the lines over the spec's
-// variables, one thread at a time, up to the line the Go trace checker
-// rejects (package tracecheck decides; this package only applies). When
-// package specmodel lands, its state and its named conjuncts can replace
-// the fold.
+// For a Go trace the state is the spec model's (package specmodel): each
+// thread's lines are followed through it from Init, a Lapse inferred
+// before a Claim that needs one, up to the line the Go trace checker
+// rejects.
 package explore
 
 import (
@@ -20,6 +19,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/itf"
+	"github.com/threadclaim/threadclaim/specmodel"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -146,7 +146,7 @@ func FromGo(file string, lines []core.TraceEvent, v *tracecheck.Violation) Trace
 func goThread(th tracecheck.ThreadLines, v *tracecheck.Violation) Thread {
 	view := BuildView(th, v)
 	out := Thread{Name: string(th.Thread), Lanes: view.Lanes, Holders: view.Holders}
-	f := newFold(th)
+	f := newFollow(th)
 	state := f.values()
 	out.Steps = append(out.Steps, Step{Action: "Init", Lane: -1, Text: "Init", Class: "plain", State: state})
 	stopped := false
@@ -165,19 +165,22 @@ func goThread(th tracecheck.ThreadLines, v *tracecheck.Violation) Thread {
 			continue
 		}
 		if f.lapseBefore(l.Ev) {
-			f.lease.expired = true
+			if !f.do(specmodel.Step{Action: core.ActionLapse, P: -1}) {
+				stopped = true
+				out.Steps = append(out.Steps, step)
+				continue
+			}
 			after := f.values()
 			out.Steps = append(out.Steps, Step{Action: string(core.ActionLapse), Lane: len(view.Lanes), Text: "Lapse (inferred)",
 				Class: "lapse", Inferred: true, State: after, Changed: changed(state, after)})
 			state = after
 		}
-		if rejected && v.Kind != tracecheck.ErrInvariant {
+		if rejected && v.Kind != tracecheck.ErrInvariant || !f.do(f.step(l.Ev)) {
 			// The spec has no state after a line it does not explain.
 			stopped = true
 			out.Steps = append(out.Steps, step)
 			continue
 		}
-		f.apply(l.Ev)
 		after := f.values()
 		step.State, step.Changed = after, changed(state, after)
 		state = after
@@ -199,180 +202,120 @@ func rejection(v *tracecheck.Violation) *Rejection {
 	return &Rejection{Kind: kind, Rule: v.Rule, Failed: v.Failed, Detail: v.Detail, State: v.State}
 }
 
-// fold is the spec's state of one thread, built from its lines.
-type fold struct {
-	msgs, taken int64
-	lease       struct {
-		holder  int
-		expired bool
-	}
-	runs []struct {
-		holder int
-		prompt int64
-		state  string
-	}
-	reqs []struct {
-		run    int64
-		state  string
-		answer int64
-	}
-	consumed      []int64
-	liveAbandoned bool
-	procs         []string
-	pc            map[string]string
-	hold          map[string]int
-	plan          map[string][3]int64 // kind (0 none, 1 run, 2 reply), msg, req
-	run           map[string]int64
-	holders       map[core.Holder]int
+// follow walks one thread's lines through the spec model (specmodel),
+// with the fences on, as the Go trace checker judges them: a model whose
+// bounds are the thread's own (its messages, claims and asks), its
+// processes the thread's.
+type follow struct {
+	m     *specmodel.Model
+	s     specmodel.State
+	procs map[string]int
 }
 
-var planKinds = [...]string{"none", core.PlanKindRun, core.PlanKindReply}
+// maxBound is the largest bound specmodel holds (its values are bytes).
+const maxBound = 200
 
-func newFold(th tracecheck.ThreadLines) *fold {
-	f := &fold{pc: map[string]string{}, hold: map[string]int{}, plan: map[string][3]int64{}, run: map[string]int64{},
-		holders: map[core.Holder]int{}}
+func newFollow(th tracecheck.ThreadLines) *follow {
+	cfg := specmodel.Config{FenceStart: true, FenceReply: true, FenceAbandon: true}
 	seen := map[string]bool{}
-	var msgs int64
 	for _, l := range th.Lines {
-		if l.Ev.Action == core.ActionPost {
-			msgs = max(msgs, int64(l.Ev.Msg))
+		switch l.Ev.Action {
+		case core.ActionPost:
+			cfg.MaxMsgs = max(cfg.MaxMsgs, int(l.Ev.Msg))
 			continue
+		case core.ActionClaim:
+			cfg.MaxClaims++
+		case core.ActionAsk:
+			cfg.MaxAsks++
 		}
 		if !seen[l.Ev.Proc] {
 			seen[l.Ev.Proc] = true
-			f.procs = append(f.procs, l.Ev.Proc)
-			f.pc[l.Ev.Proc] = "idle"
+			cfg.Procs = append(cfg.Procs, l.Ev.Proc)
 		}
 	}
-	sort.Strings(f.procs)
-	f.consumed = make([]int64, msgs)
+	sort.Strings(cfg.Procs)
+	// A longer thread than the model's bytes hold is followed up to the
+	// bound: the steps past it have no state.
+	cfg.MaxMsgs, cfg.MaxClaims, cfg.MaxAsks = min(cfg.MaxMsgs, maxBound), min(cfg.MaxClaims, maxBound), min(cfg.MaxAsks, maxBound)
+	f := &follow{m: specmodel.New(cfg), procs: map[string]int{}}
+	for i, p := range cfg.Procs {
+		f.procs[p] = i
+	}
+	f.s = f.m.Init()
 	return f
+}
+
+// step is the model's step for a line.
+func (f *follow) step(ev *core.TraceEvent) specmodel.Step {
+	st := specmodel.Step{Action: ev.Action, P: -1}
+	if ev.Action != core.ActionPost {
+		st.P = f.procs[ev.Proc]
+	}
+	if ev.Action == core.ActionAbandon {
+		st.R = int(ev.Run)
+	}
+	return st
 }
 
 // lapseBefore says whether the checker infers a Lapse before ev: a Claim
 // of a lease someone holds.
-func (f *fold) lapseBefore(ev *core.TraceEvent) bool {
-	return ev.Action == core.ActionClaim && f.lease.holder != 0 && !f.lease.expired
+func (f *follow) lapseBefore(ev *core.TraceEvent) bool {
+	return ev.Action == core.ActionClaim && f.s.Lease.Holder != 0 && !f.s.Lease.Expired
 }
 
-func (f *fold) hasLease(p string) bool { return f.hold[p] != 0 && f.lease.holder == f.hold[p] }
-
-// apply takes the line's action, as the spec defines it.
-func (f *fold) apply(ev *core.TraceEvent) {
-	p := ev.Proc
-	consume := func(m int64) {
-		f.taken = m
-		if m >= 1 && m <= int64(len(f.consumed)) {
-			f.consumed[m-1]++
-		}
+// do takes the step; false when the model refuses it (or has no such
+// step: an abandoned run past the model's bound).
+func (f *follow) do(st specmodel.Step) bool {
+	if st.Action == core.ActionAbandon && (st.R < 1 || st.R > f.m.Config().MaxRuns()) {
+		return false
 	}
-	idle := func() { f.pc[p], f.hold[p], f.plan[p] = "idle", 0, [3]int64{} }
-	switch ev.Action {
-	case core.ActionPost:
-		f.msgs++
-	case core.ActionClaim:
-		h := len(f.holders) + 1
-		f.holders[ev.Holder] = h
-		f.lease.holder, f.lease.expired = h, false
-		f.hold[p], f.pc[p] = h, "claimed"
-	case core.ActionRenew:
-		f.lease.expired = false
-	case core.ActionRelease:
-		if f.hasLease(p) {
-			f.lease.holder, f.lease.expired = 0, false
-		}
-		f.pc[p], f.hold[p] = "idle", 0
-	case core.ActionAbandon:
-		if r := int64(ev.Run); r >= 1 && r <= int64(len(f.runs)) {
-			f.runs[r-1].state = "abandoned"
-			f.liveAbandoned = f.liveAbandoned || f.lease.holder == f.runs[r-1].holder
-		}
-	case core.ActionAbandonFenced:
-		f.pc[p], f.hold[p] = "idle", 0
-	case core.ActionPlan:
-		kind := int64(1)
-		if ev.Kind == core.PlanKindReply {
-			kind = 2
-		}
-		f.plan[p] = [3]int64{kind, int64(ev.Msg), int64(ev.Req)}
-		f.pc[p] = "planned"
-	case core.ActionRunStart:
-		m := f.plan[p][1]
-		f.runs = append(f.runs, struct {
-			holder int
-			prompt int64
-			state  string
-		}{f.hold[p], m, "active"})
-		consume(m)
-		f.run[p] = int64(len(f.runs))
-		f.pc[p], f.plan[p] = "running", [3]int64{}
-	case core.ActionReply:
-		pl := f.plan[p]
-		if q := pl[2]; q >= 1 && q <= int64(len(f.reqs)) {
-			f.reqs[q-1].state, f.reqs[q-1].answer = "answered", pl[1]
-		}
-		consume(pl[1])
-		f.pc[p], f.plan[p] = "claimed", [3]int64{}
-	case core.ActionStartFenced, core.ActionReplyFenced:
-		idle()
-	case core.ActionAsk:
-		f.reqs = append(f.reqs, struct {
-			run    int64
-			state  string
-			answer int64
-		}{f.run[p], "open", 0})
-	case core.ActionRunEnd:
-		if r := f.run[p]; r >= 1 && r <= int64(len(f.runs)) {
-			f.runs[r-1].state = "ended"
-		}
-		f.pc[p], f.run[p] = "claimed", 0
-	case core.ActionEndRefused:
-		idle()
-		f.run[p] = 0
-	case core.ActionCrash:
-		idle()
-		f.run[p] = 0
+	out := f.m.Do(&f.s, st)
+	if out.Enabled {
+		f.s = out.Next
 	}
+	return out.Enabled
 }
 
-// values returns the state as the spec's variables.
-func (f *fold) values() map[string]itf.Value {
-	i := itf.Int
+// values returns the model's state as the spec's variables.
+func (f *follow) values() map[string]itf.Value { return Values(f.m.Config().Procs, &f.s) }
+
+// Values returns a spec state as the spec's variables, as TLC writes them.
+func Values(procs []string, s *specmodel.State) map[string]itf.Value {
+	i := func(n uint8) itf.Value { return itf.Int(int64(n)) }
 	rec := func(names string, vals ...itf.Value) itf.Value { return itf.Rec(strings.Split(names, " "), vals) }
 	var runs, reqs, consumed []itf.Value
-	for _, r := range f.runs {
-		runs = append(runs, rec("holder prompt state", i(int64(r.holder)), i(r.prompt), itf.Str(r.state)))
+	for _, r := range s.Runs {
+		runs = append(runs, rec("holder prompt state", i(r.Holder), i(r.Prompt), itf.Str(r.State.String())))
 	}
-	for _, q := range f.reqs {
-		reqs = append(reqs, rec("run state answer", i(q.run), itf.Str(q.state), i(q.answer)))
+	for _, q := range s.Reqs {
+		reqs = append(reqs, rec("run state answer", i(q.Run), itf.Str(q.State.String()), i(q.Answer)))
 	}
-	for _, n := range f.consumed {
+	for _, n := range s.Consumed {
 		consumed = append(consumed, i(n))
 	}
-	perProc := func(val func(p string) itf.Value) itf.Value {
-		keys := make([]itf.Value, len(f.procs))
-		vals := make([]itf.Value, len(f.procs))
-		for j, p := range f.procs {
-			keys[j], vals[j] = itf.Str(p), val(p)
+	perProc := func(val func(p specmodel.Proc) itf.Value) itf.Value {
+		keys := make([]itf.Value, len(procs))
+		vals := make([]itf.Value, len(procs))
+		for j, p := range procs {
+			keys[j], vals[j] = itf.Str(p), val(s.Procs[j])
 		}
 		return itf.Map(keys, vals)
 	}
 	return map[string]itf.Value{
-		"msgs":          i(f.msgs),
-		"taken":         i(f.taken),
-		"lease":         rec("holder expired", i(int64(f.lease.holder)), itf.Bool(f.lease.expired)),
+		"msgs":          i(s.Msgs),
+		"taken":         i(s.Taken),
+		"lease":         rec("holder expired", i(s.Lease.Holder), itf.Bool(s.Lease.Expired)),
 		"runs":          itf.Seq(runs...),
 		"reqs":          itf.Seq(reqs...),
 		"consumed":      itf.Seq(consumed...),
-		"liveAbandoned": itf.Bool(f.liveAbandoned),
-		"pc":            perProc(func(p string) itf.Value { return itf.Str(f.pc[p]) }),
-		"hold":          perProc(func(p string) itf.Value { return i(int64(f.hold[p])) }),
-		"plan": perProc(func(p string) itf.Value {
-			pl := f.plan[p]
-			return rec("kind msg req", itf.Str(planKinds[pl[0]]), i(pl[1]), i(pl[2]))
+		"liveAbandoned": itf.Bool(s.LiveAbandoned),
+		"pc":            perProc(func(p specmodel.Proc) itf.Value { return itf.Str(p.PC.String()) }),
+		"hold":          perProc(func(p specmodel.Proc) itf.Value { return i(p.Hold) }),
+		"plan": perProc(func(p specmodel.Proc) itf.Value {
+			return rec("kind msg req", itf.Str(p.Plan.Kind.String()), i(p.Plan.Msg), i(p.Plan.Req))
 		}),
-		"run":        perProc(func(p string) itf.Value { return i(f.run[p]) }),
-		"nextHolder": i(int64(len(f.holders) + 1)),
+		"run":        perProc(func(p specmodel.Proc) itf.Value { return i(p.Run) }),
+		"nextHolder": i(s.NextHolder),
 	}
 }
 

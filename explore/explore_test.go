@@ -25,10 +25,11 @@ func readGo(t *testing.T, path string) Trace {
 	return FromGo(path, lines, v)
 }
 
-// The fold agrees with what the Go code wrote: after every write that
-// carries the cursor, the fold's taken is the line's; after a write that
-// carries the lease, the fold's lease holder is the line's; a RunStart's
-// run is the fold's newest, an Ask's request too. Checked on every fixture
+// The explorer's states (the spec model followed line by line) agree
+// with what the Go code wrote: after every write that carries the cursor,
+// the state's taken is the line's; after a write that carries the lease,
+// the state's lease holder is the line's; a RunStart's run is the newest,
+// an Ask's request too. Checked on every fixture
 // the checker accepts and on the shrunk story.
 func TestFoldAgreesWithTheLines(t *testing.T) {
 	files, err := filepath.Glob("../tracecheck/testdata/ok-*.ndjson")
