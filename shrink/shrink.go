@@ -8,7 +8,9 @@
 // then chunks of operations and single operations (ddmin), then it makes
 // what is left simpler (no questions asked, shorter time jumps), keeping
 // each change only while the same failure remains: the same invariant, or
-// the same guard of the same action. What is left is a story a spec
+// the same guard of the same action. It also tries the story without
+// injected storage faults and without steps paused between transactions.
+// What is left is a story a spec
 // reviewer reads in a few lines.
 package shrink
 
@@ -173,7 +175,14 @@ func Shrink(ctx context.Context, log sim.Log, want Failure) (Result, error) {
 			changed = s.accept(&log, dropThread(log, t)) || changed
 		}
 		changed = s.accept(&log, withOps(log, filter(log.Ops, func(o sim.Op) bool { return o.Kind != sim.OpTime && o.Kind != sim.OpSkew }))) || changed
+		// A story without injected faults, or without steps paused
+		// between transactions, is simpler when it still fails.
+		noFaults, noInterleave := log, log
+		noFaults.Faults, noInterleave.Interleave = 0, false
+		changed = s.accept(&log, noFaults) || changed
+		changed = s.accept(&log, noInterleave) || changed
 		changed = s.ddmin(&log) || changed
+		changed = s.pairs(&log) || changed
 		changed = s.simplify(&log) || changed
 		if s.err != nil {
 			return Result{}, s.err
@@ -227,13 +236,24 @@ func (s *shrinker) accept(cur *sim.Log, cand sim.Log) bool {
 }
 
 // smaller orders logs: fewer operations, then fewer processes, threads
-// and messages, then less asked and less time jumped.
+// and messages (and no faults, no interleaving), then less asked and less
+// time jumped.
 func smaller(a, b sim.Log) bool {
 	if len(a.Ops) != len(b.Ops) {
 		return len(a.Ops) < len(b.Ops)
 	}
-	if a.Procs+a.Threads+a.Messages != b.Procs+b.Threads+b.Messages {
-		return a.Procs+a.Threads+a.Messages < b.Procs+b.Threads+b.Messages
+	size := func(l sim.Log) int {
+		n := l.Procs + l.Threads + l.Messages
+		if l.Faults > 0 {
+			n++
+		}
+		if l.Interleave {
+			n++
+		}
+		return n
+	}
+	if size(a) != size(b) {
+		return size(a) < size(b)
 	}
 	weight := func(l sim.Log) (w time.Duration) {
 		for _, o := range l.Ops {
@@ -268,6 +288,28 @@ func (s *shrinker) ddmin(cur *sim.Log) bool {
 			break
 		}
 		n = min(2*n, len(ops))
+	}
+	return changed
+}
+
+// maxPairs bounds the logs whose pairs of operations are tried: the
+// tries grow as the square of the operations.
+const maxPairs = 40
+
+// pairs removes two operations at once where removing either alone
+// loses the failure (a process's claim and its later step, say): ddmin
+// leaves a log from which no single operation can go, not one from which
+// no two can.
+func (s *shrinker) pairs(cur *sim.Log) bool {
+	changed := false
+	for i := 0; i < len(cur.Ops) && len(cur.Ops) <= maxPairs && s.err == nil; i++ {
+		for j := i + 1; j < len(cur.Ops) && s.err == nil; j++ {
+			ops := slices.Concat(cur.Ops[:i], cur.Ops[i+1:j], cur.Ops[j+1:])
+			if s.accept(cur, withOps(*cur, ops)) {
+				changed = true
+				j = i // start again from the next pair at i
+			}
+		}
 	}
 	return changed
 }

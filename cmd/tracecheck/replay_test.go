@@ -69,9 +69,11 @@ func TestReplayBadInput(t *testing.T) {
 	require.Equal(t, exitUsage, code, "a directory is bad input")
 	code, _, _ = runCLI("replay", filepath.Join(dir, "missing"))
 	require.Equal(t, exitUsage, code)
-	code, out, _ := runCLI("replay", "-h")
-	require.Equal(t, exitOK, code)
-	require.Contains(t, out, "usage")
+	for _, cmd := range []string{"replay", "export"} {
+		code, out, _ := runCLI(cmd, "-h")
+		require.Equal(t, exitOK, code, cmd)
+		require.Contains(t, out, "usage", cmd)
+	}
 }
 
 var timeLine = regexp.MustCompile(`(?m)^time .*$`)
