@@ -273,6 +273,10 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			}),
 			NewHolder: func() (core.Holder, error) {
 				p.holders++
+				// The scheduler's source still advances as it did when it
+				// named the holders, so that each seed draws the operations
+				// it always drew.
+				_ = s.rng.Uint32()
 				return core.Holder(fmt.Sprintf("%s.%d.%x", p.name, p.holders, holderRNG.Uint32())), nil
 			},
 		})
