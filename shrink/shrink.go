@@ -183,6 +183,7 @@ func Shrink(ctx context.Context, log sim.Log, want Failure) (Result, error) {
 		changed = s.accept(&log, noInterleave) || changed
 		changed = s.ddmin(&log) || changed
 		changed = s.pairs(&log) || changed
+		changed = s.moves(&log) || changed
 		changed = s.simplify(&log) || changed
 		if s.err != nil {
 			return Result{}, s.err
@@ -308,6 +309,42 @@ func (s *shrinker) pairs(cur *sim.Log) bool {
 			if s.accept(cur, withOps(*cur, ops)) {
 				changed = true
 				j = i // start again from the next pair at i
+			}
+		}
+	}
+	return changed
+}
+
+// moves moves one operation elsewhere in the log and shrinks again
+// (ddmin), keeping the result when it is smaller: deleting alone cannot
+// reorder, and a story often gets shorter once time passes earlier (a
+// process's first claim and release are no longer needed to wait out a
+// lease, say).
+func (s *shrinker) moves(cur *sim.Log) bool {
+	changed := false
+	for i := 0; i < len(cur.Ops) && len(cur.Ops) <= maxPairs && s.err == nil; i++ {
+		for j := 0; j < len(cur.Ops) && s.err == nil; j++ {
+			if j == i || j == i+1 {
+				continue
+			}
+			ops := slices.Clone(cur.Ops)
+			op := ops[i]
+			ops = slices.Delete(ops, i, i+1)
+			at := j
+			if j > i {
+				at--
+			}
+			ops = slices.Insert(ops, at, op)
+			moved := withOps(*cur, ops)
+			if _, ok, err := s.try(moved); err != nil || !ok {
+				s.err = err
+				continue
+			}
+			s.ddmin(&moved)
+			if smaller(moved, *cur) {
+				*cur, changed = moved, true
+				i, j = 0, -1
+				continue
 			}
 		}
 	}

@@ -23,6 +23,7 @@ type story struct {
 	Ops      int      `json:"ops"`        // the failing seed's operations
 	ShrunkOp int      `json:"ops_shrunk"` // the shrunk log's
 	Lines    int      `json:"lines"`      // the shrunk story's trace lines
+	States   int      `json:"states"`     // as TLC counts a counterexample: Init, the lines, the inferred Lapses
 	Runs     int      `json:"runs"`       // executions delta debugging tried
 	Files    []string `json:"files"`      // the original and shrunk logs and traces
 }
@@ -68,16 +69,18 @@ func (t *tally) shrinkAll(ctx context.Context, f runFlags, out io.Writer) error 
 		for _, o := range res.Log.Ops {
 			fmt.Fprintf(out, "  op  %v\n", o)
 		}
-		printStory(out, lines, st.Files[3])
-		fmt.Fprintf(out, "shrunk to %d lines\n", st.Lines)
+		lapses := printStory(out, lines, st.Files[3])
+		st.States = 1 + st.Lines + lapses
+		fmt.Fprintf(out, "shrunk to %d lines (%d states as TLC counts them: Init, the lines and %d inferred Lapse(s))\n", st.Lines, st.States, lapses)
 		fmt.Fprintf(out, "wrote %s\n", strings.Join(st.Files, ", "))
 	}
 	return nil
 }
 
-// printStory prints lines as show's timeline, the rejected line marked.
-func printStory(out io.Writer, lines []core.TraceEvent, name string) {
-	_, err := tracecheck.Check(lines, tracecheck.WithFile(name))
+// printStory prints lines as show's timeline, the rejected line marked,
+// and returns the Lapses the checker inferred in them.
+func printStory(out io.Writer, lines []core.TraceEvent, name string) int {
+	stats, err := tracecheck.Check(lines, tracecheck.WithFile(name))
 	var v *tracecheck.Violation
 	errors.As(err, &v)
 	for _, th := range tracecheck.Order(lines) {
@@ -86,6 +89,7 @@ func printStory(out io.Writer, lines []core.TraceEvent, name string) {
 	if v != nil {
 		fmt.Fprintf(out, "the Go trace checker: %s:%d: %s %s\n", v.File, v.Line, v.Action, v.Rule)
 	}
+	return stats.LapsesInferred
 }
 
 // slug makes a failure a file name's part: I1_ConsumedAtMostOnce,
