@@ -293,9 +293,13 @@ func (s *shrinker) ddmin(cur *sim.Log) bool {
 	return changed
 }
 
-// maxPairs bounds the logs whose pairs of operations are tried: the
-// tries grow as the square of the operations.
-const maxPairs = 40
+// maxPairs and maxMoves bound the logs whose pairs of operations are
+// tried, and whose operations are moved: the tries grow as the square of
+// the operations (and each move is shrunk again).
+const (
+	maxPairs = 40
+	maxMoves = 16
+)
 
 // pairs removes two operations at once where removing either alone
 // loses the failure (a process's claim and its later step, say): ddmin
@@ -322,7 +326,7 @@ func (s *shrinker) pairs(cur *sim.Log) bool {
 // lease, say).
 func (s *shrinker) moves(cur *sim.Log) bool {
 	changed := false
-	for i := 0; i < len(cur.Ops) && len(cur.Ops) <= maxPairs && s.err == nil; i++ {
+	for i := 0; i < len(cur.Ops) && len(cur.Ops) <= maxMoves && s.err == nil; i++ {
 		for j := 0; j < len(cur.Ops) && s.err == nil; j++ {
 			if j == i || j == i+1 {
 				continue
