@@ -1,6 +1,7 @@
 package explore
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/itf"
+	"github.com/threadclaim/threadclaim/sim"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -173,4 +175,34 @@ func TestITFOfBothSources(t *testing.T) {
 	require.Len(t, tlc.ITF(0).States, 9)
 	require.Contains(t, string(doc), `"pc":{"#map":[["p1","idle"],["p2","idle"]]}`)
 	require.Contains(t, string(doc), `"lease":{"holder":{"#bigint":"0"},"expired":false}`)
+}
+
+// Every line the Go trace checker accepts has a spec state: the spec model
+// takes every step the checker takes, on the fixtures and on seeded
+// executions of the real code (interleaved, with storage faults).
+func TestEveryAcceptedLineHasAState(t *testing.T) {
+	var traces [][]core.TraceEvent
+	files, err := filepath.Glob("../tracecheck/testdata/ok-*.ndjson")
+	require.NoError(t, err)
+	for _, f := range files {
+		lines, err := tracecheck.ReadFile(f)
+		require.NoError(t, err)
+		traces = append(traces, lines)
+	}
+	ctx := context.Background()
+	for seed := range uint64(20) {
+		s, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Interleave: true, Faults: 0.05})
+		require.NoError(t, err)
+		require.NoError(t, s.Run(ctx))
+		traces = append(traces, s.TraceLines())
+	}
+	for i, lines := range traces {
+		_, err := tracecheck.Check(lines)
+		require.NoError(t, err, "trace %d", i)
+		for _, th := range FromGo("trace", lines, nil).Threads {
+			for _, s := range th.Steps {
+				require.NotNil(t, s.State, "trace %d thread %s: no spec state after line %d (%s)", i, th.Name, s.Line, s.Label())
+			}
+		}
+	}
 }
