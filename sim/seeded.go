@@ -307,6 +307,10 @@ func (s *Seeded) Stats() Stats {
 // invariants after each, then quiesces and checks liveness. It returns the
 // first violation.
 func (s *Seeded) Run(ctx context.Context) error {
+	// A step still paused between its transactions when the execution
+	// ends (a broken invariant, the end of a replayed log) is ended too:
+	// its goroutine would wait for a resume that never comes.
+	defer s.endPausedSteps()
 	n := s.cfg.Steps
 	if s.cfg.Ops != nil {
 		n = len(s.cfg.Ops)
@@ -335,6 +339,14 @@ func (s *Seeded) Run(ctx context.Context) error {
 		s.guide.feed(s.rec.lines)
 	}
 	return err
+}
+
+// endPausedSteps ends every process's step in flight, as a crash would,
+// without writing anything.
+func (s *Seeded) endPausedSteps() {
+	for _, p := range s.procs {
+		p.co.kill()
+	}
 }
 
 // NextOp draws the next operation from the seeded scheduler.
