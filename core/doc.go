@@ -19,6 +19,17 @@
 // an error for which errors.Is(err, ErrThreadBusy) holds, writes nothing,
 // and is traced as StartFenced, ReplyFenced or AbandonFenced.
 //
+// A claim knows its round: the Workspace that made it follows the round as
+// the specification follows pc[p] (claimed, planned, running) and refuses,
+// with ErrOutOfOrder or ErrRoundOver and nothing written or traced, every
+// call the specification does not allow next: a RunStart or Reply other
+// than the current plan, a Release during a run, any call after a refusal,
+// Release or Crash ended the round, a claim from another Workspace or
+// built by hand, a second Claim on a thread whose round is open, a holder
+// it claimed with before. So any sequence of calls is either refused or
+// traced as a behaviour of the specification (storetest's API machine
+// checks this). Crash traces without needing storage to answer.
+//
 // When a Tracer is set, every action is written as one TraceEvent whose
 // field names are the specification's; with no Tracer the cost is one nil
 // check per write.

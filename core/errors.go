@@ -1,6 +1,9 @@
 package core
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Refusals. Callers check them with errors.Is; the Workspace wraps them with
 // the thread, run or request they concern.
@@ -41,6 +44,23 @@ var (
 	// holder or thread id, a non-positive TTL, a holder that already holds
 	// the lease).
 	ErrInvalidArgument = errors.New("invalid argument")
+
+	// ErrHolderReused: a lease was to be acquired by a holder that has
+	// held that lease before. Holders are fresh for every claim: a holder
+	// that claimed a thread never claims it again, or a round it left
+	// behind would pass a later claim's fence. Storage enforces it; it
+	// wraps ErrInvalidArgument.
+	ErrHolderReused = fmt.Errorf("%w: holder already claimed this thread once", ErrInvalidArgument)
+	// ErrOutOfOrder: the call is not one the specification allows next in
+	// the claim's round (a RunStart or Reply that is not the current plan,
+	// a Plan or Release during a run, a second Claim on a thread whose
+	// round is open). Nothing was written or traced.
+	ErrOutOfOrder = errors.New("call out of the round's order")
+
+	// ErrRoundOver: the claim's round has ended (a Release, a refusal of a
+	// fenced write or of a run's end, or a Crash ended it), so the claim
+	// can do nothing more. Nothing was written or traced.
+	ErrRoundOver = errors.New("claim's round is over")
 
 	// ErrCommitUnknown: the storage could not tell whether the transaction
 	// committed (the connection broke during COMMIT). A caller must treat

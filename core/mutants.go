@@ -10,6 +10,15 @@ type Mutants struct {
 	// of its own, committed before the write's: between the two, another
 	// holder can take the lease, so the fence no longer excludes it.
 	FenceInOwnTransaction bool
+
+	// RoundOverAccepted lets a claim whose round has ended go on as if
+	// it were claimed: a deferred Release after a refused start, say,
+	// reaches storage and is traced.
+	RoundOverAccepted bool
+
+	// PlanNotChecked lets RunStart and Reply write a message or request
+	// other than the round's current plan.
+	PlanNotChecked bool
 }
 
 // WithMutantsForTesting switches mutants on. It exists for mutation tests;
@@ -20,11 +29,13 @@ func WithMutantsForTesting(m Mutants) Option { return func(w *Workspace) { w.mut
 // fence is, it checks the claim in a transaction of its own (tracing and
 // returning the refusal as the fence does) and returns false, so that the
 // write that follows does not check again. Otherwise it returns on.
-func (w *Workspace) fenceFirst(ctx context.Context, on bool, c Claim, refusal TraceEvent) (bool, error) {
+// It also returns the refusal's line, and whether it was traced, for the
+// claim's round.
+func (w *Workspace) fenceFirst(ctx context.Context, on bool, c Claim, refusal TraceEvent) (bool, *TraceEvent, bool, error) {
 	if !on || !w.mutants.FenceInOwnTransaction {
-		return on, nil
+		return on, nil, false, nil
 	}
-	err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -32,5 +43,5 @@ func (w *Workspace) fenceFirst(ctx context.Context, on bool, c Claim, refusal Tr
 		_, err = w.fence(ctx, tx, true, c, t, refusal, line)
 		return err
 	})
-	return false, err
+	return false, line, traced, err
 }

@@ -22,7 +22,10 @@ type Storage interface {
 	// when fn returns an error nothing fn wrote is kept and Update returns
 	// that error. Update returns an error wrapping ErrCommitUnknown when it
 	// cannot tell whether the commit happened, and other errors (wrapped)
-	// when storage fails. ctx is passed to fn.
+	// when storage fails. ctx is passed to fn. A storage may call fn more
+	// than once (an optimistic attempt found its reads stale and was
+	// discarded, nothing of it kept): fn must leave no effect outside tx
+	// that a second call would not overwrite.
 	Update(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 }
 
@@ -71,7 +74,11 @@ type Transaction interface {
 	// acquire waits for this transaction. It also returns the lease seen.
 	HoldsLease(ctx context.Context, key string, holder Holder) (bool, Lease, error)
 
-	// PutLease writes the lease under l.Key.
+	// PutLease writes the lease under l.Key. A lease written for a
+	// holder other than the one that had it is an acquire: storage
+	// refuses, with ErrHolderReused, an acquire by a holder that has held
+	// the lease under that key before (now or in any earlier claim),
+	// from PutLease or from Update when the transaction commits.
 	PutLease(ctx context.Context, l Lease) error
 
 	// DeleteLease removes the lease under key; removing none is no error.
@@ -104,9 +111,15 @@ type TraceLog interface {
 	LogTrace(ctx context.Context, ev TraceEvent) error
 }
 
-// Clock tells the time. Each process has its own; they may disagree.
+// Clock tells the time and waits on it. Each process has its own; they may
+// disagree. The Workspace stamps lease expiries with Now; a runner over the
+// Workspace renews and polls with After on the same clock, so that a test
+// clock (simclock.Clock) drives both. SystemClock is the machine's.
 type Clock interface {
 	Now() time.Time
+	// After returns a channel that receives once d has passed on this
+	// clock.
+	After(d time.Duration) <-chan time.Time
 }
 
 // SystemClock reads the machine's clock.

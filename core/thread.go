@@ -22,11 +22,15 @@ type RunID int64
 // RequestID numbers a thread's requests from 1.
 type RequestID int64
 
-// Claim is one holder's claim on one thread. The runner makes a claim per
-// turn and hands it to the run it starts.
+// Claim is one holder's claim on one thread, made by Workspace.Claim. The
+// runner makes a claim per turn and hands it to the run it starts. A claim
+// knows its round: only the Workspace that made it accepts it, and only
+// until its round ends; a Claim built by hand is refused.
 type Claim struct {
 	Thread ThreadID
 	Holder Holder
+
+	r *round
 }
 
 func (c Claim) validate() error {

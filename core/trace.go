@@ -48,7 +48,11 @@ const (
 // Tick is the thread's version. A write (Read false) carries the version
 // its transaction made; a read or a refusal (Read true) carries the version
 // it saw. One thread's lines are ordered by Tick, writes before reads at
-// equal Tick, then in the order written.
+// equal Tick, then in the order written. A Crash whose read of the thread
+// failed (storage unreachable) carries the last version its round's own
+// lines saw, so it may be written after other processes' lines of higher
+// Tick: the order by Tick places it where its process was still in its
+// round, which is what a checker must follow, not the order of writing.
 type TraceEvent struct {
 	Tick   uint64    `json:"tick"`
 	Read   bool      `json:"read"`
@@ -66,6 +70,18 @@ type TraceEvent struct {
 	// Other actions do not read the lease and leave it empty.
 	Lease Holder `json:"lease"`
 	Kind  string `json:"kind,omitempty"` // Plan: PlanKindRun or PlanKindReply
+
+	// Timing, on Claim and Renew lines only (0 when absent): the
+	// claimant's clock reading (Unix nanoseconds), the ttl it asked for
+	// (nanoseconds), the expiry it stamped on the lease (Unix
+	// nanoseconds), and for a Claim over a lease someone held, that
+	// lease's expiry. The spec has no clock; tracecheck checks these
+	// against the lease rules (expires = now + ttl; a Claim takes another
+	// holder's lease only once now has reached its expiry).
+	Now      int64 `json:"now,omitempty"`
+	TTL      int64 `json:"ttl,omitempty"`
+	Expires  int64 `json:"expires,omitempty"`
+	Replaced int64 `json:"replaced,omitempty"`
 
 	// Call and Return are when the Workspace call began and returned, read
 	// from the Tracer's own clock when it implements TraceClock (a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -21,7 +22,9 @@ func AllFences() Fences { return Fences{Start: true, Reply: true, Abandon: true}
 // Option configures a Workspace.
 type Option func(*Workspace)
 
-// WithProcess names the process in trace lines. Default "".
+// WithProcess names the process in trace lines. Default "". Each
+// Workspace is one process of the specification: two Workspaces must not
+// share a name in one trace.
 func WithProcess(name string) Option { return func(w *Workspace) { w.proc = name } }
 
 // WithTracer sets where trace lines go. Default none: nothing is traced.
@@ -32,9 +35,25 @@ func WithTracer(t Tracer) Option { return func(w *Workspace) { w.tracer = t } }
 // setting reaches it.
 func WithFencesForTesting(f Fences) Option { return func(w *Workspace) { w.fences = f } }
 
+// WithoutRoundsForTesting switches off the rounds: the Workspace then
+// accepts any call on any claim, even one built by hand, in any order,
+// and leaves every check to storage. It exists for storage conformance
+// tests, which drive a storage's fences through sequences the
+// specification does not allow, and for the mutant that shows the API
+// state machine test catches a workspace without rounds; no deployment
+// setting reaches it.
+func WithoutRoundsForTesting() Option { return func(w *Workspace) { w.noRounds = true } }
+
 // Workspace writes threads through a Storage under claims. Each runner
 // process has its own, with its own clock; many share one Storage. It is
 // safe for concurrent use.
+//
+// The Workspace keeps each claim's round (the specification's pc for this
+// process and thread) and refuses, with ErrOutOfOrder or ErrRoundOver and
+// nothing written or traced, any call the specification does not allow
+// next: so every sequence of calls on its methods, from any number of
+// workspaces with any clocks, is either refused or traced as a behaviour
+// of the specification.
 type Workspace struct {
 	storage Storage
 	clock   Clock
@@ -42,12 +61,23 @@ type Workspace struct {
 	tracer  Tracer
 	fences  Fences
 	mutants Mutants
+	// noRounds: WithoutRoundsForTesting.
+	noRounds bool
+
+	mu     sync.Mutex
+	rounds map[ThreadID]*round // the open round of each thread
+	used   map[Holder]bool     // holders this workspace claimed with, recent ones
+	usedQ  []Holder            // used's holders, oldest first
 }
+
+// recentHolders bounds how many holders a Workspace remembers to refuse
+// their reuse; storage refuses the rest (ErrHolderReused).
+const recentHolders = 1 << 14
 
 // NewWorkspace returns a Workspace over s whose lease expiries are stamped
 // with clock.
 func NewWorkspace(s Storage, clock Clock, opts ...Option) *Workspace {
-	w := &Workspace{storage: s, clock: clock, fences: AllFences()}
+	w := &Workspace{storage: s, clock: clock, fences: AllFences(), rounds: map[ThreadID]*round{}, used: map[Holder]bool{}}
 	for _, o := range opts {
 		o(w)
 	}
@@ -59,6 +89,10 @@ func (w *Workspace) Process() string { return w.proc }
 
 // Now reads the workspace's clock.
 func (w *Workspace) Now() time.Time { return w.clock.Now() }
+
+// Clock returns the clock the workspace stamps lease expiries with, so that
+// a runner over it keeps its timers on the same clock.
+func (w *Workspace) Clock() Clock { return w.clock }
 
 func (w *Workspace) trace(ev *TraceEvent) {
 	if w.tracer == nil || ev == nil {
@@ -73,13 +107,13 @@ func (w *Workspace) trace(ev *TraceEvent) {
 // refusal's when fn returned ErrThreadBusy or ErrRunAbandoned (nothing was
 // written), none otherwise. A storage whose transactions keep trace lines
 // (TraceLog) gets each write's line before the commit.
-func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
+func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
 	return w.traced(ctx, w.storage.Update, fn)
 }
 
 // read is update for an action that only reads: in a read-only
 // transaction when the storage is a Viewer.
-func (w *Workspace) read(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
+func (w *Workspace) read(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
 	if v, ok := w.storage.(Viewer); ok {
 		return w.traced(ctx, v.View, fn)
 	}
@@ -96,7 +130,7 @@ func (w *Workspace) view(ctx context.Context, fn func(ctx context.Context, tx Tr
 
 type runTx func(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 
-func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) error {
+func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
 	var line *TraceEvent
 	var call int64
 	clock, timed := w.tracer.(TraceClock)
@@ -115,13 +149,14 @@ func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.C
 		}
 		return nil
 	})
-	if err == nil || (line != nil && line.Read && isRefusal(err)) {
-		if timed && line != nil {
+	if line != nil && (err == nil || (line.Read && isRefusal(err))) {
+		if timed {
 			line.Call, line.Return = call, clock.TraceNow()
 		}
 		w.trace(line)
+		return line, true, err
 	}
-	return err
+	return line, false, err
 }
 
 func isRefusal(err error) bool {
@@ -226,7 +261,7 @@ func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
 // post: it is not fenced. It returns ErrUnknownThread.
 func (w *Workspace) Post(ctx context.Context, id ThreadID, text string) (Seq, error) {
 	var seq Seq
-	err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	_, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, id)
 		if err != nil {
 			return err
@@ -242,13 +277,74 @@ func (w *Workspace) Post(ctx context.Context, id ThreadID, text string) (Seq, er
 	return seq, err
 }
 
+// reserve opens a round on the thread for holder before its Claim goes to
+// storage: a process has at most one round on a thread (the
+// specification's Claim needs pc[p] = "idle"), and never claims with a
+// holder it used before.
+func (w *Workspace) reserve(id ThreadID, holder Holder) (*round, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r := w.rounds[id]; r != nil {
+		return nil, fmt.Errorf("claim thread %q: %w: this process's round under holder %q is still open (end it with Release or Crash)", id, ErrOutOfOrder, r.holder)
+	}
+	if w.used[holder] {
+		return nil, fmt.Errorf("claim thread %q: %w: holder %q claimed before", id, ErrHolderReused, holder)
+	}
+	w.used[holder] = true
+	w.usedQ = append(w.usedQ, holder)
+	if len(w.usedQ) > recentHolders {
+		delete(w.used, w.usedQ[0])
+		w.usedQ = w.usedQ[1:]
+	}
+	r := &round{ws: w, thread: id, holder: holder, phase: phaseClaimed}
+	w.rounds[id] = r
+	return r, nil
+}
+
+// finishPending ends this workspace's round on the thread whose Crash
+// could not be traced because storage did not answer after a write in
+// doubt: a Claim on the thread retries that Crash first.
+func (w *Workspace) finishPending(ctx context.Context, id ThreadID) error {
+	w.mu.Lock()
+	r := w.rounds[id]
+	w.mu.Unlock()
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	pending := r.crashFailed && r.phase != phaseOver
+	r.mu.Unlock()
+	if !pending {
+		return nil
+	}
+	return w.finish(ctx, r)
+}
+
+// unreserve forgets a round whose Claim did not commit, and its holder,
+// which held nothing.
+func (w *Workspace) unreserve(r *round, holder Holder) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.rounds[r.thread] == r {
+		delete(w.rounds, r.thread)
+	}
+	delete(w.used, holder)
+}
+
 // Claim takes the thread's lease for holder until ttl from now by the
 // workspace's clock. It succeeds when nobody holds the lease or the lease
 // has expired by this clock, which may run ahead of the holder's. It
 // returns ErrThreadBusy when another holder's lease has not expired,
-// ErrUnknownThread, and ErrInvalidArgument for an empty holder, a
-// non-positive ttl, or a holder that already holds the lease (holders are
-// fresh for every claim).
+// ErrUnknownThread, ErrInvalidArgument for an empty holder, a non-positive
+// ttl, or a holder that holds the lease, ErrHolderReused for a holder this
+// workspace claimed with before (storage may refuse one other workspaces
+// used), and ErrOutOfOrder while this workspace's round on the thread is
+// still open.
+//
+// The claim opens a round that ends with Release, a refusal of a fenced
+// write or of RunEnd, or Crash; the claim is refused once it has ended.
+// When the outcome of the Claim's commit is unknown (ErrCommitUnknown) it
+// returns the claim with the error: the caller must end it with Crash.
 func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, error) {
 	c := Claim{Thread: id, Holder: holder}
 	if err := c.validate(); err != nil {
@@ -257,7 +353,17 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	if ttl <= 0 {
 		return Claim{}, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
-	err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	r := &round{ws: w, thread: id, holder: holder, phase: phaseClaimed}
+	if !w.noRounds {
+		if err := w.finishPending(ctx, id); err != nil {
+			return Claim{}, err
+		}
+		var err error
+		if r, err = w.reserve(id, holder); err != nil {
+			return Claim{}, err
+		}
+	}
+	line, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, id)
 		if err != nil {
 			return err
@@ -280,26 +386,44 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if err := tx.PutLease(ctx, Lease{Key: leaseKey(id), Holder: holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
-		*line = &TraceEvent{Tick: v, Action: ActionClaim, Thread: id, Holder: holder, Taken: t.Taken, Lease: holder}
+		*line = &TraceEvent{Tick: v, Action: ActionClaim, Thread: id, Holder: holder, Taken: t.Taken, Lease: holder,
+			Now: now.UnixNano(), TTL: int64(ttl), Expires: now.Add(ttl).UnixNano()}
+		if l.Holder != "" {
+			(*line).Replaced = l.ExpiresAt.UnixNano()
+		}
 		return nil
 	})
-	if err != nil {
+	switch {
+	case w.noRounds && err != nil && !errors.Is(err, ErrCommitUnknown):
+		return Claim{}, err
+	case w.noRounds:
+		return c, err
+	case errors.Is(err, ErrCommitUnknown):
+		r.doubt, r.claimDoubt = true, true
+		c.r = r
+		return c, err
+	case err != nil:
+		w.unreserve(r, holder)
 		return Claim{}, err
 	}
+	r.tick, r.taken = line.Tick, line.Taken
+	c.r = r
 	return c, nil
 }
 
 // Renew extends the claim's lease to ttl from now by the workspace's clock.
 // A lease that expired and that nobody took renews. It returns
-// ErrThreadBusy when another holder has the lease or nobody does.
+// ErrThreadBusy when another holder has the lease or nobody does (not
+// traced: the round goes on, to its Release or its refusal).
 func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error {
-	if err := c.validate(); err != nil {
-		return err
-	}
 	if ttl <= 0 {
 		return fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
-	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	r, err := w.enter(c, ActionRenew, nil)
+	if err != nil {
+		return err
+	}
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -315,22 +439,31 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 		if err != nil {
 			return err
 		}
-		if err := tx.PutLease(ctx, Lease{Key: leaseKey(c.Thread), Holder: c.Holder, ExpiresAt: w.clock.Now().Add(ttl)}); err != nil {
+		now := w.clock.Now()
+		if err := tx.PutLease(ctx, Lease{Key: leaseKey(c.Thread), Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
-		*line = &TraceEvent{Tick: v, Action: ActionRenew, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: c.Holder}
+		*line = &TraceEvent{Tick: v, Action: ActionRenew, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: c.Holder,
+			Now: now.UnixNano(), TTL: int64(ttl), Expires: now.Add(ttl).UnixNano()}
 		return nil
 	})
+	r.leave(line, traced, err, nil)
+	return err
 }
 
-// Release gives the lease up if the claim still has it. A claim that lost
-// its lease releases nothing and is not an error: the line is traced all
-// the same, since the claimant's round is over either way.
+// Release gives the lease up if the claim still has it, and ends the
+// claim's round. A claim that lost its lease releases nothing and is not
+// an error: the line is traced all the same, since the claimant's round is
+// over either way. It returns ErrOutOfOrder while a plan or a run of the
+// round is open (end the run first, or Crash), and ErrRoundOver once the
+// round has ended (as after a refused start: a deferred Release then does
+// nothing).
 func (w *Workspace) Release(ctx context.Context, c Claim) error {
-	if err := c.validate(); err != nil {
+	r, err := w.enter(c, ActionRelease, nil)
+	if err != nil {
 		return err
 	}
-	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -353,6 +486,8 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 		*line = &TraceEvent{Tick: v, Action: ActionRelease, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken}
 		return nil
 	})
+	r.leave(line, traced, err, nil)
+	return err
 }
 
 // fence checks, inside tx, that the claim's holder has the lease. When it
@@ -380,18 +515,21 @@ func (w *Workspace) fence(ctx context.Context, tx Transaction, on bool, c Claim,
 // Abandon marks an active run that an earlier claim left as abandoned, so
 // that its end is refused and the thread can go on. It is fenced: it
 // returns ErrThreadBusy, and writes nothing, when the claim's holder no
-// longer has the lease; otherwise a claimant that lost its claim could
-// abandon the new holder's live run. It returns ErrUnknownRun, ErrRunNotActive
-// for a run that is not active or that this claim started, and ErrRunAbandoned.
+// longer has the lease (the round is then over); otherwise a claimant that
+// lost its claim could abandon the new holder's live run. It returns
+// ErrUnknownRun, ErrRunNotActive for a run that is not active or that this
+// claim started, and ErrRunAbandoned.
 func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
-	if err := c.validate(); err != nil {
-		return err
-	}
-	on, err := w.fenceFirst(ctx, w.fences.Abandon, c, TraceEvent{Action: ActionAbandonFenced, Run: run})
+	r, err := w.enter(c, ActionAbandon, nil)
 	if err != nil {
 		return err
 	}
-	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Abandon, c, TraceEvent{Action: ActionAbandonFenced, Run: run})
+	if err != nil {
+		r.leave(fline, ftraced, err, nil)
+		return err
+	}
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -410,6 +548,8 @@ func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionAbandon, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken, Lease: lease}
 		return nil
 	})
+	r.leave(line, traced, err, nil)
+	return err
 }
 
 // PlanKind says what a plan will write.
@@ -444,19 +584,25 @@ type Plan struct {
 	Request RequestID // PlanReply: the request it answers
 	Runs    []RunID   // PlanAbandon: the active runs to abandon
 	Taken   Seq       // the taken cursor the plan read
+	// Posted is message Message as it was posted (PlanRun, PlanReply), so
+	// that the caller need not read the thread again for its text or time.
+	Posted Message
 }
 
 // Plan reads the thread and decides the claim's next write: abandon the
 // runs earlier claims left active; else answer the oldest open request
 // with the oldest unconsumed message; else start a run for the oldest
 // unconsumed message; else nothing. It writes nothing and is not fenced:
-// the write it plans is. Only run and reply plans are traced.
+// the write it plans is. Only run and reply plans are traced; such a plan
+// is the one RunStart or Reply must then carry out (nothing else may
+// follow in the round but Renew and Crash).
 func (w *Workspace) Plan(ctx context.Context, c Claim) (Plan, error) {
-	if err := c.validate(); err != nil {
+	r, err := w.enter(c, ActionPlan, nil)
+	if err != nil {
 		return Plan{}, err
 	}
 	var p Plan
-	err := w.read(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	line, traced, err := w.read(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -472,7 +618,7 @@ func (w *Workspace) Plan(ctx context.Context, c Claim) (Plan, error) {
 		if !t.Unconsumed() {
 			return nil
 		}
-		p.Kind, p.Message = PlanRun, t.Taken+1
+		p.Kind, p.Message, p.Posted = PlanRun, t.Taken+1, t.Messages[t.Taken]
 		if open := t.OpenRequests(); len(open) > 0 {
 			p.Kind, p.Request = PlanReply, open[0].ID
 		}
@@ -480,28 +626,44 @@ func (w *Workspace) Plan(ctx context.Context, c Claim) (Plan, error) {
 			Msg: p.Message, Req: p.Request, Taken: t.Taken, Kind: p.Kind.String()}
 		return nil
 	})
+	r.leave(line, traced, err, &p)
 	if err != nil {
 		return Plan{}, err
 	}
 	return p, nil
 }
 
+// planned checks that the round's current plan is of kind k for message m
+// (and request q for a reply): a write for any other plan is refused.
+func planned(k PlanKind, m Seq, q RequestID) func(r *round) error {
+	return func(r *round) error {
+		if r.plan.Kind != k || r.plan.Message != m || r.plan.Request != q {
+			return fmt.Errorf("%w: the round's plan is %s message %d request %d, not %s message %d request %d",
+				ErrOutOfOrder, r.plan.Kind, r.plan.Message, r.plan.Request, k, m, q)
+		}
+		return nil
+	}
+}
+
 // RunStart records that a run started with prompt as its prompt, saves the
 // taken cursor at prompt, and returns the run's id. It consumes the prompt,
 // so it is fenced: it returns ErrThreadBusy, and writes nothing, when the
-// claim's holder no longer has the lease. It does not compare the cursor:
-// the fence alone keeps a message from being consumed twice. It returns
-// ErrUnknownThread and ErrUnknownMessage.
+// claim's holder no longer has the lease (the round is then over). It does
+// not compare the cursor: the fence alone keeps a message from being
+// consumed twice. It returns ErrOutOfOrder unless the round's current plan
+// (Plan) is a run for prompt, and ErrUnknownThread and ErrUnknownMessage.
 func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, error) {
-	if err := c.validate(); err != nil {
-		return 0, err
-	}
-	var id RunID
-	on, err := w.fenceFirst(ctx, w.fences.Start, c, TraceEvent{Action: ActionStartFenced, Msg: prompt})
+	r, err := w.enter(c, ActionRunStart, planned(PlanRun, prompt, 0))
 	if err != nil {
 		return 0, err
 	}
-	err = w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	var id RunID
+	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Start, c, TraceEvent{Action: ActionStartFenced, Msg: prompt})
+	if err != nil {
+		r.leave(fline, ftraced, err, nil)
+		return 0, err
+	}
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -518,6 +680,7 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: prompt, Run: id, Taken: prompt, Lease: lease}
 		return nil
 	})
+	r.leave(line, traced, err, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -526,17 +689,21 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 
 // Reply answers the request with the message and saves the taken cursor at
 // it. It consumes the answer, so it is fenced: it returns ErrThreadBusy,
-// and writes nothing, when the claim's holder no longer has the lease. It
-// returns ErrUnknownRequest, ErrAlreadyAnswered and ErrUnknownMessage.
+// and writes nothing, when the claim's holder no longer has the lease (the
+// round is then over). It returns ErrOutOfOrder unless the round's current
+// plan is this reply, and ErrUnknownRequest, ErrAlreadyAnswered and
+// ErrUnknownMessage.
 func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Seq) error {
-	if err := c.validate(); err != nil {
-		return err
-	}
-	on, err := w.fenceFirst(ctx, w.fences.Reply, c, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req})
+	r, err := w.enter(c, ActionReply, planned(PlanReply, answer, req))
 	if err != nil {
 		return err
 	}
-	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Reply, c, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req})
+	if err != nil {
+		r.leave(fline, ftraced, err, nil)
+		return err
+	}
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -552,18 +719,32 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionReply, Thread: c.Thread, Holder: c.Holder, Msg: answer, Req: req, Taken: answer, Lease: lease}
 		return nil
 	})
+	r.leave(line, traced, err, nil)
+	return err
 }
 
-// Ask opens a request of the run with the question and returns its id. It
-// consumes nothing and is not fenced. It returns ErrRunAbandoned,
-// ErrRunNotActive and ErrUnknownRun; a refused Ask is not traced, since it
-// changes nothing the specification follows.
+// ownRun checks that run is the round's run.
+func ownRun(run RunID) func(r *round) error {
+	return func(r *round) error {
+		if r.run != run {
+			return fmt.Errorf("%w: run %d is not the round's run %d", ErrOutOfOrder, run, r.run)
+		}
+		return nil
+	}
+}
+
+// Ask opens a request of the round's run with the question and returns
+// its id. It consumes nothing and is not fenced. It returns
+// ErrRunAbandoned, ErrRunNotActive and ErrUnknownRun, and ErrOutOfOrder
+// for a run other than the round's own; a refused Ask is not traced, since
+// it changes nothing the specification follows.
 func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string) (RequestID, error) {
-	if err := c.validate(); err != nil {
+	r, err := w.enter(c, ActionAsk, ownRun(run))
+	if err != nil {
 		return 0, err
 	}
 	var id RequestID
-	err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -576,21 +757,25 @@ func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionAsk, Thread: c.Thread, Holder: c.Holder, Run: run, Req: id, Taken: t.Taken}
 		return nil
 	})
+	r.leave(line, traced, err, nil)
 	if err != nil {
 		return 0, err
 	}
 	return id, nil
 }
 
-// RunEnd records the run's end. It is not fenced: core refuses it with
-// ErrRunAbandoned once a later claim abandoned the run (traced as
-// EndRefused), and an end recorded under a lapsed claim consumes nothing.
-// It returns ErrRunNotActive for a run that already ended and ErrUnknownRun.
+// RunEnd records the end of the round's run. It is not fenced: core
+// refuses it with ErrRunAbandoned once a later claim abandoned the run
+// (traced as EndRefused; the round is then over), and an end recorded
+// under a lapsed claim consumes nothing. It returns ErrRunNotActive for a
+// run that already ended, ErrUnknownRun, and ErrOutOfOrder for a run other
+// than the round's own.
 func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
-	if err := c.validate(); err != nil {
+	r, err := w.enter(c, ActionRunEnd, ownRun(run))
+	if err != nil {
 		return err
 	}
-	return w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
@@ -605,23 +790,144 @@ func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionRunEnd, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
 		return nil
 	})
+	r.leave(line, traced, err, nil)
+	return err
 }
 
-// Crash traces that the claim's round ended without a word to storage: the
-// process died, or a runner gave the round up after an error it could not
-// classify (such as ErrCommitUnknown). It writes nothing; the claim's lease
-// stays until it expires and the next claimant abandons whatever the round
-// left active. With no Tracer it does nothing.
+// Crash ends the claim's round without a word to storage: the process died,
+// or a runner gave the round up after an error it could not classify (such
+// as a storage that cannot be reached, or ErrCommitUnknown). It writes
+// nothing; the claim's lease stays until it expires and the next claimant
+// abandons whatever the round left active.
+//
+// Its trace line does not depend on storage answering: Crash first waits
+// for the round's calls in flight (or for ctx), then reads the thread's
+// version and taken cursor, and traces its line at them; when that read
+// fails (storage unreachable, ctx ended) it traces at the last version the
+// round's own lines saw, with the taken cursor they saw: a point of the
+// thread's order at which the process was in its round, so the line is
+// valid wherever the trace puts the thread's later writes. The one case
+// that needs the read is a round with a write whose commit is unknown
+// (the write may have committed after that point): then, if the read
+// fails, Crash returns the error and the round stays open with only Crash
+// allowed; the next Crash, or this workspace's next Claim on the thread,
+// tries again. For a Claim whose own commit is unknown the read also
+// looks at the lease: the round is traced only if the lease shows the
+// claim's holder.
 func (w *Workspace) Crash(ctx context.Context, c Claim) error {
+	r, err := w.enter(c, ActionCrash, nil)
+	if err != nil {
+		return err
+	}
+	// Crash counts as a call in flight while it waits for the others.
+	r.mu.Lock()
+	r.calls--
+	if r.calls == 0 {
+		close(r.idle)
+	}
+	r.mu.Unlock()
+	if err := r.wait(ctx); err != nil {
+		return err
+	}
+	return w.finish(ctx, r)
+}
+
+// finish ends the round with its Crash line: at the version and taken
+// cursor a read sees, or, when storage does not answer and no write of the
+// round is in doubt, at the last ones the round's lines saw. When storage
+// does not answer and a write is in doubt, the round stays open (only
+// Crash may follow) and the error is returned; Claim on the thread tries
+// again.
+func (w *Workspace) finish(ctx context.Context, r *round) error {
+	r.mu.Lock()
+	switch {
+	case r.phase == phaseOver:
+		r.mu.Unlock()
+		return fmt.Errorf("crash on thread %q: %w", r.thread, ErrRoundOver)
+	case r.crashing:
+		r.mu.Unlock()
+		return fmt.Errorf("crash on thread %q: %w: the round's Crash is in progress", r.thread, ErrOutOfOrder)
+	}
+	r.crashing = true
+	tick, taken, doubt, claimDoubt := r.tick, r.taken, r.doubt, r.claimDoubt
+	r.mu.Unlock()
+	end := func() {
+		r.mu.Lock()
+		r.end()
+		r.mu.Unlock()
+	}
 	if w.tracer == nil {
+		end()
 		return nil
 	}
-	return w.read(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		t, err := tx.Thread(ctx, c.Thread)
+	line := &TraceEvent{Tick: tick, Read: true, Action: ActionCrash, Thread: r.thread, Holder: r.holder, Taken: taken}
+	var (
+		version   uint64
+		seenTaken Seq
+		ours      bool
+	)
+	rerr := w.view(ctx, func(ctx context.Context, tx Transaction) error {
+		t, err := tx.Thread(ctx, r.thread)
 		if err != nil {
 			return err
 		}
-		*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionCrash, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken}
+		l, err := tx.Lease(ctx, leaseKey(r.thread))
+		if err != nil {
+			return err
+		}
+		version, seenTaken, ours = t.Version, t.Taken, l.Holder == r.holder
 		return nil
 	})
+	switch {
+	case rerr != nil && doubt:
+		r.mu.Lock()
+		r.crashing, r.crashFailed = false, true
+		r.mu.Unlock()
+		return fmt.Errorf("crash on thread %q after a write whose commit is unknown: the round stays open until storage answers: %w", r.thread, rerr)
+	case rerr != nil:
+		// Storage did not answer: the last point the round saw.
+	case claimDoubt && !ours:
+		end()
+		return nil // the claim did not commit, or its lease is gone: nothing to end
+	default:
+		line.Tick, line.Taken = version, seenTaken
+	}
+	end()
+	if clock, ok := w.tracer.(TraceClock); ok {
+		line.Call = clock.TraceNow()
+		line.Return = line.Call
+	}
+	w.trace(line)
+	return nil
+}
+
+// Answer returns the message that answered the thread's request, and false
+// while the request is open. It reads without a trace line (it is no
+// action of the specification) and returns the request's run's state too,
+// so that a caller waiting for the answer sees its run abandoned. It
+// returns ErrUnknownThread and ErrUnknownRequest.
+func (w *Workspace) Answer(ctx context.Context, id ThreadID, req RequestID) (Message, RunState, bool, error) {
+	var (
+		m        Message
+		state    RunState
+		answered bool
+	)
+	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
+		t, err := tx.Thread(ctx, id)
+		if err != nil {
+			return err
+		}
+		q, ok := t.Request(req)
+		if !ok {
+			return fmt.Errorf("%w: request %d of thread %q", ErrUnknownRequest, req, id)
+		}
+		if run, ok := t.Run(q.Run); ok {
+			state = run.State
+		}
+		if q.State == RequestAnswered && int(q.Answer) <= len(t.Messages) {
+			m, answered = t.Messages[q.Answer-1], true
+		}
+		return nil
+	})
+	return m, state, answered, err
 }

@@ -29,16 +29,78 @@ type Delivered struct {
 }
 
 // Session is an agent's view of its run. ctx passed to Agent.Run is
-// cancelled when the runner loses the claim.
+// cancelled when the runner loses the claim, until the agent waits for an
+// answer (Await); then only when the runner stops.
 type Session struct {
 	Delivered Delivered
 	ws        *core.Workspace
+	r         *Runner
+
+	keep    func() // takes the agent's context from its turn
+	endOnce sync.Once
+	ended   chan struct{} // closed once Await recorded the run's end
+	endErr  error
 }
 
 // Ask opens a request of the run. It returns core.ErrRunAbandoned once a
-// later claim abandoned the run.
+// later claim abandoned the run, and core.ErrOutOfOrder once the run has
+// ended (after Await).
 func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, error) {
 	return s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question)
+}
+
+// Await waits for the answer to a request the run asked, and returns the
+// message that answered it.
+//
+// The specification answers a request only while no run of the thread is
+// active, so Await first records the run's end (RunEnd, not fenced): the
+// agent goes on waiting outside its run, and can ask nothing more. It
+// returns core.ErrRunAbandoned if a later claim abandoned the run before
+// that. The runner's turn then goes on: when the answer is posted, the
+// turn that holds the thread (this runner's, or another process's once
+// this one released it) commits the Reply, fenced as ever. This runner
+// wakes Await as soon as it commits the Reply itself; otherwise Await
+// reads the request through the workspace every PollEvery on the runner's
+// clock. It returns ctx's error when ctx ends first; the agent's ctx now
+// ends only when the runner stops, so give ctx a deadline.
+func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
+	s.endOnce.Do(func() {
+		if s.keep != nil {
+			s.keep()
+		}
+		s.endErr = s.ws.RunEnd(ctx, s.Delivered.Claim, s.Delivered.Run)
+		close(s.ended)
+	})
+	if s.endErr != nil {
+		return core.Message{}, s.endErr
+	}
+	thread := s.Delivered.Claim.Thread
+	for {
+		woken, cancel := s.r.awaitAnswer(thread, req)
+		m, _, ok, err := s.ws.Answer(ctx, thread, req)
+		if err != nil || ok {
+			cancel()
+			return m, err
+		}
+		select {
+		case <-woken:
+		case <-s.r.cfg.Clock.After(s.r.cfg.PollEvery):
+		case <-ctx.Done():
+			cancel()
+			return core.Message{}, ctx.Err()
+		}
+		cancel()
+	}
+}
+
+// endedRun reports whether Await recorded the run's end.
+func (s *Session) endedRun() bool {
+	select {
+	case <-s.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // RunHandle follows one planned run from its start to its end.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -15,25 +16,25 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// Clock tells the time and waits on it. core.SystemClock is the machine's;
-// simclock.Clock is a manual one for tests and simulation.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
+// Clock is core.Clock: the one clock interface. core.SystemClock is the
+// machine's; simclock.Clock is a manual one for tests and simulation.
+type Clock = core.Clock
 
 // Config configures a Runner. New checks it; zero fields take the
 // defaults their comments give.
 type Config struct {
 	// Workspace is where the runner claims threads and records runs.
-	// Required. Its clock stamps lease expiries and should be Clock.
+	// Required. Its clock stamps lease expiries and is the runner's clock.
 	Workspace *core.Workspace
 
 	// Agent runs each run. Required.
 	Agent Agent
 
-	// Clock drives renewals, polling and the latency metric. Default
-	// core.SystemClock{}.
+	// Clock drives renewals, polling and the latency metric. Default: the
+	// Workspace's clock (core.Workspace.Clock), so that a workspace on a
+	// test clock never gets wall-clock renewals. Set it only to a clock
+	// that reads the same time as the workspace's (say, a wrapper that
+	// observes the runner's waits).
 	Clock Clock
 
 	// ClaimTTL is how long a claim lasts without renewal. It sets how soon
@@ -60,9 +61,41 @@ type Config struct {
 	ShutdownGrace time.Duration
 
 	// NewHolder makes the holder of each claim. It must return a fresh,
-	// unguessable value every call. Default: 128 random bits from
+	// unguessable value every call, and be safe for concurrent use (Run
+	// keeps several turns going). Default: 128 random bits from
 	// crypto/rand, in hex.
 	NewHolder func() (core.Holder, error)
+
+	// MaxConcurrentTurns is how many turns, each on its own thread, Run
+	// keeps going at once. More than one keeps a busy runner looking for
+	// work, so that a thread whose runner died is taken over soon after
+	// its lease expires. Default 4.
+	MaxConcurrentTurns int
+
+	// MaxTurnMessages bounds how many messages one turn consumes (prompts
+	// and answers) before it releases the thread with work left
+	// (OutcomeYielded); the thread is pending again at Run's next look.
+	// Default 0: no bound.
+	MaxTurnMessages int
+
+	// MaxTurnDuration bounds how long, by Clock, a turn goes on planning
+	// new writes: once it has passed, the turn releases the thread after
+	// its current run ends (OutcomeYielded). It frees the turn's slot for
+	// other threads. Default ClaimTTL.
+	MaxTurnDuration time.Duration
+
+	// Logger receives a record per turn (Debug; Warn for a failed turn)
+	// and Run's storage errors (Warn). Default: discard.
+	Logger *slog.Logger
+
+	// OnTurn, when set, is called with each turn's report once the turn is
+	// over, on the goroutine that ran it. It must not block for long.
+	OnTurn func(TurnReport)
+
+	// OnRun, when set, is called with each run's handle as soon as the
+	// run is planned, before its start is written; RunHandle.Wait then
+	// follows the run to its end. It must not block for long.
+	OnRun func(*RunHandle)
 
 	// TracerProvider makes the tracer of turn spans. Default no-op.
 	TracerProvider trace.TracerProvider
@@ -76,6 +109,8 @@ const (
 	DefaultClaimTTL      = 30 * time.Second
 	DefaultPollEvery     = time.Second
 	DefaultShutdownGrace = 5 * time.Second
+
+	DefaultMaxConcurrentTurns = 4
 )
 
 // RandomHolder returns 128 random bits in hex, the default NewHolder.
@@ -97,7 +132,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("runner config: Agent is required")
 	}
 	if c.Clock == nil {
-		c.Clock = core.SystemClock{}
+		c.Clock = c.Workspace.Clock()
 	}
 	if c.ClaimTTL == 0 {
 		c.ClaimTTL = DefaultClaimTTL
@@ -110,6 +145,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = DefaultShutdownGrace
+	}
+	if c.MaxConcurrentTurns == 0 {
+		c.MaxConcurrentTurns = DefaultMaxConcurrentTurns
+	}
+	if c.MaxTurnDuration == 0 {
+		c.MaxTurnDuration = c.ClaimTTL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.NewHolder == nil {
 		c.NewHolder = RandomHolder
@@ -135,6 +179,12 @@ func (c Config) validate() error {
 		return fmt.Errorf("runner config: PollEvery %v must be positive", c.PollEvery)
 	case c.ShutdownGrace < 0:
 		return fmt.Errorf("runner config: ShutdownGrace %v must be positive", c.ShutdownGrace)
+	case c.MaxConcurrentTurns < 0:
+		return fmt.Errorf("runner config: MaxConcurrentTurns %d must be positive", c.MaxConcurrentTurns)
+	case c.MaxTurnMessages < 0:
+		return fmt.Errorf("runner config: MaxTurnMessages %d must not be negative", c.MaxTurnMessages)
+	case c.MaxTurnDuration < 0:
+		return fmt.Errorf("runner config: MaxTurnDuration %v must be positive", c.MaxTurnDuration)
 	}
 	return nil
 }

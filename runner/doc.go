@@ -19,7 +19,30 @@
 // write cut off in flight may or may not have committed; only a turn still
 // going ShutdownGrace later is.
 //
+// Run keeps up to MaxConcurrentTurns turns going at once, each on its own
+// thread, and bounds each turn (MaxTurnMessages, MaxTurnDuration): a turn
+// that reaches its bound releases the thread (OutcomeYielded) and the
+// thread waits behind the others for a later turn. So a busy runner keeps
+// looking for work, and a thread whose runner died is taken over soon
+// after its lease expires: within ClaimTTL + PollEvery while a runner has
+// a free slot, and otherwise once a slot frees, within MaxTurnDuration
+// plus one agent run (BenchmarkHandover measures it).
+//
+// An agent may ask the person a question and wait for the answer
+// (Session.Await): its run's end is recorded, since a request is answered
+// only while no run of the thread is active, and whichever runner next
+// holds the thread answers it with the next message through a fenced
+// Reply; the waiting agent hears it at once from its own runner, or at
+// its next poll from another process's.
+//
 // A turn is a span ("threadclaim.turn"); the runner counts turns by
 // outcome, fenced refusals by write, runs started, ended and abandoned, and
-// records how long messages waited to be consumed.
+// records how long messages waited to be consumed. Each turn is also
+// logged (Config.Logger) and reported (Config.OnTurn, a TurnReport); each
+// run's handle is handed to Config.OnRun as soon as it is planned.
+//
+// A program that embeds the runner uses New, Run (or Work for one turn),
+// Config, Agent, Session and RunHandle. Turn, NewTurn, Step, the Step
+// constants and Steps serve the deterministic simulator (package sim),
+// which interleaves many processes' turns one step at a time.
 package runner

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,13 +24,14 @@ type proc struct {
 	clock   *simclock.Clock
 	ws      *core.Workspace
 	r       *runner.Runner
-	holders int
+	holders atomic.Int64
 }
 
 type procOpts struct {
 	skew   time.Duration
 	fences *core.Fences
 	agent  runner.Agent
+	tracer core.Tracer
 	cfg    func(*runner.Config)
 }
 
@@ -39,6 +41,9 @@ func newProc(t testing.TB, s core.Storage, name string, o procOpts) *proc {
 	opts := []core.Option{core.WithProcess(name)}
 	if o.fences != nil {
 		opts = append(opts, core.WithFencesForTesting(*o.fences))
+	}
+	if o.tracer != nil {
+		opts = append(opts, core.WithTracer(o.tracer))
 	}
 	p.ws = core.NewWorkspace(s, p.clock, opts...)
 	agent := o.agent
@@ -51,8 +56,7 @@ func newProc(t testing.TB, s core.Storage, name string, o procOpts) *proc {
 		Clock:     p.clock,
 		ClaimTTL:  ttl,
 		NewHolder: func() (core.Holder, error) {
-			p.holders++
-			return core.Holder(fmt.Sprintf("%s-%d", name, p.holders)), nil
+			return core.Holder(fmt.Sprintf("%s-%d", name, p.holders.Add(1))), nil
 		},
 	}
 	if o.cfg != nil {
@@ -112,4 +116,32 @@ func readFacts(t testing.TB, s core.Storage, id core.ThreadID) facts {
 		return nil
 	}))
 	return f
+}
+
+// waitLimit bounds every wait of these tests: a test that waits fails
+// naming what it waited for, never hangs until go test's timeout.
+const waitLimit = 10 * time.Second
+
+// waitFor receives from ch, or fails the test naming what it waited for.
+func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+		panic("unreachable")
+	}
+}
+
+// waitUntil polls cond until it holds, or fails naming what it waited for.
+func waitUntil(t testing.TB, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

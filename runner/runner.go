@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -18,6 +19,17 @@ type Runner struct {
 	ws      *core.Workspace
 	tracer  trace.Tracer
 	metrics *metrics
+
+	// detached counts agents that wait for an answer past their turn.
+	detached sync.WaitGroup
+
+	mu      sync.Mutex
+	waiters map[answerKey][]chan struct{} // Session.Await calls, by request
+}
+
+type answerKey struct {
+	thread core.ThreadID
+	req    core.RequestID
 }
 
 // New returns a Runner, or an error naming what is wrong with cfg.
@@ -58,6 +70,7 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	t := r.NewTurn(thread)
+	t.outer = ctx
 	stopWatching := context.AfterFunc(ctx, func() {
 		t.stop()
 		select {
@@ -95,22 +108,73 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 	return t.Outcome()
 }
 
-// Run works every thread with messages to consume, one turn at a time,
-// until ctx ends; then it returns ctx's error. It looks for work every
-// PollEvery, and at once when Wake delivers; once Wake is closed, it polls.
-// Failed turns do not stop it: another claim has the thread, or storage
-// will be tried again. When ctx ends, the turn in progress stops
-// gracefully (see Work).
+// Run works every thread with messages to consume until ctx ends; then it
+// waits for its turns to stop gracefully (see Work) and returns ctx's
+// error. It keeps up to MaxConcurrentTurns turns going at once, each on
+// its own thread, and looks for work every PollEvery, at once when Wake
+// delivers (once Wake is closed, it polls), and whenever a turn ends. It
+// starts its turns from a rotating point of the list of threads with work,
+// so that a thread a bounded turn left (OutcomeYielded) waits behind the
+// others. Failed turns do not stop it: another claim has the thread, or
+// storage will be tried again. Each turn is reported to Logger and OnTurn.
 func (r *Runner) Run(ctx context.Context) error {
 	wake := r.cfg.Wake
+	slots := make(chan struct{}, r.cfg.MaxConcurrentTurns)
+	ended := make(chan struct{}, 1)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		busy  = map[core.ThreadID]bool{}
+		start int
+	)
+	defer r.detached.Wait()
+	defer wg.Wait()
 	for {
-		// A storage failure listing or reading threads is tried again at
-		// the next poll; each turn's own failures are in its span.
-		_ = r.RunOnce(ctx)
+		ids, err := r.ws.Pending(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.cfg.Logger.Warn("list threads with work", "err", err)
+		}
+		if n := len(ids); n > 0 {
+			ids = append(ids[start%n:], ids[:start%n]...)
+		}
+	launch:
+		for _, id := range ids {
+			if ctx.Err() != nil {
+				break
+			}
+			mu.Lock()
+			if busy[id] {
+				mu.Unlock()
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			default:
+				mu.Unlock()
+				break launch
+			}
+			busy[id] = true
+			mu.Unlock()
+			start++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = r.Work(ctx, id)
+				mu.Lock()
+				delete(busy, id)
+				mu.Unlock()
+				<-slots
+				select {
+				case ended <- struct{}{}:
+				default:
+				}
+			}()
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-r.cfg.Clock.After(r.cfg.PollEvery):
+		case <-ended:
 		case _, ok := <-wake:
 			if !ok {
 				wake = nil // closed: polling alone from now on
@@ -119,9 +183,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce takes a turn on each thread that has a message to consume or a
-// run an earlier claim left active (core.Workspace.Pending), and returns
-// the storage error listing them, if any.
+// RunOnce takes a turn, one at a time, on each thread that has a message
+// to consume or a run an earlier claim left active
+// (core.Workspace.Pending), and returns the storage error listing them, if
+// any.
 func (r *Runner) RunOnce(ctx context.Context) error {
 	ids, err := r.ws.Pending(ctx)
 	if err != nil {
@@ -134,4 +199,43 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 		_, _ = r.Work(ctx, id)
 	}
 	return nil
+}
+
+// answered wakes the Session.Await calls of this runner that wait for the
+// request's answer, which the runner has just committed.
+func (r *Runner) answered(thread core.ThreadID, req core.RequestID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := answerKey{thread, req}
+	for _, ch := range r.waiters[k] {
+		close(ch)
+	}
+	delete(r.waiters, k)
+}
+
+// awaitAnswer registers a wait for the request's answer; the channel is
+// closed when this runner commits it. cancel drops the registration.
+func (r *Runner) awaitAnswer(thread core.ThreadID, req core.RequestID) (ch chan struct{}, cancel func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.waiters == nil {
+		r.waiters = map[answerKey][]chan struct{}{}
+	}
+	k := answerKey{thread, req}
+	ch = make(chan struct{})
+	r.waiters[k] = append(r.waiters[k], ch)
+	return ch, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		ws := r.waiters[k]
+		for i, c := range ws {
+			if c == ch {
+				r.waiters[k] = append(ws[:i], ws[i+1:]...)
+				break
+			}
+		}
+		if len(r.waiters[k]) == 0 {
+			delete(r.waiters, k)
+		}
+	}
 }

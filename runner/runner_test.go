@@ -114,13 +114,13 @@ func TestLostRenewalCancelsAgent(t *testing.T) {
 		o, err := a.r.Work(ctx, "t")
 		done <- result{o, err}
 	}()
-	<-started
+	waitFor(t, started, "A's agent to start")
 	_, err := b.ws.Claim(ctx, "t", "B-1", ttl)
 	require.NoError(t, err, "B's clock is ahead: it sees A's claim expired")
-	require.Eventually(t, func() bool { return a.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "A's renewal timer to wait on A's clock")
 	a.clock.Advance(a.r.Config().RenewEvery)
 
-	res := <-done
+	res := waitFor(t, done, "A's turn to end after its renewal found the claim gone")
 	require.Equal(t, runner.OutcomeLost, res.o)
 	require.ErrorIs(t, res.err, core.ErrThreadBusy)
 	th, err := a.ws.Thread(ctx, "t")
@@ -249,13 +249,13 @@ func TestRunWakesAndConsumes(t *testing.T) {
 		require.NoError(t, err)
 		return th.Taken
 	}
-	require.Eventually(t, func() bool { return taken("t1") == 1 }, 5*time.Second, time.Millisecond)
+	waitUntil(t, func() bool { return taken("t1") == 1 }, "Run to consume t1's message")
 	_, err := a.ws.Post(context.Background(), "t2", "m1")
 	require.NoError(t, err)
 	wake <- struct{}{}
-	require.Eventually(t, func() bool { return taken("t2") == 1 }, 5*time.Second, time.Millisecond)
+	waitUntil(t, func() bool { return taken("t2") == 1 }, "Run, woken, to consume t2's message")
 	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }
 
 // countingStorage counts transactions.
@@ -281,12 +281,12 @@ func TestRunClosedWakePolls(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- a.r.Run(ctx) }()
-	require.Eventually(t, func() bool { return a.clock.Waiters() > 0 }, 5*time.Second, time.Millisecond)
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run to wait for its next poll")
 	before := s.n.Load()
 	time.Sleep(20 * time.Millisecond) // a spinning Run would make thousands of transactions here
 	require.Equal(t, before, s.n.Load(), "Run spins on a closed Wake channel")
 	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }
 
 // A claim whose commit outcome is unknown but that did commit is given up
@@ -381,9 +381,9 @@ func TestWorkStopsGracefully(t *testing.T) {
 		o, err := a.r.Work(ctx, "t")
 		done <- result{o, err}
 	}()
-	<-started
+	waitFor(t, started, "the agent to start")
 	cancel()
-	res := <-done
+	res := waitFor(t, done, "Work to stop gracefully once its context ended")
 	require.Equal(t, runner.OutcomeStopped, res.o)
 	require.NoError(t, res.err)
 	require.False(t, res.o.Failed())

@@ -110,14 +110,16 @@ func TestStalledWriteFenced(t *testing.T) {
 		defer wg.Done()
 		ta.Step(ctx) // blocks in flight
 	}()
-	<-entered
+	waitFor(t, entered, "A's RunStart to reach storage")
 	a.clock.Advance(2 * ttl)
 	b.clock.Advance(2 * ttl)
 
 	tb := b.r.NewTurn("t")
 	stepTo(t, tb, runner.StepAgent)
 	close(stall.release)
-	wg.Wait()
+	stepped := make(chan struct{})
+	go func() { wg.Wait(); close(stepped) }()
+	waitFor(t, stepped, "A's stalled RunStart to return once released")
 
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeFenced, outcome)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -37,6 +39,10 @@ const (
 	// OutcomeStopped: the runner was stopped; the turn recorded its run's
 	// end and released its claim.
 	OutcomeStopped Outcome = "stopped"
+	// OutcomeYielded: the turn reached MaxTurnMessages or MaxTurnDuration
+	// and released the thread without planning again; work may be left
+	// for a later turn.
+	OutcomeYielded Outcome = "yielded"
 )
 
 // Failed reports whether the outcome is a failed turn.
@@ -69,22 +75,33 @@ func Steps() []Step {
 // (fenced), run the agent, record the run's end (not fenced), plan again
 // while messages remain, release. Runner.Work drives a turn to its end and
 // renews its claim on a timer; a simulation may drive Step and Renew itself
-// to interleave many processes' turns. Step must not be called
-// concurrently with itself; Renew may be called at any time.
+// to interleave many processes' turns (NewTurn, Step, Next and the Step
+// constants exist for that: a program that embeds the runner uses Run or
+// Work). Step must not be called concurrently with itself; Renew may be
+// called at any time.
 type Turn struct {
 	r      *Runner
 	thread core.ThreadID
 
-	next    Step
-	claim   core.Claim
-	abandon []core.RunID
-	plan    core.Plan
-	handle  *RunHandle
-	runErr  error
-	outcome Outcome
-	err     error
-	span    trace.Span
-	mutant  mutant // a deliberate defect a test switched on; none in a deployment
+	next     Step
+	claim    core.Claim
+	abandon  []core.RunID
+	plan     core.Plan
+	handle   *RunHandle
+	handles  []*RunHandle
+	session  *Session
+	runErr   error
+	outcome  Outcome
+	err      error
+	span     trace.Span
+	begun    time.Time
+	consumes int
+	yielded  bool
+	outer    context.Context // Work's context: a detached agent stops with it
+
+	agentCancel context.CancelFunc // the agent's context, once Await kept it
+	base        context.Context    // the turn's context without cancellation: runs' contexts derive from it
+	mutant      mutant             // a deliberate defect a test switched on; none in a deployment
 
 	mu       sync.Mutex // guards lost, stopping, over and cancel
 	lost     bool
@@ -117,14 +134,19 @@ func (t *Turn) Outcome() (Outcome, error) { return t.outcome, t.err }
 // is recorded. Before the claim and after the turn it does nothing.
 func (t *Turn) Renew(ctx context.Context) error {
 	t.mu.Lock()
-	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && t.cancel != nil
+	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && t.runCtx != nil
 	t.mu.Unlock()
 	if !claimed {
 		return nil
 	}
 	err := t.r.ws.Renew(ctx, t.claim, t.r.cfg.ClaimTTL)
-	if errors.Is(err, core.ErrThreadBusy) {
+	switch {
+	case errors.Is(err, core.ErrThreadBusy):
 		t.lose()
+	case errors.Is(err, core.ErrRoundOver), errors.Is(err, core.ErrOutOfOrder):
+		// The turn's own step ended the round (or left it to Crash)
+		// meanwhile: nothing to renew.
+		return nil
 	}
 	return err
 }
@@ -193,21 +215,19 @@ func (t *Turn) stepClaim(ctx context.Context) {
 	c, err := t.r.ws.Claim(ctx, t.thread, holder, t.r.cfg.ClaimTTL)
 	if errors.Is(err, core.ErrThreadBusy) {
 		t.r.metrics.turns.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(OutcomeBusy))))
-		t.outcome, t.next = OutcomeBusy, StepOver
+		t.outcome, t.err, t.next = OutcomeBusy, err, StepOver
+		t.report()
 		return
 	}
 	if errors.Is(err, core.ErrCommitUnknown) {
-		// The claim may have committed. Its holder is unique, so the
-		// lease tells: if it is ours, the round is given up as after any
-		// write whose outcome was unknown (traced as Crash); if not,
-		// nothing was claimed.
-		if l, lerr := t.r.ws.Lease(ctx, t.thread); lerr == nil && l.Holder == holder {
-			t.mu.Lock()
-			t.claim = core.Claim{Thread: t.thread, Holder: holder}
-			t.mu.Unlock()
-			t.crash(ctx, err)
-			return
-		}
+		// The claim may have committed: the round is given up as after
+		// any write whose outcome was unknown. Crash decides from the
+		// lease whether there was a round to trace.
+		t.mu.Lock()
+		t.claim = c
+		t.mu.Unlock()
+		t.crash(ctx, err)
+		return
 	}
 	if err != nil {
 		t.end(ctx, OutcomeError, err)
@@ -217,9 +237,11 @@ func (t *Turn) stepClaim(ctx context.Context) {
 		attribute.String("thread", string(t.thread)),
 		attribute.String("process", t.r.ws.Process()),
 	))
+	t.begun = t.r.cfg.Clock.Now()
 	t.mu.Lock()
 	t.claim = c
-	t.runCtx, t.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	t.base = context.WithoutCancel(ctx)
+	t.runCtx, t.cancel = context.WithCancel(t.base)
 	if t.stopping {
 		t.cancel()
 	}
@@ -230,6 +252,11 @@ func (t *Turn) stepClaim(ctx context.Context) {
 func (t *Turn) stepPlan(ctx context.Context) {
 	if t.isLost() || t.isStopping() {
 		t.next = StepRelease
+		return
+	}
+	if (t.r.cfg.MaxTurnMessages > 0 && t.consumes >= t.r.cfg.MaxTurnMessages) ||
+		t.r.cfg.Clock.Now().Sub(t.begun) >= t.r.cfg.MaxTurnDuration {
+		t.yielded, t.next = true, StepRelease
 		return
 	}
 	p, err := t.r.ws.Plan(ctx, t.claim)
@@ -243,6 +270,10 @@ func (t *Turn) stepPlan(ctx context.Context) {
 		t.abandon, t.next = p.Runs, StepAbandon
 	case core.PlanRun:
 		t.handle = newRunHandle(t.claim, p.Message)
+		t.handles = append(t.handles, t.handle)
+		if t.r.cfg.OnRun != nil {
+			t.r.cfg.OnRun(t.handle)
+		}
 		t.next = StepRunStart
 	case core.PlanReply:
 		t.next = StepReply
@@ -293,7 +324,7 @@ func (t *Turn) stepRunStart(ctx context.Context) {
 	}
 	t.handle.started(id)
 	t.r.metrics.started.Add(ctx, 1)
-	t.consumed(ctx, t.plan.Message)
+	t.consumed(ctx, t.plan.Posted)
 	t.event("run_started", attribute.Int64("run", int64(id)), attribute.Int64("prompt", int64(t.plan.Message)))
 	t.next = StepAgent
 }
@@ -311,29 +342,114 @@ func (t *Turn) stepReply(ctx context.Context) {
 		t.crash(ctx, err)
 		return
 	}
-	t.consumed(ctx, t.plan.Message)
+	t.consumed(ctx, t.plan.Posted)
+	t.r.answered(t.thread, t.plan.Request)
 	t.event("answered", attribute.Int64("request", int64(t.plan.Request)), attribute.Int64("answer", int64(t.plan.Message)))
 	t.next = StepPlan
 }
 
-// consumed records the consumption latency of the message.
-func (t *Turn) consumed(ctx context.Context, seq core.Seq) {
-	th, err := t.r.ws.Thread(ctx, t.thread)
-	if err != nil || int(seq) > len(th.Messages) {
-		return
-	}
-	posted := th.Messages[seq-1].PostedAt
-	t.r.metrics.latency.Record(ctx, t.r.cfg.Clock.Now().Sub(posted).Seconds())
+// consumed counts the message against MaxTurnMessages and records its
+// consumption latency, from the post as the plan read it.
+func (t *Turn) consumed(ctx context.Context, m core.Message) {
+	t.consumes++
+	t.r.metrics.latency.Record(ctx, t.r.cfg.Clock.Now().Sub(m.PostedAt).Seconds())
 }
 
+// stepAgent runs the agent until it returns, or until it waits for an
+// answer (Session.Await), which records the run's end itself: the turn
+// then goes on (to reply to the request, among others) while the agent
+// waits, and the run's handle finishes when the agent returns.
 func (t *Turn) stepAgent() {
-	s := &Session{ws: t.r.ws, Delivered: Delivered{Claim: t.claim, Run: t.handle.Run(), Taken: t.plan.Message}}
-	th, err := t.r.ws.Thread(t.runCtx, t.thread)
-	if err == nil && int(t.plan.Message) <= len(th.Messages) {
-		s.Delivered.Prompt = th.Messages[t.plan.Message-1]
+	s := &Session{
+		ws:        t.r.ws,
+		r:         t.r,
+		Delivered: Delivered{Claim: t.claim, Run: t.handle.Run(), Prompt: t.plan.Posted, Taken: t.plan.Message},
+		ended:     make(chan struct{}),
+		keep:      t.keepAgent,
 	}
-	t.runErr = t.r.cfg.Agent.Run(t.runCtx, s)
-	t.next = StepRunEnd
+	t.session = s
+	done := make(chan error, 1)
+	go func() { done <- t.r.cfg.Agent.Run(t.runCtx, s) }()
+	select {
+	case t.runErr = <-done:
+		if !s.endedRun() {
+			t.next = StepRunEnd
+			return
+		}
+		t.afterAwait(s)
+		t.handle.finish(t.runErr)
+		if t.agentCancel != nil {
+			t.agentCancel()
+		}
+	case <-s.ended:
+		t.afterAwait(s)
+		t.detach(done)
+	}
+}
+
+// afterAwait takes the turn on from the run's end that Session.Await
+// recorded.
+func (t *Turn) afterAwait(s *Session) {
+	err := s.endErr
+	switch {
+	case errors.Is(err, core.ErrRunAbandoned):
+		t.handle.finish(err)
+		t.end(context.Background(), OutcomeLost, err)
+	case err != nil:
+		t.handle.finish(err)
+		t.crash(context.Background(), err)
+	default:
+		t.r.metrics.ended.Add(context.Background(), 1)
+		t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
+		// The waiting agent kept its context: the turn's next runs get a
+		// fresh one, cancelled as ever when the claim is lost.
+		t.mu.Lock()
+		t.runCtx, t.cancel = context.WithCancel(t.base)
+		if t.stopping || t.lost {
+			t.cancel()
+		}
+		t.mu.Unlock()
+		t.next = StepPlan
+	}
+}
+
+// keepAgent takes the agent's context out of the turn's hands: from now
+// on losing the claim or ending the turn does not cancel it (Await calls
+// it before recording the run's end).
+func (t *Turn) keepAgent() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.agentCancel, t.cancel = t.cancel, nil
+}
+
+// detach lets the agent, which waits for an answer, outlive its run and
+// its turn: its context is no longer cancelled when the claim is lost or
+// the turn ends, only when the runner stops; its handle finishes when it
+// returns.
+func (t *Turn) detach(done <-chan error) {
+	t.mu.Lock()
+	cancel := t.agentCancel
+	t.mu.Unlock()
+	if cancel == nil {
+		cancel = func() {}
+	}
+	h := t.handle
+	var stopped <-chan struct{}
+	if t.outer != nil {
+		stopped = t.outer.Done()
+	}
+	t.r.detached.Add(1)
+	go func() {
+		defer t.r.detached.Done()
+		defer cancel()
+		select {
+		case err := <-done:
+			h.finish(err)
+		case <-stopped:
+			cancel()
+			h.finish(<-done)
+		}
+	}()
 }
 
 func (t *Turn) stepRunEnd(ctx context.Context) {
@@ -363,6 +479,8 @@ func (t *Turn) stepRelease(ctx context.Context) {
 		t.end(ctx, OutcomeLost, fmt.Errorf("renew claim on thread %q: %w", t.thread, core.ErrThreadBusy))
 	case t.isStopping():
 		t.end(ctx, OutcomeStopped, nil)
+	case t.yielded:
+		t.end(ctx, OutcomeYielded, nil)
 	default:
 		t.end(ctx, OutcomeDone, nil)
 	}
@@ -392,6 +510,7 @@ func (t *Turn) end(ctx context.Context, o Outcome, err error) {
 	}
 	t.mu.Unlock()
 	t.r.metrics.turns.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(o))))
+	t.report()
 	if t.span == nil {
 		return
 	}
@@ -400,6 +519,44 @@ func (t *Turn) end(ctx context.Context, o Outcome, err error) {
 		t.span.SetStatus(codes.Error, fmt.Sprintf("%s: %v", o, err))
 	}
 	t.span.End()
+}
+
+// TurnReport is what one turn did, given to Config.OnTurn.
+type TurnReport struct {
+	Thread  core.ThreadID
+	Holder  core.Holder // "" when the turn claimed nothing
+	Outcome Outcome
+	Err     error // behind a failed or busy turn
+	// Consumed counts the messages the turn consumed: prompts of runs it
+	// started and answers of replies it wrote.
+	Consumed int
+	// Runs are the handles of the runs the turn planned, in order.
+	Runs []*RunHandle
+	// Began is when the turn's claim was taken, by the runner's clock
+	// (zero when it claimed nothing); Ended when it was over.
+	Began, Ended time.Time
+}
+
+// Report returns the turn's report; complete once the turn is over.
+func (t *Turn) Report() TurnReport {
+	return TurnReport{Thread: t.thread, Holder: t.claim.Holder, Outcome: t.outcome, Err: t.err,
+		Consumed: t.consumes, Runs: append([]*RunHandle(nil), t.handles...), Began: t.begun, Ended: t.r.cfg.Clock.Now()}
+}
+
+// report logs the turn's end and hands its report to OnTurn.
+func (t *Turn) report() {
+	rep := t.Report()
+	level := slog.LevelDebug
+	if rep.Outcome.Failed() {
+		level = slog.LevelWarn
+	}
+	t.r.cfg.Logger.Log(context.Background(), level, "turn over",
+		slog.String("thread", string(rep.Thread)), slog.String("holder", string(rep.Holder)),
+		slog.String("outcome", string(rep.Outcome)), slog.Int("consumed", rep.Consumed),
+		slog.Any("err", rep.Err))
+	if t.r.cfg.OnTurn != nil {
+		t.r.cfg.OnTurn(rep)
+	}
 }
 
 func (t *Turn) event(name string, attrs ...attribute.KeyValue) {

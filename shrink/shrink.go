@@ -127,6 +127,7 @@ func Execute(ctx context.Context, cfg sim.Config) (*Execution, error) {
 	// The trace as storage would keep it: with the writes that committed
 	// although an injected fault told their process otherwise.
 	e.Log, e.Lines, e.Sim = s.Log(), s.TraceLines(), s.Stats()
+	tracecheck.Sort(e.Lines) // in the order the processes traced them
 	e.Trace, err = tracecheck.Check(e.Lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", cfg.Seed)))
 	if err != nil && !errors.As(err, &e.Violation) {
 		return nil, err

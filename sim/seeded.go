@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -234,6 +235,12 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	if cfg.Mutants.FenceInOwnTransaction {
 		opts = append(opts, core.WithMutantsForTesting(core.Mutants{FenceInOwnTransaction: true}))
 	}
+	if cfg.Mutants.RetryCommitUnknown {
+		// Core refuses the retry itself (a round whose write's commit is
+		// unknown takes only Crash): the mutant is the runner's defect
+		// with that protection off too.
+		opts = append(opts, core.WithoutRoundsForTesting())
+	}
 	var procStore core.Storage = cfg.Storage
 	if cfg.Interleave || cfg.Faults > 0 {
 		ps := &procStorage{Storage: cfg.Storage}
@@ -263,6 +270,9 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			Workspace: p.ws,
 			Clock:     p.clock,
 			ClaimTTL:  cfg.ClaimTTL,
+			// Turns as long as their thread has messages: the scheduler,
+			// not a bound, decides how long a process keeps a thread.
+			MaxTurnDuration: math.MaxInt64,
 			Agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
 				for range p.asks {
 					if _, err := sess.Ask(ctx, "which one?"); err != nil {
@@ -419,7 +429,9 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 	case OpCrash:
 		p.co.kill()
 		if p.turn != nil && p.turn.Claim() != (core.Claim{}) {
-			if err := p.ws.Crash(ctx, p.turn.Claim()); err != nil {
+			// A round that already ended (the turn's refusal, Release or
+			// crash) has nothing to crash: core refuses with ErrRoundOver.
+			if err := p.ws.Crash(ctx, p.turn.Claim()); err != nil && !errors.Is(err, core.ErrRoundOver) {
 				return err
 			}
 		}

@@ -30,11 +30,30 @@ func refused(conjunct string) Outcome { return Outcome{Failed: conjunct} }
 type Model struct {
 	cfg   Config
 	steps []Step
+	// the fences' conjuncts, named as the cfg's constants are
+	cStart, cReply, cStartOn, cReplyOn string
+	takeover                           bool // check NoLiveTakeover
+	// scratch, when set, is where actions build successors, reusing its
+	// slices: Explore's private copy of the model uses it, so that a
+	// successor costs no allocation until it is found new.
+	scratch *State
+}
+
+func (m *Model) clone(s *State) State {
+	if m.scratch == nil {
+		return s.Clone()
+	}
+	s.cloneInto(m.scratch)
+	return *m.scratch
 }
 
 // New returns the model of cfg.
 func New(cfg Config) *Model {
-	m := &Model{cfg: cfg}
+	m := &Model{cfg: cfg, cStart: cFenceStart, cReply: cFenceReply, cStartOn: cFenceStartOn, cReplyOn: cFenceReplyOn,
+		takeover: cfg.checks(PropNoLiveTakeover)}
+	if cfg.OneFenced {
+		m.cStart, m.cReply, m.cStartOn, m.cReplyOn = cFenced, cFenced, cFencedOn, cFencedOn
+	}
 	m.steps = append(m.steps, Step{core.ActionPost, -1, 0}, Step{core.ActionLapse, -1, 0})
 	for p := range cfg.Procs {
 		add := func(a core.Action) { m.steps = append(m.steps, Step{a, p, 0}) }
@@ -142,6 +161,10 @@ const (
 	cNotHasLease  = `~HasLease(p)`
 	cFenced       = `Fenced => HasLease(p)`
 	cFencedOn     = `Fenced`
+	cFenceStart   = `FenceStart => HasLease(p)`
+	cFenceStartOn = `FenceStart`
+	cFenceReply   = `FenceReply => HasLease(p)`
+	cFenceReplyOn = `FenceReply`
 	cFenceAbandon = `FenceAbandon => HasLease(p)`
 	cFenceAbandOn = `FenceAbandon`
 	cPlanRun      = `plan[p].kind = "run"`
@@ -169,7 +192,7 @@ func (m *Model) Post(s *State) Outcome {
 	if !(int(s.Msgs) < m.cfg.MaxMsgs) {
 		return refused(cMsgsBound)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Msgs++
 	return Outcome{Enabled: true, Next: n}
 }
@@ -182,7 +205,7 @@ func (m *Model) Lapse(s *State) Outcome {
 	case s.Lease.Expired:
 		return refused(cLeaseLive)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Lease.Expired = true
 	return Outcome{Enabled: true, Next: n}
 }
@@ -197,7 +220,7 @@ func (m *Model) Claim(s *State, p int) Outcome {
 	case !(s.Lease.Holder == 0 || s.Lease.Expired):
 		return refused(cLeaseFree)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Lease = Lease{Holder: s.NextHolder}
 	n.Procs[p].Hold = s.NextHolder
 	n.Procs[p].PC = Claimed
@@ -213,7 +236,7 @@ func (m *Model) Renew(s *State, p int) Outcome {
 	case !HasLease(s, p):
 		return refused(cHasLease)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Lease.Expired = false
 	return Outcome{Enabled: true, Next: n}
 }
@@ -223,7 +246,7 @@ func (m *Model) Release(s *State, p int) Outcome {
 	if s.Procs[p].PC != Claimed {
 		return refused(cPCClaimed)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	if HasLease(s, p) {
 		n.Lease = Lease{}
 	}
@@ -246,7 +269,7 @@ func (m *Model) Abandon(s *State, p, r int) Outcome {
 	case m.cfg.FenceAbandon && !HasLease(s, p):
 		return refused(cFenceAbandon)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Runs[r-1].State = Abandoned
 	n.LiveAbandoned = s.LiveAbandoned || s.Lease.Holder == s.Runs[r-1].Holder
 	return Outcome{Enabled: true, Next: n}
@@ -262,7 +285,7 @@ func (m *Model) AbandonFenced(s *State, p int) Outcome {
 	case HasLease(s, p):
 		return refused(cNotHasLease)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p].PC = Idle
 	n.Procs[p].Hold = 0
 	return Outcome{Enabled: true, Next: n}
@@ -300,7 +323,7 @@ func (m *Model) Plan(s *State, p int) Outcome {
 	case !(s.Taken < s.Msgs):
 		return refused(cUnconsumed)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	if q := OldestOpen(s); q != 0 {
 		n.Procs[p].Plan = Plan{Kind: PlanReply, Msg: s.Taken + 1, Req: uint8(q)}
 	} else {
@@ -320,9 +343,9 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 	case pr.Plan.Kind != PlanRun:
 		return refused(cPlanRun)
 	case m.cfg.FenceStart && !HasLease(s, p):
-		return refused(cFenced)
+		return refused(m.cStart)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Runs = append(n.Runs, Run{Holder: pr.Hold, Prompt: pr.Plan.Msg, State: Active})
 	n.Taken = pr.Plan.Msg
 	n.Consumed[pr.Plan.Msg-1]++
@@ -334,26 +357,26 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 
 // StartFenced(p): the fence refuses p's start; p's round is over.
 func (m *Model) StartFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanRun, cPlanRun, m.cfg.FenceStart)
+	return m.fenced(s, p, PlanRun, cPlanRun, m.cStartOn, m.cfg.FenceStart)
 }
 
 // ReplyFenced(p): the fence refuses p's answer; p's round is over.
 func (m *Model) ReplyFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanReply, cPlanReply, m.cfg.FenceReply)
+	return m.fenced(s, p, PlanReply, cPlanReply, m.cReplyOn, m.cfg.FenceReply)
 }
 
-func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct string, on bool) Outcome {
+func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct, onConjunct string, on bool) Outcome {
 	switch {
 	case s.Procs[p].PC != Planned:
 		return refused(cPCPlanned)
 	case s.Procs[p].Plan.Kind != kind:
 		return refused(kindConjunct)
 	case !on:
-		return refused(cFencedOn)
+		return refused(onConjunct)
 	case HasLease(s, p):
 		return refused(cNotHasLease)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p].PC = Idle
 	n.Procs[p].Hold = 0
 	n.Procs[p].Plan = noPlan
@@ -370,11 +393,11 @@ func (m *Model) Reply(s *State, p int) Outcome {
 	case pr.Plan.Kind != PlanReply:
 		return refused(cPlanReply)
 	case m.cfg.FenceReply && !HasLease(s, p):
-		return refused(cFenced)
+		return refused(m.cReply)
 	case s.Reqs[pr.Plan.Req-1].State != Open:
 		return refused(cReqOpen)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Reqs[pr.Plan.Req-1].State = Answered
 	n.Reqs[pr.Plan.Req-1].Answer = pr.Plan.Msg
 	n.Taken = pr.Plan.Msg
@@ -395,7 +418,7 @@ func (m *Model) Ask(s *State, p int) Outcome {
 	case !(len(s.Reqs) < m.cfg.MaxAsks):
 		return refused(cAsksBound)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Reqs = append(n.Reqs, Req{Run: pr.Run, State: Open})
 	return Outcome{Enabled: true, Next: n}
 }
@@ -409,7 +432,7 @@ func (m *Model) RunEnd(s *State, p int) Outcome {
 	case s.Runs[pr.Run-1].State != Active:
 		return refused(cRunActive)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Runs[pr.Run-1].State = Ended
 	n.Procs[p].PC = Claimed
 	n.Procs[p].Run = 0
@@ -425,7 +448,7 @@ func (m *Model) EndRefused(s *State, p int) Outcome {
 	case s.Runs[pr.Run-1].State != Abandoned:
 		return refused(cRunAbandoned)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p].PC = Idle
 	n.Procs[p].Hold = 0
 	n.Procs[p].Run = 0
@@ -437,7 +460,7 @@ func (m *Model) Crash(s *State, p int) Outcome {
 	if s.Procs[p].PC == Idle {
 		return refused(cPCNotIdle)
 	}
-	n := s.Clone()
+	n := m.clone(s)
 	n.Procs[p] = Proc{}
 	return Outcome{Enabled: true, Next: n}
 }

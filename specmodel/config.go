@@ -24,23 +24,33 @@ type Config struct {
 	FenceStart   bool
 	FenceReply   bool
 	FenceAbandon bool // Abandon requires HasLease(p)
+	// OneFenced is true when the cfg sets the older single constant Fenced
+	// (for RunStart and Reply) rather than FenceStart and FenceReply; the
+	// failing conjuncts are then named with it.
+	OneFenced bool
 
 	Specification string   // SPECIFICATION: Spec or LiveSpec
 	Invariants    []string // INVARIANTS, in the cfg's order
-	Properties    []string // PROPERTIES (temporal; the model does not check them)
+	Properties    []string // PROPERTIES: NoLiveTakeover is checked, liveness ones are not (Unchecked)
 	CheckDeadlock bool     // CHECK_DEADLOCK (TLC's default TRUE)
 	// Expect is the cfg's declared outcome, from its `\* expect:` comment:
 	// "ok", or "violation" followed by the invariants any of which may be
 	// reported. Empty when the cfg declares none.
 	Expect []string
+	// Fires lists the actions the cfg's `\* fires:` comment says must each
+	// take at least one step in the reachable graph.
+	Fires []string
 }
 
 // Invariant names the model evaluates.
 const (
-	InvTypeOK              = "TypeOK"
-	InvConsumedAtMostOnce  = "I1_ConsumedAtMostOnce"
-	InvOneActiveRun        = "I3_OneActiveRun"
-	InvNoLiveAbandon       = "NoLiveAbandon"
+	InvTypeOK             = "TypeOK"
+	InvConsumedAtMostOnce = "I1_ConsumedAtMostOnce"
+	InvOneActiveRun       = "I3_OneActiveRun"
+	InvNoLiveAbandon      = "NoLiveAbandon"
+	// PropNoLiveTakeover is the action property [][~LiveTakeover]_vars,
+	// which the model checks on every transition when the cfg lists it.
+	PropNoLiveTakeover     = "NoLiveTakeover"
 	maxSmall               = 200 // values are stored in bytes
 	defaultSpecification   = "Spec"
 	livenessSpecification  = "LiveSpec"
@@ -88,6 +98,9 @@ func ParseConfig(name, text string) (Config, error) {
 			comment := strings.TrimSpace(line[j+2:])
 			if rest, ok := strings.CutPrefix(comment, "expect:"); ok && c.Expect == nil {
 				c.Expect = strings.Fields(rest)
+			}
+			if rest, ok := strings.CutPrefix(comment, "fires:"); ok && c.Fires == nil {
+				c.Fires = strings.Fields(rest)
 			}
 			line = line[:j]
 		}
@@ -203,7 +216,7 @@ func (c *Config) setConstant(k, v string) error {
 		c.MaxAsks, err = num()
 	case "Fenced":
 		c.FenceStart, err = boolean()
-		c.FenceReply = c.FenceStart
+		c.FenceReply, c.OneFenced = c.FenceStart, true
 	case "FenceStart":
 		c.FenceStart, err = boolean()
 	case "FenceReply":
@@ -271,9 +284,18 @@ func stripBlockComments(s string) (string, error) {
 // MaxRuns is the bound of Abandon's run parameter: MaxClaims * MaxMsgs.
 func (c Config) MaxRuns() int { return c.MaxClaims * c.MaxMsgs }
 
-// Fenced reports the spec's Fenced: both consuming writes are fenced.
-func (c Config) Fenced() bool { return c.FenceStart && c.FenceReply }
+// Unchecked returns the cfg's properties the model does not check: the
+// liveness ones (such as EveryPostConsumed). The reachable states are still
+// those of the safety part, which is what the model enumerates.
+func (c Config) Unchecked() []string {
+	var out []string
+	for _, p := range c.Properties {
+		if p != PropNoLiveTakeover {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
-// Liveness reports whether the cfg checks temporal properties, which the
-// model does not: its reachable states are still the safety part's.
-func (c Config) Liveness() bool { return len(c.Properties) > 0 }
+// checks reports whether the cfg lists the property.
+func (c Config) checks(prop string) bool { return slices.Contains(c.Properties, prop) }

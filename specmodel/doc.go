@@ -22,7 +22,23 @@
 // that the real code can perform every edge of the state graph and no
 // other (package conform).
 //
-// It does not check temporal properties (PROPERTIES such as
-// EveryPostConsumed): the liveness cfg's reachable states are those of its
-// safety part, which is what the model enumerates.
+// Of the cfg's PROPERTIES it checks the action property NoLiveTakeover on
+// every transition; it does not check liveness (EveryPostConsumed): the
+// liveness cfg's reachable states are those of its safety part, which is
+// what the model enumerates.
+//
+// TraceLine and TraceLines render a step, or a path, as the trace line the
+// Go code writes (tracecheck/doc.go's format), so that a path of the graph
+// can be fed to a trace checker.
+//
+// # Figures
+//
+// Measured on this project's machine (2 cores, shared; Go 1.26):
+//
+//	go test ./specmodel -run '^$' -bench 'ExploreFenced|TLCFenced' -benchtime 3x
+//
+// BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (228,049
+// states, 1,044,027 generated) in about 1 s on an idle machine (2.8-6.4 s
+// while the machine ran many other jobs); TLC with one worker takes 7 s
+// idle and 40 s or more under the same load.
 package specmodel

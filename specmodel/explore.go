@@ -23,6 +23,9 @@ type Graph struct {
 	depth  []uint16         // 1 for Init, as TLC counts
 	index  map[string]int32 // key to number
 	result Result
+	// maxDepth is the depth the exploration stopped at (0: none): the
+	// states of that depth have not been expanded.
+	maxDepth int
 }
 
 // Result is what an exploration found, in TLC's terms.
@@ -42,7 +45,9 @@ type Result struct {
 // Violation is a reachable state that breaks an invariant, with a shortest
 // path to it.
 type Violation struct {
-	Invariant string      // the cfg's first invariant that fails there, or InvDeadlock
+	// Invariant is the cfg's first invariant that fails there, InvDeadlock,
+	// or PropNoLiveTakeover for a step that takes a live lease.
+	Invariant string
 	Depth     int         // the path's length in states (Init is 1): TLC's depth
 	Trace     []TraceStep // from Init to the violating state
 }
@@ -57,43 +62,91 @@ type TraceStep struct {
 // Explore enumerates the states reachable from Init breadth first,
 // checking the cfg's invariants in every state as it is found, and stops
 // at the first violation.
-func (m *Model) Explore() *Graph {
-	g := &Graph{model: m, index: make(map[string]int32, 1<<16)}
+func (m *Model) Explore() *Graph { return m.ExploreWith(Options{}) }
+
+// Options change how far ExploreWith goes.
+type Options struct {
+	// Continue goes on past a violation (TLC's -continue): the Result's
+	// Violation is still the first one found, with its shortest path. The
+	// unfenced cfgs' state spaces are not finite (a stale RunStart moves
+	// taken back, and a message is consumed again and again), so Continue
+	// needs MaxDepth there.
+	Continue bool
+	// MaxDepth stops after every state of that depth (Init is 1) was
+	// found; 0 for no bound.
+	MaxDepth int
+}
+
+// ExploreWith is Explore with options.
+func (m *Model) ExploreWith(o Options) *Graph {
+	all := o.Continue
+	g := &Graph{model: m, index: make(map[string]int32, 1<<16), maxDepth: o.MaxDepth}
 	g.result.Transitions = map[core.Action]int{}
 	init := m.Init()
 	g.add(init.Key(), -1, -1, 1)
 	g.result.Generated = 1
 	if inv := m.Violated(&init); inv != "" {
 		g.violate(0, inv)
-		return g
+		if !all {
+			return g
+		}
 	}
 	steps := m.steps
+	// The successors are built in one scratch state: each is encoded (or
+	// checked) before the next is built.
+	mm := *m
+	mm.scratch = &State{}
 	var buf []byte
 	for i := 0; i < len(g.keys); i++ {
-		s := m.Decode(g.keys[i])
 		d := g.depth[i]
-		any := false
+		if o.MaxDepth > 0 && int(d) >= o.MaxDepth {
+			break
+		}
+		s := m.Decode(g.keys[i])
+		enabled := false
 		for si := range steps {
-			out := m.Do(&s, steps[si])
+			out := mm.Do(&s, steps[si])
 			if !out.Enabled {
 				continue
 			}
-			any = true
+			enabled = true
 			g.result.Generated++
 			g.result.Transitions[steps[si].Action]++
 			buf = out.Next.AppendKey(buf[:0])
+			if m.takeover && g.result.Violation == nil && LiveTakeover(&s, &out.Next) {
+				// An action property: the path is the one to s, then this step.
+				j, seen := g.index[string(buf)]
+				if !seen {
+					j = g.add(string(buf), int32(i), int32(si), d+1)
+				}
+				g.violateStep(int32(i), j, int32(si))
+				if !all {
+					return g
+				}
+				continue
+			}
 			if _, ok := g.index[string(buf)]; ok {
 				continue
 			}
 			j := g.add(string(buf), int32(i), int32(si), d+1)
+			if g.result.Violation != nil {
+				continue
+			}
 			if inv := m.Violated(&out.Next); inv != "" {
 				g.violate(j, inv)
-				return g
+				if !all {
+					return g
+				}
 			}
 		}
-		if !any && m.cfg.CheckDeadlock {
+		if enabled {
+			continue
+		}
+		if m.cfg.CheckDeadlock && g.result.Violation == nil {
 			g.violate(int32(i), InvDeadlock)
-			return g
+			if !all {
+				return g
+			}
 		}
 	}
 	g.finish()
@@ -121,6 +174,15 @@ func (g *Graph) violate(i int32, inv string) {
 	g.finish()
 	tr := g.Path(int(i))
 	g.result.Violation = &Violation{Invariant: inv, Depth: len(tr), Trace: tr}
+}
+
+// violateStep records a violation of NoLiveTakeover by the step si from
+// state i to state j.
+func (g *Graph) violateStep(i, j, si int32) {
+	g.finish()
+	tr := g.Path(int(i))
+	tr = append(tr, TraceStep{Step: g.model.steps[si], State: g.model.Decode(g.keys[j])})
+	g.result.Violation = &Violation{Invariant: PropNoLiveTakeover, Depth: len(tr), Trace: tr}
 }
 
 // Result returns what the exploration found.
@@ -234,4 +296,25 @@ func (m *Model) FormatTrace(tr []TraceStep) string {
 		fmt.Fprintf(&b, "%3d %-18s %s\n", i+1, name, ts.State.String())
 	}
 	return b.String()
+}
+
+// PathSteps returns the steps of a shortest path from Init to state i,
+// without the states (Path's, cheaper).
+func (g *Graph) PathSteps(i int) []Step {
+	n := int(g.depth[i]) - 1
+	steps := make([]Step, n)
+	for j := int32(i); g.parent[j] >= 0; j = g.parent[j] {
+		n--
+		steps[n] = g.model.steps[g.via[j]]
+	}
+	return steps
+}
+
+// Parent returns the state from which state i was first reached (-1 for
+// Init) and the step that reached it: the edges Path follows.
+func (g *Graph) Parent(i int) (int, Step) {
+	if g.parent[i] < 0 {
+		return -1, Step{}
+	}
+	return int(g.parent[i]), g.model.steps[g.via[i]]
 }

@@ -64,3 +64,9 @@ func (m *Model) TypeOK(s *State) bool {
 	}
 	return s.NextHolder >= 1 && s.NextHolder <= maxClaims+1
 }
+
+// LiveTakeover is the spec's LiveTakeover for the step from s to t: the
+// lease passes to a new holder while it was held and had not expired.
+func LiveTakeover(s, t *State) bool {
+	return t.Lease.Holder != 0 && t.Lease.Holder != s.Lease.Holder && s.Lease.Holder != 0 && !s.Lease.Expired
+}

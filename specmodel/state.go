@@ -126,6 +126,16 @@ func (s *State) Clone() State {
 	return c
 }
 
+// cloneInto copies s into d, reusing d's slices.
+func (s *State) cloneInto(d *State) {
+	runs, reqs, cons, procs := d.Runs[:0], d.Reqs[:0], d.Consumed[:0], d.Procs[:0]
+	*d = *s
+	d.Runs = append(runs, s.Runs...)
+	d.Reqs = append(reqs, s.Reqs...)
+	d.Consumed = append(cons, s.Consumed...)
+	d.Procs = append(procs, s.Procs...)
+}
+
 // AppendKey appends the state's canonical encoding to b: one byte per
 // value, the sequences prefixed by their length. Two states are equal, as
 // TLC compares them, exactly when their keys are; the key is what the

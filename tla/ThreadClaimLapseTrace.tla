@@ -1,90 +1,111 @@
 ------------------------ MODULE ThreadClaimLapseTrace ------------------------
 (***************************************************************************)
-(* Trace validation: is a trace of ONE thread, written by the Go code      *)
-(* (core.TraceEvent, one JSON object per line), a behaviour of             *)
-(* spec/ThreadClaimLapse.tla?                                              *)
+(* Trace validation: is each trace of ONE thread, written by the Go code   *)
+(* (core.TraceEvent lines), a behaviour of spec/ThreadClaimLapse.tla?      *)
 (*                                                                         *)
-(* TLC reads the trace named by the environment variable JSON, and walks   *)
-(* it with the variable l, the next line to explain.  Each line must be    *)
-(* matched by the spec action it names, with the line's values; between    *)
-(* lines only a hidden Lapse may happen, and only where the next line is a *)
-(* Claim of a lease that is still unexpired in the model (Lapse is never   *)
-(* logged; expiry matters to nothing but Claim).  Every step is therefore  *)
-(* forced, the behaviour is a single chain, and TLC accepts the trace when *)
-(* the chain reaches the end of the file (TraceAccepted).                  *)
+(* Input, from the environment (see tla/README.md):                        *)
+(*   TRACE_BATCH  a JSON file: an array of traces, each an array of line   *)
+(*                objects of one thread, in file order.  Many traces are   *)
+(*                checked in one run of TLC; the initial state picks the   *)
+(*                trace (variable t).                                      *)
+(*   TRACE_RESULT where the batch's result goes: a JSON array holding, for *)
+(*                each trace, how many of its lines were matched (its      *)
+(*                length when it is accepted).                             *)
+(*   JSON         instead of TRACE_BATCH: one ndjson trace (with the cfg    *)
+(*                ThreadClaimLapseTrace.cfg, which reports a rejection as  *)
+(*                a violation of TraceAccepted).                           *)
 (*                                                                         *)
-(* The constants of the spec are taken from the trace (see the cfg): its   *)
-(* processes, and as many messages, claims and asks as it holds.  The      *)
-(* spec is the fenced one: a trace from code whose fences are off should   *)
-(* be rejected.                                                            *)
+(* The variable l is the next line to explain.  Each step takes line l,    *)
+(* binds the parameters of the spec action it names from the line (the     *)
+(* process, and Abandon's run), and requires:                              *)
+(*   - the named action, and every value of the line, field by field;      *)
+(*   - that the step is a [Next]_vars step of the spec (refinement: the    *)
+(*     step is one the spec's own next-state relation allows);             *)
+(*   - the spec's invariants in the state after it, and NoLiveTakeover.    *)
+(* Between lines the only step is a hidden Lapse, taken just before a      *)
+(* Claim of a lease that is unexpired in the model (Lapse is never logged, *)
+(* and nothing but Claim reads lease.expired).  So every trace is a single *)
+(* chain of states, and the VIEW <<t, l, lease.expired>> tells them apart. *)
 (*                                                                         *)
-(* Run (one worker, as TraceAccepted reads TLC's queue):                   *)
-(*   JSON=/abs/trace.ndjson java -DTLA-Library=<spec dir> \               *)
-(*     -cp tla2tools.jar:CommunityModules-deps.jar tlc2.TLC -workers 1 \   *)
-(*     -config ThreadClaimLapseTrace.cfg ThreadClaimLapseTrace.tla        *)
+(* Timing (Claim's and Renew's clock fields "now", "expires", "replaced")  *)
+(* is not read here: the spec is untimed, and its Lapse may happen at any  *)
+(* moment.  The Go checker checks the clocks.                              *)
 (***************************************************************************)
-EXTENDS ThreadClaimLapse, Json, IOUtils, TLC, Naturals, Sequences
+EXTENDS ThreadClaimLapse, Json, IOUtils, TLC, Naturals, Sequences, FiniteSets
 
-\* Trace validation relies on breadth-first model checking with one worker.
-ASSUME TLCGet("config").mode = "bfs"
+Env(name, default) == IF name \in DOMAIN IOEnv THEN IOEnv[name] ELSE default
 
-TraceFile ==
-    IF "JSON" \in DOMAIN IOEnv THEN IOEnv.JSON
-    ELSE Assert(FALSE, "set JSON to the path of an ndjson trace")
+\* The traces: a batch, or one ndjson trace.
+Batch ==
+    TLCEval(
+        IF "TRACE_BATCH" \in DOMAIN IOEnv THEN JsonDeserialize(IOEnv.TRACE_BATCH)
+        ELSE IF "JSON" \in DOMAIN IOEnv THEN << ndJsonDeserialize(IOEnv.JSON) >>
+        ELSE Assert(FALSE, "set TRACE_BATCH (a JSON array of traces) or JSON (one ndjson trace)"))
 
-TraceLog == TLCEval(ndJsonDeserialize(TraceFile))
+Traces == 1..Len(Batch)
 
-ASSUME Len(TraceLog) > 0
+\* What the constants need from the traces, computed once.  (TLC caches a
+\* TLCEval only where it is evaluated outside any operator's parameters, so
+\* Batch is read once here, into b, and never from inside an operator.)
+TraceStats ==
+    TLCEval(
+        LET b == Batch
+            procs == UNION {{b[i][j].proc : j \in {k \in 1..Len(b[i]) :
+                                                     b[i][k].action # "Post"}} :
+                            i \in 1..Len(b)}
+            count(i, a) == Cardinality({j \in 1..Len(b[i]) : b[i][j].action = a})
+            most(a) ==
+                LET cs == {count(i, a) : i \in 1..Len(b)}
+                IN IF cs = {} THEN 0 ELSE CHOOSE c \in cs : \A d \in cs : d <= c
+        IN [procs |-> IF procs = {} THEN {"none"} ELSE procs,
+            msgs |-> most("Post"), claims |-> most("Claim"),
+            asks |-> most("Ask"), runs |-> most("RunStart")])
 
-\* One thread per trace: the Go side splits its traces by thread.
-ASSUME \A i \in 1..Len(TraceLog) : TraceLog[i].thread = TraceLog[1].thread
+\* The constants, from the traces: the processes of lines other than Post
+\* (a poster need not be a runner process), and as many messages, claims,
+\* asks and runs as the trace that has most of them.
+TraceProcs     == TraceStats.procs
+TraceMaxMsgs   == TraceStats.msgs
+TraceMaxClaims == TraceStats.claims
+TraceMaxAsks   == TraceStats.asks
+TraceMaxRuns   == TraceStats.runs
 
-\* Line numbers holding a given action.
-LinesOf(a) == {i \in 1..Len(TraceLog) : TraceLog[i].action = a}
+\* The fences the traces are held to: all on, unless TRACE_FENCES names the
+\* ones that stay on ("start reply abandon"; "none" for none; unset or empty
+\* for all).  With a
+\* fence off, a trace from code without it gets past the guard and must
+\* break an invariant instead.
+FenceOn(name) ==
+    LET f == Env("TRACE_FENCES", "")
+    IN \/ f = ""
+       \/ \E i \in 1..(Len(f) - Len(name) + 1) : SubSeq(f, i, i + Len(name) - 1) = name
+TraceFenceStart   == FenceOn("start")
+TraceFenceReply   == FenceOn("reply")
+TraceFenceAbandon == FenceOn("abandon")
 
-\* The constants, from the trace.  Post lines name the poster, who need not
-\* be a runner process, so they do not count among Procs.
-TraceProcs ==
-    LET ps == {TraceLog[i].proc : i \in 1..Len(TraceLog) \ LinesOf("Post")}
-    IN IF ps = {} THEN {"none"} ELSE ps
-TraceMaxMsgs   == Cardinality(LinesOf("Post"))
-TraceMaxClaims == Cardinality(LinesOf("Claim"))
-TraceMaxAsks   == Cardinality(LinesOf("Ask"))
-
-\* Holders: Go's random strings, numbered by the order of their Claim lines.
-\* "" is no holder (0); a string that no Claim took maps to a number no
-\* claim has, so that every comparison with it fails.
-ClaimIndex(i) == Cardinality({j \in LinesOf("Claim") : j <= i})
-HolderNames == {TraceLog[i].holder : i \in LinesOf("Claim")}
-HolderNum == TLCEval(
-    [s \in HolderNames |->
-        ClaimIndex(CHOOSE i \in LinesOf("Claim") :
-                      /\ TraceLog[i].holder = s
-                      /\ \A j \in LinesOf("Claim") : TraceLog[j].holder = s => i <= j)])
-H(s) == IF s = "" THEN 0
-        ELSE IF s \in DOMAIN HolderNum THEN HolderNum[s]
-        ELSE TraceMaxClaims + 1
-
-\* A field of a line, with a default when the line leaves it out (Go
-\* omits "kind" when empty).
+\* A field of a line, with a default when the line leaves it out (Go omits
+\* "kind" when empty).
 Field(rec, name, default) == IF name \in DOMAIN rec THEN rec[name] ELSE default
 
 -----------------------------------------------------------------------------
 VARIABLES
-    l,     \* the next line of the trace to explain
-    ver    \* the thread's version (tick) after the lines explained so far
+    t,      \* the trace of the batch this behaviour follows
+    l,      \* the next line of trace t to explain
+    ver,    \* the thread's version (tick) after the lines explained so far
+    names   \* holder strings of the trace -> the spec's holders (1, 2, ...)
 
-traceVars == <<vars, l, ver>>
+traceVars == <<vars, t, l, ver, names>>
 
-line == TraceLog[l]
+Log  == Batch[t]
+line == Log[l]
 P    == line.proc
 
-\* What every line says about the state after it: the taken cursor as
-\* storage holds it, and p's holder (Post and Crash may leave it "").
-Common ==
-    /\ taken' = line.taken
-    /\ line.action = "Claim" => hold'[P] = H(line.holder)
-    /\ line.action \notin {"Post", "Crash", "Claim"} => hold[P] = H(line.holder)
+\* A line's holder string as the spec's holder: "" is none (0); a string no
+\* Claim took is a holder no claim has.
+H(s) == IF s = "" THEN 0 ELSE IF s \in DOMAIN names THEN names[s] ELSE MaxClaims + 1
+
+\* The holder string of the spec's holder h ("" for none).
+Name(h) == IF h = 0 THEN "" ELSE CHOOSE s \in DOMAIN names : names[s] = h
 
 \* Ticks.  Every committed write makes the thread's version one higher and
 \* carries the new version; a read or a refusal carries the version it saw.
@@ -92,169 +113,156 @@ Common ==
 \* when the lease was no longer the writer's.
 ReadActions  == {"Plan", "StartFenced", "ReplyFenced", "AbandonFenced",
                  "EndRefused", "Crash"}
-WriteActions == {"Post", "Claim", "Renew", "Abandon", "RunStart", "Reply",
-                 "Ask", "RunEnd"}
-IsRead == Field(line, "read", FALSE)
+IsRead == line.read
 
 Ticks ==
-    /\ line.action \in ReadActions => IsRead
-    /\ line.action \in WriteActions => ~IsRead
-    /\ line.action = "Release" => (IsRead <=> ~HasLease(P))
+    /\ IF line.action = "Release" THEN IsRead <=> ~HasLease(P)
+       ELSE IsRead <=> line.action \in ReadActions
     /\ IF IsRead THEN line.tick = ver /\ ver' = ver
                  ELSE line.tick = ver + 1 /\ ver' = line.tick
 
-FirstVersion ==
-    IF Field(TraceLog[1], "read", FALSE) THEN TraceLog[1].tick ELSE TraceLog[1].tick - 1
+\* The values a line carries, all of them: msg, req, run, taken (after the
+\* action), the process's holder (after a Claim; before anything else),
+\* the lease's holder ("" where the action does not read the lease) and
+\* the plan's kind ("" but for Plan).
+Values(msg, req, rn, holder, ls, kind) ==
+    /\ line.msg = msg
+    /\ line.req = req
+    /\ line.run = rn
+    /\ line.taken = taken'
+    /\ line.holder = holder
+    /\ line.lease = ls
+    /\ Field(line, "kind", "") = kind
 
-\* The lease holder a line reports: after the write, or as the refusal saw it.
-LeaseAfter  == lease'.holder = H(line.lease)
-LeaseBefore == lease.holder = H(line.lease)
+Own == Name(hold[P])   \* the process's holder, as a string
 
-IsPost ==
-    /\ line.action = "Post"
-    /\ Post
-    /\ msgs' = line.msg
+\* Each action, its parameters bound from the line, with the line's values.
+Step(a) ==
+    CASE a = "Post" ->
+            /\ Post
+            /\ line.holder = ""
+            /\ Values(msgs', 0, 0, "", "", "")
+      [] a = "Claim" ->
+            /\ line.holder # "" /\ line.holder \notin DOMAIN names
+            /\ Claim(P)
+            /\ names' = names @@ (line.holder :> nextHolder)
+            /\ Values(0, 0, 0, line.holder, line.holder, "")
+      [] a = "Renew" ->
+            /\ Renew(P)
+            /\ Values(0, 0, 0, Own, Name(lease'.holder), "")
+      [] a = "Release" ->
+            /\ Release(P)
+            /\ Values(0, 0, 0, Own, Name(lease'.holder), "")
+      [] a = "Abandon" ->
+            /\ line.run \in RunIds
+            /\ Abandon(P, line.run)
+            /\ Values(0, 0, line.run, Own, Name(lease'.holder), "")
+      [] a = "AbandonFenced" ->
+            \* the run it would have abandoned: one that exists
+            /\ AbandonFenced(P)
+            /\ line.run \in RunIds
+            /\ Values(0, 0, line.run, Own, Name(lease.holder), "")
+      [] a = "Plan" ->
+            /\ Plan(P)
+            /\ Values(plan'[P].msg, plan'[P].req, 0, Own, "", plan'[P].kind)
+      [] a = "RunStart" ->
+            /\ RunStart(P)
+            /\ Values(plan[P].msg, 0, Len(runs'), Own, Name(lease'.holder), "")
+      [] a = "StartFenced" ->
+            /\ StartFenced(P)
+            /\ Values(plan[P].msg, 0, 0, Own, Name(lease.holder), "")
+      [] a = "Reply" ->
+            /\ Reply(P)
+            /\ Values(plan[P].msg, plan[P].req, 0, Own, Name(lease'.holder), "")
+      [] a = "ReplyFenced" ->
+            /\ ReplyFenced(P)
+            /\ Values(plan[P].msg, plan[P].req, 0, Own, Name(lease.holder), "")
+      [] a = "Ask" ->
+            /\ Ask(P)
+            /\ Values(0, Len(reqs'), run[P], Own, "", "")
+      [] a = "RunEnd" ->
+            /\ RunEnd(P)
+            /\ Values(0, 0, run[P], Own, "", "")
+      [] a = "EndRefused" ->
+            /\ EndRefused(P)
+            /\ Values(0, 0, run[P], Own, "", "")
+      [] a = "Crash" ->
+            /\ Crash(P)
+            /\ Values(0, 0, 0, IF line.holder = "" THEN "" ELSE Own, "", "")
+      [] OTHER -> FALSE
 
-IsClaim ==
-    /\ line.action = "Claim"
-    /\ P \in Procs
-    /\ Claim(P)
-    /\ LeaseAfter
-
-IsRenew ==
-    /\ line.action = "Renew"
-    /\ P \in Procs
-    /\ Renew(P)
-    /\ LeaseAfter
-
-IsRelease ==
-    /\ line.action = "Release"
-    /\ P \in Procs
-    /\ Release(P)
-    /\ LeaseAfter
-
-IsAbandon ==
-    /\ line.action = "Abandon"
-    /\ P \in Procs
-    /\ line.run \in RunIds
-    /\ Abandon(P, line.run)
-    /\ LeaseAfter
-
-IsAbandonFenced ==
-    /\ line.action = "AbandonFenced"
-    /\ P \in Procs
-    /\ AbandonFenced(P)
-    /\ LeaseBefore
-
-IsPlan ==
-    /\ line.action = "Plan"
-    /\ P \in Procs
-    /\ Plan(P)
-    /\ plan'[P].kind = Field(line, "kind", "")
-    /\ plan'[P].msg = line.msg
-    /\ plan'[P].kind = "reply" => plan'[P].req = line.req
-
-IsRunStart ==
-    /\ line.action = "RunStart"
-    /\ P \in Procs
-    /\ plan[P].msg = line.msg
-    /\ RunStart(P)
-    /\ run'[P] = line.run
-    /\ LeaseAfter
-
-IsStartFenced ==
-    /\ line.action = "StartFenced"
-    /\ P \in Procs
-    /\ plan[P].msg = line.msg
-    /\ StartFenced(P)
-    /\ LeaseBefore
-
-IsReply ==
-    /\ line.action = "Reply"
-    /\ P \in Procs
-    /\ plan[P].msg = line.msg
-    /\ plan[P].req = line.req
-    /\ Reply(P)
-    /\ LeaseAfter
-
-IsReplyFenced ==
-    /\ line.action = "ReplyFenced"
-    /\ P \in Procs
-    /\ plan[P].msg = line.msg
-    /\ plan[P].req = line.req
-    /\ ReplyFenced(P)
-    /\ LeaseBefore
-
-IsAsk ==
-    /\ line.action = "Ask"
-    /\ P \in Procs
-    /\ run[P] = line.run
-    /\ Ask(P)
-    /\ Len(reqs') = line.req
-
-IsRunEnd ==
-    /\ line.action = "RunEnd"
-    /\ P \in Procs
-    /\ run[P] = line.run
-    /\ RunEnd(P)
-
-IsEndRefused ==
-    /\ line.action = "EndRefused"
-    /\ P \in Procs
-    /\ run[P] = line.run
-    /\ EndRefused(P)
-
-IsCrash ==
-    /\ line.action = "Crash"
-    /\ P \in Procs
-    /\ line.holder # "" => hold[P] = H(line.holder)
-    /\ Crash(P)
+\* What must hold of every step of a trace: it is a step of the spec
+\* (refinement), it keeps the spec's invariants, and takes no live lease.
+Refines ==
+    /\ [Next]_vars
+    /\ (TypeOK /\ I1_ConsumedAtMostOnce /\ I3_OneActiveRun /\ NoLiveAbandon)'
+    /\ ~LiveTakeover
 
 \* Explain line l with the action it names, and move on.
 StepLine ==
-    /\ l <= Len(TraceLog)
-    /\ \/ IsPost \/ IsClaim \/ IsRenew \/ IsRelease
-       \/ IsAbandon \/ IsAbandonFenced \/ IsPlan
-       \/ IsRunStart \/ IsStartFenced \/ IsReply \/ IsReplyFenced
-       \/ IsAsk \/ IsRunEnd \/ IsEndRefused \/ IsCrash
-    /\ Common
+    /\ l <= Len(Log)
+    /\ line.thread = Log[1].thread
+    /\ line.action # "Post" => P \in Procs
+    /\ line.action # "Claim" => UNCHANGED names
+    /\ Step(line.action)
     /\ Ticks
     /\ l' = l + 1
+    /\ UNCHANGED t
+    /\ Refines
+    /\ TLCSet(t, l)     \* lines matched so far (see Result)
 
 \* The lease lapses unseen, just before a Claim that needs it expired.
 HiddenLapse ==
-    /\ l <= Len(TraceLog)
+    /\ l <= Len(Log)
     /\ line.action = "Claim"
     /\ Lapse
-    /\ UNCHANGED <<l, ver>>
+    /\ UNCHANGED <<t, l, ver, names>>
+    /\ Refines
 
-TraceInit == Init /\ l = 1 /\ ver = FirstVersion
+TraceInit ==
+    /\ \A i \in Traces : TLCSet(i, 0)
+    /\ t \in Traces
+    /\ Init
+    /\ l = 1
+    /\ ver = 0
+    /\ names = [s \in {} |-> 0]
 
 TraceNext == StepLine \/ HiddenLapse
 
 TraceSpec == TraceInit /\ [][TraceNext]_traceVars
 
+\* Every trace is a single chain: a state is known by its trace, its line,
+\* and whether the hidden lapse before that line happened.
+TraceView == <<t, l, lease.expired>>
+
 -----------------------------------------------------------------------------
-\* The trace is accepted when TLC reaches its end.  As in etcd-io/raft's
-\* Traceetcdraft.tla, this is a temporal property so that TLC checks it after
-\* it has generated every successor of a state: a state before the end with
-\* nothing left on TLC's queue is one where no spec action explains line l.
+\* The result of a batch: for each trace, the most lines any worker matched.
+Matched(i) ==
+    LET all == TLCGet("all")
+        ws  == IF i \in DOMAIN all THEN all[i] ELSE << >>
+        vs  == {ws[w] : w \in DOMAIN ws}
+    IN IF vs = {} THEN 0 ELSE CHOOSE v \in vs : \A u \in vs : u <= v
+
+WriteResult ==
+    JsonSerialize(Env("TRACE_RESULT", "trace-result.json"),
+                  [i \in Traces |-> Matched(i)])
+
+\* One trace (JSON): accepted when TLC reaches its end.  As in etcd-io/raft's
+\* Traceetcdraft.tla, a temporal property, so that TLC checks it after it has
+\* generated every successor of a state: a state before the end with nothing
+\* left on TLC's queue is one where nothing explains line l.  One worker.
 TraceAccepted ==
-    [](l <= Len(TraceLog) => [](TLCGet("queue") > 0 \/ l > Len(TraceLog)))
+    [](l <= Len(Log) => [](TLCGet("queue") > 0 \/ l > Len(Log)))
 
 \* What TLC prints for each state of a rejected trace: the line it stopped
 \* at, and the state it could not explain that line from.
 TraceAlias ==
     [l |-> l, ver |-> ver,
-     line |-> IF l <= Len(TraceLog) THEN line ELSE "end of trace",
-     lines |-> Len(TraceLog),
+     line |-> IF l <= Len(Log) THEN line ELSE "end of trace",
+     lines |-> Len(Log),
      msgs |-> msgs, taken |-> taken, lease |-> lease,
      runs |-> runs, reqs |-> reqs,
      pc |-> pc, hold |-> hold, plan |-> plan, run |-> run,
      nextHolder |-> nextHolder]
-
-\* The spec's invariants hold along an accepted trace too.
-TraceInvariants ==
-    TypeOK /\ I1_ConsumedAtMostOnce /\ I3_OneActiveRun /\ NoLiveAbandon
 
 =============================================================================

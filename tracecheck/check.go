@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -103,12 +104,17 @@ type Spec struct {
 
 // Stats counts what a check saw.
 type Stats struct {
-	Lines           int                 // lines checked (the failing one included)
-	PerAction       map[core.Action]int // lines per action
-	LapsesInferred  int                 // Lapse steps inferred before a Claim
-	LiveLapses      int                 // of those, lapses under a holder some process still worked under
-	InvariantChecks int                 // invariant evaluations: three per line applied
-	Threads         int                 // threads seen
+	Lines          int                 // lines checked (the failing one included)
+	PerAction      map[core.Action]int // lines per action
+	LapsesInferred int                 // Lapse steps inferred before a Claim
+	LiveLapses     int                 // of those, lapses under a holder some process still worked under (fine: skew, stalls)
+	// EarlyClaims counts Claims over a lease not yet expired by the
+	// claimant's own clock (their timing fields say so). It must be 0:
+	// each is a violation.
+	EarlyClaims     int
+	TimedLines      int // Claim and Renew lines whose timing was checked
+	InvariantChecks int // invariant evaluations: three per line applied
+	Threads         int // threads seen
 }
 
 // Option configures a Checker.
@@ -122,14 +128,14 @@ func WithFile(name string) Option { return func(c *Checker) { c.file = name } }
 func WithSpec(s Spec) Option { return func(c *Checker) { c.spec = s } }
 
 // Checker follows the spec's actions line by line. Each thread is followed
-// on its own, from the spec's Init: the lines of one thread must be given
-// in trace order (Order's, or the order storage committed them in), from
-// its first line; threads may interleave. It is not safe for concurrent use.
+// on its own, from the spec's Init, from its first line: a thread's lines
+// are checked in the order Step is given them (the order rule: it never
+// reorders); threads may interleave. It is not safe for concurrent use.
 type Checker struct {
 	file      string
 	spec      Spec
 	threads   map[core.ThreadID]*threadState
-	last      *threadState
+	recent    [4]*threadState // the threads seen last, newest first
 	perAction [numActions]int
 	stats     Stats
 	failed    []string // scratch for guard conjuncts
@@ -145,46 +151,60 @@ func NewChecker(opts ...Option) *Checker {
 	return c
 }
 
-// Check checks a whole trace: it orders the lines (Order), follows each
-// thread, and returns the Stats and, if some thread fails, the violation
-// at the lowest line number among the threads' first violations, a
-// *Violation. Line numbers are positions in lines plus one, as Read gives.
+// Check checks a whole trace, each thread's lines in the order given (the
+// order rule: Check never reorders; Sort first lines recorded as
+// concurrent processes called their Tracer). It returns the Stats and, at
+// the first line no spec action explains, a *Violation; the check stops
+// there. Line numbers are positions in lines plus one, as Read gives.
 func Check(lines []core.TraceEvent, opts ...Option) (Stats, error) {
 	c := NewChecker(opts...)
-	for _, t := range Order(lines) {
-		for _, l := range t.Lines {
-			if c.Step(l.N, l.Ev) != nil {
-				break
-			}
+	for i := range lines {
+		if err := c.Step(i+1, &lines[i]); err != nil {
+			break
 		}
 	}
 	return c.Stats(), c.Err()
 }
 
-// CheckReader reads a trace (Read) and checks it (Check), naming it name.
+// CheckReader reads a trace from r with a Reader, naming it name, and
+// checks each line as it is read: memory does not grow with the trace's
+// length. It returns the Reader's *LineError for input that is not a
+// well-formed trace (an empty one included), and otherwise what Check
+// returns.
 func CheckReader(r io.Reader, name string, opts ...Option) (Stats, error) {
-	lines, err := Read(r, name)
-	if err != nil {
-		return Stats{}, err
+	c := NewChecker(append([]Option{WithFile(name)}, opts...)...)
+	rd := NewReader(r, name)
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return c.Stats(), nil
+		}
+		if err != nil {
+			return c.Stats(), err
+		}
+		if err := c.Step(rd.Line(), ev); err != nil {
+			return c.Stats(), err
+		}
 	}
-	return Check(lines, append([]Option{WithFile(name)}, opts...)...)
 }
 
-// CheckFile reads the trace in the file at path and checks it.
+// CheckFile checks the trace in the file at path (CheckReader). A path
+// that cannot be read (missing, a directory) is a *LineError at line 0.
 func CheckFile(path string, opts ...Option) (Stats, error) {
-	lines, err := ReadFile(path)
+	f, err := openTrace(path)
 	if err != nil {
 		return Stats{}, err
 	}
-	return Check(lines, append([]Option{WithFile(path)}, opts...)...)
+	defer f.Close()
+	return CheckReader(f, path, opts...)
 }
 
 // Stats returns what the checker has seen so far.
 func (c *Checker) Stats() Stats {
 	s := c.stats
 	s.PerAction = map[core.Action]int{}
-	for a, i := range actionIndex {
-		if n := c.perAction[i]; n > 0 {
+	for _, a := range core.Actions() {
+		if n := c.perAction[actionIndex(a)]; n > 0 {
 			s.PerAction[a] = n
 		}
 	}
@@ -201,24 +221,36 @@ func (c *Checker) Err() error {
 	return c.first
 }
 
+// thread returns the thread's state, from the few threads seen last when
+// it is one of them (lines of a few threads interleave), else from the map.
+func (c *Checker) thread(id core.ThreadID) *threadState {
+	for k, t := range c.recent {
+		if t != nil && t.id == id {
+			copy(c.recent[1:k+1], c.recent[:k])
+			c.recent[0] = t
+			return t
+		}
+	}
+	t := c.threads[id]
+	if t == nil {
+		t = newThreadState(id)
+		c.threads[id] = t
+	}
+	copy(c.recent[1:], c.recent[:len(c.recent)-1])
+	c.recent[0] = t
+	return t
+}
+
 // Step checks the line numbered n (1-based) and, if the spec explains it,
 // takes it. It returns a *Violation when it does not; that thread is then
 // stopped, and Step returns the same violation for its later lines.
 func (c *Checker) Step(n int, ev *core.TraceEvent) error {
-	t := c.last
-	if t == nil || t.id != ev.Thread {
-		t = c.threads[ev.Thread]
-		if t == nil {
-			t = newThreadState(ev.Thread)
-			c.threads[ev.Thread] = t
-		}
-		c.last = t
-	}
+	t := c.thread(ev.Thread)
 	if t.violation != nil {
 		return t.violation
 	}
 	c.stats.Lines++
-	if i, ok := actionIndex[ev.Action]; ok {
+	if i := actionIndex(ev.Action); i >= 0 {
 		c.perAction[i]++
 	}
 	if v := c.step(t, n, ev); v != nil {
@@ -234,11 +266,43 @@ func (c *Checker) Step(n int, ev *core.TraceEvent) error {
 
 const numActions = 16
 
-var actionIndex = map[core.Action]int{
-	core.ActionPost: 0, core.ActionClaim: 1, core.ActionRenew: 2, core.ActionLapse: 3, core.ActionRelease: 4,
-	core.ActionAbandon: 5, core.ActionAbandonFenced: 6, core.ActionPlan: 7, core.ActionRunStart: 8,
-	core.ActionStartFenced: 9, core.ActionReply: 10, core.ActionReplyFenced: 11, core.ActionAsk: 12,
-	core.ActionRunEnd: 13, core.ActionEndRefused: 14, core.ActionCrash: 15,
+// actionIndex is the action's place in core.Actions(), or -1.
+func actionIndex(a core.Action) int {
+	switch a {
+	case core.ActionPost:
+		return 0
+	case core.ActionClaim:
+		return 1
+	case core.ActionRenew:
+		return 2
+	case core.ActionLapse:
+		return 3
+	case core.ActionRelease:
+		return 4
+	case core.ActionAbandon:
+		return 5
+	case core.ActionAbandonFenced:
+		return 6
+	case core.ActionPlan:
+		return 7
+	case core.ActionRunStart:
+		return 8
+	case core.ActionStartFenced:
+		return 9
+	case core.ActionReply:
+		return 10
+	case core.ActionReplyFenced:
+		return 11
+	case core.ActionAsk:
+		return 12
+	case core.ActionRunEnd:
+		return 13
+	case core.ActionEndRefused:
+		return 14
+	case core.ActionCrash:
+		return 15
+	}
+	return -1
 }
 
 // Process counters, as the spec's pc.
@@ -292,16 +356,21 @@ type specProc struct {
 }
 
 // threadState is the spec's state of one thread, plus what maps the
-// trace's values onto it. Everything grows by at most one element a line.
+// trace's values onto it. Everything grows by at most one element a line,
+// and only on lines that add a message, a run, a request or a holder.
 type threadState struct {
-	id      core.ThreadID
-	version uint64 // the tick of the last write
+	id        core.ThreadID
+	version   uint64 // the tick of the last write
+	lastWrite int    // its line
 
 	msgs, taken int64
 	// lease.holder: an abstract holder, 0 for none. lease.expired is not
 	// kept: a Lapse is possible whenever the lease has a holder, and the
 	// checker places one just before the Claim that needs it.
-	lease        int
+	lease int
+	// expires is the lease's expiry as its holder's last Claim or Renew
+	// stamped it (Unix nanoseconds), 0 when that line had no timing.
+	expires      int64
 	runs         []specRun
 	active       int // Cardinality(ActiveRuns)
 	reqs         []specReq
@@ -333,7 +402,17 @@ func (t *threadState) proc(name string) *specProc {
 	if p := t.lastP; p != nil && p.name == name {
 		return p
 	}
-	p := t.procs[name]
+	var p *specProc
+	if len(t.order) <= 8 { // a few processes: comparing beats hashing
+		for _, q := range t.order {
+			if q.name == name {
+				p = q
+				break
+			}
+		}
+	} else {
+		p = t.procs[name]
+	}
 	if p == nil {
 		p = &specProc{name: name}
 		t.procs[name] = p
@@ -358,10 +437,93 @@ func (t *threadState) oldestOpen() int64 {
 }
 
 // isRead says whether an action's line is a read: it carries the version
-// it saw (the action table's LineRead). Release is both (see Step).
+// it saw (the action table's LineRead). Release is either (see release).
 func isRead(a core.Action) bool {
-	info, _ := core.Info(a)
-	return info.Line == core.LineRead
+	i := actionIndex(a)
+	return i >= 0 && lineRules[i].line == core.LineRead
+}
+
+// The values a line may carry besides tick, read, action, thread, proc
+// and taken (every line has those): the action table's fields, and the
+// timing this package's format adds to Claim and Renew. A field an action
+// does not carry must be zero.
+const (
+	cHolder uint16 = 1 << iota
+	cMsg
+	cReq
+	cRun
+	cLease
+	cKind
+	cTiming   // now, ttl, expires: Claim and Renew
+	cReplaced // replaced: Claim
+)
+
+// lineRule is what the checker reads of an action's row in core's action
+// table, by actionIndex.
+type lineRule struct {
+	line    core.LineKind
+	carries uint16
+}
+
+// lineRules is derived once from core.ActionTable: constant data.
+var lineRules = func() (rules [numActions]lineRule) {
+	bits := []struct {
+		f core.Field
+		c uint16
+	}{{core.FieldHolder, cHolder}, {core.FieldMsg, cMsg}, {core.FieldReq, cReq}, {core.FieldRun, cRun},
+		{core.FieldLease, cLease}, {core.FieldKind, cKind}}
+	for _, info := range core.ActionTable() {
+		i := actionIndex(info.Action)
+		if i < 0 {
+			panic(fmt.Sprintf("tracecheck: action %q of core's table has no index", info.Action))
+		}
+		rules[i].line = info.Line
+		for _, b := range bits {
+			if info.Carries.Has(b.f) {
+				rules[i].carries |= b.c
+			}
+		}
+	}
+	rules[actionIndex(core.ActionClaim)].carries |= cTiming | cReplaced
+	rules[actionIndex(core.ActionRenew)].carries |= cTiming
+	return rules
+}()
+
+// carries returns the fields the action's line carries.
+func carries(a core.Action) uint16 {
+	if i := actionIndex(a); i >= 0 {
+		return lineRules[i].carries
+	}
+	return 0
+}
+
+// unexpected returns the first field the line has that its action does
+// not carry, with its value, or "".
+func unexpected(ev *core.TraceEvent) (string, any) {
+	has := carries(ev.Action)
+	switch {
+	case has&cHolder == 0 && ev.Holder != "":
+		return "line.holder", strconv.Quote(string(ev.Holder))
+	case has&cMsg == 0 && ev.Msg != 0:
+		return "line.msg", ev.Msg
+	case has&cReq == 0 && ev.Req != 0:
+		return "line.req", ev.Req
+	case has&cRun == 0 && ev.Run != 0:
+		return "line.run", ev.Run
+	case has&cLease == 0 && ev.Lease != "":
+		return "line.lease", strconv.Quote(string(ev.Lease))
+	case has&cKind == 0 && ev.Kind != "":
+		return "line.kind", strconv.Quote(ev.Kind)
+	case has&cTiming == 0 && ev.Now != 0:
+		return "line.now", ev.Now
+	case has&cTiming == 0 && ev.TTL != 0:
+		return "line.ttl", ev.TTL
+	case has&cTiming == 0 && ev.Expires != 0:
+		return "line.expires", ev.Expires
+	case has&cReplaced == 0 && ev.Replaced != 0:
+		return "line.replaced", ev.Replaced
+	}
+	return "", nil
 }
 
 // guard collects the conjuncts of a guard that fail.
@@ -371,8 +533,12 @@ func (c *Checker) guard(ok bool, conjunct string) {
 	}
 }
 
-func (c *Checker) guardViolation(t *threadState, detail string) *Violation {
-	return &Violation{Kind: ErrGuard, Rule: c.failed[0], Failed: slices.Clone(c.failed), Detail: detail, State: t.dump()}
+// guardFailed returns the guard's violation when a conjunct failed.
+func (c *Checker) guardFailed(t *threadState, detail func() string) *Violation {
+	if len(c.failed) == 0 {
+		return nil
+	}
+	return &Violation{Kind: ErrGuard, Rule: c.failed[0], Failed: slices.Clone(c.failed), Detail: detail(), State: t.dump()}
 }
 
 func valueViolation(t *threadState, field string, got, want any) *Violation {
@@ -380,369 +546,533 @@ func valueViolation(t *threadState, field string, got, want any) *Violation {
 		Detail: fmt.Sprintf("line has %v, the spec gives %v", got, want), State: t.dump()}
 }
 
+func orderViolation(t *threadState, format string, args ...any) *Violation {
+	return &Violation{Kind: ErrOrder, Rule: "tick", Failed: []string{"tick"}, Detail: fmt.Sprintf(format, args...), State: t.dump()}
+}
+
+// checkOrder checks the line's tick against the order rule (the package doc).
+func (t *threadState) checkOrder(ev *core.TraceEvent) *Violation {
+	switch {
+	case !ev.Read && ev.Tick == t.version+1, ev.Read && ev.Tick == t.version:
+		return nil
+	}
+	last := "before it"
+	if t.lastWrite > 0 {
+		last = fmt.Sprintf("(line %d)", t.lastWrite)
+	}
+	switch {
+	case !ev.Read && ev.Tick <= t.version:
+		return orderViolation(t, "a write's tick must be the previous write's plus one: line has %d, the last write %s has %d: this write is out of order (it belongs earlier) or replayed", ev.Tick, last, t.version)
+	case !ev.Read:
+		return orderViolation(t, "a write's tick must be the previous write's plus one: line has %d, the last write %s has %d: no write of tick %d before it", ev.Tick, last, t.version, t.version+1)
+	case ev.Tick > t.version:
+		return orderViolation(t, "a read's tick must be the version it saw, the last write's: line has %d, the last write %s has %d: the read runs ahead (no write of tick %d before it)", ev.Tick, last, t.version, ev.Tick)
+	}
+	return orderViolation(t, "a read's tick must be the version it saw, the last write's: line has %d, the last write %s has %d: the read is out of order (it belongs before that write)", ev.Tick, last, t.version)
+}
+
+// step checks one line of thread t: the order rule, the fields its action
+// carries, and then the action itself, one method per action in the
+// spec's order; then the invariants.
 func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent) *Violation {
 	a := ev.Action
-	if _, ok := actionIndex[a]; !ok || a == core.ActionLapse {
+	if i := actionIndex(a); i < 0 || a == core.ActionLapse {
 		return &Violation{Kind: ErrLineValue, Rule: "action", Failed: []string{"action"},
 			Detail: fmt.Sprintf("%q is not an action a trace logs", a), State: t.dump()}
 	}
-	// read: a Release is a write or a read by whether the lease was p's;
-	// its guard below checks which.
+	// A Release is a write or a read by whether the lease was p's; its
+	// guard checks which.
 	if a != core.ActionRelease && ev.Read != isRead(a) {
 		return valueViolation(t, "line.read", ev.Read, isRead(a))
 	}
-	if want := t.version + 1; !ev.Read && ev.Tick != want {
-		return &Violation{Kind: ErrOrder, Rule: "tick", Failed: []string{"tick"},
-			Detail: fmt.Sprintf("a write's tick must be the previous write's plus one: line has %d, expected %d", ev.Tick, want), State: t.dump()}
+	if v := t.checkOrder(ev); v != nil {
+		return v
 	}
-	if ev.Read && ev.Tick != t.version {
-		return &Violation{Kind: ErrOrder, Rule: "tick", Failed: []string{"tick"},
-			Detail: fmt.Sprintf("a read's tick must be the current version: line has %d, expected %d", ev.Tick, t.version), State: t.dump()}
+	if field, got := unexpected(ev); field != "" {
+		return valueViolation(t, field, got, fmt.Sprintf("none (%s does not carry %s)", a, strings.TrimPrefix(field, "line.")))
 	}
-	c.failed = c.failed[:0]
-	lapse := false
 	var p *specProc
-	if a == core.ActionPost {
-		if ev.Holder != "" {
-			return valueViolation(t, "line.holder", strconv.Quote(string(ev.Holder)), `"" (a Post has no holder)`)
-		}
-	} else {
+	if a != core.ActionPost {
 		if ev.Proc == "" {
 			return valueViolation(t, "line.proc", `""`, "a process name")
 		}
 		p = t.proc(ev.Proc)
 	}
-
+	c.failed = c.failed[:0]
+	lapse := false
+	var v *Violation
 	switch a {
 	case core.ActionPost:
-		// No guard: MaxMsgs bounds the model only.
-		if v := t.checkCommon(ev, t.msgs+1, -1, -1); v != nil {
-			return v
-		}
-		t.msgs++
-		t.consumed = append(t.consumed, 0)
-
+		v = c.post(t, ev)
 	case core.ActionClaim:
-		c.guard(p.pc == pcIdle, `pc[p] = "idle"`)
-		_, reused := t.holders[ev.Holder]
-		c.guard(ev.Holder != "" && !reused, `hold'[p] = nextHolder (a fresh holder)`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, fmt.Sprintf("holder %q, %s", ev.Holder, p.describe(t)))
-		}
-		// lease.holder = 0 \/ lease.expired: a Lapse may always come
-		// first, so the checker infers one where it is needed.
-		if t.lease != 0 {
-			lapse = true
-			t.lapses++
-			t.lastLapse = n
-			c.stats.LapsesInferred++
-			for _, q := range t.order {
-				if q.hold == t.lease {
-					c.stats.LiveLapses++
-					break
-				}
+		lapse, v = c.claim(t, n, p, ev)
+	case core.ActionRenew:
+		v = c.renew(t, p, ev)
+	case core.ActionRelease:
+		v = c.release(t, p, ev)
+	case core.ActionAbandon:
+		v = c.abandon(t, p, ev)
+	case core.ActionAbandonFenced:
+		v = c.abandonFenced(t, p, ev)
+	case core.ActionPlan:
+		v = c.plan(t, p, ev)
+	case core.ActionRunStart:
+		v = c.runStart(t, p, ev)
+	case core.ActionStartFenced:
+		v = c.startFenced(t, p, ev)
+	case core.ActionReply:
+		v = c.reply(t, p, ev)
+	case core.ActionReplyFenced:
+		v = c.replyFenced(t, p, ev)
+	case core.ActionAsk:
+		v = c.ask(t, p, ev)
+	case core.ActionRunEnd:
+		v = c.runEnd(t, p, ev)
+	case core.ActionEndRefused:
+		v = c.endRefused(t, p, ev)
+	case core.ActionCrash:
+		v = c.crash(t, p, ev)
+	}
+	if v != nil {
+		v.Lapse = lapse
+		return v
+	}
+	if !ev.Read {
+		t.version, t.lastWrite = ev.Tick, n
+	}
+	return c.invariants(t, lapse)
+}
+
+// post: Post. No guard (MaxMsgs bounds the model only); msgs' = msgs + 1.
+func (c *Checker) post(t *threadState, ev *core.TraceEvent) *Violation {
+	if v := t.checkTaken(ev, t.taken); v != nil {
+		return v
+	}
+	if int64(ev.Msg) != t.msgs+1 {
+		return valueViolation(t, "line.msg", ev.Msg, t.msgs+1)
+	}
+	t.msgs++
+	t.consumed = append(t.consumed, 0)
+	return nil
+}
+
+// claim: Claim(p), after a Lapse the checker infers when the lease has a
+// holder (lease.holder = 0 \/ lease.expired); with timing, the claimant's
+// clock must have reached the lease's expiry.
+func (c *Checker) claim(t *threadState, n int, p *specProc, ev *core.TraceEvent) (bool, *Violation) {
+	c.guard(p.pc == pcIdle, `pc[p] = "idle"`)
+	_, reused := t.holders[ev.Holder]
+	c.guard(ev.Holder != "" && !reused, `hold'[p] = nextHolder (a fresh holder)`)
+	if v := c.guardFailed(t, func() string { return fmt.Sprintf("holder %q, %s", ev.Holder, p.describe(t)) }); v != nil {
+		return false, v
+	}
+	if v := c.claimTiming(t, ev); v != nil {
+		return false, v
+	}
+	lapse := false
+	if t.lease != 0 {
+		lapse = true
+		t.lapses++
+		t.lastLapse = n
+		c.stats.LapsesInferred++
+		for _, q := range t.order {
+			if q.hold == t.lease {
+				c.stats.LiveLapses++
+				break
 			}
 		}
-		if ev.Lease != ev.Holder {
-			v := valueViolation(t, "line.lease", strconv.Quote(string(ev.Lease)), strconv.Quote(string(ev.Holder))+" (the new holder)")
-			v.Lapse = lapse
-			return v
-		}
-		if ev.Taken != core.Seq(t.taken) {
-			v := valueViolation(t, "line.taken", ev.Taken, t.taken)
-			v.Lapse = lapse
-			return v
-		}
-		h := len(t.names)
-		t.names = append(t.names, ev.Holder)
-		t.holders[ev.Holder] = h
-		t.lease = h
-		p.hold, p.pc = h, pcClaimed
-
-	case core.ActionRenew:
-		c.guard(p.pc != pcIdle, `pc[p] # "idle"`)
-		c.guard(t.hasLease(p), `HasLease(p)`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, t.leaseDetail(p))
-		}
-		if v := t.checkProc(ev, p, true, t.hold(p)); v != nil {
-			return v
-		}
-
-	case core.ActionRelease:
-		c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
-		// A Release writes (clears the lease) exactly when the lease is
-		// p's, and is a read otherwise, as core logs it and as the TLC
-		// trace spec requires.
-		if ev.Read {
-			c.guard(!t.hasLease(p), `~HasLease(p) (a Release that writes nothing)`)
-		} else {
-			c.guard(t.hasLease(p), `HasLease(p) (a Release that clears the lease)`)
-		}
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, t.leaseDetail(p))
-		}
-		after := t.lease
-		if t.hasLease(p) {
-			after = 0
-		}
-		if v := t.checkProc(ev, p, true, t.names[after]); v != nil {
-			return v
-		}
-		if t.hasLease(p) {
-			t.lease = 0
-		}
-		p.pc, p.hold = pcIdle, 0
-
-	case core.ActionAbandon:
-		r := int64(ev.Run)
-		inRange := r >= 1 && r <= int64(len(t.runs))
-		c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
-		c.guard(inRange, `r \in RunIds`)
-		c.guard(inRange && t.runs[r-1].state == runActive, `runs[r].state = "active"`)
-		c.guard(inRange && t.runs[r-1].holder != p.hold, `runs[r].holder # hold[p]`)
-		c.guard(!c.spec.FenceAbandon || t.hasLease(p), `FenceAbandon => HasLease(p)`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, fmt.Sprintf("run %d; %s", r, t.leaseDetail(p)))
-		}
-		if v := t.checkProc(ev, p, true, t.names[t.lease]); v != nil {
-			return v
-		}
-		run := &t.runs[r-1]
-		run.state = runAbandoned
-		t.active--
-		if t.lease == run.holder {
-			t.liveAband = true
-		}
-
-	case core.ActionAbandonFenced:
-		c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
-		c.guard(c.spec.FenceAbandon, `FenceAbandon`)
-		c.guard(!t.hasLease(p), `~HasLease(p)`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, t.leaseDetail(p))
-		}
-		if v := t.checkProc(ev, p, true, t.names[t.lease]); v != nil {
-			return v
-		}
-		p.pc, p.hold = pcIdle, 0
-
-	case core.ActionPlan:
-		c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
-		c.guard(t.active == 0, `ActiveRuns = {}`)
-		c.guard(t.taken < t.msgs, `taken < msgs`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, fmt.Sprintf("%s; %d active run(s); taken %d, msgs %d", p.describe(t), t.active, t.taken, t.msgs))
-		}
-		if v := t.checkProc(ev, p, false, ""); v != nil {
-			return v
-		}
-		kind, req := planRun, int64(0)
-		if q := t.oldestOpen(); q != 0 {
-			kind, req = planReply, q
-		}
-		switch {
-		case ev.Kind != planNames[kind]:
-			return valueViolation(t, "line.kind", strconv.Quote(ev.Kind), strconv.Quote(planNames[kind]))
-		case int64(ev.Msg) != t.taken+1:
-			return valueViolation(t, "line.msg", ev.Msg, t.taken+1)
-		case int64(ev.Req) != req:
-			return valueViolation(t, "line.req", ev.Req, req)
-		}
-		p.pc, p.planKind, p.planMsg, p.planReq = pcPlanned, kind, t.taken+1, req
-
-	case core.ActionRunStart:
-		c.guard(p.pc == pcPlanned, `pc[p] = "planned"`)
-		c.guard(p.planKind == planRun, `plan[p].kind = "run"`)
-		c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, t.leaseDetail(p))
-		}
-		if v := t.checkProc(ev, p, true, t.names[t.lease]); v != nil {
-			return v
-		}
-		switch id := int64(len(t.runs)) + 1; {
-		case int64(ev.Msg) != p.planMsg:
-			return valueViolation(t, "line.msg", ev.Msg, p.planMsg)
-		case int64(ev.Run) != id:
-			return valueViolation(t, "line.run", ev.Run, id)
-		}
-		// The line's taken is the state after: plan[p].msg.
-		if int64(ev.Taken) != p.planMsg {
-			return valueViolation(t, "line.taken", ev.Taken, p.planMsg)
-		}
-		t.runs = append(t.runs, specRun{holder: p.hold, prompt: p.planMsg, state: runActive})
-		t.active++
-		t.taken = p.planMsg
-		t.consume(p.planMsg)
-		p.run = int64(len(t.runs))
-		p.pc, p.planKind, p.planMsg, p.planReq = pcRunning, planNone, 0, 0
-
-	case core.ActionStartFenced:
-		c.guard(p.pc == pcPlanned, `pc[p] = "planned"`)
-		c.guard(p.planKind == planRun, `plan[p].kind = "run"`)
-		c.guard(c.spec.Fenced, `Fenced`)
-		c.guard(!t.hasLease(p), `~HasLease(p)`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, t.leaseDetail(p))
-		}
-		if v := t.checkProc(ev, p, true, t.names[t.lease]); v != nil {
-			return v
-		}
-		p.pc, p.hold, p.planKind, p.planMsg, p.planReq = pcIdle, 0, planNone, 0, 0
-
-	case core.ActionReply:
-		q := p.planReq
-		c.guard(p.pc == pcPlanned, `pc[p] = "planned"`)
-		c.guard(p.planKind == planReply, `plan[p].kind = "reply"`)
-		c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
-		c.guard(q >= 1 && q <= int64(len(t.reqs)) && !t.reqs[q-1].answered, `reqs[plan[p].req].state = "open"`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, fmt.Sprintf("request %d; %s", q, t.leaseDetail(p)))
-		}
-		if v := t.checkProc(ev, p, true, t.names[t.lease]); v != nil {
-			return v
-		}
-		switch {
-		case int64(ev.Msg) != p.planMsg:
-			return valueViolation(t, "line.msg", ev.Msg, p.planMsg)
-		case int64(ev.Req) != q:
-			return valueViolation(t, "line.req", ev.Req, q)
-		case int64(ev.Taken) != p.planMsg:
-			return valueViolation(t, "line.taken", ev.Taken, p.planMsg)
-		}
-		t.reqs[q-1].answered, t.reqs[q-1].answer = true, p.planMsg
-		t.taken = p.planMsg
-		t.consume(p.planMsg)
-		p.pc, p.planKind, p.planMsg, p.planReq = pcClaimed, planNone, 0, 0
-
-	case core.ActionReplyFenced:
-		c.guard(p.pc == pcPlanned, `pc[p] = "planned"`)
-		c.guard(p.planKind == planReply, `plan[p].kind = "reply"`)
-		c.guard(c.spec.Fenced, `Fenced`)
-		c.guard(!t.hasLease(p), `~HasLease(p)`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, t.leaseDetail(p))
-		}
-		if v := t.checkProc(ev, p, true, t.names[t.lease]); v != nil {
-			return v
-		}
-		p.pc, p.hold, p.planKind, p.planMsg, p.planReq = pcIdle, 0, planNone, 0, 0
-
-	case core.ActionAsk:
-		c.guard(p.pc == pcRunning, `pc[p] = "running"`)
-		c.guard(t.runState(p.run) == runActive, `runs[run[p]].state = "active"`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, p.describe(t))
-		}
-		if v := t.checkProc(ev, p, false, ""); v != nil {
-			return v
-		}
-		switch id := int64(len(t.reqs)) + 1; {
-		case int64(ev.Run) != p.run:
-			return valueViolation(t, "line.run", ev.Run, p.run)
-		case int64(ev.Req) != id:
-			return valueViolation(t, "line.req", ev.Req, id)
-		}
-		t.reqs = append(t.reqs, specReq{run: p.run})
-
-	case core.ActionRunEnd:
-		c.guard(p.pc == pcRunning, `pc[p] = "running"`)
-		c.guard(t.runState(p.run) == runActive, `runs[run[p]].state = "active"`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, p.describe(t))
-		}
-		if v := t.checkProc(ev, p, false, ""); v != nil {
-			return v
-		}
-		if int64(ev.Run) != p.run {
-			return valueViolation(t, "line.run", ev.Run, p.run)
-		}
-		t.runs[p.run-1].state = runEnded
-		t.active--
-		p.pc, p.run = pcClaimed, 0
-
-	case core.ActionEndRefused:
-		c.guard(p.pc == pcRunning, `pc[p] = "running"`)
-		c.guard(t.runState(p.run) == runAbandoned, `runs[run[p]].state = "abandoned"`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, p.describe(t))
-		}
-		if v := t.checkProc(ev, p, false, ""); v != nil {
-			return v
-		}
-		if int64(ev.Run) != p.run {
-			return valueViolation(t, "line.run", ev.Run, p.run)
-		}
-		p.pc, p.hold, p.run = pcIdle, 0, 0
-
-	case core.ActionCrash:
-		c.guard(p.pc != pcIdle, `pc[p] # "idle"`)
-		if len(c.failed) > 0 {
-			return c.guardViolation(t, p.describe(t))
-		}
-		if ev.Holder != "" && ev.Holder != t.hold(p) {
-			return valueViolation(t, "line.holder", strconv.Quote(string(ev.Holder)), strconv.Quote(string(t.hold(p)))+` or ""`)
-		}
-		if ev.Taken != core.Seq(t.taken) {
-			return valueViolation(t, "line.taken", ev.Taken, t.taken)
-		}
-		p.pc, p.hold, p.run, p.planKind, p.planMsg, p.planReq = pcIdle, 0, 0, planNone, 0, 0
 	}
-
-	if !ev.Read {
-		t.version = ev.Tick
+	if ev.Lease != ev.Holder {
+		return lapse, valueViolation(t, "line.lease", strconv.Quote(string(ev.Lease)), strconv.Quote(string(ev.Holder))+" (the new holder)")
 	}
-	c.stats.InvariantChecks += 3
-	if t.overConsumed > 0 || t.active > 1 || t.liveAband {
-		var failed []string
-		if t.overConsumed > 0 {
-			failed = append(failed, InvConsumedAtMostOnce)
+	if v := t.checkTaken(ev, t.taken); v != nil {
+		return lapse, v
+	}
+	h := len(t.names)
+	t.names = append(t.names, ev.Holder)
+	t.holders[ev.Holder] = h
+	t.lease, t.expires = h, ev.Expires
+	p.hold, p.pc = h, pcClaimed
+	return lapse, nil
+}
+
+// claimTiming checks a Claim's timing fields, when it has them.
+func (c *Checker) claimTiming(t *threadState, ev *core.TraceEvent) *Violation {
+	if v := c.stamp(t, ev); v != nil {
+		return v
+	}
+	if ev.Now == 0 {
+		return nil
+	}
+	if t.lease == 0 {
+		if ev.Replaced != 0 {
+			return valueViolation(t, "line.replaced", ev.Replaced, "none (the lease was free)")
 		}
-		if t.active > 1 {
-			failed = append(failed, InvOneActiveRun)
-		}
-		if t.liveAband {
-			failed = append(failed, InvNoLiveAbandon)
-		}
-		return &Violation{Kind: ErrInvariant, Rule: failed[0], Failed: failed, Lapse: lapse,
-			Detail: t.invariantDetail(), State: t.dump()}
+		return nil
+	}
+	if ev.Replaced == 0 {
+		return valueViolation(t, "line.replaced", "none", fmt.Sprintf("the expiry of %s's lease, which the Claim took", t.holderName(t.lease)))
+	}
+	if t.expires != 0 && ev.Replaced != t.expires {
+		return valueViolation(t, "line.replaced", ev.Replaced, fmt.Sprintf("%d (the expiry %s's last Claim or Renew stamped)", t.expires, t.holderName(t.lease)))
+	}
+	if ev.Now < ev.Replaced {
+		c.stats.EarlyClaims++
+		return &Violation{Kind: ErrGuard, Rule: "lease.expired by the claimant's clock", Failed: []string{"lease.expired by the claimant's clock"},
+			Detail: fmt.Sprintf("the Claim took %s's lease at now %d, %v before its expiry %d: storage let a live lease be taken",
+				t.holderName(t.lease), ev.Now, time.Duration(ev.Replaced-ev.Now), ev.Replaced), State: t.dump()}
 	}
 	return nil
 }
 
-// checkCommon checks a Post's msg and taken; -1 skips a field.
-func (t *threadState) checkCommon(ev *core.TraceEvent, msg, req, run int64) *Violation {
+// stamp checks the timing a Claim or Renew line carries: all of now, ttl
+// and expires or none; ttl > 0; expires = now + ttl.
+func (c *Checker) stamp(t *threadState, ev *core.TraceEvent) *Violation {
+	if ev.Now == 0 && ev.TTL == 0 && ev.Expires == 0 {
+		if ev.Replaced != 0 {
+			return valueViolation(t, "line.now", "none", "a clock reading (replaced needs now, ttl and expires)")
+		}
+		return nil
+	}
+	c.stats.TimedLines++
 	switch {
-	case msg >= 0 && int64(ev.Msg) != msg:
-		return valueViolation(t, "line.msg", ev.Msg, msg)
-	case req >= 0 && int64(ev.Req) != req:
-		return valueViolation(t, "line.req", ev.Req, req)
-	case run >= 0 && int64(ev.Run) != run:
-		return valueViolation(t, "line.run", ev.Run, run)
-	case int64(ev.Taken) != t.taken:
-		return valueViolation(t, "line.taken", ev.Taken, t.taken)
+	case ev.Now == 0:
+		return valueViolation(t, "line.now", "none", "a clock reading (ttl and expires need it)")
+	case ev.TTL <= 0:
+		return valueViolation(t, "line.ttl", ev.TTL, "a positive ttl")
+	case ev.Expires != ev.Now+ev.TTL || ev.Now+ev.TTL < ev.Now:
+		return valueViolation(t, "line.expires", ev.Expires, fmt.Sprintf("now + ttl = %d", ev.Now+ev.TTL))
 	}
 	return nil
 }
 
-// checkProc checks the holder of a process's line, its lease (when the
-// action carries one) and, for actions that leave taken alone, its taken.
-func (t *threadState) checkProc(ev *core.TraceEvent, p *specProc, carriesLease bool, lease core.Holder) *Violation {
+// renew: Renew(p).
+func (c *Checker) renew(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.guard(p.pc != pcIdle, `pc[p] # "idle"`)
+	c.guard(t.hasLease(p), `HasLease(p)`)
+	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
+		return v
+	}
+	if v := c.stamp(t, ev); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, t.hold(p), t.taken); v != nil {
+		return v
+	}
+	t.expires = ev.Expires
+	return nil
+}
+
+// release: Release(p). It writes (clears the lease) exactly when the lease
+// is p's, and is a read otherwise, as core logs it.
+func (c *Checker) release(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
+	if ev.Read {
+		c.guard(!t.hasLease(p), `~HasLease(p) (a Release that writes nothing)`)
+	} else {
+		c.guard(t.hasLease(p), `HasLease(p) (a Release that clears the lease)`)
+	}
+	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
+		return v
+	}
+	after := t.lease
+	if t.hasLease(p) {
+		after = 0
+	}
+	if v := t.checkProc(ev, p, t.names[after], t.taken); v != nil {
+		return v
+	}
+	if t.hasLease(p) {
+		t.lease, t.expires = 0, 0
+	}
+	p.pc, p.hold = pcIdle, 0
+	return nil
+}
+
+// abandon: Abandon(p, r), r the line's run.
+func (c *Checker) abandon(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	r := int64(ev.Run)
+	inRange := r >= 1 && r <= int64(len(t.runs))
+	c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
+	c.guard(inRange, `r \in RunIds`)
+	c.guard(inRange && t.runs[r-1].state == runActive, `runs[r].state = "active"`)
+	c.guard(inRange && t.runs[r-1].holder != p.hold, `runs[r].holder # hold[p]`)
+	c.guard(!c.spec.FenceAbandon || t.hasLease(p), `FenceAbandon => HasLease(p)`)
+	if v := c.guardFailed(t, func() string { return fmt.Sprintf("run %d; %s", r, t.leaseDetail(p)) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, t.names[t.lease], t.taken); v != nil {
+		return v
+	}
+	run := &t.runs[r-1]
+	run.state = runAbandoned
+	t.active--
+	if t.lease == run.holder {
+		t.liveAband = true
+	}
+	return nil
+}
+
+// abandonFenced: AbandonFenced(p). Its run is the one the caller asked to
+// abandon, which the spec's action does not name: not checked.
+func (c *Checker) abandonFenced(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
+	c.guard(c.spec.FenceAbandon, `FenceAbandon`)
+	c.guard(!t.hasLease(p), `~HasLease(p)`)
+	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, t.names[t.lease], t.taken); v != nil {
+		return v
+	}
+	p.pc, p.hold = pcIdle, 0
+	return nil
+}
+
+// plan: Plan(p): the reply to the oldest open request, else a run, for
+// message taken + 1.
+func (c *Checker) plan(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
+	c.guard(t.active == 0, `ActiveRuns = {}`)
+	c.guard(t.taken < t.msgs, `taken < msgs`)
+	if v := c.guardFailed(t, func() string {
+		return fmt.Sprintf("%s; %d active run(s); taken %d, msgs %d", p.describe(t), t.active, t.taken, t.msgs)
+	}); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, "", t.taken); v != nil {
+		return v
+	}
+	kind, req := planRun, int64(0)
+	if q := t.oldestOpen(); q != 0 {
+		kind, req = planReply, q
+	}
+	switch {
+	case ev.Kind != planNames[kind]:
+		return valueViolation(t, "line.kind", strconv.Quote(ev.Kind), strconv.Quote(planNames[kind]))
+	case int64(ev.Msg) != t.taken+1:
+		return valueViolation(t, "line.msg", ev.Msg, t.taken+1)
+	case int64(ev.Req) != req:
+		return valueViolation(t, "line.req", ev.Req, req)
+	}
+	p.pc, p.planKind, p.planMsg, p.planReq = pcPlanned, kind, t.taken+1, req
+	return nil
+}
+
+var planConjuncts = [...]string{planRun: `plan[p].kind = "run"`, planReply: `plan[p].kind = "reply"`}
+
+// planned checks the guard RunStart, StartFenced, Reply and ReplyFenced
+// share: pc[p] = "planned" /\ plan[p].kind = kind.
+func (c *Checker) planned(p *specProc, kind uint8) {
+	c.guard(p.pc == pcPlanned, `pc[p] = "planned"`)
+	c.guard(p.planKind == kind, planConjuncts[kind])
+}
+
+// checkPlan checks the plan's message, and for a reply its request, on
+// the line of the write (or refusal) that carries the plan out.
+func (t *threadState) checkPlan(ev *core.TraceEvent, p *specProc) *Violation {
+	switch {
+	case int64(ev.Msg) != p.planMsg:
+		return valueViolation(t, "line.msg", ev.Msg, fmt.Sprintf("%d (plan[p].msg)", p.planMsg))
+	case int64(ev.Req) != p.planReq:
+		return valueViolation(t, "line.req", ev.Req, fmt.Sprintf("%d (plan[p].req)", p.planReq))
+	}
+	return nil
+}
+
+// runStart: RunStart(p): the planned message is the new run's prompt,
+// consumed.
+func (c *Checker) runStart(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.planned(p, planRun)
+	c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
+	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, t.names[t.lease], p.planMsg); v != nil {
+		return v
+	}
+	if v := t.checkPlan(ev, p); v != nil {
+		return v
+	}
+	if id := int64(len(t.runs)) + 1; int64(ev.Run) != id {
+		return valueViolation(t, "line.run", ev.Run, fmt.Sprintf("%d (Len(runs'))", id))
+	}
+	t.runs = append(t.runs, specRun{holder: p.hold, prompt: p.planMsg, state: runActive})
+	t.active++
+	t.taken = p.planMsg
+	t.consume(p.planMsg)
+	p.run = int64(len(t.runs))
+	p.pc, p.planKind, p.planMsg, p.planReq = pcRunning, planNone, 0, 0
+	return nil
+}
+
+// startFenced: StartFenced(p): the fence refuses the planned start.
+func (c *Checker) startFenced(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.planned(p, planRun)
+	c.guard(c.spec.Fenced, `Fenced`)
+	c.guard(!t.hasLease(p), `~HasLease(p)`)
+	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, t.names[t.lease], t.taken); v != nil {
+		return v
+	}
+	if v := t.checkPlan(ev, p); v != nil {
+		return v
+	}
+	p.pc, p.hold, p.planKind, p.planMsg, p.planReq = pcIdle, 0, planNone, 0, 0
+	return nil
+}
+
+// reply: Reply(p): the planned message answers the planned request, and
+// is consumed.
+func (c *Checker) reply(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	q := p.planReq
+	c.planned(p, planReply)
+	c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
+	c.guard(q >= 1 && q <= int64(len(t.reqs)) && !t.reqs[q-1].answered, `reqs[plan[p].req].state = "open"`)
+	if v := c.guardFailed(t, func() string { return fmt.Sprintf("request %d; %s", q, t.leaseDetail(p)) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, t.names[t.lease], p.planMsg); v != nil {
+		return v
+	}
+	if v := t.checkPlan(ev, p); v != nil {
+		return v
+	}
+	t.reqs[q-1].answered, t.reqs[q-1].answer = true, p.planMsg
+	t.taken = p.planMsg
+	t.consume(p.planMsg)
+	p.pc, p.planKind, p.planMsg, p.planReq = pcClaimed, planNone, 0, 0
+	return nil
+}
+
+// replyFenced: ReplyFenced(p): the fence refuses the planned answer.
+func (c *Checker) replyFenced(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.planned(p, planReply)
+	c.guard(c.spec.Fenced, `Fenced`)
+	c.guard(!t.hasLease(p), `~HasLease(p)`)
+	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, t.names[t.lease], t.taken); v != nil {
+		return v
+	}
+	if v := t.checkPlan(ev, p); v != nil {
+		return v
+	}
+	p.pc, p.hold, p.planKind, p.planMsg, p.planReq = pcIdle, 0, planNone, 0, 0
+	return nil
+}
+
+var runConjuncts = [...]string{runActive: `runs[run[p]].state = "active"`, runAbandoned: `runs[run[p]].state = "abandoned"`}
+
+// running checks the guard Ask, RunEnd and EndRefused share, pc[p] =
+// "running" /\ runs[run[p]].state = state, and then the line's run.
+func (c *Checker) running(t *threadState, p *specProc, ev *core.TraceEvent, state uint8) *Violation {
+	c.guard(p.pc == pcRunning, `pc[p] = "running"`)
+	c.guard(t.runState(p.run) == state, runConjuncts[state])
+	if v := c.guardFailed(t, func() string { return p.describe(t) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, "", t.taken); v != nil {
+		return v
+	}
+	if int64(ev.Run) != p.run {
+		return valueViolation(t, "line.run", ev.Run, fmt.Sprintf("%d (run[p])", p.run))
+	}
+	return nil
+}
+
+// ask: Ask(p): p's run opens a request.
+func (c *Checker) ask(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	if v := c.running(t, p, ev, runActive); v != nil {
+		return v
+	}
+	if id := int64(len(t.reqs)) + 1; int64(ev.Req) != id {
+		return valueViolation(t, "line.req", ev.Req, fmt.Sprintf("%d (Len(reqs'))", id))
+	}
+	t.reqs = append(t.reqs, specReq{run: p.run})
+	return nil
+}
+
+// runEnd: RunEnd(p).
+func (c *Checker) runEnd(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	if v := c.running(t, p, ev, runActive); v != nil {
+		return v
+	}
+	t.runs[p.run-1].state = runEnded
+	t.active--
+	p.pc, p.run = pcClaimed, 0
+	return nil
+}
+
+// endRefused: EndRefused(p): the run was abandoned.
+func (c *Checker) endRefused(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	if v := c.running(t, p, ev, runAbandoned); v != nil {
+		return v
+	}
+	p.pc, p.hold, p.run = pcIdle, 0, 0
+	return nil
+}
+
+// crash: Crash(p). Its holder is hold[p], or "" from a process that died
+// before it knew it.
+func (c *Checker) crash(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.guard(p.pc != pcIdle, `pc[p] # "idle"`)
+	if v := c.guardFailed(t, func() string { return p.describe(t) }); v != nil {
+		return v
+	}
+	if ev.Holder != "" && ev.Holder != t.hold(p) {
+		return valueViolation(t, "line.holder", strconv.Quote(string(ev.Holder)), strconv.Quote(string(t.hold(p)))+` (hold[p]) or ""`)
+	}
+	if v := t.checkTaken(ev, t.taken); v != nil {
+		return v
+	}
+	p.pc, p.hold, p.run, p.planKind, p.planMsg, p.planReq = pcIdle, 0, 0, planNone, 0, 0
+	return nil
+}
+
+// invariants evaluates I1_ConsumedAtMostOnce, I3_OneActiveRun and
+// NoLiveAbandon after a line was taken.
+func (c *Checker) invariants(t *threadState, lapse bool) *Violation {
+	c.stats.InvariantChecks += 3
+	if t.overConsumed == 0 && t.active <= 1 && !t.liveAband {
+		return nil
+	}
+	var failed []string
+	if t.overConsumed > 0 {
+		failed = append(failed, InvConsumedAtMostOnce)
+	}
+	if t.active > 1 {
+		failed = append(failed, InvOneActiveRun)
+	}
+	if t.liveAband {
+		failed = append(failed, InvNoLiveAbandon)
+	}
+	return &Violation{Kind: ErrInvariant, Rule: failed[0], Failed: failed, Lapse: lapse,
+		Detail: t.invariantDetail(), State: t.dump()}
+}
+
+// checkTaken checks taken', the cursor after the action.
+func (t *threadState) checkTaken(ev *core.TraceEvent, taken int64) *Violation {
+	if int64(ev.Taken) != taken {
+		return valueViolation(t, "line.taken", ev.Taken, fmt.Sprintf("%d (taken')", taken))
+	}
+	return nil
+}
+
+// checkProc checks a process's line: its holder is hold[p], its lease
+// (when the action carries one; "" otherwise) is lease, and its taken is
+// taken.
+func (t *threadState) checkProc(ev *core.TraceEvent, p *specProc, lease core.Holder, taken int64) *Violation {
 	if h := t.hold(p); ev.Holder != h {
 		return valueViolation(t, "line.holder", strconv.Quote(string(ev.Holder)), strconv.Quote(string(h))+" (hold[p])")
 	}
-	if carriesLease && ev.Lease != lease {
+	if ev.Lease != lease {
 		return valueViolation(t, "line.lease", strconv.Quote(string(ev.Lease)), strconv.Quote(string(lease)))
 	}
-	switch ev.Action {
-	case core.ActionRunStart, core.ActionReply:
-		return nil // taken' is the plan's message; checked by the caller
-	}
-	if int64(ev.Taken) != t.taken {
-		return valueViolation(t, "line.taken", ev.Taken, t.taken)
-	}
-	return nil
+	return t.checkTaken(ev, taken)
 }
 
 func (t *threadState) hold(p *specProc) core.Holder { return t.names[p.hold] }

@@ -11,74 +11,141 @@
 //
 // A trace is ndjson: one JSON object per line, a core.TraceEvent, whose
 // names are the spec's. Writer (to an io.Writer) and Recorder (in memory)
-// are core.Tracers; Read parses a trace strictly, with its own parser for
-// this flat format: keys exactly as below (case and all), none twice, none
-// else; integers without sign, fraction or exponent; no trailing data; an
-// empty line or a parse failure is a *LineError naming the file and line.
-// Every field is required but kind:
+// are core.Tracers.
 //
-//		{"tick":7,"read":false,"action":"RunStart","thread":"t1","proc":"p1","holder":"9f3c…","msg":2,"req":0,"run":1,"taken":2,"lease":"9f3c…"}
+//	{"tick":7,"read":false,"action":"RunStart","thread":"t1","proc":"p1","holder":"9f3c…","msg":2,"req":0,"run":1,"taken":2,"lease":"9f3c…"}
 //
-//	  - tick: the thread's version. A write (Post, Claim, Renew, Release,
-//	    Abandon, RunStart, Reply, Ask, RunEnd) increments it inside its
-//	    transaction and carries the new value, with "read":false. A read or
-//	    refusal (Plan, StartFenced, ReplyFenced, AbandonFenced, EndRefused,
-//	    Crash) carries the version it saw, with "read":true. A Release that
-//	    finds the lease no longer its own writes nothing, and core logs it as
-//	    a read; the checker accepts a read Release only then, and a write
-//	    Release only when the lease is the process's (as the TLC trace spec).
-//	  - action: the spec's action. Lapse is never logged; Read rejects it.
-//	  - thread, proc: the thread, and the process (for Post, the poster).
-//	  - holder: the process's holder for its current claim (Claim: the new
-//	    one). Holders are random strings, made fresh for each claim; the
-//	    checker maps each to the abstract holder h1, h2, … numbered by its
-//	    Claim's order, as the spec's nextHolder does. Post has none; Crash
-//	    may have none.
-//	  - msg: Post, the new message; Plan, the planned message; RunStart, the
-//	    prompt; Reply, the answer.
-//	  - req: Plan (reply), the request; Reply, the request answered; Ask,
-//	    the new request.
-//	  - run: RunStart, the new run; Ask, RunEnd, EndRefused, Abandon, that
-//	    run.
-//	  - taken: the taken cursor after the action, as storage holds it.
-//	  - lease: the lease's holder seen inside the transaction ("" for none),
-//	    carried only by Claim, Renew, Release, Abandon, RunStart and Reply
-//	    (after the write: Claim's is the new holder, Release's "" when the
-//	    lease was its own) and by AbandonFenced, StartFenced and ReplyFenced
-//	    (as refused). Post, Plan, Ask, RunEnd, EndRefused and Crash do not
-//	    read the lease: their lease is not checked.
-//	  - kind: Plan only, "run" or "reply".
+// # The input contract
 //
-// Order puts each thread's lines in trace order: by tick, writes before
-// reads at equal tick, otherwise as written (a process writes its own lines
-// in program order; reads at one tick by different processes commute). It
-// groups lines by thread, keeping each line's 1-based number in the file.
-// Tracers are called after their transactions end, so a file written by
-// concurrent processes is not in trace order, and need not be.
+// Reader (and Read, ReadFile, built on it) parses a trace strictly, with
+// its own decoder for this flat format. Each of these is a *LineError
+// `file:line: reason` wrapping ErrMalformed, and `tracecheck validate`
+// exits 2 on it: a line that is not one JSON object (bad JSON, anything
+// after the object, an empty line other than none after the last
+// newline); an unknown key (keys match exactly, case and all); a key given
+// twice; a missing required key (every key is required but kind, now,
+// ttl, expires and replaced); a value of the wrong type (integers without
+// sign, fraction or exponent, except the timing fields, which may be
+// negative); an unknown action, or Lapse; a kind other than "", "run" or
+// "reply"; an empty thread; a line longer than MaxLineBytes. A trace with
+// no line at all (an empty file, /dev/null) is ErrEmpty, also exit 2; so
+// is a file that cannot be read (a directory, a missing file, no
+// permission). The TLC driver calls ReadFile before TLC sees a file, so
+// that TLC only ever sees well-formed traces.
+//
+// # The fields, and what the checker makes of each
+//
+// Every field of every line is either determined by the spec's state and
+// checked against it, or listed here as unchecked with the reason. A field
+// that an action does not carry must be zero ("" or 0 or absent): a Post
+// with a run, a Plan with a lease, a RunEnd with a kind, a Renew with
+// replaced, are rejected (Rule "line.<field>").
+//
+//   - tick, read: see The order rule. read is true exactly for Plan,
+//     StartFenced, ReplyFenced, AbandonFenced, EndRefused and Crash, and
+//     for a Release that found the lease no longer its own (it writes
+//     nothing; a Release that clears its own lease is a write).
+//   - action: the spec's action. Lapse is never logged (the reader
+//     rejects it); the checker infers it (see below).
+//   - thread: which thread the line belongs to. Threads are checked
+//     independently; a file may interleave them.
+//   - proc: the spec's p, for every action but Post. A Post's proc is the
+//     poster, who is not one of the spec's processes: it is not checked.
+//   - holder: hold[p] (Claim: hold'[p], a fresh holder: a string no Claim
+//     of the thread took before). Holders are random strings; the checker
+//     numbers them by their Claims' order as the spec's nextHolder does.
+//     Post has none; Crash has hold[p] or "" (a process that died before
+//     it knew its holder).
+//   - msg: Post, msgs'; Plan, plan'[p].msg (taken + 1); RunStart and
+//     StartFenced, plan[p].msg (the prompt); Reply and ReplyFenced,
+//     plan[p].msg (the answer).
+//   - req: Plan, plan'[p].req (0 for a run plan); Reply and ReplyFenced,
+//     plan[p].req; Ask, the new request, Len(reqs').
+//   - run: RunStart, the new run, Len(runs'); Ask, RunEnd, EndRefused,
+//     run[p]; Abandon, the spec's parameter r. AbandonFenced carries the
+//     run the caller asked to abandon; the spec's AbandonFenced has no
+//     run parameter (the fence refuses before the run is looked at), so
+//     it is not checked.
+//   - taken: taken' (the cursor after the action) on every line.
+//   - lease: lease'.holder after the write for Claim, Renew, Release
+//     (both kinds), Abandon, RunStart and Reply; lease.holder as refused
+//     for AbandonFenced, StartFenced and ReplyFenced. Post, Plan, Ask,
+//     RunEnd, EndRefused and Crash do not read the lease: theirs is "".
+//   - kind: Plan only, plan'[p].kind ("run" or "reply").
+//   - now, ttl, expires (Claim and Renew only, optional, Unix nanoseconds
+//     and nanoseconds): the claimant's clock reading, the ttl it asked
+//     for, and the expiry it stamped on the lease. replaced (Claim only):
+//     the expiry of the lease the Claim took over, absent when the lease
+//     was free. The spec has no clock (Lapse abstracts time), so these
+//     are checked against the Go code's timing rules, not the spec's:
+//     ttl > 0 and expires = now + ttl; replaced is the expiry the last
+//     Claim or Renew of the lease's holder stamped (when that line had
+//     one), and absent exactly when the lease was free; and a Claim over
+//     another holder's lease needs now >= replaced (the lease expired by
+//     the claimant's clock; Rule "lease.expired by the claimant's clock").
+//     A line without them (traces written before they existed) skips the
+//     timing checks. 0 means absent: clocks read Unix time, never 0.
+//
+// # The order rule
+//
+// A thread's lines are checked in file order: the order they appear in
+// the file, with other threads' lines between them ignored. Each thread
+// has a version, 0 before its first line. Line by line:
+//
+//   - a write (read false) must carry the version plus one, and makes
+//     that the version;
+//   - a read (read true) must carry the version: the tick of the last
+//     write before it in file order (0 if none).
+//
+// So a file is in trace order when each thread's lines are sorted by tick
+// with a write before the reads at its tick; reads at one tick (by
+// different processes) may come in any order among themselves, as they
+// commute. The first line that breaks the rule is rejected, itself, with
+// ErrOrder (Rule "tick") and a reason: a write whose tick is not the
+// version plus one ("a write's tick must be the previous write's plus
+// one", naming that write's line, and "out of order" when the tick is at
+// or below the version, a line that belongs earlier), a read that runs
+// ahead of the version (no write of its tick before it), or a read behind
+// it (it saw a version an earlier line already replaced).
+//
+// Core calls its Tracer after each transaction ends, so processes that
+// write concurrently can call it out of trace order: a Writer's file, or a
+// Recorder's lines, need not follow the rule. Sort puts each thread's lines
+// in trace order (by tick, writes before reads, otherwise as written: a
+// process's own lines are in its program order) in place, each thread
+// keeping the positions its lines held, and is the explicit normalising
+// step: `tracecheck sort` for files, Recorder.WriteTo and the commands that
+// write trace files (run -trace-dir, fleet) write sorted. Check, Checker,
+// CheckReader and CheckFile never reorder: what they accept is what TLC's
+// trace spec (tla/) accepts, line for line. Order groups a trace's lines
+// by thread, keeping their file line numbers.
 //
 // # The Go trace checker
 //
-// Check (or a Checker fed line by line) follows each thread from the
-// spec's Init, keeping the spec's state: msgs, taken, the lease's holder,
-// runs, reqs, consumed, liveAbandoned, and per process pc, hold, plan and
-// run. For each line it takes the named action: it evaluates the action's
-// guard (every conjunct, in the spec's words), checks that the line's
-// values are the ones the action gives (tick continuity: a write's tick is
-// the previous write's plus one, a read's the current version; taken,
-// lease, holder, msg, req, run, kind, read), applies the action, and then
-// evaluates the invariants I1_ConsumedAtMostOnce, I3_OneActiveRun and
-// NoLiveAbandon. Each of these is O(1) a line, so a check takes time linear
-// in the trace.
+// Check (or a Checker fed line by line, or CheckReader over a Reader)
+// follows each thread from the spec's Init, keeping the spec's state:
+// msgs, taken, the lease's holder, runs, reqs, consumed, liveAbandoned,
+// and per process pc, hold, plan and run. For each line it takes the named
+// action, one method per action in the spec's order: it checks the order
+// rule, evaluates the action's guard (every conjunct, in the spec's
+// words), checks that the line's values are the ones the action gives
+// (above), applies the action, and then evaluates the invariants
+// I1_ConsumedAtMostOnce, I3_OneActiveRun and NoLiveAbandon. Each of these
+// is O(1) a line, so a check takes time linear in the trace, and memory
+// that grows with a thread's messages, runs, requests and claims, not
+// with its lines.
 //
 // Lapse is not logged. The spec lets it happen whenever the lease has a
 // holder, and nothing but Claim's guard (lease.holder = 0 \/ lease.expired)
 // reads lease.expired; so the checker places a Lapse just before each Claim
 // that takes a lease another holder had, and counts it (Stats.LapsesInferred;
 // Stats.LiveLapses counts those whose holder some process still worked
-// under, the case the fences exist for). The checker follows the fenced
-// spec (Fenced and FenceAbandon TRUE, ThreadClaimLapse.cfg) unless
-// WithSpec says otherwise: with the fences off, the mutant's traces pass
-// the guards and break an invariant instead.
+// under: skew and stalls, the case the fences exist for, and fine). A Claim
+// over a lease not yet expired by the claimant's own clock (its timing
+// fields say so) is counted apart (Stats.EarlyClaims) and is a violation.
+// The checker follows the fenced spec (Fenced and FenceAbandon TRUE,
+// ThreadClaimLapse.cfg) unless WithSpec says otherwise: with the fences
+// off, the mutant's traces pass the guards and break an invariant instead.
 //
 // A failure is a *Violation naming the file and the line (its number in
 // the file), the line, the action tried, whether a Lapse was inferred just
@@ -88,10 +155,14 @@
 // "open"`, an invariant's name, "tick", or the line's field such as
 // "line.taken"), every other conjunct or invariant that fails there, what
 // the line says against what the spec gives, and a compact dump of the
-// thread's state (abstract holders with their strings). Each thread stops
-// at its first violation; Check returns the one at the lowest line. A line
-// Read cannot parse is a *LineError naming the file and line, wrapping
-// ErrMalformed.
+// thread's state (abstract holders with their strings). The first
+// violation in file order ends the check.
+//
+// Mutate changes a valid trace the way a hand-written or broken one would
+// differ (a value, an action, a holder, a tick; a line dropped, duplicated
+// or swapped) and keeps it well-formed, so that the result exercises the
+// checkers rather than the reader: FuzzCheck and the TLC differential
+// (scripts/tlc) feed its output to the checkers.
 //
 // testdata/ holds fixtures, ok-*.ndjson (accepted) and bad-*.ndjson (each
 // rejected at one line), shared with the TLC trace spec in tla/; see its

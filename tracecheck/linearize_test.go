@@ -120,7 +120,9 @@ func (wl *linWorkload) round(ctx context.Context, lc *tracecheck.LinClient, cloc
 			}
 		case core.PlanReply:
 			err := lc.Reply(ctx, cl, plan.Request, plan.Message)
-			if errors.Is(err, core.ErrThreadBusy) || errors.Is(err, core.ErrAlreadyAnswered) {
+			if errors.Is(err, core.ErrAlreadyAnswered) {
+				return lc.W.Crash(ctx, cl) // unfenced only: the round is given up
+			} else if errors.Is(err, core.ErrThreadBusy) {
 				return nil
 			} else if err != nil {
 				return err
@@ -329,6 +331,7 @@ func TestOperationsFromTrace(t *testing.T) {
 		pb, _ := b.Plan(ctx, cb)
 		_, _ = b.RunStart(ctx, cb, pb.Message)
 		_, _ = a.RunStart(ctx, ca, pa.Message)
+		_ = b.RunEnd(ctx, cb, 1)
 		_ = b.Release(ctx, cb)
 		ops := tracecheck.OperationsFromTrace(rec.lines)
 		if len(ops) != 5 {

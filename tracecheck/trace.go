@@ -10,7 +10,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"unicode/utf8"
 
@@ -96,9 +95,11 @@ func (r *Recorder) Len() int {
 	return len(r.lines)
 }
 
-// WriteTo writes the lines kept so far as ndjson.
+// WriteTo writes the lines kept so far as ndjson, in trace order (Sort):
+// a file that follows the order rule.
 func (r *Recorder) WriteTo(w io.Writer) (int64, error) {
 	lines := r.Lines()
+	Sort(lines)
 	bw := bufio.NewWriter(w)
 	var n int64
 	var buf []byte
@@ -113,84 +114,159 @@ func (r *Recorder) WriteTo(w io.Writer) (int64, error) {
 	return n, bw.Flush()
 }
 
-// LineError is a trace line that could not be read: the file, the line's
-// 1-based number, and why.
+// LineError is a trace that could not be read: the file, the 1-based
+// number of the line at fault (0 when no line is: an empty trace), and
+// why.
 type LineError struct {
 	File string
 	Line int
 	Err  error
 }
 
-func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err) }
+func (e *LineError) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("%s:%d: %v", e.File, e.Line, e.Err)
+}
 
 // Unwrap returns the reason.
 func (e *LineError) Unwrap() error { return e.Err }
 
-// ErrMalformed is the reason of every LineError that Read returns for a
-// line that is not a well-formed trace line (errors.Is finds it).
+// ErrMalformed is the reason of every LineError for a line that is not a
+// well-formed trace line (errors.Is finds it).
 var ErrMalformed = errors.New("malformed trace line")
 
-// MaxLineBytes is the longest trace line Read accepts.
+// ErrEmpty is the reason of the LineError for a trace with no line at all.
+// It wraps ErrMalformed: an empty trace is bad input, never a pass.
+var ErrEmpty = fmt.Errorf("%w: empty trace (no line)", ErrMalformed)
+
+// MaxLineBytes is the longest trace line Reader accepts, its newline
+// excluded.
 const MaxLineBytes = 64 << 10
 
-// loggedActions are the actions a trace line may name: every action but
-// Lapse, which is never logged.
-var loggedActions = func() map[core.Action]bool {
-	m := map[core.Action]bool{}
-	for _, a := range core.Actions() {
-		if a != core.ActionLapse {
-			m[a] = true
-		}
-	}
-	return m
-}()
+// readBufSize is Reader's buffer: it holds the longest line with room to
+// spare, so that a line is parsed where it was read.
+const readBufSize = 4 * MaxLineBytes
 
-// Read reads an ndjson trace. name is the file's name, used in errors. The
-// i-th event returned is the file's line i+1, so a line's number is its
-// index plus one. Read is strict: an empty line (other than none after the
-// last newline), a line that is not one JSON object, an unknown or missing
-// field (only kind may be missing), a field of the wrong type, an unknown
-// action or Lapse, a kind other than "", "run" or "reply", anything after
-// the object, or a line longer than MaxLineBytes, is a *LineError naming
-// name and the line, wrapping ErrMalformed. A read error of r is returned
-// wrapped in a *LineError too.
-func Read(r io.Reader, name string) ([]core.TraceEvent, error) {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var out []core.TraceEvent
-	var long []byte
-	for n := 1; ; n++ {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long[:0], line...)
-			for errors.Is(err, bufio.ErrBufferFull) && len(long) <= MaxLineBytes {
-				line, err = br.ReadSlice('\n')
-				long = append(long, line...)
+// maxInterned bounds the strings a Reader keeps to share between lines
+// (threads, processes, holders); past it the table starts afresh, so that
+// memory stays flat however long the trace.
+const maxInterned = 1 << 14
+
+// Reader reads an ndjson trace a line at a time, strictly (see the package
+// doc's input contract), without reflection and without allocating per
+// line: strings that repeat (threads, processes, holders) are shared. Its
+// memory is its buffer and that table, whatever the trace's length.
+type Reader struct {
+	src    io.Reader
+	name   string
+	buf    []byte
+	r, w   int   // unread bytes are buf[r:w]
+	srcErr error // src's error, acted on once the buffer is drained
+	n      int   // the number of the line last returned
+	err    error // sticky: io.EOF or a *LineError
+	ev     core.TraceEvent
+	names  map[string]string
+	recent [numFields][recentN]string // each string field's latest values, newest first
+}
+
+// NewReader returns a Reader of src; name names it in errors.
+func NewReader(src io.Reader, name string) *Reader {
+	return &Reader{src: src, name: name, buf: make([]byte, readBufSize), names: map[string]string{}}
+}
+
+// Line returns the number of the line Next returned last (1-based).
+func (r *Reader) Line() int { return r.n }
+
+// Next returns the next line. The event is the Reader's own, overwritten
+// by the next call: copy it to keep it. At the end of the trace it
+// returns io.EOF; for a trace with no line, a *LineError wrapping
+// ErrEmpty; for a line that is not well-formed, a *LineError naming the
+// file and line, wrapping ErrMalformed; for an error of the source, a
+// *LineError at the line it stopped (not ErrMalformed). After an error
+// Next keeps returning it.
+func (r *Reader) Next() (*core.TraceEvent, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	for {
+		if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
+			line := r.buf[r.r : r.r+i]
+			r.r += i + 1
+			return r.line(line)
+		}
+		if r.w-r.r > MaxLineBytes {
+			return r.line(r.buf[r.r:r.w])
+		}
+		if r.srcErr != nil {
+			if r.srcErr != io.EOF {
+				r.err = &LineError{r.name, r.n + 1, r.srcErr}
+				return nil, r.err
 			}
-			if len(long) > MaxLineBytes {
-				return out, &LineError{name, n, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxLineBytes)}
+			if r.r < r.w { // the last line, without a newline
+				line := r.buf[r.r:r.w]
+				r.r = r.w
+				return r.line(line)
 			}
-			line = long
+			if r.n == 0 {
+				r.err = &LineError{r.name, 0, ErrEmpty}
+				return nil, r.err
+			}
+			r.err = io.EOF
+			return nil, r.err
 		}
-		if err != nil && err != io.EOF {
-			return out, &LineError{name, n, err}
+		if r.r > 0 {
+			r.w = copy(r.buf, r.buf[r.r:r.w])
+			r.r = 0
 		}
-		if err == io.EOF && len(line) == 0 {
-			return out, nil
-		}
-		ev, perr := parseLine(line)
-		if perr != nil {
-			return out, &LineError{name, n, fmt.Errorf("%w: %v", ErrMalformed, perr)}
-		}
-		out = append(out, ev)
-		if err == io.EOF {
-			return out, nil
+		m, err := r.src.Read(r.buf[r.w:])
+		r.w += m
+		if err != nil {
+			r.srcErr = err
 		}
 	}
 }
 
-// ReadFile reads the trace in the file at path (see Read).
+func (r *Reader) line(b []byte) (*core.TraceEvent, error) {
+	r.n++
+	if len(b) > MaxLineBytes {
+		r.err = &LineError{r.name, r.n, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxLineBytes)}
+		return nil, r.err
+	}
+	if r.decodeCanonical(b) {
+		return &r.ev, nil
+	}
+	if err := r.decode(b); err != nil {
+		r.err = &LineError{r.name, r.n, fmt.Errorf("%w: %v", ErrMalformed, err)}
+		return nil, r.err
+	}
+	return &r.ev, nil
+}
+
+// Read reads a whole ndjson trace (see Reader). name is the file's name,
+// used in errors. The i-th event returned is the file's line i+1. On an
+// error it returns the lines before the one at fault, and the error.
+func Read(src io.Reader, name string) ([]core.TraceEvent, error) {
+	rd := NewReader(src, name)
+	var out []core.TraceEvent
+	for {
+		ev, err := rd.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		out = append(out, *ev)
+	}
+}
+
+// ReadFile reads the trace in the file at path (see Read). A path that
+// cannot be read (missing, a directory, no permission) is a *LineError at
+// line 0, as an empty file is.
 func ReadFile(path string) ([]core.TraceEvent, error) {
-	f, err := os.Open(path)
+	f, err := openTrace(path)
 	if err != nil {
 		return nil, err
 	}
@@ -198,8 +274,25 @@ func ReadFile(path string) ([]core.TraceEvent, error) {
 	return Read(f, path)
 }
 
-// The fields of a trace line, in core.TraceEvent's order; kind is the
-// only optional one.
+// openTrace opens a trace file for reading; a directory is refused here,
+// since reading one fails only on some systems.
+func openTrace(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &LineError{path, 0, err}
+	}
+	if st, err := f.Stat(); err != nil || st.IsDir() {
+		f.Close()
+		if err == nil {
+			err = errors.New("is a directory, not a trace file")
+		}
+		return nil, &LineError{path, 0, err}
+	}
+	return f, nil
+}
+
+// The fields of a trace line, in core.TraceEvent's order. kind and the
+// timing fields are optional.
 const (
 	fTick = iota
 	fRead
@@ -213,246 +306,614 @@ const (
 	fTaken
 	fLease
 	fKind
+	fNow
+	fTTL
+	fExpires
+	fReplaced
 	numFields
 )
 
-var fieldNames = [numFields]string{"tick", "read", "action", "thread", "proc", "holder", "msg", "req", "run", "taken", "lease", "kind"}
+var fieldNames = [numFields]string{"tick", "read", "action", "thread", "proc", "holder", "msg", "req", "run",
+	"taken", "lease", "kind", "now", "ttl", "expires", "replaced"}
 
-func fieldIndex(name []byte) int {
-	for i, n := range fieldNames {
-		if string(name) == n {
-			return i
-		}
+// quotedKeys are the keys as core writes them, with their colon.
+var quotedKeys = func() (q [numFields][]byte) {
+	for f, name := range fieldNames {
+		q[f] = []byte(`"` + name + `":`)
+	}
+	return q
+}()
+
+// requiredFields has a bit set for each field a line must have.
+const requiredFields = 1<<fKind - 1
+
+func fieldIndex(key []byte) int {
+	switch string(key) {
+	case "tick":
+		return fTick
+	case "read":
+		return fRead
+	case "action":
+		return fAction
+	case "thread":
+		return fThread
+	case "proc":
+		return fProc
+	case "holder":
+		return fHolder
+	case "msg":
+		return fMsg
+	case "req":
+		return fReq
+	case "run":
+		return fRun
+	case "taken":
+		return fTaken
+	case "lease":
+		return fLease
+	case "kind":
+		return fKind
+	case "now":
+		return fNow
+	case "ttl":
+		return fTTL
+	case "expires":
+		return fExpires
+	case "replaced":
+		return fReplaced
 	}
 	return -1
 }
 
-// lineParser parses one trace line: a flat JSON object whose keys are
-// exactly the field names (no other, none twice) and whose values are
-// unsigned or signed integers, booleans and strings, as the field needs.
-// It is stricter than encoding/json (which matches keys case-insensitively
-// and takes the last of duplicate keys) and faster.
-type lineParser struct {
+func actionOf(b []byte) (core.Action, bool) {
+	switch string(b) {
+	case "Post":
+		return core.ActionPost, true
+	case "Claim":
+		return core.ActionClaim, true
+	case "Renew":
+		return core.ActionRenew, true
+	case "Release":
+		return core.ActionRelease, true
+	case "Abandon":
+		return core.ActionAbandon, true
+	case "AbandonFenced":
+		return core.ActionAbandonFenced, true
+	case "Plan":
+		return core.ActionPlan, true
+	case "RunStart":
+		return core.ActionRunStart, true
+	case "StartFenced":
+		return core.ActionStartFenced, true
+	case "Reply":
+		return core.ActionReply, true
+	case "ReplyFenced":
+		return core.ActionReplyFenced, true
+	case "Ask":
+		return core.ActionAsk, true
+	case "RunEnd":
+		return core.ActionRunEnd, true
+	case "EndRefused":
+		return core.ActionEndRefused, true
+	case "Crash":
+		return core.ActionCrash, true
+	}
+	return "", false
+}
+
+// decoder parses one line: a flat JSON object whose keys are exactly the
+// field names (no other, none twice) and whose values are integers,
+// booleans and strings, as the field needs. It is stricter than
+// encoding/json (which matches keys case-insensitively, takes the last of
+// duplicate keys, and replaces invalid UTF-8) and, on what both accept,
+// gives the same values.
+type decoder struct {
 	b []byte
 	i int
 }
 
-func (p *lineParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
+func (d *decoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
 		case ' ', '\t', '\r', '\n':
-			p.i++
+			d.i++
 		default:
 			return
 		}
 	}
 }
 
-func (p *lineParser) errf(format string, args ...any) error {
-	return fmt.Errorf("at byte %d: %s", p.i+1, fmt.Sprintf(format, args...))
+func (d *decoder) errf(format string, args ...any) error {
+	return fmt.Errorf("at byte %d: %s", d.i+1, fmt.Sprintf(format, args...))
 }
 
-// str parses a JSON string; it rejects control characters and invalid
-// UTF-8, and decodes escapes through encoding/json.
-func (p *lineParser) str() (string, error) {
-	if p.i >= len(p.b) || p.b[p.i] != '"' {
-		return "", p.errf("want a string")
+// plainASCII marks the bytes a string holds as they are: printable ASCII
+// but the quote and the backslash.
+var plainASCII = func() (t [256]bool) {
+	for c := 0x20; c < 0x80; c++ {
+		t[c] = c != '"' && c != '\\'
 	}
-	start := p.i
-	p.i++
-	escaped := false
-	for p.i < len(p.b) {
-		c := p.b[p.i]
+	return t
+}()
+
+// str parses a JSON string and returns its bytes: a slice of the line when
+// it has no escape, else a decoded copy. It rejects control characters and
+// invalid UTF-8.
+func (d *decoder) str() ([]byte, error) {
+	if d.i >= len(d.b) || d.b[d.i] != '"' {
+		return nil, d.errf("want a string")
+	}
+	start := d.i
+	d.i++
+	ascii, escaped := true, false
+	for d.i < len(d.b) {
+		for d.i < len(d.b) && plainASCII[d.b[d.i]] {
+			d.i++
+		}
+		if d.i == len(d.b) {
+			break
+		}
+		c := d.b[d.i]
 		switch {
 		case c == '"':
-			p.i++
-			raw := p.b[start:p.i]
-			if !utf8.Valid(raw) {
-				return "", p.errf("invalid UTF-8 in a string")
+			d.i++
+			raw := d.b[start:d.i]
+			if !ascii && !utf8.Valid(raw) {
+				return nil, d.errf("invalid UTF-8 in a string")
 			}
 			if !escaped {
-				return string(raw[1 : len(raw)-1]), nil
+				return raw[1 : len(raw)-1], nil
 			}
 			var s string
 			if err := json.Unmarshal(raw, &s); err != nil {
-				return "", p.errf("bad string: %v", err)
+				return nil, d.errf("bad string: %v", err)
 			}
-			return s, nil
+			return []byte(s), nil
 		case c == '\\':
 			escaped = true
-			p.i += 2
+			d.i += 2
 		case c < 0x20:
-			return "", p.errf("control character in a string")
+			return nil, d.errf("control character in a string")
 		default:
-			p.i++
+			if c >= 0x80 {
+				ascii = false
+			}
+			d.i++
 		}
 	}
-	return "", p.errf("unterminated string")
+	return nil, d.errf("unterminated string")
 }
 
 // uint parses a JSON number that is a non-negative integer.
-func (p *lineParser) uint() (uint64, error) {
-	start := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
+func (d *decoder) uint() (uint64, error) {
+	start := d.i
+	var v uint64
+	over := false
+	for d.i < len(d.b) {
+		c := d.b[d.i] - '0'
+		if c > 9 {
+			break
+		}
+		if v > (math.MaxUint64-uint64(c))/10 {
+			over = true
+		}
+		v = v*10 + uint64(c)
+		d.i++
 	}
-	digits := p.b[start:p.i]
-	switch {
-	case len(digits) == 0:
-		return 0, p.errf("want a non-negative integer")
-	case len(digits) > 1 && digits[0] == '0':
-		return 0, p.errf("leading zero")
-	case p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E'):
-		return 0, p.errf("want an integer")
-	}
-	v, err := strconv.ParseUint(string(digits), 10, 64)
-	if err != nil {
-		return 0, p.errf("integer out of range")
+	switch n := d.i - start; {
+	case n == 0:
+		return 0, d.errf("want a non-negative integer")
+	case n > 1 && d.b[start] == '0':
+		return 0, d.errf("leading zero")
+	case d.i < len(d.b) && (d.b[d.i] == '.' || d.b[d.i] == 'e' || d.b[d.i] == 'E'):
+		return 0, d.errf("want an integer")
+	case over:
+		return 0, d.errf("integer out of range")
 	}
 	return v, nil
 }
 
-// int parses a JSON integer that fits an int64 and is not negative.
-func (p *lineParser) int() (int64, error) {
-	if p.i < len(p.b) && p.b[p.i] == '-' {
-		return 0, p.errf("negative integer")
+// nat parses a JSON integer that fits an int64 and is not negative.
+func (d *decoder) nat() (int64, error) {
+	if d.i < len(d.b) && d.b[d.i] == '-' {
+		return 0, d.errf("negative integer")
 	}
-	v, err := p.uint()
+	v, err := d.uint()
 	if err != nil {
 		return 0, err
 	}
 	if v > math.MaxInt64 {
-		return 0, p.errf("integer out of range")
+		return 0, d.errf("integer out of range")
 	}
 	return int64(v), nil
 }
 
-func (p *lineParser) bool() (bool, error) {
-	switch {
-	case bytes.HasPrefix(p.b[p.i:], []byte("true")):
-		p.i += 4
-		return true, nil
-	case bytes.HasPrefix(p.b[p.i:], []byte("false")):
-		p.i += 5
-		return false, nil
+// int parses a JSON integer that fits an int64, of either sign.
+func (d *decoder) int() (int64, error) {
+	neg := d.i < len(d.b) && d.b[d.i] == '-'
+	if neg {
+		d.i++
 	}
-	return false, p.errf("want true or false")
+	v, err := d.uint()
+	switch {
+	case err != nil:
+		return 0, err
+	case neg && v == 0:
+		return 0, d.errf("negative zero")
+	case neg && v <= 1<<63:
+		return -int64(v-1) - 1, nil
+	case v > math.MaxInt64:
+		return 0, d.errf("integer out of range")
+	}
+	return int64(v), nil
 }
 
+func (d *decoder) bool() (bool, error) {
+	switch {
+	case bytes.HasPrefix(d.b[d.i:], []byte("true")):
+		d.i += 4
+		return true, nil
+	case bytes.HasPrefix(d.b[d.i:], []byte("false")):
+		d.i += 5
+		return false, nil
+	}
+	return false, d.errf("want true or false")
+}
+
+// recentN is how many of a field's latest values intern compares before it
+// looks in its table: a trace's lines come from a few threads and
+// processes at a time, and a holder's lease line follows its own.
+const recentN = 4
+
+// intern returns field f's value as a string, shared with earlier lines.
+func (r *Reader) intern(f int, b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	rc := &r.recent[f]
+	for k, s := range rc {
+		if string(b) == s {
+			copy(rc[1:k+1], rc[:k])
+			rc[0] = s
+			return s
+		}
+	}
+	s, ok := r.names[string(b)]
+	if !ok {
+		if len(r.names) >= maxInterned {
+			clear(r.names)
+		}
+		s = string(b)
+		r.names[s] = s
+	}
+	copy(rc[1:], rc[:recentN-1])
+	rc[0] = s
+	return s
+}
+
+// canon reads a line in the exact form core writes (keys in order, no
+// space, strings without escapes). Any step that finds something else
+// clears ok, and decodeCanonical leaves the line to decode, which accepts
+// the same lines and more, and says what is wrong with the rest.
+type canon struct {
+	b  []byte
+	i  int
+	ok bool
+}
+
+// lit consumes s.
+func (c *canon) lit(s string) {
+	if c.ok && len(c.b)-c.i >= len(s) && string(c.b[c.i:c.i+len(s)]) == s {
+		c.i += len(s)
+		return
+	}
+	c.ok = false
+}
+
+// has consumes s if it is next.
+func (c *canon) has(s string) bool {
+	if c.ok && len(c.b)-c.i >= len(s) && string(c.b[c.i:c.i+len(s)]) == s {
+		c.i += len(s)
+		return true
+	}
+	return false
+}
+
+// digits consumes a non-negative integer that fits an int64, no leading
+// zero. (19 digits cannot overflow a uint64.)
+func (c *canon) digits() uint64 {
+	start := c.i
+	var v uint64
+	for c.i < len(c.b) && c.b[c.i]-'0' <= 9 {
+		v = v*10 + uint64(c.b[c.i]-'0')
+		c.i++
+	}
+	if n := c.i - start; n == 0 || n > 19 || v > math.MaxInt64 || (n > 1 && c.b[start] == '0') {
+		c.ok = false
+	}
+	return v
+}
+
+// signed consumes an integer of either sign, not -0.
+func (c *canon) signed() int64 {
+	if c.i < len(c.b) && c.b[c.i] == '-' {
+		c.i++
+		v := c.digits()
+		if v == 0 {
+			c.ok = false
+		}
+		return -int64(v)
+	}
+	return int64(c.digits())
+}
+
+// str consumes a string of printable ASCII without escapes and returns
+// its bytes.
+func (c *canon) str() []byte {
+	if !c.ok || c.i >= len(c.b) || c.b[c.i] != '"' {
+		c.ok = false
+		return nil
+	}
+	c.i++
+	start := c.i
+	for c.i < len(c.b) && plainASCII[c.b[c.i]] {
+		c.i++
+	}
+	if c.i >= len(c.b) || c.b[c.i] != '"' {
+		c.ok = false
+		return nil
+	}
+	c.i++
+	return c.b[start : c.i-1]
+}
+
+// decodeCanonical parses line into r.ev when it is in core's own form,
+// and reports whether it was; else r.ev is to be overwritten by decode.
+func (r *Reader) decodeCanonical(line []byte) bool {
+	ev := &r.ev
+	*ev = core.TraceEvent{}
+	c := canon{b: line, ok: true}
+	if n := len(line); n > 0 && line[n-1] == '\r' {
+		c.b = line[:n-1]
+	}
+	c.lit(`{"tick":`)
+	ev.Tick = c.digits()
+	switch {
+	case c.has(`,"read":false`):
+	case c.has(`,"read":true`):
+		ev.Read = true
+	default:
+		return false
+	}
+	c.lit(`,"action":`)
+	action := c.str()
+	c.lit(`,"thread":`)
+	thread := c.str()
+	c.lit(`,"proc":`)
+	proc := c.str()
+	c.lit(`,"holder":`)
+	holder := c.str()
+	c.lit(`,"msg":`)
+	ev.Msg = core.Seq(c.digits())
+	c.lit(`,"req":`)
+	ev.Req = core.RequestID(c.digits())
+	c.lit(`,"run":`)
+	ev.Run = core.RunID(c.digits())
+	c.lit(`,"taken":`)
+	ev.Taken = core.Seq(c.digits())
+	c.lit(`,"lease":`)
+	lease := c.str()
+	if c.has(`,"kind":`) {
+		switch k := c.str(); string(k) {
+		case core.PlanKindRun:
+			ev.Kind = core.PlanKindRun
+		case core.PlanKindReply:
+			ev.Kind = core.PlanKindReply
+		case "":
+		default:
+			return false
+		}
+	}
+	if c.has(`,"now":`) {
+		ev.Now = c.signed()
+		c.lit(`,"ttl":`)
+		ev.TTL = c.signed()
+		c.lit(`,"expires":`)
+		ev.Expires = c.signed()
+	}
+	if c.has(`,"replaced":`) {
+		ev.Replaced = c.signed()
+	}
+	c.lit(`}`)
+	if !c.ok || c.i != len(c.b) || len(thread) == 0 {
+		return false
+	}
+	a, ok := actionOf(action)
+	if !ok {
+		return false
+	}
+	ev.Action = a
+	ev.Thread = core.ThreadID(r.intern(fThread, thread))
+	ev.Proc = r.intern(fProc, proc)
+	ev.Holder = core.Holder(r.intern(fHolder, holder))
+	ev.Lease = ev.Holder
+	if string(lease) != string(holder) {
+		ev.Lease = core.Holder(r.intern(fLease, lease))
+	}
+	return true
+}
+
+// parseLine parses one trace line on its own.
 func parseLine(line []byte) (core.TraceEvent, error) {
-	var ev core.TraceEvent
-	p := &lineParser{b: line}
-	p.ws()
-	if p.i == len(p.b) {
-		return ev, errors.New("empty line")
+	r := Reader{names: map[string]string{}}
+	if r.decodeCanonical(line) {
+		return r.ev, nil
 	}
-	if p.b[p.i] != '{' {
-		return ev, errors.New("not a JSON object")
+	if err := r.decode(line); err != nil {
+		return core.TraceEvent{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
-	p.i++
-	var seen [numFields]bool
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
+	return r.ev, nil
+}
+
+// decode parses line into r.ev.
+func (r *Reader) decode(line []byte) error {
+	ev := &r.ev
+	*ev = core.TraceEvent{}
+	d := decoder{b: line}
+	d.ws()
+	if d.i == len(d.b) {
+		return errors.New("empty line")
+	}
+	if d.b[d.i] != '{' {
+		return errors.New("not a JSON object")
+	}
+	d.i++
+	var seen uint32
+	d.ws()
+	if d.i < len(d.b) && d.b[d.i] == '}' {
+		d.i++
 	} else {
+		next := fTick // the field core writes next: tried first, as it is
 		for {
-			p.ws()
-			keyAt := p.i
-			key, err := p.str()
-			if err != nil {
-				return ev, err
-			}
-			f := fieldIndex([]byte(key))
-			if f < 0 {
-				p.i = keyAt
-				return ev, p.errf("unknown field %q", key)
-			}
-			if seen[f] {
-				p.i = keyAt
-				return ev, p.errf("duplicate field %q", key)
-			}
-			seen[f] = true
-			p.ws()
-			if p.i >= len(p.b) || p.b[p.i] != ':' {
-				return ev, p.errf("want ':'")
-			}
-			p.i++
-			p.ws()
-			var s string
-			var n int64
-			switch f {
-			case fTick:
-				ev.Tick, err = p.uint()
-			case fRead:
-				ev.Read, err = p.bool()
-			case fMsg, fReq, fRun, fTaken:
-				n, err = p.int()
-				switch f {
-				case fMsg:
-					ev.Msg = core.Seq(n)
-				case fReq:
-					ev.Req = core.RequestID(n)
-				case fRun:
-					ev.Run = core.RunID(n)
-				case fTaken:
-					ev.Taken = core.Seq(n)
+			d.ws()
+			f := -1
+			if next < numFields && bytes.HasPrefix(d.b[d.i:], quotedKeys[next]) && seen&(1<<next) == 0 {
+				f = next
+				d.i += len(quotedKeys[f])
+				seen |= 1 << f
+			} else {
+				keyAt := d.i
+				key, err := d.str()
+				if err != nil {
+					return err
 				}
-			default:
-				s, err = p.str()
-				switch f {
-				case fAction:
-					ev.Action = core.Action(s)
-				case fThread:
-					ev.Thread = core.ThreadID(s)
-				case fProc:
-					ev.Proc = s
-				case fHolder:
-					ev.Holder = core.Holder(s)
-				case fLease:
-					ev.Lease = core.Holder(s)
-				case fKind:
-					ev.Kind = s
+				if f = fieldIndex(key); f < 0 {
+					d.i = keyAt
+					return d.errf("unknown field %q", key)
 				}
+				if seen&(1<<f) != 0 {
+					d.i = keyAt
+					return d.errf("duplicate field %q", key)
+				}
+				seen |= 1 << f
+				d.ws()
+				if d.i >= len(d.b) || d.b[d.i] != ':' {
+					return d.errf("want ':'")
+				}
+				d.i++
 			}
-			if err != nil {
-				return ev, fmt.Errorf("field %q: %w", fieldNames[f], err)
+			next = f + 1
+			d.ws()
+			if err := r.value(&d, f, ev); err != nil {
+				return fmt.Errorf("field %q: %w", fieldNames[f], err)
 			}
-			p.ws()
-			if p.i < len(p.b) && p.b[p.i] == ',' {
-				p.i++
+			d.ws()
+			if d.i < len(d.b) && d.b[d.i] == ',' {
+				d.i++
 				continue
 			}
-			if p.i < len(p.b) && p.b[p.i] == '}' {
-				p.i++
+			if d.i < len(d.b) && d.b[d.i] == '}' {
+				d.i++
 				break
 			}
-			return ev, p.errf("want ',' or '}'")
+			return d.errf("want ',' or '}'")
 		}
 	}
-	p.ws()
-	if p.i != len(p.b) {
-		return ev, p.errf("trailing data after the JSON object")
+	d.ws()
+	if d.i != len(d.b) {
+		return d.errf("trailing data after the JSON object")
 	}
-	var missing []string
-	for f, ok := range seen {
-		if !ok && f != fKind {
-			missing = append(missing, fieldNames[f])
+	if seen&requiredFields != requiredFields {
+		var missing []string
+		for f := range fKind {
+			if seen&(1<<f) == 0 {
+				missing = append(missing, fieldNames[f])
+			}
 		}
+		return fmt.Errorf("missing field(s) %v", missing)
 	}
-	if len(missing) > 0 {
-		return core.TraceEvent{}, fmt.Errorf("missing field(s) %v", missing)
+	if ev.Thread == "" {
+		return errors.New("empty thread")
 	}
-	switch {
-	case ev.Action == core.ActionLapse:
-		return core.TraceEvent{}, errors.New("action Lapse is never logged")
-	case !loggedActions[ev.Action]:
-		return core.TraceEvent{}, fmt.Errorf("unknown action %q", ev.Action)
-	case ev.Kind != "" && ev.Kind != core.PlanKindRun && ev.Kind != core.PlanKindReply:
-		return core.TraceEvent{}, fmt.Errorf("unknown plan kind %q", ev.Kind)
-	case ev.Thread == "":
-		return core.TraceEvent{}, errors.New("empty thread")
+	return nil
+}
+
+// value parses field f's value into ev.
+func (r *Reader) value(d *decoder, f int, ev *core.TraceEvent) error {
+	var err error
+	var n int64
+	switch f {
+	case fTick:
+		ev.Tick, err = d.uint()
+		return err
+	case fRead:
+		ev.Read, err = d.bool()
+		return err
+	case fMsg, fReq, fRun, fTaken:
+		if n, err = d.nat(); err != nil {
+			return err
+		}
+		switch f {
+		case fMsg:
+			ev.Msg = core.Seq(n)
+		case fReq:
+			ev.Req = core.RequestID(n)
+		case fRun:
+			ev.Run = core.RunID(n)
+		default:
+			ev.Taken = core.Seq(n)
+		}
+		return nil
+	case fNow, fTTL, fExpires, fReplaced:
+		if n, err = d.int(); err != nil {
+			return err
+		}
+		switch f {
+		case fNow:
+			ev.Now = n
+		case fTTL:
+			ev.TTL = n
+		case fExpires:
+			ev.Expires = n
+		default:
+			ev.Replaced = n
+		}
+		return nil
 	}
-	return ev, nil
+	b, err := d.str()
+	if err != nil {
+		return err
+	}
+	switch f {
+	case fAction:
+		a, ok := actionOf(b)
+		switch {
+		case string(b) == string(core.ActionLapse):
+			return errors.New("action Lapse is never logged")
+		case !ok:
+			return fmt.Errorf("unknown action %q", b)
+		}
+		ev.Action = a
+	case fKind:
+		switch string(b) {
+		case "":
+		case core.PlanKindRun:
+			ev.Kind = core.PlanKindRun
+		case core.PlanKindReply:
+			ev.Kind = core.PlanKindReply
+		default:
+			return fmt.Errorf("unknown plan kind %q", b)
+		}
+	case fThread:
+		ev.Thread = core.ThreadID(r.intern(f, b))
+	case fProc:
+		ev.Proc = r.intern(f, b)
+	case fHolder:
+		ev.Holder = core.Holder(r.intern(f, b))
+	case fLease:
+		ev.Lease = core.Holder(r.intern(f, b))
+	}
+	return nil
 }
 
 // Line is a trace line with its 1-based number in the trace it came from.
@@ -472,7 +933,7 @@ type ThreadLines struct {
 // equal tick, and otherwise as written (a stable sort). Line numbers are
 // positions in lines plus one; the Ev pointers point into lines. It takes
 // time linear in len(lines) when ticks are dense, as a thread's versions
-// are, and O(n log n) otherwise.
+// are, and O(n log n) otherwise. It does not change lines.
 func Order(lines []core.TraceEvent) []ThreadLines {
 	var threads []ThreadLines
 	index := map[core.ThreadID]int{}
@@ -494,6 +955,38 @@ func Order(lines []core.TraceEvent) []ThreadLines {
 		threads[i].Lines = sortLines(threads[i].Lines)
 	}
 	return threads
+}
+
+// Sort puts each thread's lines in trace order (as Order does), in place:
+// each thread's lines take the positions its lines held, so a file that
+// interleaves threads keeps its pattern, and a trace already in order is
+// left as it is. It is the normalising step for lines written in the order
+// concurrent processes called their Tracer (the order rule in the package
+// doc); the checkers never sort.
+func Sort(lines []core.TraceEvent) {
+	threads := Order(lines)
+	sorted := true
+	for _, th := range threads {
+		for k := 1; k < len(th.Lines) && sorted; k++ {
+			sorted = th.Lines[k-1].N < th.Lines[k].N
+		}
+	}
+	if sorted {
+		return
+	}
+	out := make([]core.TraceEvent, len(lines))
+	var at []int
+	for _, th := range threads {
+		at = at[:0]
+		for _, l := range th.Lines {
+			at = append(at, l.N-1)
+		}
+		slices.Sort(at)
+		for k, l := range th.Lines {
+			out[at[k]] = *l.Ev
+		}
+	}
+	copy(lines, out)
 }
 
 // orderKey is a line's place in trace order for ticks below 1<<62: tick,

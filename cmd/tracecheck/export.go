@@ -63,7 +63,7 @@ func cmdExport(args []string, stdout, stderr io.Writer) error {
 
 func export(path, out, thread string) (exportFigures, error) {
 	fig := exportFigures{Trace: path}
-	t, _, _, err := readTrace(path)
+	t, _, _, err := readExplorerTrace(path)
 	if err != nil {
 		return fig, err
 	}

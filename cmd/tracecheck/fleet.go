@@ -272,13 +272,14 @@ func runFleet(ctx context.Context, f fleetFlags, out io.Writer) error {
 		histories = append(histories, h)
 	}
 	lines := tracecheck.MergeHistories(stored, histories)
+	// In trace order, as written and as checked: a line's number in the
+	// check's messages is its line in the file.
+	tracecheck.Sort(lines)
 	tracePath := filepath.Join(f.dir, "trace.ndjson")
 	if tf, err := os.Create(tracePath); err == nil {
 		w := tracecheck.NewWriter(tf)
-		for _, th := range tracecheck.Order(lines) {
-			for _, l := range th.Lines {
-				w.Trace(*l.Ev)
-			}
+		for _, ev := range lines {
+			w.Trace(ev)
 		}
 		tf.Close()
 	}

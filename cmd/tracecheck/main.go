@@ -11,8 +11,13 @@
 //	tracecheck replay FILE          replay a seeded execution from its operation log
 //	tracecheck export -itf OUT FILE write a trace's states in the Informal Trace Format
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
+//	tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
+//	tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
 //	tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL
 //	tracecheck worker [flags]       one runner process of a fleet
+//	tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
+//	tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
+//	tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 //
 // Exit codes: 0 every check passed; 1 a check failed (a broken invariant,
 // a trace no spec action explains, a history that is not linearizable;
@@ -61,8 +66,13 @@ Usage:
   tracecheck replay FILE          replay a seeded execution from its operation log (run -ops-out)
   tracecheck export -itf OUT FILE a trace or TLC counterexample as the spec's states in ITF (Apalache/Quint)
   tracecheck show [flags] FILE    print one trace as a timeline, lanes per process (-html: the explorer)
+  tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
+  tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
   tracecheck fleet [flags]        a many-process run on PostgreSQL, with SIGSTOP and SIGKILL, checked
   tracecheck worker [flags]       one runner process of a fleet
+  tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
+  tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
+  tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
@@ -97,10 +107,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdExport(args[1:], stdout, stderr)
 	case "show":
 		err = cmdShow(args[1:], stdout, stderr)
+	case "sort":
+		err = cmdSort(args[1:], stdout, stderr)
+	case "mutate":
+		err = cmdMutate(args[1:], stdout, stderr)
 	case "fleet":
 		err = cmdFleet(ctx, args[1:], stdout, stderr)
 	case "worker":
 		err = cmdWorker(ctx, args[1:], stdout, stderr)
+	case "model":
+		err = cmdModel(ctx, args[1:], stdout, stderr)
+	case "conform":
+		err = cmdConform(ctx, args[1:], stdout, stderr)
+	case "tlc":
+		err = cmdTLC(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "tracecheck: unknown command %q\n\n%s", args[0], mainUsage)
 		return exitUsage

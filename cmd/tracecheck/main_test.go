@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,7 @@ func runCLI(args ...string) (int, string, string) {
 }
 
 func TestHelpAndUsage(t *testing.T) {
-	for _, args := range [][]string{{"-h"}, {"run", "-h"}, {"validate", "-h"}, {"show", "-h"}} {
+	for _, args := range [][]string{{"-h"}, {"run", "-h"}, {"validate", "-h"}, {"show", "-h"}, {"sort", "-h"}, {"mutate", "-h"}} {
 		code, out, _ := runCLI(args...)
 		require.Equal(t, exitOK, code, "%v", args)
 		require.Contains(t, out, "usage", "%v", args)
@@ -68,7 +69,7 @@ func TestRunUnfencedMutantFails(t *testing.T) {
 	require.Contains(t, out, "shrunk to")
 	require.Contains(t, errs, "the mutant was caught")
 	require.Contains(t, errs, "I1_ConsumedAtMostOnce")
-	require.Contains(t, errs, "Fenced => HasLease(p)")
+	require.Regexp(t, `Fence(d|Abandon) => HasLease\(p\)`, errs, "the first rejected line names a fence's guard")
 	require.Contains(t, out, "REJECTED")
 }
 
@@ -84,7 +85,12 @@ func TestValidateAndShowFixtures(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, bad)
 	for _, f := range bad {
-		code, out, _ := runCLI("validate", f)
+		code, out, errs := runCLI("validate", f)
+		if strings.Contains(f, "malformed") { // bad input, not a rejection
+			require.Equal(t, exitUsage, code, "%s:\n%s", f, errs)
+			require.Contains(t, errs, f+":5: ")
+			continue
+		}
 		require.Equal(t, exitFailed, code, "%s was accepted:\n%s", f, out)
 		require.Contains(t, out, "REJECTED")
 	}
@@ -101,6 +107,120 @@ func TestValidateAndShowFixtures(t *testing.T) {
 	code, out, _ = runCLI("show", start)
 	require.Equal(t, exitFailed, code)
 	require.Contains(t, out, "✗ REJECTED: Fenced => HasLease(p)")
+}
+
+// TestValidateInputContract guards the exit codes the README promises for
+// bad input: 2, with file:line: reason where a line is at fault, for a
+// malformed line (each kind), an empty trace, /dev/null, a directory and a
+// missing file; 1 only for a trace the checker rejects.
+func TestValidateInputContract(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile("../../tracecheck/testdata/ok-run-ask-reply.ndjson")
+	require.NoError(t, err)
+	first := strings.SplitAfter(string(good), "\n")[0]
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(text), 0o644))
+		return p
+	}
+	for _, tc := range []struct {
+		name, text, says string
+		line             int
+	}{
+		{"unknown-field", first + strings.Replace(first, `"lease":""`, `"lease":"","extra":1`, 1), `unknown field "extra"`, 2},
+		{"missing-field", strings.Replace(first, `"read":false,`, "", 1), "missing field(s) [read]", 1},
+		{"wrong-type", strings.Replace(first, `"msg":1`, `"msg":"1"`, 1), "want a non-negative integer", 1},
+		{"duplicate-key", strings.Replace(first, `"msg":1`, `"msg":1,"msg":1`, 1), `duplicate field "msg"`, 1},
+		{"bad-json", first + "{\"tick\":2,\n", "want", 2},
+		{"too-long", first + strings.Replace(first, `"proc":"poster"`, `"proc":"`+strings.Repeat("x", 70000)+`"`, 1), "longer than", 2},
+	} {
+		p := write(tc.name+".ndjson", tc.text)
+		code, out, errs := runCLI("validate", p)
+		require.Equal(t, exitUsage, code, "%s: stdout %s stderr %s", tc.name, out, errs)
+		require.Contains(t, errs, fmt.Sprintf("%s:%d: ", p, tc.line), tc.name)
+		require.Contains(t, errs, tc.says, tc.name)
+	}
+	empty := write("empty.ndjson", "")
+	sub := filepath.Join(dir, "sub")
+	require.NoError(t, os.Mkdir(sub, 0o755))
+	for _, p := range []string{empty, os.DevNull, sub, filepath.Join(dir, "missing.ndjson")} {
+		code, out, errs := runCLI("validate", p)
+		require.Equal(t, exitUsage, code, "%s: stdout %s stderr %s", p, out, errs)
+		require.Contains(t, errs, p+": ", p)
+	}
+	// Bad input outranks a rejection; every file is still reported.
+	code, out, errs := runCLI("validate", "../../tracecheck/testdata/bad-two-active-runs.ndjson", empty)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, out, "REJECTED")
+	require.Contains(t, errs, "empty trace")
+}
+
+// TestValidateOrderRule guards that validate checks file order: a trace
+// whose lines are all right but out of order is rejected at the first line
+// out of order, saying why, and accepted after tracecheck sort.
+func TestValidateOrderRule(t *testing.T) {
+	dir := t.TempDir()
+	good, err := os.ReadFile("../../tracecheck/testdata/ok-run-ask-reply.ndjson")
+	require.NoError(t, err)
+	lines := strings.SplitAfter(strings.TrimSuffix(string(good), "\n"), "\n")
+	// The Plan (line 4, a read at tick 3) before the Renew (line 3, the
+	// write of tick 3): the read runs ahead, at its own line.
+	lines[2], lines[3] = lines[3], lines[2]
+	p := filepath.Join(dir, "swapped.ndjson")
+	require.NoError(t, os.WriteFile(p, []byte(strings.Join(lines, "")), 0o644))
+	code, out, _ := runCLI("validate", p)
+	require.Equal(t, exitFailed, code, out)
+	require.Contains(t, out, p+":3: Plan by p1: out of order (tick)")
+	require.Contains(t, out, "runs ahead")
+
+	sorted := filepath.Join(dir, "sorted.ndjson")
+	code, out, errs := runCLI("sort", "-o", sorted, p)
+	require.Equal(t, exitOK, code, out+errs)
+	code, out, _ = runCLI("validate", sorted)
+	require.Equal(t, exitOK, code, out)
+	got, err := os.ReadFile(sorted)
+	require.NoError(t, err)
+	require.Equal(t, string(good), string(got))
+
+	// Bad input to sort: exit 2, nothing written.
+	empty := filepath.Join(dir, "empty.ndjson")
+	require.NoError(t, os.WriteFile(empty, nil, 0o644))
+	out2 := filepath.Join(dir, "never.ndjson")
+	code, _, errs = runCLI("sort", "-o", out2, empty)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "empty trace")
+	require.NoFileExists(t, out2)
+}
+
+// TestMutateCommand guards the mutants' directory: n well-formed files,
+// and expected-lines agreeing with validate on each.
+func TestMutateCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mut")
+	code, out, errs := runCLI("mutate", "-n", "40", "-seed", "7", "-dir", dir,
+		"../../tracecheck/testdata/ok-fenced-refusals.ndjson", "../../tracecheck/testdata/ok-crash-takeover.ndjson")
+	require.Equal(t, exitOK, code, out+errs)
+	require.Contains(t, out, "40 mutants")
+	data, err := os.ReadFile(filepath.Join(dir, "expected-lines"))
+	require.NoError(t, err)
+	n := 0
+	for _, l := range strings.Split(string(data), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		n++
+		code, out, errs := runCLI("validate", filepath.Join(dir, f[0]))
+		if f[1] == "0" {
+			require.Equal(t, exitOK, code, "%s: %s%s", f[0], out, errs)
+		} else {
+			require.Equal(t, exitFailed, code, "%s: %s%s", f[0], out, errs)
+			require.Contains(t, out, fmt.Sprintf("%s:%s: ", filepath.Join(dir, f[0]), f[1]))
+		}
+	}
+	require.Equal(t, 40, n)
+	code, _, errs = runCLI("mutate", "-n", "1", "-dir", dir, "../../tracecheck/testdata/ok-fenced-refusals.ndjson")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "already holds mutants")
 }
 
 // A mutant that no check catches exits 5, not 1: a CI step that expects

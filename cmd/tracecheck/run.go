@@ -196,6 +196,7 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 			meter.Done()
 			return t, err
 		}
+		tracecheck.Sort(res.Lines) // in the order the processes traced them
 		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))
 		if err := t.trace(res.Lines, st, checkErr, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
 			meter.Done()

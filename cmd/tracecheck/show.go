@@ -81,9 +81,9 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// readTrace reads FILE as a Go trace or a TLC counterexample into the
+// readExplorerTrace reads FILE as a Go trace or a TLC counterexample into the
 // explorer's trace; v is the Go trace checker's verdict on a Go trace.
-func readTrace(path string) (explore.Trace, []core.TraceEvent, *tracecheck.Violation, error) {
+func readExplorerTrace(path string) (explore.Trace, []core.TraceEvent, *tracecheck.Violation, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return explore.Trace{}, nil, nil, usageError{err.Error()}
@@ -116,7 +116,7 @@ func readTrace(path string) (explore.Trace, []core.TraceEvent, *tracecheck.Viola
 
 func show(path, only string, width int, htmlOut, specPath, porcupineHTML string, stdout io.Writer) (showFigures, error) {
 	fig := showFigures{File: path}
-	t, lines, v, err := readTrace(path)
+	t, lines, v, err := readExplorerTrace(path)
 	if err != nil {
 		return fig, err
 	}

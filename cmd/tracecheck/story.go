@@ -131,19 +131,3 @@ func writeLogFile(path string, l sim.Log) error {
 	}
 	return f.Close()
 }
-
-func writeTraceFile(path string, lines []core.TraceEvent) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := tracecheck.NewWriter(f)
-	for _, l := range lines {
-		w.Trace(l)
-	}
-	if err := w.Err(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}

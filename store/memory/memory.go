@@ -28,7 +28,25 @@ type Store struct {
 	order   []core.ThreadID
 	threads map[core.ThreadID]*thread
 	leases  map[string]core.Lease
+	// held records every (key, holder) that acquired a lease: a holder
+	// acquires a key once (core.ErrHolderReused).
+	held        map[heldLease]struct{}
+	reuseHolder bool // the mutant: holder freshness not enforced
 }
+
+type heldLease struct {
+	key    string
+	holder core.Holder
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithHolderReuseForTesting switches holder freshness off: a holder may
+// acquire a lease it held before. It exists for the mutation test that
+// shows what freshness prevents (a round left behind passing a later
+// claim's fence); no deployment reaches it.
+func WithHolderReuseForTesting() Option { return func(s *Store) { s.reuseHolder = true } }
 
 type thread struct {
 	state  *core.Thread
@@ -36,8 +54,12 @@ type thread struct {
 }
 
 // New returns an empty Store.
-func New() *Store {
-	return &Store{threads: map[core.ThreadID]*thread{}, leases: map[string]core.Lease{}}
+func New(opts ...Option) *Store {
+	s := &Store{threads: map[core.ThreadID]*thread{}, leases: map[string]core.Lease{}, held: map[heldLease]struct{}{}}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Update runs fn holding the store's lock. fn's writes change the store in
@@ -176,6 +198,16 @@ func (t *txn) HoldsLease(_ context.Context, key string, holder core.Holder) (boo
 func (t *txn) PutLease(_ context.Context, l core.Lease) error {
 	if l.Key == "" || l.Holder == "" {
 		return fmt.Errorf("%w: lease with empty key or holder", core.ErrInvalidArgument)
+	}
+	if old := t.s.leases[l.Key]; old.Holder != l.Holder {
+		h := heldLease{l.Key, l.Holder}
+		switch _, ok := t.s.held[h]; {
+		case ok && !t.s.reuseHolder:
+			return fmt.Errorf("holder %q of lease %q: %w", l.Holder, l.Key, core.ErrHolderReused)
+		case !ok:
+			t.s.held[h] = struct{}{}
+			t.undo = append(t.undo, func() { delete(t.s.held, h) })
+		}
 	}
 	t.saveLease(l.Key)
 	t.s.leases[l.Key] = l

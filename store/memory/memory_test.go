@@ -11,3 +11,11 @@ import (
 func TestConformance(t *testing.T) {
 	storetest.Exercise(t, func(*testing.T) core.Storage { return memory.New() })
 }
+
+// The mutant with holder freshness off: a holder reused across claims
+// passes a later claim's fence with its stale round, and a message is
+// consumed twice. The conformance suite's HolderReused and
+// ReuseHolderRefused cases catch it.
+func TestReuseHolderMutant(t *testing.T) {
+	storetest.CheckReuseHolderMutant(t, memory.New(memory.WithHolderReuseForTesting()))
+}

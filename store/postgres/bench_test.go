@@ -10,94 +10,59 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
-// BenchmarkConsumingWrite measures RunStart, the write that consumes a
-// message, on a real server, beside what it is compared with:
+// BenchmarkConsumingWrite is the conformance suite's benchmark of
+// RunStart on a real server, beside what it is compared with:
 //
-//	write=fenced          RunStart with every fence on (a deployment)
+//	write=fenced          RunStart, every fence on (a deployment): one round trip
 //	write=unfenced        RunStart with the fences off (WithFencesForTesting)
+//	write=fenced-locking  RunStart with LockingReads: two round trips
 //	write=fenced-nocache  RunStart folding the whole log each time (CachedThreads -1)
 //	write=update-tx       BEGIN; one UPDATE of the thread's row; COMMIT (pgx.Tx)
 //	write=update          the same UPDATE alone, autocommitted: one round trip
 //
-// A thread takes 500 writes, then a new one is made off the clock, so the
-// thread's size stays bounded. Compare side by side with benchstat:
+// Compare side by side with benchstat:
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWrite -count 6 > bench.txt
-//	go run golang.org/x/perf/cmd/benchstat@latest -col /write bench.txt
+//	benchstat -col /write bench.txt
 func BenchmarkConsumingWrite(b *testing.B) {
-	for _, write := range []string{"fenced", "unfenced", "fenced-nocache", "update-tx", "update"} {
-		b.Run("write="+write, func(b *testing.B) {
-			ctx := context.Background()
-			opts := Options{Schema: testSchema(b)}
-			if write == "fenced-nocache" {
-				opts.CachedThreads = -1
-			}
-			s, err := open(ctx, poolConfig(b, "tc-bench"), opts)
+	with := func(opts Options) func(b *testing.B) core.Storage {
+		return func(b *testing.B) core.Storage {
+			opts.Schema = testSchema(b)
+			s, err := open(context.Background(), poolConfig(b, "tc-bench"), opts)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer s.Close()
-			var wsOpts []core.Option
-			if write == "unfenced" {
-				wsOpts = append(wsOpts, core.WithFencesForTesting(core.Fences{}))
-			}
-			ws := core.NewWorkspace(s, simclock.New(epoch), wsOpts...)
-			const perThread = 500
-			var c core.Claim
-			fresh := func(i int) {
-				id := core.ThreadID(fmt.Sprintf("t%d", i))
-				if err := ws.CreateThread(ctx, id); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := ws.Post(ctx, id, "m"); err != nil {
-					b.Fatal(err)
-				}
-				if c, err = ws.Claim(ctx, id, "h", time.Hour); err != nil {
-					b.Fatal(err)
-				}
-			}
-			update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET version = version + 1 WHERE id = $1`
-			op := func() error {
-				_, err := ws.RunStart(ctx, c, 1)
-				return err
-			}
-			switch write {
-			case "update-tx":
-				op = func() error {
+			b.Cleanup(s.Close)
+			return s
+		}
+	}
+	update := func(tx bool) func(s core.Storage, c core.Claim) func(ctx context.Context) error {
+		return func(cs core.Storage, c core.Claim) func(ctx context.Context) error {
+			s := cs.(*Store)
+			q := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET version = version + 1 WHERE id = $1`
+			if tx {
+				return func(ctx context.Context) error {
 					return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-						_, err := tx.Exec(ctx, update, string(c.Thread))
+						_, err := tx.Exec(ctx, q, string(c.Thread))
 						return err
 					})
 				}
-			case "update":
-				op = func() error {
-					_, err := s.pool.Exec(ctx, update, string(c.Thread))
-					return err
-				}
 			}
-			fresh(0)
-			for range 20 { // warm the pool's connection and its prepared statements
-				if err := op(); err != nil {
-					b.Fatal(err)
-				}
+			return func(ctx context.Context) error {
+				_, err := s.pool.Exec(ctx, q, string(c.Thread))
+				return err
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if i > 0 && i%perThread == 0 {
-					b.StopTimer()
-					fresh(i)
-					b.StartTimer()
-				}
-				if err := op(); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		}
 	}
+	storetest.BenchmarkConsumingWrite(b, with(Options{}),
+		storetest.WriteBench{Name: "fenced-locking", Storage: with(Options{LockingReads: true})},
+		storetest.WriteBench{Name: "fenced-nocache", Storage: with(Options{CachedThreads: -1})},
+		storetest.WriteBench{Name: "update-tx", Op: update(true)},
+		storetest.WriteBench{Name: "update", Op: update(false)},
+	)
 }
 
 // BenchmarkWakeUp measures how long a posted message takes to wake a
@@ -135,23 +100,75 @@ func BenchmarkWakeUp(b *testing.B) {
 	fresh(0)
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if i > 0 && i%perThread == 0 {
-			b.StopTimer()
-			fresh(i)
-			b.StartTimer()
-		}
+	storetest.Ops(b, perThread, fresh, func(int) error {
 		start := time.Now()
 		if _, err := ws.Post(ctx, id, "m"); err != nil {
-			b.Fatal(err)
+			return err
 		}
 		if got := <-wake; got != id {
-			b.Fatalf("woken for %q, posted to %q", got, id)
+			return fmt.Errorf("woken for %q, posted to %q", got, id)
 		}
 		lat = append(lat, time.Since(start))
-	}
+		return nil
+	})
 	b.StopTimer()
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+}
+
+// BenchmarkConsumingWritePaired measures the ratio the one-round-trip
+// target is stated in — a fenced RunStart against one autocommitted
+// UPDATE of the thread's row — with the two alternating, op by op, on the
+// same connection pool and server: a load that comes and goes on a shared
+// machine then weighs on both alike, where separate sub-benchmarks, each
+// a few seconds long, may each meet a different load. It reports the
+// median of each and their ratio (fenced/update).
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWritePaired -benchtime 5000x -count 6
+func BenchmarkConsumingWritePaired(b *testing.B) {
+	ctx := context.Background()
+	s, err := open(ctx, poolConfig(b, "tc-bench"), Options{Schema: testSchema(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
+	var c core.Claim
+	fresh := func(i int) {
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		if err := ws.CreateThread(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ws.Post(ctx, id, "m"); err != nil {
+			b.Fatal(err)
+		}
+		if c, err = ws.Claim(ctx, id, core.Holder(fmt.Sprintf("h%d", i)), time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fresh(0)
+	fenced := make([]time.Duration, 0, b.N)
+	plain := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	storetest.Ops(b, 256, fresh, func(int) error {
+		t0 := time.Now()
+		if _, err := ws.RunStart(ctx, c, 1); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if _, err := s.pool.Exec(ctx, update, string(c.Thread)); err != nil {
+			return err
+		}
+		fenced, plain = append(fenced, t1.Sub(t0)), append(plain, time.Since(t1))
+		return nil
+	})
+	b.StopTimer()
+	slices.Sort(fenced)
+	slices.Sort(plain)
+	f, u := fenced[len(fenced)/2], plain[len(plain)/2]
+	b.ReportMetric(float64(f.Microseconds()), "fenced-µs")
+	b.ReportMetric(float64(u.Microseconds()), "update-µs")
+	b.ReportMetric(float64(f)/float64(u), "fenced/update")
 }

@@ -39,19 +39,13 @@ func terminate(t *testing.T, conn *pgx.Conn, pid uint32) {
 func TestBackendKilledMidFencedWrite(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	h := &hooked{Storage: s}
-	a, b := newProc(h, "a"), newProc(s, "b")
-	id := core.ThreadID("t")
-	require.NoError(t, a.ws.CreateThread(ctx, id))
-	_, err := a.ws.Post(ctx, id, "m1")
-	require.NoError(t, err)
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
+	a, b, h, id, ca := claimed(t, s)
+	var err error
 	before := storetest.Snapshot(t, s, id)
 	look := admin(t)
 	events0, messages0, version0, taken0 := rowCounts(t, look, s.Schema(), id)
 
-	h.afterAppend = func(ctx context.Context, tx core.Transaction) {
+	h.AfterAppend = func(ctx context.Context, tx core.Transaction) {
 		// Send the queued writes: the server now holds the event, in the
 		// open transaction, which reads it back.
 		evs, err := tx.Events(ctx, id)
@@ -75,7 +69,8 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 	require.NoError(t, err)
 	p, err := b.ws.Plan(ctx, cb)
 	require.NoError(t, err)
-	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 1}, p)
+	require.Equal(t, core.PlanRun, p.Kind)
+	require.Equal(t, core.Seq(1), p.Message)
 	_, err = b.ws.RunStart(ctx, cb, 1)
 	require.NoError(t, err)
 	_, err = a.ws.RunStart(ctx, ca, 1)
@@ -92,13 +87,8 @@ func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 	ctx := context.Background()
 	app := randomName("tc_")
 	s := openStore(t, poolConfig(t, app), testSchema(t))
-	a := newProc(s, "a")
-	id := core.ThreadID("t")
-	require.NoError(t, a.ws.CreateThread(ctx, id))
-	_, err := a.ws.Post(ctx, id, "m1")
-	require.NoError(t, err)
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
+	a, _, _, id, ca := claimed(t, s)
+	var err error
 
 	look := admin(t)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
@@ -171,7 +161,7 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 	require.NoError(t, err)
 
 	// After Append, RunStart sends nothing until the COMMIT round trip.
-	h.afterAppend = func(context.Context, core.Transaction) { armed.Store(true) }
+	h.AfterAppend = func(context.Context, core.Transaction) { armed.Store(true) }
 	_, err = a.ws.RunStart(ctx, ca, 1)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	t.Logf("RunStart whose COMMIT reply was lost: %v", err)

@@ -22,23 +22,33 @@ const ttl = 10 * time.Second
 // shows both waiting on the fenced write's backend; they go on only once
 // it commits, so the run started under the claim is ordered before the
 // next claim.
+//
+// A speculating write (the default) takes those locks with its check, in
+// the round trip that carries its statements and COMMIT; the hook sends
+// its first round trip early (a read of the log) so that the test can act
+// while the write holds them.
 func TestAcquireWaitsForFencedWrite(t *testing.T) {
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			testAcquireWaitsForFencedWrite(t, m.opts)
+		})
+	}
+}
+
+func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	ctx := context.Background()
-	s := newStore(t)
-	h := &hooked{Storage: s}
-	a, b := newProc(h, "a"), newProc(s, "b")
-	id := core.ThreadID("t")
-	require.NoError(t, a.ws.CreateThread(ctx, id))
-	_, err := a.ws.Post(ctx, id, "m1")
-	require.NoError(t, err)
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
+	s := newStoreWith(t, opts)
+	a, b, h, id, ca := claimed(t, s)
+	var err error
 	b.clock.Advance(2 * ttl) // b sees a's lease expired: its claim would win at once
 
 	paused, resume := make(chan uint32), make(chan struct{})
 	release := sync.OnceFunc(func() { close(resume) })
 	t.Cleanup(release) // a failing test lets the paused transaction end
-	h.afterHoldsLease = func(_ context.Context, tx core.Transaction) {
+	h.AfterHoldsLease = func(ctx context.Context, tx core.Transaction) {
+		_, err := tx.Events(ctx, id) // a round trip: the speculating write's check takes its locks
+		require.NoError(t, err)
 		paused <- backendPID(tx)
 		<-resume
 	}
@@ -106,17 +116,23 @@ func TestAcquireWaitsForFencedWrite(t *testing.T) {
 }
 
 // A fenced write waits for an acquire that locked the lease first, and
-// is then refused: the same lock, the other way round.
+// is then refused: the same lock, the other way round. A speculating
+// fenced write waits in its check, which then fails, and the write, run
+// again with locking reads, is refused.
 func TestFencedWriteWaitsForAcquire(t *testing.T) {
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			testFencedWriteWaitsForAcquire(t, m.opts)
+		})
+	}
+}
+
+func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 	ctx := context.Background()
-	s := newStore(t)
-	a, b := newProc(s, "a"), newProc(s, "b")
-	id := core.ThreadID("t")
-	require.NoError(t, a.ws.CreateThread(ctx, id))
-	_, err := a.ws.Post(ctx, id, "m1")
-	require.NoError(t, err)
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
+	s := newStoreWith(t, opts)
+	a, b, _, id, ca := claimed(t, s)
+	var err error
 	b.clock.Advance(2 * ttl)
 
 	// b acquires the lease as Workspace.Claim does, and pauses before
@@ -141,6 +157,9 @@ func TestFencedWriteWaitsForAcquire(t *testing.T) {
 				return err
 			}
 			if err := tx.PutLease(ctx, core.Lease{Key: string(id), Holder: "hb", ExpiresAt: b.clock.Now().Add(ttl)}); err != nil {
+				return err
+			}
+			if _, err := tx.Events(ctx, id); err != nil { // a round trip: the locks are taken
 				return err
 			}
 			paused <- backendPID(tx)

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,52 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
-// hooked is a core.Storage whose transactions call a test's hooks after
-// HoldsLease and after Append, so a test can act while a real transaction
-// on the real server is at that point. Each hook runs once.
-type hooked struct {
-	core.Storage
-	mu              sync.Mutex
-	afterHoldsLease func(ctx context.Context, tx core.Transaction)
-	afterAppend     func(ctx context.Context, tx core.Transaction)
-}
-
-func (h *hooked) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
-	return h.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		return fn(ctx, hookedTx{tx, h})
-	})
-}
-
-func (h *hooked) take(f *func(context.Context, core.Transaction)) func(context.Context, core.Transaction) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	g := *f
-	*f = nil
-	return g
-}
-
-type hookedTx struct {
-	core.Transaction
-	h *hooked
-}
-
-func (x hookedTx) HoldsLease(ctx context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
-	held, l, err := x.Transaction.HoldsLease(ctx, key, holder)
-	if f := x.h.take(&x.h.afterHoldsLease); f != nil && err == nil {
-		f(ctx, x.Transaction)
-	}
-	return held, l, err
-}
-
-func (x hookedTx) Append(ctx context.Context, id core.ThreadID, ev core.Event) error {
-	err := x.Transaction.Append(ctx, id, ev)
-	if f := x.h.take(&x.h.afterAppend); f != nil && err == nil {
-		f(ctx, x.Transaction)
-	}
-	return err
-}
+// hooked is the conformance suite's hooked storage: a test acts while a
+// real transaction on the real server is at a hook's point.
+type hooked = storetest.Hooked
 
 // backendPID is the server process serving tx.
 func backendPID(tx core.Transaction) uint32 { return tx.(*txn).conn.PgConn().PID() }
@@ -89,4 +48,21 @@ func rowCounts(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) (e
 		(SELECT count(*) FROM `+q+`.messages WHERE thread_id = $1), version, taken FROM `+q+`.threads WHERE id = $1`,
 		string(id)).Scan(&events, &messages, &version, &taken))
 	return
+}
+
+// claimed is the setup the fence, fault and cancel tests share: on s, a
+// thread "t" with one message, "m1", claimed as "ha" by process a, whose
+// workspace goes through the returned hooked storage; and process b, on
+// s directly, whose clock a test moves on to let a's lease expire.
+func claimed(t *testing.T, s *Store) (a, b *proc, h *hooked, id core.ThreadID, ca core.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	h = &hooked{Storage: s}
+	a, b, id = newProc(h, "a"), newProc(s, "b"), "t"
+	require.NoError(t, a.ws.CreateThread(ctx, id))
+	_, err := a.ws.Post(ctx, id, "m1")
+	require.NoError(t, err)
+	ca, err = a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	return a, b, h, id, ca
 }

@@ -67,6 +67,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	if err != nil {
 		return err
 	}
+	return migrateTo(ctx, pool, schema, ms)
+}
+
+// migrateTo applies the migrations of ms the schema lacks (ms is every
+// migration, or the first ones: a test makes an older schema with it).
+func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migration) error {
 	ident := pgx.Identifier{schema}.Sanitize()
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(migrateLockClass), schema); err != nil {

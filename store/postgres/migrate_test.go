@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -142,4 +143,97 @@ func TestCommitRefusedByServer(t *testing.T) {
 	require.ErrorContains(t, err, "refused at commit")
 	require.NotErrorIs(t, err, core.ErrCommitUnknown)
 	require.Equal(t, before, storetest.Snapshot(t, s, "t"))
+}
+
+// Migrations 0003 (the poll's columns) and 0005 (holders) fill what they
+// add from the rows an older schema holds: a schema at version 2, with
+// threads in every state written as that version wrote them, is opened by
+// this binary; each thread's row then has its newest message and its
+// active runs, the poll lists exactly the threads with work, the threads
+// read back whole, and every holder that had claimed a thread is refused
+// a second claim.
+func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
+	ctx := context.Background()
+	schema := testSchema(t)
+	ms, err := migrations()
+	require.NoError(t, err)
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, migrateTo(ctx, pool, schema, ms[:2]))
+	require.Equal(t, []int{1, 2}, appliedMigrations(t, schema))
+
+	type ev struct {
+		kind         string
+		msg, run     int64
+		holder, text string
+	}
+	threads := []struct {
+		id     string
+		taken  int64
+		events []ev
+		lease  string
+		// what the migration must fill in
+		last, active int64
+	}{
+		{id: "empty"},
+		{id: "idle", taken: 2, last: 2, events: []ev{{kind: "message_posted", msg: 1}, {kind: "message_posted", msg: 2},
+			{kind: "run_started", msg: 1, run: 1, holder: "h1"}, {kind: "run_ended", run: 1},
+			{kind: "run_started", msg: 2, run: 2, holder: "h2"}, {kind: "run_ended", run: 2}}},
+		{id: "waiting", taken: 1, last: 3, events: []ev{{kind: "message_posted", msg: 1}, {kind: "message_posted", msg: 2},
+			{kind: "message_posted", msg: 3}, {kind: "run_started", msg: 1, run: 1, holder: "h1"}, {kind: "run_ended", run: 1}}},
+		{id: "running", taken: 1, last: 1, active: 1, lease: "h3", events: []ev{{kind: "message_posted", msg: 1},
+			{kind: "run_started", msg: 1, run: 1, holder: "h3"}}},
+		{id: "abandoned", taken: 2, last: 2, active: 1, events: []ev{{kind: "message_posted", msg: 1},
+			{kind: "run_started", msg: 1, run: 1, holder: "h1"}, {kind: "message_posted", msg: 2},
+			{kind: "run_abandoned", run: 1, holder: "h2"}, {kind: "run_started", msg: 2, run: 2, holder: "h2"}}},
+	}
+	q := pgx.Identifier{schema}.Sanitize()
+	at := epoch
+	for _, th := range threads {
+		_, err := pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken) VALUES ($1, $2, $3)`, th.id, len(th.events), th.taken)
+		require.NoError(t, err)
+		for i, e := range th.events {
+			_, err := pool.Exec(ctx, `INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text, run, holder)
+				VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8)`, th.id, i+1, e.kind, at, e.msg, e.text, e.run, e.holder)
+			require.NoError(t, err)
+			if e.kind == "message_posted" {
+				_, err := pool.Exec(ctx, `INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ($1, $2, '', $3)`, th.id, e.msg, at)
+				require.NoError(t, err)
+			}
+		}
+		if th.lease != "" {
+			_, err := pool.Exec(ctx, `INSERT INTO `+q+`.leases (key, holder, expires_at) VALUES ($1, $2, $3)`, th.id, th.lease, at.Add(ttl))
+			require.NoError(t, err)
+		}
+	}
+
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	var pending []core.ThreadID
+	for _, th := range threads {
+		var last, active int64
+		require.NoError(t, pool.QueryRow(ctx, `SELECT last_message, active_runs FROM `+q+`.threads WHERE id = $1`, th.id).Scan(&last, &active))
+		require.Equal(t, []int64{th.last, th.active}, []int64{last, active}, "thread %s: last_message, active_runs", th.id)
+		got, err := ws.Thread(ctx, core.ThreadID(th.id))
+		require.NoError(t, err)
+		require.Equal(t, core.Seq(th.last), got.Last(), th.id)
+		require.Len(t, got.ActiveRuns(), int(th.active), th.id)
+		if th.taken < th.last || th.active > 0 {
+			pending = append(pending, core.ThreadID(th.id))
+		}
+		for _, e := range th.events {
+			if e.holder == "" {
+				continue
+			}
+			_, err := ws.Claim(ctx, core.ThreadID(th.id), core.Holder(e.holder), ttl)
+			require.ErrorIs(t, err, core.ErrInvalidArgument, "thread %s: a claim by %s, who held it before the migration", th.id, e.holder)
+		}
+	}
+	got, err := s.PendingThreads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, pending, got)
+	_, err = ws.Claim(ctx, "empty", "fresh", ttl)
+	require.NoError(t, err, "a fresh holder's claim")
 }

@@ -18,6 +18,8 @@ const pendingQuery = `SELECT id FROM %s.threads WHERE taken < last_message OR ac
 // still active, in creation order, without locking any row: a poll does
 // not wait for, or hold up, a thread's writes. The answer may be stale.
 func (s *Store) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+	s.stats.transactions.Add(1)
+	s.stats.roundTrips.Add(1)
 	rows, err := s.pool.Query(ctx, s.q.pending)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: pending threads: %w", err)

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -34,6 +37,15 @@ type Options struct {
 	// deployment has no use for it; a many-process trace validation does,
 	// since a process killed after its commit never writes its own line.
 	KeepTrace bool
+
+	// LockingReads makes every write transaction lock the rows it reads
+	// with its first round trip, and decide from what the server sent
+	// back: two round trips for a write. Default off: while this Store
+	// holds a thread's lease, a write decides from the cached state and
+	// sends the check that the thread is unchanged with the write itself,
+	// one round trip (see the package comment). Either way the same
+	// writes commit.
+	LockingReads bool
 }
 
 const maxSchemaLen = 55
@@ -63,19 +75,26 @@ type Store struct {
 	q       queries
 
 	keepTrace bool
+	speculate bool // a write may decide from the cache (not LockingReads)
 
 	mu       sync.Mutex
-	cache    map[core.ThreadID]cachedThread
+	cache    map[core.ThreadID]*cacheEntry
 	cacheCap int
+
+	stats stats
+
+	// txns are transactions' values, reused: a write allocates little.
+	// A txn holds nothing that outlives its transaction (the cache
+	// entries it leaves are allocated apart).
+	txns sync.Pool
 }
 
-// cachedThread is a thread's state folded through its first n events, as
-// a committed transaction left it. The state is never modified: a
-// transaction that uses it folds into a clone.
-type cachedThread struct {
-	created int64 // the row's identity, so a re-created thread is not mistaken
-	n       int64
-	state   *core.Thread
+// stats counts what the Store asked of the server, for the benchmarks'
+// per-message figures.
+type stats struct {
+	roundTrips   atomic.Int64 // batches sent and waited for
+	transactions atomic.Int64 // transactions attempted (a retried one counts twice), and polls
+	conflicts    atomic.Int64 // speculating transactions whose check failed
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
@@ -90,6 +109,31 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 }
 
 func open(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
+	cfg.ConnConfig.BuildContextWatcherHandler = cancelRequest
+	return openPool(ctx, cfg, opts)
+}
+
+// cancelRequest is what a connection does when the context of a statement
+// in flight ends: it asks the server to cancel the statement (a cancel
+// request on a connection of its own), and gives the server cancelWait
+// to answer before it closes the connection. The backend stops waiting
+// (for a row lock, say) at once, and the statement fails with an ERROR
+// the client reads, so a round trip that carried COMMIT and was cancelled
+// in a lock wait is known to have rolled back, and the connection is
+// kept. pgx's default closes the connection at once (sending a cancel
+// request on its way out): the client then cannot tell whether COMMIT
+// ran, and reports core.ErrCommitUnknown for a write that never got its
+// lock.
+func cancelRequest(c *pgconn.PgConn) ctxwatch.Handler {
+	return &pgconn.CancelRequestContextWatcherHandler{Conn: c, DeadlineDelay: cancelWait}
+}
+
+// cancelWait is how long a cancelled statement's connection waits for the
+// server's answer to the cancel request before it is closed.
+const cancelWait = 5 * time.Second
+
+// openPool opens a Store on cfg as it is.
+func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -102,15 +146,20 @@ func open(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, error
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate schema %q: %w", opts.Schema, err)
 	}
-	return &Store{
+	s := &Store{
 		pool:      pool,
 		schema:    opts.Schema,
 		channel:   opts.Schema + ".posted",
 		q:         newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
-		cache:     map[core.ThreadID]cachedThread{},
+		cache:     map[core.ThreadID]*cacheEntry{},
 		cacheCap:  max(opts.CachedThreads, 0),
 		keepTrace: opts.KeepTrace,
-	}, nil
+		speculate: !opts.LockingReads && opts.CachedThreads > 0,
+	}
+	s.txns.New = func() any {
+		return &txn{threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+	}
+	return s, nil
 }
 
 // Close closes the Store's connections. Transactions still running fail.
@@ -161,7 +210,32 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 	// Release destroys a connection left inside a transaction or broken,
 	// which also ends the transaction on the server.
 	defer conn.Release()
-	t := &txn{s: s, conn: conn.Conn(), readOnly: readOnly, threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+	speculate := s.speculate
+	t := s.txns.Get().(*txn)
+	defer s.txns.Put(t)
+	for {
+		t.reset(s, conn.Conn(), readOnly, speculate)
+		err := t.attempt(ctx, fn)
+		s.stats.transactions.Add(1)
+		if t.conflict {
+			s.stats.conflicts.Add(1)
+		}
+		if speculate && t.retry(err) {
+			// What fn read from the cache was stale, and nothing of it
+			// was kept: run fn again, reading from the server.
+			s.distrust(t.assumed)
+			speculate = false
+			continue
+		}
+		if err == nil {
+			s.remember(t)
+		}
+		return err
+	}
+}
+
+// attempt runs fn in t and commits.
+func (t *txn) attempt(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
 	if err := fn(ctx, t); err != nil {
 		t.rollback(ctx)
 		return err
@@ -170,11 +244,7 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 		t.rollback(ctx)
 		return fmt.Errorf("postgres: a statement of the transaction failed: %w", t.err)
 	}
-	if err := t.commit(ctx); err != nil {
-		return err
-	}
-	s.remember(t)
-	return nil
+	return t.commit(ctx)
 }
 
 // commitError classifies an error from the round trip that carried
@@ -186,12 +256,25 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 func commitError(err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Severity == "ERROR" {
+		if reused := holderReused(pgErr); reused != nil {
+			return reused
+		}
 		return fmt.Errorf("postgres: commit: %w", err)
 	}
 	if pgconn.SafeToRetry(err) {
 		return fmt.Errorf("postgres: commit not sent: %w", err)
 	}
 	return fmt.Errorf("postgres: %w: %w", core.ErrCommitUnknown, err)
+}
+
+// holderReused returns core.ErrHolderReused, wrapped, when pgErr is the
+// holders table refusing a holder's second acquire (migration 0005).
+func holderReused(pgErr *pgconn.PgError) error {
+	const uniqueViolation = "23505"
+	if pgErr.Code != uniqueViolation || pgErr.ConstraintName != "holders_pkey" {
+		return nil
+	}
+	return fmt.Errorf("postgres: %s: %w", pgErr.Detail, core.ErrHolderReused)
 }
 
 // remember keeps the thread states a committed transaction left, for the
@@ -203,40 +286,61 @@ func (s *Store) remember(t *txn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, th := range t.threads {
-		if old, ok := s.cache[id]; ok && old.created == th.created && old.n > th.n {
+		old, had := s.cache[id]
+		if had && old.created == th.created && old.state.Version > th.state.Version {
 			continue // a later transaction already left a newer state
 		}
-		if _, ok := s.cache[id]; !ok && len(s.cache) >= s.cacheCap {
+		l, known := t.leases[string(id)]
+		e := th.entry(l, known)
+		if had && e == old {
+			continue
+		}
+		if !had && len(s.cache) >= s.cacheCap {
 			for victim := range s.cache { // evict one, arbitrarily
 				delete(s.cache, victim)
 				break
 			}
 		}
-		s.cache[id] = cachedThread{created: th.created, n: th.n, state: th.state}
+		s.cache[id] = e
 	}
 }
 
-func (s *Store) cached(id core.ThreadID) (cachedThread, bool) {
+// distrust keeps the cache from speculating again on threads whose check
+// failed, until a transaction that read them from the server commits.
+func (s *Store) distrust(as []assumption) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c, ok := s.cache[id]
-	return c, ok
+	for _, a := range as {
+		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease {
+			// The same state and append rights, not to be speculated on.
+			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, state: e.state, lease: e.lease, cow: e.cow}
+		}
+	}
+}
+
+func (s *Store) cached(id core.ThreadID) *cacheEntry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cache[id]
 }
 
 // queries are the Store's statements, with the schema's name quoted in.
 type queries struct {
+	names                                         map[string]string // a name for each statement, to prepare it under
 	lockThread, lockLease, eventsAfter, allEvents string
 	readThread, readLease                         string
 	createThread, threadIDs, saveThread           string
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
 	insertTrace, traceLines, pending              string
+	unchanged, unchangedSave, acquired            string
+	unchangedSaveEvent                            string
 }
 
 func newQueries(schema string) queries {
 	f := func(q string) string { return fmt.Sprintf(q, schema) }
 	const eventCols = `seq, version, kind, at, message, text, run, request, holder`
-	return queries{
+	q := queries{
 		lockThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1 FOR UPDATE`),
 		lockLease:     f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1 FOR UPDATE`),
 		readThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1`),
@@ -251,12 +355,26 @@ func newQueries(schema string) queries {
 		notify:        `SELECT pg_notify($1, $2)`,
 		putLease: f(`INSERT INTO %s.leases (key, holder, expires_at) VALUES ($1, $2, $3)
 			ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`),
-		deleteLease: f(`DELETE FROM %s.leases WHERE key = $1`),
-		insertTrace: f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
-		traceLines:  f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
-		pending:     fmt.Sprintf(pendingQuery, schema),
+		deleteLease:   f(`DELETE FROM %s.leases WHERE key = $1`),
+		insertTrace:   f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
+		traceLines:    f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
+		pending:       fmt.Sprintf(pendingQuery, schema),
+		unchanged:     f(`SELECT %s.unchanged($1, $2, $3, $4, $5)`),
+		unchangedSave: f(`SELECT %s.unchanged_save($1, $2, $3, $4, $5, $6, $7, $8, $9)`),
+		unchangedSaveEvent: f(`SELECT %s.unchanged_save_event($1, $2, $3, $4, $5, $6, $7, $8, $9,
+			$10, $11, $12, $13, $14, $15, $16, $17, $18)`),
+		acquired: f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 	}
+	q.names = map[string]string{}
+	for i, sql := range []string{"begin", "commit", q.unchanged, q.unchangedSave, q.unchangedSaveEvent, q.insertEvent, q.insertMessage, q.notify,
+		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace} {
+		q.names[sql] = "tc_" + strconv.Itoa(i)
+	}
+	return q
 }
+
+// name returns the name the statement sql is prepared under.
+func (q *queries) name(sql string) string { return q.names[sql] }
 
 // PostgreSQL keeps microseconds. Event times are truncated to them before
 // they are written, so a transaction reads its own writes as a later one

@@ -93,19 +93,73 @@ func newStore(tb testing.TB) *Store {
 	return openStore(tb, poolConfig(tb, randomName("tc_")), testSchema(tb))
 }
 
-func TestConformance(t *testing.T) {
-	storetest.Exercise(t, func(t *testing.T) core.Storage { return newStore(t) }, storetest.WithExecutions(8, 2))
+// newStoreWith opens a Store with opts on a fresh schema of its own.
+func newStoreWith(tb testing.TB, opts Options) *Store {
+	tb.Helper()
+	opts.Schema = testSchema(tb)
+	s, err := open(context.Background(), poolConfig(tb, randomName("tc_")), opts)
+	require.NoError(tb, err)
+	tb.Cleanup(s.Close)
+	return s
 }
 
-// Without the Store's cache every transaction folds the whole log: the
-// suite passes that way too.
-func TestConformanceWithoutCache(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) core.Storage {
-		s, err := open(context.Background(), poolConfig(t, "tc"), Options{Schema: testSchema(t), CachedThreads: -1})
-		require.NoError(t, err)
-		t.Cleanup(s.Close)
-		return s
-	})
+// readModes are the two ways a write transaction reads: speculating from
+// the cache while the Store holds the lease (the default), and locking
+// every row it reads with its first round trip.
+var readModes = []struct {
+	name string
+	opts Options
+}{
+	{"reads=speculative", Options{}},
+	{"reads=locking", Options{LockingReads: true}},
+}
+
+// The conformance suite runs on each way a Store can read: speculating
+// from its cache (the default, which gets every check storetest.Exercise
+// has), locking every read, and folding the whole log each time (no
+// cache). Each keeps trace lines, so that the suite checks them.
+func TestConformance(t *testing.T) {
+	modes := append(readModes, struct {
+		name string
+		opts Options
+	}{"cache=none", Options{CachedThreads: -1}})
+	for i, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			factory := func(t *testing.T) core.Storage {
+				opts := m.opts
+				opts.KeepTrace = true
+				return newStoreWith(t, opts)
+			}
+			if i == 0 { // the default: every check storetest has
+				storetest.Exercise(t, factory, storetest.WithExecutions(8, 2))
+				return
+			}
+			storetest.Run(t, factory)
+		})
+	}
+}
+
+// The mutant with holder freshness off: the holders table's key dropped.
+// A holder reused across claims then passes a later claim's fence with
+// its stale round, and a message is consumed twice.
+func TestReuseHolderMutant(t *testing.T) {
+	s := newStore(t)
+	_, err := s.pool.Exec(context.Background(), `ALTER TABLE `+pgx.Identifier{s.Schema()}.Sanitize()+`.holders DROP CONSTRAINT holders_pkey`)
+	require.NoError(t, err)
+	storetest.CheckReuseHolderMutant(t, s)
+}
+
+// The conformance suite's commit-order check catches the fences-off
+// mutant on a speculating Store: the paused write read the lease from the
+// cache before the other holder's claim, whose commit makes the write's
+// check fail; run again with locking reads and no fence, it starts its run
+// after the claim.
+func TestAcquireWaitsCatchesUnfenced(t *testing.T) {
+	err := storetest.CheckAcquireWaits(context.Background(), newStore(t), core.Fences{})
+	require.Error(t, err, "the commit-order check passed the unfenced write")
+	require.Contains(t, err.Error(), "after b's claim took the lease")
+	t.Logf("caught: %v", err)
 }
 
 var epoch = time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
@@ -118,5 +172,7 @@ type proc struct {
 
 func newProc(s core.Storage, name string, opts ...core.Option) *proc {
 	c := simclock.New(epoch)
-	return &proc{clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name)}, opts...)...)}
+	// Rounds off: these tests drive the storage's fences through sequences
+	// the Workspace's rounds refuse (core tests the rounds).
+	return &proc{clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name), core.WithoutRoundsForTesting()}, opts...)...)}
 }

@@ -70,7 +70,33 @@ type benchRunners struct {
 	poster  *core.Workspace
 	threads []core.ThreadID
 	probes  []*probe
+	stores  []*Store // the runners'
+	posterS *Store
 	stop    func() // stops the runners and closes the Stores; idempotent
+}
+
+// reportPerMessage reports, per consumed message, the round trips and
+// transactions the runners' Stores made (and the speculating writes whose
+// check failed), and the poster's round trips, counted from zero at
+// b.ResetTimer.
+func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [4]int64) {
+	now := br.counts()
+	per := func(i int) float64 { return float64(now[i]-base[i]) / float64(n) }
+	b.ReportMetric(per(0), "roundtrips/msg")
+	b.ReportMetric(per(1), "txns/msg")
+	b.ReportMetric(per(2), "conflicts/msg")
+	b.ReportMetric(per(3), "poster-roundtrips/msg")
+}
+
+func (br *benchRunners) counts() [4]int64 {
+	var c [4]int64
+	for _, s := range br.stores {
+		c[0] += s.stats.roundTrips.Load()
+		c[1] += s.stats.transactions.Load()
+		c[2] += s.stats.conflicts.Load()
+	}
+	c[3] = br.posterS.stats.roundTrips.Load()
+	return c
 }
 
 type runnerSetup struct {
@@ -80,6 +106,7 @@ type runnerSetup struct {
 	pollEvery time.Duration
 	wake      bool // Wake from the runner's own Store's Wakeups
 	agent     func(i int) runner.Agent
+	opts      Options // the Stores' (Schema is the benchmark's)
 }
 
 // startRunners creates the threads and starts the runners, each waiting
@@ -88,11 +115,13 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	b.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	schema := testSchema(b)
-	poster, err := open(ctx, poolConfig(b, "tc-bench-poster"), Options{Schema: schema})
+	opts := cfg.opts
+	opts.Schema = schema
+	poster, err := open(ctx, poolConfig(b, "tc-bench-poster"), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	br := &benchRunners{schema: schema, poster: core.NewWorkspace(poster, core.SystemClock{}, core.WithProcess("poster"))}
+	br := &benchRunners{schema: schema, poster: core.NewWorkspace(poster, core.SystemClock{}, core.WithProcess("poster")), posterS: poster}
 	for i := range cfg.threads {
 		id := core.ThreadID(fmt.Sprintf("t%03d", i))
 		if err := br.poster.CreateThread(ctx, id); err != nil {
@@ -103,7 +132,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	var stores []*Store
 	var wg sync.WaitGroup
 	for i := range cfg.runners {
-		s, err := open(ctx, poolConfig(b, fmt.Sprintf("tc-bench-runner-%d", i)), Options{Schema: schema})
+		s, err := open(ctx, poolConfig(b, fmt.Sprintf("tc-bench-runner-%d", i)), opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -134,6 +163,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		}()
 	}
 	var stopped sync.Once
+	br.stores = stores
 	br.stop = func() {
 		stopped.Do(func() {
 			cancel()
@@ -195,16 +225,26 @@ func (br *benchRunners) consumed(b *testing.B) int64 {
 // BenchmarkRunnerThroughput runs 4 runner processes over 100 threads and
 // posts b.N messages round-robin over the threads (from 4 posters at
 // once, so posting is not what limits it); it measures from the first
-// post until every message is consumed, and reports messages/s.
-// ClaimTTL 2s; runners wake on LISTEN/NOTIFY and poll every 50ms.
+// post until every message is consumed, and reports messages/s, and per
+// consumed message the round trips and transactions the runners' Stores
+// made (reportPerMessage). ClaimTTL 2s; runners wake on LISTEN/NOTIFY and
+// poll every 50ms. The Stores read as readModes say: reads=locking is
+// every transaction as it was before writes were sent in one round trip
+// (and reads committed in one), for a ratio measured in the same run.
 func BenchmarkRunnerThroughput(b *testing.B) {
+	for _, m := range readModes {
+		b.Run(m.name, func(b *testing.B) { benchThroughput(b, m.opts) })
+	}
+}
+
+func benchThroughput(b *testing.B, opts Options) {
 	const runners, threads, posters = 4, 100, 4
 	var started atomic.Int64
 	n := int64(b.N)
 	all := make(chan struct{})
 	var once sync.Once
 	br := startRunners(b, runnerSetup{
-		runners: runners, threads: threads,
+		runners: runners, threads: threads, opts: opts,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(context.Context, *runner.Session) error {
@@ -219,6 +259,7 @@ func BenchmarkRunnerThroughput(b *testing.B) {
 	ctx := context.Background()
 	errs := make(chan error, posters)
 	b.ResetTimer()
+	base := br.counts()
 	start := time.Now()
 	for p := range posters {
 		go func() {
@@ -244,6 +285,7 @@ func BenchmarkRunnerThroughput(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+	br.reportPerMessage(b, b.N, base)
 	br.stop()
 	if got := br.consumed(b); got != n || started.Load() != n {
 		b.Fatalf("posted %d, taken sums to %d, runs started %d", n, got, started.Load())

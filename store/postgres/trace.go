@@ -22,7 +22,7 @@ func (t *txn) LogTrace(_ context.Context, ev core.TraceEvent) error {
 	if err != nil {
 		return fmt.Errorf("postgres: trace line: %w", err)
 	}
-	t.queue(t.s.q.insertTrace, string(ev.Thread), int64(ev.Tick), string(b))
+	t.queue(t.s.q.insertTrace, str(string(ev.Thread)), i64(int64(ev.Tick)), str(string(b)))
 	return nil
 }
 

@@ -39,10 +39,12 @@ func TestKeepTrace(t *testing.T) {
 	require.NoError(t, err)
 	_, err = a.RunStart(ctx, ca, 1)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
+	_, err = b.Plan(ctx, cb)
+	require.NoError(t, err)
 	run, err := b.RunStart(ctx, cb, 1)
 	require.NoError(t, err)
 	require.NoError(t, b.RunEnd(ctx, cb, run))
-	require.ErrorIs(t, b.RunEnd(ctx, cb, run), core.ErrRunNotActive)
+	require.ErrorIs(t, b.RunEnd(ctx, cb, run), core.ErrOutOfOrder) // refused: nothing stored
 
 	var writes []core.TraceEvent
 	for _, l := range rec.got {

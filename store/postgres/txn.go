@@ -18,6 +18,12 @@ import (
 // reads that came first, so nothing another transaction does can make
 // them fail in between, and the transaction reads its own writes from the
 // states it holds.
+//
+// A speculating transaction reads a thread from the Store's cache without
+// a round trip, when the cache holds the thread under a lease this Store
+// wrote (see assumption), and sends the check that the thread is
+// unchanged in front of whatever it sends first: with COMMIT, for a
+// write that reads nothing else, so the whole write is one round trip.
 type txn struct {
 	s     *Store
 	conn  *pgx.Conn
@@ -25,29 +31,128 @@ type txn struct {
 	// readOnly: a View's transaction, REPEATABLE READ READ ONLY, reading
 	// without FOR UPDATE.
 	readOnly bool
-	pending  []statement
-	threads  map[core.ThreadID]*txThread // locked by this transaction
-	leases   map[string]core.Lease       // locked (or seen absent) by this transaction
-	err      error                       // the first failure: the transaction is lost
+	// speculate: threads may be read from the cache until the first
+	// round trip.
+	speculate bool
+	assumed   []assumption // threads read from the cache, checked by the first round trip
+	conflict  bool         // that check failed: the transaction is lost, and is run again without speculating
+	// oneShot: a read-only transaction whose first round trip carries
+	// COMMIT too (shot, once sent). Reading a thread (its row, its lease
+	// and its new events) is one round trip; fn asking for a second
+	// (again) is run again with a transaction that stays open.
+	oneShot, shot, again bool
+	pending              []statement
+	buf                  []byte                      // the arguments of a statement sent in one round trip, encoded
+	threads              map[core.ThreadID]*txThread // locked by this transaction
+	leases               map[string]core.Lease       // locked (or seen absent) by this transaction
+	err                  error                       // the first failure: the transaction is lost
+	spare                [2]txThread                 // the first threads' values, reused
+	nSpare               int
 }
+
+// reset makes t a new transaction on conn, keeping its allocations.
+func (t *txn) reset(s *Store, conn *pgx.Conn, readOnly, speculate bool) {
+	clear(t.threads)
+	clear(t.leases)
+	clear(t.spare[:])
+	clear(t.pending) // no strings kept alive
+	*t = txn{s: s, conn: conn, readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
+		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0]}
+}
+
+// newThread returns a txThread of t's own, zeroed.
+func (t *txn) newThread() *txThread {
+	if t.nSpare < len(t.spare) {
+		t.nSpare++
+		return &t.spare[t.nSpare-1]
+	}
+	return &txThread{}
+}
+
+// assumption is a thread as the Store's cache holds it, which a
+// speculating transaction decided on. The unchanged() check (migration
+// 0004) locks the thread's row and its lease's row and fails unless they
+// still match: then every decision made from the cache is the decision
+// the locking reads would have led to, at the moment of the check.
+type assumption struct {
+	id               string
+	created, version int64
+	lease            core.Lease
+}
+
+// conflictCode is the SQLSTATE unchanged() raises.
+const conflictCode = "TC001"
 
 var _ core.Transaction = (*txn)(nil)
 
+// statement is a write queued to be sent with the transaction's next
+// round trip. Its arguments are kept typed, so that a write sent in one
+// round trip (fastpath.go) encodes them without boxing them.
 type statement struct {
 	sql  string
-	args []any
+	n    int
+	args [maxArgs]arg
 }
 
-// txThread is a thread whose row this transaction has locked.
+const maxArgs = 10
+
+// arg is one argument of a statement: a string, an integer or a time.
+type arg struct {
+	kind argKind
+	s    string
+	i    int64
+	t    time.Time
+}
+
+type argKind uint8
+
+const (
+	argString argKind = iota
+	argInt
+	argTime
+)
+
+func str(s string) arg   { return arg{kind: argString, s: s} }
+func i64(i int64) arg    { return arg{kind: argInt, i: i} }
+func tm(t time.Time) arg { return arg{kind: argTime, t: t} }
+func (a arg) value() any {
+	switch a.kind {
+	case argInt:
+		return a.i
+	case argTime:
+		return a.t
+	}
+	return a.s
+}
+
+// values returns the statement's arguments for pgx.
+func (st *statement) values() []any {
+	v := make([]any, st.n)
+	for i := range v {
+		v[i] = st.args[i].value()
+	}
+	return v
+}
+
+// txThread is a thread whose row this transaction has locked (or, when
+// speculating, will lock with its check).
 type txThread struct {
 	created int64
 	n       int64 // events in the log, this transaction's included
 	state   *core.Thread
-	dirty   bool // version, taken or the log changed: the row needs its UPDATE
+	// base is the cache entry state was taken from, nil when state was
+	// built by this transaction. While base is set, state's header and
+	// slices may be base's: they are copied before they change (cow).
+	base *cacheEntry
+	cow  cow
+	// ownLease: this Store wrote the thread's lease for its holder (a
+	// PutLease of this transaction, or of the entry it came from).
+	ownLease bool
+	dirty    bool // version, taken or the log changed: the row needs its UPDATE
 }
 
-// batch starts a round trip: BEGIN if the transaction has not begun, then
-// the queued writes.
+// batch starts a round trip: BEGIN if the transaction has not begun, with
+// the check of what it assumed, then the queued writes.
 func (t *txn) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	if !t.begun {
@@ -56,41 +161,116 @@ func (t *txn) batch() *pgx.Batch {
 		} else {
 			b.Queue("begin")
 		}
+		for _, a := range t.assumed {
+			b.Queue(t.s.q.unchanged, a.id, a.created, a.version, string(a.lease.Holder), a.lease.ExpiresAt)
+		}
 	}
 	for _, st := range t.pending {
-		b.Queue(st.sql, st.args...)
+		b.Queue(st.sql, st.values()...)
 	}
 	t.pending = t.pending[:0]
 	for id, th := range t.threads {
 		if th.dirty {
 			b.Queue(t.s.q.saveThread, string(id), int64(th.state.Version), int64(th.state.Taken),
-				int64(th.state.Last()), int64(len(th.state.ActiveRuns())))
+				int64(th.state.Last()), activeRuns(th.state))
 			th.dirty = false
 		}
 	}
 	return b
 }
 
+// activeRuns counts the thread's active runs, without the slice
+// ActiveRuns would allocate.
+func activeRuns(t *core.Thread) int64 {
+	var n int64
+	for i := range t.Runs {
+		if t.Runs[i].State == core.StateActive {
+			n++
+		}
+	}
+	return n
+}
+
 // send runs b. A failure loses the transaction: every later call returns it.
 func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
+	if t.oneShot {
+		if t.shot {
+			// A second round trip in a read-only transaction already
+			// committed: the reads would not share its snapshot.
+			t.again = true
+			t.err = errAgain
+			return t.err
+		}
+		t.shot = true
+		b.Queue("commit")
+	}
 	t.begun = true
+	t.s.stats.roundTrips.Add(1)
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
-		t.err = fmt.Errorf("postgres: %w", err)
+		t.noteConflict(err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && holderReused(pgErr) != nil {
+			t.err = holderReused(pgErr)
+		} else {
+			t.err = fmt.Errorf("postgres: %w", err)
+		}
 		return t.err
 	}
 	return nil
 }
 
-func (t *txn) queue(sql string, args ...any) { t.pending = append(t.pending, statement{sql, args}) }
+// noteConflict records that err is the check of a speculating
+// transaction's assumptions failing: unchanged() raising, or the write's
+// event colliding with one the cache did not know of.
+func (t *txn) noteConflict(err error) {
+	var pgErr *pgconn.PgError
+	const uniqueViolation = "23505"
+	if len(t.assumed) > 0 && errors.As(err, &pgErr) &&
+		(pgErr.Code == conflictCode || pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey") {
+		t.conflict = true
+	}
+}
+
+// retry reports whether the attempt that ended with err must be run again
+// without speculating: its check failed, or fn returned an error decided
+// from the cache before anything was sent, or a one-shot read needed a
+// second round trip.
+func (t *txn) retry(err error) bool {
+	return err != nil && (t.again || len(t.assumed) > 0 && (t.conflict || !t.begun))
+}
+
+// errAgain is what a one-shot read-only transaction's second round trip
+// returns: fn is run again, in a transaction that stays open.
+var errAgain = errors.New("postgres: a one-shot read needs a second round trip: run again")
+
+func (t *txn) queue(sql string, args ...arg) {
+	t.pending = append(t.pending, statement{sql: sql, n: len(args)})
+	copy(t.pending[len(t.pending)-1].args[:], args)
+}
 
 func (t *txn) commit(ctx context.Context) error {
-	if !t.begun {
+	if t.shot {
+		if t.wrote() {
+			return errors.New("postgres: a write in a read-only transaction")
+		}
+		return nil // the one round trip committed
+	}
+	if !t.begun && len(t.assumed) == 0 && len(t.pending) == 0 {
 		return nil // fn read and wrote nothing
 	}
-	b := t.batch()
 	var tag pgconn.CommandTag
-	b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
-	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+	var err error
+	if t.speculate && !t.begun {
+		tag, err = t.commitOneTrip(ctx)
+	} else {
+		b := t.batch()
+		t.begun = true
+		t.s.stats.roundTrips.Add(1)
+		b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
+		err = t.conn.SendBatch(ctx, b).Close()
+	}
+	if err != nil {
+		t.noteConflict(err)
 		err = commitError(err)
 		if !errors.Is(err, core.ErrCommitUnknown) {
 			t.rollback(ctx)
@@ -103,6 +283,16 @@ func (t *txn) commit(ctx context.Context) error {
 	return nil
 }
 
+// wrote reports whether the transaction has writes not yet sent.
+func (t *txn) wrote() bool {
+	for _, th := range t.threads {
+		if th.dirty {
+			return true
+		}
+	}
+	return len(t.pending) > 0
+}
+
 // rollback ends a transaction that is still open. It is best effort: a
 // connection it cannot roll back is destroyed when released, which ends
 // the transaction on the server.
@@ -113,6 +303,7 @@ func (t *txn) rollback(ctx context.Context) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	t.s.stats.roundTrips.Add(1)
 	_, _ = t.conn.Exec(rctx, "rollback")
 }
 
@@ -127,9 +318,20 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	if t.err != nil {
 		return nil, t.err
 	}
-	c, hasCache := t.s.cached(id)
+	c := t.s.cached(id)
+	key := string(id)
+	if c != nil && t.speculate && !t.begun && c.ownLease {
+		if _, seen := t.leases[key]; !seen {
+			th := t.newThread()
+			*th = txThread{created: c.created, n: c.n, state: c.state, base: c, cow: c.cow, ownLease: true}
+			t.threads[id] = th
+			t.leases[key] = c.lease
+			t.assumed = append(t.assumed, assumption{id: key, created: c.created, version: int64(c.state.Version), lease: c.lease})
+			return th, nil
+		}
+	}
 	var after int64
-	if hasCache {
+	if c != nil {
 		after = c.n
 	}
 	b := t.batch()
@@ -149,7 +351,6 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		row.found = err == nil
 		return err
 	})
-	key := string(id)
 	if _, ok := t.leases[key]; !ok {
 		t.queueLockLease(b, key)
 	}
@@ -165,9 +366,11 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	if !row.found {
 		return nil, nil
 	}
-	th := &txThread{created: row.created}
-	if hasCache && c.created == row.created {
-		th.state, th.n = c.state.Clone(), c.n
+	th := t.newThread()
+	th.created = row.created
+	if c != nil && c.created == row.created {
+		th.state, th.n, th.base, th.cow = c.state, c.n, c, c.cow
+		th.ownLease = c.ownLease && t.leases[key].Holder == c.lease.Holder && c.lease.Holder != ""
 	} else {
 		th.state = core.NewThread(id)
 		if after > 0 { // the cache knew another thread of that id: read its whole log
@@ -185,10 +388,13 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		if err := th.state.Check(ev); err != nil {
 			return nil, t.corrupt(fmt.Errorf("thread %q: event %d does not apply: %w", id, e.seq, err))
 		}
-		th.state.Apply(ev)
+		th.apply(ev)
 		th.n++
 	}
-	th.state.Version, th.state.Taken = uint64(row.version), core.Seq(row.taken)
+	if th.state.Version != uint64(row.version) || th.state.Taken != core.Seq(row.taken) {
+		th.header()
+		th.state.Version, th.state.Taken = uint64(row.version), core.Seq(row.taken)
+	}
 	t.threads[id] = th
 	return th, nil
 }
@@ -277,7 +483,9 @@ func (t *txn) CreateThread(ctx context.Context, id core.ThreadID) error {
 	if !found {
 		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
 	}
-	t.threads[id] = &txThread{created: created, state: core.NewThread(id)}
+	th := t.newThread()
+	th.created, th.state = created, core.NewThread(id)
+	t.threads[id] = th
 	return nil
 }
 
@@ -346,6 +554,7 @@ func (t *txn) Bump(ctx context.Context, id core.ThreadID) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	th.header()
 	th.state.Version++
 	th.dirty = true
 	return th.state.Version, nil
@@ -364,17 +573,17 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 		return err
 	}
 	seq := th.n + 1
-	t.queue(t.s.q.insertEvent, string(id), seq, int64(ev.Version), string(ev.Kind), ev.At,
-		int64(ev.Message), ev.Text, int64(ev.Run), int64(ev.Request), string(ev.Holder))
+	t.queue(t.s.q.insertEvent, str(string(id)), i64(seq), i64(int64(ev.Version)), str(string(ev.Kind)), tm(ev.At),
+		i64(int64(ev.Message)), str(ev.Text), i64(int64(ev.Run)), i64(int64(ev.Request)), str(string(ev.Holder)))
 	if ev.Kind == core.MessagePosted {
-		t.queue(t.s.q.insertMessage, string(id), int64(ev.Message), ev.Text, ev.At)
+		t.queue(t.s.q.insertMessage, str(string(id)), i64(int64(ev.Message)), str(ev.Text), tm(ev.At))
 		payload := string(id)
 		if len(payload) > maxPayload {
 			payload = "" // too long to name: a wake-up for any thread
 		}
-		t.queue(t.s.q.notify, t.s.channel, payload)
+		t.queue(t.s.q.notify, str(t.s.channel), str(payload))
 	}
-	th.state.Apply(ev)
+	th.apply(ev)
 	th.n = seq
 	th.dirty = true
 	return nil
@@ -385,6 +594,7 @@ func (t *txn) SaveTaken(ctx context.Context, id core.ThreadID, taken core.Seq) e
 	if err != nil {
 		return err
 	}
+	th.header()
 	th.state.Taken = taken
 	th.dirty = true
 	return nil
@@ -410,8 +620,15 @@ func (t *txn) PutLease(ctx context.Context, l core.Lease) error {
 		return err
 	}
 	l.ExpiresAt = leaseExpiry(l.ExpiresAt)
-	t.queue(t.s.q.putLease, l.Key, string(l.Holder), l.ExpiresAt)
+	if t.leases[l.Key].Holder != l.Holder {
+		// An acquire: the holders table refuses a holder's second one.
+		t.queue(t.s.q.acquired, str(l.Key), str(string(l.Holder)))
+	}
+	t.queue(t.s.q.putLease, str(l.Key), str(string(l.Holder)), tm(l.ExpiresAt))
 	t.leases[l.Key] = l
+	if th, ok := t.threads[core.ThreadID(l.Key)]; ok {
+		th.ownLease = true
+	}
 	return nil
 }
 
@@ -419,8 +636,11 @@ func (t *txn) DeleteLease(ctx context.Context, key string) error {
 	if _, err := t.lease(ctx, key); err != nil {
 		return err
 	}
-	t.queue(t.s.q.deleteLease, key)
+	t.queue(t.s.q.deleteLease, str(key))
 	t.leases[key] = core.Lease{}
+	if th, ok := t.threads[core.ThreadID(key)]; ok {
+		th.ownLease = false
+	}
 	return nil
 }
 

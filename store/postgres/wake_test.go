@@ -86,8 +86,14 @@ func TestWakeupsStartRunner(t *testing.T) {
 	require.Less(t, time.Since(posted), poll, "only a wake-up can have started the run")
 
 	// The turn ends (run ended, claim released) and the runner waits again.
+	// (Run waits for its poll while its turns go on, so its wait says
+	// nothing of the turn: the thread does.)
 	await(t, clock.waits, "the runner to go idle after its turn")
-	th, err := poster.Thread(ctx, "t")
+	var th *core.Thread
+	require.Eventually(t, func() bool {
+		th, err = poster.Thread(ctx, "t")
+		return err == nil && len(th.Runs) == 1 && th.Runs[0].State == core.StateEnded
+	}, 30*time.Second, time.Millisecond, "timed out waiting for the turn to record its run's end")
 	require.NoError(t, err)
 	require.Equal(t, seq, th.Taken)
 	require.Len(t, th.Runs, 1)

@@ -1,7 +1,22 @@
 // Package storetest is the conformance suite every core.Storage passes:
 // the same tests run against the in-memory storage and PostgreSQL. A
 // storage's test calls Run with a constructor that returns an empty
-// storage for each test.
+// storage for each test (or Exercise, which runs Run and every other
+// check). The tests run in parallel, each on its own storage.
+//
+// Besides the cases every storage passes, the suite checks what a storage
+// offers beyond core.Storage when it offers it: read-only transactions
+// (core.Viewer), and the trace lines its transactions keep
+// (core.TraceLog, read back through TraceReader).
+//
+// Its pieces serve a storage's own tests too: Hooked pauses a real
+// transaction at a point (after HoldsLease, after Append) for a test to
+// act while it is there; CheckAcquireWaits is the fence's central
+// property as a check that returns what it found, so that a mutation test
+// can require it to fail; ReuseHolder and CheckReuseHolderMutant play a
+// holder reused across claims; BenchmarkConsumingWrite is the benchmark
+// of the consuming write every storage runs, beside its own baselines.
+// Every wait is bounded by WaitLimit and fails naming what it waited for.
 package storetest
 
 import (
@@ -45,9 +60,16 @@ func Run(t *testing.T, newStorage Factory) {
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
 		{"VersionCountsWrites", testVersionCountsWrites},
 		{"PendingThreads", testPendingThreads},
+		{"HolderReused", testHolderReused},
+		{"ReuseHolderRefused", testReuseHolderRefused},
+		{"AcquireWaitsForFencedWrite", testAcquireWaitsForFencedWrite},
+		{"ViewReadsCommitted", testViewReadsCommitted},
+		{"ViewRefusesWrites", testViewRefusesWrites},
+		{"TraceLogKeepsCommittedWrites", testTraceLog},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel() // each test has a storage of its own
 			tt.fn(t, newStorage(t))
 		})
 	}
@@ -60,9 +82,11 @@ type proc struct {
 	ws      *core.Workspace
 }
 
-func newProc(s core.Storage, name string, skew time.Duration) *proc {
+func newProc(s core.Storage, name string, skew time.Duration, opts ...core.Option) *proc {
 	c := simclock.New(epoch.Add(skew))
-	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, core.WithProcess(name))}
+	// Rounds off: the cases drive the storage's fences through sequences
+	// the Workspace's rounds refuse (core tests the rounds).
+	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name), core.WithoutRoundsForTesting()}, opts...)...)}
 }
 
 func newThread(t *testing.T, p *proc, msgs ...string) core.ThreadID {

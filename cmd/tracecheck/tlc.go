@@ -1,0 +1,834 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/threadclaim/threadclaim/tlc"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+const tlcUsage = `usage: tracecheck tlc [flags] [all|spec|trace|generated] [DIR|FILE...]
+
+Runs TLC (package tlc) and checks every result against what is expected:
+
+  spec       every spec/*.cfg, whose first line declares its outcome:
+               \* expect: ok               TLC must report no error
+               \* expect: violation NAME   TLC must report the invariant or
+                                           property NAME violated
+             A cfg without that line, or naming more or less than one
+             property, fails.
+  trace      the trace spec tla/ThreadClaimLapseTrace.tla on every *.ndjson
+             of each DIR (default: $TRACE_DIR, else tla/testdata and
+             tracecheck/testdata): ok-* must be accepted, bad-* rejected,
+             at the line the directory's expected-lines file names (the Go
+             checker's line) when it names one. A FILE given by itself is
+             expected to be accepted unless it is named bad-*.
+  generated  traces the Go code writes (tracecheck run -trace-dir, fences
+             on, then off), checked as a directory of fixtures
+  all        (default) spec, then trace, then generated
+
+-skip names cfgs not to run: scripts/test skips the two long exhaustive
+models (the workflow runs them all).
+
+Before TLC sees a trace, the Go reader checks its shape: a malformed or
+empty trace is exit 2 with file:line: reason (a bad-* fixture the reader
+rejects at its expected line passes without TLC). A file holding several
+threads is split by thread, each thread checked on its own, and lines are
+reported by their numbers in the file.
+
+Jars (see spec/README.md, "Pinned tools"): $TLA2TOOLS_JAR and
+$COMMUNITY_MODULES_JAR (checked against $TLA2TOOLS_SHA256 and
+$COMMUNITY_MODULES_SHA256 when set); else the local directory
+${TLC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/threadclaim-tlc}/local;
+else, for the models only, the pinned release in scripts/tlc-pins,
+downloaded (unless TLC_OFFLINE=1) and verified by sha256.
+TLC_WORKERS sets the models' workers (default auto); TLC_KEEP_LOGS a
+directory to copy every TLC run's output into.
+
+Exit codes: 0 all as expected; 1 something unexpected (or a jar's sha256
+is wrong); 2 bad usage or malformed input; 3 TLC was not run (no java, or
+no jar could be had; in all mode, traces not run); 4 a TLC run did not
+finish (its deadline passed, or TLC crashed).
+
+Flags:
+`
+
+// exitNotRun is TLC not run at all (no java, no jar).
+const exitNotRun = 3
+
+// tlcOptions are the flags of tracecheck tlc.
+type tlcOptions struct {
+	root     string
+	timeout  time.Duration
+	parallel int
+	keepLogs string
+	skip     []string // cfg file names not to run
+}
+
+func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("tlc", flag.ContinueOnError)
+	var o tlcOptions
+	fs.StringVar(&o.root, "root", ".", "the repository's root (holds spec/ and tla/)")
+	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
+	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "trace checks run at once (each a JVM with one worker)")
+	fs.StringVar(&o.keepLogs, "keep-logs", os.Getenv("TLC_KEEP_LOGS"), "copy each TLC run's output into this directory")
+	fs.Func("skip", "comma-separated spec/*.cfg file names not to run (each must exist), e.g. the long exhaustive models in a quick run", func(v string) error {
+		for _, name := range strings.Split(v, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				o.skip = append(o.skip, name)
+			}
+		}
+		return nil
+	})
+	if err := parse(fs, args, stdout, stderr, tlcUsage); err != nil {
+		return err
+	}
+	// Each JVM runs in a process group of its own (package tlc), out of
+	// reach of the terminal's Ctrl-C: an interrupt cancels the runs, which
+	// kills their groups.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	mode := "all"
+	rest := fs.Args()
+	if len(rest) > 0 {
+		switch rest[0] {
+		case "all", "spec", "trace", "generated":
+			mode = rest[0]
+			// Flags may follow the mode too.
+			if err := parse(fs, rest[1:], stdout, stderr, tlcUsage); err != nil {
+				return err
+			}
+			rest = fs.Args()
+		}
+	}
+	if len(rest) > 0 && mode != "trace" {
+		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
+	}
+	if o.parallel < 1 {
+		return usageError{"-parallel must be at least 1"}
+	}
+	if o.timeout <= 0 {
+		return usageError{"-timeout must be positive"}
+	}
+	if _, err := os.Stat(filepath.Join(o.root, "spec")); err != nil {
+		return usageError{fmt.Sprintf("%s is not the repository's root (no spec/): run from there or give -root", o.root)}
+	}
+	for _, name := range o.skip {
+		if fi, err := os.Stat(filepath.Join(o.root, "spec", name)); err != nil || !strings.HasSuffix(name, ".cfg") || fi.IsDir() {
+			return usageError{fmt.Sprintf("-skip %s: no such spec/*.cfg", name)}
+		}
+	}
+
+	// Every trace's shape is checked before any TLC runs.
+	var traces []traceInput
+	if mode == "trace" || mode == "all" {
+		var err error
+		traces, err = collectTraces(o.root, rest)
+		if err != nil {
+			return err
+		}
+	}
+
+	env, err := tlc.Find(ctx, findConfig(o.root))
+	switch {
+	case errors.Is(err, tlc.ErrNotFound):
+		return failure{exitNotRun, fmt.Sprintf("TLC was not run: %v", err)}
+	case err != nil:
+		return failure{exitFailed, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	version, err := env.Version(ctx)
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	fmt.Fprintf(stdout, "tlc: %s\ntlc: %s (from %s)\n", version, env.Jar, env.Source)
+	tracesNotRun := ""
+	if mode != "spec" {
+		if env.CommunityJar == "" {
+			tracesNotRun = fmt.Sprintf("no %s for the trace spec (set %s, or put one in %s)", tlc.CommunityName, tlc.EnvCommunity, findConfig(o.root).LocalDir())
+			if mode != "all" {
+				return failure{exitNotRun, "TLC was not run: " + tracesNotRun}
+			}
+		} else {
+			fmt.Fprintf(stdout, "tlc: %s\n", env.CommunityJar)
+		}
+	}
+
+	work, err := os.MkdirTemp("", "tracecheck-tlc-")
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	defer os.RemoveAll(work)
+	r := &tlcRun{ctx: ctx, env: env, opts: o, work: work, out: stdout, start: time.Now()}
+	if err := r.copySpecs(); err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	if mode == "spec" || mode == "all" {
+		r.checkModels()
+	}
+	if tracesNotRun == "" {
+		if mode == "trace" || mode == "all" {
+			r.checkTraces(traces)
+		}
+		if mode == "generated" || mode == "all" {
+			if err := r.checkGenerated(); err != nil {
+				return err
+			}
+		}
+	}
+	return r.summary(tracesNotRun)
+}
+
+// findConfig is where tracecheck tlc looks for the jars: the environment,
+// the local directory, and the release pinned in scripts/tlc-pins, which
+// scripts/tlc-jars downloads.
+func findConfig(root string) tlc.FindConfig {
+	cfg := tlc.FindConfig{}
+	pins, err := readPins(filepath.Join(root, "scripts", "tlc-pins"))
+	if err != nil {
+		return cfg
+	}
+	cfg.Release = tlc.Release{URL: pins["TLA2TOOLS_RELEASE_URL"], SHA256: pins["TLA2TOOLS_RELEASE_SHA256"]}
+	script := filepath.Join(root, "scripts", "tlc-jars")
+	cfg.Fetch = func(ctx context.Context, rel tlc.Release, dest string) error {
+		cmd := exec.CommandContext(ctx, script, "fetch", rel.URL, rel.SHA256, dest)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		return cmd.Run()
+	}
+	return cfg
+}
+
+// readPins reads scripts/tlc-pins: KEY=VALUE lines, # comments.
+func readPins(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pins := map[string]string{}
+	for _, l := range strings.Split(string(b), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s: %q is not KEY=VALUE", path, l)
+		}
+		pins[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"'`)
+	}
+	return pins, nil
+}
+
+// tlcRun is one tracecheck tlc invocation's state: the checks so far.
+type tlcRun struct {
+	ctx   context.Context
+	env   tlc.Env
+	opts  tlcOptions
+	work  string
+	out   io.Writer
+	start time.Time
+
+	mu                          sync.Mutex
+	checked, failed, incomplete int
+	runs                        int
+	models, accepted, rejected  int
+	readerRejected, lines       int
+	skipped                     int
+}
+
+func (r *tlcRun) copySpecs() error {
+	for _, d := range []string{"spec", "tla"} {
+		if err := copyFiles(filepath.Join(r.opts.root, d), filepath.Join(r.work, d), ".tla", ".cfg"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyFiles copies src's files with one of the suffixes into dst: TLC
+// runs on copies, so that nothing it writes lands in the repository.
+func copyFiles(src, dst string, suffixes ...string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(src)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		name := e.Name()
+		ok := false
+		for _, s := range suffixes {
+			ok = ok || strings.HasSuffix(name, s)
+		}
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runTLC runs one job, keeping its output for the report and the logs.
+func (r *tlcRun) runTLC(name string, job tlc.Job) (*tlc.Result, *bytes.Buffer, time.Duration, error) {
+	var out bytes.Buffer
+	job.Output = &out
+	job.Timeout = r.opts.timeout
+	r.mu.Lock()
+	r.runs++
+	job.MetaDir = filepath.Join(r.work, "meta", strconv.Itoa(r.runs))
+	r.mu.Unlock()
+	t0 := time.Now()
+	res, err := r.env.Run(r.ctx, job)
+	d := time.Since(t0)
+	if r.opts.keepLogs != "" {
+		if err := os.MkdirAll(r.opts.keepLogs, 0o755); err == nil {
+			_ = os.WriteFile(filepath.Join(r.opts.keepLogs, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".log"), out.Bytes(), 0o644)
+		}
+	}
+	return res, &out, d, err
+}
+
+// report prints one check's line; a failure gets the end of TLC's output.
+func (r *tlcRun) report(ok bool, what, detail string, log *bytes.Buffer) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checked++
+	if ok {
+		fmt.Fprintf(r.out, "PASS  %s: %s\n", what, detail)
+		return
+	}
+	r.failed++
+	fmt.Fprintf(r.out, "FAIL  %s: %s\n", what, detail)
+	if log != nil && log.Len() > 0 {
+		fmt.Fprintln(r.out, "      last lines of TLC's output:")
+		lines := strings.Split(strings.TrimRight(log.String(), "\n"), "\n")
+		if len(lines) > 25 {
+			lines = lines[len(lines)-25:]
+		}
+		for _, l := range lines {
+			fmt.Fprintf(r.out, "      | %s\n", l)
+		}
+	}
+}
+
+// couldNotRun reports a run that ended without a result.
+func (r *tlcRun) couldNotRun(what string, err error, log *bytes.Buffer) {
+	r.report(false, what, fmt.Sprintf("TLC did not finish: %v", err), log)
+	r.mu.Lock()
+	r.failed--
+	r.incomplete++
+	r.mu.Unlock()
+}
+
+func (r *tlcRun) summary(tracesNotRun string) error {
+	elapsed := time.Since(r.start).Round(100 * time.Millisecond)
+	counts := fmt.Sprintf("%d models (%d skipped), %d traces (%d accepted, %d rejected, %d of them by the Go reader), %d TLC runs, %d trace lines, %v",
+		r.models, r.skipped, r.accepted+r.rejected, r.accepted, r.rejected, r.readerRejected, r.runs, r.lines, elapsed)
+	switch {
+	case r.failed > 0:
+		return failure{exitFailed, fmt.Sprintf("tlc: %d of %d checks unexpected, %d did not finish; %s", r.failed, r.checked, r.incomplete, counts)}
+	case r.incomplete > 0:
+		return failure{exitCouldNotRun, fmt.Sprintf("tlc: %d of %d checks did not finish; %s", r.incomplete, r.checked, counts)}
+	}
+	fmt.Fprintf(r.out, "tlc: all %d checks as expected: %s\n", r.checked, counts)
+	if tracesNotRun != "" {
+		// The models ran; the traces could not: that is not a pass.
+		return failure{exitNotRun, "TLC was not run on the traces: " + tracesNotRun}
+	}
+	return nil
+}
+
+// expectRe is a cfg's first line: its one expected outcome.
+var expectRe = regexp.MustCompile(`^\\\* expect: (?:(ok)|violation ([A-Za-z_][A-Za-z0-9_]*))\s*$`)
+
+// readExpect reads the outcome a cfg declares on its first line.
+func readExpect(path string) (ok bool, name string, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, "", err
+	}
+	defer f.Close()
+	first, err := bufio.NewReader(f).ReadString('\n')
+	if err != nil && err != io.EOF {
+		return false, "", err
+	}
+	first = strings.TrimRight(first, "\r\n")
+	m := expectRe.FindStringSubmatch(first)
+	if m == nil {
+		return false, "", fmt.Errorf(`%s:1: the first line must be "\* expect: ok" or "\* expect: violation NAME" (exactly one invariant or property), not %q`, path, first)
+	}
+	return m[1] != "", m[2], nil
+}
+
+// moduleFor is the spec module a cfg checks: the longest name among the
+// modules that prefixes the cfg's.
+func moduleFor(cfg string, modules []string) string {
+	base := strings.TrimSuffix(filepath.Base(cfg), ".cfg")
+	best := ""
+	for _, m := range modules {
+		if strings.HasPrefix(base, m) && len(m) > len(best) {
+			best = m
+		}
+	}
+	return best
+}
+
+func (r *tlcRun) checkModels() {
+	dir := filepath.Join(r.work, "spec")
+	cfgs, _ := filepath.Glob(filepath.Join(dir, "*.cfg"))
+	tlas, _ := filepath.Glob(filepath.Join(dir, "*.tla"))
+	var modules []string
+	for _, t := range tlas {
+		modules = append(modules, strings.TrimSuffix(filepath.Base(t), ".tla"))
+	}
+	if len(cfgs) == 0 {
+		r.report(false, "spec/", "no *.cfg to check", nil)
+		return
+	}
+	for _, cfg := range cfgs {
+		what := "spec/" + filepath.Base(cfg)
+		if slices.Contains(r.opts.skip, filepath.Base(cfg)) {
+			r.mu.Lock()
+			r.skipped++
+			r.mu.Unlock()
+			fmt.Fprintf(r.out, "SKIP  %s: -skip\n", what)
+			continue
+		}
+		wantOK, wantName, err := readExpect(cfg)
+		if err != nil {
+			r.report(false, what, strings.Replace(err.Error(), cfg, what, 1), nil)
+			continue
+		}
+		module := moduleFor(cfg, modules)
+		if module == "" {
+			r.report(false, what, "no spec/*.tla module whose name prefixes the cfg's", nil)
+			continue
+		}
+		r.mu.Lock()
+		r.models++
+		r.mu.Unlock()
+		res, log, d, err := r.runTLC(what, tlc.Job{Spec: module + ".tla", Config: filepath.Base(cfg), Dir: dir})
+		if err != nil {
+			r.couldNotRun(what, err, log)
+			continue
+		}
+		want := "ok"
+		if !wantOK {
+			want = "violation " + wantName
+		}
+		got := describe(res)
+		pass := (wantOK && res.Outcome == tlc.NoError) ||
+			(!wantOK && (res.Outcome == tlc.InvariantViolated || res.Outcome == tlc.PropertyViolated) && res.Name == wantName)
+		r.report(pass, what, fmt.Sprintf("expected %s, got %s; %s, %.1fs", want, got, stats(res), d.Seconds()), log)
+	}
+}
+
+// describe is a result in the words of a cfg's expect line.
+func describe(res *tlc.Result) string {
+	switch res.Outcome {
+	case tlc.NoError:
+		return "ok"
+	case tlc.InvariantViolated, tlc.PropertyViolated:
+		return "violation " + res.Name
+	case tlc.Deadlock:
+		return "deadlock"
+	}
+	text := strings.TrimSpace(res.Text)
+	if i := strings.IndexByte(text, '\n'); i >= 0 {
+		text = text[:i]
+	}
+	return fmt.Sprintf("%s (%s)", res.Outcome, text)
+}
+
+func stats(res *tlc.Result) string {
+	n := func(v int64) string {
+		if v < 0 {
+			return "?"
+		}
+		return commas(v)
+	}
+	depth := "?"
+	if res.Depth >= 0 {
+		depth = strconv.Itoa(res.Depth)
+	}
+	return fmt.Sprintf("%s distinct states, depth %s", n(res.Distinct), depth)
+}
+
+func commas(v int64) string {
+	s := strconv.FormatInt(v, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// traceInput is one trace file to put through TLC, read and split by
+// thread before TLC sees it.
+type traceInput struct {
+	path, show string
+	// want is "accepted", "rejected" or "" (a fixture whose name says
+	// neither: a failure).
+	want       string
+	expectLine int // the Go checker's line for a bad-* fixture, 0 if none
+	raw        [][]byte
+	threads    []tracecheck.ThreadLines
+	// readerErr is the Go reader's rejection of a bad-* fixture.
+	readerErr *tracecheck.LineError
+}
+
+// collectTraces reads every trace the trace mode checks. Paths are
+// directories of fixtures or single files; none means $TRACE_DIR or the
+// two fixture directories. A malformed trace is a usage error (exit 2)
+// naming its file and line, unless it is a bad-* fixture.
+func collectTraces(root string, paths []string) ([]traceInput, error) {
+	if len(paths) == 0 {
+		if d := os.Getenv("TRACE_DIR"); d != "" {
+			paths = strings.Fields(d)
+		} else {
+			paths = []string{filepath.Join(root, "tla", "testdata"), filepath.Join(root, "tracecheck", "testdata")}
+		}
+	}
+	var out []traceInput
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, usageError{err.Error()}
+		}
+		if !fi.IsDir() {
+			in, err := readTrace(root, p, false, nil)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, in)
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(p, "*.ndjson"))
+		if len(files) == 0 {
+			return nil, usageError{fmt.Sprintf("%s: no *.ndjson traces", p)}
+		}
+		sort.Strings(files)
+		expect, err := readExpectedLines(filepath.Join(p, "expected-lines"))
+		if err != nil {
+			return nil, usageError{err.Error()}
+		}
+		for _, f := range files {
+			in, err := readTrace(root, f, true, expect)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, in)
+		}
+	}
+	return out, nil
+}
+
+// readExpectedLines reads a fixture directory's expected-lines: "FILE
+// LINE" a line, # comments; a missing file is no expectations.
+func readExpectedLines(path string) (map[string]int, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[string]int{}
+	for i, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		n, err := strconv.Atoi(f[len(f)-1])
+		if len(f) != 2 || err != nil || n < 1 {
+			return nil, fmt.Errorf("%s:%d: want FILE LINE, got %q", path, i+1, l)
+		}
+		m[f[0]] = n
+	}
+	return m, nil
+}
+
+func readTrace(root, path string, fixture bool, expect map[string]int) (traceInput, error) {
+	base := filepath.Base(path)
+	in := traceInput{path: path, show: relTo(root, path), expectLine: expect[base]}
+	switch {
+	case strings.HasPrefix(base, "ok-"):
+		in.want = "accepted"
+	case strings.HasPrefix(base, "bad-"):
+		in.want = "rejected"
+	case !fixture:
+		in.want = "accepted"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return in, usageError{err.Error()}
+	}
+	lines, err := tracecheck.Read(bytes.NewReader(b), in.show)
+	var le *tracecheck.LineError
+	switch {
+	case errors.As(err, &le) && in.want == "rejected" && fixture:
+		in.readerErr = le
+		return in, nil
+	case errors.As(err, &le):
+		return in, failure{exitUsage, le.Error()}
+	case err != nil:
+		return in, failure{exitUsage, fmt.Sprintf("%s: %v", in.show, err)}
+	case len(lines) == 0:
+		return in, failure{exitUsage, fmt.Sprintf("%s:1: empty trace", in.show)}
+	}
+	in.raw = bytes.Split(b, []byte("\n"))
+	in.threads = tracecheck.Order(lines)
+	return in, nil
+}
+
+func relTo(root, p string) string {
+	absRoot, err1 := filepath.Abs(root)
+	absP, err2 := filepath.Abs(p)
+	if err1 != nil || err2 != nil {
+		return p
+	}
+	if rel, err := filepath.Rel(absRoot, absP); err == nil && !strings.HasPrefix(rel, "..") {
+		return rel
+	}
+	return p
+}
+
+// threadVerdict is TLC's verdict on one thread of a trace.
+type threadVerdict struct {
+	res      *tlc.Result
+	log      *bytes.Buffer
+	d        time.Duration
+	err      error // the run did not finish
+	rejectAt int   // the file line TLC could not explain; 0 if accepted
+	problem  string
+}
+
+// checkTraces runs the trace spec on every trace, opts.parallel at a
+// time, and reports them in order.
+func (r *tlcRun) checkTraces(traces []traceInput) {
+	done := make([]chan func(), len(traces))
+	sem := make(chan struct{}, r.opts.parallel)
+	for i := range traces {
+		done[i] = make(chan func(), 1)
+		go func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			done[i] <- r.checkTrace(&traces[i])
+		}()
+	}
+	for i := range traces {
+		(<-done[i])()
+	}
+}
+
+// checkTrace checks one trace and returns the function that reports it.
+func (r *tlcRun) checkTrace(in *traceInput) func() {
+	if in.want == "" {
+		return func() {
+			r.report(false, in.show, "cannot tell the expected outcome: name a fixture ok-*.ndjson or bad-*.ndjson", nil)
+		}
+	}
+	if in.readerErr != nil {
+		return func() {
+			ok := in.expectLine == 0 || in.expectLine == in.readerErr.Line
+			detail := fmt.Sprintf("expected rejected, got rejected by the Go reader at line %d (%v); TLC not run", in.readerErr.Line, in.readerErr.Err)
+			if !ok {
+				detail += fmt.Sprintf("; the Go checker's line is %d", in.expectLine)
+			}
+			r.mu.Lock()
+			r.rejected++
+			r.readerRejected++
+			r.mu.Unlock()
+			r.report(ok, in.show, detail, nil)
+		}
+	}
+	var verdicts []threadVerdict
+	for ti, th := range in.threads {
+		verdicts = append(verdicts, r.checkThread(in, ti, th))
+	}
+	return func() { r.reportTrace(in, verdicts) }
+}
+
+// checkThread writes one thread's lines, in trace order, to a file of
+// its own and runs the trace spec on it.
+func (r *tlcRun) checkThread(in *traceInput, ti int, th tracecheck.ThreadLines) threadVerdict {
+	var buf bytes.Buffer
+	for _, l := range th.Lines {
+		buf.Write(bytes.TrimRight(in.raw[l.N-1], "\r"))
+		buf.WriteByte('\n')
+	}
+	name := fmt.Sprintf("%s.thread%d", in.show, ti+1)
+	file := filepath.Join(r.work, "traces", strings.NewReplacer("/", "_").Replace(name)+".ndjson")
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return threadVerdict{err: err}
+	}
+	if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+		return threadVerdict{err: err}
+	}
+	res, log, d, err := r.runTLC(name, tlc.Job{
+		Spec: "ThreadClaimLapseTrace.tla", Config: "ThreadClaimLapseTrace.cfg",
+		Dir: filepath.Join(r.work, "tla"), Library: []string{filepath.Join(r.work, "spec")},
+		Env: []string{"JSON=" + file}, Workers: 1,
+	})
+	v := threadVerdict{res: res, log: log, d: d, err: err}
+	if err != nil {
+		return v
+	}
+	r.mu.Lock()
+	r.lines += len(th.Lines)
+	r.mu.Unlock()
+	switch {
+	case res.Outcome == tlc.NoError:
+	case res.Outcome == tlc.PropertyViolated && res.Name == "TraceAccepted" && len(res.Trace) > 0:
+		// The last state TLC prints holds l, the line it could not explain.
+		lv, _ := res.Trace[len(res.Trace)-1].Var("l")
+		l, perr := strconv.Atoi(lv)
+		if perr != nil || l < 1 || l > len(th.Lines) {
+			v.problem = fmt.Sprintf("rejected, but its last state's l is %q, not a line of the thread's %d", lv, len(th.Lines))
+			break
+		}
+		v.rejectAt = th.Lines[l-1].N
+	default:
+		v.problem = describe(res)
+	}
+	return v
+}
+
+func (r *tlcRun) reportTrace(in *traceInput, vs []threadVerdict) {
+	var d time.Duration
+	var distinct int64
+	rejectAt, lastLog := 0, (*bytes.Buffer)(nil)
+	for _, v := range vs {
+		d += v.d
+		lastLog = v.log
+		if v.err != nil {
+			r.couldNotRun(in.show, v.err, v.log)
+			return
+		}
+		if v.problem != "" {
+			r.report(false, in.show, fmt.Sprintf("expected %s, got %s", in.want, v.problem), v.log)
+			return
+		}
+		distinct += v.res.Distinct
+		if v.rejectAt > 0 && (rejectAt == 0 || v.rejectAt < rejectAt) {
+			rejectAt, lastLog = v.rejectAt, v.log
+		}
+	}
+	threads := ""
+	if len(vs) > 1 {
+		threads = fmt.Sprintf(" (%d threads, each checked on its own)", len(vs))
+	}
+	got := "accepted"
+	if rejectAt > 0 {
+		got = fmt.Sprintf("rejected at line %d of %d (%s)", rejectAt, countLines(in), actionAt(in, rejectAt))
+	}
+	pass := strings.HasPrefix(got, in.want)
+	if pass && rejectAt > 0 && in.expectLine > 0 {
+		if rejectAt == in.expectLine {
+			got += ", as the Go checker does"
+		} else {
+			pass = false
+			got += fmt.Sprintf("; the Go checker rejects it at line %d", in.expectLine)
+		}
+	}
+	r.mu.Lock()
+	if rejectAt > 0 {
+		r.rejected++
+	} else {
+		r.accepted++
+	}
+	r.mu.Unlock()
+	r.report(pass, in.show, fmt.Sprintf("expected %s, got %s%s; %s distinct states, %.1fs", in.want, got, threads, commas(distinct), d.Seconds()), lastLog)
+}
+
+func countLines(in *traceInput) int {
+	n := 0
+	for _, t := range in.threads {
+		n += len(t.Lines)
+	}
+	return n
+}
+
+func actionAt(in *traceInput, n int) string {
+	for _, t := range in.threads {
+		for _, l := range t.Lines {
+			if l.N == n {
+				return string(l.Ev.Action)
+			}
+		}
+	}
+	return "?"
+}
+
+// checkGenerated has the Go code write traces, fences on (all must be
+// accepted) and off (the threads the Go checker rejects, named bad-*, must
+// be rejected by TLC at the same line), and checks them as fixtures.
+func (r *tlcRun) checkGenerated() error {
+	dir := filepath.Join(r.work, "generated")
+	self, err := os.Executable()
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	var log bytes.Buffer
+	run := func(args ...string) int {
+		cmd := exec.CommandContext(r.ctx, self, append([]string{"run"}, args...)...)
+		cmd.Stdout, cmd.Stderr = &log, &log
+		cmd.Dir = r.opts.root
+		err := cmd.Run()
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &ee):
+			return ee.ExitCode()
+		}
+		fmt.Fprintln(&log, err)
+		return -1
+	}
+	if rc := run("-seeds", "3", "-concurrent", "1", "-trace-dir", dir); rc != 0 {
+		r.report(false, "generated traces", fmt.Sprintf("tracecheck run (fences on) exited %d", rc), &log)
+		return nil
+	}
+	rc := run("-seeds", "3", "-seed", "100", "-concurrent", "0", "-unfenced", "-trace-dir", dir)
+	bad, _ := filepath.Glob(filepath.Join(dir, "bad-*.ndjson"))
+	if rc != exitFailed || len(bad) == 0 {
+		r.report(false, "generated traces", fmt.Sprintf("tracecheck run -unfenced did not catch the mutant (exit %d, %d bad traces)", rc, len(bad)), &log)
+		return nil
+	}
+	traces, err := collectTraces(r.opts.root, []string{dir})
+	if err != nil {
+		return err
+	}
+	for i := range traces {
+		traces[i].show = "generated/" + filepath.Base(traces[i].path)
+	}
+	r.checkTraces(traces)
+	return nil
+}

@@ -1,0 +1,206 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// phase is where a claim's round is, as the specification's pc[p] for the
+// process that made the claim: claimed, planned or running while the round
+// is open, over once a Release, a refusal or a Crash ended it.
+type phase uint8
+
+const (
+	phaseClaimed phase = iota + 1
+	phasePlanned
+	phaseRunning
+	phaseOver
+)
+
+func (p phase) String() string {
+	switch p {
+	case phaseClaimed:
+		return "claimed"
+	case phasePlanned:
+		return "planned"
+	case phaseRunning:
+		return "running"
+	case phaseOver:
+		return "over"
+	}
+	return "phase(?)"
+}
+
+// round is one claim's progress through the specification's process
+// states, kept by the Workspace that made the claim. Every call on the
+// claim checks it before touching storage, so that a call the
+// specification does not allow at this point of the round (a RunStart
+// without a Plan, a Reply for a plan that is not the current one, a
+// Release during a run, any call after the round ended) is refused with
+// nothing written and nothing traced.
+type round struct {
+	ws     *Workspace
+	thread ThreadID
+	holder Holder
+
+	mu    sync.Mutex
+	phase phase
+	// plan is the current plan (phasePlanned): kind, message, request.
+	plan Plan
+	// run is the round's run (phaseRunning).
+	run RunID
+	// doubt: a write's commit outcome is unknown; only Crash may follow.
+	doubt bool
+	// claimDoubt: the Claim itself may or may not have committed.
+	claimDoubt bool
+	// crashing: a Crash is tracing the round's end; crashFailed: a Crash
+	// could not read after a write in doubt, so the round waits for one
+	// that can.
+	crashing, crashFailed bool
+	// tick and taken are the last version this round's traced lines saw,
+	// and the taken cursor at it: where Crash places its line without a
+	// read.
+	tick  uint64
+	taken Seq
+	// calls counts calls on the round in flight; idle is closed when it
+	// drops to zero (Crash waits for it, so that no line of the round
+	// follows its Crash).
+	calls int
+	idle  chan struct{}
+}
+
+// allowed says which phases an action may start from.
+func allowed(a Action, p phase) bool {
+	switch a {
+	case ActionRenew, ActionCrash:
+		return p != phaseOver
+	case ActionRelease, ActionAbandon, ActionPlan:
+		return p == phaseClaimed
+	case ActionRunStart, ActionReply:
+		return p == phasePlanned
+	case ActionAsk, ActionRunEnd:
+		return p == phaseRunning
+	}
+	return false
+}
+
+// enter checks that the claim is this workspace's and that the action may
+// follow in its round (and check, when given, under the round's lock), and
+// counts the call in flight; the call must end with leave.
+func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	r := c.r
+	if w.noRounds {
+		// WithoutRoundsForTesting: a round of its own for this call only.
+		r = &round{ws: w, thread: c.Thread, holder: c.Holder, phase: phaseClaimed}
+		r.calls, r.idle = 1, make(chan struct{})
+		return r, nil
+	}
+	switch {
+	case r == nil:
+		return nil, fmt.Errorf("%w: claim on thread %q was not made by Workspace.Claim", ErrInvalidArgument, c.Thread)
+	case r.ws != w:
+		return nil, fmt.Errorf("%w: claim on thread %q belongs to another workspace (process %q)", ErrInvalidArgument, c.Thread, r.ws.proc)
+	case r.thread != c.Thread || r.holder != c.Holder:
+		return nil, fmt.Errorf("%w: claim's thread or holder was changed", ErrInvalidArgument)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ph := r.phase
+	if ph == phaseOver && w.mutants.RoundOverAccepted {
+		ph = phaseClaimed // the mutant
+	}
+	switch {
+	case ph == phaseOver:
+		return nil, fmt.Errorf("%s on thread %q: %w", a, c.Thread, ErrRoundOver)
+	case r.doubt && a != ActionCrash:
+		return nil, fmt.Errorf("%s on thread %q: %w: a write's commit is unknown, only Crash may follow", a, c.Thread, ErrOutOfOrder)
+	case !allowed(a, ph):
+		return nil, fmt.Errorf("%s on thread %q: %w: the round is %s", a, c.Thread, ErrOutOfOrder, ph)
+	}
+	if w.mutants.PlanNotChecked && (a == ActionRunStart || a == ActionReply) {
+		check = nil // the mutant
+	}
+	if check != nil {
+		if err := check(r); err != nil {
+			return nil, err
+		}
+	}
+	if r.calls == 0 {
+		r.idle = make(chan struct{})
+	}
+	r.calls++
+	return r, nil
+}
+
+// leave ends a call entered with enter: it records the line the call
+// traced (its tick and taken cursor, and the phase it leads to) and a
+// commit outcome that is unknown.
+func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if traced && plan != nil {
+		r.plan = *plan
+	}
+	if traced && line != nil && line.Tick >= r.tick {
+		r.tick, r.taken = line.Tick, line.Taken
+	}
+	if errors.Is(err, ErrCommitUnknown) {
+		r.doubt = true
+	}
+	if traced && line != nil && r.phase != phaseOver {
+		r.follow(line)
+	}
+	r.calls--
+	if r.calls == 0 {
+		close(r.idle)
+	}
+}
+
+// follow moves the round along the traced action, as the specification
+// moves pc[p].
+func (r *round) follow(line *TraceEvent) {
+	switch line.Action {
+	case ActionPlan:
+		r.phase = phasePlanned
+	case ActionRunStart:
+		r.phase, r.run, r.plan = phaseRunning, line.Run, Plan{}
+	case ActionReply:
+		r.phase, r.plan = phaseClaimed, Plan{}
+	case ActionRunEnd:
+		r.phase, r.run = phaseClaimed, 0
+	case ActionRelease, ActionAbandonFenced, ActionStartFenced, ActionReplyFenced, ActionEndRefused, ActionCrash:
+		r.end()
+	}
+}
+
+// end marks the round over and forgets it in its workspace. r.mu is held.
+func (r *round) end() {
+	r.phase = phaseOver
+	r.ws.mu.Lock()
+	if r.ws.rounds[r.thread] == r {
+		delete(r.ws.rounds, r.thread)
+	}
+	r.ws.mu.Unlock()
+}
+
+// wait waits until no call of the round is in flight, or ctx ends.
+func (r *round) wait(ctx context.Context) error {
+	r.mu.Lock()
+	if r.calls == 0 {
+		r.mu.Unlock()
+		return nil
+	}
+	idle := r.idle
+	r.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("crash on thread %q: waiting for the round's calls in flight: %w", r.thread, ctx.Err())
+	}
+}

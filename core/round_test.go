@@ -1,0 +1,296 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+const ttl = 10 * time.Second
+
+var epoch = time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+
+// world is two processes, a poster and a trace over one storage.
+type world struct {
+	ctx    context.Context
+	s      *memory.Store
+	rec    *tracecheck.Recorder
+	a, b   *core.Workspace
+	clockB *simclock.Clock
+}
+
+func newWorld(t *testing.T, msgs ...string) *world {
+	t.Helper()
+	w := &world{ctx: context.Background(), s: memory.New(), rec: &tracecheck.Recorder{}, clockB: simclock.New(epoch)}
+	w.a = core.NewWorkspace(w.s, simclock.New(epoch), core.WithProcess("A"), core.WithTracer(w.rec))
+	w.b = core.NewWorkspace(w.s, w.clockB, core.WithProcess("B"), core.WithTracer(w.rec))
+	require.NoError(t, w.a.CreateThread(w.ctx, "t"))
+	for _, m := range msgs {
+		_, err := w.a.Post(w.ctx, "t", m)
+		require.NoError(t, err)
+	}
+	return w
+}
+
+// refused checks that a call was refused with want, wrote nothing and
+// traced nothing, and that the trace is still valid.
+func (w *world) refused(t *testing.T, want error, call func() error) {
+	t.Helper()
+	before, err := w.a.Thread(w.ctx, "t")
+	require.NoError(t, err)
+	lines := w.rec.Len()
+	require.ErrorIs(t, call(), want)
+	after, err := w.a.Thread(w.ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused call wrote")
+	require.Equal(t, lines, w.rec.Len(), "a refused call traced")
+	w.valid(t)
+}
+
+func (w *world) valid(t *testing.T) {
+	t.Helper()
+	_, err := tracecheck.Check(w.rec.Lines())
+	require.NoError(t, err)
+}
+
+// A Release after a refused start (a deferred Release) is refused: the
+// refusal ended the round.
+func TestReleaseAfterRefusedStart(t *testing.T) {
+	w := newWorld(t, "m1")
+	ca, err := w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := w.a.Plan(w.ctx, ca)
+	require.NoError(t, err)
+	w.clockB.Advance(ttl)
+	_, err = w.b.Claim(w.ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	_, err = w.a.RunStart(w.ctx, ca, p.Message)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	w.refused(t, core.ErrRoundOver, func() error { return w.a.Release(w.ctx, ca) })
+	w.refused(t, core.ErrRoundOver, func() error { return w.a.Crash(w.ctx, ca) })
+}
+
+// Calls out of the round's order are refused: RunStart without a Plan, a
+// Reply or RunStart other than the plan, Release or Plan during a run, Ask
+// for another run, a second Claim while the round is open.
+func TestOutOfOrderRefused(t *testing.T) {
+	w := newWorld(t, "m1", "m2")
+	c, err := w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	w.refused(t, core.ErrOutOfOrder, func() error { _, err := w.a.RunStart(w.ctx, c, 1); return err })
+	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Reply(w.ctx, c, 1, 1) })
+	w.refused(t, core.ErrOutOfOrder, func() error { _, err := w.a.Claim(w.ctx, "t", "ha2", ttl); return err })
+	p, err := w.a.Plan(w.ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanRun, p.Kind)
+	w.refused(t, core.ErrOutOfOrder, func() error { _, err := w.a.RunStart(w.ctx, c, 2); return err })
+	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Release(w.ctx, c) })
+	w.refused(t, core.ErrOutOfOrder, func() error { _, err := w.a.Plan(w.ctx, c); return err })
+	run, err := w.a.RunStart(w.ctx, c, p.Message)
+	require.NoError(t, err)
+	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Release(w.ctx, c) })
+	w.refused(t, core.ErrOutOfOrder, func() error { _, err := w.a.Ask(w.ctx, c, run+1, "q"); return err })
+	req, err := w.a.Ask(w.ctx, c, run, "q")
+	require.NoError(t, err)
+	require.NoError(t, w.a.RunEnd(w.ctx, c, run))
+	p, err = w.a.Plan(w.ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1, Posted: p.Posted}, p)
+	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Reply(w.ctx, c, req, 1) })
+	require.NoError(t, w.a.Reply(w.ctx, c, req, 2))
+	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Reply(w.ctx, c, req, 2) }) // a stale plan
+	require.NoError(t, w.a.Release(w.ctx, c))
+	w.refused(t, core.ErrRoundOver, func() error { _, err := w.a.Ask(w.ctx, c, run, "q"); return err })
+	w.refused(t, core.ErrRoundOver, func() error { return w.a.Renew(w.ctx, c, ttl) })
+	w.valid(t)
+}
+
+// A claim is refused by another workspace (another process), a claim
+// built by hand by every workspace, and a holder this workspace claimed
+// with before.
+func TestClaimBelongsToItsWorkspace(t *testing.T) {
+	w := newWorld(t, "m1")
+	c, err := w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	w.refused(t, core.ErrInvalidArgument, func() error { _, err := w.b.Plan(w.ctx, c); return err })
+	w.refused(t, core.ErrInvalidArgument, func() error { return w.b.Release(w.ctx, c) })
+	w.refused(t, core.ErrInvalidArgument, func() error {
+		_, err := w.a.Plan(w.ctx, core.Claim{Thread: "t", Holder: "ha"})
+		return err
+	})
+	forged := c
+	forged.Holder = "hx"
+	w.refused(t, core.ErrInvalidArgument, func() error { return w.a.Release(w.ctx, forged) })
+	require.NoError(t, w.a.Release(w.ctx, c))
+	w.refused(t, core.ErrHolderReused, func() error { _, err := w.a.Claim(w.ctx, "t", "ha", ttl); return err })
+	_, err = w.a.Claim(w.ctx, "t", "ha2", ttl)
+	require.NoError(t, err)
+	w.valid(t)
+}
+
+// A holder refused as busy held nothing: it may claim later.
+func TestBusyHolderNotSpent(t *testing.T) {
+	w := newWorld(t)
+	_, err := w.b.Claim(w.ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	_, err = w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	_, err = w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "still busy, not refused as reused")
+}
+
+// Crash waits for the round's calls in flight: no line of the round
+// follows its Crash.
+func TestCrashWaitsForCallsInFlight(t *testing.T) {
+	w := newWorld(t, "m1")
+	gate := &gated{Store: w.s, entered: make(chan struct{}), release: make(chan struct{})}
+	a := core.NewWorkspace(gate, simclock.New(epoch), core.WithProcess("C"), core.WithTracer(w.rec))
+	c, err := a.Claim(w.ctx, "t", "hc", ttl)
+	require.NoError(t, err)
+	gate.arm()
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(w.ctx, c, ttl) }()
+	wait(t, gate.entered, "the renewal to reach storage")
+	crashed := make(chan error, 1)
+	go func() { crashed <- a.Crash(w.ctx, c) }()
+	select {
+	case <-crashed:
+		t.Fatal("Crash returned while the round's renewal was in flight")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gate.release)
+	require.NoError(t, wait(t, renewed, "the renewal to return"))
+	require.NoError(t, wait(t, crashed, "Crash to return once the renewal did"))
+	lines := w.rec.Lines()
+	require.Equal(t, core.ActionCrash, lines[len(lines)-1].Action)
+	w.valid(t)
+}
+
+// gated holds one Update, once armed, until released.
+type gated struct {
+	*memory.Store
+	armed            bool
+	entered, release chan struct{}
+}
+
+func (g *gated) arm() { g.armed = true }
+
+func (g *gated) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if g.armed {
+		g.armed = false
+		close(g.entered)
+		<-g.release
+	}
+	return g.Store.Update(ctx, fn)
+}
+
+// wait receives from ch or fails naming what it waited for.
+func wait[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// flaky fails every call while down; armed, it commits the next write and
+// reports its outcome unknown.
+type flaky struct {
+	*memory.Store
+	down, unknown bool
+}
+
+var errDown = errors.New("connect: connection refused")
+
+func (f *flaky) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if f.down {
+		return errDown
+	}
+	err := f.Store.Update(ctx, fn)
+	if f.unknown && err == nil {
+		f.unknown = false
+		return fmt.Errorf("connection reset during COMMIT: %w", core.ErrCommitUnknown)
+	}
+	return err
+}
+
+// B1: with storage unreachable, Crash still traces the round's end, at
+// the last version the round saw, and the trace stays valid through the
+// outage and after it.
+func TestCrashWithStorageDown(t *testing.T) {
+	w := newWorld(t, "m1")
+	f := &flaky{Store: w.s}
+	clockC := simclock.New(epoch)
+	a := core.NewWorkspace(f, clockC, core.WithProcess("C"), core.WithTracer(w.rec))
+	c, err := a.Claim(w.ctx, "t", "hc", ttl)
+	require.NoError(t, err)
+	_, err = a.Plan(w.ctx, c)
+	require.NoError(t, err)
+	f.down = true
+	_, err = a.RunStart(w.ctx, c, 1)
+	require.ErrorIs(t, err, errDown)
+	require.NoError(t, a.Crash(w.ctx, c))
+	lines := w.rec.Lines()
+	require.Equal(t, core.ActionCrash, lines[len(lines)-1].Action)
+	require.Equal(t, uint64(2), lines[len(lines)-1].Tick, "the Claim's version, the last the round saw")
+	w.valid(t)
+	_, err = w.b.Post(w.ctx, "t", "m2") // the thread goes on meanwhile
+	require.NoError(t, err)
+	f.down = false
+	clockC.Advance(ttl)
+	c2, err := a.Claim(w.ctx, "t", "hc2", ttl)
+	require.NoError(t, err)
+	require.NoError(t, a.Release(w.ctx, c2))
+	w.valid(t)
+}
+
+// A write whose commit is unknown, then storage down: Crash cannot tell
+// where the round ended, so it leaves the round open (only Crash may
+// follow) and returns the error; the next Claim on the thread, once
+// storage answers, traces the Crash after the write that did commit.
+func TestCrashAfterCommitUnknownWaitsForStorage(t *testing.T) {
+	w := newWorld(t, "m1")
+	f := &flaky{Store: w.s}
+	clockC := simclock.New(epoch)
+	a := core.NewWorkspace(f, clockC, core.WithProcess("C"), core.WithTracer(w.rec))
+	c, err := a.Claim(w.ctx, "t", "hc", ttl)
+	require.NoError(t, err)
+	_, err = a.Plan(w.ctx, c)
+	require.NoError(t, err)
+	f.unknown = true
+	_, err = a.RunStart(w.ctx, c, 1) // commits; the process is not told
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	// The committed RunStart's line, as a storage that keeps trace lines
+	// has it: the process never traced it.
+	th, err := w.a.Thread(w.ctx, "t")
+	require.NoError(t, err)
+	w.rec.Trace(core.TraceEvent{Tick: th.Version, Action: core.ActionRunStart, Thread: "t", Proc: "C", Holder: "hc", Msg: 1, Run: 1, Taken: 1, Lease: "hc"})
+	w.refused(t, core.ErrOutOfOrder, func() error { _, err := a.RunStart(w.ctx, c, 1); return err })
+	f.down = true
+	require.ErrorIs(t, a.Crash(w.ctx, c), errDown)
+	_, err = a.Claim(w.ctx, "t", "hc2", ttl)
+	require.ErrorIs(t, err, errDown, "the round's Crash is still to trace")
+	f.down = false
+	clockC.Advance(ttl)
+	c2, err := a.Claim(w.ctx, "t", "hc2", ttl)
+	require.NoError(t, err)
+	lines := w.rec.Lines()
+	require.Equal(t, core.ActionCrash, lines[len(lines)-2].Action)
+	require.Equal(t, th.Version, lines[len(lines)-2].Tick, "after the write that committed")
+	p, err := a.Plan(w.ctx, c2)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanAbandon, p.Kind)
+	w.valid(t)
+}

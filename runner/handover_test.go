@@ -1,0 +1,236 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+// frozen is one runner process's way to storage; once frozen, every call
+// blocks until the benchmark ends: the process was killed (SIGKILL), its
+// leases stay until they expire.
+type frozen struct {
+	*memory.Store
+	stop chan struct{} // closed: frozen
+	end  chan struct{} // closed: the benchmark is over
+	once sync.Once
+}
+
+var errKilled = errors.New("killed")
+
+func (f *frozen) gate(ctx context.Context) error {
+	select {
+	case <-f.stop:
+		select {
+		case <-f.end:
+		case <-ctx.Done():
+		}
+		return errKilled
+	default:
+		return nil
+	}
+}
+
+func (f *frozen) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if err := f.gate(ctx); err != nil {
+		return err
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+func (f *frozen) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+	if err := f.gate(ctx); err != nil {
+		return nil, err
+	}
+	return f.Store.PendingThreads(ctx)
+}
+
+// claims records when each thread was claimed, by the survivors.
+type claims struct {
+	mu    sync.Mutex
+	after time.Time
+	at    map[core.ThreadID]time.Time
+}
+
+func (c *claims) Trace(ev core.TraceEvent) {
+	if ev.Action != core.ActionClaim {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.after.IsZero() && c.at[ev.Thread].IsZero() {
+		c.at[ev.Thread] = time.Now()
+	}
+}
+
+// handoverCase is a fleet shape: how each runner takes its turns.
+type handoverCase struct {
+	name       string
+	concurrent int
+	maxTurn    time.Duration
+}
+
+const (
+	handoverTTL  = 200 * time.Millisecond
+	handoverPoll = 20 * time.Millisecond
+	handoverCap  = 3 * time.Second // a handover not seen by then counts as this
+)
+
+// BenchmarkHandover measures, on memory storage under load, how long a
+// thread whose runner was killed waits before another runner claims it:
+// 4 runners over 32 threads, a message posted every millisecond, each
+// run taking 20 ms (more work than the fleet can do: every runner stays
+// busy); one runner is frozen mid-work (its storage calls never
+// return: SIGKILL) and the time from the kill to each of its threads'
+// next Claim is taken. The bound to compare with is ClaimTTL + PollEvery
+// (220 ms). "serial" is the runner before bounded turns (one turn at a
+// time, a turn goes on while its thread has messages); "bounded" is the
+// default shape (4 turns at once, each at most ClaimTTL long);
+// "bounded-short" bounds turns to ClaimTTL/4; "wide" allows 16 turns at
+// once, more than the threads a runner ever has work on here, so a
+// runner always has a free slot.
+//
+//	go test ./runner -run '^$' -bench Handover -benchtime 10x
+func BenchmarkHandover(b *testing.B) {
+	for _, c := range []handoverCase{
+		{"serial", 1, time.Hour},
+		{"bounded", runner.DefaultMaxConcurrentTurns, handoverTTL},
+		{"bounded-short", runner.DefaultMaxConcurrentTurns, handoverTTL / 4},
+		{"wide", 16, handoverTTL},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var all []time.Duration
+			for range b.N {
+				all = append(all, handover(b, c)...)
+			}
+			slices.Sort(all)
+			if len(all) == 0 {
+				b.Skip("the victim held no thread at any kill")
+			}
+			pct := func(p float64) float64 {
+				return float64(all[int(p*float64(len(all)-1))]) / float64(time.Millisecond)
+			}
+			b.ReportMetric(pct(0.5), "p50-ms")
+			b.ReportMetric(pct(0.99), "p99-ms")
+			b.ReportMetric(float64(len(all))/float64(b.N), "threads/kill")
+			b.ReportMetric(float64(handoverTTL+handoverPoll)/float64(time.Millisecond), "bound-ms")
+		})
+	}
+}
+
+// handover runs one fleet, kills one runner, and returns how long each of
+// the threads it held waited for another runner's claim.
+func handover(b *testing.B, c handoverCase) []time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	s := memory.New()
+	poster := core.NewWorkspace(s, core.SystemClock{})
+	const threads = 32
+	var ids []core.ThreadID
+	for i := range threads {
+		id := core.ThreadID(fmt.Sprintf("t%02d", i))
+		if err := poster.CreateThread(ctx, id); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	seen := &claims{at: map[core.ThreadID]time.Time{}}
+	end := make(chan struct{})
+	var victim *frozen
+	var wg sync.WaitGroup
+	for i := range 4 {
+		f := &frozen{Store: s, stop: make(chan struct{}), end: end}
+		opts := []core.Option{core.WithProcess(fmt.Sprintf("r%d", i))}
+		prefix := "s"
+		if i == 0 {
+			victim, prefix = f, "v"
+		} else {
+			opts = append(opts, core.WithTracer(seen))
+		}
+		n := 0
+		var mu sync.Mutex
+		r, err := runner.New(runner.Config{
+			Workspace: core.NewWorkspace(f, core.SystemClock{}, opts...),
+			Agent: runner.AgentFunc(func(ctx context.Context, _ *runner.Session) error {
+				select {
+				case <-time.After(20 * time.Millisecond):
+				case <-ctx.Done():
+				}
+				return nil
+			}),
+			ClaimTTL:           handoverTTL,
+			PollEvery:          handoverPoll,
+			MaxConcurrentTurns: c.concurrent,
+			MaxTurnDuration:    c.maxTurn,
+			ShutdownGrace:      handoverTTL,
+			NewHolder: func() (core.Holder, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				n++
+				return core.Holder(fmt.Sprintf("%s%d-%d", prefix, i, n)), nil
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = r.Run(ctx) }()
+	}
+	wg.Add(1)
+	go func() { // the load: a message a millisecond, round robin
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			_, _ = poster.Post(ctx, ids[i%threads], "m")
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	time.Sleep(300 * time.Millisecond) // warm up: every runner busy
+
+	// Kill the victim, then list the threads whose lease it holds.
+	seen.mu.Lock()
+	killed := time.Now()
+	close(victim.stop)
+	seen.after = killed
+	seen.mu.Unlock()
+	var held []core.ThreadID
+	for _, id := range ids {
+		l, err := poster.Lease(ctx, id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if strings.HasPrefix(string(l.Holder), "v") {
+			held = append(held, id)
+		}
+	}
+	deadline := killed.Add(handoverCap)
+	var out []time.Duration
+	for _, id := range held {
+		for {
+			seen.mu.Lock()
+			at := seen.at[id]
+			seen.mu.Unlock()
+			if !at.IsZero() {
+				out = append(out, at.Sub(killed))
+				break
+			}
+			if time.Now().After(deadline) {
+				out = append(out, handoverCap)
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	cancel()
+	close(end)
+	wg.Wait()
+	return out
+}

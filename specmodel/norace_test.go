@@ -1,0 +1,5 @@
+//go:build !race
+
+package specmodel_test
+
+const raceEnabled = false

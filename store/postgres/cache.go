@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"slices"
+	"sync/atomic"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// cacheEntry is a thread's state folded through its first n events, with
+// its lease, as a committed transaction of this Store left them (or a
+// View read them). Transactions share its state without copying it: a
+// transaction copies what it changes (see cow), so the state a cacheEntry
+// holds is never modified, except past its slices' lengths by the one
+// transaction that wins the right to append there.
+type cacheEntry struct {
+	created int64 // the row's identity, so a re-created thread is not mistaken
+	n       int64
+	state   *core.Thread
+	lease   core.Lease
+	// ownLease: this Store wrote the lease for its holder, so no other
+	// process is expected to write the thread until the lease is released
+	// or lapses; a transaction may speculate on the entry (see txn).
+	ownLease bool
+	cow      cow
+	// rights holds the append rights this entry made new (cow.append
+	// points here, or at an earlier entry's).
+	rights [nSlices]atomic.Bool
+}
+
+// The three slices of a core.Thread, as cow's indices.
+const (
+	sliceMessages = iota
+	sliceRuns
+	sliceRequests
+	nSlices
+)
+
+// cow is what a transaction may change in place of a state it shares with
+// a cache entry.
+//
+// States derived one from another share their slices' arrays. Writing at
+// index len of an array is safe for exactly one of the states that end at
+// len: the one whose transaction wins that slice's append right, an
+// atomic flag shared by every state with the same array and length. A
+// transaction that loses it, or that changes an element below len (an
+// ended run, an answered request), copies the slice first. A write thus
+// costs O(1) however long the thread's log, with no lock.
+type cow struct {
+	header bool                  // the state's header is the transaction's own
+	own    [nSlices]bool         // the slice's array is the transaction's own
+	append [nSlices]*atomic.Bool // the append right of the slice's (array, length); nil: none
+	won    [nSlices]bool         // this transaction holds the append right
+}
+
+// header makes the thread's header (version, taken, slices' lengths) this
+// transaction's own.
+func (th *txThread) header() {
+	if th.base == nil || th.cow.header {
+		return
+	}
+	c := *th.state
+	th.state = &c
+	th.cow.header = true
+}
+
+// apply folds ev into the thread, copying first whatever ev would change
+// that the transaction shares.
+func (th *txThread) apply(ev core.Event) {
+	if th.base != nil {
+		th.header()
+		switch ev.Kind {
+		case core.MessagePosted:
+			appendable(th, sliceMessages, &th.state.Messages)
+		case core.RunStarted:
+			appendable(th, sliceRuns, &th.state.Runs)
+		case core.Asked:
+			appendable(th, sliceRequests, &th.state.Requests)
+		case core.RunEnded, core.RunAbandoned:
+			own(th, sliceRuns, &th.state.Runs)
+		case core.Answered:
+			own(th, sliceRequests, &th.state.Requests)
+		}
+	}
+	th.state.Apply(ev)
+}
+
+// appendable makes slice i of the thread, s, safe to append to.
+func appendable[T any](th *txThread, i int, s *[]T) {
+	if th.cow.own[i] || th.cow.won[i] {
+		return
+	}
+	if f := th.cow.append[i]; f != nil && f.CompareAndSwap(false, true) {
+		th.cow.won[i] = true
+		return
+	}
+	own(th, i, s)
+}
+
+// own gives slice i of the thread an array of the transaction's own.
+func own[T any](th *txThread, i int, s *[]T) {
+	if th.cow.own[i] {
+		return
+	}
+	*s = slices.Grow(slices.Clone(*s), 1)
+	th.cow.own[i] = true
+}
+
+// entry returns the cache entry the thread's state becomes once the
+// transaction commits, or th.base when it left the state as it found it.
+func (th *txThread) entry(lease core.Lease, leaseKnown bool) *cacheEntry {
+	if th.base != nil && !th.cow.header && th.base.n == th.n &&
+		th.base.lease == lease && th.base.ownLease == th.ownLease {
+		return th.base
+	}
+	e := &cacheEntry{created: th.created, n: th.n, state: th.state, lease: lease, ownLease: th.ownLease && leaseKnown}
+	for i := range nSlices {
+		if th.base == nil || th.cow.own[i] || th.cow.won[i] || th.cow.append[i] == nil {
+			// A new array, or new length: a new append right. (A slice
+			// whose right this transaction did not win is unchanged
+			// unless it owns it: then it is new too.)
+			e.cow.append[i] = &e.rights[i]
+		} else {
+			e.cow.append[i] = th.cow.append[i] // same array, same length: the same right
+		}
+	}
+	return e
+}

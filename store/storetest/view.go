@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// TraceReader is implemented by a storage whose transactions keep the
+// trace lines of the writes they commit (core.TraceLog), to read them
+// back: by thread, then tick.
+type TraceReader interface {
+	TraceLines(ctx context.Context) ([]core.TraceEvent, error)
+}
+
+// A read-only transaction neither waits for a write in progress nor sees
+// it: while a fenced write is paused inside its transaction, Plan, Thread,
+// Lease and Pending return the state before it; once it commits, they see
+// it.
+func testViewReadsCommitted(t *testing.T, s core.Storage) {
+	if _, ok := s.(core.Viewer); !ok {
+		t.Skip("the storage is not a core.Viewer: its reads are transactions like its writes")
+	}
+	ctx := context.Background()
+	h := &Hooked{Storage: s}
+	a, b := newProc(h, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a, "m1")
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+
+	aDone, release, err := startPaused(ctx, h, a, ca)
+	t.Cleanup(release)
+	require.NoError(t, err)
+
+	// Were these to wait for a's write, which waits for the test, the
+	// deadline turns that into a failure, not a hang.
+	rctx, cancel := context.WithTimeout(ctx, WaitLimit)
+	defer cancel()
+	p, err := b.ws.Plan(rctx, core.Claim{Thread: id, Holder: "hb"})
+	require.NoError(t, err, "Plan waited for the fenced write")
+	require.Equal(t, core.PlanRun, p.Kind, "Plan reads the state before the uncommitted write")
+	th, err := b.ws.Thread(rctx, id)
+	require.NoError(t, err)
+	require.Empty(t, th.Runs)
+	l, err := b.ws.Lease(rctx, id)
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("ha"), l.Holder)
+	pending, err := b.ws.Pending(rctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{id}, pending)
+
+	release()
+	err, werr := Await(aDone, "a's RunStart to return once let go")
+	require.NoError(t, werr)
+	require.NoError(t, err)
+	th, err = b.ws.Thread(ctx, id)
+	require.NoError(t, err)
+	require.Len(t, th.Runs, 1, "a read after the commit sees it")
+}
+
+// A write inside a read-only transaction fails and leaves nothing.
+func testViewRefusesWrites(t *testing.T, s core.Storage) {
+	v, ok := s.(core.Viewer)
+	if !ok {
+		t.Skip("the storage is not a core.Viewer")
+	}
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a)
+	before := Snapshot(t, s, id)
+	err := v.View(ctx, func(ctx context.Context, tx core.Transaction) error {
+		ver, err := tx.Bump(ctx, id)
+		if err != nil {
+			return err
+		}
+		return tx.Append(ctx, id, core.Event{Version: ver, Kind: core.MessagePosted, Message: 1, Text: "m"})
+	})
+	require.Error(t, err)
+	require.Equal(t, before, Snapshot(t, s, id))
+}
+
+// The lines a storage keeps (core.TraceLog) are exactly the writes it
+// committed: every write's line as the Workspace traced it; no refusal,
+// no read, and nothing of a transaction rolled back.
+func testTraceLog(t *testing.T, s core.Storage) {
+	r, ok := s.(TraceReader)
+	if !ok {
+		t.Skip("the storage keeps no trace lines (no TraceReader)")
+	}
+	ctx := context.Background()
+	kept := &lines{}
+	a := newProc(s, "a", 0, core.WithTracer(kept))
+	b := newProc(s, "b", 0, core.WithTracer(kept))
+	id := newThread(t, a, "m1", "m2")
+	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	run, err := a.ws.RunStart(ctx, ca, 1)
+	require.NoError(t, err)
+	_, err = a.ws.Plan(ctx, ca)
+	require.NoError(t, err)
+	b.clock.Advance(ttl)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	_, err = a.ws.RunStart(ctx, ca, 2)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	require.NoError(t, b.ws.Abandon(ctx, cb, run))
+	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run), core.ErrRunAbandoned)
+	require.NoError(t, b.ws.Release(ctx, cb))
+	boom := errors.New("boom")
+	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		l, ok := tx.(core.TraceLog)
+		require.True(t, ok, "a TraceReader's transactions keep lines (core.TraceLog)")
+		v, err := tx.Bump(ctx, id)
+		require.NoError(t, err)
+		require.NoError(t, l.LogTrace(ctx, core.TraceEvent{Tick: v, Action: core.ActionPost, Thread: id, Msg: 3}))
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+
+	var want []core.TraceEvent
+	for _, ev := range kept.l {
+		if !ev.Read {
+			ev.Call, ev.Return = 0, 0
+			want = append(want, ev)
+		}
+	}
+	got, err := r.TraceLines(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}

@@ -1,0 +1,18 @@
+// Package tlc runs the TLA+ model checker TLC as a child process and reads
+// what it reports.
+//
+// TLC is run with -tool, which frames each of its messages between
+// "@!@!@STARTMSG code:severity @!@!@" and "@!@!@ENDMSG code @!@!@". The
+// parser goes by those codes (tlc2.output.EC), not by TLC's prose, which
+// changes between releases: a Result says whether the check passed, which
+// invariant or property was violated, or that TLC found a deadlock, a false
+// assumption, a parse or semantic error, or another error; it carries the
+// state counts, the search depth, the counterexample's states and TLC's
+// version line. Prose is read only inside a message whose code says what it
+// holds (the violated property's name, the counts).
+//
+// Find locates java and the jars (see Find for the order, and
+// spec/README.md, "Pinned tools", for the local directory); Env.Run runs
+// one Job with its own deadline and kills the JVM's process group when the
+// context ends. Neither keeps any state between calls.
+package tlc

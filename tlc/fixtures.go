@@ -1,0 +1,214 @@
+package tlc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// Fixture is a trace file whose verdict is known from its name: ok-*.ndjson
+// is accepted, bad-*.ndjson rejected, at the line its directory's
+// expected-lines file names ("FILE LINE" a line) when it names one. A
+// directory's "fences" file, when present, names the fences its traces are
+// held to ("reply abandon": RunStart unfenced); without one, all are on.
+type Fixture struct {
+	Path       string
+	Accept     bool
+	ExpectLine int      // 0: any line
+	Fences     []string // nil: all on
+	Threads    []Thread
+	// ReaderErr is set when the Go reader rejects the file (a malformed
+	// bad-* fixture): TLC never sees it.
+	ReaderErr error
+}
+
+// LoadFixtures reads the fixtures of each directory (not recursively).
+// A file named neither ok-* nor bad-*, or an ok-* file the reader rejects,
+// is an error.
+func LoadFixtures(dirs ...string) ([]Fixture, error) {
+	var out []Fixture
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.ndjson"))
+		if err != nil {
+			return nil, err
+		}
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: no *.ndjson fixtures", dir)
+		}
+		sort.Strings(files)
+		expect, err := readLines(filepath.Join(dir, "expected-lines"))
+		if err != nil {
+			return nil, err
+		}
+		fences, err := readFences(filepath.Join(dir, "fences"))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			base := filepath.Base(f)
+			fx := Fixture{Path: f, ExpectLine: expect[base], Fences: fences}
+			switch {
+			case strings.HasPrefix(base, "ok-"):
+				fx.Accept = true
+			case strings.HasPrefix(base, "bad-"):
+			default:
+				return nil, fmt.Errorf("%s: name a fixture ok-*.ndjson or bad-*.ndjson", f)
+			}
+			lines, err := tracecheck.ReadFile(f)
+			switch {
+			case err != nil && fx.Accept:
+				return nil, err
+			case err != nil:
+				fx.ReaderErr = err
+			default:
+				fx.Threads = SplitThreads(lines)
+			}
+			out = append(out, fx)
+		}
+	}
+	return out, nil
+}
+
+func readLines(path string) (map[string]int, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		fs := strings.Fields(sc.Text())
+		if len(fs) == 0 || strings.HasPrefix(fs[0], "#") {
+			continue
+		}
+		v, err := strconv.Atoi(fs[len(fs)-1])
+		if len(fs) != 2 || err != nil || v < 1 {
+			return nil, fmt.Errorf("%s:%d: want FILE LINE, got %q", path, n, sc.Text())
+		}
+		m[fs[0]] = v
+	}
+	return m, sc.Err()
+}
+
+func readFences(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	fs := strings.Fields(string(b))
+	for _, f := range fs {
+		if f != "start" && f != "reply" && f != "abandon" && f != "none" {
+			return nil, fmt.Errorf("%s: unknown fence %q (want start, reply, abandon or none)", path, f)
+		}
+	}
+	if len(fs) == 1 && fs[0] == "none" {
+		return []string{}, nil
+	}
+	return fs, nil
+}
+
+// FixtureVerdict is TLC's verdict on one fixture: the file line of the
+// first line nothing explains (the least over the file's threads), 0 when
+// every thread was accepted, -1 when the Go reader rejected the file.
+type FixtureVerdict struct {
+	Path       string
+	RejectedAt int
+}
+
+// Problem says how v differs from what fx expects, "" if it does not.
+func (fx Fixture) Problem(v FixtureVerdict) string {
+	switch {
+	case v.RejectedAt < 0 && fx.ReaderErr != nil:
+		return ""
+	case fx.Accept && v.RejectedAt != 0:
+		return fmt.Sprintf("expected accepted, got rejected at line %d", v.RejectedAt)
+	case !fx.Accept && v.RejectedAt == 0:
+		return "expected rejected, got accepted"
+	case !fx.Accept && fx.ExpectLine > 0 && v.RejectedAt != fx.ExpectLine:
+		return fmt.Sprintf("expected rejected at line %d (the Go checker's), got line %d", fx.ExpectLine, v.RejectedAt)
+	}
+	return ""
+}
+
+// CheckFixtures puts every fixture's threads through the trace spec, one
+// TLC run per set of fences, and returns a verdict per fixture.
+func (e Env) CheckFixtures(ctx context.Context, b Batch, fxs []Fixture) ([]FixtureVerdict, error) {
+	out := make([]FixtureVerdict, len(fxs))
+	groups := map[string][]int{} // fences -> fixtures
+	var keys []string
+	for i, fx := range fxs {
+		out[i].Path = fx.Path
+		if fx.ReaderErr != nil {
+			out[i].RejectedAt = -1
+			continue
+		}
+		k := "all"
+		if fx.Fences != nil {
+			k = "fences:" + strings.Join(fx.Fences, " ")
+		}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	for _, k := range keys {
+		var traces [][]Thread
+		var batch = b
+		batch.Fences = fxs[groups[k][0]].Fences
+		var flat []Thread
+		for _, i := range groups[k] {
+			traces = append(traces, fxs[i].Threads)
+			flat = append(flat, fxs[i].Threads...)
+		}
+		vs, err := e.ValidateThreads(ctx, batch, flat)
+		if err != nil {
+			return nil, err
+		}
+		for gi, i := range groups[k] {
+			for range traces[gi] {
+				if at := vs[0]; at > 0 && (out[i].RejectedAt == 0 || at < out[i].RejectedAt) {
+					out[i].RejectedAt = at
+				}
+				vs = vs[1:]
+			}
+		}
+	}
+	return out, nil
+}
+
+// ValidateThreads is ValidateBatch over threads of trace files: for each
+// thread, the file line of the first line nothing explains, 0 if the
+// thread was accepted.
+func (e Env) ValidateThreads(ctx context.Context, b Batch, threads []Thread) ([]int, error) {
+	traces := make([][]core.TraceEvent, len(threads))
+	for i, th := range threads {
+		traces[i] = th.Lines
+	}
+	vs, _, err := e.ValidateBatch(ctx, b, traces)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, len(vs))
+	for i, v := range vs {
+		if at := v.RejectedAt(); at > 0 {
+			out[i] = threads[i].N[at-1]
+		}
+	}
+	return out, nil
+}

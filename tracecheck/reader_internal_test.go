@@ -1,0 +1,55 @@
+package tracecheck
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// FuzzCanonical guards the reader's fast path: every line it takes, the
+// general decoder takes too, with the same values, so the fast path can
+// never accept what the strict reader would refuse.
+func FuzzCanonical(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.ndjson")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, l := range bytes.Split(b, []byte("\n")) {
+			f.Add(l)
+		}
+	}
+	f.Add([]byte(`{"tick":1,"read":false,"action":"Claim","thread":"t","proc":"p","holder":"h","msg":0,"req":0,"run":0,"taken":0,"lease":"h","now":-5,"ttl":10,"expires":5,"replaced":3}` + "\r"))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		fast := Reader{names: map[string]string{}}
+		if !fast.decodeCanonical(line) {
+			return
+		}
+		slow := Reader{names: map[string]string{}}
+		if err := slow.decode(line); err != nil {
+			t.Fatalf("the fast path took %q, the decoder refuses it: %v", line, err)
+		}
+		if fast.ev != slow.ev {
+			t.Fatalf("%q: fast path %+v, decoder %+v", line, fast.ev, slow.ev)
+		}
+	})
+}
+
+// Every fixture line is in core's own form, so the fast path reads it.
+func TestCanonicalTakesCoreLines(t *testing.T) {
+	files, _ := filepath.Glob("testdata/ok-*.ndjson")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
+			r := Reader{names: map[string]string{}}
+			if !r.decodeCanonical(l) {
+				t.Errorf("%s:%d: not taken by the fast path", p, i+1)
+			}
+		}
+	}
+}
