@@ -46,7 +46,7 @@ Runs TLC (package tlc) and checks every result against what is expected:
              on, then off), checked as a directory of fixtures
   all        (default) spec, then trace, then generated
 
--skip names cfgs not to run: scripts/test skips the two long exhaustive
+-skip names cfgs not to run: scripts/test skips the long exhaustive
 models (the workflow runs them all).
 
 Before TLC sees a trace, the Go reader checks its shape: a malformed or
