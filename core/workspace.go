@@ -909,14 +909,12 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 }
 
 // Answer returns the message that answered the thread's request, and false
-// while the request is open. It reads without a trace line (it is no
-// action of the specification) and returns the request's run's state too,
-// so that a caller waiting for the answer sees its run abandoned. It
-// returns ErrUnknownThread and ErrUnknownRequest.
-func (w *Workspace) Answer(ctx context.Context, id ThreadID, req RequestID) (Message, RunState, bool, error) {
+// while the request is open. It reads without a trace line: it is no
+// action of the specification (runner.Session.Await polls it). It returns
+// ErrUnknownThread and ErrUnknownRequest.
+func (w *Workspace) Answer(ctx context.Context, id ThreadID, req RequestID) (Message, bool, error) {
 	var (
 		m        Message
-		state    RunState
 		answered bool
 	)
 	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
@@ -928,13 +926,10 @@ func (w *Workspace) Answer(ctx context.Context, id ThreadID, req RequestID) (Mes
 		if !ok {
 			return fmt.Errorf("%w: request %d of thread %q", ErrUnknownRequest, req, id)
 		}
-		if run, ok := t.Run(q.Run); ok {
-			state = run.State
-		}
 		if q.State == RequestAnswered && int(q.Answer) <= len(t.Messages) {
 			m, answered = t.Messages[q.Answer-1], true
 		}
 		return nil
 	})
-	return m, state, answered, err
+	return m, answered, err
 }

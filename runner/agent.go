@@ -77,7 +77,7 @@ func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, 
 	thread := s.Delivered.Claim.Thread
 	for {
 		woken, cancel := s.r.awaitAnswer(thread, req)
-		m, _, ok, err := s.ws.Answer(ctx, thread, req)
+		m, ok, err := s.ws.Answer(ctx, thread, req)
 		if err != nil || ok {
 			cancel()
 			return m, err

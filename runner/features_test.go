@@ -394,3 +394,61 @@ func TestTurnTransactions(t *testing.T) {
 	require.Equal(t, int64(6), s.n.Load()-before)
 	require.Equal(t, "m1", prompt)
 }
+
+// After an agent awaits its answer, the turn goes on: it replies, starts
+// the next run, and a lost claim cancels that run's agent (not the
+// waiting one's, which kept its context).
+func TestRunAfterAwaitCancelledOnLoss(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	asked, heard, second := make(chan struct{}), make(chan string, 1), make(chan struct{})
+	hold := make(chan struct{}) // the first agent stays on after hearing, till the test ends
+	defer close(hold)
+	a := newProc(t, s, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
+		if sess.Delivered.Prompt.Text != "deploy?" {
+			close(second)
+			<-ctx.Done() // the second run waits to be cancelled
+			return ctx.Err()
+		}
+		req, err := sess.Ask(ctx, "where?")
+		if err != nil {
+			return err
+		}
+		close(asked)
+		actx, cancel := context.WithTimeout(ctx, waitLimit)
+		defer cancel()
+		m, err := sess.Await(actx, req)
+		if err != nil {
+			return err
+		}
+		heard <- m.Text
+		<-hold
+		return nil
+	})})
+	b := newProc(t, s, "B", procOpts{skew: ttl + time.Second})
+	newThread(t, a.ws, "t", "deploy?")
+	ta := a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepAgent)
+	stepped := make(chan struct{})
+	go func() { ta.Step(ctx); close(stepped) }()
+	waitFor(t, asked, "the first agent to ask")
+	waitFor(t, stepped, "the agent step to end once the agent awaits")
+	require.Equal(t, runner.StepPlan, ta.Next())
+
+	for _, m := range []string{"staging", "next"} {
+		_, err := a.ws.Post(ctx, "t", m)
+		require.NoError(t, err)
+	}
+	stepTo(t, ta, runner.StepAgent) // Plan, Reply, Plan, RunStart
+	require.Equal(t, "staging", waitFor(t, heard, "the first agent to hear its answer"))
+	stepped = make(chan struct{})
+	go func() { ta.Step(ctx); close(stepped) }()
+	waitFor(t, second, "the second run's agent to start")
+	_, err := b.ws.Claim(ctx, "t", "B-1", ttl)
+	require.NoError(t, err)
+	require.ErrorIs(t, ta.Renew(ctx), core.ErrThreadBusy)
+	waitFor(t, stepped, "the second agent to be cancelled by the lost claim")
+	stepTo(t, ta, runner.StepOver)
+	outcome, _ := ta.Outcome()
+	require.Equal(t, runner.OutcomeLost, outcome)
+}
