@@ -130,7 +130,7 @@ func (r *runner) reach(ctx context.Context, i int) (*driver, bool, error) {
 		return nil, false, err
 	}
 	r.path++
-	d, err := newDriver(ctx, r.m.Config(), s, core.ThreadID(fmt.Sprintf("c%d-%d", i, r.path)), r.fences)
+	d, err := newDriver(ctx, r.m.Config(), s, core.ThreadID(fmt.Sprintf("c%d-%d", i, r.path)), r.fences, r.o.Sample > 0)
 	if err != nil {
 		return nil, false, err
 	}
@@ -154,13 +154,14 @@ func (r *runner) reach(ctx context.Context, i int) (*driver, bool, error) {
 
 type saved struct {
 	procs   []Proc
+	claims  []core.Claim
 	holders int
 	live    bool
 	times   []time.Time
 }
 
 func (d *driver) save() saved {
-	sv := saved{procs: slices.Clone(d.procs), holders: len(d.holders), live: d.live}
+	sv := saved{procs: slices.Clone(d.procs), claims: slices.Clone(d.claims), holders: len(d.holders), live: d.live}
 	for _, c := range d.clocks {
 		sv.times = append(sv.times, c.Now())
 	}
@@ -169,6 +170,7 @@ func (d *driver) save() saved {
 
 func (d *driver) restore(s saved) {
 	copy(d.procs, s.procs)
+	copy(d.claims, s.claims)
 	d.holders = d.holders[:s.holders]
 	d.live = s.live
 	for i, c := range d.clocks {

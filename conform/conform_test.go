@@ -23,8 +23,8 @@ func readCfg(t testing.TB, path string) specmodel.Config {
 }
 
 // small is the fenced cfg with three claims and two messages: every action
-// and every refusal occurs, in 7,316 states. Under the race detector, two
-// claims (every action still occurs).
+// and every refusal occurs, in 7,316 states. Under the race detector (the
+// driver runs in one goroutine; it has little to find), two claims.
 func small(t testing.TB) *specmodel.Graph {
 	c := readCfg(t, "../spec/ThreadClaimLapse.cfg")
 	c.MaxClaims, c.MaxMsgs = 3, 2

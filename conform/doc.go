@@ -30,6 +30,13 @@
 //   - (c) Go's state after each edge, abstracted to the spec's variables
 //     (Abstract), is the spec's successor.
 //
+// core.Workspace keeps each process's round (the spec's pc) and refuses
+// calls out of its order. A probe's rollback cannot move a Workspace's
+// round back, so the probing walk runs the Workspaces without rounds
+// (core.WithoutRoundsForTesting) and keeps each process's round itself, as
+// the spec's pc; the sampled walk (Options.Sample), which commits, runs
+// them with rounds on, as deployed.
+//
 // Abstract is the abstraction function: from a thread as storage holds it,
 // its lease, the processes' latest clock, each process's round (Proc),
 // the claims made in order and the liveAbandoned ghost, it gives the spec
@@ -44,10 +51,11 @@
 // instead of probed, each on a thread of its own; that is how a
 // PostgreSQL run stays short.
 //
-// Figures (this project's machine, 2 cores shared, Go 1.26): the fenced
-// cfg's 1,044,026 edges from 228,049 states, with 811,224 refusals asked,
-// 0 divergences, in 1 min 33 s over store/memory (go test ./conform -run
+// Figures (this project's machine, 2 cores shared with many other jobs,
+// Go 1.26): the fenced cfg's 1,044,026 edges from 228,049 states, with
+// 811,224 refusals asked, 0 divergences, in 1 min 33 s at a load average
+// of 15 and 3 min 11 s at 48, over store/memory (go test ./conform -run
 // TestConformFenced -v, or tracecheck conform); 1,000 sampled edges over
-// PostgreSQL, 0 divergences, in 43 s (scripts/with-postgres go test
-// ./conform -run TestConformPostgres -v).
+// PostgreSQL, rounds on, 0 divergences, in 43 s to 81 s
+// (scripts/with-postgres go test ./conform -run TestConformPostgres -v).
 package conform

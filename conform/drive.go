@@ -75,8 +75,14 @@ func (p *probeStorage) View(ctx context.Context, fn func(ctx context.Context, tx
 // driver is one path's Go system: a thread in storage, a Workspace and a
 // clock per process, and each process's round.
 type driver struct {
-	cfg     specmodel.Config
-	fences  core.Fences
+	cfg    specmodel.Config
+	fences core.Fences
+	// rounds keeps the Workspaces' rounds on (as deployed). A probe's
+	// rollback cannot move a Workspace's round back, so probing drivers
+	// run without them (core.WithoutRoundsForTesting) and keep each
+	// process's round themselves (procs); committing drivers keep them on.
+	rounds  bool
+	claims  []core.Claim // each process's claim, as Workspace.Claim made it
 	store   *probeStorage
 	thread  core.ThreadID
 	poster  *core.Workspace
@@ -87,8 +93,9 @@ type driver struct {
 	live    bool // liveAbandoned
 }
 
-func newDriver(ctx context.Context, cfg specmodel.Config, s core.Storage, thread core.ThreadID, fences core.Fences) (*driver, error) {
-	d := &driver{cfg: cfg, fences: fences, store: &probeStorage{inner: s, thread: thread}, thread: thread, procs: make([]Proc, len(cfg.Procs))}
+func newDriver(ctx context.Context, cfg specmodel.Config, s core.Storage, thread core.ThreadID, fences core.Fences, rounds bool) (*driver, error) {
+	d := &driver{cfg: cfg, fences: fences, rounds: rounds, store: &probeStorage{inner: s, thread: thread}, thread: thread,
+		procs: make([]Proc, len(cfg.Procs)), claims: make([]core.Claim, len(cfg.Procs))}
 	d.poster = core.NewWorkspace(d.store, simclock.New(epoch), core.WithProcess("poster"))
 	times := make([]time.Time, len(cfg.Procs))
 	for i := range times {
@@ -108,9 +115,11 @@ func (d *driver) setClocks(times []time.Time) {
 	for i, name := range d.cfg.Procs {
 		c := simclock.New(times[i])
 		d.clocks = append(d.clocks, c)
-		// Rounds off: the driver keeps each process's round itself (procs),
-		// probes steps it undoes in storage, and builds claims by hand.
-		d.ws = append(d.ws, core.NewWorkspace(d.store, c, core.WithProcess(name), core.WithFencesForTesting(d.fences), core.WithoutRoundsForTesting()))
+		opts := []core.Option{core.WithProcess(name), core.WithFencesForTesting(d.fences)}
+		if !d.rounds {
+			opts = append(opts, core.WithoutRoundsForTesting())
+		}
+		d.ws = append(d.ws, core.NewWorkspace(d.store, c, opts...))
 	}
 }
 
@@ -137,9 +146,7 @@ func (d *driver) abstract(t *core.Thread, l core.Lease) (specmodel.State, error)
 	return Abstract(d.cfg, Observed{Thread: t, Lease: l, Now: now, Procs: d.procs, Holders: d.holders, LiveAbandoned: d.live})
 }
 
-func (d *driver) claim(p int) core.Claim {
-	return core.Claim{Thread: d.thread, Holder: d.procs[p].Holder}
-}
+func (d *driver) claim(p int) core.Claim { return d.claims[p] }
 
 // outcome is what Go did with a step: which spec action its result is
 // (a refusal is the refusal's action), or a refusal no spec action has.
@@ -158,7 +165,7 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 	if p >= 0 {
 		pr, ws = &d.procs[p], d.ws[p]
 	}
-	idle := func() { *pr = Proc{} }
+	idle := func() { *pr, d.claims[p] = Proc{}, core.Claim{} }
 	switch st.Action {
 	case core.ActionPost:
 		_, err := d.poster.Post(ctx, d.thread, "m")
@@ -175,7 +182,7 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 			return outcome{"", err}
 		}
 		d.holders = append(d.holders, h)
-		*pr = Proc{PC: specmodel.Claimed, Holder: c.Holder}
+		*pr, d.claims[p] = Proc{PC: specmodel.Claimed, Holder: c.Holder}, c
 		return outcome{core.ActionClaim, nil}
 	case core.ActionRenew:
 		if err := ws.Renew(ctx, d.claim(p), ttl); err != nil {

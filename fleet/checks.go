@@ -343,10 +343,16 @@ func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
 				}
 				continue
 			}
-			if !holding || ev.Action != core.ActionClaim || ev.Return == math.MaxInt64 || ev.Return < at {
+			if !holding || ev.Action != core.ActionClaim {
 				continue
 			}
+			// Another process's Claim: the killed process holds the
+			// lease no more. One before the kill took it from a live
+			// holder; one whose return is unknown cannot be timed.
 			holding = false
+			if ev.Return == math.MaxInt64 || ev.Return < at {
+				continue
+			}
 			q := byName[ev.Proc]
 			if q == nil {
 				continue

@@ -23,6 +23,11 @@ type cluster struct {
 	// For restarts: the data directory, pg_ctl, and the user to run it
 	// as (empty: this process's user).
 	dataDir, pgCtl, runAs string
+	// immediate is false when the server acknowledges commits before
+	// their WAL is written (synchronous_commit off): an immediate
+	// shutdown would then lose acknowledged commits, a fault no
+	// deployment that cares accepts, so restarts are fast only.
+	immediate bool
 }
 
 // admin runs fn on a connection of its own, made for the call: the
@@ -102,6 +107,11 @@ func (c *cluster) prepareRestart(ctx context.Context, dataDir string) error {
 			}
 		}
 		_ = conn.QueryRow(ctx, "SELECT setting FROM pg_config WHERE name = 'BINDIR'").Scan(&binDir)
+		var sync string
+		if err := conn.QueryRow(ctx, "SHOW synchronous_commit").Scan(&sync); err != nil {
+			return err
+		}
+		c.immediate = sync != "off"
 		return nil
 	})
 	if err != nil {

@@ -42,6 +42,19 @@ type run struct {
 	postedAt  time.Time // when the last post returned
 }
 
+// lockedWriter serialises writes: the nemesis reports replacements while
+// the run reports its progress.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
 // ErrInterrupted: the run's context ended (SIGINT, SIGTERM) before the
 // run did. Workers, schema and temporary directory are cleaned up.
 var ErrInterrupted = errors.New("fleet: interrupted")
@@ -63,7 +76,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	cfg = cfg.withDefaults()
 	r := &run{
 		cfg:       cfg,
-		out:       progress,
+		out:       &lockedWriter{w: progress},
 		start:     time.Now(),
 		died:      make(chan *proc, 1),
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)),

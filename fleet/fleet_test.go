@@ -99,6 +99,10 @@ func TestHandovers(t *testing.T) {
 		{Action: core.ActionClaim, Thread: "t2", Proc: "p1", Holder: "h3", Call: at(0), Return: at(time.Millisecond)},
 		{Action: core.ActionRelease, Thread: "t2", Proc: "p1", Holder: "h3", Call: at(10 * time.Millisecond), Return: at(11 * time.Millisecond)},
 		{Action: core.ActionClaim, Thread: "t2", Proc: "p2", Holder: "h4", Call: at(400 * time.Millisecond), Return: at(401 * time.Millisecond)},
+		// t3 was taken from p1 before the kill: no handover either.
+		{Action: core.ActionClaim, Thread: "t3", Proc: "p1", Holder: "h5", Call: at(0), Return: at(time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t3", Proc: "p2", Holder: "h6", Call: at(50 * time.Millisecond), Return: at(60 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t3", Proc: "p2", Holder: "h7", Call: at(500 * time.Millisecond), Return: at(501 * time.Millisecond)},
 	}
 	hs := r.handovers(lines, []kill{{killed, start.Add(150 * time.Millisecond)}})
 	require.Len(t, hs, 1)

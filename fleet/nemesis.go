@@ -192,15 +192,19 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 		}
 		ev.Detail = "pg_terminate_backend: " + what
 	case KindRestart:
-		mode := "fast"
+		mode, note := "fast", ""
 		if r.between(0, 1) == 1 {
-			mode = "immediate"
+			if r.cluster.immediate {
+				mode = "immediate"
+			} else {
+				note = " (not immediate: synchronous_commit is off, so a crash would lose acknowledged commits)"
+			}
 		}
 		if err := r.cluster.restart(ctx, mode); err != nil {
 			fail(err)
 			break
 		}
-		ev.Detail = "pg_ctl restart -m " + mode
+		ev.Detail = "pg_ctl restart -m " + mode + note
 	case KindPartition:
 		d := r.between(ttl, 3*ttl)
 		s.proxy.Partition(true)

@@ -54,6 +54,15 @@ type Config struct {
 	// from each other than under the one fixed mix, and reach more of the
 	// spec's states.
 	Swarm bool
+	// Ops, when not nil, are the operations Run applies instead of drawing
+	// Steps from the seeded scheduler: a replay of a logged execution
+	// (Seeded.Log). The seed then only names the holders and draws the
+	// faults.
+	Ops []Op
+	// NoQuiesce ends Run after the operations: no quiescence and no
+	// liveness check. A log that holds its quiescence as operations
+	// (Seeded.Log) replays with it; a shrunk story stops where it fails.
+	NoQuiesce bool
 }
 
 // Mutants are the code defects an execution can switch on, beyond
@@ -189,6 +198,13 @@ type Seeded struct {
 	faults  *faults
 	swarm   *swarm
 	guide   *guide
+	// log is every operation Run applied, in order: with the config, the
+	// execution written down (Log), replayed through Config.Ops.
+	log []Op
+	// quiesceAt is len(log) when Quiesce began, -1 before; liveness is
+	// true when Quiesce found liveness broken.
+	quiesceAt int
+	liveness  bool
 }
 
 // NewSeeded builds the execution's processes and threads.
@@ -198,11 +214,15 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		return nil, fmt.Errorf("sim config: procs %d, threads %d, messages %d, steps %d, ttl %v: counts must be positive",
 			cfg.Procs, cfg.Threads, cfg.Messages, cfg.Steps, cfg.ClaimTTL)
 	}
+	// Holders come from a source of their own, so that a replayed log,
+	// which draws no operations, names them as the original did.
+	holderRNG := rand.New(rand.NewPCG(cfg.Seed, 0x686f6c646572))
 	s := &Seeded{
-		cfg:   cfg,
-		rng:   rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
-		seen:  map[core.ThreadID]int{},
-		stats: Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
+		cfg:       cfg,
+		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
+		seen:      map[core.ThreadID]int{},
+		quiesceAt: -1,
+		stats:     Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
 	if cfg.Swarm {
@@ -264,7 +284,11 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			}),
 			NewHolder: func() (core.Holder, error) {
 				p.holders++
-				return core.Holder(fmt.Sprintf("%s.%d.%x", p.name, p.holders, s.rng.Uint32())), nil
+				// The scheduler's source still advances as it did when it
+				// named the holders, so that each seed draws the operations
+				// it always drew.
+				_ = s.rng.Uint32()
+				return core.Holder(fmt.Sprintf("%s.%d.%x", p.name, p.holders, holderRNG.Uint32())), nil
 			},
 		})
 		if err != nil {
@@ -290,22 +314,50 @@ func (s *Seeded) Stats() Stats {
 	return st
 }
 
-// Run schedules cfg.Steps operations, checking the invariants after each,
-// then quiesces and checks liveness. It returns the first violation.
+// Run schedules cfg.Steps operations (or applies cfg.Ops), checking the
+// invariants after each, then quiesces and checks liveness. It returns the
+// first violation.
 func (s *Seeded) Run(ctx context.Context) error {
-	for i := range s.cfg.Steps {
-		if err := s.Apply(ctx, s.NextOp()); err != nil {
+	// A step still paused between its transactions when the execution
+	// ends (a broken invariant, the end of a replayed log) is ended too:
+	// its goroutine would wait for a resume that never comes.
+	defer s.endPausedSteps()
+	n := s.cfg.Steps
+	if s.cfg.Ops != nil {
+		n = len(s.cfg.Ops)
+	}
+	for i := range n {
+		op := s.NextOp
+		if s.cfg.Ops != nil {
+			op = func() Op { return s.cfg.Ops[i] }
+		}
+		next := op().normal()
+		s.log = append(s.log, next)
+		if err := s.Apply(ctx, next); err != nil {
 			return err
 		}
 		if err := s.Check(ctx, i); err != nil {
 			return err
 		}
 	}
-	err := s.Quiesce(ctx)
+	var err error
+	if !s.cfg.NoQuiesce {
+		err = s.Quiesce(ctx)
+		var inv *InvariantError
+		s.liveness = errors.As(err, &inv) && inv.Invariant == "Liveness"
+	}
 	if s.guide != nil {
 		s.guide.feed(s.rec.lines)
 	}
 	return err
+}
+
+// endPausedSteps ends every process's step in flight, as a crash would,
+// without writing anything.
+func (s *Seeded) endPausedSteps() {
+	for _, p := range s.procs {
+		p.co.kill()
+	}
 }
 
 // NextOp draws the next operation from the seeded scheduler.
@@ -340,8 +392,15 @@ func (s *Seeded) NextOp() Op {
 	return op
 }
 
+// ErrBadOp: an operation names a process, a thread or a kind the
+// execution does not have.
+var ErrBadOp = errors.New("operation out of range")
+
 // Apply carries out one operation.
 func (s *Seeded) Apply(ctx context.Context, op Op) error {
+	if op.Kind < 0 || op.Kind >= numOps || op.Proc < 0 || op.Proc >= len(s.procs) || op.Thread < 0 || op.Thread >= len(s.threads) || op.By < 0 {
+		return fmt.Errorf("%w: %v (%d processes, %d threads)", ErrBadOp, op, len(s.procs), len(s.threads))
+	}
 	s.stats.Ops[op.Kind]++
 	p := s.procs[op.Proc]
 	switch op.Kind {
@@ -478,11 +537,16 @@ func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) 
 // past the latest one by twice the TTL (a crashed holder's lease expires
 // for all), and the processes run fairly, in turn, until no thread has work
 // and every process is idle. A message still unconsumed then breaks
-// liveness.
+// liveness. What it does is logged as operations too (posts, each clock's
+// jump as a skew, the fair steps), so that the log replays the whole
+// execution with NoQuiesce.
 func (s *Seeded) Quiesce(ctx context.Context) error {
+	s.quiesceAt = len(s.log)
 	for t := range s.threads {
 		for s.posted[t] < s.cfg.Messages {
-			if err := s.Apply(ctx, Op{Kind: OpPost, Thread: t}); err != nil {
+			op := Op{Kind: OpPost, Thread: t}
+			s.log = append(s.log, op)
+			if err := s.Apply(ctx, op); err != nil {
 				return err
 			}
 		}
@@ -493,23 +557,28 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 			latest = now
 		}
 	}
-	for _, p := range s.procs {
-		p.clock.Advance(latest.Sub(p.clock.Now()) + 2*s.cfg.ClaimTTL)
+	for i, p := range s.procs {
+		by := latest.Sub(p.clock.Now()) + 2*s.cfg.ClaimTTL
+		s.log = append(s.log, Op{Kind: OpSkew, Proc: i, By: by})
+		p.clock.Advance(by)
 	}
 	const rounds = 10000
 	for range rounds {
 		busy, progress := false, false
-		for _, p := range s.procs {
+		for i, p := range s.procs {
+			thread := 0
 			if p.turn == nil {
-				id, ok, err := s.work(ctx)
+				t, ok, err := s.work(ctx)
 				if err != nil {
 					return err
 				}
 				if !ok {
 					continue
 				}
-				s.newTurn(p, id)
+				thread = t
+				s.newTurn(p, s.threads[t])
 			}
+			s.log = append(s.log, Op{Kind: OpStep, Proc: i, Thread: thread})
 			busy = true
 			p.asks = 0
 			if s.step(ctx, p, "") != runner.OutcomeBusy {
@@ -525,6 +594,7 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 		if !progress {
 			// Every claim found a lease held: its holder crashed. Let
 			// time pass so it expires.
+			s.log = append(s.log, Op{Kind: OpTime, By: 2 * s.cfg.ClaimTTL})
 			for _, p := range s.procs {
 				p.clock.Advance(2 * s.cfg.ClaimTTL)
 			}
@@ -533,18 +603,19 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 	return &InvariantError{Invariant: "Liveness", Op: -1, Detail: fmt.Sprintf("work left after %d fair rounds", rounds)}
 }
 
-// work returns a thread with a message to consume or an active run.
-func (s *Seeded) work(ctx context.Context) (core.ThreadID, bool, error) {
-	for _, id := range s.threads {
+// work returns the index of a thread with a message to consume or an
+// active run.
+func (s *Seeded) work(ctx context.Context) (int, bool, error) {
+	for i, id := range s.threads {
 		th, err := s.poster.Thread(ctx, id)
 		if err != nil {
-			return "", false, err
+			return 0, false, err
 		}
 		if th.Unconsumed() || len(th.ActiveRuns()) > 0 {
-			return id, true, nil
+			return i, true, nil
 		}
 	}
-	return "", false, nil
+	return 0, false, nil
 }
 
 func (s *Seeded) checkLiveness(ctx context.Context) error {

@@ -24,8 +24,13 @@ var tlcFigures = map[string]struct {
 }{
 	"ThreadClaimLapse.cfg":                {228049, 1044027, 30, ""},
 	"ThreadClaimLapseLiveness.cfg":        {88820, 404386, 27, ""},
-	"ThreadClaimLapseUnfenced.cfg":        {497, 0, 9, InvConsumedAtMostOnce},
 	"ThreadClaimLapseAbandonUnfenced.cfg": {272, 0, 8, InvNoLiveAbandon},
+	// the cfgs that come with one switch per fence (FenceStart,
+	// FenceReply), measured the same way
+	"ThreadClaimLapseReplyUnfenced.cfg":   {232849, 1054979, 30, ""},
+	"ThreadClaimLapseSmall.cfg":           {4859, 21297, 19, ""},
+	"ThreadClaimLapseStartUnfencedI1.cfg": {497, 0, 9, InvConsumedAtMostOnce},
+	"ThreadClaimLapseStartUnfencedI3.cfg": {497, 0, 9, InvOneActiveRun},
 }
 
 func specCfgs(t testing.TB) []string {
@@ -41,6 +46,9 @@ func specCfgs(t testing.TB) []string {
 // they are known, and the cfg's declared outcome (its `\* expect:` line)
 // for every cfg, so that a new cfg is covered too.
 func TestSpecCfgs(t *testing.T) {
+	if raceIn {
+		t.Skip("-race: the model runs in one goroutine; the ordinary run explores every cfg")
+	}
 	for _, f := range specCfgs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			c, err := ReadConfig(f)
@@ -100,7 +108,7 @@ func TestSpecCfgs(t *testing.T) {
 // TestExploreAllGoesOn: past a violation, Continue keeps the first one and
 // still enumerates every reachable state.
 func TestExploreAllGoesOn(t *testing.T) {
-	c, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
+	c, err := ReadConfig("../spec/ThreadClaimLapseStartUnfencedI1.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +157,7 @@ func TestRefusalNamesConjunct(t *testing.T) {
 		step Step
 		want string
 	}{
-		{st(core.ActionRunStart, p1), `Fenced => HasLease(p)`},
+		{st(core.ActionRunStart, p1), `FenceStart => HasLease(p)`},
 		{st(core.ActionReply, p1), `plan[p].kind = "reply"`},
 		{st(core.ActionClaim, p1), `pc[p] = "idle"`},
 		{st(core.ActionLapse, -1), ""},
@@ -174,10 +182,10 @@ func TestRefusalNamesConjunct(t *testing.T) {
 	}
 }
 
-// TestUnfencedStartsStale: with Fenced = FALSE the same stale start is a
-// RunStart, and StartFenced is not enabled because `Fenced` is false.
+// TestUnfencedStartsStale: with FenceStart = FALSE the same stale start is
+// a RunStart, and StartFenced is not enabled because `FenceStart` is false.
 func TestUnfencedStartsStale(t *testing.T) {
-	c, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
+	c, err := ReadConfig("../spec/ThreadClaimLapseStartUnfencedI1.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +204,10 @@ func TestUnfencedStartsStale(t *testing.T) {
 // distinct states have distinct keys (the graph's count would be off
 // otherwise; here checked on the render).
 func TestKeyRoundTrip(t *testing.T) {
-	c, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
+	if raceIn {
+		t.Skip("-race: the model runs in one goroutine")
+	}
+	c, err := ReadConfig("../spec/ThreadClaimLapseStartUnfencedI1.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,13 @@ func ReadExpectation(path string) (Expectation, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	var e Expectation
-	for n := 1; sc.Scan(); n++ {
+	if !sc.Scan() {
+		if err := sc.Err(); err != nil {
+			return e, err
+		}
+		return e, fmt.Errorf(`%s:1: the first line must be "\* expect: ok" or "\* expect: violation NAME" (exactly one invariant or property), not an empty file`, path)
+	}
+	for n := 1; n == 1 || sc.Scan(); n++ {
 		l := strings.TrimRight(sc.Text(), "\r")
 		if n == 1 {
 			m := expectLineRe.FindStringSubmatch(l)

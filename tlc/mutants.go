@@ -154,7 +154,16 @@ func (m Mutant) Apply(dst string) error {
 	return os.WriteFile(path, []byte(strings.Replace(string(b), m.Replace, m.With, 1)), 0o644)
 }
 
-// MutantRun runs spec mutants: the repository at Root, TLC from Env.
+// QuickJavaOpts are JVM options for short TLC runs (a small model, a few
+// traces): one GC thread and the quick JIT compiler only. On this
+// project's machine they halve a small model's CPU time (5.8 s to 2.9 s
+// for ThreadClaimLapseSmall.cfg): a short run spends most of its time
+// starting up and compiling, not checking.
+var QuickJavaOpts = []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss16m"}
+
+// MutantRun runs spec mutants: the repository at Root, TLC from Env (run
+// with QuickJavaOpts and one worker unless Env.JavaOpts and Job.Workers
+// say otherwise).
 type MutantRun struct {
 	Env      Env
 	Root     string
@@ -193,6 +202,12 @@ func FixtureDirs(root string) []string {
 // cfg: another outcome, or an action on its fires line that takes no
 // step; the trace fixtures: any verdict other than the unmutated spec's).
 func (r MutantRun) Run(ctx context.Context, ms []Mutant) ([]MutantResult, error) {
+	if r.Env.JavaOpts == nil {
+		r.Env.JavaOpts = QuickJavaOpts
+	}
+	if r.Job.Workers == 0 {
+		r.Job.Workers = 1
+	}
 	fxs, err := LoadFixtures(FixtureDirs(r.Root)...)
 	if err != nil {
 		return nil, err

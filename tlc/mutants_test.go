@@ -21,16 +21,24 @@ func TestSpecMutantsCaught(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	// The test's own deadline: go test's, less a margin to report in.
+	deadline := time.Now().Add(9 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	rs, err := MutantRun{Env: env, Root: "..", Parallel: 2, Job: Job{Timeout: 5 * time.Minute}}.Run(ctx, ms)
+	if rs == nil {
+		t.Fatalf("the unmutated spec's checks: %v", err)
+	}
 	if err != nil {
-		t.Fatal(err)
+		t.Errorf("spec mutants did not all finish by the test's deadline (%v): %v", deadline.Format(time.TimeOnly), err)
 	}
 	for _, r := range rs {
 		switch {
 		case r.Err != nil:
-			t.Errorf("mutant %s: its check did not run: %v", r.Mutant.Name, r.Err)
+			t.Errorf("mutant %s: not checked (%s did not run): %v", r.Mutant.Name, r.Mutant.CaughtBy, r.Err)
 		case !r.Caught:
 			t.Errorf("mutant %s survived %s", r.Mutant.Name, r.Mutant.CaughtBy)
 		default:
@@ -136,5 +144,15 @@ func TestExpectationFires(t *testing.T) {
 	}
 	if got := (Expectation{Violation: "I1"}).Check(res); got == "" {
 		t.Error("an expected violation that did not happen passed")
+	}
+}
+
+func TestReadExpectationEmptyFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "empty.cfg")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadExpectation(p); err == nil {
+		t.Error("an empty cfg declared an expectation")
 	}
 }

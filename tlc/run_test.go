@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,9 +43,29 @@ func waitGone(t *testing.T, pid int, d time.Duration, what string) {
 	}
 }
 
-// TestRunCancelKillsGroup: a run whose deadline passes returns
-// context.DeadlineExceeded, and neither the JVM nor anything it started
-// survives it.
+// lineWatch is an Output that calls fn once the output holds want.
+type lineWatch struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	fn   func()
+	seen bool
+}
+
+func (w *lineWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.seen && strings.Contains(w.buf.String(), w.want) {
+		w.seen = true
+		w.fn()
+	}
+	return len(p), nil
+}
+
+// TestRunCancelKillsGroup: a run cancelled while the JVM works returns
+// context.Canceled, and neither the JVM nor anything it started survives
+// it.
 func TestRunCancelKillsGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "child.pid")
 	env := fakeJava(t, `sleep 300 &
@@ -54,20 +75,36 @@ echo "TLC2 Version fake"
 echo "@!@!@ENDMSG 2262 @!@!@"
 wait
 `)
-	start := time.Now()
-	res, err := env.Run(context.Background(), Job{Spec: "M.tla", Timeout: 300 * time.Millisecond, Env: []string{"PIDFILE=" + pidFile}})
-	if !errors.Is(err, context.DeadlineExceeded) || res != nil {
-		t.Fatalf("Run = %v, %v; want context.DeadlineExceeded", res, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &lineWatch{want: "TLC2 Version fake", fn: cancel}
+	res, err := env.Run(ctx, Job{Spec: "M.tla", Timeout: time.Minute, Output: w, Env: []string{"PIDFILE=" + pidFile}})
+	if !w.seen {
+		t.Fatalf("the stand-in printed nothing within its minute: %v", err)
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("Run returned %v after its 300ms deadline", d)
+	if !errors.Is(err, context.Canceled) || res != nil {
+		t.Fatalf("Run = %v, %v; want context.Canceled", res, err)
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
 		t.Fatalf("the stand-in never started its child: %v", err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	waitGone(t, pid, 5*time.Second, "the JVM's child process")
+	waitGone(t, pid, 10*time.Second, "the JVM's child process")
+}
+
+// TestRunTimeout: a job's Timeout is its deadline.
+func TestRunTimeout(t *testing.T) {
+	env := fakeJava(t, "exec sleep 300\n")
+	start := time.Now()
+	_, err := env.Run(context.Background(), Job{Spec: "M.tla", Timeout: 200 * time.Millisecond})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v, want context.DeadlineExceeded", err)
+	}
+	// Generous: the point is that Run does not wait for the sleep's 300s.
+	if d := time.Since(start); d > time.Minute {
+		t.Errorf("Run returned %v after its 200ms deadline", d)
+	}
 }
 
 // TestRunArgs: the command line Run builds, and the job's environment and
@@ -109,6 +146,13 @@ echo "@!@!@ENDMSG 2186 @!@!@"
 	}
 	if !strings.Contains(out.String(), "Finished in 1ms") {
 		t.Errorf("Output did not get TLC's output: %q", out.String())
+	}
+	res, err = env.Run(context.Background(), Job{Spec: "T.tla", JavaOpts: []string{"-Xmx1g"}, MetaDir: "/meta"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := res.Messages[0].Body; !strings.Contains(body, "args: -Xmx1g -cp ") {
+		t.Errorf("a job's JavaOpts do not replace the defaults: %q", body)
 	}
 }
 
@@ -178,26 +222,53 @@ func TestRunReal(t *testing.T) {
 	}
 }
 
-// TestRunRealDeadline: a real TLC on a spec that never ends is killed at
-// its deadline; its JVM (pid from TLC's mode message) is gone.
-func TestRunRealDeadline(t *testing.T) {
+// pidWatch is an Output that cancels a run once TLC has printed its pid
+// (in the message that starts model checking), so that the run is cut
+// while the JVM works, however slow the machine is.
+type pidWatch struct {
+	mu     sync.Mutex
+	buf    bytes.Buffer
+	pid    int
+	cancel context.CancelFunc
+}
+
+var pidRe = regexp.MustCompile(`\[pid: (\d+)\]`)
+
+func (w *pidWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if m := pidRe.FindSubmatch(w.buf.Bytes()); m != nil && w.pid == 0 {
+		w.pid, _ = strconv.Atoi(string(m[1]))
+		w.cancel()
+	}
+	return len(p), nil
+}
+
+// TestRunRealCancel: a real TLC on a spec that never ends, cancelled once
+// it is checking, returns context.Canceled, and its JVM is gone.
+func TestRunRealCancel(t *testing.T) {
 	env := realEnv(t)
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &pidWatch{cancel: cancel}
 	job := tinyJob("Slow")(t, root, t.TempDir())
-	job.Output = &out
-	job.Timeout = 4 * time.Second
-	_, err = env.Run(context.Background(), job)
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err %v, want context.DeadlineExceeded", err)
+	job.Output = w
+	// The run's own deadline: TLC must have started checking by then.
+	job.Timeout = 3 * time.Minute
+	_, err = env.Run(ctx, job)
+	w.mu.Lock()
+	pid := w.pid
+	w.mu.Unlock()
+	if pid == 0 {
+		t.Fatalf("TLC never printed its pid (the run ended with %v)", err)
 	}
-	m := regexp.MustCompile(`\[pid: (\d+)\]`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("TLC did not print its pid within 4s: %q", out.String())
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
 	}
-	pid, _ := strconv.Atoi(m[1])
-	waitGone(t, pid, 5*time.Second, "the JVM")
+	waitGone(t, pid, 10*time.Second, "the JVM")
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -1118,5 +1119,101 @@ func TestEmptyAndUnreadable(t *testing.T) {
 		if !errors.As(err, &le) || le.Line != 0 || le.File != p || !strings.HasPrefix(err.Error(), p+": ") {
 			t.Errorf("%s: want a *LineError at line 0, got %v", p, err)
 		}
+	}
+}
+
+// synthTrace is an io.Reader of a long valid trace made on the fly, so that
+// a check of millions of lines needs no file: threads take turns, each
+// round a Post, a Claim with a fresh holder, a Plan, a RunStart, an Ask, a
+// RunEnd, a Plan and Reply that answer the request after a second Post,
+// and a Release.
+type synthTrace struct {
+	threads, lines, n int
+	round             []int // per thread: rounds done
+	tick              []uint64
+	buf               []byte
+}
+
+func (s *synthTrace) Read(p []byte) (int, error) {
+	for len(s.buf) < len(p) && s.n < s.lines {
+		th := s.n / 10 % s.threads
+		r, i := s.round[th], s.n%10
+		s.tick[th]++
+		tk := s.tick[th]
+		m := int64(2*r) + 1 // the round's first message
+		h := fmt.Sprintf("h-%d-%d", th, r)
+		line := func(read bool, action, proc, holder string, msg, req, run, taken int64, lease, extra string) {
+			if read {
+				s.tick[th]--
+				tk = s.tick[th]
+			}
+			s.buf = fmt.Appendf(s.buf, `{"tick":%d,"read":%t,"action":%q,"thread":"t%d","proc":%q,"holder":%q,"msg":%d,"req":%d,"run":%d,"taken":%d,"lease":%q%s}`+"\n",
+				tk, read, action, th, proc, holder, msg, req, run, taken, lease, extra)
+		}
+		switch i {
+		case 0:
+			line(false, "Post", "poster", "", m, 0, 0, m-1, "", "")
+		case 1:
+			line(false, "Claim", "p1", h, 0, 0, 0, m-1, h, "")
+		case 2:
+			line(true, "Plan", "p1", h, m, 0, 0, m-1, "", `,"kind":"run"`)
+		case 3:
+			line(false, "RunStart", "p1", h, m, 0, int64(r+1), m, h, "")
+		case 4:
+			line(false, "Ask", "p1", h, 0, int64(r+1), int64(r+1), m, "", "")
+		case 5:
+			line(false, "RunEnd", "p1", h, 0, 0, int64(r+1), m, "", "")
+		case 6:
+			line(false, "Post", "poster", "", m+1, 0, 0, m, "", "")
+		case 7:
+			line(true, "Plan", "p1", h, m+1, int64(r+1), 0, m, "", `,"kind":"reply"`)
+		case 8:
+			line(false, "Reply", "p1", h, m+1, int64(r+1), 0, m+1, h, "")
+		case 9:
+			line(false, "Release", "p1", h, 0, 0, 0, m+1, "", "")
+			s.round[th]++
+		}
+		s.n++
+	}
+	if len(s.buf) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p, s.buf)
+	s.buf = s.buf[:copy(s.buf, s.buf[k:])]
+	return k, nil
+}
+
+func newSynthTrace(threads, lines int) *synthTrace {
+	return &synthTrace{threads: threads, lines: lines, round: make([]int, threads), tick: make([]uint64, threads)}
+}
+
+// BenchmarkReadCheckLarge streams a 10-million-line trace through
+// CheckReader and reports the heap in use at the end and the process's
+// peak resident memory: the reader's memory does not grow with the trace;
+// the checker's grows with what the spec's state holds (messages, runs,
+// requests and claims of each thread), a few bytes a line, never the
+// lines themselves. Run it alone: go test ./tracecheck -run '^$' -bench ReadCheckLarge -benchtime 1x
+func BenchmarkReadCheckLarge(b *testing.B) {
+	const lines = 10_000_000
+	for b.Loop() {
+		st, err := tracecheck.CheckReader(newSynthTrace(100, lines), "synth.ndjson")
+		if err != nil || st.Lines != lines {
+			b.Fatalf("%d lines: %v", st.Lines, err)
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(ru.Maxrss)/(1<<10), "maxrss-MiB")
+	b.ReportMetric(float64(lines)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+}
+
+// The synthetic trace is a behaviour of the spec (a short one checks).
+func TestSynthTraceIsValid(t *testing.T) {
+	st, err := tracecheck.CheckReader(newSynthTrace(3, 1000), "synth.ndjson")
+	if err != nil || st.Lines != 1000 {
+		t.Fatalf("%+v: %v", st, err)
 	}
 }

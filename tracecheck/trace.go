@@ -115,8 +115,8 @@ func (r *Recorder) WriteTo(w io.Writer) (int64, error) {
 }
 
 // LineError is a trace that could not be read: the file, the 1-based
-// number of the line at fault (0 when no line is: an empty trace), and
-// why.
+// number of the line at fault (0 when no line is: a file that cannot be
+// opened), and why.
 type LineError struct {
 	File string
 	Line int
@@ -137,9 +137,15 @@ func (e *LineError) Unwrap() error { return e.Err }
 // well-formed trace line (errors.Is finds it).
 var ErrMalformed = errors.New("malformed trace line")
 
-// ErrEmpty is the reason of the LineError for a trace with no line at all.
-// It wraps ErrMalformed: an empty trace is bad input, never a pass.
-var ErrEmpty = fmt.Errorf("%w: empty trace (no line)", ErrMalformed)
+// ErrEmpty is the reason of the LineError for a trace with no line at all,
+// reported at line 1, the line that is missing. errors.Is finds
+// ErrMalformed in it too: an empty trace is bad input, never a pass.
+var ErrEmpty error = emptyError{}
+
+type emptyError struct{}
+
+func (emptyError) Error() string        { return "empty trace (no line)" }
+func (emptyError) Is(target error) bool { return target == ErrMalformed }
 
 // MaxLineBytes is the longest trace line Reader accepts, its newline
 // excluded.
@@ -181,8 +187,8 @@ func (r *Reader) Line() int { return r.n }
 
 // Next returns the next line. The event is the Reader's own, overwritten
 // by the next call: copy it to keep it. At the end of the trace it
-// returns io.EOF; for a trace with no line, a *LineError wrapping
-// ErrEmpty; for a line that is not well-formed, a *LineError naming the
+// returns io.EOF; for a trace with no line, a *LineError at line 1
+// wrapping ErrEmpty; for a line that is not well-formed, a *LineError naming the
 // file and line, wrapping ErrMalformed; for an error of the source, a
 // *LineError at the line it stopped (not ErrMalformed). After an error
 // Next keeps returning it.
@@ -210,7 +216,7 @@ func (r *Reader) Next() (*core.TraceEvent, error) {
 				return r.line(line)
 			}
 			if r.n == 0 {
-				r.err = &LineError{r.name, 0, ErrEmpty}
+				r.err = &LineError{r.name, 1, ErrEmpty}
 				return nil, r.err
 			}
 			r.err = io.EOF

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/threadclaim/threadclaim/sim"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -22,8 +24,18 @@ type linTally struct {
 
 // check runs porcupine on one concurrent execution's history: its lease
 // and fenced-consume operations, with their call and return times.
-func (l *linTally) check(res sim.ConcurrentResult, timeout time.Duration, htmlOut string) error {
+//
+// With visOut it also draws the history, whatever the verdict, to visOut:
+// the trace explorer links a concurrent execution's page to it.
+func (l *linTally) check(res sim.ConcurrentResult, timeout time.Duration, htmlOut, visOut string) error {
 	ops := tracecheck.OperationsFromTrace(res.Lines)
+	if visOut != "" {
+		model := tracecheck.LeaseModel()
+		_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+		if err := porcupine.VisualizePath(model, info, visOut); err != nil {
+			return err
+		}
+	}
 	l.histories++
 	l.ops += len(ops)
 	html := ""

@@ -8,6 +8,8 @@
 //
 //	tracecheck run [flags]          run seeded and concurrent executions and check them
 //	tracecheck validate FILE...     check trace files against the specification
+//	tracecheck replay FILE          replay a seeded execution from its operation log
+//	tracecheck export -itf OUT FILE write a trace's states in the Informal Trace Format
 //	tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
 //	tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
 //	tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
@@ -61,7 +63,9 @@ const mainUsage = `tracecheck checks the thread claim's real code against its TL
 Usage:
   tracecheck run [flags]          run seeded and concurrent executions and check them
   tracecheck validate FILE...     check trace files (ndjson) against the specification
-  tracecheck show [flags] FILE    print one trace as a timeline, lanes per process
+  tracecheck replay FILE          replay a seeded execution from its operation log (run -ops-out)
+  tracecheck export -itf OUT FILE a trace or TLC counterexample as the spec's states in ITF (Apalache/Quint)
+  tracecheck show [flags] FILE    print one trace as a timeline, lanes per process (-html: the explorer)
   tracecheck sort [flags] FILE    put a trace's lines in trace order (the order rule)
   tracecheck mutate [flags] FILE... write well-formed mutants of traces, with the Go checker's verdicts
   tracecheck fleet [flags]        a soak on PostgreSQL: runner processes under a nemesis, checked
@@ -97,6 +101,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdRun(ctx, args[1:], stdout, stderr)
 	case "validate":
 		err = cmdValidate(args[1:], stdout, stderr)
+	case "replay":
+		err = cmdReplay(ctx, args[1:], stdout, stderr)
+	case "export":
+		err = cmdExport(args[1:], stdout, stderr)
 	case "show":
 		err = cmdShow(args[1:], stdout, stderr)
 	case "sort":

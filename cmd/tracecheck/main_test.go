@@ -64,8 +64,9 @@ func TestRunFenced(t *testing.T) {
 // The mutant: with the fences off the main job must fail, naming the
 // invariant broken and the first line the trace checker rejects.
 func TestRunUnfencedMutantFails(t *testing.T) {
-	code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-unfenced")
+	code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-unfenced", "-shrink-dir", t.TempDir())
 	require.Equal(t, exitFailed, code, "stdout:\n%s", out)
+	require.Contains(t, out, "shrunk to")
 	require.Contains(t, errs, "the mutant was caught")
 	require.Contains(t, errs, "I1_ConsumedAtMostOnce")
 	require.Regexp(t, `Fence(d|Abandon) => HasLease\(p\)`, errs, "the first rejected line names a fence's guard")
@@ -100,7 +101,7 @@ func TestValidateAndShowFixtures(t *testing.T) {
 	require.Contains(t, out, "│")
 	page, err := os.ReadFile(html)
 	require.NoError(t, err)
-	require.Contains(t, string(page), "<table>")
+	require.Contains(t, string(page), `<script type="application/json" id="data">`)
 
 	start := filepath.Join(fixtures, "bad-start-under-other-lease.ndjson")
 	code, out, _ = runCLI("show", start)
@@ -142,7 +143,12 @@ func TestValidateInputContract(t *testing.T) {
 	empty := write("empty.ndjson", "")
 	sub := filepath.Join(dir, "sub")
 	require.NoError(t, os.Mkdir(sub, 0o755))
-	for _, p := range []string{empty, os.DevNull, sub, filepath.Join(dir, "missing.ndjson")} {
+	for _, p := range []string{empty, os.DevNull} {
+		code, out, errs := runCLI("validate", p)
+		require.Equal(t, exitUsage, code, "%s: stdout %s stderr %s", p, out, errs)
+		require.Contains(t, errs, p+":1: empty trace", p)
+	}
+	for _, p := range []string{sub, filepath.Join(dir, "missing.ndjson")} {
 		code, out, errs := runCLI("validate", p)
 		require.Equal(t, exitUsage, code, "%s: stdout %s stderr %s", p, out, errs)
 		require.Contains(t, errs, p+": ", p)

@@ -9,11 +9,16 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/progress"
+	"github.com/threadclaim/threadclaim/shrink"
 	"github.com/threadclaim/threadclaim/sim"
 	"github.com/threadclaim/threadclaim/store/postgres"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -35,13 +40,13 @@ Flags:
 
 type runFlags struct {
 	seeds, seedBase, steps, procs, threads, messages int
-	concurrent                                       int
+	concurrent, workers                              int
 	ttl                                              time.Duration
-	unfenced                                         bool
+	unfenced, shrink, json                           bool
 	mutant                                           string
 	interleave                                       bool
 	faults                                           float64
-	traceDir, htmlOut, storageURL                    string
+	traceDir, htmlOut, storageURL, opsOut, shrinkDir string
 	porcupineTimeout                                 time.Duration
 }
 
@@ -55,6 +60,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.threads, "threads", 2, "threads per execution")
 	fs.IntVar(&f.messages, "messages", 4, "messages posted to each thread")
 	fs.IntVar(&f.concurrent, "concurrent", 4, "concurrent executions (real goroutines and time)")
+	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "deterministic executions run at once; the output is the same for any number")
 	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
 	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
 	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown)")
@@ -62,8 +68,12 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply or RunEnd in the deterministic executions")
 	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
 	fs.StringVar(&f.traceDir, "trace-dir", "", "write each execution's trace here, one ndjson file per thread (ok-* accepted, bad-* rejected)")
+	fs.StringVar(&f.opsOut, "ops-out", "", "write the first seed's (-seed N) operation log to this file, for tracecheck replay")
+	fs.BoolVar(&f.shrink, "shrink", true, "shrink the first failing seed of each failure to its shortest story, printed and written to -shrink-dir")
+	fs.StringVar(&f.shrinkDir, "shrink-dir", "tracecheck-out", "where a failing seed's operation log and trace are written, and beside them the shrunk ones")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
+	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, runUsage); err != nil {
 		return err
 	}
@@ -73,8 +83,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.seeds < 0 || f.concurrent < 0 || f.seeds+f.concurrent == 0 {
 		return usageError{"-seeds and -concurrent must not be negative, and one must be positive"}
 	}
-	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 {
-		return usageError{"-procs, -threads, -messages and -ttl must be positive, -steps not negative"}
+	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 || f.workers < 1 {
+		return usageError{"-procs, -threads, -messages, -ttl and -workers must be positive, -steps not negative"}
 	}
 	if f.faults < 0 || f.faults > 1 {
 		return usageError{fmt.Sprintf("-faults %v must be a probability, in [0, 1]", f.faults)}
@@ -89,12 +99,24 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.unfenced && f.mutant == "" {
 		f.mutant = "unfenced"
 	}
+	if f.opsOut != "" && f.seeds == 0 {
+		return usageError{"-ops-out needs a seeded execution: -seeds must be positive"}
+	}
 	if f.traceDir != "" {
 		if err := os.MkdirAll(f.traceDir, 0o755); err != nil {
 			return usageError{err.Error()}
 		}
 	}
-	return runAll(ctx, f, stdout)
+	f.json = *jsonOut
+	out := stdout
+	if f.json {
+		out = io.Discard
+	}
+	t, err := runAll(ctx, f, out, stderr)
+	if f.json {
+		return writeJSON(stdout, "run", err, t.figures())
+	}
+	return err
 }
 
 // tally is what a run found.
@@ -111,11 +133,23 @@ type tally struct {
 	traceFails     int // executions whose trace the checker rejected
 	firstTrace     error
 	lin            linTally
+
+	// failed holds, for each failure in the order first seen, the first
+	// seed's log that shows it: what shrinking starts from.
+	failed  []failedSeed
+	stories []story
+	elapsed time.Duration
 }
 
-func runAll(ctx context.Context, f runFlags, out io.Writer) error {
+type failedSeed struct {
+	failure shrink.Failure
+	seed    uint64
+	exec    *shrink.Execution
+}
+
+func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, error) {
 	start := time.Now()
-	t := tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}}
+	t := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}}
 	mode := "fences on"
 	if f.unfenced {
 		mode = "FENCES OFF (the mutant)"
@@ -135,60 +169,164 @@ func runAll(ctx context.Context, f runFlags, out io.Writer) error {
 	fmt.Fprintf(out, "tracecheck run: %d deterministic executions (seeds %d..%d), %d concurrent, %s, %s\n",
 		f.seeds, f.seedBase, f.seedBase+f.seeds-1, f.concurrent, where, mode)
 
-	for i := range f.seeds {
-		seed := uint64(f.seedBase + i)
-		storage, done, err := openStorage(ctx, f.storageURL)
-		if err != nil {
-			return err
-		}
-		exec, err := sim.NewSeeded(ctx, sim.Config{
-			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
-			Unfenced: f.unfenced, Storage: storage,
-			Interleave: f.interleave, Faults: f.faults,
-			Mutants: sim.Mutants{
-				FenceInOwnTransaction: f.mutant == "fence-own-tx",
-				RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
-			},
-		})
-		if err != nil {
-			done()
-			return err
-		}
-		simErr := exec.Run(ctx)
-		done()
-		t.executions++
-		t.invariantChecks += exec.Stats().InvariantChecks
-		if err := t.invariant(simErr, fmt.Sprintf("seed %d", seed)); err != nil {
-			return err
-		}
-		if err := t.trace(exec.TraceLines(), fmt.Sprintf("seed-%d", seed), f.traceDir); err != nil {
-			return err
-		}
+	meter := progress.New(stderr, "run", f.seeds+f.concurrent, "executions", time.Now)
+	err := runSeeds(ctx, f, func(seed uint64, e *shrink.Execution) error {
+		meter.Add(1)
+		return t.seeded(f, seed, e)
+	})
+	if err != nil {
+		meter.Done()
+		return t, err
 	}
 	for i := range f.concurrent {
 		seed := uint64(f.seedBase + i)
 		storage, done, err := openStorage(ctx, f.storageURL)
 		if err != nil {
-			return err
+			meter.Done()
+			return t, err
 		}
 		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
 			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
 			Unfenced: f.unfenced, Storage: storage,
 		})
 		done()
+		meter.Add(1)
 		t.concurrent++
 		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
-			return err
+			meter.Done()
+			return t, err
 		}
-		if err := t.trace(res.Lines, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
-			return err
+		tracecheck.Sort(res.Lines) // in the order the processes traced them
+		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))
+		if err := t.trace(res.Lines, st, checkErr, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
+			meter.Done()
+			return t, err
 		}
-		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut); err != nil {
+		vis := ""
+		if f.traceDir != "" {
+			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
+		}
+		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
+			meter.Done()
+			return t, err
+		}
+	}
+	meter.Done()
+	t.elapsed = time.Since(start)
+	t.print(out, t.elapsed)
+	if f.shrink {
+		if err := t.shrinkAll(ctx, f, out); err != nil {
+			return t, err
+		}
+	}
+	return t, t.verdict(f.mutant != "", out)
+}
+
+// seeded counts one deterministic execution, in seed order.
+func (t *tally) seeded(f runFlags, seed uint64, e *shrink.Execution) error {
+	t.executions++
+	t.invariantChecks += e.Sim.InvariantChecks
+	if e.Invariant != nil {
+		if err := t.invariant(e.Invariant, fmt.Sprintf("seed %d", seed)); err != nil {
 			return err
 		}
 	}
-	t.print(out, time.Since(start))
-	return t.verdict(f.mutant != "", out)
+	var checkErr error
+	if e.Violation != nil {
+		checkErr = e.Violation
+	}
+	if err := t.trace(e.Lines, e.Trace, checkErr, fmt.Sprintf("seed-%d", seed), f.traceDir); err != nil {
+		return err
+	}
+	for _, fl := range e.Failures() {
+		if !slices.ContainsFunc(t.failed, func(s failedSeed) bool { return s.failure == fl }) {
+			t.failed = append(t.failed, failedSeed{failure: fl, seed: seed, exec: e})
+		}
+	}
+	if f.opsOut != "" && seed == uint64(f.seedBase) {
+		return writeLogFile(f.opsOut, e.Log)
+	}
+	return nil
+}
+
+// runSeeds runs the deterministic executions on f.workers goroutines and
+// hands each to fold in seed order, whatever order they finish in: the
+// output is the same for any number of workers. At most a few executions
+// per worker wait to be folded, so memory stays flat over many seeds.
+func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Execution) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	// On an early return the producer and the workers see ctx end; wait
+	// for the workers only after cancelling.
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	type slot struct {
+		seed uint64
+		exec *shrink.Execution
+		err  error
+		done chan struct{}
+	}
+	window := make(chan *slot, 2*f.workers) // in seed order
+	jobs := make(chan *slot)
+	go func() {
+		defer close(window)
+		defer close(jobs)
+		for i := range f.seeds {
+			s := &slot{seed: uint64(f.seedBase + i), done: make(chan struct{})}
+			select {
+			case window <- s:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- s:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for range f.workers {
+		wg.Go(func() {
+			for s := range jobs {
+				s.exec, s.err = runSeed(ctx, f, s.seed)
+				close(s.done)
+			}
+		})
+	}
+	for s := range window {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if s.err != nil {
+			return fmt.Errorf("seed %d: %w", s.seed, s.err)
+		}
+		if err := fold(s.seed, s.exec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runSeed runs and checks the deterministic execution of one seed.
+func runSeed(ctx context.Context, f runFlags, seed uint64) (*shrink.Execution, error) {
+	storage, done, err := openStorage(ctx, f.storageURL)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return shrink.Execute(ctx, sim.Config{
+		Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
+		Unfenced: f.unfenced, Storage: storage,
+		Interleave: f.interleave, Faults: f.faults,
+		Mutants: sim.Mutants{
+			FenceInOwnTransaction: f.mutant == "fence-own-tx",
+			RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
+		},
+	})
 }
 
 // openStorage returns the storage of one execution: nil (the default,
@@ -228,10 +366,9 @@ func (t *tally) invariant(err error, where string) error {
 	return fmt.Errorf("%s: %w", where, err)
 }
 
-// trace checks one execution's lines and, with dir, writes them per thread.
-func (t *tally) trace(lines []core.TraceEvent, name string, dir string) error {
-	tracecheck.Sort(lines) // lines are in the order processes traced them
-	st, err := tracecheck.Check(lines, tracecheck.WithFile(name))
+// trace counts one execution's checked lines and, with dir, writes them
+// per thread.
+func (t *tally) trace(lines []core.TraceEvent, st tracecheck.Stats, err error, name string, dir string) error {
 	t.lines += len(lines)
 	t.threads += st.Threads
 	t.lapses += st.LapsesInferred
@@ -266,7 +403,7 @@ func (t *tally) trace(lines []core.TraceEvent, name string, dir string) error {
 			prefix, at = "bad", tv.Line
 		}
 		base := fmt.Sprintf("%s-%s-%s.ndjson", prefix, name, th.Thread)
-		if err := writeLines(filepath.Join(dir, base), th.Lines); err != nil {
+		if err := writeTraceFile(filepath.Join(dir, base), own); err != nil {
 			return err
 		}
 		if at > 0 {
@@ -285,22 +422,6 @@ func appendLine(path, line string) error {
 		return err
 	}
 	if _, err := fmt.Fprintln(f, line); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func writeLines(path string, lines []tracecheck.Line) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := tracecheck.NewWriter(f)
-	for _, l := range lines {
-		w.Trace(*l.Ev)
-	}
-	if err := w.Err(); err != nil {
 		f.Close()
 		return err
 	}
@@ -363,6 +484,37 @@ func (t *tally) verdict(unfenced bool, out io.Writer) error {
 	}
 	fmt.Fprintln(out, "PASS")
 	return nil
+}
+
+// runFigures is run's summary for -json.
+type runFigures struct {
+	Executions       int            `json:"executions"`
+	Concurrent       int            `json:"concurrent"`
+	Threads          int            `json:"threads"`
+	Lines            int            `json:"lines"`
+	Actions          map[string]int `json:"actions"`
+	LapsesInferred   int            `json:"lapses_inferred"`
+	LiveLapses       int            `json:"live_lapses"`
+	InvariantChecks  int            `json:"invariant_checks"`
+	InvariantsBroken map[string]int `json:"invariants_broken"`
+	TracesRejected   int            `json:"traces_rejected"`
+	Histories        int            `json:"histories"`
+	NotLinearizable  int            `json:"not_linearizable"`
+	Inconclusive     int            `json:"inconclusive"`
+	Stories          []story        `json:"stories,omitempty"`
+	Seconds          float64        `json:"seconds"`
+}
+
+func (t *tally) figures() runFigures {
+	r := runFigures{Executions: t.executions, Concurrent: t.concurrent, Threads: t.threads, Lines: t.lines,
+		Actions: map[string]int{}, LapsesInferred: t.lapses, LiveLapses: t.liveLapses, InvariantChecks: t.invariantChecks,
+		InvariantsBroken: t.invariantFails, TracesRejected: t.traceFails, Histories: t.lin.histories,
+		NotLinearizable: t.lin.illegal, Inconclusive: t.lin.unknown, Stories: t.stories, Seconds: t.elapsed.Seconds()}
+	for a, n := range t.perAction {
+		r.Actions[string(a)] = n
+	}
+	r.Actions[string(core.ActionLapse)] = t.lapses
+	return r
 }
 
 func countList(m map[string]int) string {

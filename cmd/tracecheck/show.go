@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
-	"html"
 	"io"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/explore"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -19,175 +22,232 @@ Prints a trace as a timeline for spec reviewers: one row per line in trace
 order, one lane per process; holders are numbered h1, h2, ... in the order
 they claim; a Claim that takes a lease another holder had is marked as an
 inferred lapse; refusals are marked ✗. The first line the Go trace checker
-rejects, if any, is marked with the guard or invariant that failed. With
--html it also writes a self-contained HTML page of the same timeline.
+rejects, if any, is marked with the guard or invariant that failed.
+
+FILE is a Go trace (ndjson, as run -trace-dir, replay -trace-out or the
+runner write it) or a TLC counterexample (TLC's -dumpTrace json FILE of
+spec/ThreadClaimLapse.tla): both are read in the same view.
+
+With -html OUT it writes the trace explorer: a self-contained page (no
+network) with the lanes, and for the line selected (a click, the arrow
+keys or j/k, or the URL's #line=N) the spec's state after it — lease,
+taken, runs, requests, each process's pc, hold, plan and run — with the
+variables that line changed highlighted, and the action's TLA+ text, read
+from spec/ThreadClaimLapse.tla when the page is written (-spec), with the
+failing guard of a rejected line marked. Inferred lapses are rows of their
+own. A concurrent execution's page links its porcupine visualisation
+(run -trace-dir writes one beside its traces; or give -porcupine). Open
+the page in any browser: xdg-open OUT.
 
 Flags:
 `
 
+// showFigures is show's summary for -json.
+type showFigures struct {
+	File     string `json:"file"`
+	Source   string `json:"source"`
+	Threads  int    `json:"threads"`
+	Steps    int    `json:"steps"`
+	Verdict  string `json:"verdict"`
+	Rejected string `json:"rejected,omitempty"`
+	HTML     string `json:"html,omitempty"`
+}
+
 func cmdShow(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	htmlOut := fs.String("html", "", "also write the timeline as a self-contained HTML page to this file")
+	htmlOut := fs.String("html", "", "also write the trace explorer, a self-contained HTML page, to this file")
 	only := fs.String("thread", "", "show only this thread")
 	width := fs.Int("width", 28, "characters per lane")
+	specPath := fs.String("spec", "", "the spec whose actions' TLA+ text the page shows (default spec/ThreadClaimLapse.tla in the working directory or a parent)")
+	porcupineHTML := fs.String("porcupine", "", "link this porcupine visualisation from the page (default the one run -trace-dir wrote beside a concurrent execution's trace)")
+	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, showUsage); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError{"want exactly one trace file"}
 	}
-	path := fs.Arg(0)
-	if _, err := os.Stat(path); err != nil {
-		return usageError{err.Error()}
+	if *width < 4 {
+		return usageError{"-width must be at least 4"}
 	}
-	lines, err := tracecheck.ReadFile(path)
+	out := stdout
+	if *jsonOut {
+		out = io.Discard
+	}
+	fig, err := show(fs.Arg(0), *only, *width, *htmlOut, *specPath, *porcupineHTML, out)
+	if *jsonOut {
+		return writeJSON(stdout, "show", err, fig)
+	}
+	return err
+}
+
+// readExplorerTrace reads FILE as a Go trace or a TLC counterexample into the
+// explorer's trace; v is the Go trace checker's verdict on a Go trace.
+func readExplorerTrace(path string) (explore.Trace, []core.TraceEvent, *tracecheck.Violation, error) {
+	fi, err := os.Stat(path)
 	if err != nil {
-		return failure{exitUsage, err.Error()} // bad input
+		return explore.Trace{}, nil, nil, usageError{err.Error()}
+	}
+	if fi.IsDir() {
+		return explore.Trace{}, nil, nil, usageError{fmt.Sprintf("%s: a directory, not a trace", path)}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return explore.Trace{}, nil, nil, usageError{err.Error()}
+	}
+	if explore.IsTLC(data) {
+		t, err := explore.ReadTLC(bytes.NewReader(data), path)
+		if err != nil {
+			return t, nil, nil, usageError{err.Error()}
+		}
+		return t, nil, nil, nil
+	}
+	lines, err := tracecheck.Read(bytes.NewReader(data), path)
+	if err != nil {
+		return explore.Trace{}, nil, nil, usageError{err.Error()}
 	}
 	_, checkErr := tracecheck.Check(lines, tracecheck.WithFile(path))
 	var v *tracecheck.Violation
 	if checkErr != nil && !errors.As(checkErr, &v) {
-		return checkErr
+		return explore.Trace{}, nil, nil, checkErr
 	}
-	var views []threadView
-	for _, th := range tracecheck.Order(lines) {
-		if *only != "" && string(th.Thread) != *only {
-			continue
+	return explore.FromGo(path, lines, v), lines, v, nil
+}
+
+func show(path, only string, width int, htmlOut, specPath, porcupineHTML string, stdout io.Writer) (showFigures, error) {
+	fig := showFigures{File: path}
+	t, lines, v, err := readExplorerTrace(path)
+	if err != nil {
+		return fig, err
+	}
+	fig.Source, fig.Verdict = t.Source, t.Verdict
+	if only != "" {
+		var keep []explore.Thread
+		for _, th := range t.Threads {
+			if th.Name == only {
+				keep = append(keep, th)
+			}
 		}
-		views = append(views, buildView(th, v))
+		if len(keep) == 0 {
+			return fig, usageError{fmt.Sprintf("no thread %q in %s", only, path)}
+		}
+		t.Threads = keep
 	}
-	if len(views) == 0 {
-		return usageError{fmt.Sprintf("no thread %q in %s", *only, path)}
+	fig.Threads = len(t.Threads)
+	for _, th := range t.Threads {
+		fig.Steps += len(th.Steps)
 	}
-	for _, tv := range views {
-		tv.text(stdout, *width)
+	if t.Source == explore.SourceTLC {
+		printTLC(stdout, t)
+	} else {
+		for _, th := range tracecheck.Order(lines) {
+			if only == "" || string(th.Thread) == only {
+				textView(stdout, explore.BuildView(th, v), width)
+			}
+		}
+		if v != nil {
+			fmt.Fprintf(stdout, "\nREJECTED: %v\n", v)
+		}
+	}
+	if htmlOut != "" {
+		t.Porcupine = relativeTo(htmlOut, porcupineLink(path, porcupineHTML))
+		if err := writeExplorer(htmlOut, t, specPath); err != nil {
+			return fig, err
+		}
+		fig.HTML = htmlOut
+		fmt.Fprintf(stdout, "wrote %s\n", htmlOut)
 	}
 	if v != nil {
-		fmt.Fprintf(stdout, "\nREJECTED: %v\n", v)
+		fig.Rejected = fmt.Sprintf("%s:%d: %s %s", v.File, v.Line, v.Action, v.Rule)
+		return fig, failure{exitFailed, fmt.Sprintf("%s: rejected at line %d", path, v.Line)}
 	}
-	if *htmlOut != "" {
-		f, err := os.Create(*htmlOut)
+	return fig, nil
+}
+
+// porcupineLink returns the porcupine visualisation to link: the one
+// given, or the one run -trace-dir wrote beside a concurrent execution's
+// trace (ok-concurrent-3-t1.ndjson: concurrent-3.porcupine.html).
+func porcupineLink(tracePath, given string) string {
+	if given != "" {
+		return given
+	}
+	m := concurrentTrace.FindStringSubmatch(filepath.Base(tracePath))
+	if m == nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(tracePath), porcupineFile(m[1]))
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// relativeTo returns target as a link from a page written at page.
+func relativeTo(page, target string) string {
+	if target == "" || filepath.IsAbs(target) {
+		return target
+	}
+	pageDir, err1 := filepath.Abs(filepath.Dir(page))
+	abs, err2 := filepath.Abs(target)
+	if err1 != nil || err2 != nil {
+		return target
+	}
+	if rel, err := filepath.Rel(pageDir, abs); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return target
+}
+
+var concurrentTrace = regexp.MustCompile(`^(?:ok|bad)-concurrent-(\d+)-`)
+
+// porcupineFile names a concurrent execution's porcupine visualisation.
+func porcupineFile(seed string) string { return "concurrent-" + seed + ".porcupine.html" }
+
+// writeExplorer writes the explorer page, with the spec's actions' text.
+func writeExplorer(out string, t explore.Trace, specPath string) error {
+	if specPath == "" {
+		wd, err := os.Getwd()
+		if err == nil {
+			specPath, _ = explore.FindSpec(wd)
+		}
+	}
+	var actions map[string]string
+	if specPath != "" {
+		b, err := os.ReadFile(specPath)
 		if err != nil {
 			return usageError{err.Error()}
 		}
-		writeHTML(f, path, views, v)
-		if err := f.Close(); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "wrote %s\n", *htmlOut)
+		actions = explore.ActionTexts(string(b))
 	}
-	if v != nil {
-		return failure{exitFailed, fmt.Sprintf("%s: rejected at line %d", path, v.Line)}
+	f, err := os.Create(out)
+	if err != nil {
+		return usageError{err.Error()}
 	}
-	return nil
+	if err := explore.WriteHTML(f, t, actions); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
-// cell is one action in one lane.
-type cell struct {
-	n     int // line number
-	tick  uint64
-	lane  int
-	text  string
-	class string // consume, refuse, lapse, plain
-	bad   string // the violation's rule, on the rejected line
+// printTLC prints a TLC counterexample: each state's action and what it
+// changed.
+func printTLC(w io.Writer, t explore.Trace) {
+	th := t.Threads[0]
+	fmt.Fprintf(w, "%s: %s, %d states, processes %s\n", t.File, t.Source, len(th.Steps), strings.Join(th.Lanes[:len(th.Lanes)-1], " "))
+	for _, s := range th.Steps {
+		fmt.Fprintf(w, "%6d  %-22s %-26s %s\n", s.Line, s.Label(), s.Text, strings.Join(s.Changed, " "))
+		if s.Rejected != nil {
+			fmt.Fprintf(w, "        ✗ %s %s violated\n", s.Rejected.Kind, s.Rejected.Rule)
+		}
+	}
+	fmt.Fprintf(w, "%s\n", t.Verdict)
 }
 
-type threadView struct {
-	thread  core.ThreadID
-	lanes   []string
-	holders []string // "h1 = <holder> (proc)"
-	cells   []cell
-}
-
-func buildView(th tracecheck.ThreadLines, v *tracecheck.Violation) threadView {
-	tv := threadView{thread: th.Thread}
-	lane := map[string]int{}
-	holder := map[core.Holder]string{}
-	name := func(h core.Holder) string {
-		if h == "" {
-			return "none"
-		}
-		if n, ok := holder[h]; ok {
-			return n
-		}
-		return "?" + string(h)
-	}
-	var lease core.Holder
-	for _, l := range th.Lines {
-		ev := l.Ev
-		if _, ok := lane[ev.Proc]; !ok {
-			lane[ev.Proc] = len(tv.lanes)
-			tv.lanes = append(tv.lanes, ev.Proc)
-		}
-		c := cell{n: l.N, tick: ev.Tick, lane: lane[ev.Proc], class: "plain"}
-		info, _ := core.Info(ev.Action)
-		switch {
-		case ev.Action == core.ActionClaim:
-			h := fmt.Sprintf("h%d", len(holder)+1)
-			holder[ev.Holder] = h
-			tv.holders = append(tv.holders, fmt.Sprintf("%s = %s (%s)", h, ev.Holder, ev.Proc))
-			c.text = "Claim " + h
-			if lease != "" {
-				c.text = fmt.Sprintf("Claim %s ⚡ %s lapsed", h, name(lease))
-				c.class = "lapse"
-			}
-		default:
-			c.text = cellText(*ev, info, name)
-			switch {
-			case info.Consumes:
-				c.class = "consume"
-			case info.Refuses != "" || ev.Action == core.ActionCrash:
-				c.class = "refuse"
-			}
-		}
-		if info.WritesLease && info.Line != core.LineNone && !ev.Read || info.Fenced && !ev.Read {
-			lease = ev.Lease
-		}
-		if v != nil && v.Event.Thread == th.Thread && v.Line == l.N {
-			c.bad = v.Rule
-		}
-		tv.cells = append(tv.cells, c)
-	}
-	return tv
-}
-
-// cellText describes a line by the values its action carries (the action
-// table's Carries): the run, the request, the message, Plan's kind, and for
-// a refusal what refused it.
-func cellText(ev core.TraceEvent, info core.ActionInfo, name func(core.Holder) string) string {
-	parts := []string{string(ev.Action)}
-	if info.Carries.Has(core.FieldKind) {
-		parts = append(parts, ev.Kind)
-	}
-	if info.Carries.Has(core.FieldRun) && (ev.Run != 0 || info.Consumes) {
-		parts = append(parts, fmt.Sprintf("r%d", ev.Run))
-	}
-	if info.Carries.Has(core.FieldReq) && ev.Req != 0 {
-		parts = append(parts, fmt.Sprintf("q%d", ev.Req))
-	}
-	if info.Carries.Has(core.FieldMsg) && ev.Msg != 0 {
-		if info.Consumes || ev.Action == core.ActionPlan && ev.Kind == core.PlanKindReply {
-			parts = append(parts, "←")
-		}
-		parts = append(parts, fmt.Sprintf("m%d", ev.Msg))
-	}
-	if info.Carries&(core.FieldRun|core.FieldMsg|core.FieldReq) == 0 && info.Carries.Has(core.FieldHolder) {
-		parts = append(parts, name(ev.Holder))
-	}
-	switch {
-	case info.Refuses != "" && info.Carries.Has(core.FieldLease):
-		parts = append(parts, "✗ lease "+name(ev.Lease))
-	case info.Refuses != "":
-		parts = append(parts, "✗ abandoned")
-	case info.Line == core.LineWriteOrRead && ev.Read:
-		parts = append(parts, fmt.Sprintf("(lease is %s's)", name(ev.Lease)))
-	}
-	return strings.Join(parts, " ")
-}
-
-func (tv threadView) text(w io.Writer, width int) {
-	fmt.Fprintf(w, "thread %s: %d lines, processes %s\n", tv.thread, len(tv.cells), strings.Join(tv.lanes, " "))
-	for _, h := range tv.holders {
+// textView prints one thread's timeline as text.
+func textView(w io.Writer, tv explore.View, width int) {
+	fmt.Fprintf(w, "thread %s: %d lines, processes %s\n", tv.Thread, len(tv.Cells), strings.Join(tv.Lanes, " "))
+	for _, h := range tv.Holders {
 		fmt.Fprintf(w, "  %s\n", h)
 	}
 	pad := func(s string) string {
@@ -198,72 +258,27 @@ func (tv threadView) text(w io.Writer, width int) {
 		return s + strings.Repeat(" ", width-len(r))
 	}
 	fmt.Fprintf(w, "%6s %5s", "line", "tick")
-	for _, l := range tv.lanes {
+	for _, l := range tv.Lanes {
 		fmt.Fprintf(w, " │ %s", pad(l))
 	}
 	fmt.Fprintln(w)
-	for _, c := range tv.cells {
-		fmt.Fprintf(w, "%6d %5d", c.n, c.tick)
-		for i := range tv.lanes {
+	for _, c := range tv.Cells {
+		fmt.Fprintf(w, "%6d %5d", c.N, c.Tick)
+		for i := range tv.Lanes {
 			s := ""
-			if i == c.lane {
-				s = c.text
+			if i == c.Lane {
+				s = c.Text
 			}
 			fmt.Fprintf(w, " │ %s", pad(s))
 		}
-		if c.bad != "" {
-			fmt.Fprintf(w, "  ✗ REJECTED: %s", c.bad)
+		if c.Bad != "" {
+			fmt.Fprintf(w, "  ✗ REJECTED: %s", c.Bad)
 		}
 		fmt.Fprintln(w)
 	}
 	fmt.Fprintln(w)
 }
 
-func writeHTML(w io.Writer, path string, views []threadView, v *tracecheck.Violation) {
-	e := html.EscapeString
-	fmt.Fprintf(w, `<!doctype html><html><head><meta charset="utf-8"><title>trace %s</title><style>
-body{font-family:system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse;font-size:13px}
-th,td{border:1px solid #ccc;padding:2px 8px;white-space:nowrap}th{background:#eee;position:sticky;top:0}
-td.num{color:#888;text-align:right}.consume{background:#dff3df}.refuse{background:#f8dcdc}.lapse{background:#fde9c8}
-tr.bad td{outline:2px solid #c00}.note{color:#c00;font-weight:bold}pre{background:#f6f6f6;padding:1em;white-space:pre-wrap}
-</style></head><body><h1>trace %s</h1>
-<p>Rows are trace lines in trace order (tick, then writes before reads); lanes are processes.
-<span class="consume">green</span>: a write that consumes a message; <span class="refuse">red</span>: a refusal or crash;
-<span class="lapse">orange</span>: a Claim after an inferred Lapse.</p>
-`, e(path), e(path))
-	for _, tv := range views {
-		fmt.Fprintf(w, "<h2>thread %s</h2><ul>", e(string(tv.thread)))
-		for _, h := range tv.holders {
-			fmt.Fprintf(w, "<li><code>%s</code></li>", e(h))
-		}
-		fmt.Fprint(w, "</ul><table><tr><th>line</th><th>tick</th>")
-		for _, l := range tv.lanes {
-			fmt.Fprintf(w, "<th>%s</th>", e(l))
-		}
-		fmt.Fprint(w, "<th></th></tr>\n")
-		for _, c := range tv.cells {
-			cls := ""
-			if c.bad != "" {
-				cls = ` class="bad"`
-			}
-			fmt.Fprintf(w, `<tr%s><td class="num">%d</td><td class="num">%d</td>`, cls, c.n, c.tick)
-			for i := range tv.lanes {
-				if i == c.lane {
-					fmt.Fprintf(w, `<td class="%s">%s</td>`, c.class, e(c.text))
-				} else {
-					fmt.Fprint(w, "<td></td>")
-				}
-			}
-			note := ""
-			if c.bad != "" {
-				note = "✗ rejected: " + c.bad
-			}
-			fmt.Fprintf(w, `<td class="note">%s</td></tr>`+"\n", e(note))
-		}
-		fmt.Fprint(w, "</table>")
-	}
-	if v != nil {
-		fmt.Fprintf(w, "<h2>rejected</h2><pre>%s</pre>", e(v.Error()))
-	}
-	fmt.Fprint(w, "</body></html>\n")
-}
+// cellText is how show describes a line (TestActionTable checks it names
+// every logged action).
+var cellText = explore.CellText

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -26,7 +24,7 @@ import (
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
-const tlcUsage = `usage: tracecheck tlc [flags] [all|spec|trace|generated] [DIR|FILE...]
+const tlcUsage = `usage: tracecheck tlc [flags] [all|spec|trace|generated|mutants|batch|differential] [DIR|FILE...]
 
 Runs TLC (package tlc) and checks every result against what is expected:
 
@@ -34,6 +32,8 @@ Runs TLC (package tlc) and checks every result against what is expected:
                \* expect: ok               TLC must report no error
                \* expect: violation NAME   TLC must report the invariant or
                                            property NAME violated
+             and, on a later leading line, "\* fires: ACTION..." names
+             actions that must each take a step (TLC's -coverage)
              A cfg without that line, or naming more or less than one
              property, fails.
   trace      the trace spec tla/ThreadClaimLapseTrace.tla on every *.ndjson
@@ -45,6 +45,19 @@ Runs TLC (package tlc) and checks every result against what is expected:
   generated  traces the Go code writes (tracecheck run -trace-dir, fences
              on, then off), checked as a directory of fixtures
   all        (default) spec, then trace, then generated
+  mutants    every spec mutant in spec/mutants (an edit of a copy of spec/
+             or tla/) must be caught by the check it names: a model cfg
+             reporting other than its expectation, or a trace fixture's
+             verdict changing; a mutant that survives fails, by name
+  differential
+             -mutated traces (default 500), mutants of the traces the Go
+             simulation writes (tracecheck run -trace-dir), each through
+             the Go checker and through TLC (in one batch): both must give
+             the same verdict at the same line on every one; prints the
+             count and every disagreement
+  batch      every trace of the DIRs and FILEs, split by thread, in ONE TLC
+             run (the trace spec's batch mode); prints each verdict and
+             the lines per second (ok-* must be accepted, bad-* rejected)
 
 -skip names cfgs not to run: scripts/test skips the two long exhaustive
 models (the workflow runs them all).
@@ -82,6 +95,8 @@ type tlcOptions struct {
 	parallel int
 	keepLogs string
 	skip     []string // cfg file names not to run
+	mutated  int      // differential: mutated traces compared
+	seed     uint64   // differential: the mutations' seed
 }
 
 func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -91,6 +106,8 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "trace checks run at once (each a JVM with one worker)")
 	fs.StringVar(&o.keepLogs, "keep-logs", os.Getenv("TLC_KEEP_LOGS"), "copy each TLC run's output into this directory")
+	fs.IntVar(&o.mutated, "mutated", 500, "differential: how many mutated traces to compare")
+	fs.Uint64Var(&o.seed, "seed", 1, "differential: the seed of the mutations (the same seed, the same traces)")
 	fs.Func("skip", "comma-separated spec/*.cfg file names not to run (each must exist), e.g. the long exhaustive models in a quick run", func(v string) error {
 		for _, name := range strings.Split(v, ",") {
 			if name = strings.TrimSpace(name); name != "" {
@@ -111,7 +128,7 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	rest := fs.Args()
 	if len(rest) > 0 {
 		switch rest[0] {
-		case "all", "spec", "trace", "generated":
+		case "all", "spec", "trace", "generated", "mutants", "batch", "differential":
 			mode = rest[0]
 			// Flags may follow the mode too.
 			if err := parse(fs, rest[1:], stdout, stderr, tlcUsage); err != nil {
@@ -120,7 +137,7 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			rest = fs.Args()
 		}
 	}
-	if len(rest) > 0 && mode != "trace" {
+	if len(rest) > 0 && mode != "trace" && mode != "batch" {
 		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
 	}
 	if o.parallel < 1 {
@@ -180,6 +197,23 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	r := &tlcRun{ctx: ctx, env: env, opts: o, work: work, out: stdout, start: time.Now()}
 	if err := r.copySpecs(); err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	switch mode {
+	case "mutants":
+		if err := r.checkMutants(); err != nil {
+			return err
+		}
+		return r.summary("")
+	case "differential":
+		if err := r.checkDifferential(); err != nil {
+			return err
+		}
+		return r.summary("")
+	case "batch":
+		if err := r.checkBatch(rest); err != nil {
+			return err
+		}
+		return r.summary("")
 	}
 	if mode == "spec" || mode == "all" {
 		r.checkModels()
@@ -366,28 +400,6 @@ func (r *tlcRun) summary(tracesNotRun string) error {
 	return nil
 }
 
-// expectRe is a cfg's first line: its one expected outcome.
-var expectRe = regexp.MustCompile(`^\\\* expect: (?:(ok)|violation ([A-Za-z_][A-Za-z0-9_]*))\s*$`)
-
-// readExpect reads the outcome a cfg declares on its first line.
-func readExpect(path string) (ok bool, name string, err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return false, "", err
-	}
-	defer f.Close()
-	first, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil && err != io.EOF {
-		return false, "", err
-	}
-	first = strings.TrimRight(first, "\r\n")
-	m := expectRe.FindStringSubmatch(first)
-	if m == nil {
-		return false, "", fmt.Errorf(`%s:1: the first line must be "\* expect: ok" or "\* expect: violation NAME" (exactly one invariant or property), not %q`, path, first)
-	}
-	return m[1] != "", m[2], nil
-}
-
 // moduleFor is the spec module a cfg checks: the longest name among the
 // modules that prefixes the cfg's.
 func moduleFor(cfg string, modules []string) string {
@@ -422,7 +434,7 @@ func (r *tlcRun) checkModels() {
 			fmt.Fprintf(r.out, "SKIP  %s: -skip\n", what)
 			continue
 		}
-		wantOK, wantName, err := readExpect(cfg)
+		exp, err := tlc.ReadExpectation(cfg)
 		if err != nil {
 			r.report(false, what, strings.Replace(err.Error(), cfg, what, 1), nil)
 			continue
@@ -435,19 +447,21 @@ func (r *tlcRun) checkModels() {
 		r.mu.Lock()
 		r.models++
 		r.mu.Unlock()
-		res, log, d, err := r.runTLC(what, tlc.Job{Spec: module + ".tla", Config: filepath.Base(cfg), Dir: dir})
+		// A "\* fires:" line asks for TLC's -coverage: each action it names
+		// must take a step (tlc.Expectation).
+		res, log, d, err := r.runTLC(what, tlc.Job{Spec: module + ".tla", Config: filepath.Base(cfg), Dir: dir, Args: exp.Args()})
 		if err != nil {
 			r.couldNotRun(what, err, log)
 			continue
 		}
-		want := "ok"
-		if !wantOK {
-			want = "violation " + wantName
+		detail := fmt.Sprintf("expected %s, got %s", exp, describe(res))
+		problem := exp.Check(res)
+		if problem != "" {
+			detail = problem
+		} else if len(exp.Fires) > 0 {
+			detail += fmt.Sprintf(", all %d actions on its fires line took steps", len(exp.Fires))
 		}
-		got := describe(res)
-		pass := (wantOK && res.Outcome == tlc.NoError) ||
-			(!wantOK && (res.Outcome == tlc.InvariantViolated || res.Outcome == tlc.PropertyViolated) && res.Name == wantName)
-		r.report(pass, what, fmt.Sprintf("expected %s, got %s; %s, %.1fs", want, got, stats(res), d.Seconds()), log)
+		r.report(problem == "", what, fmt.Sprintf("%s; %s, %.1fs", detail, stats(res), d.Seconds()), log)
 	}
 }
 
@@ -695,7 +709,7 @@ func (r *tlcRun) checkThread(in *traceInput, ti int, th tracecheck.ThreadLines) 
 	res, log, d, err := r.runTLC(name, tlc.Job{
 		Spec: "ThreadClaimLapseTrace.tla", Config: "ThreadClaimLapseTrace.cfg",
 		Dir: filepath.Join(r.work, "tla"), Library: []string{filepath.Join(r.work, "spec")},
-		Env: []string{"JSON=" + file}, Workers: 1,
+		Env: []string{"JSON=" + file}, Workers: 1, JavaOpts: tlc.ShortJavaOpts,
 	})
 	v := threadVerdict{res: res, log: log, d: d, err: err}
 	if err != nil {

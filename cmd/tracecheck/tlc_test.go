@@ -238,7 +238,7 @@ func TestTLCTraceInput(t *testing.T) {
 	}{
 		{"malformed ok", map[string]string{"ok-a.ndjson": good + `{"tick":2,` + "\n"}, exitUsage, "ok-a.ndjson:2: malformed trace line", false},
 		{"unknown field", map[string]string{"ok-a.ndjson": strings.Replace(good, `"tick"`, `"extra":1,"tick"`, 1)}, exitUsage, "ok-a.ndjson:1: malformed trace line", false},
-		{"empty", map[string]string{"ok-a.ndjson": ""}, exitUsage, "ok-a.ndjson:1: empty trace", false},
+		{"empty", map[string]string{"ok-a.ndjson": ""}, exitUsage, "empty trace", false},
 		{"malformed after a good file", map[string]string{"ok-a.ndjson": good, "ok-b.ndjson": "not json\n"}, exitUsage, "ok-b.ndjson:1: malformed", false},
 		{"bad fixture malformed at its line", map[string]string{"bad-m.ndjson": good + "{\n", "expected-lines": "bad-m.ndjson 2\n"}, exitOK, "rejected by the Go reader at line 2", false},
 		{"bad fixture malformed elsewhere", map[string]string{"bad-m.ndjson": good + "{\n", "expected-lines": "bad-m.ndjson 1\n"}, exitFailed, "the Go checker's line is 1", false},

@@ -31,18 +31,43 @@ Flags:
 func cmdValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	unfencedSpec := fs.Bool("unfenced-spec", false, "check against the spec with Fenced = FenceAbandon = FALSE")
+	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, validateUsage); err != nil {
 		return err
 	}
+	var figs []validateFigure
+	if *jsonOut {
+		err := validate(fs, *unfencedSpec, io.Discard, io.Discard, &figs)
+		return writeJSON(stdout, "validate", err, figs)
+	}
+	return validate(fs, *unfencedSpec, stdout, stderr, &figs)
+}
+
+// validateFigure is one file's verdict, for -json.
+type validateFigure struct {
+	File     string `json:"file"`
+	Accepted bool   `json:"accepted"`
+	Lines    int    `json:"lines"`
+	Threads  int    `json:"threads"`
+	Lapses   int    `json:"lapses_inferred"`
+	Rejected string `json:"rejected,omitempty"` // the violation, or why the input is bad
+}
+
+func validate(fs *flag.FlagSet, unfencedSpec bool, stdout, stderr io.Writer, figs *[]validateFigure) error {
 	if fs.NArg() == 0 {
 		return usageError{"no trace file given"}
 	}
-	spec := tracecheck.Spec{Fenced: !*unfencedSpec, FenceAbandon: !*unfencedSpec}
+	spec := tracecheck.Spec{Fenced: !unfencedSpec, FenceAbandon: !unfencedSpec}
 	rejected, bad := 0, 0
 	for _, path := range fs.Args() {
 		st, err := tracecheck.CheckFile(path, tracecheck.WithSpec(spec))
 		var v *tracecheck.Violation
 		var le *tracecheck.LineError
+		fig := validateFigure{File: path, Accepted: err == nil, Lines: st.Lines, Threads: st.Threads, Lapses: st.LapsesInferred}
+		if err != nil {
+			fig.Rejected = err.Error()
+		}
+		*figs = append(*figs, fig)
 		switch {
 		case err == nil:
 			fmt.Fprintf(stdout, "%s: accepted (%d lines, %d threads, %d lapses inferred, %d under live holders; %d timed lines, %d early claims)\n",

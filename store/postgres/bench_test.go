@@ -136,18 +136,7 @@ func BenchmarkConsumingWritePaired(b *testing.B) {
 	ws := core.NewWorkspace(s, core.SystemClock{})
 	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
 	var c core.Claim
-	fresh := func(i int) {
-		id := core.ThreadID(fmt.Sprintf("t%d", i))
-		if err := ws.CreateThread(ctx, id); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := ws.Post(ctx, id, "m"); err != nil {
-			b.Fatal(err)
-		}
-		if c, err = ws.Claim(ctx, id, core.Holder(fmt.Sprintf("h%d", i)), time.Hour); err != nil {
-			b.Fatal(err)
-		}
-	}
+	fresh := func(i int) { c = storetest.FreshClaim(ctx, b, ws, i) }
 	fresh(0)
 	fenced := make([]time.Duration, 0, b.N)
 	plain := make([]time.Duration, 0, b.N)

@@ -52,23 +52,20 @@ const waitingBackend = `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE appl
 // in the round trip that carries COMMIT. Once the lock is free, nothing
 // of it was written.
 func TestCancelledLockWaitEndsOnServer(t *testing.T) {
-	for _, m := range readModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			app := randomName("tc_")
-			opts := m.opts
-			opts.Schema = testSchema(t)
-			s, err := open(context.Background(), poolConfig(t, app), opts)
-			require.NoError(t, err)
-			t.Cleanup(s.Close)
-			err, id, blocker := lockWaitCancelled(t, s, app)
-			require.NotErrorIs(t, err, core.ErrCommitUnknown)
-			waitFor(t, admin(t), "no backend of the store waiting for a lock",
-				`SELECT NOT (`+waitingBackend+`)`, app)
-			require.NoError(t, blocker.Rollback(context.Background()))
-			require.Empty(t, storetest.Snapshot(t, s, id).Thread.Runs, "the cancelled write")
-		})
-	}
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		app := randomName("tc_")
+		opts.Schema = testSchema(t)
+		s, err := open(context.Background(), poolConfig(t, app), opts)
+		require.NoError(t, err)
+		t.Cleanup(s.Close)
+		err, id, blocker := lockWaitCancelled(t, s, app)
+		require.NotErrorIs(t, err, core.ErrCommitUnknown)
+		waitFor(t, admin(t), "no backend of the store waiting for a lock",
+			`SELECT NOT (`+waitingBackend+`)`, app)
+		require.NoError(t, blocker.Rollback(context.Background()))
+		require.Empty(t, storetest.Snapshot(t, s, id).Thread.Runs, "the cancelled write")
+	})
 }
 
 // The mutant: pgx's default, which closes the connection as soon as the
@@ -78,6 +75,7 @@ func TestCancelledLockWaitEndsOnServer(t *testing.T) {
 // the runner gives the round up, and the connection is lost, though
 // nothing was written.
 func TestCancelledLockWaitWithoutCancelRequest(t *testing.T) {
+	t.Parallel() // a schema of its own
 	app := randomName("tc_")
 	s, err := openPool(context.Background(), poolConfig(t, app), Options{Schema: testSchema(t)})
 	require.NoError(t, err)

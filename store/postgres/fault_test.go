@@ -37,6 +37,7 @@ func terminate(t *testing.T, conn *pgx.Conn, pid uint32) {
 // again, and the next claimant takes the thread over after the TTL and
 // consumes the message, once.
 func TestBackendKilledMidFencedWrite(t *testing.T) {
+	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	s := newStore(t)
 	a, b, h, id, ca := claimed(t, s)
@@ -84,6 +85,7 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 // committed, so Update returns ErrCommitUnknown. (Here it did not: the
 // test reads that it did not, which the runner could not.)
 func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
+	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	app := randomName("tc_")
 	s := openStore(t, poolConfig(t, app), testSchema(t))
@@ -133,6 +135,7 @@ func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 // the same holder would start a second run with the same prompt; the next
 // claimant instead abandons the run that did start.
 func TestCommitUnknownWhenReplyLost(t *testing.T) {
+	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	cfg := poolConfig(t, randomName("tc_"))
 	cfg.MaxConns = 1 // one connection, whose statements the warm-up prepares

@@ -28,12 +28,8 @@ const ttl = 10 * time.Second
 // its first round trip early (a read of the log) so that the test can act
 // while the write holds them.
 func TestAcquireWaitsForFencedWrite(t *testing.T) {
-	for _, m := range readModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			testAcquireWaitsForFencedWrite(t, m.opts)
-		})
-	}
+	t.Parallel() // a schema of its own
+	eachReadMode(t, testAcquireWaitsForFencedWrite)
 }
 
 func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
@@ -120,12 +116,8 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 // fenced write waits in its check, which then fails, and the write, run
 // again with locking reads, is refused.
 func TestFencedWriteWaitsForAcquire(t *testing.T) {
-	for _, m := range readModes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			testFencedWriteWaitsForAcquire(t, m.opts)
-		})
-	}
+	t.Parallel() // a schema of its own
+	eachReadMode(t, testFencedWriteWaitsForAcquire)
 }
 
 func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {

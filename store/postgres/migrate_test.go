@@ -153,6 +153,7 @@ func TestCommitRefusedByServer(t *testing.T) {
 // read back whole, and every holder that had claimed a thread is refused
 // a second claim.
 func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
+	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	schema := testSchema(t)
 	ms, err := migrations()

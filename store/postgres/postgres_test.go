@@ -114,11 +114,23 @@ var readModes = []struct {
 	{"reads=locking", Options{LockingReads: true}},
 }
 
+// eachReadMode runs test once for each of readModes, in parallel, with
+// that mode's Options.
+func eachReadMode(t *testing.T, test func(t *testing.T, opts Options)) {
+	for _, m := range readModes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, m.opts)
+		})
+	}
+}
+
 // The conformance suite runs on each way a Store can read: speculating
 // from its cache (the default, which gets every check storetest.Exercise
 // has), locking every read, and folding the whole log each time (no
 // cache). Each keeps trace lines, so that the suite checks them.
 func TestConformance(t *testing.T) {
+	t.Parallel() // a schema of its own
 	modes := append(readModes, struct {
 		name string
 		opts Options
@@ -144,6 +156,7 @@ func TestConformance(t *testing.T) {
 // A holder reused across claims then passes a later claim's fence with
 // its stale round, and a message is consumed twice.
 func TestReuseHolderMutant(t *testing.T) {
+	t.Parallel() // a schema of its own
 	s := newStore(t)
 	_, err := s.pool.Exec(context.Background(), `ALTER TABLE `+pgx.Identifier{s.Schema()}.Sanitize()+`.holders DROP CONSTRAINT holders_pkey`)
 	require.NoError(t, err)
@@ -156,6 +169,7 @@ func TestReuseHolderMutant(t *testing.T) {
 // check fail; run again with locking reads and no fence, it starts its run
 // after the claim.
 func TestAcquireWaitsCatchesUnfenced(t *testing.T) {
+	t.Parallel() // a schema of its own
 	err := storetest.CheckAcquireWaits(context.Background(), newStore(t), core.Fences{})
 	require.Error(t, err, "the commit-order check passed the unfenced write")
 	require.Contains(t, err.Error(), "after b's claim took the lease")

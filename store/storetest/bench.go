@@ -54,17 +54,7 @@ func BenchmarkConsumingWrite(b *testing.B, newStorage func(b *testing.B) core.St
 			ws := core.NewWorkspace(s, simclock.New(epoch), opts...)
 			var op func(ctx context.Context) error
 			fresh := func(i int) {
-				id := core.ThreadID(fmt.Sprintf("t%d", i))
-				if err := ws.CreateThread(ctx, id); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := ws.Post(ctx, id, "m"); err != nil {
-					b.Fatal(err)
-				}
-				c, err := ws.Claim(ctx, id, core.Holder(fmt.Sprintf("h%d", i)), time.Hour)
-				if err != nil {
-					b.Fatal(err)
-				}
+				c := FreshClaim(ctx, b, ws, i)
 				op = func(ctx context.Context) error {
 					_, err := ws.RunStart(ctx, c, 1)
 					return err
@@ -84,6 +74,23 @@ func BenchmarkConsumingWrite(b *testing.B, newStorage func(b *testing.B) core.St
 			Ops(b, perThread, fresh, func(int) error { return op(ctx) })
 		})
 	}
+}
+
+// FreshClaim makes thread "t<i>" with one message and claims it for an
+// hour as holder "h<i>": a benchmark's next thread.
+func FreshClaim(ctx context.Context, b *testing.B, ws *core.Workspace, i int) core.Claim {
+	id := core.ThreadID(fmt.Sprintf("t%d", i))
+	if err := ws.CreateThread(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := ws.Post(ctx, id, "m"); err != nil {
+		b.Fatal(err)
+	}
+	c, err := ws.Claim(ctx, id, core.Holder(fmt.Sprintf("h%d", i)), time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
 }
 
 // Ops runs op b.N times (op(i) for i = 0, 1, ...), and calls fresh(i)

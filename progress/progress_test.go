@@ -1,0 +1,52 @@
+package progress
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time { return c.t }
+
+func TestMeterRateAndETA(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	var b bytes.Buffer
+	m := NewOn(&b, "run", 1000, "executions", c.now)
+	c.t = c.t.Add(2 * time.Second)
+	m.Add(100)
+	require.Equal(t, "run: 100/1000 executions (10.0%), 50/s, ETA 18s", m.Line(c.t))
+	require.Contains(t, b.String(), "\rrun: 100/1000 executions (10.0%), 50/s, ETA 18s")
+
+	// Within Every nothing is redrawn; after it, the new count is.
+	n := b.Len()
+	c.t = c.t.Add(Every / 2)
+	m.Add(1)
+	require.Equal(t, n, b.Len(), "redrawn within %v", Every)
+	c.t = c.t.Add(Every)
+	m.Add(1)
+	require.Contains(t, b.String()[n:], "102/1000")
+
+	m.Done()
+	require.True(t, strings.HasSuffix(b.String(), "\r"), "Done leaves the cursor at the start of a cleared line")
+}
+
+func TestMeterOffWhenNotATerminal(t *testing.T) {
+	var b bytes.Buffer
+	m := New(&b, "run", 10, "executions", time.Now)
+	require.Nil(t, m, "a buffer is not a terminal")
+	m.Add(5) // a nil Meter is a no-op
+	m.Done()
+	require.Empty(t, b.String())
+
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	require.NoError(t, err)
+	defer f.Close()
+	require.False(t, IsTerminal(f), "a regular file is not a terminal")
+	require.Nil(t, New(f, "run", 10, "executions", time.Now))
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package specmodel
+
+const raceIn = false
