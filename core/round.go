@@ -117,6 +117,10 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 	switch {
 	case ph == phaseOver:
 		return nil, fmt.Errorf("%s on thread %q: %w", a, c.Thread, ErrRoundOver)
+	case r.crashing && a != ActionCrash:
+		// The round's Crash is being traced, at a version that a write of
+		// the round (a renewal) must not pass.
+		return nil, fmt.Errorf("%s on thread %q: %w: the round's Crash is in progress", a, c.Thread, ErrRoundOver)
 	case r.doubt && a != ActionCrash:
 		return nil, fmt.Errorf("%s on thread %q: %w: a write's commit is unknown, only Crash may follow", a, c.Thread, ErrOutOfOrder)
 	case !allowed(a, ph):

@@ -294,3 +294,28 @@ func TestCrashAfterCommitUnknownWaitsForStorage(t *testing.T) {
 	require.Equal(t, core.PlanAbandon, p.Kind)
 	w.valid(t)
 }
+
+// A renewal while the round's Crash is being traced is refused: the Crash
+// may be traced at the last version the round saw (when its read fails),
+// and a renewal committed meanwhile would put a write of the round after
+// its end.
+func TestRenewDuringCrashRefused(t *testing.T) {
+	w := newWorld(t, "m1")
+	gate := &gated{Store: w.s, entered: make(chan struct{}), release: make(chan struct{})}
+	a := core.NewWorkspace(gate, simclock.New(epoch), core.WithProcess("C"), core.WithTracer(w.rec))
+	c, err := a.Claim(w.ctx, "t", "hc", ttl)
+	require.NoError(t, err)
+	gate.arm() // the memory store has no View: the Crash's read is an Update
+	crashed := make(chan error, 1)
+	go func() { crashed <- a.Crash(w.ctx, c) }()
+	wait(t, gate.entered, "the Crash's read to reach storage")
+	before, err := w.a.Lease(w.ctx, "t")
+	require.NoError(t, err)
+	require.ErrorIs(t, a.Renew(w.ctx, c, ttl), core.ErrRoundOver)
+	after, err := w.a.Lease(w.ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the refused renewal wrote")
+	close(gate.release)
+	require.NoError(t, wait(t, crashed, "Crash to return"))
+	w.valid(t)
+}

@@ -59,7 +59,7 @@ Runs TLC (package tlc) and checks every result against what is expected:
              run (the trace spec's batch mode); prints each verdict and
              the lines per second (ok-* must be accepted, bad-* rejected)
 
--skip names cfgs not to run: scripts/test skips the two long exhaustive
+-skip names cfgs not to run: scripts/test skips the long exhaustive
 models (the workflow runs them all).
 
 Before TLC sees a trace, the Go reader checks its shape: a malformed or

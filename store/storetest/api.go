@@ -124,10 +124,10 @@ func (m *APIMachine) Step(ch Chooser) error {
 		what = "Post"
 		_, err = m.poster.Post(m.ctx, thread, "m")
 	case 1:
-		// Holders from a small pool of the process's own: some are
-		// reused, which the Workspace refuses. (Another process's holder
-		// reused is for storage to refuse: ErrHolderReused.)
-		h := core.Holder(fmt.Sprintf("p%d-h%d", p+1, ch.IntN("holder", 6)))
+		// Holders from a small pool all processes share: some are
+		// reused, by the same process (the Workspace refuses) or by
+		// another (storage refuses: ErrHolderReused).
+		h := core.Holder(fmt.Sprintf("h%d", ch.IntN("holder", 8)))
 		what = fmt.Sprintf("Claim(%s)", h)
 		var c core.Claim
 		c, err = ws.Claim(m.ctx, thread, h, apiTTL)
@@ -214,7 +214,7 @@ func (m *APIMachine) pickClaim(ch Chooser, thread core.ThreadID) (core.Claim, in
 	case n < len(m.claims):
 		return m.claims[n], m.owners[n]
 	case n == len(m.claims):
-		return core.Claim{Thread: thread, Holder: "p1-h0"}, -1
+		return core.Claim{Thread: thread, Holder: "h0"}, -1
 	}
 	return core.Claim{}, -1
 }
