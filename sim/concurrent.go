@@ -11,6 +11,7 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // ConcurrentConfig configures one concurrent execution: real goroutines,
@@ -197,6 +198,9 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 	res.Elapsed = time.Since(rec.start)
 	rec.mu.Lock()
 	res.Lines = rec.lines
+	// Processes trace after their transactions end, so the lines came in
+	// any order the scheduler made; the checkers take them in trace order.
+	tracecheck.Sort(res.Lines)
 	rec.mu.Unlock()
 
 	// The invariants, in storage, whatever the liveness outcome.

@@ -154,7 +154,7 @@ func TestCheckerIsTheSpec(t *testing.T) {
 		noConsume bool // switch FenceStart and FenceReply off
 	}{
 		{"../spec/ThreadClaimLapse.cfg", tracecheck.Spec{Fenced: true, FenceAbandon: true}, false},
-		{"../spec/ThreadClaimLapseStartUnfencedI1.cfg", tracecheck.Spec{Fenced: false, FenceAbandon: true}, true},
+		{"../spec/ThreadClaimLapseUnfenced.cfg", tracecheck.Spec{Fenced: false, FenceAbandon: true}, true},
 		{"../spec/ThreadClaimLapseAbandonUnfenced.cfg", tracecheck.Spec{Fenced: true, FenceAbandon: false}, false},
 	} {
 		t.Run(tc.cfg[strings.LastIndex(tc.cfg, "/")+1:], func(t *testing.T) {

@@ -27,9 +27,9 @@ var tlcFigures = map[string]struct {
 	"ThreadClaimLapseAbandonUnfenced.cfg": {272, 0, 8, InvNoLiveAbandon},
 	// the cfgs that come with one switch per fence (FenceStart,
 	// FenceReply), measured the same way
-	"ThreadClaimLapseReplyUnfenced.cfg":   {232849, 1054979, 30, ""},
+	"ThreadClaimLapseReplyUnfenced.cfg":   {4927, 0, 19, ""},
 	"ThreadClaimLapseSmall.cfg":           {4859, 21297, 19, ""},
-	"ThreadClaimLapseStartUnfencedI1.cfg": {497, 0, 9, InvConsumedAtMostOnce},
+	"ThreadClaimLapseUnfenced.cfg":        {497, 0, 9, InvConsumedAtMostOnce},
 	"ThreadClaimLapseStartUnfencedI3.cfg": {497, 0, 9, InvOneActiveRun},
 }
 
@@ -108,7 +108,7 @@ func TestSpecCfgs(t *testing.T) {
 // TestExploreAllGoesOn: past a violation, Continue keeps the first one and
 // still enumerates every reachable state.
 func TestExploreAllGoesOn(t *testing.T) {
-	c, err := ReadConfig("../spec/ThreadClaimLapseStartUnfencedI1.cfg")
+	c, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestRefusalNamesConjunct(t *testing.T) {
 // TestUnfencedStartsStale: with FenceStart = FALSE the same stale start is
 // a RunStart, and StartFenced is not enabled because `FenceStart` is false.
 func TestUnfencedStartsStale(t *testing.T) {
-	c, err := ReadConfig("../spec/ThreadClaimLapseStartUnfencedI1.cfg")
+	c, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestKeyRoundTrip(t *testing.T) {
 	if raceIn {
 		t.Skip("-race: the model runs in one goroutine")
 	}
-	c, err := ReadConfig("../spec/ThreadClaimLapseStartUnfencedI1.cfg")
+	c, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
