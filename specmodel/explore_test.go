@@ -29,8 +29,8 @@ var tlcFigures = map[string]struct {
 	// FenceReply), measured the same way
 	"ThreadClaimLapseReplyUnfenced.cfg":   {4927, 0, 19, ""},
 	"ThreadClaimLapseSmall.cfg":           {4859, 21297, 19, ""},
-	"ThreadClaimLapseUnfenced.cfg":        {497, 0, 9, InvConsumedAtMostOnce},
-	"ThreadClaimLapseStartUnfencedI3.cfg": {497, 0, 9, InvOneActiveRun},
+	"ThreadClaimLapseUnfenced.cfg":        {390, 1184, 9, InvConsumedAtMostOnce},
+	"ThreadClaimLapseStartUnfencedI3.cfg": {390, 1184, 9, InvOneActiveRun},
 }
 
 func specCfgs(t testing.TB) []string {
