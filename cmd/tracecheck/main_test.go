@@ -254,3 +254,20 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 		require.Equal(t, exitSurvived, code, "%s %s: stdout:\n%s\nstderr:\n%s", tc.mutant, tc.off, out, errs)
 	}
 }
+
+// run -cfg reports the share of the cfg's reachable states the executions
+// visit, and -min-coverage fails the run below a floor (set just under
+// what the default executions reach: 1.49% of the fenced cfg's states).
+func TestRunCoverage(t *testing.T) {
+	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-concurrent", "0", "-min-coverage", "1.4")
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, out, "coverage            1.")
+	require.Contains(t, out, "of states")
+	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-seeds", "5", "-concurrent", "0", "-min-coverage", "90")
+	require.Equal(t, exitFailed, code, errs)
+	require.Contains(t, errs, "below the floor")
+	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseUnfenced.cfg", "-seeds", "1")
+	require.Equal(t, exitUsage, code, "a cfg whose model breaks an invariant: %s", errs)
+	code, _, _ = runCLI("run", "-min-coverage", "5")
+	require.Equal(t, exitUsage, code, "-min-coverage without -cfg")
+}

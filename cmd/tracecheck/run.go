@@ -20,6 +20,7 @@ import (
 	"github.com/threadclaim/threadclaim/progress"
 	"github.com/threadclaim/threadclaim/shrink"
 	"github.com/threadclaim/threadclaim/sim"
+	"github.com/threadclaim/threadclaim/specmodel"
 	"github.com/threadclaim/threadclaim/store/postgres"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -41,6 +42,9 @@ Flags:
 type runFlags struct {
 	seeds, seedBase, steps, procs, threads, messages int
 	concurrent, workers                              int
+	cfgPath                                          string
+	spec                                             *specmodel.Config
+	minCoverage                                      float64
 	ttl                                              time.Duration
 	unfenced, shrink, json                           bool
 	mutant                                           string
@@ -72,6 +76,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.BoolVar(&f.shrink, "shrink", true, "shrink the first failing seed of each failure to its shortest story, printed and written to -shrink-dir")
 	fs.StringVar(&f.shrinkDir, "shrink-dir", "tracecheck-out", "where a failing seed's operation log and trace are written, and beside them the shrunk ones")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
+	fs.StringVar(&f.cfgPath, "cfg", "", "take the processes and messages from this TLC cfg (spec/*.cfg) and report how much of its reachable state graph the deterministic executions visit")
+	fs.Float64Var(&f.minCoverage, "min-coverage", 0, "with -cfg: fail (exit 1) when the executions visit less than this percentage of the cfg's states")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
 	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, runUsage); err != nil {
@@ -82,6 +88,21 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	if f.seeds < 0 || f.concurrent < 0 || f.seeds+f.concurrent == 0 {
 		return usageError{"-seeds and -concurrent must not be negative, and one must be positive"}
+	}
+	if f.minCoverage < 0 || f.minCoverage > 100 || (f.minCoverage > 0 && f.cfgPath == "") {
+		return usageError{fmt.Sprintf("-min-coverage %v must be a percentage, and needs -cfg", f.minCoverage)}
+	}
+	if f.cfgPath != "" {
+		c, err := specmodel.ReadConfig(f.cfgPath)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		for i, p := range c.Procs {
+			if p != fmt.Sprintf("p%d", i+1) {
+				return usageError{fmt.Sprintf("-cfg %s: its processes must be p1, p2, ... as the executions name theirs, not %v", f.cfgPath, c.Procs)}
+			}
+		}
+		f.spec, f.procs, f.messages = &c, len(c.Procs), c.MaxMsgs
 	}
 	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 || f.workers < 1 {
 		return usageError{"-procs, -threads, -messages, -ttl and -workers must be positive, -steps not negative"}
@@ -139,6 +160,16 @@ type tally struct {
 	failed  []failedSeed
 	stories []story
 	elapsed time.Duration
+
+	cov     *sim.Coverage // with -cfg: the cfg's states the executions visited
+	covName string
+}
+
+// coverage returns the percentages of the cfg's states and edges visited.
+func (t *tally) coverage() (states, edges float64) {
+	v, n := t.cov.States()
+	e, m := t.cov.Edges()
+	return 100 * float64(v) / float64(n), 100 * float64(e) / float64(m)
 }
 
 type failedSeed struct {
@@ -169,9 +200,19 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	fmt.Fprintf(out, "tracecheck run: %d deterministic executions (seeds %d..%d), %d concurrent, %s, %s\n",
 		f.seeds, f.seedBase, f.seedBase+f.seeds-1, f.concurrent, where, mode)
 
+	if f.spec != nil {
+		g := specmodel.New(*f.spec).Explore()
+		if v := g.Result().Violation; v != nil {
+			return t, usageError{fmt.Sprintf("-cfg %s: its model breaks %s at depth %d; coverage needs a cfg whose invariants hold", f.cfgPath, v.Invariant, v.Depth)}
+		}
+		t.cov, t.covName = sim.NewCoverage(g), f.cfgPath
+	}
 	meter := progress.New(stderr, "run", f.seeds+f.concurrent, "executions", time.Now)
 	err := runSeeds(ctx, f, func(seed uint64, e *shrink.Execution) error {
 		meter.Add(1)
+		if t.cov != nil {
+			t.cov.Add(e.Lines)
+		}
 		return t.seeded(f, seed, e)
 	})
 	if err != nil {
@@ -219,7 +260,15 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 			return t, err
 		}
 	}
-	return t, t.verdict(f.mutant != "", out)
+	if err := t.verdict(f.mutant != "", out); err != nil {
+		return t, err
+	}
+	if t.cov != nil && f.minCoverage > 0 {
+		if ps, _ := t.coverage(); ps < f.minCoverage {
+			return t, failure{exitFailed, fmt.Sprintf("FAIL: the executions visited %.2f%% of %s's states, below the floor of %.2f%%", ps, t.covName, f.minCoverage)}
+		}
+	}
+	return t, nil
 }
 
 // seeded counts one deterministic execution, in seed order.
@@ -456,6 +505,12 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 		fmt.Fprintf(out, "Go trace checker    REJECTED %d of %d executions' traces\n", t.traceFails, t.executions+t.concurrent)
 	}
 	fmt.Fprintf(out, "porcupine           %s\n", t.lin.summary())
+	if t.cov != nil {
+		v, n := t.cov.States()
+		e, m := t.cov.Edges()
+		ps, pe := t.coverage()
+		fmt.Fprintf(out, "coverage            %.2f%% of states (%d of %d), %.2f%% of edges (%d of %d) of %s\n", ps, v, n, pe, e, m, t.covName)
+	}
 	fmt.Fprintf(out, "time                %v\n", elapsed.Round(time.Millisecond))
 }
 
