@@ -44,7 +44,7 @@ Runs TLC (package tlc) and checks every result against what is expected:
              expected to be accepted unless it is named bad-*.
   generated  traces the Go code writes (tracecheck run -trace-dir, fences
              on, then off), checked as a directory of fixtures
-  all        (default) spec, then trace, then generated
+  all        (default) spec, then trace, then generated, then mutants and differential
   mutants    every spec mutant in spec/mutants (an edit of a copy of spec/
              or tla/) must be caught by the check it names: a model cfg
              reporting other than its expectation, or a trace fixture's
@@ -224,6 +224,17 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		if mode == "generated" || mode == "all" {
 			if err := r.checkGenerated(); err != nil {
+				return err
+			}
+		}
+		if mode == "all" {
+			// The spec mutants (each must be caught) and the differential
+			// (mutated traces: both checkers agree on every verdict and
+			// line).
+			if err := r.checkMutants(); err != nil {
+				return err
+			}
+			if err := r.checkDifferential(); err != nil {
 				return err
 			}
 		}
