@@ -27,7 +27,10 @@ func (t *txn) LogTrace(_ context.Context, ev core.TraceEvent) error {
 }
 
 // TraceLines returns the trace lines of every committed write, by thread
-// and tick, as a Store opened with KeepTrace kept them.
+// and tick, as a Store opened with KeepTrace kept them. It is an
+// administrative read, for checking a run's trace (tracecheck fleet reads
+// the writes from here, so that a process killed after its commit loses no
+// line): it reads the whole table and is not meant for a runner's path.
 func (s *Store) TraceLines(ctx context.Context) ([]core.TraceEvent, error) {
 	rows, err := s.pool.Query(ctx, s.q.traceLines)
 	if err != nil {
@@ -52,8 +55,10 @@ func (s *Store) TraceLines(ctx context.Context) ([]core.TraceEvent, error) {
 	return out, nil
 }
 
-// DropSchema drops the Store's schema and everything in it. Tests and
-// tracecheck's runs on PostgreSQL make a schema per execution and drop it.
+// DropSchema drops the Store's schema and everything in it, irreversibly.
+// It is an administrative operation for throwaway schemas: tests,
+// tracecheck run -storage and tracecheck fleet make a schema per execution
+// and drop it after. A deployment never calls it.
 func (s *Store) DropSchema(ctx context.Context) error {
 	if _, err := s.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE"); err != nil {
 		return fmt.Errorf("postgres: drop schema %q: %w", s.schema, err)
