@@ -106,13 +106,14 @@ type Turn struct {
 	// renewing is held by a renewal for its whole round trip, so that
 	// crash can wait for one in flight: a Renew committed after the Crash
 	// line would renew a claim its process has given up.
-	renewing sync.Mutex
-	mu       sync.Mutex // guards lost, stopping, over and cancel
-	lost     bool
-	stopping bool
-	over     bool
-	runCtx   context.Context
-	cancel   context.CancelFunc
+	renewing  sync.Mutex
+	mu        sync.Mutex // guards lost, stopping, over, releasing and cancel
+	lost      bool
+	stopping  bool
+	releasing bool // the turn is releasing its claim: no renewal starts
+	over      bool
+	runCtx    context.Context
+	cancel    context.CancelFunc
 }
 
 // NewTurn returns a turn on the thread that has not claimed it yet.
@@ -140,7 +141,7 @@ func (t *Turn) Renew(ctx context.Context) error {
 	t.renewing.Lock()
 	defer t.renewing.Unlock()
 	t.mu.Lock()
-	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && t.runCtx != nil
+	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && !t.releasing && t.runCtx != nil
 	t.mu.Unlock()
 	if !claimed {
 		return nil
@@ -477,6 +478,14 @@ func (t *Turn) stepRunEnd(ctx context.Context) {
 }
 
 func (t *Turn) stepRelease(ctx context.Context) {
+	// No renewal starts from here on, and one in flight returns first: a
+	// renewal that reached storage after the Release would find the lease
+	// gone and call a claim lost that was given up.
+	t.renewing.Lock()
+	t.mu.Lock()
+	t.releasing = true
+	t.mu.Unlock()
+	t.renewing.Unlock()
 	err := t.r.ws.Release(ctx, t.claim)
 	switch {
 	case err != nil:
