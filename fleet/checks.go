@@ -128,11 +128,7 @@ func writeTrace(path string, lines []core.TraceEvent) error {
 	if err != nil {
 		return err
 	}
-	w := tracecheck.NewWriter(f)
-	for _, l := range lines {
-		w.Trace(l)
-	}
-	if err := w.Err(); err != nil {
+	if err := tracecheck.WriteLines(f, lines); err != nil {
 		f.Close()
 		return err
 	}

@@ -114,6 +114,20 @@ func (r *Recorder) WriteTo(w io.Writer) (int64, error) {
 	return n, bw.Flush()
 }
 
+// WriteLines writes lines as ndjson, in the order given (Sort them first
+// for a file that follows the order rule), through a buffer it flushes.
+func WriteLines(w io.Writer, lines []core.TraceEvent) error {
+	bw := bufio.NewWriter(w)
+	var buf []byte
+	for i := range lines {
+		buf = appendLine(buf[:0], &lines[i])
+		if _, err := bw.Write(buf); err != nil {
+			return fmt.Errorf("write trace line: %w", err)
+		}
+	}
+	return bw.Flush()
+}
+
 // LineError is a trace that could not be read: the file, the 1-based
 // number of the line at fault (0 when no line is: a file that cannot be
 // opened), and why.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -40,22 +39,9 @@ func cmdSort(args []string, stdout, stderr io.Writer) error {
 	}
 	tracecheck.Sort(lines)
 	if *out == "" {
-		return writeTrace(stdout, lines)
+		return tracecheck.WriteLines(stdout, lines)
 	}
 	return writeTraceFile(*out, lines)
-}
-
-// writeTrace writes lines as ndjson.
-func writeTrace(w io.Writer, lines []core.TraceEvent) error {
-	bw := bufio.NewWriter(w)
-	tw := tracecheck.NewWriter(bw)
-	for _, ev := range lines {
-		tw.Trace(ev)
-	}
-	if err := tw.Err(); err != nil {
-		return err
-	}
-	return bw.Flush()
 }
 
 // writeTraceFile writes lines to path through a temporary file beside it,
@@ -66,7 +52,7 @@ func writeTraceFile(path string, lines []core.TraceEvent) error {
 		return failure{4, // could not run
 			fmt.Sprintf("write %s: %v", path, err)}
 	}
-	err = writeTrace(f, lines)
+	err = tracecheck.WriteLines(f, lines)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
