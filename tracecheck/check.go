@@ -908,7 +908,13 @@ func (c *Checker) runStart(t *threadState, p *specProc, ev *core.TraceEvent) *Vi
 
 // startFenced: StartFenced(p): the fence refuses the planned start.
 func (c *Checker) startFenced(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
-	c.planned(p, planRun)
+	return c.planFenced(t, p, ev, planRun)
+}
+
+// planFenced is StartFenced(p) and ReplyFenced(p): the fence refuses the
+// planned write of the kind, and p's round is over.
+func (c *Checker) planFenced(t *threadState, p *specProc, ev *core.TraceEvent, kind uint8) *Violation {
+	c.planned(p, kind)
 	c.guard(c.spec.Fenced, `Fenced`)
 	c.guard(!t.hasLease(p), `~HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
@@ -949,20 +955,7 @@ func (c *Checker) reply(t *threadState, p *specProc, ev *core.TraceEvent) *Viola
 
 // replyFenced: ReplyFenced(p): the fence refuses the planned answer.
 func (c *Checker) replyFenced(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
-	c.planned(p, planReply)
-	c.guard(c.spec.Fenced, `Fenced`)
-	c.guard(!t.hasLease(p), `~HasLease(p)`)
-	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
-		return v
-	}
-	if v := t.checkProc(ev, p, t.names[t.lease], t.taken); v != nil {
-		return v
-	}
-	if v := t.checkPlan(ev, p); v != nil {
-		return v
-	}
-	p.pc, p.hold, p.planKind, p.planMsg, p.planReq = pcIdle, 0, planNone, 0, 0
-	return nil
+	return c.planFenced(t, p, ev, planReply)
 }
 
 var runConjuncts = [...]string{runActive: `runs[run[p]].state = "active"`, runAbandoned: `runs[run[p]].state = "abandoned"`}
