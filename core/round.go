@@ -33,6 +33,44 @@ func (p phase) String() string {
 	return "phase(?)"
 }
 
+// DoubtOutcome is what became of a write whose commit outcome its process
+// was not told (ErrCommitUnknown).
+type DoubtOutcome string
+
+// The outcomes of a write in doubt.
+const (
+	// DoubtPending: the write returned ErrCommitUnknown; the round's Crash
+	// will resolve it.
+	DoubtPending DoubtOutcome = "pending"
+	// DoubtCommitted: storage's trace log has the write's line.
+	DoubtCommitted DoubtOutcome = "committed"
+	// DoubtNotCommitted: storage's trace log has no line of the write.
+	DoubtNotCommitted DoubtOutcome = "not-committed"
+	// DoubtUndecided: storage keeps no trace lines to ask
+	// (TraceLogReader): the Crash decided from the lease (a Claim) or
+	// ended the round as if the write had not committed.
+	DoubtUndecided DoubtOutcome = "undecided"
+)
+
+// Doubt is a write whose commit outcome its process was not told, as
+// WithDoubts reports it: once when the write returns ErrCommitUnknown
+// (DoubtPending), and once when the round's Crash resolves it.
+type Doubt struct {
+	Proc   string   `json:"proc"`
+	Thread ThreadID `json:"thread"`
+	Holder Holder   `json:"holder"`
+	Action Action   `json:"action"`
+	// Tick is the thread's version the write would have had, and has if
+	// it committed: where storage's trace log keeps its line.
+	Tick    uint64       `json:"tick"`
+	Outcome DoubtOutcome `json:"outcome"`
+	// Crashed says the round's end was traced as a Crash line. It is
+	// false when the write itself ended the round (a Release that
+	// committed), when there was no round (a Claim that did not commit),
+	// and when nothing is traced.
+	Crashed bool `json:"crashed"`
+}
+
 // round is one claim's progress through the specification's process
 // states, kept by the Workspace that made the claim. Every call on the
 // claim checks it before touching storage, so that a call the
@@ -52,7 +90,10 @@ type round struct {
 	// run is the round's run (phaseRunning).
 	run RunID
 	// doubt: a write's commit outcome is unknown; only Crash may follow.
-	doubt bool
+	// doubtLine is that write's line (the first such write's), which
+	// storage's trace log has exactly when it committed.
+	doubt     bool
+	doubtLine *TraceEvent
 	// claimDoubt: the Claim itself may or may not have committed.
 	claimDoubt bool
 	// crashing: a Crash is tracing the round's end; crashFailed: a Crash
@@ -146,13 +187,13 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 // commit outcome that is unknown.
 func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if traced && plan != nil {
 		r.plan = *plan
 	}
 	if traced && line != nil && line.Tick >= r.tick {
 		r.tick, r.taken = line.Tick, line.Taken
 	}
+	doubted := errors.Is(err, ErrCommitUnknown) && r.doubtWrite(line)
 	if errors.Is(err, ErrCommitUnknown) {
 		r.doubt = true
 	}
@@ -163,6 +204,22 @@ func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan) {
 	if r.calls == 0 {
 		close(r.idle)
 	}
+	r.mu.Unlock()
+	if doubted {
+		r.ws.doubted(r, DoubtPending, false)
+	}
+}
+
+// doubtWrite keeps line as the round's write in doubt, unless one is kept
+// already or line is a read's (a read wrote nothing to be in doubt about).
+// It reports whether it kept it. r.mu is held.
+func (r *round) doubtWrite(line *TraceEvent) bool {
+	if r.doubtLine != nil || line == nil || line.Read {
+		return false
+	}
+	l := *line
+	r.doubtLine = &l
+	return true
 }
 
 // follow moves the round along the traced action, as the specification

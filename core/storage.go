@@ -111,6 +111,18 @@ type TraceLog interface {
 	LogTrace(ctx context.Context, ev TraceEvent) error
 }
 
+// TraceLogReader is implemented by a Transaction whose storage keeps the
+// trace lines of committed writes (TraceLog) and reads them back:
+// LoggedTrace returns the line logged at the thread's tick, and false when
+// no committed write logged one there. A Crash after a write whose commit
+// is unknown asks it whether that write committed, since the trace such a
+// storage makes has the write's line exactly when it did: a Release that
+// committed has ended its round, and a Crash after it would be a second
+// end.
+type TraceLogReader interface {
+	LoggedTrace(ctx context.Context, id ThreadID, tick uint64) (TraceEvent, bool, error)
+}
+
 // Clock tells the time and waits on it. Each process has its own; they may
 // disagree. The Workspace stamps lease expiries with Now; a runner over the
 // Workspace renews and polls with After on the same clock, so that a test

@@ -30,6 +30,12 @@ func WithProcess(name string) Option { return func(w *Workspace) { w.proc = name
 // WithTracer sets where trace lines go. Default none: nothing is traced.
 func WithTracer(t Tracer) Option { return func(w *Workspace) { w.tracer = t } }
 
+// WithDoubts sets where the writes whose commit outcome was unknown are
+// reported (Doubt): when the write returns ErrCommitUnknown, and when the
+// round's Crash resolves it. Default none. fn must be safe for concurrent
+// use and must not call the Workspace.
+func WithDoubts(fn func(Doubt)) Option { return func(w *Workspace) { w.doubts = fn } }
+
 // WithFencesForTesting switches fences off. It exists for mutation tests,
 // which show that the checks catch the unfenced workspace; no deployment
 // setting reaches it.
@@ -63,6 +69,7 @@ type Workspace struct {
 	mutants Mutants
 	// noRounds: WithoutRoundsForTesting.
 	noRounds bool
+	doubts   func(Doubt) // WithDoubts
 
 	mu     sync.Mutex
 	rounds map[ThreadID]*round // the open round of each thread
@@ -407,6 +414,9 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		return c, err
 	case errors.Is(err, ErrCommitUnknown):
 		r.doubt, r.claimDoubt = true, true
+		if r.doubtWrite(line) {
+			w.doubted(r, DoubtPending, false)
+		}
 		c.r = r
 		return c, err
 	case err != nil:
@@ -818,9 +828,10 @@ func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
 // (the write may have committed after that point): then, if the read
 // fails, Crash returns the error and the round stays open with only Crash
 // allowed; the next Crash, or this workspace's next Claim on the thread,
-// tries again. For a Claim whose own commit is unknown the read also
-// looks at the lease: the round is traced only if the lease shows the
-// claim's holder.
+// tries again. A write in doubt is resolved by that read (see finish):
+// a Release that committed ends the round with its own line, and a Claim
+// that did not commit opened none, so neither is followed by a Crash
+// line; WithDoubts reports each resolution.
 func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 	r, err := w.enter(c, ActionCrash, nil)
 	if err != nil {
@@ -845,6 +856,16 @@ func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 // does not answer and a write is in doubt, the round stays open (only
 // Crash may follow) and the error is returned; Claim on the thread tries
 // again.
+//
+// A write in doubt is resolved first, in a transaction that locks the
+// thread (so that the write, if it is still in flight, has committed or
+// rolled back before it): a storage that keeps trace lines
+// (TraceLogReader) says whether the write's line is in its log. A Release
+// that committed ended the round itself, and a Claim that did not commit
+// opened none: neither is followed by a Crash line. Any other write in
+// doubt is followed by one, whatever its outcome: the spec lets Crash
+// follow it either way. Without a log to ask, a Claim is taken to have
+// committed when the lease is the claim's, and a Release not to have.
 func (w *Workspace) finish(ctx context.Context, r *round) error {
 	r.mu.Lock()
 	switch {
@@ -856,15 +877,18 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		return fmt.Errorf("crash on thread %q: %w: the round's Crash is in progress", r.thread, ErrOutOfOrder)
 	}
 	r.crashing = true
-	tick, taken, doubt, claimDoubt := r.tick, r.taken, r.doubt, r.claimDoubt
+	tick, taken, doubt, claimDoubt, inDoubt := r.tick, r.taken, r.doubt, r.claimDoubt, r.doubtLine
 	r.mu.Unlock()
-	end := func() {
+	end := func(outcome DoubtOutcome, crashed bool) {
 		r.mu.Lock()
 		r.end()
 		r.mu.Unlock()
+		if inDoubt != nil {
+			w.doubted(r, outcome, crashed)
+		}
 	}
 	if w.tracer == nil {
-		end()
+		end(DoubtUndecided, false)
 		return nil
 	}
 	line := &TraceEvent{Tick: tick, Read: true, Action: ActionCrash, Thread: r.thread, Holder: r.holder, Taken: taken}
@@ -872,8 +896,13 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		version   uint64
 		seenTaken Seq
 		ours      bool
+		outcome   = DoubtUndecided
 	)
-	rerr := w.view(ctx, func(ctx context.Context, tx Transaction) error {
+	read := w.view
+	if inDoubt != nil {
+		read = w.storage.Update // locks the thread: the write in doubt is over
+	}
+	rerr := read(ctx, func(ctx context.Context, tx Transaction) error {
 		t, err := tx.Thread(ctx, r.thread)
 		if err != nil {
 			return err
@@ -883,6 +912,17 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 			return err
 		}
 		version, seenTaken, ours = t.Version, t.Taken, l.Holder == r.holder
+		outcome = DoubtUndecided
+		if log, ok := tx.(TraceLogReader); ok && inDoubt != nil {
+			ev, found, err := log.LoggedTrace(ctx, r.thread, inDoubt.Tick)
+			if err != nil {
+				return err
+			}
+			outcome = DoubtNotCommitted
+			if found && ev.Holder == r.holder && ev.Action == inDoubt.Action {
+				outcome = DoubtCommitted
+			}
+		}
 		return nil
 	})
 	switch {
@@ -893,19 +933,36 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		return fmt.Errorf("crash on thread %q after a write whose commit is unknown: the round stays open until storage answers: %w", r.thread, rerr)
 	case rerr != nil:
 		// Storage did not answer: the last point the round saw.
-	case claimDoubt && !ours:
-		end()
+	case claimDoubt && (outcome == DoubtNotCommitted || outcome == DoubtUndecided && !ours):
+		end(outcome, false)
 		return nil // the claim did not commit, or its lease is gone: nothing to end
+	case inDoubt != nil && inDoubt.Action == ActionRelease && outcome == DoubtCommitted:
+		end(outcome, false)
+		return nil // the Release's line, in storage's log, ended the round
 	default:
 		line.Tick, line.Taken = version, seenTaken
 	}
-	end()
+	end(outcome, true)
 	if clock, ok := w.tracer.(TraceClock); ok {
 		line.Call = clock.TraceNow()
 		line.Return = line.Call
 	}
 	w.trace(line)
 	return nil
+}
+
+// doubted reports the round's write in doubt to WithDoubts' function.
+func (w *Workspace) doubted(r *round, outcome DoubtOutcome, crashed bool) {
+	if w.doubts == nil {
+		return
+	}
+	r.mu.Lock()
+	l := r.doubtLine
+	r.mu.Unlock()
+	if l == nil {
+		return
+	}
+	w.doubts(Doubt{Proc: w.proc, Thread: r.thread, Holder: r.holder, Action: l.Action, Tick: l.Tick, Outcome: outcome, Crashed: crashed})
 }
 
 // Answer returns the message that answered the thread's request, and false

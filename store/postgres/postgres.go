@@ -332,7 +332,7 @@ type queries struct {
 	createThread, threadIDs, saveThread           string
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
-	insertTrace, traceLines, pending              string
+	insertTrace, traceLines, traceLine, pending   string
 	unchanged, unchangedSave, acquired            string
 	unchangedSaveEvent                            string
 }
@@ -358,6 +358,7 @@ func newQueries(schema string) queries {
 		deleteLease:   f(`DELETE FROM %s.leases WHERE key = $1`),
 		insertTrace:   f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
 		traceLines:    f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
+		traceLine:     f(`SELECT line FROM %s.trace_lines WHERE thread_id = $1 AND tick = $2`),
 		pending:       fmt.Sprintf(pendingQuery, schema),
 		unchanged:     f(`SELECT %s.unchanged($1, $2, $3, $4, $5)`),
 		unchangedSave: f(`SELECT %s.unchanged_save($1, $2, $3, $4, $5, $6, $7, $8, $9)`),

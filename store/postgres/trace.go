@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -10,7 +11,10 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-var _ core.TraceLog = (*txn)(nil)
+var (
+	_ core.TraceLog       = (*txn)(nil)
+	_ core.TraceLogReader = (*txn)(nil)
+)
 
 // LogTrace queues the insert of a write's trace line, sent with the
 // transaction's commit. It does nothing unless the Store keeps traces.
@@ -24,6 +28,39 @@ func (t *txn) LogTrace(_ context.Context, ev core.TraceEvent) error {
 	}
 	t.queue(t.s.q.insertTrace, str(string(ev.Thread)), i64(int64(ev.Tick)), str(string(b)))
 	return nil
+}
+
+// LoggedTrace returns the line a committed write logged at the thread's
+// tick, and false when none did or the Store keeps no trace lines. It is
+// one round trip, sent with the writes queued before it; a Crash asks it
+// whether a write whose commit was unknown committed.
+func (t *txn) LoggedTrace(ctx context.Context, id core.ThreadID, tick uint64) (core.TraceEvent, bool, error) {
+	if !t.s.keepTrace {
+		return core.TraceEvent{}, false, nil
+	}
+	if t.err != nil {
+		return core.TraceEvent{}, false, t.err
+	}
+	var raw []byte
+	b := t.batch()
+	b.Queue(t.s.q.traceLine, string(id), int64(tick)).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&raw)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err := t.send(ctx, b); err != nil {
+		return core.TraceEvent{}, false, err
+	}
+	if raw == nil {
+		return core.TraceEvent{}, false, nil
+	}
+	var ev core.TraceEvent
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return core.TraceEvent{}, false, fmt.Errorf("postgres: trace line %s: %w", raw, err)
+	}
+	return ev, true, nil
 }
 
 // TraceLines returns the trace lines of every committed write, by thread

@@ -67,3 +67,46 @@ func TestKeepTrace(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, stored, 5)
 }
+
+// LoggedTrace reads back the line a committed write logged at a tick (the
+// Crash after a write whose commit was unknown asks it), and nothing for
+// a tick no write logged, or from a Store that keeps no traces.
+func TestLoggedTrace(t *testing.T) {
+	ctx := context.Background()
+	schema := testSchema(t)
+	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	rec := &lines{}
+	a := core.NewWorkspace(s, simclock.New(time.Unix(0, 0)), core.WithProcess("a"), core.WithTracer(rec))
+	require.NoError(t, a.CreateThread(ctx, "t"))
+	c, err := a.Claim(ctx, "t", "ha", time.Second)
+	require.NoError(t, err)
+	claim := rec.got[len(rec.got)-1]
+	claim.Call, claim.Return = 0, 0
+	logged := func(s *Store, tick uint64) (core.TraceEvent, bool) {
+		var ev core.TraceEvent
+		var ok bool
+		require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			if _, err := tx.Thread(ctx, "t"); err != nil {
+				return err
+			}
+			var err error
+			ev, ok, err = tx.(core.TraceLogReader).LoggedTrace(ctx, "t", tick)
+			return err
+		}))
+		return ev, ok
+	}
+	ev, ok := logged(s, claim.Tick)
+	require.True(t, ok)
+	require.Equal(t, claim, ev)
+	_, ok = logged(s, claim.Tick+1)
+	require.False(t, ok, "no write at that tick yet")
+	require.NoError(t, a.Release(ctx, c))
+	ev, ok = logged(s, claim.Tick+1)
+	require.True(t, ok)
+	require.Equal(t, core.ActionRelease, ev.Action)
+	plain := openStore(t, poolConfig(t, "plain"), schema)
+	_, ok = logged(plain, claim.Tick)
+	require.False(t, ok, "a Store that keeps no traces reads none back")
+}

@@ -1,0 +1,318 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// logStore is the in-memory storage keeping the trace lines of the writes
+// it commits (core.TraceLog) and reading them back (core.TraceLogReader),
+// as PostgreSQL does for the fleet; the trace is then storage's writes
+// and the processes' reads, as the fleet checks it. Armed with a fault,
+// its next write (of the action given) commits or rolls back and reports
+// its outcome unknown; down, every call fails.
+type logStore struct {
+	*memory.Store
+
+	mu     sync.Mutex
+	logged map[tickKey]core.TraceEvent
+	fault  *injected
+	down   bool
+}
+
+type tickKey struct {
+	thread core.ThreadID
+	tick   uint64
+}
+
+type injected struct {
+	action core.Action
+	commit bool // the write commits (else it rolls back); either way its outcome is reported unknown
+}
+
+func newLogStore(s *memory.Store) *logStore {
+	return &logStore{Store: s, logged: map[tickKey]core.TraceEvent{}}
+}
+
+// arm makes the next write of action a commit (or roll back) with its
+// outcome unknown to its process.
+func (s *logStore) arm(a core.Action, commit bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fault = &injected{action: a, commit: commit}
+}
+
+func (s *logStore) setDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+var errRolledBack = errors.New("rolled back by the test")
+
+func (s *logStore) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down {
+		return errDown
+	}
+	var pending []core.TraceEvent
+	var hit *injected
+	err := s.Store.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		pending, hit = nil, nil
+		if err := fn(ctx, &logTx{Transaction: tx, s: s, pending: &pending}); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if f := s.fault; f != nil && len(pending) > 0 && pending[0].Action == f.action {
+			s.fault, hit = nil, f
+			if !f.commit {
+				return errRolledBack
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		s.mu.Lock()
+		for _, l := range pending {
+			s.logged[tickKey{l.Thread, l.Tick}] = l
+		}
+		s.mu.Unlock()
+	}
+	switch {
+	case hit != nil && hit.commit && err == nil:
+		return fmt.Errorf("connection reset during COMMIT: %w", core.ErrCommitUnknown)
+	case hit != nil && !hit.commit && errors.Is(err, errRolledBack):
+		return fmt.Errorf("connection reset before COMMIT: %w", core.ErrCommitUnknown)
+	}
+	return err
+}
+
+// trace is the trace as the fleet assembles it: the writes storage
+// committed, and the reads the processes traced, in trace order.
+func (s *logStore) trace(rec *tracecheck.Recorder) []core.TraceEvent {
+	s.mu.Lock()
+	var lines []core.TraceEvent
+	for _, l := range s.logged {
+		lines = append(lines, l)
+	}
+	s.mu.Unlock()
+	for _, l := range rec.Lines() {
+		if l.Read {
+			lines = append(lines, l)
+		}
+	}
+	tracecheck.Sort(lines)
+	return lines
+}
+
+func (s *logStore) valid(t *testing.T, rec *tracecheck.Recorder) []core.TraceEvent {
+	t.Helper()
+	lines := s.trace(rec)
+	_, err := tracecheck.Check(lines)
+	require.NoError(t, err, "the trace as storage and the processes left it")
+	return lines
+}
+
+type logTx struct {
+	core.Transaction
+	s       *logStore
+	pending *[]core.TraceEvent
+}
+
+func (x *logTx) LogTrace(_ context.Context, ev core.TraceEvent) error {
+	*x.pending = append(*x.pending, ev)
+	return nil
+}
+
+func (x *logTx) LoggedTrace(_ context.Context, id core.ThreadID, tick uint64) (core.TraceEvent, bool, error) {
+	x.s.mu.Lock()
+	defer x.s.mu.Unlock()
+	l, ok := x.s.logged[tickKey{id, tick}]
+	return l, ok, nil
+}
+
+// doubtWorld is two processes over a logStore: A, whose writes are
+// faulted, and B, whose clock runs two TTLs ahead (it may take A's lease
+// at once).
+type doubtWorld struct {
+	ctx    context.Context
+	s      *logStore
+	rec    *tracecheck.Recorder
+	a, b   *core.Workspace
+	doubts *doubtLog
+}
+
+type doubtLog struct {
+	mu sync.Mutex
+	ds []core.Doubt
+}
+
+func (d *doubtLog) add(x core.Doubt) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ds = append(d.ds, x)
+}
+
+func (d *doubtLog) all() []core.Doubt {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]core.Doubt(nil), d.ds...)
+}
+
+func newDoubtWorld(t *testing.T, msgs ...string) *doubtWorld {
+	t.Helper()
+	w := &doubtWorld{ctx: context.Background(), s: newLogStore(memory.New()), rec: &tracecheck.Recorder{}, doubts: &doubtLog{}}
+	w.a = core.NewWorkspace(w.s, simclock.New(epoch), core.WithProcess("A"), core.WithTracer(w.rec), core.WithDoubts(w.doubts.add))
+	w.b = core.NewWorkspace(w.s, simclock.New(epoch.Add(2*ttl)), core.WithProcess("B"), core.WithTracer(w.rec))
+	require.NoError(t, w.a.CreateThread(w.ctx, "t"))
+	for _, m := range msgs {
+		_, err := w.b.Post(w.ctx, "t", m)
+		require.NoError(t, err)
+	}
+	return w
+}
+
+// A Release that committed though its process was told the commit was
+// unknown ended the round: storage's log has its line, so the round's
+// Crash traces nothing (a Crash line after it would be rejected: the
+// process is idle), and the process claims the thread again validly.
+func TestCrashAfterReleaseCommittedUnknown(t *testing.T) {
+	w := newDoubtWorld(t)
+	c, err := w.a.Claim(w.ctx, "t", "a1", ttl)
+	require.NoError(t, err)
+	w.s.arm(core.ActionRelease, true)
+	require.ErrorIs(t, w.a.Release(w.ctx, c), core.ErrCommitUnknown)
+	require.NoError(t, w.a.Crash(w.ctx, c))
+	lines := w.s.valid(t, w.rec)
+	require.Equal(t, core.ActionRelease, lines[len(lines)-1].Action, "the stored Release ends the round, no Crash after it")
+	require.Equal(t, []core.Doubt{
+		{Proc: "A", Thread: "t", Holder: "a1", Action: core.ActionRelease, Tick: 2, Outcome: core.DoubtPending},
+		{Proc: "A", Thread: "t", Holder: "a1", Action: core.ActionRelease, Tick: 2, Outcome: core.DoubtCommitted},
+	}, w.doubts.all())
+	c2, err := w.a.Claim(w.ctx, "t", "a2", ttl)
+	require.NoError(t, err)
+	require.NoError(t, w.a.Release(w.ctx, c2))
+	w.s.valid(t, w.rec)
+}
+
+// A Release that rolled back, reported unknown, after which another
+// process took the lapsed lease before the Crash read it: the lease is not
+// the claim's, yet the round is still open (no Release line in storage),
+// so the Crash is traced. A Crash deciding from the lease alone would
+// leave the round open in the trace.
+func TestCrashAfterReleaseRolledBackUnknownAndTakenOver(t *testing.T) {
+	w := newDoubtWorld(t)
+	c, err := w.a.Claim(w.ctx, "t", "a1", ttl)
+	require.NoError(t, err)
+	w.s.arm(core.ActionRelease, false)
+	require.ErrorIs(t, w.a.Release(w.ctx, c), core.ErrCommitUnknown)
+	cb, err := w.b.Claim(w.ctx, "t", "b1", ttl) // B's clock: A's lease has expired
+	require.NoError(t, err)
+	require.NoError(t, w.a.Crash(w.ctx, c))
+	require.NoError(t, w.b.Release(w.ctx, cb))
+	lines := w.s.valid(t, w.rec)
+	crashes := 0
+	for _, l := range lines {
+		if l.Action == core.ActionCrash && l.Holder == "a1" {
+			crashes++
+		}
+	}
+	require.Equal(t, 1, crashes, "the round's end is A's Crash")
+	ds := w.doubts.all()
+	require.Len(t, ds, 2)
+	require.Equal(t, core.DoubtNotCommitted, ds[1].Outcome)
+	require.True(t, ds[1].Crashed)
+	c2, err := w.a.Claim(w.ctx, "t", "a2", ttl)
+	require.NoError(t, err)
+	require.NoError(t, w.a.Release(w.ctx, c2))
+	w.s.valid(t, w.rec)
+}
+
+// B1 after a restart: a Claim that committed, reported unknown, then
+// storage down, and the lease taken over by another process before
+// storage answers again: the Claim's line is in storage's log, so the
+// round is open in the trace and must end with a Crash (the process's
+// next Claim retries it first). A Crash deciding from the lease alone
+// traced nothing, and that next Claim was rejected (pc[p] = "idle").
+func TestCrashAfterClaimCommittedUnknownAndTakenOver(t *testing.T) {
+	w := newDoubtWorld(t, "m1")
+	w.s.arm(core.ActionClaim, true)
+	c, err := w.a.Claim(w.ctx, "t", "a1", ttl)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	w.s.setDown(true)
+	require.ErrorIs(t, w.a.Crash(w.ctx, c), errDown, "the round stays open until storage answers")
+	w.s.setDown(false)
+	cb, err := w.b.Claim(w.ctx, "t", "b1", ttl)
+	require.NoError(t, err)
+	require.NoError(t, w.b.Release(w.ctx, cb))
+	c2, err := w.a.Claim(w.ctx, "t", "a2", ttl) // traces the first round's Crash, then claims
+	require.NoError(t, err)
+	require.NoError(t, w.a.Release(w.ctx, c2))
+	w.s.valid(t, w.rec)
+	ds := w.doubts.all()
+	require.Len(t, ds, 2)
+	require.Equal(t, core.DoubtCommitted, ds[1].Outcome)
+	require.True(t, ds[1].Crashed)
+}
+
+// A Claim that rolled back, reported unknown: there was no round, and no
+// line is traced for it.
+func TestCrashAfterClaimRolledBackUnknown(t *testing.T) {
+	w := newDoubtWorld(t, "m1")
+	w.s.arm(core.ActionClaim, false)
+	c, err := w.a.Claim(w.ctx, "t", "a1", ttl)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.NoError(t, w.a.Crash(w.ctx, c))
+	for _, l := range w.s.trace(w.rec) {
+		require.NotEqual(t, core.Holder("a1"), l.Holder, "a line of a claim that did not commit: %+v", l)
+	}
+	ds := w.doubts.all()
+	require.Len(t, ds, 2)
+	require.Equal(t, core.DoubtNotCommitted, ds[1].Outcome)
+	require.False(t, ds[1].Crashed)
+	c2, err := w.a.Claim(w.ctx, "t", "a2", ttl)
+	require.NoError(t, err)
+	require.NoError(t, w.a.Release(w.ctx, c2))
+	w.s.valid(t, w.rec)
+}
+
+// A consuming write in doubt is followed by a Crash whichever way it went
+// (the spec lets Crash follow RunStart as well as Plan), and the
+// resolution says which.
+func TestCrashAfterRunStartUnknownResolved(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			w := newDoubtWorld(t, "m1")
+			c, err := w.a.Claim(w.ctx, "t", "a1", ttl)
+			require.NoError(t, err)
+			_, err = w.a.Plan(w.ctx, c)
+			require.NoError(t, err)
+			w.s.arm(core.ActionRunStart, commit)
+			_, err = w.a.RunStart(w.ctx, c, 1)
+			require.ErrorIs(t, err, core.ErrCommitUnknown)
+			require.NoError(t, w.a.Crash(w.ctx, c))
+			lines := w.s.valid(t, w.rec)
+			require.Equal(t, core.ActionCrash, lines[len(lines)-1].Action)
+			want := core.DoubtNotCommitted
+			if commit {
+				want = core.DoubtCommitted
+			}
+			ds := w.doubts.all()
+			require.Len(t, ds, 2)
+			require.Equal(t, core.Doubt{Proc: "A", Thread: "t", Holder: "a1", Action: core.ActionRunStart, Tick: 3, Outcome: want, Crashed: true}, ds[1])
+		})
+	}
+}
