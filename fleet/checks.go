@@ -87,6 +87,14 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("NoLiveAbandon: %d runs abandoned while their own claim held the lease", rep.LiveAbandoned))
 	}
 	rep.Crashes = st.PerAction[core.ActionCrash]
+	doubts, err := readDoubts(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	rep.CommitUnknown = countDoubts(doubts, stored)
+	if n := rep.CommitUnknown.Disagreements; n > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n))
+	}
 
 	r.mu.Lock()
 	kills := append([]kill(nil), r.kills...)

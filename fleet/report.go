@@ -37,10 +37,12 @@ type Report struct {
 	MaxActiveRuns int `json:"max_active_runs"`
 	LiveAbandoned int `json:"live_runs_abandoned"`
 	// Crashes counts Crash lines: turns given up on an error, among them
-	// every write whose commit outcome was unknown (the runner resolves
-	// those by giving the claim up; the next claimant abandons what did
-	// start).
+	// most writes whose commit outcome was unknown (the runner gives the
+	// claim up; the next claimant abandons what did start).
 	Crashes int `json:"crashes"`
+	// CommitUnknown counts the writes whose commit outcome was unknown
+	// and how each was resolved.
+	CommitUnknown CommitUnknown `json:"commit_unknown"`
 
 	Handovers       []Handover `json:"handovers"`
 	HandoverP50Ms   float64    `json:"handover_p50_ms"`
@@ -151,6 +153,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		rep.Posted, rep.ConsumedOnce, rep.ConsumedTwice, rep.Lost)
 	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)\n",
 		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes)
+	fmt.Fprintf(w, "commit unknown      %s\n", rep.CommitUnknown.Line())
 	if len(rep.Handovers) > 0 {
 		fmt.Fprintf(w, "handover after kill %d threads: p50 %.0f ms, p99 %.0f ms, max %.0f ms after the lease expired; %d of %d within TTL + one poll (%.0f ms)\n",
 			len(rep.Handovers), rep.HandoverP50Ms, rep.HandoverP99Ms, rep.HandoverMaxMs, rep.HandoverWithin, len(rep.Handovers), rep.HandoverBoundMs)

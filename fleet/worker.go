@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +27,7 @@ type WorkerConfig struct {
 	URL     string        // the database; the fleet passes it in the environment, never on the command line
 	Schema  string        // the fleet's schema
 	Name    string        // the process's name in traces
-	History string        // the history file to append to
+	History string        // the history file to append to; the writes in doubt go next to it, ending .doubts
 	Skew    time.Duration // initial offset of the lease clock
 	// ClockFile, when set, holds the lease clock's offset as a duration:
 	// the worker reads it every ClockPoll, and a new value is a clock
@@ -162,8 +163,14 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 		}
 	}
 	defer store.Close()
+	df, err := os.OpenFile(doubtsPath(cfg.History), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer df.Close()
+	doubts := &doubtWriter{enc: json.NewEncoder(df)}
 	hw := tracecheck.NewHistoryWriter(f)
-	opts := []core.Option{core.WithProcess(cfg.Name), core.WithTracer(hw)}
+	opts := []core.Option{core.WithProcess(cfg.Name), core.WithTracer(hw), core.WithDoubts(doubts.add)}
 	if cfg.Fences != core.AllFences() {
 		opts = append(opts, core.WithFencesForTesting(cfg.Fences))
 	}
@@ -182,7 +189,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 	}
 	fmt.Fprintf(log, "worker %s: pid %d, lease clock %+v, ttl %v, fences %s\n", cfg.Name, os.Getpid(), cfg.Skew, cfg.TTL, FencesString(cfg.Fences))
 	_ = r.Run(ctx)
-	return hw.Err()
+	if err := hw.Err(); err != nil {
+		return err
+	}
+	doubts.mu.Lock()
+	defer doubts.mu.Unlock()
+	return doubts.err
 }
 
 // askingAgent asks a question in a run with the chance ask, then hands the

@@ -1,0 +1,79 @@
+package fleet
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// Each write in doubt is counted once, whether storage's log has it
+// (committed) or not, by how its process resolved it; a resolution that
+// says otherwise than the log is a disagreement, and a problem.
+func TestCountDoubts(t *testing.T) {
+	d := func(proc string, h core.Holder, a core.Action, tick uint64, o core.DoubtOutcome, crashed bool) core.Doubt {
+		return core.Doubt{Proc: proc, Thread: "t1", Holder: h, Action: a, Tick: tick, Outcome: o, Crashed: crashed}
+	}
+	stored := []core.TraceEvent{
+		{Thread: "t1", Tick: 4, Action: core.ActionRelease, Holder: "h1"},  // h1's Release committed
+		{Thread: "t1", Tick: 7, Action: core.ActionClaim, Holder: "h9"},    // someone else's write at h2's tick
+		{Thread: "t1", Tick: 9, Action: core.ActionRunStart, Holder: "h3"}, // h3's RunStart committed
+		{Thread: "t1", Tick: 12, Action: core.ActionClaim, Holder: "h5"},   // h5's Claim committed
+	}
+	ds := []core.Doubt{
+		d("p1", "h1", core.ActionRelease, 4, core.DoubtPending, false),
+		d("p1", "h1", core.ActionRelease, 4, core.DoubtCommitted, false), // ended by its Release
+		d("p2", "h2", core.ActionRelease, 7, core.DoubtPending, false),
+		d("p2", "h2", core.ActionRelease, 7, core.DoubtNotCommitted, true), // Crash
+		d("p3", "h3", core.ActionRunStart, 9, core.DoubtPending, false),
+		d("p3", "h3", core.ActionRunStart, 9, core.DoubtCommitted, true), // Crash
+		d("p4", "h4", core.ActionClaim, 11, core.DoubtPending, false),
+		d("p4", "h4", core.ActionClaim, 11, core.DoubtNotCommitted, false), // no round
+		d("p5", "h5", core.ActionClaim, 12, core.DoubtPending, false),      // killed before it resolved
+		d("p6", "h6", core.ActionReply, 13, core.DoubtPending, false),
+		d("p6", "h6", core.ActionReply, 13, core.DoubtCommitted, true), // the log has no such line: a disagreement
+	}
+	cu := countDoubts(ds, stored)
+	require.Equal(t, CommitUnknown{
+		Events:   6,
+		ByAction: map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1},
+		Committed: 3, NotCommitted: 3,
+		Crashed: 3, EndedByRelease: 1, NoRound: 1, Unresolved: 1,
+		Disagreements: 1,
+	}, cu)
+	require.Equal(t, "none", countDoubts(nil, stored).Line())
+
+	rep := &Report{CommitUnknown: cu, Nemesis: map[Kind]int{}, Problems: []string{}}
+	var text bytes.Buffer
+	rep.WriteText(&text)
+	require.Contains(t, text.String(), "commit unknown      6 writes (Claim 2, Release 2, RunStart 1, Reply 1): 3 committed, 3 not; resolved by a Crash 3, by the Release's own line 1, no round (Claim not committed) 1, unresolved at the end 1; 1 resolutions disagree")
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	var back struct {
+		CU map[string]any `json:"commit_unknown"`
+	}
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.EqualValues(t, 6, back.CU["events"])
+	require.EqualValues(t, 1, back.CU["ended_by_release"])
+	require.EqualValues(t, 1, back.CU["unresolved"])
+	var page bytes.Buffer
+	require.NoError(t, rep.WriteHTML(&page))
+	require.Contains(t, page.String(), `<td id="commit-unknown">6 writes (Claim 2`)
+}
+
+// A doubts file whose last line was cut short (its process was killed
+// writing it) is read without that line; a bad line before others is an
+// error naming it.
+func TestDecodeDoubts(t *testing.T) {
+	good := `{"proc":"p1","thread":"t1","holder":"h1","action":"Release","tick":4,"outcome":"pending","crashed":false}`
+	ds, err := decodeDoubts(strings.NewReader(good+"\n"+good[:20]), "p1.doubts")
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	_, err = decodeDoubts(strings.NewReader(good[:20]+"\n"+good+"\n"), "p1.doubts")
+	require.ErrorContains(t, err, "p1.doubts:1:")
+	require.Equal(t, "/d/p1.doubts", doubtsPath("/d/p1.history"))
+}
