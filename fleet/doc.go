@@ -15,8 +15,10 @@
 //   - the checks (checks.go): every message consumed exactly once (from
 //     storage), at most one run active per thread and no live run
 //     abandoned (replayed from the trace), the whole trace by the Go trace
-//     checker, the history by porcupine, and the handover after each
-//     SIGKILL;
+//     checker, the history by porcupine, the handover after each SIGKILL,
+//     and the writes whose commit was unknown (doubts.go: each worker
+//     reports them, core.WithDoubts, and the fleet checks each resolution
+//     against storage's log);
 //   - the report (report.go, html.go): text, JSON and an HTML timeline of
 //     the faults against throughput and handovers.
 //

@@ -48,7 +48,11 @@ run active per thread, no live run abandoned, the whole trace (writes as
 storage committed them, reads from the workers' histories) by the Go trace
 checker, the history by porcupine. The handover after each SIGKILL (from
 the lease's expiry to another process's Claim) is measured against TTL +
-one poll. Each run uses a fresh schema and directory, removed at the end
+one poll. The writes whose commit outcome a worker was not told are
+counted, with what storage's log says became of each and how the worker
+ended its round (a Crash line, the committed Release's own line, no round
+for a Claim that did not commit, or unresolved at the end); a resolution
+the log contradicts is a failed check. Each run uses a fresh schema and directory, removed at the end
 (or on SIGINT/SIGTERM) unless -keep.
 
 Exit codes: 0 passed; 1 a check failed (with -unfenced: the mutant was
