@@ -413,8 +413,11 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	case w.noRounds:
 		return c, err
 	case errors.Is(err, ErrCommitUnknown):
+		r.mu.Lock()
 		r.doubt, r.claimDoubt = true, true
-		if r.doubtWrite(line) {
+		kept := r.doubtWrite(line)
+		r.mu.Unlock()
+		if kept {
 			w.doubted(r, DoubtPending, false)
 		}
 		c.r = r
