@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,7 +19,6 @@ import (
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/simclock"
 	"github.com/threadclaim/threadclaim/store/memory"
-	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -400,68 +398,4 @@ func TestWorkStopsGracefully(t *testing.T) {
 	outcome, err := a.r.Work(ctx, "t")
 	require.Equal(t, runner.OutcomeStopped, outcome)
 	require.ErrorIs(t, err, context.Canceled, "a stopped runner takes no new turn")
-}
-
-// doubtThenDown commits one write, once armed, reports its outcome
-// unknown, and goes down: every call fails until it is up again.
-type doubtThenDown struct {
-	core.Storage
-	mu          sync.Mutex
-	armed, down bool
-}
-
-func (d *doubtThenDown) set(armed, down bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.armed, d.down = armed, down
-}
-
-func (d *doubtThenDown) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
-	d.mu.Lock()
-	armed, down := d.armed, d.down
-	d.mu.Unlock()
-	if down {
-		return errUnreachable
-	}
-	err := d.Storage.Update(ctx, fn)
-	if armed && err == nil {
-		d.set(false, true)
-		return errors.Join(core.ErrCommitUnknown, errors.New("connection reset during COMMIT"))
-	}
-	return err
-}
-
-// After a write whose commit is unknown, with storage then down, the
-// turn's Crash cannot tell where the round ended: the turn tries again
-// every poll until storage answers, so the round ends in the trace without
-// waiting for the process's next Claim of the thread.
-func TestCrashAfterCommitUnknownRetriedUntilStorageAnswers(t *testing.T) {
-	ctx := context.Background()
-	s := &doubtThenDown{Storage: memory.New()}
-	rec := &tracecheck.Recorder{}
-	a := newProc(t, s, "A", procOpts{tracer: rec})
-	newThread(t, a.ws, "t", "m1")
-	ta := a.r.NewTurn("t")
-	stepTo(t, ta, runner.StepRunStart)
-	s.set(true, false)
-	done := make(chan bool, 1)
-	go func() { done <- ta.Step(ctx) }()
-	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "the turn's Crash to wait a poll for storage")
-	require.Equal(t, core.ActionPlan, rec.Lines()[rec.Len()-1].Action, "no Crash traced while storage is down")
-	s.set(false, false)
-	a.clock.Advance(a.r.Config().PollEvery)
-	require.True(t, waitFor(t, done, "the turn to end once its Crash was traced"))
-	outcome, err := ta.Outcome()
-	require.Equal(t, runner.OutcomeError, outcome)
-	require.ErrorIs(t, err, core.ErrCommitUnknown)
-	lines := rec.Lines()
-	require.Equal(t, core.ActionCrash, lines[len(lines)-1].Action)
-	// The committed RunStart, as a storage keeping trace lines has it,
-	// before the Crash: the process never traced it.
-	th, err := a.ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	runStart := core.TraceEvent{Tick: th.Version, Action: core.ActionRunStart, Thread: "t", Proc: "A", Holder: ta.Claim().Holder, Msg: 1, Run: 1, Taken: 1, Lease: ta.Claim().Holder}
-	lines = append(lines[:len(lines)-1:len(lines)-1], runStart, lines[len(lines)-1])
-	_, err = tracecheck.Check(lines)
-	require.NoError(t, err)
 }

@@ -511,13 +511,6 @@ func (t *Turn) refused(ctx context.Context, write string, err error) {
 
 // crash gives the round up after an error it cannot classify. Whether the
 // write committed may be unknown, so it is never retried under this holder.
-//
-// After a write whose commit is unknown, the Crash needs storage to answer
-// (it asks whether the write committed): while storage does not, the
-// round stays open, and crash tries again every PollEvery until it ends
-// or ctx does (a runner stopping; the Workspace's next Claim of the thread
-// then tries again). Only the turn's slot waits: the claim's lease lapses
-// meanwhile, and other runners take the thread over.
 func (t *Turn) crash(ctx context.Context, err error) {
 	// No renewal starts once the turn is over; wait out one in flight.
 	t.mu.Lock()
@@ -525,18 +518,7 @@ func (t *Turn) crash(ctx context.Context, err error) {
 	t.mu.Unlock()
 	t.renewing.Lock()
 	t.renewing.Unlock() //nolint:staticcheck // a barrier: the renewal in flight has returned
-	for {
-		cerr := t.r.ws.Crash(context.WithoutCancel(ctx), t.claim)
-		if cerr == nil || errors.Is(cerr, core.ErrRoundOver) || errors.Is(cerr, core.ErrOutOfOrder) || errors.Is(cerr, core.ErrInvalidArgument) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-		case <-t.r.cfg.Clock.After(t.r.cfg.PollEvery):
-			continue
-		}
-		break
-	}
+	_ = t.r.ws.Crash(context.WithoutCancel(ctx), t.claim)
 	t.end(ctx, OutcomeError, err)
 }
 
