@@ -61,6 +61,9 @@ type Execution struct {
 	Violation *tracecheck.Violation
 	Sim       sim.Stats
 	Trace     tracecheck.Stats
+	// Coverage is the trace with the lapses the execution saw
+	// (sim.Seeded.CoverageLines): what sim.Coverage follows.
+	Coverage []core.TraceEvent
 }
 
 // Failures lists what failed in the execution: the broken invariant,
@@ -126,7 +129,7 @@ func Execute(ctx context.Context, cfg sim.Config) (*Execution, error) {
 	}
 	// The trace as storage would keep it: with the writes that committed
 	// although an injected fault told their process otherwise.
-	e.Log, e.Lines, e.Sim = s.Log(), s.TraceLines(), s.Stats()
+	e.Log, e.Lines, e.Sim, e.Coverage = s.Log(), s.TraceLines(), s.Stats(), s.CoverageLines()
 	tracecheck.Sort(e.Lines) // in the order the processes traced them
 	e.Trace, err = tracecheck.Check(e.Lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", cfg.Seed)))
 	if err != nil && !errors.As(err, &e.Violation) {
