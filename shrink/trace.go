@@ -1,0 +1,297 @@
+package shrink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// TraceResult is a rejected trace shrunk to its story.
+type TraceResult struct {
+	Failure Failure
+	// Lines is the story: lines of the rejected thread, in their order,
+	// with the ids that must stay dense (ticks, messages, runs, requests)
+	// renumbered over the lines kept, and the Claim's timing dropped when
+	// the failure does not need it.
+	Lines []core.TraceEvent
+	// From is how many lines the rejected thread had up to its rejected
+	// line, before shrinking.
+	From int
+	// Violation is the Go trace checker's rejection of Lines: the same
+	// action, the same rule.
+	Violation *tracecheck.Violation
+	Lapses    int // Lapses the checker inferred in Lines
+	Tries     int // candidates checked
+}
+
+// States is the story's length as TLC counts a counterexample: Init, one
+// state per line, one per inferred Lapse.
+func (r TraceResult) States() int { return 1 + len(r.Lines) + r.Lapses }
+
+// maxTracePairs bounds the lines whose pairs are tried, and maxGroupPairs
+// the turns and posts whose pairs are: checking is cheap (microseconds a
+// line), but pairs grow as the square.
+const (
+	maxTracePairs = 120
+	maxGroupPairs = 80
+)
+
+// ShrinkTrace shrinks a trace the Go trace checker rejects (checked with
+// opts, as tracecheck.Check would be: the lines in check order) to the
+// shortest story of that rejection it finds: the rejected thread's lines,
+// with lines dropped — whole processes, whole steps of a turn (a
+// process's lines from a Claim or a Plan up to its next, with the messages
+// the step consumed), chunks and single lines, pairs — while the checker still rejects the same action at the
+// same rule (a guard's conjunct, an invariant, a field). Lines kept keep
+// their order. A trace the checker accepts returns ErrNotReproduced:
+// there is no failure to shrink.
+//
+// Dropping a line leaves gaps in the ids a thread allocates densely, so a
+// candidate is renumbered before it is checked: writes' ticks (reads take
+// the last kept write's, unless the failure is the order rule itself),
+// messages by their kept Posts, runs by their kept RunStarts, requests by
+// their kept Asks; a line that names a message, run or request whose
+// creating line was dropped makes the candidate invalid, never a guess;
+// the taken cursor counts the messages kept up to it.
+// A Claim's replaced expiry is the one the kept lines give. The Claim and
+// Renew timing is dropped altogether when the failure survives without it.
+func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracecheck.Option) (TraceResult, error) {
+	_, err := tracecheck.Check(lines, opts...)
+	var v *tracecheck.Violation
+	if !errors.As(err, &v) {
+		if err != nil {
+			return TraceResult{}, err
+		}
+		return TraceResult{}, fmt.Errorf("%w: the Go trace checker accepts the trace", ErrNotReproduced)
+	}
+	want := Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule}
+	var th []core.TraceEvent
+	for i := range lines[:v.Line] {
+		if lines[i].Thread == v.Event.Thread {
+			th = append(th, lines[i])
+		}
+	}
+	r := renumbering{ticks: !errors.Is(v.Kind, tracecheck.ErrOrder)}
+	r.index(th)
+	same := func(keep []int) (*tracecheck.Violation, tracecheck.Stats, bool) {
+		cand, ok := r.apply(th, keep)
+		if !ok {
+			return nil, tracecheck.Stats{}, false
+		}
+		st, err := tracecheck.Check(cand, opts...)
+		var cv *tracecheck.Violation
+		if !errors.As(err, &cv) || cv.Action != want.Action || cv.Rule != want.Rule {
+			return nil, st, false
+		}
+		return cv, st, true
+	}
+	m := &minimizer{ctx: ctx, fails: func(keep []int) (bool, error) {
+		_, _, ok := same(keep)
+		return ok, nil
+	}}
+	cur := make([]int, len(th))
+	for i := range cur {
+		cur[i] = i
+	}
+	if _, _, ok := same(cur); !ok {
+		// The thread alone, renumbered as it is, must fail as the whole
+		// trace did; it does unless the ids were not dense to begin with.
+		r.ticks = false
+		if _, _, ok := same(cur); !ok {
+			return TraceResult{}, fmt.Errorf("%w: the rejected thread alone is not rejected the same way (%s)", ErrNotReproduced, want)
+		}
+	}
+	r.strip = true
+	if _, _, ok := same(cur); !ok {
+		r.strip = false
+	}
+	procs, turns := traceGroups(th)
+	for changed := true; changed && m.err == nil; {
+		changed = m.groups(&cur, procs)
+		changed = m.groups(&cur, turns) || changed
+		changed = m.ddmin(&cur) || changed
+		changed = m.pairs(&cur, maxTracePairs) || changed
+		changed = m.groupPairs(&cur, turns, maxGroupPairs) || changed
+	}
+	if m.err != nil {
+		return TraceResult{}, m.err
+	}
+	story, _ := r.apply(th, cur)
+	cv, st, ok := same(cur)
+	if !ok {
+		return TraceResult{}, fmt.Errorf("shrink: the shrunk trace no longer fails with %s", want) // cannot happen: cur was accepted
+	}
+	return TraceResult{Failure: want, Lines: story, From: len(th), Violation: cv, Lapses: st.LapsesInferred, Tries: m.tries}, nil
+}
+
+// traceGroups returns the lines of each process, and each step of a
+// turn: a process's lines from one of its Claims or Plans up to its next,
+// with the Posts of the messages the step consumed.
+func traceGroups(th []core.TraceEvent) (procs, turns [][]int) {
+	byProc := map[string]int{}
+	postOf := map[core.Seq]int{}
+	open := map[string]int{} // the turn a process is in
+	for i, ev := range th {
+		if ev.Action == core.ActionPost {
+			postOf[ev.Msg] = i
+			continue
+		}
+		if ev.Proc == "" {
+			continue
+		}
+		p, ok := byProc[ev.Proc]
+		if !ok {
+			p = len(procs)
+			byProc[ev.Proc] = p
+			procs = append(procs, nil)
+		}
+		procs[p] = append(procs[p], i)
+		t, ok := open[ev.Proc]
+		if !ok || ev.Action == core.ActionClaim || ev.Action == core.ActionPlan {
+			t = len(turns)
+			open[ev.Proc] = t
+			turns = append(turns, nil)
+		}
+		turns[t] = append(turns[t], i)
+		if (ev.Action == core.ActionRunStart || ev.Action == core.ActionReply) && ev.Msg != 0 {
+			if j, ok := postOf[ev.Msg]; ok {
+				turns[t] = append(turns[t], j)
+			}
+		}
+	}
+	return procs, turns
+}
+
+// renumbering makes a candidate (some of a thread's lines, in order) a
+// trace whose densely allocated ids follow on from each other again.
+type renumbering struct {
+	ticks bool // renumber ticks (not when the failure is the order rule)
+	strip bool // drop the Claim and Renew timing
+
+	// The ids the thread's lines create: messages by Post, runs by
+	// RunStart, requests by Ask.
+	posted, started, asked []uint64
+}
+
+func (r *renumbering) index(th []core.TraceEvent) {
+	for _, ev := range th {
+		switch ev.Action {
+		case core.ActionPost:
+			r.posted = append(r.posted, uint64(ev.Msg))
+		case core.ActionRunStart:
+			r.started = append(r.started, uint64(ev.Run))
+		case core.ActionAsk:
+			r.asked = append(r.asked, uint64(ev.Req))
+		}
+	}
+}
+
+// idMap maps one kind of id: the ids created by lines kept get 1, 2, ...
+// in their order; one created by a line dropped has no new id; one never
+// created moves down by the created ids dropped below it (a line that
+// names an id that does not exist still does).
+type idMap struct {
+	to      map[uint64]uint64
+	dropped []uint64 // sorted
+}
+
+func newIDMap(created []uint64, kept map[uint64]bool) idMap {
+	m := idMap{to: map[uint64]uint64{}}
+	n := uint64(0)
+	for _, id := range created {
+		if kept[id] {
+			n++
+			m.to[id] = n
+		} else {
+			m.dropped = append(m.dropped, id)
+		}
+	}
+	slices.Sort(m.dropped)
+	return m
+}
+
+func (m idMap) get(id uint64) (uint64, bool) {
+	if id == 0 {
+		return 0, true
+	}
+	if n, ok := m.to[id]; ok {
+		return n, true
+	}
+	below, found := slices.BinarySearch(m.dropped, id)
+	if found {
+		return 0, false
+	}
+	return id - uint64(below), true
+}
+
+// rank maps a cursor over the ids (the taken cursor over messages): the
+// ids kept up to it.
+func (m idMap) rank(id uint64) uint64 {
+	below, found := slices.BinarySearch(m.dropped, id)
+	if found {
+		below++
+	}
+	return id - uint64(below)
+}
+
+// apply returns the lines of th at keep, renumbered; false when a kept
+// line names an id whose creating line was dropped.
+func (r *renumbering) apply(th []core.TraceEvent, keep []int) ([]core.TraceEvent, bool) {
+	kept := func(a core.Action, id func(core.TraceEvent) uint64) map[uint64]bool {
+		out := map[uint64]bool{}
+		for _, i := range keep {
+			if th[i].Action == a {
+				out[id(th[i])] = true
+			}
+		}
+		return out
+	}
+	msgs := newIDMap(r.posted, kept(core.ActionPost, func(e core.TraceEvent) uint64 { return uint64(e.Msg) }))
+	runs := newIDMap(r.started, kept(core.ActionRunStart, func(e core.TraceEvent) uint64 { return uint64(e.Run) }))
+	reqs := newIDMap(r.asked, kept(core.ActionAsk, func(e core.TraceEvent) uint64 { return uint64(e.Req) }))
+	out := make([]core.TraceEvent, 0, len(keep))
+	var version uint64
+	held, expires := false, int64(0) // the lease as the kept lines leave it
+	for _, i := range keep {
+		ev := th[i]
+		msg, ok1 := msgs.get(uint64(ev.Msg))
+		taken, ok2 := msgs.rank(uint64(ev.Taken)), true
+		run, ok3 := runs.get(uint64(ev.Run))
+		req, ok4 := reqs.get(uint64(ev.Req))
+		if !ok1 || !ok2 || !ok3 || !ok4 {
+			return nil, false
+		}
+		ev.Msg, ev.Taken, ev.Run, ev.Req = core.Seq(msg), core.Seq(taken), core.RunID(run), core.RequestID(req)
+		if r.ticks {
+			if !ev.Read {
+				version++
+			}
+			ev.Tick = version
+		}
+		if r.strip {
+			ev.Now, ev.TTL, ev.Expires, ev.Replaced = 0, 0, 0, 0
+		}
+		switch {
+		case ev.Action == core.ActionClaim && !ev.Read:
+			if ev.Now != 0 {
+				switch {
+				case !held:
+					ev.Replaced = 0
+				case expires != 0:
+					ev.Replaced = expires
+				}
+			}
+			held, expires = true, ev.Expires
+		case ev.Action == core.ActionRenew:
+			expires = ev.Expires
+		case ev.Action == core.ActionRelease && !ev.Read:
+			held, expires = false, 0
+		}
+		out = append(out, ev)
+	}
+	return out, true
+}
