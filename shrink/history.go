@@ -1,0 +1,186 @@
+package shrink
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// HistoryResult is a history porcupine finds not linearizable, shrunk.
+type HistoryResult struct {
+	// Ops is a minimal non-linearizable sub-history, in the input's
+	// order: no operation of it can go while porcupine still finds it
+	// not linearizable (within the timeout).
+	Ops []porcupine.Operation
+	// Kept are the indices of Ops in the history given.
+	Kept []int
+	// Tries counts the candidates checked; Unknown how many of them
+	// porcupine could not decide in time (each counted as not the same
+	// failure: shrinking keeps only what it has seen fail).
+	Tries, Unknown int
+}
+
+// ErrInconclusive: porcupine could not decide the history given within
+// the timeout; there is no failure to shrink yet.
+var ErrInconclusive = errors.New("porcupine timed out on the history")
+
+// maxHistoryPairs bounds the operations whose pairs are tried.
+const maxHistoryPairs = 60
+
+// ShrinkHistory shrinks a history porcupine finds not linearizable under
+// model to a minimal sub-history that is still not linearizable under
+// the same model: when the model is partitioned (per thread, say), the
+// first partition that fails alone; then whole clients' operations,
+// chunks and single operations (ddmin), and pairs. Each candidate is
+// checked within timeout (0: none); one porcupine cannot decide in time
+// counts as passing. A history porcupine finds linearizable returns
+// ErrNotReproduced, one it cannot decide ErrInconclusive.
+func ShrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) (HistoryResult, error) {
+	return shrinkHistory(ctx, model, ops, func(cand []porcupine.Operation) porcupine.CheckResult {
+		return porcupine.CheckOperationsTimeout(model, cand, timeout)
+	}, timeout)
+}
+
+// shrinkHistory is ShrinkHistory with porcupine's check given, so that a
+// test can make chosen candidates time out.
+func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.Operation, porc func([]porcupine.Operation) porcupine.CheckResult, timeout time.Duration) (HistoryResult, error) {
+	res := HistoryResult{}
+	check := func(keep []int) porcupine.CheckResult {
+		cand := make([]porcupine.Operation, len(keep))
+		for k, i := range keep {
+			cand[k] = ops[i]
+		}
+		res.Tries++
+		r := porc(cand)
+		if r == porcupine.Unknown {
+			res.Unknown++
+		}
+		return r
+	}
+	all := make([]int, len(ops))
+	for i := range all {
+		all[i] = i
+	}
+	switch check(all) {
+	case porcupine.Ok:
+		return res, fmt.Errorf("%w: porcupine finds the history linearizable", ErrNotReproduced)
+	case porcupine.Unknown:
+		return res, fmt.Errorf("%w (%d operations, timeout %v)", ErrInconclusive, len(ops), timeout)
+	}
+	cur := all
+	if model.Partition != nil {
+		for _, part := range partitions(model, ops) {
+			if len(part) < len(cur) && check(part) == porcupine.Illegal {
+				cur = part
+				break
+			}
+		}
+	}
+	m := &minimizer{ctx: ctx, fails: func(keep []int) (bool, error) {
+		return check(keep) == porcupine.Illegal, nil
+	}}
+	clients := map[int][]int{}
+	var ids []int
+	for _, i := range cur {
+		c := ops[i].ClientId
+		if _, ok := clients[c]; !ok {
+			ids = append(ids, c)
+		}
+		clients[c] = append(clients[c], i)
+	}
+	groups := make([][]int, len(ids))
+	for k, c := range ids {
+		groups[k] = clients[c]
+	}
+	for changed := true; changed && m.err == nil; {
+		changed = m.groups(&cur, groups)
+		changed = m.ddmin(&cur) || changed
+		changed = m.pairs(&cur, maxHistoryPairs) || changed
+	}
+	if m.err != nil {
+		return res, m.err
+	}
+	res.Kept = cur
+	for _, i := range cur {
+		res.Ops = append(res.Ops, ops[i])
+	}
+	return res, nil
+}
+
+// partitions returns the model's partitions of ops as indices into ops.
+// An operation is found again by its index, carried in Metadata while
+// the model partitions (porcupine's partitions never read it).
+func partitions(model porcupine.Model, ops []porcupine.Operation) [][]int {
+	tagged := slices.Clone(ops)
+	for i := range tagged {
+		tagged[i].Metadata = i
+	}
+	var out [][]int
+	for _, part := range model.Partition(tagged) {
+		idx := make([]int, len(part))
+		for k, op := range part {
+			idx[k] = op.Metadata.(int)
+		}
+		slices.Sort(idx)
+		out = append(out, idx)
+	}
+	return out
+}
+
+// LinearizabilityLines returns the trace lines porcupine's lease model
+// checks (tracecheck.OperationsFromTrace) and their operations, one for
+// one: what ShrinkHistory keeps maps back to lines, which a history file
+// holds (tracecheck.NewHistoryWriter).
+func LinearizabilityLines(lines []core.TraceEvent) ([]core.TraceEvent, []porcupine.Operation) {
+	var kept []core.TraceEvent
+	for _, l := range lines {
+		if len(tracecheck.OperationsFromTrace([]core.TraceEvent{l})) == 1 {
+			kept = append(kept, l)
+		}
+	}
+	return kept, tracecheck.OperationsFromTrace(kept)
+}
+
+// WriteHistoryStory writes ops as a story: one operation a line in
+// real-time order (by call, then return), with the client, the call and
+// return times from the first known call, and the operation as the model
+// describes it. A time not known (0 for a call, math.MaxInt64 for a
+// return: a write whose outcome its process never learned) shows as ?.
+func WriteHistoryStory(w io.Writer, model porcupine.Model, ops []porcupine.Operation) {
+	sorted := slices.Clone(ops)
+	slices.SortStableFunc(sorted, func(a, b porcupine.Operation) int {
+		if a.Call != b.Call {
+			return cmp.Compare(a.Call, b.Call)
+		}
+		return cmp.Compare(a.Return, b.Return)
+	})
+	origin := int64(math.MaxInt64)
+	for _, op := range sorted {
+		if op.Call > 0 {
+			origin = min(origin, op.Call)
+		}
+	}
+	at := func(t int64) string {
+		if t <= 0 || t == math.MaxInt64 || origin == math.MaxInt64 {
+			return "?"
+		}
+		return time.Duration(t - origin).String()
+	}
+	for _, op := range sorted {
+		what := fmt.Sprintf("%v -> %v", op.Input, op.Output)
+		if model.DescribeOperation != nil {
+			what = model.DescribeOperation(op.Input, op.Output)
+		}
+		fmt.Fprintf(w, "  client %-3d call %-12s return %-12s %s\n", op.ClientId, at(op.Call), at(op.Return), what)
+	}
+}

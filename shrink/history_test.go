@@ -1,0 +1,102 @@
+package shrink
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// handMadeHistory is a history of two threads whose only conflict is two
+// Claims of thread t1 that both succeed, the second (h2, at now 200)
+// while the first's lease (h1, until 1100) is live, after the first
+// returned: ops 1 and 4. Every other operation is legal alone and with
+// any others (reads of the cursor before any consume, a later Claim once
+// both leases expired, Releases, a whole other thread that is fine), so
+// the minimal non-linearizable sub-history is exactly {1, 4}.
+func handMadeHistory() []porcupine.Operation {
+	op := func(client int, in tracecheck.LinInput, out tracecheck.LinOutput, call, ret int64) porcupine.Operation {
+		return porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret}
+	}
+	ok := tracecheck.LinOutput{Status: tracecheck.LinOK}
+	t1, t2 := core.ThreadID("t1"), core.ThreadID("t2")
+	return []porcupine.Operation{
+		op(2, tracecheck.LinInput{Kind: tracecheck.LinTaken, Thread: t1}, tracecheck.LinOutput{}, 0, 5),
+		op(0, tracecheck.LinInput{Kind: tracecheck.LinClaim, Thread: t1, Holder: "h1", Now: 100, TTL: 1000}, ok, 10, 20),
+		op(3, tracecheck.LinInput{Kind: tracecheck.LinRelease, Thread: t1, Holder: "h9"}, ok, 12, 18),
+		op(4, tracecheck.LinInput{Kind: tracecheck.LinClaim, Thread: t2, Holder: "k1", Now: 1, TTL: 10}, ok, 13, 19),
+		op(1, tracecheck.LinInput{Kind: tracecheck.LinClaim, Thread: t1, Holder: "h2", Now: 200, TTL: 1000}, ok, 30, 40),
+		op(4, tracecheck.LinInput{Kind: tracecheck.LinRunStart, Thread: t2, Holder: "k1", Msg: 1}, tracecheck.LinOutput{Status: tracecheck.LinOK, Run: 1}, 31, 39),
+		op(2, tracecheck.LinInput{Kind: tracecheck.LinClaim, Thread: t1, Holder: "h3", Now: 5000, TTL: 1000}, ok, 50, 60),
+		op(4, tracecheck.LinInput{Kind: tracecheck.LinTaken, Thread: t2}, tracecheck.LinOutput{Taken: 1}, 52, 58),
+		op(2, tracecheck.LinInput{Kind: tracecheck.LinRelease, Thread: t1, Holder: "h3"}, ok, 62, 70),
+		op(4, tracecheck.LinInput{Kind: tracecheck.LinRelease, Thread: t2, Holder: "k1"}, ok, 63, 69),
+	}
+}
+
+func TestShrinkHistoryToItsCore(t *testing.T) {
+	ctx := context.Background()
+	h := handMadeHistory()
+	model := tracecheck.LeaseModel()
+	res, err := ShrinkHistory(ctx, model, h, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 4}, res.Kept)
+	require.Equal(t, []porcupine.Operation{h[1], h[4]}, res.Ops)
+	// Checked again, the core is not linearizable; without either of its
+	// operations it is.
+	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(model, res.Ops, 0))
+	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, res.Ops[:1], 0))
+	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, res.Ops[1:], 0))
+	t.Logf("%d operations shrunk to %d in %d tries", len(h), len(res.Ops), res.Tries)
+
+	var b bytes.Buffer
+	WriteHistoryStory(&b, model, res.Ops)
+	require.Contains(t, b.String(), "call 0s ")
+	require.Contains(t, b.String(), "return 30ns ")
+	require.Contains(t, b.String(), "Claim(h2, now=200")
+}
+
+// A linearizable history is not shrunk, and one porcupine cannot decide
+// is inconclusive, not shrunk.
+func TestShrinkHistoryNeedsAFailure(t *testing.T) {
+	ctx := context.Background()
+	h := handMadeHistory()
+	model := tracecheck.LeaseModel()
+	fine := slices.Delete(slices.Clone(h), 4, 5)
+	require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, fine, 0))
+	_, err := ShrinkHistory(ctx, model, fine, time.Minute)
+	require.ErrorIs(t, err, ErrNotReproduced)
+
+	slow := model
+	slow.Step = func(state, input, output any) (bool, any) {
+		time.Sleep(20 * time.Millisecond)
+		return model.Step(state, input, output)
+	}
+	_, err = ShrinkHistory(ctx, slow, h, time.Millisecond)
+	require.ErrorIs(t, err, ErrInconclusive)
+}
+
+// A candidate porcupine cannot decide in time counts as not the same
+// failure: here every candidate without operation 6 times out, so the
+// result keeps it beside the core.
+func TestShrinkHistoryUnknownIsNotTheFailure(t *testing.T) {
+	ctx := context.Background()
+	h := handMadeHistory()
+	model := tracecheck.LeaseModel()
+	res, err := shrinkHistory(ctx, model, h, func(cand []porcupine.Operation) porcupine.CheckResult {
+		if !slices.ContainsFunc(cand, func(o porcupine.Operation) bool { return o.Input == h[6].Input }) {
+			return porcupine.Unknown
+		}
+		return porcupine.CheckOperationsTimeout(model, cand, 0)
+	}, 0)
+	require.NoError(t, err)
+	require.Equal(t, []int{1, 4, 6}, res.Kept)
+	require.Positive(t, res.Unknown)
+}
