@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -18,33 +19,46 @@ import (
 
 // HistoryResult is a history porcupine finds not linearizable, shrunk.
 type HistoryResult struct {
-	// Ops is a minimal non-linearizable sub-history, in the input's
-	// order: no operation of it can go while porcupine still finds it
-	// not linearizable (within the timeout).
+	// Ops is a minimal sub-history that fails as the history did, in
+	// the input's order: no operation of it can go while it still does.
 	Ops []porcupine.Operation
 	// Kept are the indices of Ops in the history given.
 	Kept []int
-	// Tries counts the candidates checked; Unknown how many of them
-	// porcupine could not decide in time (each counted as not the same
+	// Culprit is the index, in the history given, of the operation the
+	// failure is at: the first, by return, whose return leaves the
+	// operations returned so far not linearizable. Ops holds it.
+	Culprit int
+	// Tries counts the candidates checked; Unknown how many porcupine
+	// checks could not decide in time (each counted as not the same
 	// failure: shrinking keeps only what it has seen fail).
 	Tries, Unknown int
 }
 
-// ErrInconclusive: porcupine could not decide the history given within
-// the timeout; there is no failure to shrink yet.
+// ErrInconclusive: porcupine could not decide the history given, or
+// where its failure begins, within the timeout; nothing to shrink yet.
 var ErrInconclusive = errors.New("porcupine timed out on the history")
 
 // maxHistoryPairs bounds the operations whose pairs are tried.
 const maxHistoryPairs = 60
 
 // ShrinkHistory shrinks a history porcupine finds not linearizable under
-// model to a minimal sub-history that is still not linearizable under
-// the same model: when the model is partitioned (per thread, say), the
-// first partition that fails alone; then whole clients' operations,
-// chunks and single operations (ddmin), and pairs. Each candidate is
-// checked within timeout (0: none); one porcupine cannot decide in time
-// counts as passing. A history porcupine finds linearizable returns
-// ErrNotReproduced, one it cannot decide ErrInconclusive.
+// model to a minimal sub-history that fails the same way.
+//
+// The same way is, as for a trace the checker rejects, at the same
+// operation: the culprit, the first operation (by return) whose return
+// leaves the operations returned by then not linearizable. A candidate
+// fails the same way when it holds the culprit, is not linearizable, and
+// is linearizable without the culprit. Dropping operations alone would
+// not do: a Renew without its holder's Claim is not linearizable by
+// itself, a failure the history never had.
+//
+// It takes the first partition of the model (a thread's operations) that
+// fails alone, cuts it after the culprit, then drops whole clients'
+// operations, chunks and single operations (ddmin), and pairs. Each
+// porcupine check runs within timeout (0: none); one that cannot decide
+// in time counts as not the same failure. A history porcupine finds
+// linearizable returns ErrNotReproduced, one it cannot decide
+// ErrInconclusive.
 func ShrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) (HistoryResult, error) {
 	return shrinkHistory(ctx, model, ops, func(cand []porcupine.Operation) porcupine.CheckResult {
 		return porcupine.CheckOperationsTimeout(model, cand, timeout)
@@ -60,7 +74,6 @@ func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.O
 		for k, i := range keep {
 			cand[k] = ops[i]
 		}
-		res.Tries++
 		r := porc(cand)
 		if r == porcupine.Unknown {
 			res.Unknown++
@@ -86,8 +99,37 @@ func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.O
 			}
 		}
 	}
+	// By return: the culprit is the first whose prefix fails.
+	slices.SortStableFunc(cur, func(a, b int) int { return cmp.Compare(ops[a].Return, ops[b].Return) })
+	// Binary search, then a scan from the start when failing is not
+	// monotone in the prefix there.
+	k := sort.Search(len(cur), func(k int) bool { return check(cur[:k+1]) == porcupine.Illegal })
+	before := porcupine.Ok
+	if k > 0 && k < len(cur) {
+		before = check(cur[:k])
+	}
+	if before == porcupine.Illegal {
+		k = 0
+		for k < len(cur) && check(cur[:k+1]) != porcupine.Illegal {
+			k++
+		}
+		before = porcupine.Ok
+		if k > 0 && k < len(cur) {
+			before = check(cur[:k])
+		}
+	}
+	if k == len(cur) || before != porcupine.Ok {
+		return res, fmt.Errorf("%w: where the failure begins is not decided (%d operations, timeout %v)", ErrInconclusive, len(cur), timeout)
+	}
+	culprit := cur[k]
+	cur = slices.Clone(cur[:k+1])
+	slices.Sort(cur)
+	res.Culprit = culprit
 	m := &minimizer{ctx: ctx, fails: func(keep []int) (bool, error) {
-		return check(keep) == porcupine.Illegal, nil
+		if !slices.Contains(keep, culprit) || check(keep) != porcupine.Illegal {
+			return false, nil
+		}
+		return check(without(keep, []int{culprit})) == porcupine.Ok, nil
 	}}
 	clients := map[int][]int{}
 	var ids []int
@@ -110,6 +152,7 @@ func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.O
 	if m.err != nil {
 		return res, m.err
 	}
+	res.Tries = m.tries
 	res.Kept = cur
 	for _, i := range cur {
 		res.Ops = append(res.Ops, ops[i])

@@ -48,6 +48,7 @@ func TestShrinkHistoryToItsCore(t *testing.T) {
 	res, err := ShrinkHistory(ctx, model, h, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []int{1, 4}, res.Kept)
+	require.Equal(t, 4, res.Culprit)
 	require.Equal(t, []porcupine.Operation{h[1], h[4]}, res.Ops)
 	// Checked again, the core is not linearizable; without either of its
 	// operations it is.
@@ -84,19 +85,40 @@ func TestShrinkHistoryNeedsAFailure(t *testing.T) {
 }
 
 // A candidate porcupine cannot decide in time counts as not the same
-// failure: here every candidate without operation 6 times out, so the
+// failure: here every candidate without operation 3 (a Release of
+// another holder's, concurrent with the first Claim) times out, so the
 // result keeps it beside the core.
 func TestShrinkHistoryUnknownIsNotTheFailure(t *testing.T) {
 	ctx := context.Background()
 	h := handMadeHistory()
 	model := tracecheck.LeaseModel()
 	res, err := shrinkHistory(ctx, model, h, func(cand []porcupine.Operation) porcupine.CheckResult {
-		if !slices.ContainsFunc(cand, func(o porcupine.Operation) bool { return o.Input == h[6].Input }) {
+		if !slices.ContainsFunc(cand, func(o porcupine.Operation) bool { return o.Input == h[3].Input }) {
 			return porcupine.Unknown
 		}
 		return porcupine.CheckOperationsTimeout(model, cand, 0)
 	}, 0)
 	require.NoError(t, err)
-	require.Equal(t, []int{1, 4, 6}, res.Kept)
+	require.Equal(t, []int{1, 3, 4}, res.Kept)
+	require.Equal(t, 4, res.Culprit)
 	require.Positive(t, res.Unknown)
+}
+
+// Dropping operations must not make a failure the history never had: a
+// Renew without its holder's Claim is not linearizable alone, but the
+// history fails at the second Claim, and its story keeps both Claims.
+func TestShrinkHistoryKeepsTheCulprit(t *testing.T) {
+	ctx := context.Background()
+	ok := tracecheck.LinOutput{Status: tracecheck.LinOK}
+	h := []porcupine.Operation{
+		{ClientId: 0, Input: tracecheck.LinInput{Kind: tracecheck.LinClaim, Thread: "t1", Holder: "h1", Now: 100, TTL: 1000}, Output: ok, Call: 10, Return: 20},
+		{ClientId: 0, Input: tracecheck.LinInput{Kind: tracecheck.LinRenew, Thread: "t1", Holder: "h1", Now: 150, TTL: 1000}, Output: ok, Call: 22, Return: 28},
+		{ClientId: 1, Input: tracecheck.LinInput{Kind: tracecheck.LinClaim, Thread: "t1", Holder: "h2", Now: 200, TTL: 1000}, Output: ok, Call: 30, Return: 40},
+	}
+	model := tracecheck.LeaseModel()
+	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(model, h[1:2], 0), "a lone Renew is not linearizable")
+	res, err := ShrinkHistory(ctx, model, h, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Culprit)
+	require.Equal(t, []int{0, 2}, res.Kept)
 }
