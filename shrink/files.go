@@ -54,16 +54,20 @@ type LinResult struct {
 
 // ShrinkLinearizability shrinks the history in lines (the lease and
 // fenced-consume operations tracecheck.OperationsFromTrace finds in them)
-// with ShrinkHistory under tracecheck.LeaseModel.
+// with ShrinkHistory under tracecheck.LeaseModel (and LeaseShrinking).
 func ShrinkLinearizability(ctx context.Context, lines []core.TraceEvent, timeout time.Duration) (LinResult, error) {
 	kept, ops := LinearizabilityLines(lines)
-	res, err := ShrinkHistory(ctx, tracecheck.LeaseModel(), ops, timeout)
+	res, err := ShrinkHistory(ctx, tracecheck.LeaseModel(), ops, timeout, LeaseShrinking()...)
 	if err != nil {
 		return LinResult{}, err
 	}
 	out := LinResult{HistoryResult: res, From: len(ops)}
-	for _, i := range res.Kept {
-		out.Lines = append(out.Lines, kept[i])
+	for k, i := range res.Kept {
+		l := kept[i]
+		if l.Action == core.ActionRunStart {
+			l.Run = res.Ops[k].Output.(tracecheck.LinOutput).Run // renumbered
+		}
+		out.Lines = append(out.Lines, l)
 	}
 	return out, nil
 }

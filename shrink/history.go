@@ -20,7 +20,8 @@ import (
 // HistoryResult is a history porcupine finds not linearizable, shrunk.
 type HistoryResult struct {
 	// Ops is a minimal sub-history that fails as the history did, in
-	// the input's order: no operation of it can go while it still does.
+	// the input's order (renumbered, WithRenumber): no operation of it
+	// can go while it still does.
 	Ops []porcupine.Operation
 	// Kept are the indices of Ops in the history given.
 	Kept []int
@@ -59,20 +60,60 @@ const maxHistoryPairs = 60
 // in time counts as not the same failure. A history porcupine finds
 // linearizable returns ErrNotReproduced, one it cannot decide
 // ErrInconclusive.
-func ShrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration) (HistoryResult, error) {
+//
+// A model whose operations depend on others (a holder's operations on
+// its Claim) or carry ids allocated densely (run ids) gives WithNeeds and
+// WithRenumber, so that a candidate is what a history could have been:
+// LeaseShrinking gives them for tracecheck.LeaseModel.
+func ShrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, opts ...HistoryOption) (HistoryResult, error) {
 	return shrinkHistory(ctx, model, ops, func(cand []porcupine.Operation) porcupine.CheckResult {
 		return porcupine.CheckOperationsTimeout(model, cand, timeout)
-	}, timeout)
+	}, timeout, opts...)
+}
+
+// HistoryOption configures ShrinkHistory.
+type HistoryOption func(*historyOptions)
+
+type historyOptions struct {
+	needs    func([]porcupine.Operation) [][][]int
+	renumber func([]porcupine.Operation) []porcupine.Operation
+}
+
+// WithNeeds gives what each operation needs beside it: for operation i,
+// needs(ops)[i] lists groups of indices, and a candidate that keeps i
+// keeps at least one operation of each of its groups (a Renew keeps its
+// holder's Claim; a read of the cursor one write of the value it read).
+// A candidate that does not is not tried.
+func WithNeeds(needs func(ops []porcupine.Operation) [][][]int) HistoryOption {
+	return func(o *historyOptions) { o.needs = needs }
+}
+
+// WithRenumber gives a candidate's normalisation before it is checked:
+// ids allocated densely (run ids) renumbered over the operations kept.
+// It returns a new slice.
+func WithRenumber(renumber func(cand []porcupine.Operation) []porcupine.Operation) HistoryOption {
+	return func(o *historyOptions) { o.renumber = renumber }
 }
 
 // shrinkHistory is ShrinkHistory with porcupine's check given, so that a
 // test can make chosen candidates time out.
-func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.Operation, porc func([]porcupine.Operation) porcupine.CheckResult, timeout time.Duration) (HistoryResult, error) {
+func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.Operation, porc func([]porcupine.Operation) porcupine.CheckResult, timeout time.Duration, opts ...HistoryOption) (HistoryResult, error) {
+	var o historyOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	var needs [][][]int
+	if o.needs != nil {
+		needs = o.needs(ops)
+	}
 	res := HistoryResult{}
 	check := func(keep []int) porcupine.CheckResult {
 		cand := make([]porcupine.Operation, len(keep))
 		for k, i := range keep {
 			cand[k] = ops[i]
+		}
+		if o.renumber != nil {
+			cand = o.renumber(cand)
 		}
 		r := porc(cand)
 		if r == porcupine.Unknown {
@@ -126,7 +167,7 @@ func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.O
 	slices.Sort(cur)
 	res.Culprit = culprit
 	m := &minimizer{ctx: ctx, fails: func(keep []int) (bool, error) {
-		if !slices.Contains(keep, culprit) || check(keep) != porcupine.Illegal {
+		if !slices.Contains(keep, culprit) || !closed(keep, needs) || check(keep) != porcupine.Illegal {
 			return false, nil
 		}
 		return check(without(keep, []int{culprit})) == porcupine.Ok, nil
@@ -157,7 +198,30 @@ func shrinkHistory(ctx context.Context, model porcupine.Model, ops []porcupine.O
 	for _, i := range cur {
 		res.Ops = append(res.Ops, ops[i])
 	}
+	if o.renumber != nil {
+		res.Ops = o.renumber(res.Ops)
+	}
 	return res, nil
+}
+
+// closed reports whether keep holds, for each operation it keeps, one
+// operation of each group it needs.
+func closed(keep []int, needs [][][]int) bool {
+	if needs == nil {
+		return true
+	}
+	in := map[int]bool{}
+	for _, i := range keep {
+		in[i] = true
+	}
+	for _, i := range keep {
+		for _, group := range needs[i] {
+			if !slices.ContainsFunc(group, func(j int) bool { return in[j] }) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // partitions returns the model's partitions of ops as indices into ops.

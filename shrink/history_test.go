@@ -3,6 +3,7 @@ package shrink
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/sim"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -121,4 +123,47 @@ func TestShrinkHistoryKeepsTheCulprit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Culprit)
 	require.Equal(t, []int{0, 2}, res.Kept)
+}
+
+// Histories of fences-off concurrent executions (real goroutines, real
+// time) that porcupine finds not linearizable shrink to a few operations
+// that fail the same way: not linearizable, and linearizable without the
+// culprit; no operation of the story can go.
+func TestShrinkHistoryConcurrent(t *testing.T) {
+	ctx := context.Background()
+	model := tracecheck.LeaseModel()
+	found := 0
+	for seed := uint64(0); seed < 12 && found < 2; seed++ {
+		res, err := sim.RunConcurrent(ctx, sim.ConcurrentConfig{Seed: seed, Procs: 3, Threads: 2, Messages: 6, ClaimTTL: 40 * time.Millisecond, Unfenced: true})
+		if err != nil && !errors.As(err, new(*sim.InvariantError)) {
+			require.NoError(t, err)
+		}
+		tracecheck.Sort(res.Lines)
+		if _, err := tracecheck.CheckLinearizable(tracecheck.OperationsFromTrace(res.Lines), time.Minute, ""); !errors.Is(err, tracecheck.ErrNotLinearizable) {
+			continue
+		}
+		found++
+		r, err := ShrinkLinearizability(ctx, res.Lines, time.Minute)
+		require.NoError(t, err)
+		t.Logf("seed %d: %d operations shrunk to %d", seed, r.From, len(r.Ops))
+		require.LessOrEqual(t, len(r.Ops), 6)
+		require.Len(t, r.Lines, len(r.Ops))
+
+		// Again from the story's own lines: not linearizable.
+		again := tracecheck.OperationsFromTrace(r.Lines)
+		require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(model, again, 0))
+		require.Equal(t, withoutClients(r.Ops), withoutClients(again)) // clients are numbered by appearance
+		c := slices.Index(r.Kept, r.Culprit)
+		require.GreaterOrEqual(t, c, 0, "the story holds the culprit")
+		require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, slices.Delete(slices.Clone(r.Ops), c, c+1), 0))
+	}
+	require.Positive(t, found, "no fences-off concurrent execution was found not linearizable")
+}
+
+func withoutClients(ops []porcupine.Operation) []porcupine.Operation {
+	out := slices.Clone(ops)
+	for i := range out {
+		out[i].ClientId = 0
+	}
+	return out
 }
