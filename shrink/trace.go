@@ -43,9 +43,8 @@ const (
 // ShrinkTrace shrinks a trace the Go trace checker rejects (checked with
 // opts, as tracecheck.Check would be: the lines in check order) to the
 // shortest story of that rejection it finds: the rejected thread's lines,
-// with lines dropped — whole processes, whole steps of a turn (a
-// process's lines from a Claim or a Plan up to its next, with the messages
-// the step consumed), chunks and single lines, pairs — while the checker still rejects the same action at the
+// with lines dropped — whole processes, whole turns and steps of a
+// process (traceGroups), chunks and single lines, pairs — while the checker still rejects the same action at the
 // same rule (a guard's conjunct, an invariant, a field). Lines kept keep
 // their order. A trace the checker accepts returns ErrNotReproduced:
 // there is no failure to shrink.
@@ -109,13 +108,14 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 	if _, _, ok := same(cur); !ok {
 		r.strip = false
 	}
-	procs, turns := traceGroups(th)
+	procs, turns, steps := traceGroups(th)
 	for changed := true; changed && m.err == nil; {
 		changed = m.groups(&cur, procs)
 		changed = m.groups(&cur, turns) || changed
+		changed = m.groups(&cur, steps) || changed
 		changed = m.ddmin(&cur) || changed
 		changed = m.pairs(&cur, maxTracePairs) || changed
-		changed = m.groupPairs(&cur, turns, maxGroupPairs) || changed
+		changed = m.groupPairs(&cur, steps, maxGroupPairs) || changed
 	}
 	if m.err != nil {
 		return TraceResult{}, m.err
@@ -128,13 +128,17 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 	return TraceResult{Failure: want, Lines: story, From: len(th), Violation: cv, Lapses: st.LapsesInferred, Tries: m.tries}, nil
 }
 
-// traceGroups returns the lines of each process, and each step of a
-// turn: a process's lines from one of its Claims or Plans up to its next,
-// with the Posts of the messages the step consumed.
-func traceGroups(th []core.TraceEvent) (procs, turns [][]int) {
+// traceGroups returns the lines of each process; each turn of a
+// process (its lines from a Claim up to its next Claim); and each step
+// (its lines up to one that leaves the process idle or claimed again:
+// a Claim, RunEnd, Reply, Abandon, a refusal, Release or Crash; a Renew
+// alone). A turn and a step come with the Posts of the messages they
+// consumed.
+func traceGroups(th []core.TraceEvent) (procs, turns, steps [][]int) {
 	byProc := map[string]int{}
 	postOf := map[core.Seq]int{}
-	open := map[string]int{} // the turn a process is in
+	turnOf := map[string]int{} // the turn a process is in
+	stepOf := map[string]int{} // the step it is in, -1 after one ended
 	for i, ev := range th {
 		if ev.Action == core.ActionPost {
 			postOf[ev.Msg] = i
@@ -148,22 +152,36 @@ func traceGroups(th []core.TraceEvent) (procs, turns [][]int) {
 			p = len(procs)
 			byProc[ev.Proc] = p
 			procs = append(procs, nil)
+			stepOf[ev.Proc] = -1
 		}
 		procs[p] = append(procs[p], i)
-		t, ok := open[ev.Proc]
-		if !ok || ev.Action == core.ActionClaim || ev.Action == core.ActionPlan {
+		t, ok := turnOf[ev.Proc]
+		if !ok || ev.Action == core.ActionClaim {
 			t = len(turns)
-			open[ev.Proc] = t
+			turnOf[ev.Proc] = t
 			turns = append(turns, nil)
 		}
+		s := stepOf[ev.Proc]
+		if s < 0 || ev.Action == core.ActionRenew {
+			s = len(steps)
+			stepOf[ev.Proc] = s
+			steps = append(steps, nil)
+		}
 		turns[t] = append(turns[t], i)
+		steps[s] = append(steps[s], i)
 		if (ev.Action == core.ActionRunStart || ev.Action == core.ActionReply) && ev.Msg != 0 {
 			if j, ok := postOf[ev.Msg]; ok {
 				turns[t] = append(turns[t], j)
+				steps[s] = append(steps[s], j)
 			}
 		}
+		switch ev.Action {
+		case core.ActionClaim, core.ActionRunEnd, core.ActionReply, core.ActionAbandon, core.ActionAbandonFenced,
+			core.ActionStartFenced, core.ActionReplyFenced, core.ActionEndRefused, core.ActionRelease, core.ActionCrash, core.ActionRenew:
+			stepOf[ev.Proc] = -1
+		}
 	}
-	return procs, turns
+	return procs, turns, steps
 }
 
 // renumbering makes a candidate (some of a thread's lines, in order) a
