@@ -79,6 +79,24 @@ func (m *minimizer) groupPairs(cur *[]int, groups [][]int, limit int) bool {
 	return changed
 }
 
+// windows removes runs of consecutive groups at once, the longest first,
+// when there are at most limit groups: links of a chain that only go
+// together (each turn answering the question the turn before asked, so
+// that any one of them dropped alone breaks the next), which ddmin's
+// chunks, cut anywhere, rarely match.
+func (m *minimizer) windows(cur *[]int, groups [][]int, limit int) bool {
+	if len(groups) > limit {
+		return false
+	}
+	changed := false
+	for w := len(groups); w >= 2 && m.err == nil; w-- {
+		for i := 0; i+w <= len(groups) && m.err == nil; i++ {
+			changed = m.accept(cur, without(*cur, slices.Concat(groups[i:i+w]...))) || changed
+		}
+	}
+	return changed
+}
+
 // ddmin is delta debugging's minimising loop: remove one of n chunks
 // while the failure remains; refine down to single items. What is left
 // is 1-minimal: no single item can go.

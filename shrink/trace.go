@@ -43,8 +43,9 @@ const (
 // ShrinkTrace shrinks a trace the Go trace checker rejects (checked with
 // opts, as tracecheck.Check would be: the lines in check order) to the
 // shortest story of that rejection it finds: the rejected thread's lines,
-// with lines dropped — whole processes, whole turns and steps of a
-// process (traceGroups), chunks and single lines, pairs — while the checker still rejects the same action at the
+// with lines dropped — whole processes, the cone of a line (traceCones),
+// whole turns and steps of a process (traceGroups), chunks and single
+// lines, pairs, runs of consecutive steps or lines — while the checker still rejects the same action at the
 // same rule (a guard's conjunct, an invariant, a field). Lines kept keep
 // their order. A trace the checker accepts returns ErrNotReproduced:
 // there is no failure to shrink.
@@ -109,13 +110,17 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 		r.strip = false
 	}
 	procs, turns, steps := traceGroups(th)
+	cones := traceCones(th)
 	for changed := true; changed && m.err == nil; {
 		changed = m.groups(&cur, procs)
+		changed = m.groups(&cur, cones) || changed
 		changed = m.groups(&cur, turns) || changed
 		changed = m.groups(&cur, steps) || changed
 		changed = m.ddmin(&cur) || changed
 		changed = m.pairs(&cur, maxTracePairs) || changed
 		changed = m.groupPairs(&cur, steps, maxGroupPairs) || changed
+		changed = m.windows(&cur, steps, maxGroupPairs) || changed
+		changed = m.windows(&cur, singles(cur), maxTracePairs) || changed
 	}
 	if m.err != nil {
 		return TraceResult{}, m.err
@@ -126,6 +131,81 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 		return TraceResult{}, fmt.Errorf("shrink: the shrunk trace no longer fails with %s", want) // cannot happen: cur was accepted
 	}
 	return TraceResult{Failure: want, Lines: story, From: len(th), Violation: cv, Lapses: st.LapsesInferred, Tries: m.tries}, nil
+}
+
+// traceCones returns, for each line, its cone: the line, the lines that
+// name an id it created (a message its Post did, a run its RunStart did,
+// a request its Ask did), theirs in turn, and the Posts of the messages
+// the cone consumed. A link of a chain — a run that asked the question
+// the next turn answers — goes only with everything after it that
+// follows from it.
+func traceCones(th []core.TraceEvent) [][]int {
+	post, start, ask := map[core.Seq]int{}, map[core.RunID]int{}, map[core.RequestID]int{}
+	for i, ev := range th {
+		switch ev.Action {
+		case core.ActionPost:
+			post[ev.Msg] = i
+		case core.ActionRunStart:
+			start[ev.Run] = i
+		case core.ActionAsk:
+			ask[ev.Req] = i
+		}
+	}
+	dependents := make([][]int, len(th))
+	link := func(creator int, ok bool, i int) {
+		if ok && creator != i {
+			dependents[creator] = append(dependents[creator], i)
+		}
+	}
+	for i, ev := range th {
+		if ev.Msg != 0 {
+			c, ok := post[ev.Msg]
+			link(c, ok, i)
+		}
+		if ev.Run != 0 {
+			c, ok := start[ev.Run]
+			link(c, ok, i)
+		}
+		if ev.Req != 0 {
+			c, ok := ask[ev.Req]
+			link(c, ok, i)
+		}
+	}
+	cones := make([][]int, len(th))
+	for i := range th {
+		in := map[int]bool{i: true}
+		work := []int{i}
+		for len(work) > 0 {
+			x := work[len(work)-1]
+			work = work[:len(work)-1]
+			next := dependents[x]
+			if a := th[x].Action; (a == core.ActionRunStart || a == core.ActionReply) && th[x].Msg != 0 {
+				if c, ok := post[th[x].Msg]; ok {
+					next = append(slices.Clone(next), c)
+				}
+			}
+			for _, y := range next {
+				if !in[y] {
+					in[y] = true
+					work = append(work, y)
+				}
+			}
+		}
+		for x := range in {
+			cones[i] = append(cones[i], x)
+		}
+		slices.Sort(cones[i])
+	}
+	return cones
+}
+
+// singles makes each line a group of its own.
+func singles(cur []int) [][]int {
+	out := make([][]int, len(cur))
+	for k, i := range cur {
+		out[k] = []int{i}
+	}
+	return out
 }
 
 // traceGroups returns the lines of each process; each turn of a

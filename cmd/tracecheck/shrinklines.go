@@ -109,10 +109,14 @@ func shrinkTraceStory(ctx context.Context, out io.Writer, name string, lines []c
 func printTraceStory(out io.Writer, name string, res shrink.TraceResult, files []string) {
 	fmt.Fprintf(out, "\n%s — %s: the rejected thread's %d lines shrunk to %d (%d candidates checked)\n",
 		res.Failure, name, res.From, len(res.Lines), res.Tries)
-	printStory(out, res.Lines, files[len(files)-1])
+	name = "story"
+	if len(files) > 0 {
+		name = files[len(files)-1]
+	}
+	printStory(out, res.Lines, name)
 	fmt.Fprintf(out, "shrunk to %d lines (%d states as TLC counts them: Init, the lines and %d inferred Lapse(s))\n",
 		len(res.Lines), res.States(), res.Lapses)
-	fmt.Fprintf(out, "wrote %s\n", strings.Join(files, ", "))
+	printFiles(out, files)
 }
 
 // shrinkLinStory shrinks a history porcupine finds not linearizable (the
@@ -144,5 +148,12 @@ func printLinStory(out io.Writer, name string, res shrink.LinResult, files []str
 		name, res.From, len(res.Ops), res.Tries, res.Unknown)
 	shrink.WriteHistoryStory(out, tracecheck.LeaseModel(), res.Ops)
 	fmt.Fprintf(out, "shrunk to %d operations\n", len(res.Ops))
-	fmt.Fprintf(out, "wrote %s\n", strings.Join(files, ", "))
+	printFiles(out, files)
+}
+
+// printFiles names the files of a story: the original, then the story's.
+func printFiles(out io.Writer, files []string) {
+	if len(files) > 1 {
+		fmt.Fprintf(out, "the original: %s; the story: %s\n", files[0], strings.Join(files[1:], ", "))
+	}
 }

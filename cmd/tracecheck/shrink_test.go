@@ -1,0 +1,110 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/shrink"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// fleetStories is the part of `fleet -json` the shrinking tests read.
+type fleetStories struct {
+	Stories []struct {
+		Failure string   `json:"failure"`
+		From    int      `json:"from"`
+		Shrunk  int      `json:"shrunk"`
+		States  int      `json:"states"`
+		Files   []string `json:"files"`
+		Error   string   `json:"error"`
+	} `json:"stories"`
+}
+
+// A fleet with one fence off — OS processes on PostgreSQL — is caught,
+// and its rejected trace shrinks to a story no longer than TLC's
+// shortest counterexample for the property that fence guards (a RunStart
+// past its fence: I1, 9 states; an Abandon past its fence:
+// NoLiveAbandon, 8), rejected again at the same action and guard when the
+// story's file is checked; its non-linearizable history shrinks to a few
+// operations, not linearizable when read back from its file.
+func TestFleetFailuresShrink(t *testing.T) {
+	bin := buildSelf(t)
+	for _, c := range []struct {
+		fence, failure string
+		states         int
+	}{
+		{"start", "trace: RunStart rejected, Fenced => HasLease(p)", 9},
+		{"abandon", "trace: Abandon rejected, FenceAbandon => HasLease(p)", 8},
+	} {
+		t.Run(c.fence, func(t *testing.T) {
+			for attempt := 1; ; attempt++ {
+				dir := t.TempDir()
+				report := filepath.Join(dir, "report.json")
+				args := append([]string{"fleet", "-bin", bin, "-unfenced=" + c.fence, "-seed", strconv.Itoa(attempt),
+					"-json", report, "-shrink-dir", dir}, killCheckArgs...)
+				code, out, errs := runCLI(args...)
+				if code == exitSurvived && attempt < 2 {
+					t.Logf("attempt %d: the mutant survived", attempt)
+					continue
+				}
+				require.Equal(t, exitFailed, code, "%s%s", out, errs)
+				b, err := os.ReadFile(report)
+				require.NoError(t, err)
+				var rep fleetStories
+				require.NoError(t, json.Unmarshal(b, &rep))
+				require.NotEmpty(t, rep.Stories, "a caught mutant's failures are shrunk")
+				sawTrace := false
+				for _, st := range rep.Stories {
+					require.Empty(t, st.Error)
+					t.Logf("%s: %d -> %d (%d states)", st.Failure, st.From, st.Shrunk, st.States)
+					if st.Failure == "not linearizable" {
+						requireHistoryStory(t, st.Files[1], st.Shrunk)
+						continue
+					}
+					if st.Failure != c.failure {
+						continue // the trace was rejected elsewhere first
+					}
+					sawTrace = true
+					require.LessOrEqual(t, st.States, c.states, "%s: %d states, TLC's shortest is %d", st.Failure, st.States, c.states)
+					require.True(t, strings.HasPrefix(filepath.Base(st.Files[1]), "trace.shrunk-"))
+					_, err := tracecheck.CheckFile(st.Files[1])
+					var v *tracecheck.Violation
+					require.ErrorAs(t, err, &v)
+					require.Equal(t, c.failure, shrink.Failure{Check: shrink.CheckTrace, Action: v.Action, Rule: v.Rule}.String())
+					require.Contains(t, out+errs, "shrunk to "+strconv.Itoa(st.Shrunk)+" lines")
+				}
+				if !sawTrace && attempt < 2 {
+					continue
+				}
+				require.True(t, sawTrace, "no story of %s", c.failure)
+				return
+			}
+		})
+	}
+}
+
+// requireHistoryStory reads a shrunk history file back: porcupine finds
+// its n operations not linearizable.
+func requireHistoryStory(t *testing.T, path string, n int) {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	lines, err := tracecheck.ReadHistory(f, path)
+	require.NoError(t, err)
+	ops := tracecheck.OperationsFromTrace(lines)
+	require.Len(t, ops, n)
+	_, err = tracecheck.CheckLinearizable(ops, time.Minute, "")
+	require.True(t, errors.Is(err, tracecheck.ErrNotLinearizable), "%s: %v", path, err)
+	require.LessOrEqual(t, n, 6)
+	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(tracecheck.LeaseModel(), ops, 0))
+}
