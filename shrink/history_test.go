@@ -125,24 +125,39 @@ func TestShrinkHistoryKeepsTheCulprit(t *testing.T) {
 	require.Equal(t, []int{0, 2}, res.Kept)
 }
 
-// Histories of fences-off concurrent executions (real goroutines, real
-// time) that porcupine finds not linearizable shrink to a few operations
-// that fail the same way: not linearizable, and linearizable without the
-// culprit; no operation of the story can go.
-func TestShrinkHistoryConcurrent(t *testing.T) {
+// Fences-off concurrent executions (real goroutines, real time, timed
+// Claims and Renews): a rejected trace shrinks to a story within TLC's
+// bound for its guard, rejected again the same way; a history porcupine
+// finds not linearizable shrinks to a few operations that fail the same
+// way: not linearizable, and linearizable without the culprit.
+func TestShrinkConcurrentExecutions(t *testing.T) {
 	ctx := context.Background()
 	model := tracecheck.LeaseModel()
-	found := 0
-	for seed := uint64(0); seed < 12 && found < 2; seed++ {
+	histories, traces := 0, 0
+	for seed := uint64(0); seed < 12 && (histories < 2 || traces < 2); seed++ {
 		res, err := sim.RunConcurrent(ctx, sim.ConcurrentConfig{Seed: seed, Procs: 3, Threads: 2, Messages: 6, ClaimTTL: 40 * time.Millisecond, Unfenced: true})
 		if err != nil && !errors.As(err, new(*sim.InvariantError)) {
 			require.NoError(t, err)
 		}
 		tracecheck.Sort(res.Lines)
+		if _, err := tracecheck.Check(res.Lines); err != nil {
+			traces++
+			tr, err := ShrinkTrace(ctx, res.Lines)
+			require.NoError(t, err)
+			t.Logf("seed %d: %s: %d lines -> %d, %d states", seed, tr.Failure, tr.From, len(tr.Lines), tr.States())
+			_, err = tracecheck.Check(tr.Lines)
+			var v *tracecheck.Violation
+			require.ErrorAs(t, err, &v)
+			require.Equal(t, tr.Failure, Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule})
+			if bound, ok := tlcShortestGuard[tr.Failure]; ok {
+				require.LessOrEqual(t, tr.States(), bound, "%s", tr.Failure)
+			}
+			requireOneMinimal(t, tr, nil)
+		}
 		if _, err := tracecheck.CheckLinearizable(tracecheck.OperationsFromTrace(res.Lines), time.Minute, ""); !errors.Is(err, tracecheck.ErrNotLinearizable) {
 			continue
 		}
-		found++
+		histories++
 		r, err := ShrinkLinearizability(ctx, res.Lines, time.Minute)
 		require.NoError(t, err)
 		t.Logf("seed %d: %d operations shrunk to %d", seed, r.From, len(r.Ops))
@@ -157,7 +172,8 @@ func TestShrinkHistoryConcurrent(t *testing.T) {
 		require.GreaterOrEqual(t, c, 0, "the story holds the culprit")
 		require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, slices.Delete(slices.Clone(r.Ops), c, c+1), 0))
 	}
-	require.Positive(t, found, "no fences-off concurrent execution was found not linearizable")
+	require.Positive(t, histories, "no fences-off concurrent execution was found not linearizable")
+	require.Positive(t, traces, "no fences-off concurrent execution's trace was rejected")
 }
 
 func withoutClients(ops []porcupine.Operation) []porcupine.Operation {
