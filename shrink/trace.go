@@ -51,8 +51,10 @@ const (
 // there is no failure to shrink.
 //
 // Dropping a line leaves gaps in the ids a thread allocates densely, so a
-// candidate is renumbered before it is checked: writes' ticks (reads take
-// the last kept write's, unless the failure is the order rule itself),
+// candidate is renumbered before it is checked: ticks (each line keeps
+// its tick's distance from the last write before it: a write follows the
+// last kept write, a read sees it, and a line out of order stays as far
+// out of order),
 // messages by their kept Posts, runs by their kept RunStarts, requests by
 // their kept Asks; a line that names a message, run or request whose
 // creating line was dropped makes the candidate invalid, never a guess;
@@ -75,7 +77,7 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 			th = append(th, lines[i])
 		}
 	}
-	r := renumbering{ticks: !errors.Is(v.Kind, tracecheck.ErrOrder)}
+	var r renumbering
 	r.index(th)
 	same := func(keep []int) (*tracecheck.Violation, tracecheck.Stats, bool) {
 		cand, ok := r.apply(th, keep)
@@ -98,12 +100,9 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 		cur[i] = i
 	}
 	if _, _, ok := same(cur); !ok {
-		// The thread alone, renumbered as it is, must fail as the whole
-		// trace did; it does unless the ids were not dense to begin with.
-		r.ticks = false
-		if _, _, ok := same(cur); !ok {
-			return TraceResult{}, fmt.Errorf("%w: the rejected thread alone is not rejected the same way (%s)", ErrNotReproduced, want)
-		}
+		// The thread alone, renumbered as it is, fails as the whole trace
+		// did: it has the same lines and the same ticks.
+		return TraceResult{}, fmt.Errorf("%w: the rejected thread alone is not rejected the same way (%s)", ErrNotReproduced, want)
 	}
 	r.strip = true
 	if _, _, ok := same(cur); !ok {
@@ -267,8 +266,12 @@ func traceGroups(th []core.TraceEvent) (procs, turns, steps [][]int) {
 // renumbering makes a candidate (some of a thread's lines, in order) a
 // trace whose densely allocated ids follow on from each other again.
 type renumbering struct {
-	ticks bool // renumber ticks (not when the failure is the order rule)
 	strip bool // drop the Claim and Renew timing
+
+	// step is each line's tick less the version before it (the last
+	// write's tick): 1 for a write and 0 for a read in order, anything
+	// else where the order rule fails. A kept line keeps its step.
+	step []int64
 
 	// The ids the thread's lines create: messages by Post, runs by
 	// RunStart, requests by Ask.
@@ -276,16 +279,31 @@ type renumbering struct {
 }
 
 func (r *renumbering) index(th []core.TraceEvent) {
-	for _, ev := range th {
+	var version uint64
+	r.step = make([]int64, len(th))
+	for i, ev := range th {
+		r.step[i] = int64(ev.Tick) - int64(version)
+		if !ev.Read {
+			version = ev.Tick
+		}
+		// An id is created once: a line that creates it again (replayed)
+		// is named by it, as any other line naming it is.
 		switch ev.Action {
 		case core.ActionPost:
-			r.posted = append(r.posted, uint64(ev.Msg))
+			r.posted = appendNew(r.posted, uint64(ev.Msg))
 		case core.ActionRunStart:
-			r.started = append(r.started, uint64(ev.Run))
+			r.started = appendNew(r.started, uint64(ev.Run))
 		case core.ActionAsk:
-			r.asked = append(r.asked, uint64(ev.Req))
+			r.asked = appendNew(r.asked, uint64(ev.Req))
 		}
 	}
+}
+
+func appendNew(ids []uint64, id uint64) []uint64 {
+	if slices.Contains(ids, id) {
+		return ids
+	}
+	return append(ids, id)
 }
 
 // idMap maps one kind of id: the ids created by lines kept get 1, 2, ...
@@ -364,11 +382,9 @@ func (r *renumbering) apply(th []core.TraceEvent, keep []int) ([]core.TraceEvent
 			return nil, false
 		}
 		ev.Msg, ev.Taken, ev.Run, ev.Req = core.Seq(msg), core.Seq(taken), core.RunID(run), core.RequestID(req)
-		if r.ticks {
-			if !ev.Read {
-				version++
-			}
-			ev.Tick = version
+		ev.Tick = uint64(max(int64(version)+r.step[i], 0))
+		if !ev.Read {
+			version = ev.Tick
 		}
 		if r.strip {
 			ev.Now, ev.TTL, ev.Expires, ev.Replaced = 0, 0, 0, 0

@@ -97,7 +97,7 @@ func TestShrinkTraceAccepted(t *testing.T) {
 // the ids renumbered, as shrinking does) while the same failure remains.
 func requireOneMinimal(t *testing.T, r TraceResult, opts []tracecheck.Option) {
 	t.Helper()
-	rn := renumbering{ticks: !errors.Is(r.Violation.Kind, tracecheck.ErrOrder)}
+	var rn renumbering
 	rn.index(r.Lines)
 	for drop := range r.Lines {
 		var keep []int

@@ -108,3 +108,50 @@ func requireHistoryStory(t *testing.T, path string, n int) {
 	require.LessOrEqual(t, n, 6)
 	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(tracecheck.LeaseModel(), ops, 0))
 }
+
+// validate -shrink: a rejected trace file's story is written beside it,
+// rejected again at the same action and rule, and no longer; an accepted
+// file is not shrunk (nothing written). A failure of the order rule keeps
+// its line out of order in the story.
+func TestValidateShrink(t *testing.T) {
+	dir := t.TempDir()
+	copyFixture := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("../../tracecheck/testdata", name))
+		require.NoError(t, err)
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, b, 0o644))
+		return path
+	}
+	for _, c := range []struct {
+		file, story string
+		lines       int
+	}{
+		{"bad-consumed-twice.ndjson", "bad-consumed-twice.shrunk-RunStart-Fenced-HasLease-p.ndjson", 5},
+		{"bad-tick-gap.ndjson", "bad-tick-gap.shrunk-Ask-tick.ndjson", 5},
+	} {
+		path := copyFixture(c.file)
+		_, err := tracecheck.CheckFile(path)
+		var want *tracecheck.Violation
+		require.ErrorAs(t, err, &want)
+		code, out, errs := runCLI("validate", "-shrink", path)
+		require.Equal(t, exitFailed, code, "%s%s", out, errs)
+		require.Contains(t, out, "shrunk to "+strconv.Itoa(c.lines)+" lines")
+		story := filepath.Join(dir, c.story)
+		lines, err := tracecheck.ReadFile(story)
+		require.NoError(t, err)
+		require.Len(t, lines, c.lines)
+		_, err = tracecheck.CheckFile(story)
+		var v *tracecheck.Violation
+		require.ErrorAs(t, err, &v)
+		require.Equal(t, []any{want.Action, want.Rule}, []any{v.Action, v.Rule})
+		require.Equal(t, c.lines, v.Line, "the story ends at its rejected line")
+	}
+
+	ok := copyFixture("ok-run-ask-reply.ndjson")
+	code, out, errs := runCLI("validate", "-shrink", ok)
+	require.Equal(t, 0, code, "%s%s", out, errs)
+	require.NotContains(t, out, "shrunk")
+	written, err := filepath.Glob(filepath.Join(dir, "*.shrunk-*"))
+	require.NoError(t, err)
+	require.Len(t, written, 2, "only the rejected files' stories: %v", written)
+}

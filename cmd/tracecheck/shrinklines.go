@@ -62,6 +62,9 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 		head()
 		orig := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d.ndjson", c.seed))
 		st, err := shrinkTraceStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, orig, false)
+		if notShrunk(out, c.failure.String(), err) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -72,11 +75,13 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 		head()
 		base := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d", c.seed))
 		st, err := shrinkLinStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, f.porcupineTimeout, base)
-		if err != nil {
+		if err != nil && !notShrunk(out, "not linearizable", err) {
 			return err
 		}
-		st.Seed = c.seed
-		t.stories = append(t.stories, st)
+		if err == nil {
+			st.Seed = c.seed
+			t.stories = append(t.stories, st)
+		}
 	}
 	return nil
 }
@@ -156,4 +161,15 @@ func printFiles(out io.Writer, files []string) {
 	if len(files) > 1 {
 		fmt.Fprintf(out, "the original: %s; the story: %s\n", files[0], strings.Join(files[1:], ", "))
 	}
+}
+
+// notShrunk prints why a failure was not shrunk when it is a verdict
+// (the failure did not show again alone, porcupine timed out), and says
+// whether it was one.
+func notShrunk(out io.Writer, failure string, err error) bool {
+	if errors.Is(err, shrink.ErrNotReproduced) || errors.Is(err, shrink.ErrInconclusive) {
+		fmt.Fprintf(out, "\n%s: not shrunk: %v\n", failure, err)
+		return true
+	}
+	return false
 }

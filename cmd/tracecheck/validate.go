@@ -92,10 +92,13 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 			fmt.Fprintf(stdout, "%s: REJECTED\n  %v\n", path, err)
 			if val.shrink {
 				st, err := shrinkFile(ctx, stdout, path, tracecheck.WithSpec(spec))
-				if err != nil {
+				switch {
+				case notShrunk(stdout, path, err):
+				case err != nil:
 					return err
+				default:
+					(*figs)[len(*figs)-1].Story = &st
 				}
-				(*figs)[len(*figs)-1].Story = &st
 			}
 		case errors.As(err, &le):
 			bad++
