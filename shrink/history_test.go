@@ -168,6 +168,19 @@ func TestShrinkConcurrentExecutions(t *testing.T) {
 		again := tracecheck.OperationsFromTrace(r.Lines)
 		require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(model, again, 0))
 		require.Equal(t, withoutClients(r.Ops), withoutClients(again)) // clients are numbered by appearance
+		// A story a history could have been: every holder that wrote
+		// claimed first (a RunStart without its Claim fails alone, a
+		// failure no history had).
+		for _, op := range r.Ops {
+			in, out := op.Input.(tracecheck.LinInput), op.Output.(tracecheck.LinOutput)
+			if in.Kind == tracecheck.LinClaim || in.Kind == tracecheck.LinTaken || in.Kind == tracecheck.LinRelease || out.Status != tracecheck.LinOK {
+				continue
+			}
+			require.True(t, slices.ContainsFunc(r.Ops, func(o porcupine.Operation) bool {
+				ci := o.Input.(tracecheck.LinInput)
+				return ci.Kind == tracecheck.LinClaim && ci.Holder == in.Holder
+			}), "%s by %s has no Claim in the story", in.Kind, in.Holder)
+		}
 		c := slices.Index(r.Kept, r.Culprit)
 		require.GreaterOrEqual(t, c, 0, "the story holds the culprit")
 		require.Equal(t, porcupine.Ok, porcupine.CheckOperationsTimeout(model, slices.Delete(slices.Clone(r.Ops), c, c+1), 0))

@@ -130,6 +130,9 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfg.Nemesis, cfg.NoNemesis = kinds, len(kinds) == 0
 	}
 	cfg.Shrink.Off = noShrink
+	if fi, err := os.Stat(cfg.Shrink.Dir); cfg.Shrink.Dir != "" && err == nil && !fi.IsDir() {
+		return usageError{fmt.Sprintf("-shrink-dir %s: is not a directory", cfg.Shrink.Dir)}
+	}
 	if unfenced.Mutant() {
 		f := unfenced.Fences
 		cfg.Unfenced = &f
