@@ -155,3 +155,14 @@ func TestValidateShrink(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, written, 2, "only the rejected files' stories: %v", written)
 }
+
+// -shrink-dir is checked before the fleet runs: a file is bad usage
+// (exit 2), even with the database unreachable.
+func TestFleetShrinkDirValidated(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	t.Setenv("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+	code, out, errs := runCLI("fleet", "-shrink-dir", file)
+	require.Equal(t, exitUsage, code, "%s%s", out, errs)
+	require.Contains(t, errs, "-shrink-dir")
+}
