@@ -42,25 +42,26 @@ const (
 
 // ShrinkTrace shrinks a trace the Go trace checker rejects (checked with
 // opts, as tracecheck.Check would be: the lines in check order) to the
-// shortest story of that rejection it finds: the rejected thread's lines,
-// with lines dropped — whole processes, the cone of a line (traceCones),
-// whole turns and steps of a process (traceGroups), chunks and single
-// lines, pairs, runs of consecutive steps or lines — while the checker still rejects the same action at the
-// same rule (a guard's conjunct, an invariant, a field). Lines kept keep
-// their order. A trace the checker accepts returns ErrNotReproduced:
-// there is no failure to shrink.
+// shortest story of that rejection it finds: the rejected thread's lines
+// up to the rejected one, dropped — whole processes, the cone of a line
+// (traceCones), whole turns and steps of a process (traceGroups), chunks
+// and single lines, pairs, runs of consecutive steps or lines — while the
+// checker still rejects the same action at the same rule (a guard's
+// conjunct, an invariant, a field). Lines kept keep their order. A trace
+// the checker accepts returns ErrNotReproduced: there is no failure to
+// shrink.
 //
 // Dropping a line leaves gaps in the ids a thread allocates densely, so a
-// candidate is renumbered before it is checked: ticks (each line keeps
-// its tick's distance from the last write before it: a write follows the
-// last kept write, a read sees it, and a line out of order stays as far
-// out of order),
-// messages by their kept Posts, runs by their kept RunStarts, requests by
-// their kept Asks; a line that names a message, run or request whose
-// creating line was dropped makes the candidate invalid, never a guess;
-// the taken cursor counts the messages kept up to it.
-// A Claim's replaced expiry is the one the kept lines give. The Claim and
-// Renew timing is dropped altogether when the failure survives without it.
+// candidate is renumbered before it is checked. Ticks: each line keeps its
+// tick's distance from the last write before it (a write follows the last
+// kept write, a read sees it, a line out of order stays as far out of
+// order). Messages by their kept Posts, runs by their kept RunStarts,
+// requests by their kept Asks: a line that names a message, run or
+// request whose creating line was dropped makes the candidate invalid,
+// never a guess; the taken cursor counts the messages kept up to it. A
+// Claim's replaced expiry is the one the kept lines give, and the Claim
+// and Renew timing is dropped altogether when the failure survives
+// without it.
 func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracecheck.Option) (TraceResult, error) {
 	_, err := tracecheck.Check(lines, opts...)
 	var v *tracecheck.Violation
