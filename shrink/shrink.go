@@ -1,4 +1,4 @@
-// Package shrink turns a failing seeded execution into its shortest story.
+// Package shrink turns a failure into its shortest story.
 //
 // A seeded execution (sim.Seeded) is an explicit list of operations
 // (sim.Log): replaying the list gives the same trace and the same verdict.
@@ -10,8 +10,14 @@
 // each change only while the same failure remains: the same invariant, or
 // the same guard of the same action. It also tries the story without
 // injected storage faults and without steps paused between transactions.
-// What is left is a story a spec
-// reviewer reads in a few lines.
+// What is left is a story a spec reviewer reads in a few lines.
+//
+// Failures with no operation log to replay — a concurrent execution's, a
+// fleet of OS processes', any trace file — are shrunk by what they left:
+// ShrinkTrace drops a rejected trace's lines while the checker rejects the
+// same action at the same rule, and ShrinkHistory drops a history's
+// operations while porcupine finds it not linearizable at the same
+// operation.
 package shrink
 
 import (

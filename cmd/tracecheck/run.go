@@ -168,7 +168,11 @@ type tally struct {
 	// seed's log that shows it: what shrinking starts from.
 	failed  []failedSeed
 	stories []story
-	elapsed time.Duration
+	// concFailed and concLin are the concurrent executions kept for
+	// shrinking (shrinklines.go).
+	concFailed []concurrentFailure
+	concLin    *concurrentFailure
+	elapsed    time.Duration
 
 	cov     *sim.Coverage // with -cfg: the cfg's states the executions visited
 	covName string
@@ -275,9 +279,13 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 		if f.traceDir != "" {
 			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
 		}
+		illegal := t.lin.illegal
 		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
 			meter.Done()
 			return t, err
+		}
+		if f.shrink {
+			t.noteConcurrent(seed, res.Lines, checkErr, t.lin.illegal > illegal)
 		}
 	}
 	meter.Done()
@@ -285,6 +293,9 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	t.print(out, t.elapsed)
 	if f.shrink {
 		if err := t.shrinkAll(ctx, f, out); err != nil {
+			return t, err
+		}
+		if err := t.shrinkConcurrent(ctx, f, out); err != nil {
 			return t, err
 		}
 	}
