@@ -36,7 +36,7 @@ type coroutine struct {
 	// coroutine in its context, and its transactions then pass the gate
 	// without pausing: nobody would resume them.
 	inside bool
-	txns   int  // transactions the step in flight has begun
+	txns   int // transactions the step in flight has begun
 	killed bool
 }
 
