@@ -33,8 +33,12 @@ runner processes with clock jumps, stalls, crashes and renewals) and
 in-memory storage, or on PostgreSQL with -storage URL. Every execution's
 invariants are checked in storage, its trace by the Go trace checker
 against spec/ThreadClaimLapse.tla, and the concurrent executions' histories
-by porcupine. With -unfenced the fences are off: the run must catch the
-mutant, and exits 1 naming what broke.
+by porcupine. With -cfg FILE the executions take the cfg's processes and
+messages, a coverage line reports the share of its state graph they
+visited, and -walks directed executions then drive the runner along
+planned walks of that graph (a walk whose trace leaves its plan fails the
+run). With -unfenced the fences are off: the run must catch the mutant,
+and exits 1 naming what broke.
 
 Flags:
 `
