@@ -39,8 +39,8 @@ func TestCountDoubts(t *testing.T) {
 	}
 	cu := countDoubts(ds, stored)
 	require.Equal(t, CommitUnknown{
-		Events:   6,
-		ByAction: map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1},
+		Events:    6,
+		ByAction:  map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1},
 		Committed: 3, NotCommitted: 3,
 		Crashed: 3, EndedByRelease: 1, NoRound: 1, Unresolved: 1,
 		Disagreements: 1,
