@@ -44,8 +44,8 @@ Runs TLC (package tlc) and checks every result against what is expected:
              "fences" file names (all when there is none). A FILE given by
              itself is expected to be accepted unless it is named bad-*.
              Every thread of every file goes to ONE TLC run (the trace
-             spec's batch mode; one run per set of fences); each file's
-             verdict is printed, then the run's lines per second.
+             spec's batch mode; one run per set of fences): it prints the
+             run's lines per second, then each file's verdict.
   generated  every trace of a default 'tracecheck run -trace-dir' (fences
              on, about 25,000 lines: all must be accepted) and of
              'tracecheck run -unfenced -seeds 3 -concurrent 0 -trace-dir'
