@@ -110,6 +110,7 @@ const (
 	argString argKind = iota
 	argInt
 	argTime
+	argNull // SQL NULL (sent in one round trip only)
 )
 
 func str(s string) arg   { return arg{kind: argString, s: s} }
@@ -258,10 +259,10 @@ func (t *txn) commit(ctx context.Context) error {
 	if !t.begun && len(t.assumed) == 0 && len(t.pending) == 0 {
 		return nil // fn read and wrote nothing
 	}
-	var tag pgconn.CommandTag
 	var err error
+	tag := pgconn.NewCommandTag("COMMIT")
 	if t.speculate && !t.begun {
-		tag, err = t.commitOneTrip(ctx)
+		err = t.commitOneTrip(ctx)
 	} else {
 		b := t.batch()
 		t.begun = true
