@@ -213,7 +213,7 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 	speculate := s.speculate
 	t := s.txns.Get().(*txn)
 	defer s.txns.Put(t)
-	for tries := 1; ; tries++ {
+	for {
 		t.reset(s, conn.Conn(), readOnly, speculate)
 		err := t.attempt(ctx, fn)
 		s.stats.transactions.Add(1)
@@ -221,12 +221,10 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 			s.stats.conflicts.Add(1)
 		}
 		if speculate && t.retry(err) {
-			// What fn read was stale, and nothing of it was kept: run fn
-			// again, reading a new snapshot from the server, and after a
-			// second failed check with locking reads, which cannot fail
-			// it.
+			// What fn read from the cache was stale, and nothing of it
+			// was kept: run fn again, reading from the server.
 			s.distrust(t.assumed)
-			speculate = !readOnly && tries < maxSpeculations
+			speculate = false
 			continue
 		}
 		if err == nil {
@@ -235,10 +233,6 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 		return err
 	}
 }
-
-// maxSpeculations is how many attempts a write makes reading without
-// locks (from the cache, or a snapshot) before it reads under lock.
-const maxSpeculations = 2
 
 // attempt runs fn in t and commits.
 func (t *txn) attempt(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {

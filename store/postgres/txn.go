@@ -78,11 +78,6 @@ type assumption struct {
 	id               string
 	created, version int64
 	lease            core.Lease
-	// snapshot: read from the server in a snapshot of its own (a
-	// transaction's first read of a thread the cache cannot answer for),
-	// not from the cache. A decision not to write made from it stands: it
-	// is what a read at that snapshot, within the call, saw.
-	snapshot bool
 }
 
 // conflictCode is the SQLSTATE unchanged() raises.
@@ -237,28 +232,13 @@ func (t *txn) noteConflict(err error) {
 	}
 }
 
-// retry reports whether the attempt that ended with err must be run again:
-// its check failed, or fn returned an error decided from the cache before
-// anything was sent, or a one-shot read needed a second round trip.
+// retry reports whether the attempt that ended with err must be run again
+// without speculating: its check failed, or fn returned an error decided
+// from the cache before anything was sent, or a one-shot read needed a
+// second round trip.
 func (t *txn) retry(err error) bool {
-	return err != nil && (t.again || t.conflict || !t.begun && t.fromCache())
+	return err != nil && (t.again || len(t.assumed) > 0 && (t.conflict || !t.begun))
 }
-
-// fromCache reports whether the transaction decided on a thread read from
-// the cache.
-func (t *txn) fromCache() bool {
-	for _, a := range t.assumed {
-		if !a.snapshot {
-			return true
-		}
-	}
-	return false
-}
-
-// errStale is what a speculating transaction's first read returns when
-// the thread was re-created since the cache's state: the attempt is run
-// again with locking reads.
-var errStale = errors.New("postgres: the thread was re-created since this Store last read it: run again")
 
 // errAgain is what a one-shot read-only transaction's second round trip
 // returns: fn is run again, in a transaction that stays open.
@@ -276,8 +256,8 @@ func (t *txn) commit(ctx context.Context) error {
 		}
 		return nil // the one round trip committed
 	}
-	if !t.begun && !t.wrote() && !t.fromCache() {
-		return nil // fn wrote nothing, and read from the server only
+	if !t.begun && len(t.assumed) == 0 && len(t.pending) == 0 {
+		return nil // fn read and wrote nothing
 	}
 	var err error
 	tag := pgconn.NewCommandTag("COMMIT")
@@ -355,27 +335,13 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	if c != nil {
 		after = c.n
 	}
-	// A speculating write that has sent nothing reads a thread the cache
-	// cannot answer for in a snapshot of its own, one round trip that
-	// locks nothing, and sends the check of what it read with its writes,
-	// as for a thread read from the cache. A write that decides not to
-	// write (a busy claim) is then one round trip, and no write holds a
-	// row lock while its client decides.
-	_, seen := t.leases[key]
-	snapshot := t.speculate && !t.begun && !seen
-	var b *pgx.Batch
-	if snapshot {
-		b = &pgx.Batch{}
-		b.Queue("begin isolation level repeatable read read only")
-	} else {
-		b = t.batch()
-	}
+	b := t.batch()
 	var row struct {
 		found                   bool
 		created, version, taken int64
 	}
 	q := t.s.q.lockThread
-	if t.readOnly || snapshot {
+	if t.readOnly {
 		q = t.s.q.readThread
 	}
 	b.Queue(q, string(id)).QueryRow(func(r pgx.Row) error {
@@ -386,8 +352,8 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		row.found = err == nil
 		return err
 	})
-	if !seen {
-		t.queueLockLease(b, key, snapshot)
+	if _, ok := t.leases[key]; !ok {
+		t.queueLockLease(b, key)
 	}
 	var evs []eventRow
 	b.Queue(t.s.q.eventsAfter, string(id), after).Query(func(rows pgx.Rows) error {
@@ -395,28 +361,11 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		evs, err = scanEvents(rows)
 		return err
 	})
-	if snapshot {
-		b.Queue("commit")
-		t.s.stats.roundTrips.Add(1)
-		if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
-			t.err = fmt.Errorf("postgres: %w", err)
-			return nil, t.err
-		}
-	} else if err := t.send(ctx, b); err != nil {
+	if err := t.send(ctx, b); err != nil {
 		return nil, err
 	}
 	if !row.found {
-		if snapshot {
-			delete(t.leases, key) // not read under the lock a write needs
-		}
 		return nil, nil
-	}
-	if snapshot && c != nil && c.created != row.created && after > 0 {
-		// Re-created since the cache's state: its whole log is wanted,
-		// from the same snapshot. Rare: run again, reading under lock.
-		t.conflict = true
-		t.err = errStale
-		return nil, t.err
 	}
 	th := t.newThread()
 	th.created = row.created
@@ -448,9 +397,6 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		th.state.Version, th.state.Taken = uint64(row.version), core.Seq(row.taken)
 	}
 	t.threads[id] = th
-	if snapshot {
-		t.assumed = append(t.assumed, assumption{id: key, created: row.created, version: row.version, lease: t.leases[key], snapshot: true})
-	}
 	return th, nil
 }
 
@@ -459,11 +405,9 @@ func (t *txn) corrupt(err error) error {
 	return t.err
 }
 
-// queueLockLease queues the read of the lease under key: locking it,
-// unless the transaction is read-only or reads a snapshot (unlocked).
-func (t *txn) queueLockLease(b *pgx.Batch, key string, unlocked bool) {
+func (t *txn) queueLockLease(b *pgx.Batch, key string) {
 	q := t.s.q.lockLease
-	if t.readOnly || unlocked {
+	if t.readOnly {
 		q = t.s.q.readLease
 	}
 	b.Queue(q, key).QueryRow(func(r pgx.Row) error {
@@ -506,13 +450,9 @@ func (t *txn) lease(ctx context.Context, key string) (core.Lease, error) {
 		if _, err := t.load(ctx, core.ThreadID(key)); err != nil {
 			return core.Lease{}, err
 		}
-	}
-	if _, ok := t.leases[key]; !ok {
-		// The thread's row is locked already, or there is no thread of
-		// that name (read in a snapshot, its lease was not kept): lock the
-		// lease's row.
+	} else {
 		b := t.batch()
-		t.queueLockLease(b, key, false)
+		t.queueLockLease(b, key)
 		if err := t.send(ctx, b); err != nil {
 			return core.Lease{}, err
 		}
