@@ -256,7 +256,7 @@ func BenchmarkRunnerThroughput(b *testing.B) {
 }
 
 func benchThroughput(b *testing.B, opts Options) {
-	const runners, threads, posters = 4, 100, 4
+	const runners, threads, posters = 4, 100, 16
 	var started atomic.Int64
 	n := int64(b.N)
 	all := make(chan struct{})
