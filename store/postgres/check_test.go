@@ -103,3 +103,34 @@ func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
 	}
 	return nil
 }
+
+// A write sent as one pipeline without BEGIN or COMMIT is one implicit
+// transaction: when its second statement fails (here a Renew's lease
+// upsert, which a trigger refuses), the first one's update of the thread
+// row is rolled back with it, and the error is the server's, not an
+// unknown outcome.
+func TestOnePipelineOneTransaction(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	a := newProc(s, "a")
+	require.NoError(t, a.ws.CreateThread(ctx, "t"))
+	_, err := a.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	_, err = admin(t).Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN RAISE EXCEPTION 'lease write refused'; END $$;
+		CREATE TRIGGER refuse BEFORE UPDATE ON %[1]s.leases FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
+	require.NoError(t, err)
+	_, _, version0, _ := rowCounts(t, admin(t), s.Schema(), "t")
+	trips := s.stats.roundTrips.Load()
+	err = a.ws.Renew(ctx, c, ttl)
+	require.ErrorContains(t, err, "lease write refused")
+	require.NotErrorIs(t, err, core.ErrCommitUnknown)
+	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "the Renew under the Store's own lease: one pipeline")
+	_, _, version, _ := rowCounts(t, admin(t), s.Schema(), "t")
+	require.Equal(t, version0, version, "the thread row's update outlived the failed lease write")
+}
