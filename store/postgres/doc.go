@@ -298,6 +298,11 @@
 // post-to-start tail). Each post wakes every runner; a runner now looks
 // for work only with a turn slot free, and leaves a thread it found taken
 // alone for PollEvery (a Release with work left wakes the runners again).
+// Before, the end of a turn that found its thread taken made the runner
+// look again, and claim the same thread again: a loop of a poll and a
+// refused claim for as long as the other holder worked the thread
+// (TestRunLeavesThreadClaimedByAnother counts 379 such claims in 20 ms
+// on the in-memory storage without the change).
 // What is left to take is the runner engineer's: a turn that ends
 // without its last Plan when the plan before it saw no other message
 // (-1), and one runner taking a wake-up rather than all four (the taken
