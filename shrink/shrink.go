@@ -137,7 +137,11 @@ func Execute(ctx context.Context, cfg sim.Config) (*Execution, error) {
 	// although an injected fault told their process otherwise.
 	e.Log, e.Lines, e.Sim, e.Coverage = s.Log(), s.TraceLines(), s.Stats(), s.CoverageLines()
 	tracecheck.Sort(e.Lines) // in the order the processes traced them
-	e.Trace, err = tracecheck.Check(e.Lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", cfg.Seed)))
+	name := fmt.Sprintf("seed-%d", cfg.Seed)
+	if cfg.Walks != nil {
+		name = fmt.Sprintf("walks-%d", cfg.Seed)
+	}
+	e.Trace, err = tracecheck.Check(e.Lines, tracecheck.WithFile(name))
 	if err != nil && !errors.As(err, &e.Violation) {
 		return nil, err
 	}
