@@ -250,10 +250,11 @@ func (c *Checker) Step(n int, ev *core.TraceEvent) error {
 		return t.violation
 	}
 	c.stats.Lines++
-	if i := actionIndex(ev.Action); i >= 0 {
-		c.perAction[i]++
+	ai := actionIndex(ev.Action)
+	if ai >= 0 {
+		c.perAction[ai]++
 	}
-	if v := c.step(t, n, ev); v != nil {
+	if v := c.step(t, n, ev, ai); v != nil {
 		v.File, v.Line, v.Event, v.Action = c.file, n, *ev, ev.Action
 		t.violation = v
 		if c.first == nil || v.Line < c.first.Line {
@@ -264,43 +265,63 @@ func (c *Checker) Step(n int, ev *core.TraceEvent) error {
 	return nil
 }
 
-const numActions = 16
+// The actions' indexes: their places in core.Actions(), the spec's order.
+const (
+	aPost = iota
+	aClaim
+	aRenew
+	aLapse
+	aRelease
+	aAbandon
+	aAbandonFenced
+	aPlan
+	aRunStart
+	aStartFenced
+	aReply
+	aReplyFenced
+	aAsk
+	aRunEnd
+	aEndRefused
+	aCrash
+	numActions
+)
 
-// actionIndex is the action's place in core.Actions(), or -1.
+// actionIndex is the action's place in core.Actions(), or -1. Step
+// computes it once a line: the rest of the check switches on it.
 func actionIndex(a core.Action) int {
 	switch a {
 	case core.ActionPost:
-		return 0
+		return aPost
 	case core.ActionClaim:
-		return 1
+		return aClaim
 	case core.ActionRenew:
-		return 2
+		return aRenew
 	case core.ActionLapse:
-		return 3
+		return aLapse
 	case core.ActionRelease:
-		return 4
+		return aRelease
 	case core.ActionAbandon:
-		return 5
+		return aAbandon
 	case core.ActionAbandonFenced:
-		return 6
+		return aAbandonFenced
 	case core.ActionPlan:
-		return 7
+		return aPlan
 	case core.ActionRunStart:
-		return 8
+		return aRunStart
 	case core.ActionStartFenced:
-		return 9
+		return aStartFenced
 	case core.ActionReply:
-		return 10
+		return aReply
 	case core.ActionReplyFenced:
-		return 11
+		return aReplyFenced
 	case core.ActionAsk:
-		return 12
+		return aAsk
 	case core.ActionRunEnd:
-		return 13
+		return aRunEnd
 	case core.ActionEndRefused:
-		return 14
+		return aEndRefused
 	case core.ActionCrash:
-		return 15
+		return aCrash
 	}
 	return -1
 }
@@ -438,10 +459,10 @@ func (t *threadState) oldestOpen() int64 {
 
 // isRead says whether an action's line is a read: it carries the version
 // it saw (the action table's LineRead). Release is either (see release).
-func isRead(a core.Action) bool {
-	i := actionIndex(a)
-	return i >= 0 && lineRules[i].line == core.LineRead
-}
+func isRead(a core.Action) bool { return readAt(actionIndex(a)) }
+
+// readAt is isRead by the action's index.
+func readAt(ai int) bool { return ai >= 0 && lineRules[ai].line == core.LineRead }
 
 // The values a line may carry besides tick, read, action, thread, proc
 // and taken (every line has those): the action table's fields, and the
@@ -489,18 +510,10 @@ var lineRules = func() (rules [numActions]lineRule) {
 	return rules
 }()
 
-// carries returns the fields the action's line carries.
-func carries(a core.Action) uint16 {
-	if i := actionIndex(a); i >= 0 {
-		return lineRules[i].carries
-	}
-	return 0
-}
-
-// unexpected returns the first field the line has that its action does
-// not carry, with its value, or "".
-func unexpected(ev *core.TraceEvent) (string, any) {
-	has := carries(ev.Action)
+// unexpected returns the first field the line has that its action (of
+// index ai, a valid one) does not carry, with its value, or "".
+func unexpected(ev *core.TraceEvent, ai int) (string, any) {
+	has := lineRules[ai].carries
 	switch {
 	case has&cHolder == 0 && ev.Holder != "":
 		return "line.holder", strconv.Quote(string(ev.Holder))
@@ -574,25 +587,25 @@ func (t *threadState) checkOrder(ev *core.TraceEvent) *Violation {
 // step checks one line of thread t: the order rule, the fields its action
 // carries, and then the action itself, one method per action in the
 // spec's order; then the invariants.
-func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent) *Violation {
+func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent, ai int) *Violation {
 	a := ev.Action
-	if i := actionIndex(a); i < 0 || a == core.ActionLapse {
+	if ai < 0 || ai == aLapse {
 		return &Violation{Kind: ErrLineValue, Rule: "action", Failed: []string{"action"},
 			Detail: fmt.Sprintf("%q is not an action a trace logs", a), State: t.dump()}
 	}
 	// A Release is a write or a read by whether the lease was p's; its
 	// guard checks which.
-	if a != core.ActionRelease && ev.Read != isRead(a) {
-		return valueViolation(t, "line.read", ev.Read, isRead(a))
+	if ai != aRelease && ev.Read != readAt(ai) {
+		return valueViolation(t, "line.read", ev.Read, readAt(ai))
 	}
 	if v := t.checkOrder(ev); v != nil {
 		return v
 	}
-	if field, got := unexpected(ev); field != "" {
+	if field, got := unexpected(ev, ai); field != "" {
 		return valueViolation(t, field, got, fmt.Sprintf("none (%s does not carry %s)", a, strings.TrimPrefix(field, "line.")))
 	}
 	var p *specProc
-	if a != core.ActionPost {
+	if ai != aPost {
 		if ev.Proc == "" {
 			return valueViolation(t, "line.proc", `""`, "a process name")
 		}
@@ -601,36 +614,36 @@ func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent) *Violation {
 	c.failed = c.failed[:0]
 	lapse := false
 	var v *Violation
-	switch a {
-	case core.ActionPost:
+	switch ai {
+	case aPost:
 		v = c.post(t, ev)
-	case core.ActionClaim:
+	case aClaim:
 		lapse, v = c.claim(t, n, p, ev)
-	case core.ActionRenew:
+	case aRenew:
 		v = c.renew(t, p, ev)
-	case core.ActionRelease:
+	case aRelease:
 		v = c.release(t, p, ev)
-	case core.ActionAbandon:
+	case aAbandon:
 		v = c.abandon(t, p, ev)
-	case core.ActionAbandonFenced:
+	case aAbandonFenced:
 		v = c.abandonFenced(t, p, ev)
-	case core.ActionPlan:
+	case aPlan:
 		v = c.plan(t, p, ev)
-	case core.ActionRunStart:
+	case aRunStart:
 		v = c.runStart(t, p, ev)
-	case core.ActionStartFenced:
+	case aStartFenced:
 		v = c.startFenced(t, p, ev)
-	case core.ActionReply:
+	case aReply:
 		v = c.reply(t, p, ev)
-	case core.ActionReplyFenced:
+	case aReplyFenced:
 		v = c.replyFenced(t, p, ev)
-	case core.ActionAsk:
+	case aAsk:
 		v = c.ask(t, p, ev)
-	case core.ActionRunEnd:
+	case aRunEnd:
 		v = c.runEnd(t, p, ev)
-	case core.ActionEndRefused:
+	case aEndRefused:
 		v = c.endRefused(t, p, ev)
-	case core.ActionCrash:
+	case aCrash:
 		v = c.crash(t, p, ev)
 	}
 	if v != nil {

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // FuzzCanonical guards the reader's fast path: every line it takes, the
@@ -23,11 +25,11 @@ func FuzzCanonical(f *testing.F) {
 	}
 	f.Add([]byte(`{"tick":1,"read":false,"action":"Claim","thread":"t","proc":"p","holder":"h","msg":0,"req":0,"run":0,"taken":0,"lease":"h","now":-5,"ttl":10,"expires":5,"replaced":3}` + "\r"))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		fast := Reader{names: map[string]string{}}
+		fast := Reader{}
 		if !fast.decodeCanonical(line) {
 			return
 		}
-		slow := Reader{names: map[string]string{}}
+		slow := Reader{}
 		if err := slow.decode(line); err != nil {
 			t.Fatalf("the fast path took %q, the decoder refuses it: %v", line, err)
 		}
@@ -46,10 +48,26 @@ func TestCanonicalTakesCoreLines(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i, l := range bytes.Split(bytes.TrimSuffix(b, []byte("\n")), []byte("\n")) {
-			r := Reader{names: map[string]string{}}
+			r := Reader{}
 			if !r.decodeCanonical(l) {
 				t.Errorf("%s:%d: not taken by the fast path", p, i+1)
 			}
 		}
+	}
+}
+
+// The checker's action indexes are the places in core.Actions(): the
+// per-action counts and the action table's rules are kept by them.
+func TestActionIndexIsCoreOrder(t *testing.T) {
+	for i, a := range core.Actions() {
+		if got := actionIndex(a); got != i {
+			t.Errorf("%s: index %d, core.Actions() has it at %d", a, got, i)
+		}
+	}
+	if n := len(core.Actions()); n != numActions {
+		t.Errorf("core has %d actions, the checker %d", n, numActions)
+	}
+	if actionIndex("Lapsed") != -1 {
+		t.Error("an unknown action has an index")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -324,4 +325,26 @@ func FuzzCheck(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkRead measures the Reader alone on the trace BenchmarkReadCheck
+// checks, so that parsing and checking can be told apart: lines/s.
+func BenchmarkRead(b *testing.B) {
+	data, n := benchTrace(b, 200_000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		rd := tracecheck.NewReader(bytes.NewReader(data), "bench.ndjson")
+		for {
+			if _, err := rd.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+	b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "lines/cpu-s")
 }
