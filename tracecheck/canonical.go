@@ -3,6 +3,7 @@ package tracecheck
 import (
 	"encoding/binary"
 	"math"
+	mathbits "math/bits"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -77,6 +78,11 @@ func (in *interner) intern(b []byte) string {
 // leading zero, at b[i:]; it returns the value and the index after it, or
 // -1 for anything else. (19 digits cannot overflow a uint64.)
 func canonNat(b []byte, i int) (uint64, int) {
+	// Most of a line's integers are one digit (msg, req and run are 0
+	// on most lines).
+	if i+1 < len(b) && b[i]-'0' <= 9 && b[i+1]-'0' > 9 {
+		return uint64(b[i] - '0'), i + 1
+	}
 	start := i
 	var v uint64
 	for ; i < len(b); i++ {
@@ -108,8 +114,18 @@ func canonInt(b []byte, i int) (int64, int) {
 
 // canonStr reads the body of a string of printable ASCII without escapes
 // that starts at b[i:], after its opening quote; it returns the index of
-// the closing quote, or -1.
+// the closing quote, or -1. It looks at eight bytes at a time.
 func canonStr(b []byte, i int) int {
+	for len(b)-i >= 8 {
+		if m := notPlain(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			i += mathbits.TrailingZeros64(m) / 8
+			if b[i] == '"' {
+				return i
+			}
+			return -1
+		}
+		i += 8
+	}
 	for ; i < len(b); i++ {
 		if !plainASCII[b[i]] {
 			if b[i] == '"' {
@@ -119,6 +135,22 @@ func canonStr(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// notPlain returns a word with the high bit set in the lowest byte of x
+// that a string cannot hold as it is (a control character, a quote, a
+// backslash, or a byte of 0x80 or more; see plainASCII). Bits above that
+// byte may be set too (a subtraction's borrow carries up), never below
+// it: only the lowest set bit means something.
+func notPlain(x uint64) uint64 {
+	q := x ^ ('"' * ones)
+	bs := x ^ ('\\' * ones)
+	return ((x-0x20*ones) & ^x | (q-ones) & ^q | (bs-ones) & ^bs | x) & highs
 }
 
 // decodeCanonical parses line into r.ev when it is in core's own form,

@@ -3,6 +3,7 @@ package tracecheck
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"slices"
 	"strconv"
@@ -140,11 +141,12 @@ type Checker struct {
 	stats     Stats
 	failed    []string // scratch for guard conjuncts
 	first     *Violation
+	seed      maphash.Seed // the threads' holder sets hash with it
 }
 
 // NewChecker returns a Checker with no thread seen yet.
 func NewChecker(opts ...Option) *Checker {
-	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]*threadState{}}
+	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]*threadState{}, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -233,7 +235,7 @@ func (c *Checker) thread(id core.ThreadID) *threadState {
 	}
 	t := c.threads[id]
 	if t == nil {
-		t = newThreadState(id)
+		t = newThreadState(id, c.seed)
 		c.threads[id] = t
 	}
 	copy(c.recent[1:], c.recent[:len(c.recent)-1])
@@ -400,7 +402,7 @@ type threadState struct {
 	overConsumed int     // messages with consumed[m] > 1
 	liveAband    bool    // liveAbandoned
 
-	holders map[core.Holder]int
+	holders holderSet     // every holder in names, for Claim's freshness guard
 	names   []core.Holder // names[h] is abstract holder h's string; names[0] = ""
 	procs   map[string]*specProc
 	order   []*specProc // procs by first appearance, for dumps
@@ -412,11 +414,69 @@ type threadState struct {
 	violation *Violation
 }
 
-func newThreadState(id core.ThreadID) *threadState {
+func newThreadState(id core.ThreadID, seed maphash.Seed) *threadState {
 	return &threadState{
-		id: id, holders: map[core.Holder]int{}, names: []core.Holder{""},
+		id: id, holders: holderSet{seed: seed}, names: []core.Holder{""},
 		procs: map[string]*specProc{}, consumed: []int32{0},
 	}
+}
+
+// holderSet is the set of the holders a thread has seen, for Claim's
+// guard that a holder is fresh: an open-addressing table of the holders'
+// hashes, each with the holder's abstract number (its index in the
+// thread's names) to confirm a match. A Claim looks up and adds one
+// holder; a Go map of the strings cost most of a Claim's check (hashing
+// each string twice, growing by rehashing them), this costs a hash and a
+// probe or two in a compact array of 16 bytes a holder.
+type holderSet struct {
+	seed  maphash.Seed
+	slots []holderSlot // a power of two long, at most half full; nil when empty
+	n     int
+}
+
+type holderSlot struct {
+	hash uint64
+	h    int // 0: an empty slot
+}
+
+func (s *holderSet) hash(name core.Holder) uint64 { return maphash.String(s.seed, string(name)) }
+
+// has reports whether name, of the given hash, is in the set; names are
+// the thread's holders by abstract number.
+func (s *holderSet) has(hash uint64, name core.Holder, names []core.Holder) bool {
+	if len(s.slots) == 0 {
+		return false
+	}
+	mask := uint64(len(s.slots) - 1)
+	for i := hash & mask; ; i = (i + 1) & mask {
+		switch sl := s.slots[i]; {
+		case sl.h == 0:
+			return false
+		case sl.hash == hash && names[sl.h] == name:
+			return true
+		}
+	}
+}
+
+// add puts abstract holder h (h > 0), of the given hash, in the set.
+func (s *holderSet) add(hash uint64, h int) {
+	if 2*(s.n+1) > len(s.slots) {
+		old := s.slots
+		s.slots = make([]holderSlot, max(16, 2*len(old)))
+		s.n = 0
+		for _, sl := range old {
+			if sl.h != 0 {
+				s.add(sl.hash, sl.h)
+			}
+		}
+	}
+	mask := uint64(len(s.slots) - 1)
+	i := hash & mask
+	for s.slots[i].h != 0 {
+		i = (i + 1) & mask
+	}
+	s.slots[i] = holderSlot{hash, h}
+	s.n++
 }
 
 func (t *threadState) proc(name string) *specProc {
@@ -674,7 +734,8 @@ func (c *Checker) post(t *threadState, ev *core.TraceEvent) *Violation {
 // clock must have reached the lease's expiry.
 func (c *Checker) claim(t *threadState, n int, p *specProc, ev *core.TraceEvent) (bool, *Violation) {
 	c.guard(p.pc == pcIdle, `pc[p] = "idle"`)
-	_, reused := t.holders[ev.Holder]
+	hash := t.holders.hash(ev.Holder)
+	reused := t.holders.has(hash, ev.Holder, t.names)
 	c.guard(ev.Holder != "" && !reused, `hold'[p] = nextHolder (a fresh holder)`)
 	if v := c.guardFailed(t, func() string { return fmt.Sprintf("holder %q, %s", ev.Holder, p.describe(t)) }); v != nil {
 		return false, v
@@ -703,7 +764,7 @@ func (c *Checker) claim(t *threadState, n int, p *specProc, ev *core.TraceEvent)
 	}
 	h := len(t.names)
 	t.names = append(t.names, ev.Holder)
-	t.holders[ev.Holder] = h
+	t.holders.add(hash, h)
 	t.lease, t.expires = h, ev.Expires
 	p.hold, p.pc = h, pcClaimed
 	return lapse, nil

@@ -2,6 +2,8 @@ package tracecheck
 
 import (
 	"bytes"
+	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,5 +71,39 @@ func TestActionIndexIsCoreOrder(t *testing.T) {
 	}
 	if actionIndex("Lapsed") != -1 {
 		t.Error("an unknown action has an index")
+	}
+}
+
+// holderSet answers for every holder added and no other, through
+// growth, and when hashes collide (here all of them: the names decide).
+func TestHolderSet(t *testing.T) {
+	for _, collide := range []bool{false, true} {
+		s := holderSet{seed: maphash.MakeSeed()}
+		names := []core.Holder{""}
+		hash := func(h core.Holder) uint64 {
+			if collide {
+				return 7
+			}
+			return s.hash(h)
+		}
+		for i := 1; i <= 300; i++ {
+			h := core.Holder(fmt.Sprintf("p%d-%x", i%4, i*7919))
+			if s.has(hash(h), h, names) {
+				t.Fatalf("collide %v: %s found before it was added", collide, h)
+			}
+			names = append(names, h)
+			s.add(hash(h), i)
+			if !s.has(hash(h), h, names) {
+				t.Fatalf("collide %v: %s not found once added", collide, h)
+			}
+		}
+		for i, h := range names[1:] {
+			if !s.has(hash(h), h, names) {
+				t.Errorf("collide %v: holder %d %s lost", collide, i+1, h)
+			}
+		}
+		if s.n != 300 || 2*s.n > len(s.slots) {
+			t.Errorf("collide %v: %d holders in %d slots", collide, s.n, len(s.slots))
+		}
 	}
 }
