@@ -76,13 +76,9 @@ func (in *interner) intern(b []byte) string {
 
 // canonNat reads a non-negative integer that fits an int64, without a
 // leading zero, at b[i:]; it returns the value and the index after it, or
-// -1 for anything else. (19 digits cannot overflow a uint64.)
+// -1 for anything else. (19 digits cannot overflow a uint64.) It is small
+// enough to be inlined.
 func canonNat(b []byte, i int) (uint64, int) {
-	// Most of a line's integers are one digit (msg, req and run are 0
-	// on most lines).
-	if i+1 < len(b) && b[i]-'0' <= 9 && b[i+1]-'0' > 9 {
-		return uint64(b[i] - '0'), i + 1
-	}
 	start := i
 	var v uint64
 	for ; i < len(b); i++ {
@@ -114,27 +110,27 @@ func canonInt(b []byte, i int) (int64, int) {
 
 // canonStr reads the body of a string of printable ASCII without escapes
 // that starts at b[i:], after its opening quote; it returns the index of
-// the closing quote, or -1. It looks at eight bytes at a time.
+// the closing quote, or -1. It looks at eight bytes at a time (the bytes
+// past the end of b read as zero, a control character), and is small
+// enough to be inlined.
 func canonStr(b []byte, i int) int {
-	for len(b)-i >= 8 {
-		if m := notPlain(binary.LittleEndian.Uint64(b[i:])); m != 0 {
-			i += mathbits.TrailingZeros64(m) / 8
-			if b[i] == '"' {
+	for {
+		var x uint64
+		if len(b)-i >= 8 {
+			x = binary.LittleEndian.Uint64(b[i:])
+		} else {
+			for k := len(b) - 1; k >= i; k-- {
+				x = x<<8 | uint64(b[k])
+			}
+		}
+		if m := notPlain(x); m != 0 {
+			if i += mathbits.TrailingZeros64(m) / 8; i < len(b) && b[i] == '"' {
 				return i
 			}
 			return -1
 		}
 		i += 8
 	}
-	for ; i < len(b); i++ {
-		if !plainASCII[b[i]] {
-			if b[i] == '"' {
-				return i
-			}
-			return -1
-		}
-	}
-	return -1
 }
 
 const (
@@ -155,21 +151,48 @@ func notPlain(x uint64) uint64 {
 
 // decodeCanonical parses line into r.ev when it is in core's own form,
 // and reports whether it was; else r.ev is to be overwritten by decode.
-// Each key check compares a constant, which the compiler does in a few
-// word loads.
 func (r *Reader) decodeCanonical(line []byte) bool {
+	end := r.canonical(line)
+	switch {
+	case end < 0:
+		return false
+	case end == len(line):
+		return true
+	}
+	return end == len(line)-1 && line[end] == '\r'
+}
+
+// canonicalLine parses the line at the start of buf, the Reader's unread
+// bytes, into r.ev when it is in core's own form and ends in a newline
+// ("\n" or "\r\n") within buf and within MaxLineBytes, without looking
+// for the newline first; it returns the line's length with its newline,
+// or 0, and then r.ev is to be overwritten by decode.
+func (r *Reader) canonicalLine(buf []byte) int {
+	end := r.canonical(buf)
+	switch {
+	case end < 0:
+		return 0
+	case end < len(buf) && buf[end] == '\n' && end <= MaxLineBytes:
+		return end + 1
+	case end+1 < len(buf) && buf[end] == '\r' && buf[end+1] == '\n' && end+1 <= MaxLineBytes:
+		return end + 2
+	}
+	return 0
+}
+
+// canonical parses a line in core's form at the start of b into r.ev and
+// returns the index after its closing brace, or -1 when b does not start
+// with one. What follows the brace is the caller's to check. Each key
+// check compares a constant, which the compiler does in a few word loads.
+func (r *Reader) canonical(b []byte) int {
 	ev := &r.ev
 	*ev = core.TraceEvent{}
-	b := line
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
 	if len(b) < 8 || string(b[:8]) != `{"tick":` {
-		return false
+		return -1
 	}
 	var i int
 	if ev.Tick, i = canonNat(b, 8); i < 0 {
-		return false
+		return -1
 	}
 	switch {
 	case len(b)-i >= 24 && string(b[i:i+24]) == `,"read":false,"action":"`:
@@ -178,85 +201,85 @@ func (r *Reader) decodeCanonical(line []byte) bool {
 		ev.Read = true
 		i += 23
 	default:
-		return false
+		return -1
 	}
 	j := canonStr(b, i)
 	if j < 0 {
-		return false
+		return -1
 	}
 	a, ok := actionOf(b[i:j])
 	if !ok {
-		return false
+		return -1
 	}
 	ev.Action = a
 	i = j + 1
 	if len(b)-i < 11 || string(b[i:i+11]) != `,"thread":"` {
-		return false
+		return -1
 	}
 	i += 11
 	if j = canonStr(b, i); j <= i { // an empty thread is decode's to refuse
-		return false
+		return -1
 	}
 	thread := b[i:j]
 	i = j + 1
 	if len(b)-i < 9 || string(b[i:i+9]) != `,"proc":"` {
-		return false
+		return -1
 	}
 	i += 9
 	if j = canonStr(b, i); j < 0 {
-		return false
+		return -1
 	}
 	proc := b[i:j]
 	i = j + 1
 	if len(b)-i < 11 || string(b[i:i+11]) != `,"holder":"` {
-		return false
+		return -1
 	}
 	i += 11
 	if j = canonStr(b, i); j < 0 {
-		return false
+		return -1
 	}
 	holder := b[i:j]
 	i = j + 1
 	var v uint64
 	if len(b)-i < 7 || string(b[i:i+7]) != `,"msg":` {
-		return false
+		return -1
 	}
 	if v, i = canonNat(b, i+7); i < 0 {
-		return false
+		return -1
 	}
 	ev.Msg = core.Seq(v)
 	if len(b)-i < 7 || string(b[i:i+7]) != `,"req":` {
-		return false
+		return -1
 	}
 	if v, i = canonNat(b, i+7); i < 0 {
-		return false
+		return -1
 	}
 	ev.Req = core.RequestID(v)
 	if len(b)-i < 7 || string(b[i:i+7]) != `,"run":` {
-		return false
+		return -1
 	}
 	if v, i = canonNat(b, i+7); i < 0 {
-		return false
+		return -1
 	}
 	ev.Run = core.RunID(v)
 	if len(b)-i < 9 || string(b[i:i+9]) != `,"taken":` {
-		return false
+		return -1
 	}
 	if v, i = canonNat(b, i+9); i < 0 {
-		return false
+		return -1
 	}
 	ev.Taken = core.Seq(v)
 	if len(b)-i < 10 || string(b[i:i+10]) != `,"lease":"` {
-		return false
+		return -1
 	}
 	i += 10
 	if j = canonStr(b, i); j < 0 {
-		return false
+		return -1
 	}
 	lease := b[i:j]
 	i = j + 1
-	if !r.canonTail(b, i) {
-		return false
+	if i = r.canonTail(b, i); i < 0 {
+		return -1
 	}
 	ev.Thread = core.ThreadID(r.shared.intern(thread))
 	ev.Proc = r.shared.intern(proc)
@@ -265,21 +288,22 @@ func (r *Reader) decodeCanonical(line []byte) bool {
 	if string(lease) != string(holder) {
 		ev.Lease = core.Holder(r.shared.intern(lease))
 	}
-	return true
+	return i
 }
 
 // canonTail reads what follows the lease, from b[i:]: the optional keys
-// in core's order, and the closing brace that ends the line.
-func (r *Reader) canonTail(b []byte, i int) bool {
+// in core's order, and the closing brace; it returns the index after the
+// brace, or -1.
+func (r *Reader) canonTail(b []byte, i int) int {
 	ev := &r.ev
-	if len(b)-i == 1 {
-		return b[i] == '}'
+	if i < len(b) && b[i] == '}' {
+		return i + 1
 	}
 	if len(b)-i >= 9 && string(b[i:i+9]) == `,"kind":"` {
 		i += 9
 		j := canonStr(b, i)
 		if j < 0 {
-			return false
+			return -1
 		}
 		switch string(b[i:j]) {
 		case core.PlanKindRun:
@@ -288,31 +312,34 @@ func (r *Reader) canonTail(b []byte, i int) bool {
 			ev.Kind = core.PlanKindReply
 		case "":
 		default:
-			return false
+			return -1
 		}
 		i = j + 1
 	}
 	if len(b)-i >= 7 && string(b[i:i+7]) == `,"now":` {
 		if ev.Now, i = canonInt(b, i+7); i < 0 {
-			return false
+			return -1
 		}
 		if len(b)-i < 7 || string(b[i:i+7]) != `,"ttl":` {
-			return false
+			return -1
 		}
 		if ev.TTL, i = canonInt(b, i+7); i < 0 {
-			return false
+			return -1
 		}
 		if len(b)-i < 11 || string(b[i:i+11]) != `,"expires":` {
-			return false
+			return -1
 		}
 		if ev.Expires, i = canonInt(b, i+11); i < 0 {
-			return false
+			return -1
 		}
 	}
 	if len(b)-i >= 12 && string(b[i:i+12]) == `,"replaced":` {
 		if ev.Replaced, i = canonInt(b, i+12); i < 0 {
-			return false
+			return -1
 		}
 	}
-	return len(b)-i == 1 && b[i] == '}'
+	if i < len(b) && b[i] == '}' {
+		return i + 1
+	}
+	return -1
 }

@@ -205,6 +205,13 @@ func (r *Reader) Next() (*core.TraceEvent, error) {
 		return nil, r.err
 	}
 	for {
+		// A line in core's form is parsed where it starts, and its
+		// newline found as it ends; any other goes by the newline.
+		if n := r.canonicalLine(r.buf[r.r:r.w]); n > 0 {
+			r.r += n
+			r.n++
+			return &r.ev, nil
+		}
 		if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
 			line := r.buf[r.r : r.r+i]
 			r.r += i + 1
