@@ -291,42 +291,40 @@ const (
 // actionIndex is the action's place in core.Actions(), or -1. Step
 // computes it once a line: the rest of the check switches on it.
 func actionIndex(a core.Action) int {
-	switch a {
-	case core.ActionPost:
-		return aPost
-	case core.ActionClaim:
-		return aClaim
-	case core.ActionRenew:
-		return aRenew
-	case core.ActionLapse:
-		return aLapse
-	case core.ActionRelease:
-		return aRelease
-	case core.ActionAbandon:
-		return aAbandon
-	case core.ActionAbandonFenced:
-		return aAbandonFenced
-	case core.ActionPlan:
-		return aPlan
-	case core.ActionRunStart:
-		return aRunStart
-	case core.ActionStartFenced:
-		return aStartFenced
-	case core.ActionReply:
-		return aReply
-	case core.ActionReplyFenced:
-		return aReplyFenced
-	case core.ActionAsk:
-		return aAsk
-	case core.ActionRunEnd:
-		return aRunEnd
-	case core.ActionEndRefused:
-		return aEndRefused
-	case core.ActionCrash:
-		return aCrash
+	if a == "" {
+		return -1
 	}
-	return -1
+	i := actionSlots[actionKey(a[0], a[len(a)-1], len(a))]
+	if i < 0 || actionNames[i] != a {
+		return -1
+	}
+	return int(i)
 }
+
+// actionNames is core.Actions(), by index.
+var actionNames = core.Actions()
+
+// actionKey hashes an action's name by its first and last bytes and its
+// length: the sixteen names take sixteen different slots of actionSlots
+// (a perfect hash), so that finding a name's index costs one string
+// comparison. A name core adds that collides stops the package at start.
+func actionKey(first, last byte, n int) int { return (n + int(first) + 18*int(last)) & 31 }
+
+// actionSlots maps an actionKey to the index of the one action that has
+// it, or -1.
+var actionSlots = func() (slots [32]int8) {
+	for k := range slots {
+		slots[k] = -1
+	}
+	for i, a := range actionNames {
+		k := actionKey(a[0], a[len(a)-1], len(a))
+		if slots[k] >= 0 {
+			panic(fmt.Sprintf("tracecheck: actions %s and %s share a slot: change actionKey", actionNames[slots[k]], a))
+		}
+		slots[k] = int8(i)
+	}
+	return slots
+}()
 
 // Process counters, as the spec's pc.
 const (

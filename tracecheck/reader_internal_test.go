@@ -186,8 +186,20 @@ func TestActionIndexIsCoreOrder(t *testing.T) {
 	if n := len(core.Actions()); n != numActions {
 		t.Errorf("core has %d actions, the checker %d", n, numActions)
 	}
-	if actionIndex("Lapsed") != -1 {
-		t.Error("an unknown action has an index")
+	// Names that share an action's slot (first and last byte, length)
+	// are no action.
+	for _, name := range []string{"Lapsed", "", "Pxst", "Clam", "RunEnds", "Ask "} {
+		if actionIndex(core.Action(name)) != -1 {
+			t.Errorf("%q has an index", name)
+		}
+		if _, ok := actionOf([]byte(name)); ok {
+			t.Errorf("%q read as an action", name)
+		}
+	}
+	for _, a := range core.Actions() {
+		if got, ok := actionOf([]byte(a)); ok != (a != core.ActionLapse) || (ok && got != a) {
+			t.Errorf("%s read as %q, %v", a, got, ok)
+		}
 	}
 }
 

@@ -386,40 +386,17 @@ func fieldIndex(key []byte) int {
 	return -1
 }
 
+// actionOf returns the action named b, if it is one a trace logs (not
+// Lapse).
 func actionOf(b []byte) (core.Action, bool) {
-	switch string(b) {
-	case "Post":
-		return core.ActionPost, true
-	case "Claim":
-		return core.ActionClaim, true
-	case "Renew":
-		return core.ActionRenew, true
-	case "Release":
-		return core.ActionRelease, true
-	case "Abandon":
-		return core.ActionAbandon, true
-	case "AbandonFenced":
-		return core.ActionAbandonFenced, true
-	case "Plan":
-		return core.ActionPlan, true
-	case "RunStart":
-		return core.ActionRunStart, true
-	case "StartFenced":
-		return core.ActionStartFenced, true
-	case "Reply":
-		return core.ActionReply, true
-	case "ReplyFenced":
-		return core.ActionReplyFenced, true
-	case "Ask":
-		return core.ActionAsk, true
-	case "RunEnd":
-		return core.ActionRunEnd, true
-	case "EndRefused":
-		return core.ActionEndRefused, true
-	case "Crash":
-		return core.ActionCrash, true
+	if len(b) == 0 {
+		return "", false
 	}
-	return "", false
+	i := actionSlots[actionKey(b[0], b[len(b)-1], len(b))]
+	if i < 0 || i == aLapse || string(actionNames[i]) != string(b) {
+		return "", false
+	}
+	return actionNames[i], true
 }
 
 // decoder parses one line: a flat JSON object whose keys are exactly the
