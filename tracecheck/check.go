@@ -135,8 +135,10 @@ func WithSpec(s Spec) Option { return func(c *Checker) { c.spec = s } }
 type Checker struct {
 	file      string
 	spec      Spec
-	threads   map[core.ThreadID]*threadState
-	recent    [4]*threadState // the threads seen last, newest first
+	threads   map[core.ThreadID]int // index in list
+	list      []*threadState        // the threads by first appearance
+	recent    [4]int32              // threads seen lately: 1 + their index in list, 0 for none
+	nextSlot  int                   // the slot of recent a thread not in it takes
 	perAction [numActions]int
 	stats     Stats
 	failed    []string // scratch for guard conjuncts
@@ -146,7 +148,7 @@ type Checker struct {
 
 // NewChecker returns a Checker with no thread seen yet.
 func NewChecker(opts ...Option) *Checker {
-	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]*threadState{}, seed: maphash.MakeSeed()}
+	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]int{}, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -223,24 +225,25 @@ func (c *Checker) Err() error {
 	return c.first
 }
 
-// thread returns the thread's state, from the few threads seen last when
-// it is one of them (lines of a few threads interleave), else from the map.
+// thread returns the thread's state, from the few threads seen lately
+// when it is one of them (lines of a few threads interleave), else from
+// the map. recent holds indexes, not pointers: a hit writes nothing the
+// garbage collector must see.
 func (c *Checker) thread(id core.ThreadID) *threadState {
-	for k, t := range c.recent {
-		if t != nil && t.id == id {
-			copy(c.recent[1:k+1], c.recent[:k])
-			c.recent[0] = t
-			return t
+	for _, k := range c.recent {
+		if k > 0 && c.list[k-1].id == id {
+			return c.list[k-1]
 		}
 	}
-	t := c.threads[id]
-	if t == nil {
-		t = newThreadState(id, c.seed)
-		c.threads[id] = t
+	k, ok := c.threads[id]
+	if !ok {
+		k = len(c.list)
+		c.threads[id] = k
+		c.list = append(c.list, newThreadState(id, c.seed))
 	}
-	copy(c.recent[1:], c.recent[:len(c.recent)-1])
-	c.recent[0] = t
-	return t
+	c.recent[c.nextSlot] = int32(k + 1)
+	c.nextSlot = (c.nextSlot + 1) % len(c.recent)
+	return c.list[k]
 }
 
 // Step checks the line numbered n (1-based) and, if the spec explains it,
