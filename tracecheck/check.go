@@ -403,11 +403,11 @@ type threadState struct {
 	overConsumed int     // messages with consumed[m] > 1
 	liveAband    bool    // liveAbandoned
 
-	holders holderSet     // every holder in names, for Claim's freshness guard
-	names   []core.Holder // names[h] is abstract holder h's string; names[0] = ""
-	procs   map[string]*specProc
-	order   []*specProc // procs by first appearance, for dumps
-	lastP   *specProc
+	holders holderSet      // every holder in names, for Claim's freshness guard
+	names   []core.Holder  // names[h] is abstract holder h's string; names[0] = ""
+	procs   map[string]int // index in order
+	order   []*specProc    // procs by first appearance, for dumps
+	lastP   int            // 1 + the index in order of the process of the thread's last line
 
 	lapses    int
 	lastLapse int // line of the Claim the last inferred Lapse came before
@@ -418,7 +418,7 @@ type threadState struct {
 func newThreadState(id core.ThreadID, seed maphash.Seed) *threadState {
 	return &threadState{
 		id: id, holders: holderSet{seed: seed}, names: []core.Holder{""},
-		procs: map[string]*specProc{}, consumed: []int32{0},
+		procs: map[string]int{}, consumed: []int32{0},
 	}
 }
 
@@ -480,27 +480,27 @@ func (s *holderSet) add(hash uint64, h int) {
 	s.n++
 }
 
+// proc returns the process's state. lastP is an index, not a pointer:
+// setting it writes nothing the garbage collector must see.
 func (t *threadState) proc(name string) *specProc {
-	if p := t.lastP; p != nil && p.name == name {
-		return p
+	if k := t.lastP - 1; k >= 0 && t.order[k].name == name {
+		return t.order[k]
 	}
-	var p *specProc
 	if len(t.order) <= 8 { // a few processes: comparing beats hashing
-		for _, q := range t.order {
+		for k, q := range t.order {
 			if q.name == name {
-				p = q
-				break
+				t.lastP = k + 1
+				return q
 			}
 		}
-	} else {
-		p = t.procs[name]
+	} else if k, ok := t.procs[name]; ok {
+		t.lastP = k + 1
+		return t.order[k]
 	}
-	if p == nil {
-		p = &specProc{name: name}
-		t.procs[name] = p
-		t.order = append(t.order, p)
-	}
-	t.lastP = p
+	p := &specProc{name: name}
+	t.procs[name] = len(t.order)
+	t.order = append(t.order, p)
+	t.lastP = len(t.order)
 	return p
 }
 
