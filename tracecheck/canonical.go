@@ -185,8 +185,10 @@ func (r *Reader) canonicalLine(buf []byte) int {
 // with one. What follows the brace is the caller's to check. Each key
 // check compares a constant, which the compiler does in a few word loads.
 func (r *Reader) canonical(b []byte) int {
+	// Every field is set below, the optional ones here (cheaper than
+	// clearing the struct, pointers and all).
 	ev := &r.ev
-	*ev = core.TraceEvent{}
+	ev.Kind, ev.Now, ev.TTL, ev.Expires, ev.Replaced, ev.Call, ev.Return = "", 0, 0, 0, 0, 0, 0
 	if len(b) < 8 || string(b[:8]) != `{"tick":` {
 		return -1
 	}
@@ -196,6 +198,7 @@ func (r *Reader) canonical(b []byte) int {
 	}
 	switch {
 	case len(b)-i >= 24 && string(b[i:i+24]) == `,"read":false,"action":"`:
+		ev.Read = false
 		i += 24
 	case len(b)-i >= 23 && string(b[i:i+23]) == `,"read":true,"action":"`:
 		ev.Read = true
@@ -285,7 +288,7 @@ func (r *Reader) canonical(b []byte) int {
 	ev.Proc = r.shared.intern(proc)
 	ev.Holder = core.Holder(r.shared.intern(holder))
 	ev.Lease = ev.Holder
-	if string(lease) != string(holder) {
+	if len(lease) != len(holder) || len(lease) > 0 && (lease[len(lease)-1] != holder[len(holder)-1] || string(lease) != string(holder)) {
 		ev.Lease = core.Holder(r.shared.intern(lease))
 	}
 	return i

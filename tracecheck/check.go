@@ -231,7 +231,7 @@ func (c *Checker) Err() error {
 // garbage collector must see.
 func (c *Checker) thread(id core.ThreadID) *threadState {
 	for _, k := range c.recent {
-		if k > 0 && c.list[k-1].id == id {
+		if k > 0 && sameString(string(c.list[k-1].id), string(id)) {
 			return c.list[k-1]
 		}
 	}
@@ -422,6 +422,14 @@ func newThreadState(id core.ThreadID, seed maphash.Seed) *threadState {
 	}
 }
 
+// sameString is a == b, telling most different names apart by their
+// last bytes before comparing them whole: names that differ are mostly
+// numbered alike (t1, t2; p1, p2), and comparing whole strings of the
+// same length that are not the same string calls the runtime.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || a[len(a)-1] == b[len(b)-1]) && a == b
+}
+
 // holderSet is the set of the holders a thread has seen, for Claim's
 // guard that a holder is fresh: an open-addressing table of the holders'
 // hashes, each with the holder's abstract number (its index in the
@@ -483,12 +491,12 @@ func (s *holderSet) add(hash uint64, h int) {
 // proc returns the process's state. lastP is an index, not a pointer:
 // setting it writes nothing the garbage collector must see.
 func (t *threadState) proc(name string) *specProc {
-	if k := t.lastP - 1; k >= 0 && t.order[k].name == name {
+	if k := t.lastP - 1; k >= 0 && sameString(t.order[k].name, name) {
 		return t.order[k]
 	}
 	if len(t.order) <= 8 { // a few processes: comparing beats hashing
 		for k, q := range t.order {
-			if q.name == name {
+			if sameString(q.name, name) {
 				t.lastP = k + 1
 				return q
 			}

@@ -59,21 +59,26 @@ func FuzzCanonical(f *testing.F) {
 		if fast.decodeCanonical(line) && (refErr != nil || fast.ev != want) {
 			t.Fatalf("%q: the fast path reads %+v, encoding/json %+v, %v", line, fast.ev, want, refErr)
 		}
-		// The same line as a trace of one line, and then another, as
-		// Next sees it in its buffer.
+		// The same line after a line with every field set, and before
+		// another, as Next sees it in its buffer: nothing of the line
+		// before may show through.
 		if bytes.IndexByte(line, '\n') >= 0 || len(line) > MaxLineBytes {
 			return
 		}
-		data := append(append(slices.Clip(line), '\n'), `{"tick"`...)
+		const full = `{"tick":9,"read":true,"action":"Plan","thread":"u","proc":"q","holder":"g","msg":1,"req":2,"run":3,"taken":4,"lease":"k","kind":"run","now":5,"ttl":6,"expires":7,"replaced":8}` + "\n"
+		data := append(append([]byte(full), line...), "\n{\"tick\""...)
 		rd := NewReader(bytes.NewReader(data), "fuzz")
+		if _, err := rd.Next(); err != nil {
+			t.Fatal(err)
+		}
 		ev, err := rd.Next()
 		switch {
 		case (err == nil) != (refErr == nil):
 			t.Fatalf("%q: Next says %v, encoding/json %v", line, err, refErr)
 		case err == nil && *ev != want:
 			t.Fatalf("%q: Next reads %+v, encoding/json %+v", line, *ev, want)
-		case err == nil && rd.r != len(line)+1:
-			t.Fatalf("%q: Next took %d bytes for a line of %d", line, rd.r, len(line)+1)
+		case err == nil && rd.r != len(full)+len(line)+1:
+			t.Fatalf("%q: Next took %d bytes for a line of %d", line, rd.r-len(full), len(line)+1)
 		}
 	})
 }
