@@ -75,6 +75,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 
 	r.checkTLC(ctx, rep, ordered, tracePath)
+	r.shrinkFailures(ctx, rep, ordered, checkErr, linErr)
 
 	if err := r.countMessages(ctx, rep); err != nil {
 		return nil, err

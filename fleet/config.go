@@ -125,6 +125,8 @@ type Config struct {
 	// Unfenced, when set, gives the workers' fences: a mutant, which the
 	// checks must catch. Nil is every fence on.
 	Unfenced *core.Fences
+	// Shrink: what the run does with a failure (shrink.go).
+	Shrink ShrinkConfig
 }
 
 func (c Config) withDefaults() Config {

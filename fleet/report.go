@@ -72,6 +72,10 @@ type Report struct {
 	// Inconclusive: porcupine timed out.
 	Inconclusive bool `json:"inconclusive"`
 
+	// Stories are the failures shrunk to their shortest stories
+	// (Config.Shrink): the rejected trace's, the history's.
+	Stories []Story `json:"stories,omitempty"`
+
 	Processes []ProcReport `json:"processes"`
 	// Problems lists every check that failed; empty when all passed.
 	Problems []string `json:"problems"`

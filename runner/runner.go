@@ -72,7 +72,7 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 	t := r.NewTurn(thread)
 	t.outer = ctx
 	stopWatching := context.AfterFunc(ctx, func() {
-		t.stop()
+		t.Stop()
 		select {
 		case <-r.cfg.Clock.After(r.cfg.ShutdownGrace):
 			cancel()

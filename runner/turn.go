@@ -167,9 +167,12 @@ func (t *Turn) lose() {
 	}
 }
 
-// stop asks the turn to end gracefully: the agent's context is
-// cancelled, and the turn releases its claim instead of planning again.
-func (t *Turn) stop() {
+// Stop asks the turn to end gracefully: the running agent's context is
+// cancelled, and the turn releases its claim at its next plan instead of
+// planning again, even when its thread still has work. Work calls it when
+// its context ends; a scheduler that drives turns step by step calls it to
+// end a turn early (the spec lets a claimed process Release at any time).
+func (t *Turn) Stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stopping = true

@@ -1,4 +1,4 @@
-// Package shrink turns a failing seeded execution into its shortest story.
+// Package shrink turns a failure into its shortest story.
 //
 // A seeded execution (sim.Seeded) is an explicit list of operations
 // (sim.Log): replaying the list gives the same trace and the same verdict.
@@ -10,8 +10,14 @@
 // each change only while the same failure remains: the same invariant, or
 // the same guard of the same action. It also tries the story without
 // injected storage faults and without steps paused between transactions.
-// What is left is a story a spec
-// reviewer reads in a few lines.
+// What is left is a story a spec reviewer reads in a few lines.
+//
+// Failures with no operation log to replay — a concurrent execution's, a
+// fleet of OS processes', any trace file — are shrunk by what they left:
+// ShrinkTrace drops a rejected trace's lines while the checker rejects the
+// same action at the same rule, and ShrinkHistory drops a history's
+// operations while porcupine finds it not linearizable at the same
+// operation.
 package shrink
 
 import (
@@ -61,6 +67,9 @@ type Execution struct {
 	Violation *tracecheck.Violation
 	Sim       sim.Stats
 	Trace     tracecheck.Stats
+	// Coverage is the trace with the lapses the execution saw
+	// (sim.Seeded.CoverageLines): what sim.Coverage follows.
+	Coverage []core.TraceEvent
 }
 
 // Failures lists what failed in the execution: the broken invariant,
@@ -126,7 +135,7 @@ func Execute(ctx context.Context, cfg sim.Config) (*Execution, error) {
 	}
 	// The trace as storage would keep it: with the writes that committed
 	// although an injected fault told their process otherwise.
-	e.Log, e.Lines, e.Sim = s.Log(), s.TraceLines(), s.Stats()
+	e.Log, e.Lines, e.Sim, e.Coverage = s.Log(), s.TraceLines(), s.Stats(), s.CoverageLines()
 	tracecheck.Sort(e.Lines) // in the order the processes traced them
 	e.Trace, err = tracecheck.Check(e.Lines, tracecheck.WithFile(fmt.Sprintf("seed-%d", cfg.Seed)))
 	if err != nil && !errors.As(err, &e.Violation) {

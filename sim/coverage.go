@@ -80,6 +80,15 @@ func (f *follower) line(l core.TraceEvent) {
 		return
 	}
 	st := specmodel.Step{Action: l.Action, P: -1}
+	if l.Action == core.ActionLapse {
+		// A lapse the execution saw (Seeded.CoverageLines): a lease the
+		// walk's state no longer holds, or one already inferred to have
+		// expired, has nothing left to lapse.
+		if f.c.model.Do(&f.state, st).Enabled {
+			f.step(st)
+		}
+		return
+	}
 	if l.Action != core.ActionPost {
 		p, ok := f.procs[l.Proc]
 		if !ok {

@@ -25,13 +25,18 @@ type coroutine struct {
 	resume chan bool     // scheduler → step: true to go on, false to die
 	paused chan struct{} // step → scheduler: waiting before a transaction
 	done   chan bool     // step → scheduler: the step returned its result
-	active bool          // a step is in flight (paused), scheduler's view
-	txns   int           // transactions the step in flight has begun
+	// start hands a step to the coroutine's goroutine, which lives from
+	// the first step to end: one goroutine for every step, whose stack
+	// has grown once, instead of a new one for each.
+	start  chan func()
+	worker bool // the goroutine is running
+	active bool // a step is in flight (paused), scheduler's view
+	txns   int  // transactions the step in flight has begun
 	killed bool
 }
 
 func newCoroutine() *coroutine {
-	return &coroutine{resume: make(chan bool), paused: make(chan struct{}), done: make(chan bool)}
+	return &coroutine{resume: make(chan bool), paused: make(chan struct{}), done: make(chan bool), start: make(chan func())}
 }
 
 type coroutineKey struct{}
@@ -45,7 +50,15 @@ func (c *coroutine) run(ctx context.Context, fn func(ctx context.Context) bool) 
 	} else {
 		c.active, c.txns = true, 0
 		ctx = context.WithValue(ctx, coroutineKey{}, c)
-		go func() { c.done <- fn(ctx) }()
+		if !c.worker {
+			c.worker = true
+			go func() {
+				for step := range c.start {
+					step()
+				}
+			}()
+		}
+		c.start <- func() { c.done <- fn(ctx) }
 	}
 	select {
 	case <-c.paused:
@@ -53,6 +66,16 @@ func (c *coroutine) run(ctx context.Context, fn func(ctx context.Context) bool) 
 	case r := <-c.done:
 		c.active = false
 		return true, r
+	}
+}
+
+// end kills the step in flight, if any, and ends the goroutine. A later
+// run starts another.
+func (c *coroutine) end() {
+	c.kill()
+	if c.worker {
+		close(c.start)
+		c.start, c.worker = make(chan func()), false
 	}
 }
 

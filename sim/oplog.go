@@ -280,7 +280,7 @@ func (o Op) normal() Op {
 		o.Proc = 0
 	case OpTime:
 		o.Proc, o.Thread = 0, 0
-	case OpRenew, OpSkew, OpCrash:
+	case OpRenew, OpSkew, OpCrash, OpYield:
 		o.Thread = 0
 	}
 	if o.Kind != OpStep {

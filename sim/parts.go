@@ -68,14 +68,16 @@ func snapshot(ctx context.Context, s core.Storage, id core.ThreadID) (th *core.T
 // recorder keeps an execution's trace lines, in the order its processes
 // trace them, and passes each on to next.
 type recorder struct {
-	mu    sync.Mutex
-	lines []core.TraceEvent
-	next  core.Tracer
+	mu        sync.Mutex
+	lines     []core.TraceEvent
+	perThread map[core.ThreadID]int // lines so far, by thread
+	next      core.Tracer
 }
 
 func (r *recorder) Trace(ev core.TraceEvent) {
 	r.mu.Lock()
 	r.lines = append(r.lines, ev)
+	r.perThread[ev.Thread]++
 	r.mu.Unlock()
 	if r.next != nil {
 		r.next.Trace(ev)

@@ -11,6 +11,7 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/specmodel"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -63,6 +64,15 @@ type Config struct {
 	// liveness check. A log that holds its quiescence as operations
 	// (Seeded.Log) replays with it; a shrunk story stops where it fails.
 	NoQuiesce bool
+	// Walks, with Spec, make the execution directed: instead of drawing
+	// operations, the scheduler drives thread k's processes along walk k
+	// of Spec's state graph (Planner), one walk after the other, choosing
+	// for each step the operation that makes the real code take it. A walk
+	// whose trace leaves its plan is given up (Stats.Diverged). Threads is
+	// then the number of walks, Procs and Messages are Spec's; Steps
+	// bounds nothing; there are no faults and no quiescence (NoQuiesce).
+	Walks []Walk
+	Spec  *specmodel.Model
 }
 
 // Mutants are the code defects an execution can switch on, beyond
@@ -108,10 +118,17 @@ const (
 	OpTime                // time passes on every process's clock
 	OpSkew                // one process's clock jumps ahead of the others
 	OpCrash               // a process dies; it restarts idle with a new holder next time
+	// OpYield asks a process's turn to release its claim at its next plan
+	// (runner.Turn.Stop), work left or not. Only directed executions
+	// schedule it: the seeded draw picks among the kinds before it.
+	OpYield
 	numOps
 )
 
-var opNames = [...]string{"step", "post", "renew", "time", "skew", "crash"}
+// numDrawn is the number of kinds the seeded draw (and swarm) picks from.
+const numDrawn = OpYield
+
+var opNames = [...]string{"step", "post", "renew", "time", "skew", "crash", "yield"}
 
 func (k OpKind) String() string {
 	if k >= 0 && k < numOps {
@@ -163,6 +180,13 @@ type Stats struct {
 	InvariantChecks int
 	Paused          int            // steps paused between two transactions (Interleave)
 	Faults          map[string]int // faults injected, by kind
+	// Lapses counts the leases seen to expire: a time operation took some
+	// process's clock past the expiry of a lease still held (the spec's
+	// Lapse, which no trace line shows).
+	Lapses int
+	// Walks and Diverged count a directed execution's walks and those
+	// whose trace left the plan.
+	Walks, Diverged int
 }
 
 type simProc struct {
@@ -198,6 +222,11 @@ type Seeded struct {
 	faults  *faults
 	swarm   *swarm
 	guide   *guide
+	dir     *director // the directed scheduler, with Config.Walks
+	// lapses are the Lapse steps seen (Stats.Lapses), where they fell in
+	// the trace; lapsed is, per thread, the lease last seen to lapse.
+	lapses []lapse
+	lapsed map[core.ThreadID]core.Lease
 	// log is every operation Run applied, in order: with the config, the
 	// execution written down (Log), replayed through Config.Ops.
 	log []Op
@@ -209,6 +238,13 @@ type Seeded struct {
 
 // NewSeeded builds the execution's processes and threads.
 func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
+	if cfg.Walks != nil {
+		if cfg.Spec == nil || cfg.Faults != 0 || cfg.Ops != nil || len(cfg.Walks) == 0 {
+			return nil, errors.New("sim config: Walks need Spec, and no Faults or Ops")
+		}
+		sc := cfg.Spec.Config()
+		cfg.Procs, cfg.Threads, cfg.Messages, cfg.NoQuiesce = len(sc.Procs), len(cfg.Walks), sc.MaxMsgs, true
+	}
 	cfg = cfg.withDefaults()
 	if cfg.Procs < 1 || cfg.Threads < 1 || cfg.Messages < 0 || cfg.Steps < 0 || cfg.ClaimTTL <= 0 {
 		return nil, fmt.Errorf("sim config: procs %d, threads %d, messages %d, steps %d, ttl %v: counts must be positive",
@@ -221,6 +257,7 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		cfg:       cfg,
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
 		seen:      map[core.ThreadID]int{},
+		lapsed:    map[core.ThreadID]core.Lease{},
 		quiesceAt: -1,
 		stats:     Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
 	}
@@ -231,7 +268,10 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	if cfg.Coverage != nil {
 		s.guide = newGuide(cfg.Coverage)
 	}
-	s.rec = &recorder{next: cfg.Tracer}
+	if cfg.Walks != nil {
+		s.dir = newDirector(cfg.Spec, cfg.Walks)
+	}
+	s.rec = &recorder{next: cfg.Tracer, perThread: map[core.ThreadID]int{}}
 	opts := []core.Option{core.WithTracer(s.rec)}
 	if cfg.Mutants.FenceInOwnTransaction {
 		opts = append(opts, core.WithMutantsForTesting(core.Mutants{FenceInOwnTransaction: true}))
@@ -322,16 +362,12 @@ func (s *Seeded) Run(ctx context.Context) error {
 	// ends (a broken invariant, the end of a replayed log) is ended too:
 	// its goroutine would wait for a resume that never comes.
 	defer s.endPausedSteps()
-	n := s.cfg.Steps
-	if s.cfg.Ops != nil {
-		n = len(s.cfg.Ops)
-	}
-	for i := range n {
-		op := s.NextOp
-		if s.cfg.Ops != nil {
-			op = func() Op { return s.cfg.Ops[i] }
+	for i := 0; ; i++ {
+		next, ok := s.next(i)
+		if !ok {
+			break
 		}
-		next := op().normal()
+		next = next.normal()
 		s.log = append(s.log, next)
 		if err := s.Apply(ctx, next); err != nil {
 			return err
@@ -349,14 +385,34 @@ func (s *Seeded) Run(ctx context.Context) error {
 	if s.guide != nil {
 		s.guide.feed(s.rec.lines)
 	}
+	if s.dir != nil {
+		s.stats.Walks, s.stats.Diverged = s.dir.walked, s.dir.diverged
+	}
 	return err
+}
+
+// next returns operation i: the log's, the directed scheduler's, or the
+// seeded draw's; false once there is none.
+func (s *Seeded) next(i int) (Op, bool) {
+	switch {
+	case s.cfg.Ops != nil:
+		if i >= len(s.cfg.Ops) {
+			return Op{}, false
+		}
+		return s.cfg.Ops[i], true
+	case s.dir != nil:
+		return s.nextDirected()
+	case i >= s.cfg.Steps:
+		return Op{}, false
+	}
+	return s.NextOp(), true
 }
 
 // endPausedSteps ends every process's step in flight, as a crash would,
 // without writing anything.
 func (s *Seeded) endPausedSteps() {
 	for _, p := range s.procs {
-		p.co.kill()
+		p.co.end()
 	}
 }
 
@@ -425,8 +481,14 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 		for _, q := range s.procs {
 			q.clock.Advance(op.By)
 		}
+		return s.seeLapses(ctx)
 	case OpSkew:
 		p.clock.Advance(op.By)
+		return s.seeLapses(ctx)
+	case OpYield:
+		if p.turn != nil {
+			p.turn.Stop()
+		}
 	case OpCrash:
 		p.co.kill()
 		if p.turn != nil && p.turn.Claim() != (core.Claim{}) {
@@ -450,7 +512,14 @@ func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) run
 		s.stats.Steps[p.turn.Next()]++
 	}
 	var over bool
-	if s.cfg.Interleave {
+	// A directed execution pauses only where its walk needs a pause: an
+	// agent asking several questions, with others' steps between them.
+	// The agent's questions go out under the context the claim's step was
+	// given, which names the coroutine they pause in: claims and agents
+	// run in the coroutine, the other steps need not.
+	next := p.turn.Next()
+	pause := s.cfg.Interleave && (s.dir == nil || p.co.active || next == runner.StepClaim || next == runner.StepAgent)
+	if pause {
 		var finished bool
 		if finished, over = p.co.run(ctx, p.turn.Step); !finished {
 			s.stats.Paused++
@@ -497,7 +566,11 @@ func (s *Seeded) TraceLines() []core.TraceEvent {
 // holds the lease (NoLiveAbandon). op is the operation's index, for the
 // report.
 func (s *Seeded) Check(ctx context.Context, op int) error {
-	for _, id := range s.threads {
+	threads := s.threads
+	if s.dir != nil {
+		threads = s.dir.touched(s)
+	}
+	for _, id := range threads {
 		th, evs, lease, err := snapshot(ctx, s.cfg.Storage, id)
 		if err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 // al., ISSTA 2012): each kind but step is left out one time in four, and
 // the kinds kept get random weights, as does the agent's asking.
 type swarm struct {
-	weights [numOps]int
+	weights [numDrawn]int
 	total   int
 	asks    int // the agent asks on a step with probability asks/4
 }
@@ -17,7 +17,7 @@ type swarm struct {
 func newSwarm(seed uint64) *swarm {
 	rng := rand.New(rand.NewPCG(seed, 0x737761726d))
 	w := &swarm{asks: rng.IntN(5)}
-	for k := range numOps {
+	for k := range numDrawn {
 		switch {
 		case k == OpStep:
 			w.weights[k] = 20 + rng.IntN(60)
@@ -31,7 +31,7 @@ func newSwarm(seed uint64) *swarm {
 
 func (w *swarm) next(rng *rand.Rand, op Op, ttl time.Duration) Op {
 	n := rng.IntN(w.total)
-	for k := range numOps {
+	for k := range numDrawn {
 		if n < w.weights[k] {
 			op.Kind = k
 			break

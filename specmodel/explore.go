@@ -26,6 +26,11 @@ type Graph struct {
 	// maxDepth is the depth the exploration stopped at (0: none): the
 	// states of that depth have not been expanded.
 	maxDepth int
+	// With Options.Edges, the graph's edges in compressed rows: state i's
+	// edges are edgeTo/edgeVia[edgeOff[i]:edgeOff[i+1]], in Next's order.
+	edgeOff []int32
+	edgeTo  []int32
+	edgeVia []uint8
 }
 
 // Result is what an exploration found, in TLC's terms.
@@ -75,6 +80,10 @@ type Options struct {
 	// MaxDepth stops after every state of that depth (Init is 1) was
 	// found; 0 for no bound.
 	MaxDepth int
+	// Edges keeps every edge (Graph.Out), not only the tree of first
+	// visits: what a walk of the whole graph plans with. It costs about
+	// 5 bytes an edge.
+	Edges bool
 }
 
 // ExploreWith is Explore with options.
@@ -97,10 +106,19 @@ func (m *Model) ExploreWith(o Options) *Graph {
 	mm := *m
 	mm.scratch = &State{}
 	var buf []byte
+	if o.Edges {
+		if len(steps) > 256 {
+			panic("specmodel: more steps than an edge's byte holds")
+		}
+		g.edgeOff = append(g.edgeOff, 0)
+	}
 	for i := 0; i < len(g.keys); i++ {
 		d := g.depth[i]
 		if o.MaxDepth > 0 && int(d) >= o.MaxDepth {
 			break
+		}
+		if o.Edges && i > 0 {
+			g.edgeOff = append(g.edgeOff, int32(len(g.edgeTo)))
 		}
 		s := m.Decode(g.keys[i])
 		enabled := false
@@ -125,10 +143,12 @@ func (m *Model) ExploreWith(o Options) *Graph {
 				}
 				continue
 			}
-			if _, ok := g.index[string(buf)]; ok {
+			if j, ok := g.index[string(buf)]; ok {
+				g.edge(o.Edges, j, si)
 				continue
 			}
 			j := g.add(string(buf), int32(i), int32(si), d+1)
+			g.edge(o.Edges, j, si)
 			if g.result.Violation != nil {
 				continue
 			}
@@ -149,9 +169,40 @@ func (m *Model) ExploreWith(o Options) *Graph {
 			}
 		}
 	}
+	if o.Edges {
+		g.edgeOff = append(g.edgeOff, int32(len(g.edgeTo)))
+	}
 	g.finish()
 	return g
 }
+
+func (g *Graph) edge(keep bool, j int32, si int) {
+	if keep {
+		g.edgeTo = append(g.edgeTo, j)
+		g.edgeVia = append(g.edgeVia, uint8(si))
+	}
+}
+
+// HasEdges reports whether the graph kept its edges: explored with
+// Options.Edges, to the end, without a violation.
+func (g *Graph) HasEdges() bool {
+	return g.result.Violation == nil && len(g.edgeOff) == len(g.keys)+1
+}
+
+// NumEdges returns the number of edges kept (0 without HasEdges).
+func (g *Graph) NumEdges() int {
+	if !g.HasEdges() {
+		return 0
+	}
+	return len(g.edgeTo)
+}
+
+// Out returns the edges leaving state i, as the range [first, end) of edge
+// numbers, in Next's order. It needs HasEdges.
+func (g *Graph) Out(i int) (first, end int) { return int(g.edgeOff[i]), int(g.edgeOff[i+1]) }
+
+// Edge returns edge e's step and the state it leads to.
+func (g *Graph) Edge(e int) (Step, int) { return g.model.steps[g.edgeVia[e]], int(g.edgeTo[e]) }
 
 func (g *Graph) add(key string, parent, via int32, depth uint16) int32 {
 	j := int32(len(g.keys))

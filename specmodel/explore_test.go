@@ -382,3 +382,49 @@ func BenchmarkTLCFenced(b *testing.B) {
 		}
 	}
 }
+
+// TestEdgesAreSuccessors: the edges Options.Edges keeps are, state by
+// state, the successors Successors computes, and as many as the
+// transitions counted; a graph cut short keeps none.
+func TestEdgesAreSuccessors(t *testing.T) {
+	c, err := ReadConfig("../spec/ThreadClaimLapseSmall.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(c).ExploreWith(Options{Edges: true})
+	if !g.HasEdges() {
+		t.Fatal("no edges kept")
+	}
+	total := 0
+	for _, n := range g.Result().Transitions {
+		total += n
+	}
+	if g.NumEdges() != total {
+		t.Errorf("%d edges kept, %d transitions counted", g.NumEdges(), total)
+	}
+	for i := range g.Len() {
+		e, end := g.Out(i)
+		g.Successors(i, func(st Step, j int) {
+			if e >= end {
+				t.Fatalf("state %d: fewer edges than successors", i)
+			}
+			if est, ej := g.Edge(e); est != st || ej != j {
+				t.Fatalf("state %d: edge %d is %v to %d, successor %v to %d", i, e, est, ej, st, j)
+			}
+			e++
+		})
+		if e != end {
+			t.Fatalf("state %d: more edges than successors", i)
+		}
+	}
+	if New(c).ExploreWith(Options{Edges: true, MaxDepth: 3}).HasEdges() {
+		t.Error("a graph cut short at depth 3 kept its edges")
+	}
+	u, err := ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if New(u).ExploreWith(Options{Edges: true}).HasEdges() {
+		t.Error("a graph that stopped at a violation kept its edges")
+	}
+}

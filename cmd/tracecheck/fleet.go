@@ -46,7 +46,12 @@ When every message is consumed the workers are stopped and the run is
 checked: every message consumed exactly once (from storage), at most one
 run active per thread, no live run abandoned, the whole trace (writes as
 storage committed them, reads from the workers' histories) by the Go trace
-checker, the history by porcupine. The handover after each SIGKILL (from
+checker, the history by porcupine. A rejected trace is shrunk to its
+shortest story (the rejected thread's lines, dropped while the checker
+rejects the same action at the same guard), and a history that is not
+linearizable to a minimal sub-history failing at the same operation;
+both are printed and written beside the trace (-shrink-dir). The
+handover after each SIGKILL (from
 the lease's expiry to another process's Claim) is measured against TTL +
 one poll. Each run uses a fresh schema and directory, removed at the end
 (or on SIGINT/SIGTERM) unless -keep.
@@ -64,6 +69,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	unfenced := fleet.NewUnfencedFlag()
 	var nemesis, jsonOut, htmlOut string
 	var tlcSample int
+	var noShrink bool
 	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
 	fs.StringVar(&cfg.URL, "storage", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
 	fs.IntVar(&cfg.Procs, "procs", 4, "runner processes")
@@ -90,6 +96,8 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(unfenced, "unfenced", "the workers run with fences off, the mutant the checks must catch: alone every fence, or a list of start, reply, abandon (exits 1 when caught, 5 when not)")
 	fs.StringVar(&jsonOut, "json", "", "write the report as one JSON object to this file (- for stdout, which then carries nothing else)")
 	fs.StringVar(&htmlOut, "html", "", "write the report as an HTML page with the timeline to this file")
+	fs.BoolVar(&noShrink, "no-shrink", false, "do not shrink a rejected trace or a non-linearizable history to its shortest story")
+	fs.StringVar(&cfg.Shrink.Dir, "shrink-dir", "", "where the shortest stories go (default beside the trace in -dir, removed unless -keep; another directory gets a copy of the trace and history too)")
 	if err := parse(fs, args, stdout, stderr, fleetUsage); err != nil {
 		return err
 	}
@@ -120,6 +128,10 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{err.Error()}
 		}
 		cfg.Nemesis, cfg.NoNemesis = kinds, len(kinds) == 0
+	}
+	cfg.Shrink.Off = noShrink
+	if fi, err := os.Stat(cfg.Shrink.Dir); cfg.Shrink.Dir != "" && err == nil && !fi.IsDir() {
+		return usageError{fmt.Sprintf("-shrink-dir %s: is not a directory", cfg.Shrink.Dir)}
 	}
 	if unfenced.Mutant() {
 		f := unfenced.Fences
@@ -170,6 +182,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	rep.WriteText(progress)
+	printFleetStories(progress, rep.Stories)
 	if err := writeReport(jsonOut, stdout, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -224,4 +237,18 @@ func fleetVerdict(rep *fleet.Report, mutant bool) error {
 		return failure{exitInconclusive, "INCONCLUSIVE: " + rep.LinResult}
 	}
 	return nil
+}
+
+// printFleetStories prints the run's failures shrunk to their stories.
+func printFleetStories(out io.Writer, stories []fleet.Story) {
+	for _, st := range stories {
+		switch {
+		case st.Error != "":
+			fmt.Fprintf(out, "\n%s: not shrunk: %s\n", st.Failure, st.Error)
+		case st.Trace != nil:
+			printTraceStory(out, "fleet", *st.Trace, st.Files)
+		case st.History != nil:
+			printLinStory(out, "fleet", *st.History, st.Files)
+		}
+	}
 }

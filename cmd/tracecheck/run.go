@@ -41,7 +41,7 @@ Flags:
 
 type runFlags struct {
 	seeds, seedBase, steps, procs, threads, messages int
-	concurrent, workers                              int
+	concurrent, workers, walks                       int
 	cfgPath                                          string
 	spec                                             *specmodel.Config
 	minCoverage                                      float64
@@ -77,6 +77,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.shrinkDir, "shrink-dir", "tracecheck-out", "where a failing seed's operation log and trace are written, and beside them the shrunk ones")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
 	fs.StringVar(&f.cfgPath, "cfg", "", "take the processes and messages from this TLC cfg (spec/*.cfg) and report how much of its reachable state graph the deterministic executions visit")
+	fs.IntVar(&f.walks, "walks", -1, fmt.Sprintf("with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph, planned to visit its unvisited states and then its edges (default %d with -cfg, 0 without)", defaultWalks))
 	fs.Float64Var(&f.minCoverage, "min-coverage", 0, "with -cfg: fail (exit 1) when the executions visit less than this percentage of the cfg's states")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
 	jsonOut := jsonFlag(fs)
@@ -103,6 +104,14 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 		}
 		f.spec, f.procs, f.messages = &c, len(c.Procs), c.MaxMsgs
+	}
+	switch {
+	case f.walks == -1 && f.spec != nil:
+		f.walks = defaultWalks
+	case f.walks == -1:
+		f.walks = 0
+	case f.walks < 0 || f.walks > 0 && f.spec == nil:
+		return usageError{fmt.Sprintf("-walks %d must not be negative, and needs -cfg", f.walks)}
 	}
 	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 || f.workers < 1 {
 		return usageError{"-procs, -threads, -messages, -ttl and -workers must be positive, -steps not negative"}
@@ -159,10 +168,18 @@ type tally struct {
 	// seed's log that shows it: what shrinking starts from.
 	failed  []failedSeed
 	stories []story
-	elapsed time.Duration
+	// concFailed and concLin are the concurrent executions kept for
+	// shrinking (shrinklines.go).
+	concFailed []concurrentFailure
+	concLin    *concurrentFailure
+	elapsed    time.Duration
 
 	cov     *sim.Coverage // with -cfg: the cfg's states the executions visited
 	covName string
+	// directed executions: walks driven, those whose trace left the plan
+	// (the code took another step than the spec's), and the first such.
+	directed, walks, diverged int
+	firstDiverged             string
 }
 
 // coverage returns the percentages of the cfg's states and edges visited.
@@ -200,21 +217,36 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	fmt.Fprintf(out, "tracecheck run: %d deterministic executions (seeds %d..%d), %d concurrent, %s, %s\n",
 		f.seeds, f.seedBase, f.seedBase+f.seeds-1, f.concurrent, where, mode)
 
+	var g *specmodel.Graph
 	if f.spec != nil {
-		g := specmodel.New(*f.spec).Explore()
+		g = specmodel.New(*f.spec).ExploreWith(specmodel.Options{Edges: f.walks > 0})
 		if v := g.Result().Violation; v != nil {
 			return t, usageError{fmt.Sprintf("-cfg %s: its model breaks %s at depth %d; coverage needs a cfg whose invariants hold", f.cfgPath, v.Invariant, v.Depth)}
 		}
 		t.cov, t.covName = sim.NewCoverage(g), f.cfgPath
 	}
-	meter := progress.New(stderr, "run", f.seeds+f.concurrent, "executions", time.Now)
+	directed := (f.walks + walksPerExecution - 1) / walksPerExecution
+	meter := progress.New(stderr, "run", f.seeds+f.concurrent+directed, "executions", time.Now)
 	err := runSeeds(ctx, f, func(seed uint64, e *shrink.Execution) error {
 		meter.Add(1)
 		if t.cov != nil {
-			t.cov.Add(e.Lines)
+			t.cov.Add(e.Coverage)
 		}
-		return t.seeded(f, seed, e)
+		return t.seeded(f, fmt.Sprintf("seed-%d", seed), e)
 	})
+	if err == nil && f.walks > 0 {
+		err = runWalks(ctx, f, g, func(j int, e *shrink.Execution) error {
+			meter.Add(1)
+			t.cov.Add(e.Coverage)
+			t.directed++
+			t.walks += e.Sim.Walks
+			t.diverged += e.Sim.Diverged
+			if e.Sim.Diverged > 0 && t.firstDiverged == "" {
+				t.firstDiverged = fmt.Sprintf("walks-%d (replay its operations: -ops-out is written for failing executions under -shrink-dir)", j)
+			}
+			return t.seeded(f, fmt.Sprintf("walks-%d", j), e)
+		})
+	}
 	if err != nil {
 		meter.Done()
 		return t, err
@@ -247,9 +279,13 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 		if f.traceDir != "" {
 			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
 		}
+		illegal := t.lin.illegal
 		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
 			meter.Done()
 			return t, err
+		}
+		if f.shrink {
+			t.noteConcurrent(seed, res.Lines, checkErr, t.lin.illegal > illegal)
 		}
 	}
 	meter.Done()
@@ -257,6 +293,9 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	t.print(out, t.elapsed)
 	if f.shrink {
 		if err := t.shrinkAll(ctx, f, out); err != nil {
+			return t, err
+		}
+		if err := t.shrinkConcurrent(ctx, f, out); err != nil {
 			return t, err
 		}
 	}
@@ -272,7 +311,8 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 }
 
 // seeded counts one deterministic execution, in seed order.
-func (t *tally) seeded(f runFlags, seed uint64, e *shrink.Execution) error {
+func (t *tally) seeded(f runFlags, name string, e *shrink.Execution) error {
+	seed := e.Log.Seed
 	t.executions++
 	t.invariantChecks += e.Sim.InvariantChecks
 	if e.Invariant != nil {
@@ -284,7 +324,7 @@ func (t *tally) seeded(f runFlags, seed uint64, e *shrink.Execution) error {
 	if e.Violation != nil {
 		checkErr = e.Violation
 	}
-	if err := t.trace(e.Lines, e.Trace, checkErr, fmt.Sprintf("seed-%d", seed), f.traceDir); err != nil {
+	if err := t.trace(e.Lines, e.Trace, checkErr, name, f.traceDir); err != nil {
 		return err
 	}
 	for _, fl := range e.Failures() {
@@ -292,7 +332,7 @@ func (t *tally) seeded(f runFlags, seed uint64, e *shrink.Execution) error {
 			t.failed = append(t.failed, failedSeed{failure: fl, seed: seed, exec: e})
 		}
 	}
-	if f.opsOut != "" && seed == uint64(f.seedBase) {
+	if f.opsOut != "" && name == fmt.Sprintf("seed-%d", f.seedBase) {
 		return writeLogFile(f.opsOut, e.Log)
 	}
 	return nil
@@ -303,6 +343,88 @@ func (t *tally) seeded(f runFlags, seed uint64, e *shrink.Execution) error {
 // output is the same for any number of workers. At most a few executions
 // per worker wait to be folded, so memory stays flat over many seeds.
 func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Execution) error) error {
+	i := 0
+	return runJobs(ctx, f.workers, func() (uint64, bool) {
+		if i == f.seeds {
+			return 0, false
+		}
+		i++
+		return uint64(f.seedBase + i - 1), true
+	}, func(seed uint64) (*shrink.Execution, error) {
+		e, err := runSeed(ctx, f, seed)
+		if err != nil {
+			return nil, fmt.Errorf("seed %d: %w", seed, err)
+		}
+		return e, nil
+	}, fold)
+}
+
+// walksPerExecution is how many walks one directed execution drives, a
+// thread each.
+const walksPerExecution = 200
+
+// defaultWalks is -walks with -cfg: enough for the planner's walks to
+// visit about 90% of ThreadClaimLapse.cfg's states.
+const defaultWalks = 60000
+
+// runWalks runs f.walks walks of g, planned from the seed, as directed
+// executions of walksPerExecution walks each, on f.workers workers, and
+// folds them in order. The plan depends on the graph and -seed only, so
+// the output is the same whatever the number of workers.
+func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, fold func(int, *shrink.Execution) error) error {
+	pl, err := sim.NewPlanner(g, uint64(f.seedBase), sim.RunnerSkips)
+	if err != nil {
+		return err
+	}
+	plans := map[uint64][]sim.Walk{}
+	var mu sync.Mutex // plans is written by the producer, read by the workers
+	left, j := f.walks, uint64(0)
+	return runJobs(ctx, f.workers, func() (uint64, bool) {
+		var ws []sim.Walk
+		for len(ws) < walksPerExecution && left > 0 {
+			w, ok := pl.Next()
+			if !ok {
+				left = 0
+				break
+			}
+			ws = append(ws, w)
+			left--
+		}
+		if len(ws) == 0 {
+			return 0, false
+		}
+		mu.Lock()
+		plans[j] = ws
+		mu.Unlock()
+		j++
+		return j - 1, true
+	}, func(j uint64) (*shrink.Execution, error) {
+		mu.Lock()
+		ws := plans[j]
+		delete(plans, j)
+		mu.Unlock()
+		storage, done, err := openStorage(ctx, f.storageURL)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		e, err := shrink.Execute(ctx, sim.Config{
+			Seed: j, Walks: ws, Spec: g.Model(), Storage: storage, Unfenced: f.unfenced, Interleave: f.interleave,
+			Mutants: sim.Mutants{
+				FenceInOwnTransaction: f.mutant == "fence-own-tx",
+				RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
+			},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("walks-%d: %w", j, err)
+		}
+		return e, nil
+	}, func(j uint64, e *shrink.Execution) error { return fold(int(j), e) })
+}
+
+// runJobs runs the deterministic executions next names on workers at once
+// and folds them in the order next named them.
+func runJobs(ctx context.Context, workers int, next func() (uint64, bool), run func(uint64) (*shrink.Execution, error), fold func(uint64, *shrink.Execution) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	// On an early return the producer and the workers see ctx end; wait
@@ -312,18 +434,22 @@ func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Executi
 		wg.Wait()
 	}()
 	type slot struct {
-		seed uint64
+		id   uint64
 		exec *shrink.Execution
 		err  error
 		done chan struct{}
 	}
-	window := make(chan *slot, 2*f.workers) // in seed order
+	window := make(chan *slot, 2*workers) // in order
 	jobs := make(chan *slot)
 	go func() {
 		defer close(window)
 		defer close(jobs)
-		for i := range f.seeds {
-			s := &slot{seed: uint64(f.seedBase + i), done: make(chan struct{})}
+		for {
+			id, ok := next()
+			if !ok {
+				return
+			}
+			s := &slot{id: id, done: make(chan struct{})}
 			select {
 			case window <- s:
 			case <-ctx.Done():
@@ -336,10 +462,10 @@ func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Executi
 			}
 		}
 	}()
-	for range f.workers {
+	for range workers {
 		wg.Go(func() {
 			for s := range jobs {
-				s.exec, s.err = runSeed(ctx, f, s.seed)
+				s.exec, s.err = run(s.id)
 				close(s.done)
 			}
 		})
@@ -351,9 +477,9 @@ func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Executi
 			return ctx.Err()
 		}
 		if s.err != nil {
-			return fmt.Errorf("seed %d: %w", s.seed, s.err)
+			return s.err
 		}
-		if err := fold(s.seed, s.exec); err != nil {
+		if err := fold(s.id, s.exec); err != nil {
 			return err
 		}
 	}
@@ -511,11 +637,14 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 		ps, pe := t.coverage()
 		fmt.Fprintf(out, "coverage            %.2f%% of states (%d of %d), %.2f%% of edges (%d of %d) of %s\n", ps, v, n, pe, e, m, t.covName)
 	}
+	if t.directed > 0 {
+		fmt.Fprintf(out, "directed walks      %d in %d executions, %d left their plan\n", t.walks, t.directed, t.diverged)
+	}
 	fmt.Fprintf(out, "time                %v\n", elapsed.Round(time.Millisecond))
 }
 
 func (t *tally) verdict(unfenced bool, out io.Writer) error {
-	caught := len(t.invariantFails) > 0 || t.traceFails > 0 || t.lin.illegal > 0
+	caught := len(t.invariantFails) > 0 || t.traceFails > 0 || t.lin.illegal > 0 || t.diverged > 0
 	var b strings.Builder
 	if t.firstInvariant != nil {
 		fmt.Fprintf(&b, "\nfirst broken invariant: %v", t.firstInvariant)
@@ -526,10 +655,13 @@ func (t *tally) verdict(unfenced bool, out io.Writer) error {
 	if t.lin.first != "" {
 		fmt.Fprintf(&b, "\nfirst non-linearizable history: %s", t.lin.first)
 	}
+	if t.firstDiverged != "" {
+		fmt.Fprintf(&b, "\nfirst walk whose trace left its plan (the code took a step the spec's path did not): %s", t.firstDiverged)
+	}
 	switch {
 	case unfenced && caught:
-		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with the fences off): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable%s",
-			countList(t.invariantFails), t.traceFails, t.lin.illegal, b.String())}
+		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with the fences off): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable, %d walks left their plan%s",
+			countList(t.invariantFails), t.traceFails, t.lin.illegal, t.diverged, b.String())}
 	case unfenced:
 		return failure{exitSurvived, "SURVIVED: the fences are off and no check caught it: the checks are blind"}
 	case caught:
@@ -557,7 +689,13 @@ type runFigures struct {
 	NotLinearizable  int            `json:"not_linearizable"`
 	Inconclusive     int            `json:"inconclusive"`
 	Stories          []story        `json:"stories,omitempty"`
-	Seconds          float64        `json:"seconds"`
+	// With -cfg: the percentages of the cfg's states and edges visited,
+	// and the directed walks.
+	CoverageStates float64 `json:"coverage_states_pct,omitempty"`
+	CoverageEdges  float64 `json:"coverage_edges_pct,omitempty"`
+	Walks          int     `json:"walks,omitempty"`
+	WalksDiverged  int     `json:"walks_diverged,omitempty"`
+	Seconds        float64 `json:"seconds"`
 }
 
 func (t *tally) figures() runFigures {
@@ -569,6 +707,10 @@ func (t *tally) figures() runFigures {
 		r.Actions[string(a)] = n
 	}
 	r.Actions[string(core.ActionLapse)] = t.lapses
+	if t.cov != nil {
+		r.CoverageStates, r.CoverageEdges = t.coverage()
+	}
+	r.Walks, r.WalksDiverged = t.walks, t.diverged
 	return r
 }
 

@@ -18,7 +18,12 @@ import (
 
 // story is one failure shrunk to its shortest story.
 type story struct {
-	Failure  string   `json:"failure"`
+	Failure string `json:"failure"`
+	// Source is where a failure with no operation log came from (a
+	// concurrent execution, a trace file): shrunk by its lines, Ops and
+	// ShrunkOp count the rejected thread's lines, or the history's
+	// operations, before and after.
+	Source   string   `json:"source,omitempty"`
 	Seed     uint64   `json:"seed"`
 	Ops      int      `json:"ops"`        // the failing seed's operations
 	ShrunkOp int      `json:"ops_shrunk"` // the shrunk log's
@@ -51,7 +56,7 @@ func (t *tally) shrinkAll(ctx context.Context, f runFlags, out io.Writer) error 
 		}
 		lines := res.Exec.Story(fs.failure)
 		base := filepath.Join(f.shrinkDir, fmt.Sprintf("seed-%d", fs.seed))
-		shrunk := fmt.Sprintf("%s.shrunk-%s", base, slug(fs.failure))
+		shrunk := fmt.Sprintf("%s.shrunk-%s", base, fs.failure.Slug())
 		st := story{Failure: fs.failure.String(), Seed: fs.seed, Ops: len(fs.exec.Log.Ops), ShrunkOp: len(res.Log.Ops),
 			Lines: len(lines), Runs: res.Runs,
 			Files: []string{base + ".ops.ndjson", base + ".ndjson", shrunk + ".ops.ndjson", shrunk + ".ndjson"}}
@@ -90,29 +95,6 @@ func printStory(out io.Writer, lines []core.TraceEvent, name string) int {
 		fmt.Fprintf(out, "the Go trace checker: %s:%d: %s %s\n", v.File, v.Line, v.Action, v.Rule)
 	}
 	return stats.LapsesInferred
-}
-
-// slug makes a failure a file name's part: I1_ConsumedAtMostOnce,
-// RunStart-Fenced-HasLease-p.
-func slug(f shrink.Failure) string {
-	s := f.Invariant
-	if f.Check == shrink.CheckTrace {
-		s = string(f.Action) + " " + f.Rule
-	}
-	var b strings.Builder
-	dash := false
-	for _, r := range s {
-		ok := r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
-		switch {
-		case ok:
-			b.WriteRune(r)
-			dash = false
-		case !dash && b.Len() > 0:
-			b.WriteByte('-')
-			dash = true
-		}
-	}
-	return strings.TrimSuffix(b.String(), "-")
 }
 
 func writeLogFile(path string, l sim.Log) error {

@@ -1,0 +1,91 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/specmodel"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// directedCover plans every walk of cfg's graph, runs them as directed
+// executions of at most per walks each, checks each trace with the Go
+// checker, and returns the coverage their traces reach and the walks that
+// diverged.
+func directedCover(t *testing.T, path string, per int, unfenced bool) (cov *Coverage, pl *Planner, diverged, walks int, rejected error) {
+	t.Helper()
+	cfg, err := specmodel.ReadConfig(path)
+	require.NoError(t, err)
+	m := specmodel.New(cfg)
+	g := m.ExploreWith(specmodel.Options{Edges: true})
+	cov = NewCoverage(g)
+	pl, err = NewPlanner(g, 1, RunnerSkips)
+	require.NoError(t, err)
+	ctx := context.Background()
+	for seed := uint64(0); ; seed++ {
+		var ws []Walk
+		for len(ws) < per {
+			w, ok := pl.Next()
+			if !ok {
+				break
+			}
+			ws = append(ws, w)
+		}
+		if len(ws) == 0 {
+			return cov, pl, diverged, walks, rejected
+		}
+		s, err := NewSeeded(ctx, Config{Seed: seed, Walks: ws, Spec: m, Interleave: true, Unfenced: unfenced})
+		require.NoError(t, err)
+		var inv *InvariantError
+		if err := s.Run(ctx); errors.As(err, &inv) {
+			if rejected == nil {
+				rejected = err
+			}
+		} else {
+			require.NoError(t, err)
+		}
+		st := s.Stats()
+		diverged += st.Diverged
+		walks += st.Walks
+		if inv == nil {
+			require.Equal(t, len(ws), st.Walks)
+		}
+		lines := s.TraceLines()
+		if _, err := tracecheck.Check(lines); err != nil && rejected == nil {
+			rejected = err
+		}
+		cov.Add(s.CoverageLines())
+	}
+}
+
+// TestDirectedWalksCoverSmall: the planner's walks, driven through the
+// real runner processes, take every one of their steps (no walk leaves its
+// plan), their traces are accepted, and together they visit every state
+// of the small cfg and every edge the runner can take (all but the
+// refused abandons with no run to abandon: RunnerSkips).
+func TestDirectedWalksCoverSmall(t *testing.T) {
+	cov, pl, diverged, walks, rejected := directedCover(t, "../spec/ThreadClaimLapseSmall.cfg", 50, false)
+	require.NoError(t, rejected)
+	v, n := cov.States()
+	e, m := cov.Edges()
+	rs, re := pl.Reachable()
+	t.Logf("%d walks, %d diverged; %d of %d states, %d of %d edges (%d the runner can take)", walks, diverged, v, n, e, m, re)
+	require.Zero(t, diverged, "walks that left their plan")
+	require.Equal(t, n, v, "states visited")
+	require.Equal(t, n, rs, "states the walks can reach")
+	require.Equal(t, re, e, "edges visited")
+	require.Less(t, re, m, "RunnerSkips left no edge out")
+}
+
+// TestDirectedWalksCatchUnfenced: with the fences off, the same walks
+// leave their plan (a write the spec refuses goes through) and the Go
+// checker rejects the traces.
+func TestDirectedWalksCatchUnfenced(t *testing.T) {
+	_, _, diverged, walks, rejected := directedCover(t, "../spec/ThreadClaimLapseSmall.cfg", 50, true)
+	t.Logf("%d walks, %d diverged; first rejection: %v", walks, diverged, rejected)
+	require.NotZero(t, diverged, "no walk left its plan with the fences off")
+	require.Error(t, rejected, "the checker accepted every trace with the fences off")
+}
