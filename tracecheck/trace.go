@@ -171,8 +171,11 @@ const readBufSize = 4 * MaxLineBytes
 
 // Reader reads an ndjson trace a line at a time, strictly (see the package
 // doc's input contract), without reflection and without allocating per
-// line: strings that repeat (threads, processes, holders) are shared. Its
-// memory is its buffer and that table, whatever the trace's length.
+// line: strings that repeat (threads, processes, holders) are shared
+// through a fixed table. Its memory is its buffer and that table, whatever
+// the trace's length. Lines in core's own form take a fast path (see
+// canonical.go); any other line goes to the general decoder, which
+// accepts the same lines and more and gives the reason for the rest.
 type Reader struct {
 	src    io.Reader
 	name   string
