@@ -44,15 +44,42 @@ func (c *Coverage) Edges() (visited, total int) { return len(c.edges), c.total }
 func (c *Coverage) Visited(i int) bool { return c.states[i] }
 
 // Add follows a trace, all its threads, and marks what it visits.
-func (c *Coverage) Add(lines []core.TraceEvent) {
+func (c *Coverage) Add(lines []core.TraceEvent) { c.Mark(c.Follow(lines)) }
+
+// Visits are the states and edges a trace visits, found by Follow and not
+// yet marked.
+type Visits struct {
+	states []int32
+	edges  []uint64
+}
+
+// Follow follows a trace, all its threads, as Add does, and returns what
+// it visits without marking it: it only reads the graph, so that several
+// goroutines may follow traces at once, and one marks (Mark).
+func (c *Coverage) Follow(lines []core.TraceEvent) *Visits {
+	v := &Visits{}
 	threads := map[core.ThreadID]*follower{}
 	for _, l := range lines {
 		f := threads[l.Thread]
 		if f == nil {
-			f = c.newFollower()
+			f = c.newFollower(v)
 			threads[l.Thread] = f
 		}
 		f.line(l)
+	}
+	return v
+}
+
+// Mark marks the visits Follow found.
+func (c *Coverage) Mark(v *Visits) {
+	for _, i := range v.states {
+		if !c.states[i] {
+			c.states[i] = true
+			c.visited++
+		}
+	}
+	for _, e := range v.edges {
+		c.edges[e] = struct{}{}
 	}
 }
 
@@ -64,10 +91,15 @@ type follower struct {
 	lost  bool // the trace left the graph
 	procs map[string]int
 	buf   []byte
+	// visits, when set, collects what the walk visits instead of marking
+	// it (Follow).
+	visits *Visits
 }
 
-func (c *Coverage) newFollower() *follower {
-	f := &follower{c: c, state: c.model.Init(), procs: map[string]int{}}
+// newFollower starts a walk at Init, collecting its visits in v, or
+// marking them when v is nil.
+func (c *Coverage) newFollower(v *Visits) *follower {
+	f := &follower{c: c, state: c.model.Init(), procs: map[string]int{}, visits: v}
 	for i, p := range c.model.Config().Procs {
 		f.procs[p] = i
 	}
@@ -128,11 +160,19 @@ func (f *follower) step(st specmodel.Step) {
 		return
 	}
 	f.mark(j)
-	f.c.edges[uint64(f.at)<<16|uint64(idx)] = struct{}{}
+	if edge := uint64(f.at)<<16 | uint64(idx); f.visits != nil {
+		f.visits.edges = append(f.visits.edges, edge)
+	} else {
+		f.c.edges[edge] = struct{}{}
+	}
 	f.at = j
 }
 
 func (f *follower) mark(i int) {
+	if f.visits != nil {
+		f.visits.states = append(f.visits.states, int32(i))
+		return
+	}
 	if !f.c.states[i] {
 		f.c.states[i] = true
 		f.c.visited++

@@ -67,6 +67,9 @@ func directedCover(t *testing.T, path string, per int, unfenced bool) (cov *Cove
 // of the small cfg and every edge the runner can take (all but the
 // refused abandons with no run to abandon: RunnerSkips).
 func TestDirectedWalksCoverSmall(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("drives about 9,000 walks (skipped with -short and under -race; scripts/test runs it without -race)")
+	}
 	cov, pl, diverged, walks, rejected := directedCover(t, "../spec/ThreadClaimLapseSmall.cfg", 50, false)
 	require.NoError(t, rejected)
 	v, n := cov.States()

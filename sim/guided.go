@@ -29,7 +29,7 @@ func (g *guide) feed(lines []core.TraceEvent) {
 	for _, l := range lines[g.fed:] {
 		f := g.threads[l.Thread]
 		if f == nil {
-			f = g.cov.newFollower()
+			f = g.cov.newFollower(nil)
 			g.threads[l.Thread] = f
 		}
 		f.line(l)
@@ -43,7 +43,7 @@ func (g *guide) feed(lines []core.TraceEvent) {
 func (g *guide) novel(thread core.ThreadID, steps ...specmodel.Step) bool {
 	f := g.threads[thread]
 	if f == nil {
-		f = g.cov.newFollower()
+		f = g.cov.newFollower(nil)
 		g.threads[thread] = f
 	}
 	if f.lost {

@@ -31,7 +31,12 @@ type coroutine struct {
 	start  chan func()
 	worker bool // the goroutine is running
 	active bool // a step is in flight (paused), scheduler's view
-	txns   int  // transactions the step in flight has begun
+	// inside is true while a step runs in the coroutine. A step run on
+	// the scheduler's goroutine instead (inline) may still carry the
+	// coroutine in its context, and its transactions then pass the gate
+	// without pausing: nobody would resume them.
+	inside bool
+	txns   int // transactions the step in flight has begun
 	killed bool
 }
 
@@ -45,6 +50,8 @@ type coroutineKey struct{}
 // step pauses before a transaction (finished false) or returns (finished
 // true, with its result).
 func (c *coroutine) run(ctx context.Context, fn func(ctx context.Context) bool) (finished, result bool) {
+	c.inside = true
+	defer func() { c.inside = false }()
 	if c.active {
 		c.resume <- true
 	} else {
@@ -97,6 +104,9 @@ func (c *coroutine) kill() {
 func (c *coroutine) gate() error {
 	if c.killed {
 		return errKilled
+	}
+	if !c.inside {
+		return nil
 	}
 	if c.txns > 0 {
 		c.paused <- struct{}{}

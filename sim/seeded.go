@@ -343,6 +343,9 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 // Stats returns what the simulation did so far.
 func (s *Seeded) Stats() Stats {
 	st := s.stats
+	if s.dir != nil {
+		st.Walks, st.Diverged = s.dir.walked, s.dir.diverged
+	}
 	if s.faults != nil {
 		st.Faults = map[string]int{}
 		for k, n := range s.faults.injected {
@@ -384,9 +387,6 @@ func (s *Seeded) Run(ctx context.Context) error {
 	}
 	if s.guide != nil {
 		s.guide.feed(s.rec.lines)
-	}
-	if s.dir != nil {
-		s.stats.Walks, s.stats.Diverged = s.dir.walked, s.dir.diverged
 	}
 	return err
 }
@@ -514,18 +514,21 @@ func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) run
 	var over bool
 	// A directed execution pauses only where its walk needs a pause: an
 	// agent asking several questions, with others' steps between them.
-	// The agent's questions go out under the context the claim's step was
-	// given, which names the coroutine they pause in: claims and agents
-	// run in the coroutine, the other steps need not.
-	next := p.turn.Next()
-	pause := s.cfg.Interleave && (s.dir == nil || p.co.active || next == runner.StepClaim || next == runner.StepAgent)
-	if pause {
+	// Its other steps run inline, on the scheduler's goroutine, with the
+	// coroutine in their context all the same: the agent's questions go
+	// out under the context the claim's step was given, and pause in the
+	// coroutine it names.
+	pause := s.cfg.Interleave && (s.dir == nil || p.co.active || p.turn.Next() == runner.StepAgent && p.asks > 1)
+	switch {
+	case pause:
 		var finished bool
 		if finished, over = p.co.run(ctx, p.turn.Step); !finished {
 			s.stats.Paused++
 			return ""
 		}
-	} else {
+	case s.cfg.Interleave:
+		over = p.turn.Step(context.WithValue(ctx, coroutineKey{}, p.co))
+	default:
 		over = p.turn.Step(ctx)
 	}
 	if !over {
@@ -571,15 +574,33 @@ func (s *Seeded) Check(ctx context.Context, op int) error {
 		threads = s.dir.touched(s)
 	}
 	for _, id := range threads {
-		th, evs, lease, err := snapshot(ctx, s.cfg.Storage, id)
+		// Checked inside the transaction, on storage's own copy: nothing
+		// is cloned.
+		var broken error
+		err := s.cfg.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			th, err := tx.Thread(ctx, id)
+			if err != nil {
+				return err
+			}
+			evs, err := tx.Events(ctx, id)
+			if err != nil {
+				return err
+			}
+			lease, err := tx.Lease(ctx, string(id))
+			if err != nil {
+				return err
+			}
+			broken = checkThread(th, evs[s.seen[id]:], lease, op)
+			s.seen[id] = len(evs)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
 		s.stats.InvariantChecks++
-		if err := checkThread(th, evs[s.seen[id]:], lease, op); err != nil {
-			return err
+		if broken != nil {
+			return broken
 		}
-		s.seen[id] = len(evs)
 	}
 	return nil
 }
@@ -587,13 +608,37 @@ func (s *Seeded) Check(ctx context.Context, op int) error {
 // checkThread checks th's invariants; fresh are the events written since
 // the last check, lease the lease now (an abandon does not change it).
 func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) error {
-	for m, n := range th.Consumed() {
-		if n > 1 {
-			return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", m, n)}
+	// I1, in message order: each message's consumptions, as a run's
+	// prompt or a request's answer.
+	var counts [16]int
+	n := counts[:0]
+	count := func(m core.Seq) {
+		for int(m) >= len(n) {
+			n = append(n, 0)
+		}
+		n[m]++
+	}
+	for _, r := range th.Runs {
+		count(r.Prompt)
+	}
+	for _, q := range th.Requests {
+		if q.State == core.RequestAnswered {
+			count(q.Answer)
 		}
 	}
-	if active := th.ActiveRuns(); len(active) > 1 {
-		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}
+	for m, k := range n {
+		if k > 1 {
+			return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", m, k)}
+		}
+	}
+	active := 0
+	for _, r := range th.Runs {
+		if r.State == core.StateActive {
+			active++
+		}
+	}
+	if active > 1 {
+		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", active, th.ActiveRuns())}
 	}
 	for _, e := range fresh {
 		if e.Kind != core.RunAbandoned {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/shrink"
+	"github.com/threadclaim/threadclaim/sim"
 )
 
 // run -seed N -ops-out writes the seed's operations; replay reproduces the
@@ -127,7 +128,7 @@ func TestRunSeedsStopsOnError(t *testing.T) {
 	f := runFlags{seeds: 50, steps: 50, procs: 2, threads: 1, messages: 2, workers: 3}
 	seen := 0
 	stop := errors.New("stop")
-	err := runSeeds(context.Background(), f, func(seed uint64, _ *shrink.Execution) error {
+	err := runSeeds(context.Background(), f, nil, func(seed uint64, _ *shrink.Execution, _ *sim.Visits) error {
 		require.Equal(t, uint64(seen), seed, "folded out of seed order")
 		seen++
 		if seen == 5 {

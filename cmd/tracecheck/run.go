@@ -33,8 +33,12 @@ runner processes with clock jumps, stalls, crashes and renewals) and
 in-memory storage, or on PostgreSQL with -storage URL. Every execution's
 invariants are checked in storage, its trace by the Go trace checker
 against spec/ThreadClaimLapse.tla, and the concurrent executions' histories
-by porcupine. With -unfenced the fences are off: the run must catch the
-mutant, and exits 1 naming what broke.
+by porcupine. With -cfg FILE the executions take the cfg's processes and
+messages, a coverage line reports the share of its state graph they
+visited, and -walks directed executions then drive the runner along
+planned walks of that graph (a walk whose trace leaves its plan fails the
+run). With -unfenced the fences are off: the run must catch the mutant,
+and exits 1 naming what broke.
 
 Flags:
 `
@@ -77,7 +81,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.shrinkDir, "shrink-dir", "tracecheck-out", "where a failing seed's operation log and trace are written, and beside them the shrunk ones")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
 	fs.StringVar(&f.cfgPath, "cfg", "", "take the processes and messages from this TLC cfg (spec/*.cfg) and report how much of its reachable state graph the deterministic executions visit")
-	fs.IntVar(&f.walks, "walks", -1, fmt.Sprintf("with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph, planned to visit its unvisited states and then its edges (default %d with -cfg, 0 without)", defaultWalks))
+	fs.IntVar(&f.walks, "walks", -1, fmt.Sprintf("with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph, planned to visit its unvisited states and then its edges (default %d with -cfg on the in-memory storage, else 0)", defaultWalks))
 	fs.Float64Var(&f.minCoverage, "min-coverage", 0, "with -cfg: fail (exit 1) when the executions visit less than this percentage of the cfg's states")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
 	jsonOut := jsonFlag(fs)
@@ -87,8 +91,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
 	}
-	if f.seeds < 0 || f.concurrent < 0 || f.seeds+f.concurrent == 0 {
-		return usageError{"-seeds and -concurrent must not be negative, and one must be positive"}
+	if f.seeds < 0 || f.concurrent < 0 {
+		return usageError{"-seeds and -concurrent must not be negative"}
 	}
 	if f.minCoverage < 0 || f.minCoverage > 100 || (f.minCoverage > 0 && f.cfgPath == "") {
 		return usageError{fmt.Sprintf("-min-coverage %v must be a percentage, and needs -cfg", f.minCoverage)}
@@ -106,12 +110,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		f.spec, f.procs, f.messages = &c, len(c.Procs), c.MaxMsgs
 	}
 	switch {
-	case f.walks == -1 && f.spec != nil:
+	case f.walks == -1 && f.spec != nil && f.storageURL == "":
 		f.walks = defaultWalks
 	case f.walks == -1:
 		f.walks = 0
 	case f.walks < 0 || f.walks > 0 && f.spec == nil:
 		return usageError{fmt.Sprintf("-walks %d must not be negative, and needs -cfg", f.walks)}
+	}
+	if f.seeds+f.concurrent+f.walks == 0 {
+		return usageError{"nothing to run: -seeds, -concurrent or (with -cfg) -walks must be positive"}
 	}
 	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 || f.workers < 1 {
 		return usageError{"-procs, -threads, -messages, -ttl and -workers must be positive, -steps not negative"}
@@ -227,17 +234,17 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	}
 	directed := (f.walks + walksPerExecution - 1) / walksPerExecution
 	meter := progress.New(stderr, "run", f.seeds+f.concurrent+directed, "executions", time.Now)
-	err := runSeeds(ctx, f, func(seed uint64, e *shrink.Execution) error {
+	err := runSeeds(ctx, f, t.cov, func(seed uint64, e *shrink.Execution, v *sim.Visits) error {
 		meter.Add(1)
-		if t.cov != nil {
-			t.cov.Add(e.Coverage)
+		if v != nil {
+			t.cov.Mark(v)
 		}
 		return t.seeded(f, fmt.Sprintf("seed-%d", seed), e)
 	})
 	if err == nil && f.walks > 0 {
-		err = runWalks(ctx, f, g, func(j int, e *shrink.Execution) error {
+		err = runWalks(ctx, f, g, t.cov, func(j int, e *shrink.Execution, v *sim.Visits) error {
 			meter.Add(1)
-			t.cov.Add(e.Coverage)
+			t.cov.Mark(v)
 			t.directed++
 			t.walks += e.Sim.Walks
 			t.diverged += e.Sim.Diverged
@@ -316,7 +323,7 @@ func (t *tally) seeded(f runFlags, name string, e *shrink.Execution) error {
 	t.executions++
 	t.invariantChecks += e.Sim.InvariantChecks
 	if e.Invariant != nil {
-		if err := t.invariant(e.Invariant, fmt.Sprintf("seed %d", seed)); err != nil {
+		if err := t.invariant(e.Invariant, strings.Replace(name, "-", " ", 1)); err != nil {
 			return err
 		}
 	}
@@ -342,9 +349,9 @@ func (t *tally) seeded(f runFlags, name string, e *shrink.Execution) error {
 // hands each to fold in seed order, whatever order they finish in: the
 // output is the same for any number of workers. At most a few executions
 // per worker wait to be folded, so memory stays flat over many seeds.
-func runSeeds(ctx context.Context, f runFlags, fold func(uint64, *shrink.Execution) error) error {
+func runSeeds(ctx context.Context, f runFlags, cov *sim.Coverage, fold func(uint64, *shrink.Execution, *sim.Visits) error) error {
 	i := 0
-	return runJobs(ctx, f.workers, func() (uint64, bool) {
+	return runJobs(ctx, f.workers, cov, func() (uint64, bool) {
 		if i == f.seeds {
 			return 0, false
 		}
@@ -371,7 +378,7 @@ const defaultWalks = 60000
 // executions of walksPerExecution walks each, on f.workers workers, and
 // folds them in order. The plan depends on the graph and -seed only, so
 // the output is the same whatever the number of workers.
-func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, fold func(int, *shrink.Execution) error) error {
+func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, cov *sim.Coverage, fold func(int, *shrink.Execution, *sim.Visits) error) error {
 	pl, err := sim.NewPlanner(g, uint64(f.seedBase), sim.RunnerSkips)
 	if err != nil {
 		return err
@@ -379,7 +386,7 @@ func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, fold func(int
 	plans := map[uint64][]sim.Walk{}
 	var mu sync.Mutex // plans is written by the producer, read by the workers
 	left, j := f.walks, uint64(0)
-	return runJobs(ctx, f.workers, func() (uint64, bool) {
+	return runJobs(ctx, f.workers, cov, func() (uint64, bool) {
 		var ws []sim.Walk
 		for len(ws) < walksPerExecution && left > 0 {
 			w, ok := pl.Next()
@@ -419,12 +426,14 @@ func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, fold func(int
 			return nil, fmt.Errorf("walks-%d: %w", j, err)
 		}
 		return e, nil
-	}, func(j uint64, e *shrink.Execution) error { return fold(int(j), e) })
+	}, func(j uint64, e *shrink.Execution, v *sim.Visits) error { return fold(int(j), e, v) })
 }
 
 // runJobs runs the deterministic executions next names on workers at once
-// and folds them in the order next named them.
-func runJobs(ctx context.Context, workers int, next func() (uint64, bool), run func(uint64) (*shrink.Execution, error), fold func(uint64, *shrink.Execution) error) error {
+// and folds them in the order next named them. With cov, each worker also
+// follows its execution through the graph (the costly part of coverage),
+// and fold marks what it visited.
+func runJobs(ctx context.Context, workers int, cov *sim.Coverage, next func() (uint64, bool), run func(uint64) (*shrink.Execution, error), fold func(uint64, *shrink.Execution, *sim.Visits) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	// On an early return the producer and the workers see ctx end; wait
@@ -434,10 +443,11 @@ func runJobs(ctx context.Context, workers int, next func() (uint64, bool), run f
 		wg.Wait()
 	}()
 	type slot struct {
-		id   uint64
-		exec *shrink.Execution
-		err  error
-		done chan struct{}
+		id     uint64
+		exec   *shrink.Execution
+		visits *sim.Visits
+		err    error
+		done   chan struct{}
 	}
 	window := make(chan *slot, 2*workers) // in order
 	jobs := make(chan *slot)
@@ -466,6 +476,9 @@ func runJobs(ctx context.Context, workers int, next func() (uint64, bool), run f
 		wg.Go(func() {
 			for s := range jobs {
 				s.exec, s.err = run(s.id)
+				if s.err == nil && cov != nil {
+					s.visits = cov.Follow(s.exec.Coverage)
+				}
 				close(s.done)
 			}
 		})
@@ -479,7 +492,7 @@ func runJobs(ctx context.Context, workers int, next func() (uint64, bool), run f
 		if s.err != nil {
 			return s.err
 		}
-		if err := fold(s.id, s.exec); err != nil {
+		if err := fold(s.id, s.exec, s.visits); err != nil {
 			return err
 		}
 	}

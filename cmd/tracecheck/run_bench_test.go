@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/threadclaim/threadclaim/shrink"
+	"github.com/threadclaim/threadclaim/sim"
 )
 
 // BenchmarkRunSeeds measures the main job's deterministic executions (run,
@@ -20,7 +21,7 @@ func BenchmarkRunSeeds(b *testing.B) {
 			f := runFlags{seeds: seeds, steps: 300, procs: 3, threads: 2, messages: 4, workers: w, interleave: true, faults: 0.05}
 			execs := 0
 			for b.Loop() {
-				err := runSeeds(context.Background(), f, func(uint64, *shrink.Execution) error {
+				err := runSeeds(context.Background(), f, nil, func(uint64, *shrink.Execution, *sim.Visits) error {
 					execs++
 					return nil
 				})
