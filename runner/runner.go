@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -117,6 +118,16 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 // so that a thread a bounded turn left (OutcomeYielded) waits behind the
 // others. Failed turns do not stop it: another claim has the thread, or
 // storage will be tried again. Each turn is reported to Logger and OnTurn.
+//
+// Run spends no storage round trip it can do without, since those are
+// what bounds how many messages a fleet consumes a second: it does not
+// look for work while all its turns are going (a turn's end makes it
+// look), and a thread whose claim it found held by another holder
+// (OutcomeBusy) it leaves out of its looks for PollEvery, rather than
+// claim it again at every wake-up while the other holder works it (that
+// holder's turn plans every message posted meanwhile, and a storage that
+// wakes runners, as the PostgreSQL Store does, wakes them again when the
+// holder releases a thread with work left).
 func (r *Runner) Run(ctx context.Context) error {
 	wake := r.cfg.Wake
 	slots := make(chan struct{}, r.cfg.MaxConcurrentTurns)
@@ -125,11 +136,20 @@ func (r *Runner) Run(ctx context.Context) error {
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		busy  = map[core.ThreadID]bool{}
+		held  = map[core.ThreadID]time.Time{} // threads found claimed by another, and when
 		start int
 	)
 	defer r.detached.Wait()
 	defer wg.Wait()
 	for {
+		if len(slots) == cap(slots) {
+			// Every turn is going: nothing found could start. A turn's
+			// end makes Run look.
+			if !r.wait(ctx, &wake, ended) {
+				return ctx.Err()
+			}
+			continue
+		}
 		ids, err := r.ws.Pending(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("list threads with work", "err", err)
@@ -137,13 +157,21 @@ func (r *Runner) Run(ctx context.Context) error {
 		if n := len(ids); n > 0 {
 			ids = append(ids[start%n:], ids[:start%n]...)
 		}
+		now := r.cfg.Clock.Now()
+		mu.Lock()
+		for id, at := range held {
+			if now.Sub(at) >= r.cfg.PollEvery {
+				delete(held, id)
+			}
+		}
+		mu.Unlock()
 	launch:
 		for _, id := range ids {
 			if ctx.Err() != nil {
 				break
 			}
 			mu.Lock()
-			if busy[id] {
+			if _, other := held[id]; busy[id] || other {
 				mu.Unlock()
 				continue
 			}
@@ -159,9 +187,12 @@ func (r *Runner) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				_, _ = r.Work(ctx, id)
+				o, _ := r.Work(ctx, id)
 				mu.Lock()
 				delete(busy, id)
+				if o == OutcomeBusy {
+					held[id] = r.cfg.Clock.Now()
+				}
 				mu.Unlock()
 				<-slots
 				select {
@@ -170,17 +201,27 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 			}()
 		}
-		select {
-		case <-ctx.Done():
+		if !r.wait(ctx, &wake, ended) {
 			return ctx.Err()
-		case <-r.cfg.Clock.After(r.cfg.PollEvery):
-		case <-ended:
-		case _, ok := <-wake:
-			if !ok {
-				wake = nil // closed: polling alone from now on
-			}
 		}
 	}
+}
+
+// wait waits for a reason to look for work: PollEvery passing, a turn's
+// end, or a wake-up (once wake is closed, polling alone). It returns false
+// when ctx ended.
+func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan struct{}) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-r.cfg.Clock.After(r.cfg.PollEvery):
+	case <-ended:
+	case _, ok := <-*wake:
+		if !ok {
+			*wake = nil // closed: polling alone from now on
+		}
+	}
+	return true
 }
 
 // RunOnce takes a turn, one at a time, on each thread that has a message

@@ -101,15 +101,23 @@ func (m *minimizer) windows(cur *[]int, groups [][]int, limit int) bool {
 // while the failure remains; refine down to single items. What is left
 // is 1-minimal: no single item can go.
 func (m *minimizer) ddmin(cur *[]int) bool {
+	return ddmin(func() []int { return *cur }, func(cand []int) bool { return m.accept(cur, cand) }, func() bool { return m.err == nil })
+}
+
+// ddmin is delta debugging's minimising loop over the items items
+// returns: try each candidate without one of n chunks, which accept keeps
+// (so that items returns it next) when the failure remains; refine down to
+// single items while goOn holds. It reports whether anything went.
+func ddmin[T any](items func() []T, accept func(cand []T) bool, goOn func() bool) bool {
 	changed := false
 	n := 2
-	for len(*cur) >= 1 && m.err == nil {
-		items := *cur
-		size := (len(items) + n - 1) / n
+	for len(items()) >= 1 && goOn() {
+		cur := items()
+		size := (len(cur) + n - 1) / n
 		removed := false
-		for start := 0; start < len(items); start += size {
-			cand := slices.Concat(items[:start], items[min(start+size, len(items)):])
-			if m.accept(cur, cand) {
+		for start := 0; start < len(cur); start += size {
+			cand := slices.Concat(cur[:start], cur[min(start+size, len(cur)):])
+			if accept(cand) {
 				removed, changed = true, true
 				n = max(n-1, 2)
 				break
@@ -121,7 +129,7 @@ func (m *minimizer) ddmin(cur *[]int) bool {
 		if size == 1 {
 			break
 		}
-		n = min(2*n, len(items))
+		n = min(2*n, len(cur))
 	}
 	return changed
 }

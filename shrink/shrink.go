@@ -282,29 +282,9 @@ func smaller(a, b sim.Log) bool {
 // ddmin is delta debugging's minimising loop over the operations: remove
 // one of n chunks while the failure remains; refine to single operations.
 func (s *shrinker) ddmin(cur *sim.Log) bool {
-	changed := false
-	n := 2
-	for len(cur.Ops) >= 1 && s.err == nil {
-		ops := cur.Ops
-		size := (len(ops) + n - 1) / n
-		removed := false
-		for start := 0; start < len(ops); start += size {
-			cand := slices.Concat(ops[:start], ops[min(start+size, len(ops)):])
-			if s.accept(cur, withOps(*cur, cand)) {
-				removed, changed = true, true
-				n = max(n-1, 2)
-				break
-			}
-		}
-		if removed {
-			continue
-		}
-		if size == 1 {
-			break
-		}
-		n = min(2*n, len(ops))
-	}
-	return changed
+	return ddmin(func() []sim.Op { return cur.Ops },
+		func(cand []sim.Op) bool { return s.accept(cur, withOps(*cur, cand)) },
+		func() bool { return s.err == nil })
 }
 
 // maxPairs and maxMoves bound the logs whose pairs of operations are

@@ -59,16 +59,24 @@ TraceStats ==
                 IN IF cs = {} THEN 0 ELSE CHOOSE c \in cs : \A d \in cs : d <= c
         IN [procs |-> IF procs = {} THEN {"none"} ELSE procs,
             msgs |-> most("Post"), claims |-> most("Claim"),
-            asks |-> most("Ask"), runs |-> most("RunStart")])
+            asks |-> most("Ask")])
 
 \* The constants, from the traces: the processes of lines other than Post
-\* (a poster need not be a runner process), and as many messages, claims,
-\* asks and runs as the trace that has most of them.
+\* (a poster need not be a runner process), and as many messages, claims
+\* and asks as the trace that has most of them.
 TraceProcs     == TraceStats.procs
 TraceMaxMsgs   == TraceStats.msgs
 TraceMaxClaims == TraceStats.claims
 TraceMaxAsks   == TraceStats.asks
-TraceMaxRuns   == TraceStats.runs
+
+\* The bound of Next's \E r \in 1..MaxRuns : Abandon(p, r): the runs that
+\* exist in the current state.  Abandon(p, r) requires r \in RunIds, so no
+\* r above Len(runs) is a step, and [Next]_vars is the same relation as
+\* with any larger constant; but it costs O(runs so far) a step instead of
+\* O(the most runs of any trace of the batch), for every process, on every
+\* line.  (A state-level definition for a constant-level one: TLC accepts
+\* it, as MaxRuns is only read inside actions.)
+TraceMaxRuns   == Len(runs)
 
 \* The fences the traces are held to: all on, unless TRACE_FENCES names the
 \* ones that stay on ("start reply abandon"; "none" for none; unset or empty
@@ -92,7 +100,7 @@ VARIABLES
     t,      \* the trace of the batch this behaviour follows
     l,      \* the next line of trace t to explain
     ver,    \* the thread's version (tick) after the lines explained so far
-    names   \* holder strings of the trace -> the spec's holders (1, 2, ...)
+    names   \* the holder strings of the trace: names[h] is the spec's holder h
 
 traceVars == <<vars, t, l, ver, names>>
 
@@ -100,12 +108,15 @@ Log  == Batch[t]
 line == Log[l]
 P    == line.proc
 
-\* A line's holder string as the spec's holder: "" is none (0); a string no
-\* Claim took is a holder no claim has.
-H(s) == IF s = "" THEN 0 ELSE IF s \in DOMAIN names THEN names[s] ELSE MaxClaims + 1
-
-\* The holder string of the spec's holder h ("" for none).
-Name(h) == IF h = 0 THEN "" ELSE CHOOSE s \in DOMAIN names : names[s] = h
+\* The holder string of the spec's holder h ("" for none).  Holders are
+\* numbered by their Claim lines, as the spec's nextHolder numbers claims
+\* (Step("Claim") requires the two to agree), so every holder in the state
+\* has a name; a sequence, so that this is O(1) on every line.  (A holder
+\* no Claim line named, in a mutated spec, is a string no line carries.)
+Name(h) ==
+    IF h = 0 THEN ""
+    ELSE IF h <= Len(names) THEN names[h]
+    ELSE "holder " \o ToString(h) \o " that no Claim line named"
 
 \* Ticks.  Every committed write makes the thread's version one higher and
 \* carries the new version; a read or a refusal carries the version it saw.
@@ -143,9 +154,11 @@ Step(a) ==
             /\ line.holder = ""
             /\ Values(msgs', 0, 0, "", "", "")
       [] a = "Claim" ->
-            /\ line.holder # "" /\ line.holder \notin DOMAIN names
+            /\ line.holder # ""
+            /\ \A h \in 1..Len(names) : names[h] # line.holder
+            /\ nextHolder = Len(names) + 1
             /\ Claim(P)
-            /\ names' = names @@ (line.holder :> nextHolder)
+            /\ names' = Append(names, line.holder)
             /\ Values(0, 0, 0, line.holder, line.holder, "")
       [] a = "Renew" ->
             /\ Renew(P)
@@ -225,7 +238,7 @@ TraceInit ==
     /\ Init
     /\ l = 1
     /\ ver = 0
-    /\ names = [s \in {} |-> 0]
+    /\ names = << >>
 
 TraceNext == StepLine \/ HiddenLapse
 

@@ -41,7 +41,9 @@ type Batch struct {
 	// depend on it: every trace is a chain of its own.
 	Workers int
 	// Job carries the rest (Timeout, Output, MetaDir, extra Args); its
-	// Spec, Config, Dir, Library and Env are set by ValidateBatch.
+	// Spec, Config, Dir, Library and Env are set by ValidateBatch. Its
+	// JavaOpts default to ShortJavaOpts when neither it nor the Env sets
+	// any.
 	Job Job
 }
 
@@ -110,6 +112,9 @@ func (e Env) ValidateBatch(ctx context.Context, b Batch, traces [][]core.TraceEv
 	}
 	if b.Workers > 0 {
 		job.Workers = b.Workers
+	}
+	if job.JavaOpts == nil && e.JavaOpts == nil {
+		job.JavaOpts = ShortJavaOpts
 	}
 	res, err := e.Run(ctx, job)
 	if err != nil {

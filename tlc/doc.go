@@ -15,4 +15,12 @@
 // spec/README.md, "Pinned tools", for the local directory); Env.Run runs
 // one Job with its own deadline and kills the JVM's process group when the
 // context ends. Neither keeps any state between calls.
+//
+// Env.ValidateBatch runs the trace spec (tla/ThreadClaimLapseTrace.tla) on
+// many traces in one JVM and returns a Verdict per trace; CheckThreads
+// does it for the threads of trace files (SplitThreads) and maps each
+// rejection to its line in the file. A batch runs with ShortJavaOpts
+// unless told otherwise: it is seconds long, and the JVM's start and JIT
+// are most of its cost. CheckFixtures, the spec mutants (MutantRun) and
+// the differential (Differential) are built on it.
 package tlc

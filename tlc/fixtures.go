@@ -45,11 +45,11 @@ func LoadFixtures(dirs ...string) ([]Fixture, error) {
 			return nil, fmt.Errorf("%s: no *.ndjson fixtures", dir)
 		}
 		sort.Strings(files)
-		expect, err := readLines(filepath.Join(dir, "expected-lines"))
+		expect, err := ReadExpectedLines(filepath.Join(dir, "expected-lines"))
 		if err != nil {
 			return nil, err
 		}
-		fences, err := readFences(filepath.Join(dir, "fences"))
+		fences, err := ReadFences(filepath.Join(dir, "fences"))
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +78,10 @@ func LoadFixtures(dirs ...string) ([]Fixture, error) {
 	return out, nil
 }
 
-func readLines(path string) (map[string]int, error) {
+// ReadExpectedLines reads a fixture directory's "expected-lines" file:
+// "FILE LINE" a line (the line at which the Go checker rejects FILE), #
+// comments. A missing file is no expectations.
+func ReadExpectedLines(path string) (map[string]int, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -103,7 +106,11 @@ func readLines(path string) (map[string]int, error) {
 	return m, sc.Err()
 }
 
-func readFences(path string) ([]string, error) {
+// ReadFences reads a fixture directory's "fences" file: the fences its
+// traces are held to ("start", "reply", "abandon", or "none" alone),
+// whitespace-separated. A missing file is nil (all on); "none" is an
+// empty list; an unknown name is an error.
+func ReadFences(path string) ([]string, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -196,13 +203,20 @@ func (e Env) CheckFixtures(ctx context.Context, b Batch, fxs []Fixture) ([]Fixtu
 // thread, the file line of the first line nothing explains, 0 if the
 // thread was accepted.
 func (e Env) ValidateThreads(ctx context.Context, b Batch, threads []Thread) ([]int, error) {
+	out, _, err := e.CheckThreads(ctx, b, threads)
+	return out, err
+}
+
+// CheckThreads is ValidateThreads that also returns TLC's Result (its
+// state counts and CPU time), for a caller that reports the speed.
+func (e Env) CheckThreads(ctx context.Context, b Batch, threads []Thread) ([]int, *Result, error) {
 	traces := make([][]core.TraceEvent, len(threads))
 	for i, th := range threads {
 		traces[i] = th.Lines
 	}
-	vs, _, err := e.ValidateBatch(ctx, b, traces)
+	vs, res, err := e.ValidateBatch(ctx, b, traces)
 	if err != nil {
-		return nil, err
+		return nil, res, err
 	}
 	out := make([]int, len(vs))
 	for i, v := range vs {
@@ -210,5 +224,5 @@ func (e Env) ValidateThreads(ctx context.Context, b Batch, threads []Thread) ([]
 			out[i] = threads[i].N[at-1]
 		}
 	}
-	return out, nil
+	return out, res, nil
 }

@@ -154,15 +154,8 @@ func (m Mutant) Apply(dst string) error {
 	return os.WriteFile(path, []byte(strings.Replace(string(b), m.Replace, m.With, 1)), 0o644)
 }
 
-// QuickJavaOpts are JVM options for short TLC runs (a small model, a few
-// traces): one GC thread and the quick JIT compiler only. On this
-// project's machine they halve a small model's CPU time (5.8 s to 2.9 s
-// for ThreadClaimLapseSmall.cfg): a short run spends most of its time
-// starting up and compiling, not checking.
-var QuickJavaOpts = []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss16m"}
-
 // MutantRun runs spec mutants: the repository at Root, TLC from Env (run
-// with QuickJavaOpts and one worker unless Env.JavaOpts and Job.Workers
+// with ShortJavaOpts and one worker unless Env.JavaOpts and Job.Workers
 // say otherwise).
 type MutantRun struct {
 	Env      Env
@@ -203,7 +196,7 @@ func FixtureDirs(root string) []string {
 // step; the trace fixtures: any verdict other than the unmutated spec's).
 func (r MutantRun) Run(ctx context.Context, ms []Mutant) ([]MutantResult, error) {
 	if r.Env.JavaOpts == nil {
-		r.Env.JavaOpts = QuickJavaOpts
+		r.Env.JavaOpts = ShortJavaOpts
 	}
 	if r.Job.Workers == 0 {
 		r.Job.Workers = 1

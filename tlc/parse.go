@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Outcome is what a TLC run concluded, read from the code of the message
@@ -150,6 +151,10 @@ type Result struct {
 	Finished bool
 	// Messages are all of TLC's framed messages, in order.
 	Messages []Message
+	// CPU is the JVM's user and system time, set by Env.Run (Parse
+	// leaves it 0): on a shared machine it, not the wall time, says how
+	// fast TLC was.
+	CPU time.Duration
 }
 
 // ErrNotToolOutput means the input to Parse holds no -tool message at all:

@@ -214,6 +214,9 @@ func TestRunReal(t *testing.T) {
 				t.Fatal(err)
 			}
 			checkResult(t, res, r.want)
+			if res.CPU <= 0 {
+				t.Errorf("Result.CPU = %v: a JVM that ran takes CPU time", res.CPU)
+			}
 		})
 	}
 	v, err := env.Version(context.Background())

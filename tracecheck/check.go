@@ -3,6 +3,7 @@ package tracecheck
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"slices"
 	"strconv"
@@ -134,17 +135,20 @@ func WithSpec(s Spec) Option { return func(c *Checker) { c.spec = s } }
 type Checker struct {
 	file      string
 	spec      Spec
-	threads   map[core.ThreadID]*threadState
-	recent    [4]*threadState // the threads seen last, newest first
+	threads   map[core.ThreadID]int // index in list
+	list      []*threadState        // the threads by first appearance
+	recent    [4]int32              // threads seen lately: 1 + their index in list, 0 for none
+	nextSlot  int                   // the slot of recent a thread not in it takes
 	perAction [numActions]int
 	stats     Stats
 	failed    []string // scratch for guard conjuncts
 	first     *Violation
+	seed      maphash.Seed // the threads' holder sets hash with it
 }
 
 // NewChecker returns a Checker with no thread seen yet.
 func NewChecker(opts ...Option) *Checker {
-	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]*threadState{}}
+	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]int{}, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -221,24 +225,25 @@ func (c *Checker) Err() error {
 	return c.first
 }
 
-// thread returns the thread's state, from the few threads seen last when
-// it is one of them (lines of a few threads interleave), else from the map.
+// thread returns the thread's state, from the few threads seen lately
+// when it is one of them (lines of a few threads interleave), else from
+// the map. recent holds indexes, not pointers: a hit writes nothing the
+// garbage collector must see.
 func (c *Checker) thread(id core.ThreadID) *threadState {
-	for k, t := range c.recent {
-		if t != nil && t.id == id {
-			copy(c.recent[1:k+1], c.recent[:k])
-			c.recent[0] = t
-			return t
+	for _, k := range c.recent {
+		if k > 0 && sameString(string(c.list[k-1].id), string(id)) {
+			return c.list[k-1]
 		}
 	}
-	t := c.threads[id]
-	if t == nil {
-		t = newThreadState(id)
-		c.threads[id] = t
+	k, ok := c.threads[id]
+	if !ok {
+		k = len(c.list)
+		c.threads[id] = k
+		c.list = append(c.list, newThreadState(id, c.seed))
 	}
-	copy(c.recent[1:], c.recent[:len(c.recent)-1])
-	c.recent[0] = t
-	return t
+	c.recent[c.nextSlot] = int32(k + 1)
+	c.nextSlot = (c.nextSlot + 1) % len(c.recent)
+	return c.list[k]
 }
 
 // Step checks the line numbered n (1-based) and, if the spec explains it,
@@ -250,10 +255,11 @@ func (c *Checker) Step(n int, ev *core.TraceEvent) error {
 		return t.violation
 	}
 	c.stats.Lines++
-	if i := actionIndex(ev.Action); i >= 0 {
-		c.perAction[i]++
+	ai := actionIndex(ev.Action)
+	if ai >= 0 {
+		c.perAction[ai]++
 	}
-	if v := c.step(t, n, ev); v != nil {
+	if v := c.step(t, n, ev, ai); v != nil {
 		v.File, v.Line, v.Event, v.Action = c.file, n, *ev, ev.Action
 		t.violation = v
 		if c.first == nil || v.Line < c.first.Line {
@@ -264,46 +270,64 @@ func (c *Checker) Step(n int, ev *core.TraceEvent) error {
 	return nil
 }
 
-const numActions = 16
+// The actions' indexes: their places in core.Actions(), the spec's order.
+const (
+	aPost = iota
+	aClaim
+	aRenew
+	aLapse
+	aRelease
+	aAbandon
+	aAbandonFenced
+	aPlan
+	aRunStart
+	aStartFenced
+	aReply
+	aReplyFenced
+	aAsk
+	aRunEnd
+	aEndRefused
+	aCrash
+	numActions
+)
 
-// actionIndex is the action's place in core.Actions(), or -1.
+// actionIndex is the action's place in core.Actions(), or -1. Step
+// computes it once a line: the rest of the check switches on it.
 func actionIndex(a core.Action) int {
-	switch a {
-	case core.ActionPost:
-		return 0
-	case core.ActionClaim:
-		return 1
-	case core.ActionRenew:
-		return 2
-	case core.ActionLapse:
-		return 3
-	case core.ActionRelease:
-		return 4
-	case core.ActionAbandon:
-		return 5
-	case core.ActionAbandonFenced:
-		return 6
-	case core.ActionPlan:
-		return 7
-	case core.ActionRunStart:
-		return 8
-	case core.ActionStartFenced:
-		return 9
-	case core.ActionReply:
-		return 10
-	case core.ActionReplyFenced:
-		return 11
-	case core.ActionAsk:
-		return 12
-	case core.ActionRunEnd:
-		return 13
-	case core.ActionEndRefused:
-		return 14
-	case core.ActionCrash:
-		return 15
+	if a == "" {
+		return -1
 	}
-	return -1
+	i := actionSlots[actionKey(a[0], a[len(a)-1], len(a))]
+	if i < 0 || actionNames[i] != a {
+		return -1
+	}
+	return int(i)
 }
+
+// actionNames is core.Actions(), by index.
+var actionNames = core.Actions()
+
+// actionKey hashes an action's name by its first and last bytes and its
+// length: the sixteen names take sixteen different slots of actionSlots
+// (a perfect hash), so that finding a name's index costs one string
+// comparison. A name core adds that collides stops the package at start.
+func actionKey(first, last byte, n int) int { return (n + int(first) + 18*int(last)) & 31 }
+
+// actionSlots maps an actionKey to the index of the one action that has
+// it, or -1.
+var actionSlots = func() (slots [32]int8) {
+	for k := range slots {
+		slots[k] = -1
+	}
+	for i, a := range actionNames {
+		k := actionKey(a[0], a[len(a)-1], len(a))
+		if slots[k] >= 0 {
+			panic(fmt.Sprintf("tracecheck: actions %s and %s share a slot: change actionKey", actionNames[slots[k]], a))
+		}
+		slots[k] = int8(i)
+	}
+	return slots
+}()
 
 // Process counters, as the spec's pc.
 const (
@@ -379,11 +403,11 @@ type threadState struct {
 	overConsumed int     // messages with consumed[m] > 1
 	liveAband    bool    // liveAbandoned
 
-	holders map[core.Holder]int
-	names   []core.Holder // names[h] is abstract holder h's string; names[0] = ""
-	procs   map[string]*specProc
-	order   []*specProc // procs by first appearance, for dumps
-	lastP   *specProc
+	holders holderSet      // every holder in names, for Claim's freshness guard
+	names   []core.Holder  // names[h] is abstract holder h's string; names[0] = ""
+	procs   map[string]int // index in order
+	order   []*specProc    // procs by first appearance, for dumps
+	lastP   int            // 1 + the index in order of the process of the thread's last line
 
 	lapses    int
 	lastLapse int // line of the Claim the last inferred Lapse came before
@@ -391,34 +415,100 @@ type threadState struct {
 	violation *Violation
 }
 
-func newThreadState(id core.ThreadID) *threadState {
+func newThreadState(id core.ThreadID, seed maphash.Seed) *threadState {
 	return &threadState{
-		id: id, holders: map[core.Holder]int{}, names: []core.Holder{""},
-		procs: map[string]*specProc{}, consumed: []int32{0},
+		id: id, holders: holderSet{seed: seed}, names: []core.Holder{""},
+		procs: map[string]int{}, consumed: []int32{0},
 	}
 }
 
-func (t *threadState) proc(name string) *specProc {
-	if p := t.lastP; p != nil && p.name == name {
-		return p
+// sameString is a == b, telling most different names apart by their
+// last bytes before comparing them whole: names that differ are mostly
+// numbered alike (t1, t2; p1, p2), and comparing whole strings of the
+// same length that are not the same string calls the runtime.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && (len(a) == 0 || a[len(a)-1] == b[len(b)-1]) && a == b
+}
+
+// holderSet is the set of the holders a thread has seen, for Claim's
+// guard that a holder is fresh: an open-addressing table of the holders'
+// hashes, each with the holder's abstract number (its index in the
+// thread's names) to confirm a match. A Claim looks up and adds one
+// holder; a Go map of the strings cost most of a Claim's check (hashing
+// each string twice, growing by rehashing them), this costs a hash and a
+// probe or two in a compact array of 16 bytes a holder.
+type holderSet struct {
+	seed  maphash.Seed
+	slots []holderSlot // a power of two long, at most half full; nil when empty
+	n     int
+}
+
+type holderSlot struct {
+	hash uint64
+	h    int // 0: an empty slot
+}
+
+func (s *holderSet) hash(name core.Holder) uint64 { return maphash.String(s.seed, string(name)) }
+
+// has reports whether name, of the given hash, is in the set; names are
+// the thread's holders by abstract number.
+func (s *holderSet) has(hash uint64, name core.Holder, names []core.Holder) bool {
+	if len(s.slots) == 0 {
+		return false
 	}
-	var p *specProc
-	if len(t.order) <= 8 { // a few processes: comparing beats hashing
-		for _, q := range t.order {
-			if q.name == name {
-				p = q
-				break
+	mask := uint64(len(s.slots) - 1)
+	for i := hash & mask; ; i = (i + 1) & mask {
+		switch sl := s.slots[i]; {
+		case sl.h == 0:
+			return false
+		case sl.hash == hash && names[sl.h] == name:
+			return true
+		}
+	}
+}
+
+// add puts abstract holder h (h > 0), of the given hash, in the set.
+func (s *holderSet) add(hash uint64, h int) {
+	if 2*(s.n+1) > len(s.slots) {
+		old := s.slots
+		s.slots = make([]holderSlot, max(16, 2*len(old)))
+		s.n = 0
+		for _, sl := range old {
+			if sl.h != 0 {
+				s.add(sl.hash, sl.h)
 			}
 		}
-	} else {
-		p = t.procs[name]
 	}
-	if p == nil {
-		p = &specProc{name: name}
-		t.procs[name] = p
-		t.order = append(t.order, p)
+	mask := uint64(len(s.slots) - 1)
+	i := hash & mask
+	for s.slots[i].h != 0 {
+		i = (i + 1) & mask
 	}
-	t.lastP = p
+	s.slots[i] = holderSlot{hash, h}
+	s.n++
+}
+
+// proc returns the process's state. lastP is an index, not a pointer:
+// setting it writes nothing the garbage collector must see.
+func (t *threadState) proc(name string) *specProc {
+	if k := t.lastP - 1; k >= 0 && sameString(t.order[k].name, name) {
+		return t.order[k]
+	}
+	if len(t.order) <= 8 { // a few processes: comparing beats hashing
+		for k, q := range t.order {
+			if sameString(q.name, name) {
+				t.lastP = k + 1
+				return q
+			}
+		}
+	} else if k, ok := t.procs[name]; ok {
+		t.lastP = k + 1
+		return t.order[k]
+	}
+	p := &specProc{name: name}
+	t.procs[name] = len(t.order)
+	t.order = append(t.order, p)
+	t.lastP = len(t.order)
 	return p
 }
 
@@ -438,10 +528,10 @@ func (t *threadState) oldestOpen() int64 {
 
 // isRead says whether an action's line is a read: it carries the version
 // it saw (the action table's LineRead). Release is either (see release).
-func isRead(a core.Action) bool {
-	i := actionIndex(a)
-	return i >= 0 && lineRules[i].line == core.LineRead
-}
+func isRead(a core.Action) bool { return readAt(actionIndex(a)) }
+
+// readAt is isRead by the action's index.
+func readAt(ai int) bool { return ai >= 0 && lineRules[ai].line == core.LineRead }
 
 // The values a line may carry besides tick, read, action, thread, proc
 // and taken (every line has those): the action table's fields, and the
@@ -489,18 +579,10 @@ var lineRules = func() (rules [numActions]lineRule) {
 	return rules
 }()
 
-// carries returns the fields the action's line carries.
-func carries(a core.Action) uint16 {
-	if i := actionIndex(a); i >= 0 {
-		return lineRules[i].carries
-	}
-	return 0
-}
-
-// unexpected returns the first field the line has that its action does
-// not carry, with its value, or "".
-func unexpected(ev *core.TraceEvent) (string, any) {
-	has := carries(ev.Action)
+// unexpected returns the first field the line has that its action (of
+// index ai, a valid one) does not carry, with its value, or "".
+func unexpected(ev *core.TraceEvent, ai int) (string, any) {
+	has := lineRules[ai].carries
 	switch {
 	case has&cHolder == 0 && ev.Holder != "":
 		return "line.holder", strconv.Quote(string(ev.Holder))
@@ -574,25 +656,25 @@ func (t *threadState) checkOrder(ev *core.TraceEvent) *Violation {
 // step checks one line of thread t: the order rule, the fields its action
 // carries, and then the action itself, one method per action in the
 // spec's order; then the invariants.
-func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent) *Violation {
+func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent, ai int) *Violation {
 	a := ev.Action
-	if i := actionIndex(a); i < 0 || a == core.ActionLapse {
+	if ai < 0 || ai == aLapse {
 		return &Violation{Kind: ErrLineValue, Rule: "action", Failed: []string{"action"},
 			Detail: fmt.Sprintf("%q is not an action a trace logs", a), State: t.dump()}
 	}
 	// A Release is a write or a read by whether the lease was p's; its
 	// guard checks which.
-	if a != core.ActionRelease && ev.Read != isRead(a) {
-		return valueViolation(t, "line.read", ev.Read, isRead(a))
+	if ai != aRelease && ev.Read != readAt(ai) {
+		return valueViolation(t, "line.read", ev.Read, readAt(ai))
 	}
 	if v := t.checkOrder(ev); v != nil {
 		return v
 	}
-	if field, got := unexpected(ev); field != "" {
+	if field, got := unexpected(ev, ai); field != "" {
 		return valueViolation(t, field, got, fmt.Sprintf("none (%s does not carry %s)", a, strings.TrimPrefix(field, "line.")))
 	}
 	var p *specProc
-	if a != core.ActionPost {
+	if ai != aPost {
 		if ev.Proc == "" {
 			return valueViolation(t, "line.proc", `""`, "a process name")
 		}
@@ -601,36 +683,36 @@ func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent) *Violation {
 	c.failed = c.failed[:0]
 	lapse := false
 	var v *Violation
-	switch a {
-	case core.ActionPost:
+	switch ai {
+	case aPost:
 		v = c.post(t, ev)
-	case core.ActionClaim:
+	case aClaim:
 		lapse, v = c.claim(t, n, p, ev)
-	case core.ActionRenew:
+	case aRenew:
 		v = c.renew(t, p, ev)
-	case core.ActionRelease:
+	case aRelease:
 		v = c.release(t, p, ev)
-	case core.ActionAbandon:
+	case aAbandon:
 		v = c.abandon(t, p, ev)
-	case core.ActionAbandonFenced:
+	case aAbandonFenced:
 		v = c.abandonFenced(t, p, ev)
-	case core.ActionPlan:
+	case aPlan:
 		v = c.plan(t, p, ev)
-	case core.ActionRunStart:
+	case aRunStart:
 		v = c.runStart(t, p, ev)
-	case core.ActionStartFenced:
+	case aStartFenced:
 		v = c.startFenced(t, p, ev)
-	case core.ActionReply:
+	case aReply:
 		v = c.reply(t, p, ev)
-	case core.ActionReplyFenced:
+	case aReplyFenced:
 		v = c.replyFenced(t, p, ev)
-	case core.ActionAsk:
+	case aAsk:
 		v = c.ask(t, p, ev)
-	case core.ActionRunEnd:
+	case aRunEnd:
 		v = c.runEnd(t, p, ev)
-	case core.ActionEndRefused:
+	case aEndRefused:
 		v = c.endRefused(t, p, ev)
-	case core.ActionCrash:
+	case aCrash:
 		v = c.crash(t, p, ev)
 	}
 	if v != nil {
@@ -661,7 +743,8 @@ func (c *Checker) post(t *threadState, ev *core.TraceEvent) *Violation {
 // clock must have reached the lease's expiry.
 func (c *Checker) claim(t *threadState, n int, p *specProc, ev *core.TraceEvent) (bool, *Violation) {
 	c.guard(p.pc == pcIdle, `pc[p] = "idle"`)
-	_, reused := t.holders[ev.Holder]
+	hash := t.holders.hash(ev.Holder)
+	reused := t.holders.has(hash, ev.Holder, t.names)
 	c.guard(ev.Holder != "" && !reused, `hold'[p] = nextHolder (a fresh holder)`)
 	if v := c.guardFailed(t, func() string { return fmt.Sprintf("holder %q, %s", ev.Holder, p.describe(t)) }); v != nil {
 		return false, v
@@ -690,7 +773,7 @@ func (c *Checker) claim(t *threadState, n int, p *specProc, ev *core.TraceEvent)
 	}
 	h := len(t.names)
 	t.names = append(t.names, ev.Holder)
-	t.holders[ev.Holder] = h
+	t.holders.add(hash, h)
 	t.lease, t.expires = h, ev.Expires
 	p.hold, p.pc = h, pcClaimed
 	return lapse, nil

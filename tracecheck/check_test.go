@@ -1217,3 +1217,25 @@ func TestSynthTraceIsValid(t *testing.T) {
 		t.Fatalf("%+v: %v", st, err)
 	}
 }
+
+// TestCheckManyProcesses runs threads with more processes than the
+// checker compares one by one (it looks them up in a map past eight):
+// fenced traces are accepted, and with the fences off the checker still
+// catches the unfenced writes.
+func TestCheckManyProcesses(t *testing.T) {
+	caught := 0
+	for seed := uint64(1); seed <= 4; seed++ {
+		g := newTraceGen(t, genConfig{seed: seed, threads: 2, procs: 12, fences: core.AllFences()})
+		lines := g.run(t, 3000)
+		if st, err := tracecheck.Check(lines); err != nil || st.Lines != len(lines) {
+			t.Fatalf("seed %d, fenced: %d of %d lines: %v", seed, st.Lines, len(lines), err)
+		}
+		g = newTraceGen(t, genConfig{seed: seed, threads: 2, procs: 12, fences: core.Fences{}})
+		if _, err := tracecheck.Check(g.run(t, 3000)); err != nil {
+			caught++
+		}
+	}
+	if caught == 0 {
+		t.Error("no unfenced trace of 12 processes was rejected")
+	}
+}

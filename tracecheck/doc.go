@@ -206,33 +206,41 @@
 // # Figures
 //
 // Measured on this project's machine (2 cores, AMD EPYC, Go 1.26) while
-// it ran other engineers' jobs (load average 30 to 50): wall-clock rates
-// are a fraction of an idle machine's, so the reader is compared with the
-// reader it replaced in one interleaved run (the old one built from the
-// commit before, the same benchmark in both), as a ratio:
+// it ran other engineers' jobs: wall-clock rates are a fraction of an
+// idle machine's, so the reader is compared with the reader it replaced
+// in one interleaved run (the old one built from the commit before, the
+// same benchmark in both), by lines per CPU-second of the process:
 //
 //	go test -c -o new.test ./tracecheck   # and old.test at the old commit
-//	for i in 1 2 3 4 5 6 7 8; do
-//	  old.test -test.run '^$' -test.bench 'BenchmarkReadCheck$' -test.cpu 1 -test.benchtime 4x >>old.txt
-//	  new.test -test.run '^$' -test.bench 'BenchmarkReadCheck$' -test.cpu 1 -test.benchtime 4x >>new.txt
+//	for i in 1 2 3 4 5 6; do
+//	  old.test -test.run '^$' -test.bench 'BenchmarkReadCheck$|BenchmarkCheck$' -test.cpu 1 -test.benchtime 4x >>old.txt
+//	  new.test -test.run '^$' -test.bench 'BenchmarkReadCheck$|BenchmarkCheck$' -test.cpu 1 -test.benchtime 4x >>new.txt
 //	done; benchstat old.txt new.txt
 //
 //	BenchmarkReadCheck   a 200,000-line trace core wrote (3 threads, 4 processes, lapses, stalls,
-//	                     refusals, crashes), as ndjson, read and checked (CheckReader):
-//	                     lines per CPU-second 336k -> 1,673k (x5.0, p=0.000 n=8); lines/s of wall
-//	                     time 40k -> 207k (x5.2); 221 MiB and 3.09 M allocations per run -> 6.9 MiB
-//	                     and 10.6 k (the allocations are per claim: a holder's string, its map entry)
+//	                     refusals, crashes), as ndjson, read and checked (CheckReader), one core:
+//	                     load ~4: 1.48-1.78 M -> 3.16-3.92 M lines per CPU-second (median 1.72 M
+//	                     -> 3.52 M, x2.0); load 21-37: median 1.62 M -> 2.71 M (+67%, p=0.004);
+//	                     6.9 MiB and 10.6 k allocations per run -> 5.7 MiB and 11.8 k (per claim:
+//	                     the holder's string, the holder set's growth)
+//	BenchmarkRead        the reader alone on the same trace: about 5 M lines per CPU-second
 //	BenchmarkReadCheckLarge  10,000,000 synthetic lines (100 threads, 1 M claims, 2 M messages)
-//	                     streamed: 245 MiB of heap in use at the end, 280 MiB peak RSS, for a
-//	                     1.9 GB trace: the reader's memory is its 256 KiB buffer and a bounded
-//	                     string table; what grows is the spec's state the checker keeps (about
-//	                     250 bytes a claim round), not the lines
+//	                     streamed: 251 MiB of heap in use at the end, 306 MiB peak RSS (the
+//	                     previous reader: 254 and 300), for a 1.9 GB trace: the reader's memory
+//	                     is its 256 KiB buffer and a fixed 32 KiB string table; what grows is the
+//	                     spec's state the checker keeps per claim round, not the lines
 //
-// On an idle machine the old reader ran 0.63 to 0.85 million lines/s, so
-// the ratio puts the new one at about 3 to 4 million lines/s; the fast
-// path reads core's own line form (keys in core's order, no spaces or
-// escapes) and falls back to the strict decoder for anything else, which
-// it is fuzzed against (FuzzCanonical).
+// What made the difference (profiled with -cpuprofile): the fast path
+// compares each key with the whole literal that must come next (a few
+// word loads), scans strings eight bytes at a time, and finds the newline
+// as the line ends instead of searching for it first; shared strings come
+// from a fixed hashed table instead of a map; the checker finds a line's
+// action by a perfect hash once, checks Claim's fresh holder in a compact
+// hash set instead of a map of strings (that map was most of a Claim's
+// cost), and keeps recent threads and processes as indexes (no write
+// barriers on a hit). The fast path reads only core's own form and falls
+// back to the strict decoder for anything else; FuzzCanonical holds both
+// to encoding/json on arbitrary input.
 //
 //	BenchmarkPorcupine/threads=500  ~100,020 operations of 8 concurrent clients: 0.07–0.16 s
 //	BenchmarkPorcupine/threads=50   ~100,020 operations, longer partitions: 0.08–0.33 s
@@ -240,5 +248,8 @@
 // The fuzzers (go test ./tracecheck -run '^$' -fuzz FuzzRead, FuzzCheck,
 // FuzzCanonical) keep their seed corpus under testdata/fuzz/. FuzzRead is
 // a differential against encoding/json: what Read accepts, encoding/json
-// reads the same; FuzzCheck checks mutants of the accepted fixtures.
+// reads the same; FuzzCanonical compares the Reader's parsing of one line
+// (fast path, decoder, and Next in its buffer) with encoding/json plus the
+// format's rules, both ways: the same lines accepted, with the same
+// fields; FuzzCheck checks mutants of the accepted fixtures.
 package tracecheck

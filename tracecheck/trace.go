@@ -169,15 +169,13 @@ const MaxLineBytes = 64 << 10
 // spare, so that a line is parsed where it was read.
 const readBufSize = 4 * MaxLineBytes
 
-// maxInterned bounds the strings a Reader keeps to share between lines
-// (threads, processes, holders); past it the table starts afresh, so that
-// memory stays flat however long the trace.
-const maxInterned = 1 << 14
-
 // Reader reads an ndjson trace a line at a time, strictly (see the package
 // doc's input contract), without reflection and without allocating per
-// line: strings that repeat (threads, processes, holders) are shared. Its
-// memory is its buffer and that table, whatever the trace's length.
+// line: strings that repeat (threads, processes, holders) are shared
+// through a fixed table. Its memory is its buffer and that table, whatever
+// the trace's length. Lines in core's own form take a fast path (see
+// canonical.go); any other line goes to the general decoder, which
+// accepts the same lines and more and gives the reason for the rest.
 type Reader struct {
 	src    io.Reader
 	name   string
@@ -187,13 +185,12 @@ type Reader struct {
 	n      int   // the number of the line last returned
 	err    error // sticky: io.EOF or a *LineError
 	ev     core.TraceEvent
-	names  map[string]string
-	recent [numFields][recentN]string // each string field's latest values, newest first
+	shared interner
 }
 
 // NewReader returns a Reader of src; name names it in errors.
 func NewReader(src io.Reader, name string) *Reader {
-	return &Reader{src: src, name: name, buf: make([]byte, readBufSize), names: map[string]string{}}
+	return &Reader{src: src, name: name, buf: make([]byte, readBufSize)}
 }
 
 // Line returns the number of the line Next returned last (1-based).
@@ -211,6 +208,13 @@ func (r *Reader) Next() (*core.TraceEvent, error) {
 		return nil, r.err
 	}
 	for {
+		// A line in core's form is parsed where it starts, and its
+		// newline found as it ends; any other goes by the newline.
+		if n := r.canonicalLine(r.buf[r.r:r.w]); n > 0 {
+			r.r += n
+			r.n++
+			return &r.ev, nil
+		}
 		if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
 			line := r.buf[r.r : r.r+i]
 			r.r += i + 1
@@ -385,40 +389,17 @@ func fieldIndex(key []byte) int {
 	return -1
 }
 
+// actionOf returns the action named b, if it is one a trace logs (not
+// Lapse).
 func actionOf(b []byte) (core.Action, bool) {
-	switch string(b) {
-	case "Post":
-		return core.ActionPost, true
-	case "Claim":
-		return core.ActionClaim, true
-	case "Renew":
-		return core.ActionRenew, true
-	case "Release":
-		return core.ActionRelease, true
-	case "Abandon":
-		return core.ActionAbandon, true
-	case "AbandonFenced":
-		return core.ActionAbandonFenced, true
-	case "Plan":
-		return core.ActionPlan, true
-	case "RunStart":
-		return core.ActionRunStart, true
-	case "StartFenced":
-		return core.ActionStartFenced, true
-	case "Reply":
-		return core.ActionReply, true
-	case "ReplyFenced":
-		return core.ActionReplyFenced, true
-	case "Ask":
-		return core.ActionAsk, true
-	case "RunEnd":
-		return core.ActionRunEnd, true
-	case "EndRefused":
-		return core.ActionEndRefused, true
-	case "Crash":
-		return core.ActionCrash, true
+	if len(b) == 0 {
+		return "", false
 	}
-	return "", false
+	i := actionSlots[actionKey(b[0], b[len(b)-1], len(b))]
+	if i < 0 || i == aLapse || string(actionNames[i]) != string(b) {
+		return "", false
+	}
+	return actionNames[i], true
 }
 
 // decoder parses one line: a flat JSON object whose keys are exactly the
@@ -580,192 +561,9 @@ func (d *decoder) bool() (bool, error) {
 	return false, d.errf("want true or false")
 }
 
-// recentN is how many of a field's latest values intern compares before it
-// looks in its table: a trace's lines come from a few threads and
-// processes at a time, and a holder's lease line follows its own.
-const recentN = 4
-
-// intern returns field f's value as a string, shared with earlier lines.
-func (r *Reader) intern(f int, b []byte) string {
-	if len(b) == 0 {
-		return ""
-	}
-	rc := &r.recent[f]
-	for k, s := range rc {
-		if string(b) == s {
-			copy(rc[1:k+1], rc[:k])
-			rc[0] = s
-			return s
-		}
-	}
-	s, ok := r.names[string(b)]
-	if !ok {
-		if len(r.names) >= maxInterned {
-			clear(r.names)
-		}
-		s = string(b)
-		r.names[s] = s
-	}
-	copy(rc[1:], rc[:recentN-1])
-	rc[0] = s
-	return s
-}
-
-// canon reads a line in the exact form core writes (keys in order, no
-// space, strings without escapes). Any step that finds something else
-// clears ok, and decodeCanonical leaves the line to decode, which accepts
-// the same lines and more, and says what is wrong with the rest.
-type canon struct {
-	b  []byte
-	i  int
-	ok bool
-}
-
-// lit consumes s.
-func (c *canon) lit(s string) {
-	if c.ok && len(c.b)-c.i >= len(s) && string(c.b[c.i:c.i+len(s)]) == s {
-		c.i += len(s)
-		return
-	}
-	c.ok = false
-}
-
-// has consumes s if it is next.
-func (c *canon) has(s string) bool {
-	if c.ok && len(c.b)-c.i >= len(s) && string(c.b[c.i:c.i+len(s)]) == s {
-		c.i += len(s)
-		return true
-	}
-	return false
-}
-
-// digits consumes a non-negative integer that fits an int64, no leading
-// zero. (19 digits cannot overflow a uint64.)
-func (c *canon) digits() uint64 {
-	start := c.i
-	var v uint64
-	for c.i < len(c.b) && c.b[c.i]-'0' <= 9 {
-		v = v*10 + uint64(c.b[c.i]-'0')
-		c.i++
-	}
-	if n := c.i - start; n == 0 || n > 19 || v > math.MaxInt64 || (n > 1 && c.b[start] == '0') {
-		c.ok = false
-	}
-	return v
-}
-
-// signed consumes an integer of either sign, not -0.
-func (c *canon) signed() int64 {
-	if c.i < len(c.b) && c.b[c.i] == '-' {
-		c.i++
-		v := c.digits()
-		if v == 0 {
-			c.ok = false
-		}
-		return -int64(v)
-	}
-	return int64(c.digits())
-}
-
-// str consumes a string of printable ASCII without escapes and returns
-// its bytes.
-func (c *canon) str() []byte {
-	if !c.ok || c.i >= len(c.b) || c.b[c.i] != '"' {
-		c.ok = false
-		return nil
-	}
-	c.i++
-	start := c.i
-	for c.i < len(c.b) && plainASCII[c.b[c.i]] {
-		c.i++
-	}
-	if c.i >= len(c.b) || c.b[c.i] != '"' {
-		c.ok = false
-		return nil
-	}
-	c.i++
-	return c.b[start : c.i-1]
-}
-
-// decodeCanonical parses line into r.ev when it is in core's own form,
-// and reports whether it was; else r.ev is to be overwritten by decode.
-func (r *Reader) decodeCanonical(line []byte) bool {
-	ev := &r.ev
-	*ev = core.TraceEvent{}
-	c := canon{b: line, ok: true}
-	if n := len(line); n > 0 && line[n-1] == '\r' {
-		c.b = line[:n-1]
-	}
-	c.lit(`{"tick":`)
-	ev.Tick = c.digits()
-	switch {
-	case c.has(`,"read":false`):
-	case c.has(`,"read":true`):
-		ev.Read = true
-	default:
-		return false
-	}
-	c.lit(`,"action":`)
-	action := c.str()
-	c.lit(`,"thread":`)
-	thread := c.str()
-	c.lit(`,"proc":`)
-	proc := c.str()
-	c.lit(`,"holder":`)
-	holder := c.str()
-	c.lit(`,"msg":`)
-	ev.Msg = core.Seq(c.digits())
-	c.lit(`,"req":`)
-	ev.Req = core.RequestID(c.digits())
-	c.lit(`,"run":`)
-	ev.Run = core.RunID(c.digits())
-	c.lit(`,"taken":`)
-	ev.Taken = core.Seq(c.digits())
-	c.lit(`,"lease":`)
-	lease := c.str()
-	if c.has(`,"kind":`) {
-		switch k := c.str(); string(k) {
-		case core.PlanKindRun:
-			ev.Kind = core.PlanKindRun
-		case core.PlanKindReply:
-			ev.Kind = core.PlanKindReply
-		case "":
-		default:
-			return false
-		}
-	}
-	if c.has(`,"now":`) {
-		ev.Now = c.signed()
-		c.lit(`,"ttl":`)
-		ev.TTL = c.signed()
-		c.lit(`,"expires":`)
-		ev.Expires = c.signed()
-	}
-	if c.has(`,"replaced":`) {
-		ev.Replaced = c.signed()
-	}
-	c.lit(`}`)
-	if !c.ok || c.i != len(c.b) || len(thread) == 0 {
-		return false
-	}
-	a, ok := actionOf(action)
-	if !ok {
-		return false
-	}
-	ev.Action = a
-	ev.Thread = core.ThreadID(r.intern(fThread, thread))
-	ev.Proc = r.intern(fProc, proc)
-	ev.Holder = core.Holder(r.intern(fHolder, holder))
-	ev.Lease = ev.Holder
-	if string(lease) != string(holder) {
-		ev.Lease = core.Holder(r.intern(fLease, lease))
-	}
-	return true
-}
-
 // parseLine parses one trace line on its own.
 func parseLine(line []byte) (core.TraceEvent, error) {
-	r := Reader{names: map[string]string{}}
+	var r Reader
 	if r.decodeCanonical(line) {
 		return r.ev, nil
 	}
@@ -925,13 +723,13 @@ func (r *Reader) value(d *decoder, f int, ev *core.TraceEvent) error {
 			return fmt.Errorf("unknown plan kind %q", b)
 		}
 	case fThread:
-		ev.Thread = core.ThreadID(r.intern(f, b))
+		ev.Thread = core.ThreadID(r.shared.intern(b))
 	case fProc:
-		ev.Proc = r.intern(f, b)
+		ev.Proc = r.shared.intern(b)
 	case fHolder:
-		ev.Holder = core.Holder(r.intern(f, b))
+		ev.Holder = core.Holder(r.shared.intern(b))
 	case fLease:
-		ev.Lease = core.Holder(r.intern(f, b))
+		ev.Lease = core.Holder(r.shared.intern(b))
 	}
 	return nil
 }

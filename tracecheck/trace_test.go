@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -98,6 +99,11 @@ func TestRoundTrip(t *testing.T) {
 
 const goodLine = `{"tick":1,"read":false,"action":"Post","thread":"t1","proc":"poster","holder":"","msg":1,"req":0,"run":0,"taken":0,"lease":""}`
 
+// lineOfLen returns goodLine with its proc lengthened to make it n bytes.
+func lineOfLen(n int) string {
+	return strings.Replace(goodLine, `"proc":"poster"`, `"proc":"`+strings.Repeat("x", n-len(goodLine)+len("poster"))+`"`, 1)
+}
+
 // TestReadRejects guards Read's strictness: each malformed input is a
 // *LineError naming the file and the 1-based line.
 func TestReadRejects(t *testing.T) {
@@ -137,6 +143,9 @@ func TestReadRejects(t *testing.T) {
 		{"empty object", `{}`, 1, "missing field(s)"},
 		{"empty thread", strings.Replace(goodLine, `"thread":"t1"`, `"thread":""`, 1), 1, "empty thread"},
 		{"too long", goodLine + "\n" + goodLine + "\n" + long, 3, "longer than"},
+		{"too long, then a line", goodLine + "\n" + long + "\n" + goodLine, 2, "longer than"},
+		{"one byte too long", goodLine + "\n" + lineOfLen(tracecheck.MaxLineBytes+1) + "\n" + goodLine, 2, "longer than"},
+		{"one byte too long with its CR", lineOfLen(tracecheck.MaxLineBytes) + "\r\n" + goodLine, 1, "longer than"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lines, err := tracecheck.Read(strings.NewReader(tc.input), "in.ndjson")
@@ -162,6 +171,8 @@ func TestReadAccepts(t *testing.T) {
 		{"no final newline", goodLine, 1},
 		{"final newline", goodLine + "\n", 1},
 		{"crlf", goodLine + "\r\n" + goodLine + "\r\n", 2},
+		{"longest line", lineOfLen(tracecheck.MaxLineBytes) + "\n" + goodLine, 2},
+		{"longest line with its CR", lineOfLen(tracecheck.MaxLineBytes-1) + "\r\n" + goodLine, 2},
 		{"spaces", " " + strings.ReplaceAll(goodLine, ",", " , ") + " ", 1},
 		{"escapes", strings.Replace(goodLine, `"proc":"poster"`, `"proc":"p\u0031\n"`, 1), 1},
 		{"any key order", `{"lease":"","taken":0,"run":0,"req":0,"msg":1,"holder":"","proc":"x","thread":"t","action":"Post","read":false,"tick":1}`, 1},
@@ -324,4 +335,26 @@ func FuzzCheck(f *testing.F) {
 			}
 		}
 	})
+}
+
+// BenchmarkRead measures the Reader alone on the trace BenchmarkReadCheck
+// checks, so that parsing and checking can be told apart: lines/s.
+func BenchmarkRead(b *testing.B) {
+	data, n := benchTrace(b, 200_000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		rd := tracecheck.NewReader(bytes.NewReader(data), "bench.ndjson")
+		for {
+			if _, err := rd.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
+	b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "lines/cpu-s")
 }

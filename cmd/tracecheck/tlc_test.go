@@ -7,17 +7,21 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// fakeTLC is a stand-in for java running TLC -tool. For a trace (the JSON
-// variable set) it rejects at the first line of the thread's file whose
-// proc is "px", and accepts the trace otherwise; for a model it reports
-// what the cfg's second line asks for ("\* fake: ok", "\* fake:
-// violation NAME", "\* fake: crash"). It logs each trace file it is given
-// to $FAKE_LOG.
+// fakeTLC is a stand-in for java running TLC -tool. For a batch of traces
+// (TRACE_BATCH set: the trace spec's batch mode) it matches each trace's
+// lines up to the first whose proc is "px" and writes those counts to
+// TRACE_RESULT (none if a line's proc is "pnoresult"; a line whose proc
+// is "pcrash" crashes it); it logs one line per run to $FAKE_LOG ("batch N traces,
+// fences F") and then one line per trace (its thread and length). For a
+// model it reports what the cfg's second line asks for ("\* fake: ok",
+// "\* fake: violation NAME", "\* fake: crash").
 const fakeTLC = `#!/bin/sh
 msg() { echo "@!@!@STARTMSG $1 @!@!@"; echo "$2"; echo "@!@!@ENDMSG ${1%%:*} @!@!@"; }
 msg 2262:0 "TLC2 Version fake"
@@ -28,21 +32,27 @@ for a in "$@"; do
 	[ "$prev" = "-config" ] && cfg=$a
 	prev=$a
 done
-if [ -n "$JSON" ]; then
-	echo "$JSON" >> "$FAKE_LOG"
-	n=$(grep -n '"proc":"px"' "$JSON" | head -n1 | cut -d: -f1)
-	if [ -z "$n" ]; then
-		msg 2193:0 "Model checking completed. No error has been found."
-	else
-		msg 2116:1 "Temporal property TraceAccepted was violated."
-		msg 2264:1 "The following behavior constitutes a counter-example:"
-		msg 2217:4 "1: <Initial predicate>
-/\ l = 1
-/\ ver = 0"
-		msg 2217:4 "2: <StepLine line 1, col 1 to line 2, col 2 of module T>
-/\ l = $n
-/\ ver = 1"
-	fi
+if [ -n "$TRACE_BATCH" ]; then
+	# json.Marshal's [[{...},{...}],[{...}]]: no nested arrays or objects.
+	grep -q '"proc":"pcrash"' "$TRACE_BATCH" && { echo "java.lang.OutOfMemoryError" >&2; exit 1; }
+	awk -v logf="$FAKE_LOG" -v fences="${TRACE_FENCES-all}" '
+		{ s = s $0 }
+		END {
+			s = substr(s, 3, length(s) - 4)
+			n = split(s, ts, /\],\[/)
+			print "batch " n " traces, fences " fences >> logf
+			out = "["
+			for (i = 1; i <= n; i++) {
+				m = split(ts[i], ls, /\},\{/)
+				got = m
+				for (j = 1; j <= m; j++) if (ls[j] ~ /"proc":"px"/) { got = j - 1; break }
+				th = ls[1]; sub(/.*"thread":"/, "", th); sub(/".*/, "", th)
+				print "  trace " th " " m " lines" >> logf
+				out = out (i > 1 ? "," : "") got
+			}
+			if (s !~ /"proc":"pnoresult"/) print out "]" > ENVIRON["TRACE_RESULT"]
+		}' "$TRACE_BATCH"
+	msg 2193:0 "Model checking completed. No error has been found."
 else
 	want=$(sed -n '2s/^\\\* fake: //p' "$cfg")
 	case $want in
@@ -214,13 +224,71 @@ func TestTLCTraceThreads(t *testing.T) {
 			t.Errorf("want %q in\n%s", w, out)
 		}
 	}
-	// Each thread's file holds that thread's lines only.
+	// One TLC run for every thread of every file, each trace one
+	// thread's lines, in file order.
 	b, err := os.ReadFile(log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(b), "\n"); n != 6 {
-		t.Errorf("TLC ran on %d thread files, want 6 (2+1+2+1 threads):\n%s", n, b)
+	want := "batch 6 traces, fences all\n" +
+		"  trace t1 3 lines\n  trace t2 2 lines\n" + // bad-two
+		"  trace t1 2 lines\n" + // bad-wrong-line
+		"  trace t1 1 lines\n" + // ok-rejected
+		"  trace t1 1 lines\n  trace t2 1 lines\n" // ok-two
+	if string(b) != want {
+		t.Errorf("TLC's runs:\n%s\nwant:\n%s", b, want)
+	}
+}
+
+// TestTLCTraceFences: a directory's fences file is the fences its traces
+// are held to; directories with other fences go to TLC in runs of their
+// own, and a file given alone is held to all of them.
+func TestTLCTraceFences(t *testing.T) {
+	root, log := tlcRepo(t, nil)
+	good := line(1, "t1", "a") + "\n"
+	writeTraces(t, filepath.Join(root, "on"), map[string]string{"ok-a.ndjson": good})
+	writeTraces(t, filepath.Join(root, "off"), map[string]string{"ok-b.ndjson": good, "ok-c.ndjson": good, "fences": "reply abandon\n"})
+	writeTraces(t, filepath.Join(root, "none"), map[string]string{"ok-d.ndjson": good, "fences": "none\n"})
+	writeTraces(t, filepath.Join(root, "typo"), map[string]string{"ok-e.ndjson": good, "fences": "strat\n"})
+	code, out := runTLCCmd(t, root, "trace", filepath.Join(root, "on"), filepath.Join(root, "off"), filepath.Join(root, "none"), filepath.Join(root, "on", "ok-a.ndjson"))
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0:\n%s", code, out)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := regexp.MustCompile(`(?m)^batch .*$`).FindAllString(string(b), -1)
+	want := []string{"batch 2 traces, fences all", "batch 2 traces, fences reply abandon", "batch 1 traces, fences none"}
+	if !slices.Equal(runs, want) {
+		t.Errorf("TLC runs %q, want %q:\n%s", runs, want, out)
+	}
+	if !strings.Contains(out, `trace fixtures (fences on: "reply abandon"): 2 traces (2 threads) in one TLC run, 2 lines`) {
+		t.Errorf("no speed line for the unfenced run:\n%s", out)
+	}
+	if code, out := runTLCCmd(t, root, "trace", filepath.Join(root, "typo")); code != exitUsage || !strings.Contains(out, `unknown fence "strat"`) {
+		t.Errorf("an unknown fence: exit %d, want 2:\n%s", code, out)
+	}
+}
+
+// TestTLCTraceBatchFails: a batch that gives no verdicts is a failure of
+// every check (exit 1); a TLC that crashes did not finish (exit 4).
+func TestTLCTraceBatchFails(t *testing.T) {
+	for _, c := range []struct {
+		proc string
+		code int
+		want string
+	}{
+		{"pnoresult", exitFailed, "FAIL  trace fixtures: 2 traces (2 threads) in one TLC run: tlc: trace batch gave no verdicts"},
+		{"pcrash", exitCouldNotRun, "FAIL  trace fixtures: 2 traces (2 threads) in one TLC run: TLC did not finish"},
+	} {
+		root, _ := tlcRepo(t, nil)
+		dir := filepath.Join(root, "fx")
+		writeTraces(t, dir, map[string]string{"ok-a.ndjson": line(1, "t1", "a") + "\n", "ok-b.ndjson": line(1, "t1", c.proc) + "\n"})
+		code, out := runTLCCmd(t, root, "trace", dir)
+		if code != c.code || !strings.Contains(out, c.want) || strings.Contains(out, "PASS") {
+			t.Errorf("%s: exit %d, want %d with %q and no PASS:\n%s", c.proc, code, c.code, c.want, out)
+		}
 	}
 }
 

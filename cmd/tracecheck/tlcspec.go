@@ -107,14 +107,15 @@ func (r *tlcRun) checkBatch(paths []string) error {
 			lines += len(th.Lines)
 		}
 	}
+	b, _, keep := r.batchRun("batch", nil)
 	t0 := time.Now()
-	at, err := r.env.ValidateThreads(r.ctx, r.batch(), flat)
+	at, res, err := r.env.CheckThreads(r.ctx, b, flat)
 	d := time.Since(t0)
+	keep()
 	if err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tlc: batch: %v", err)}
 	}
 	r.lines += lines
-	r.runs++
 	for i, ths := range files {
 		rejectAt := 0
 		for range ths {
@@ -140,13 +141,8 @@ func (r *tlcRun) checkBatch(paths []string) error {
 			fmt.Fprintf(r.out, "      %s: %s\n", names[i], got)
 		}
 	}
-	fmt.Fprintf(r.out, "tlc: batch: %d traces (%d threads), %d lines in one TLC run, %.1fs: %.0f lines/s\n",
-		len(files), len(flat), lines, d.Seconds(), float64(lines)/d.Seconds())
+	fmt.Fprintf(r.out, "tlc: batch: %d traces (%d threads) in one TLC run, %s\n", len(files), len(flat), speed(lines, d, res))
 	return nil
-}
-
-func (r *tlcRun) batch() tlc.Batch {
-	return tlc.Batch{Dir: filepath.Join(r.work, "tla"), SpecDir: filepath.Join(r.work, "spec"), Job: tlc.Job{Timeout: r.opts.timeout}}
 }
 
 // checkDifferential has the Go simulation write traces (fences on), makes
@@ -184,8 +180,10 @@ func (r *tlcRun) checkDifferential() error {
 	}
 	rng := rand.New(rand.NewPCG(r.opts.seed, 0x7d1f))
 	cases := tlc.MakeCases(rng, diffMutator, names, traces, r.opts.mutated)
+	b, _, keep := r.batchRun("differential", nil)
 	t0 := time.Now()
-	rs, err := r.env.Differential(r.ctx, r.batch(), cases)
+	rs, err := r.env.Differential(r.ctx, b, cases)
+	keep()
 	if err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tlc: differential: %v", err)}
 	}
@@ -203,7 +201,6 @@ func (r *tlcRun) checkDifferential() error {
 			fmt.Sprintf("the Go checker: %s; TLC: %s\n      Go's reason: %s", lineWords(c.Go), lineWords(c.TLC), firstLineOf(c.GoErr)), nil)
 	}
 	r.lines += lines
-	r.runs++
 	r.report(agree == len(rs), "differential",
 		fmt.Sprintf("%d mutated traces (from %d simulation traces, seed %d), %d rejected by the Go checker, %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
 			len(rs), len(traces), r.opts.seed, rejected, lines, agree, len(rs), time.Since(t0).Seconds()), nil)

@@ -11,17 +11,19 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// commitOneTrip sends a transaction that has sent nothing yet — BEGIN,
-// the check of what it assumed, its writes, COMMIT — as one pipeline of
-// prepared statements on the connection's pgconn, with the arguments
-// encoded as text into one reused buffer: one round trip, and few
-// allocations. It returns the error of the first statement that failed,
-// or of the connection, and the command tag of the last statement.
-func (t *txn) commitOneTrip(ctx context.Context) (pgconn.CommandTag, error) {
+// commitOneTrip sends a transaction that has sent nothing yet — the
+// check of what it assumed, its writes — as one pipeline of prepared
+// statements on the connection's pgconn, with the arguments encoded as
+// text into one reused buffer, and no BEGIN or COMMIT: the statements of
+// one pipeline (one Sync) run as one implicit transaction, which commits
+// when the last succeeds and rolls back whole when one fails. A write on
+// one thread (a RunStart, RunEnd, Abandon, Reply, or a Post under the
+// Store's own lease) is then a single statement, save_unchanged()
+// (migration 0006): one round trip, and nothing for the server to run but
+// the write. It returns the error of the first statement that failed, or
+// of the connection.
+func (t *txn) commitOneTrip(ctx context.Context) error {
 	b := &pgconn.Batch{}
-	if err := t.exec(ctx, b, "begin"); err != nil {
-		return pgconn.CommandTag{}, err
-	}
 	for i := range t.assumed {
 		// The check, and the thread row's UPDATE when the thread was
 		// written, in one statement.
@@ -30,18 +32,21 @@ func (t *txn) commitOneTrip(ctx context.Context) (pgconn.CommandTag, error) {
 		args := append(argv[:0], str(a.id), i64(a.created), i64(a.version), str(string(a.lease.Holder)), tm(a.lease.ExpiresAt))
 		sql := t.s.q.unchanged
 		if th := t.threads[core.ThreadID(a.id)]; th != nil && th.dirty {
-			sql = t.s.q.unchangedSave
+			sql = t.s.q.saveUnchanged
 			args = append(args, i64(int64(th.state.Version)), i64(int64(th.state.Taken)), i64(int64(th.state.Last())), i64(activeRuns(th.state)))
 			th.dirty = false
 			if ev := t.firstPending(t.s.q.insertEvent); ev != nil && ev.args[0].s == a.id {
 				// ... and the write's event: one statement for the whole write.
-				sql = t.s.q.unchangedSaveEvent
 				args = append(args, ev.args[1:ev.n]...)
 				ev.sql = "" // sent
+			} else {
+				for range maxParams - len(args) {
+					args = append(args, arg{kind: argNull}) // no event
+				}
 			}
 		}
 		if err := t.exec(ctx, b, sql, args...); err != nil {
-			return pgconn.CommandTag{}, err
+			return err
 		}
 	}
 	for i := range t.pending {
@@ -50,7 +55,7 @@ func (t *txn) commitOneTrip(ctx context.Context) (pgconn.CommandTag, error) {
 			continue
 		}
 		if err := t.exec(ctx, b, st.sql, st.args[:st.n]...); err != nil {
-			return pgconn.CommandTag{}, err
+			return err
 		}
 	}
 	t.pending = t.pending[:0]
@@ -58,38 +63,37 @@ func (t *txn) commitOneTrip(ctx context.Context) (pgconn.CommandTag, error) {
 		if th.dirty {
 			if err := t.exec(ctx, b, t.s.q.saveThread, str(string(id)), i64(int64(th.state.Version)), i64(int64(th.state.Taken)),
 				i64(int64(th.state.Last())), i64(activeRuns(th.state))); err != nil {
-				return pgconn.CommandTag{}, err
+				return err
 			}
 			th.dirty = false
 		}
-	}
-	if err := t.exec(ctx, b, "commit"); err != nil {
-		return pgconn.CommandTag{}, err
 	}
 	t.begun = true
 	t.s.stats.roundTrips.Add(1)
 	pc := t.conn.PgConn()
 	if pc.IsClosed() {
-		return pgconn.CommandTag{}, errors.New("postgres: the connection is closed: nothing sent")
+		return errors.New("postgres: the connection is closed: nothing sent")
 	}
 	mrr := pc.ExecBatch(ctx, b)
-	var tag pgconn.CommandTag
 	var first error // the first failure: later ones only say the connection is gone
 	for mrr.NextResult() {
-		ct, err := mrr.ResultReader().Close()
-		if err != nil && first == nil {
+		if _, err := mrr.ResultReader().Close(); err != nil && first == nil {
 			first = err
 		}
-		tag = ct
 	}
 	if err := mrr.Close(); first == nil {
 		first = err
 	}
 	var pgErr *pgconn.PgError
 	if first != nil && !errors.As(first, &pgErr) {
-		first = &sentError{first}
+		return &sentError{first}
 	}
-	return tag, first
+	if first == nil && pc.TxStatus() != 'I' {
+		// A statement left a transaction open (none of the Store's does):
+		// nothing of it is known to be kept.
+		return &sentError{fmt.Errorf("postgres: the server reports transaction status %q after the write", pc.TxStatus())}
+	}
+	return first
 }
 
 // sentError is a failure of a round trip whose statements were handed to
@@ -131,6 +135,9 @@ func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg
 			buf = strconv.AppendInt(buf, a.i, 10)
 		case argTime:
 			buf = a.t.UTC().AppendFormat(buf, pgTimeText)
+		case argNull:
+			params[i] = nil
+			continue
 		}
 		params[i] = buf[start:len(buf):len(buf)]
 	}
@@ -141,7 +148,7 @@ func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg
 }
 
 // maxParams is the most arguments a statement sent in one round trip
-// takes (unchanged_save_event's).
+// takes (save_unchanged's).
 const maxParams = 18
 
 // pgTimeText is a timestamptz as PostgreSQL reads it as text, to the

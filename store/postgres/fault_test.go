@@ -79,9 +79,10 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 }
 
 // A commit whose outcome is unknown, provoked for real: a deferred
-// constraint trigger on events makes COMMIT wait for an advisory lock the
-// test holds; while the backend waits inside COMMIT, the test terminates
-// it. The server ends the session (FATAL) without saying whether it
+// constraint trigger on events makes the commit (of the write's one
+// statement, which has no COMMIT of its own) wait for an advisory lock
+// the test holds; while the backend waits inside the commit, the test
+// terminates it. The server ends the session (FATAL) without saying whether it
 // committed, so Update returns ErrCommitUnknown. (Here it did not: the
 // test reads that it did not, which the runner could not.)
 func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
@@ -111,11 +112,11 @@ func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 		done <- err
 	}()
 	var pid int32
-	waitFor(t, look, "the write's backend waiting inside COMMIT",
+	waitFor(t, look, "the write's backend waiting inside its commit",
 		`SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1
-		   AND wait_event_type = 'Lock' AND wait_event = 'advisory' AND query = 'commit')`, app)
+		   AND wait_event_type = 'Lock' AND wait_event = 'advisory')`, app)
 	require.NoError(t, look.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1
-		AND wait_event_type = 'Lock' AND query = 'commit'`, app).Scan(&pid))
+		AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, app).Scan(&pid))
 	terminate(t, look, uint32(pid))
 	err = <-done
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
@@ -182,10 +183,11 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 }
 
 // lossyConn passes a connection's bytes through until armed. The first
-// write after that, which disarms it, (the COMMIT round trip) reaches the server; the reply is
-// read up to the server's ReadyForQuery after CommandComplete "COMMIT", so
+// write after that, which disarms it, (the round trip that commits)
+// reaches the server; the reply is read up to the server's first
+// ReadyForQuery that says no transaction is open and follows no error, so
 // the server has committed, and then dropped: the client reads an
-// unexpected EOF, as when the network fails after COMMIT.
+// unexpected EOF, as when the network fails after the commit.
 type lossyConn struct {
 	net.Conn
 	armed *atomic.Bool
@@ -210,7 +212,7 @@ func (c *lossyConn) Read(p []byte) (int, error) {
 	if !sent {
 		return c.Conn.Read(p)
 	}
-	committed := false
+	failed := false
 	for {
 		var head [5]byte
 		if _, err := io.ReadFull(c.Conn, head[:]); err != nil {
@@ -221,13 +223,14 @@ func (c *lossyConn) Read(p []byte) (int, error) {
 			return 0, err
 		}
 		switch head[0] {
-		case 'C':
-			committed = committed || bytes.Equal(bytes.TrimRight(body, "\x00"), []byte("COMMIT"))
+		case 'E':
+			failed = true
 		case 'Z':
-			if committed {
+			if !failed && bytes.Equal(body, []byte{'I'}) {
 				_ = c.Conn.Close()
 				return 0, io.ErrUnexpectedEOF
 			}
+			failed = false
 		}
 	}
 }

@@ -238,3 +238,44 @@ func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 	_, err = ws.Claim(ctx, "empty", "fresh", ttl)
 	require.NoError(t, err, "a fresh holder's claim")
 }
+
+// Migration 0006 on a schema at version 5 with a thread claimed and
+// written there: the thread's next write under the claim, decided from a
+// new Store's cache once it claims it, is one statement, and the foreign
+// keys it drops are gone (an event of another thread's name would have
+// been refused by them; the Store never writes one).
+func TestMigrationToOneStatement(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema := testSchema(t)
+	ms, err := migrations()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(ms), 6)
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, migrateTo(ctx, pool, schema, ms[:5]))
+	q := pgx.Identifier{schema}.Sanitize()
+	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1);
+		INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1');
+		INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now())`)
+	require.NoError(t, err)
+
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	var fks int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE contype = 'f'
+		AND connamespace = $1::regnamespace`, q).Scan(&fks))
+	require.Zero(t, fks, "foreign keys left on events or messages")
+	a := newProc(s, "a")
+	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	trips := s.stats.roundTrips.Load()
+	_, err = a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "round trips of a RunStart under the Store's own claim")
+	th, err := newProc(s, "b").ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Len(t, th.Runs, 1)
+	require.Equal(t, core.Seq(1), th.Taken)
+}

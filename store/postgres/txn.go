@@ -110,6 +110,7 @@ const (
 	argString argKind = iota
 	argInt
 	argTime
+	argNull // SQL NULL (sent in one round trip only)
 )
 
 func str(s string) arg   { return arg{kind: argString, s: s} }
@@ -258,10 +259,10 @@ func (t *txn) commit(ctx context.Context) error {
 	if !t.begun && len(t.assumed) == 0 && len(t.pending) == 0 {
 		return nil // fn read and wrote nothing
 	}
-	var tag pgconn.CommandTag
 	var err error
+	tag := pgconn.NewCommandTag("COMMIT")
 	if t.speculate && !t.begun {
-		tag, err = t.commitOneTrip(ctx)
+		err = t.commitOneTrip(ctx)
 	} else {
 		b := t.batch()
 		t.begun = true
@@ -577,11 +578,7 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 		i64(int64(ev.Message)), str(ev.Text), i64(int64(ev.Run)), i64(int64(ev.Request)), str(string(ev.Holder)))
 	if ev.Kind == core.MessagePosted {
 		t.queue(t.s.q.insertMessage, str(string(id)), i64(int64(ev.Message)), str(ev.Text), tm(ev.At))
-		payload := string(id)
-		if len(payload) > maxPayload {
-			payload = "" // too long to name: a wake-up for any thread
-		}
-		t.queue(t.s.q.notify, str(t.s.channel), str(payload))
+		t.queueWake(string(id))
 	}
 	th.apply(ev)
 	th.n = seq
@@ -640,8 +637,23 @@ func (t *txn) DeleteLease(ctx context.Context, key string) error {
 	t.leases[key] = core.Lease{}
 	if th, ok := t.threads[core.ThreadID(key)]; ok {
 		th.ownLease = false
+		if th.state.Unconsumed() || activeRuns(th.state) > 0 {
+			// Released with work left (a message posted after the
+			// holder's last plan, a turn that yielded): wake the runners,
+			// which may have left the thread alone while it was claimed.
+			t.queueWake(key)
+		}
 	}
 	return nil
+}
+
+// queueWake queues the NOTIFY that wakes the listeners (Listen) for the
+// thread, sent only if the transaction commits.
+func (t *txn) queueWake(id string) {
+	if len(id) > maxPayload {
+		id = "" // too long to name: a wake-up for any thread
+	}
+	t.queue(t.s.q.notify, str(t.s.channel), str(id))
 }
 
 // eventRow is one row of the events table.

@@ -1,0 +1,117 @@
+package runner_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+// pollCounter counts a storage's polls for work (PendingThreads).
+type pollCounter struct {
+	*memory.Store
+	polls atomic.Int64
+}
+
+func (p *pollCounter) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+	p.polls.Add(1)
+	return p.Store.PendingThreads(ctx)
+}
+
+// woken sends a wake-up to a runner waiting on clock and returns once
+// Run has looked and waits again (it asked the clock for its next poll).
+func woken(t *testing.T, p *proc, wake chan<- struct{}) {
+	t.Helper()
+	before := p.clock.Waiters()
+	wake <- struct{}{}
+	waitUntil(t, func() bool { return p.clock.Waiters() > before }, "Run to look for work after a wake-up and wait again")
+}
+
+// While every turn slot is taken, a wake-up does not make Run poll: what
+// it found could not start. The turn's end makes it look.
+func TestRunNoLookWhileTurnsFull(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	wake := make(chan struct{}, 1)
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	a := newProc(t, s, "A", procOpts{agent: agent, cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery, c.MaxConcurrentTurns = wake, time.Hour, 1
+	}})
+	newThread(t, a.ws, "t1", "m1")
+	newThread(t, a.ws, "t2")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitFor(t, started, "the agent of t1's run to start")
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run to wait with its one slot taken")
+	_, err := a.ws.Post(ctx, "t2", "m1")
+	require.NoError(t, err)
+	polls := s.polls.Load()
+	for range 3 {
+		woken(t, a, wake)
+	}
+	require.Equal(t, polls, s.polls.Load(), "Run polled with every turn slot taken")
+	close(release)
+	waitUntil(t, func() bool {
+		th, err := a.ws.Thread(context.Background(), "t2")
+		require.NoError(t, err)
+		return th.Taken == 1
+	}, "Run to consume t2's message once t1's turn ended")
+	cancel()
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+}
+
+// A thread whose claim Run found held by another holder is left out of
+// its looks for PollEvery, however many wake-ups come meanwhile; after
+// that it is claimed again (and, the lease expired, taken over).
+func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
+	const poll = ttl / 5
+	s := memory.New()
+	wake := make(chan struct{}, 1)
+	var busy atomic.Int64
+	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery = wake, poll
+		c.OnTurn = func(r runner.TurnReport) {
+			if r.Outcome == runner.OutcomeBusy {
+				busy.Add(1)
+			}
+		}
+	}})
+	newThread(t, a.ws, "t", "m1")
+	b := newProc(t, s, "B", procOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := b.ws.Claim(ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitUntil(t, func() bool { return busy.Load() >= 1 }, "Run's first claim of t to find it held by B")
+	for range 5 {
+		woken(t, a, wake)
+	}
+	time.Sleep(20 * time.Millisecond) // a Run that claimed t again would report more busy turns here
+	require.Equal(t, int64(1), busy.Load(), "Run claimed a thread held by another again within PollEvery")
+
+	a.clock.Advance(poll) // B's lease (ttl) is still live: a second busy claim
+	waitUntil(t, func() bool { return busy.Load() == 2 }, "Run to claim t again once PollEvery passed")
+	a.clock.Advance(ttl) // B's lease has expired by A's clock: A takes t over
+	waitUntil(t, func() bool {
+		th, err := a.ws.Thread(context.Background(), "t")
+		require.NoError(t, err)
+		return th.Taken == 1
+	}, "Run to take t over once B's lease expired")
+	cancel()
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+}
