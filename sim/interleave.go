@@ -147,8 +147,10 @@ func (k FaultKind) String() string {
 
 // faultable says which writes get faults: those whose unknown outcome the
 // runner gives the round up on (traced as Crash). Claim and Release are
-// left alone: a Claim's unknown outcome is decided by reading the lease,
-// and a Release ends the round whatever its outcome.
+// left alone: whether their Crash is traced depends on whether they
+// committed, which core decides from a storage's trace log
+// (core.TraceLogReader) that the simulation's storage does not pass on;
+// the fleet's PostgreSQL runs fault them.
 func faultable(a core.Action) bool {
 	switch a {
 	case core.ActionAbandon, core.ActionRunStart, core.ActionReply, core.ActionRunEnd:
