@@ -92,3 +92,29 @@ func TestDirectedWalksCatchUnfenced(t *testing.T) {
 	require.NotZero(t, diverged, "no walk left its plan with the fences off")
 	require.Error(t, rejected, "the checker accepted every trace with the fences off")
 }
+
+// TestDirectedConfigRefused: walks without their model, with faults or a
+// log to replay, or naming a step the model does not have (a process it
+// does not name) are refused before anything runs.
+func TestDirectedConfigRefused(t *testing.T) {
+	cfg, err := specmodel.ReadConfig("../spec/ThreadClaimLapseSmall.cfg")
+	require.NoError(t, err)
+	m := specmodel.New(cfg)
+	ok := Walk{{Action: "Post", P: -1}}
+	ctx := context.Background()
+	for name, c := range map[string]Config{
+		"no spec":       {Walks: []Walk{ok}},
+		"faults":        {Walks: []Walk{ok}, Spec: m, Faults: 0.1},
+		"ops":           {Walks: []Walk{ok}, Spec: m, Ops: []Op{}},
+		"no walk":       {Walks: []Walk{}, Spec: m},
+		"unknown proc":  {Walks: []Walk{{{Action: "Claim", P: 7}}}, Spec: m},
+		"unknown step":  {Walks: []Walk{{{Action: "Teleport", P: 0}}}, Spec: m},
+		"abandon run 0": {Walks: []Walk{{{Action: "Abandon", P: 0, R: 99}}}, Spec: m},
+	} {
+		_, err := NewSeeded(ctx, c)
+		require.Error(t, err, name)
+	}
+	g := m.ExploreWith(specmodel.Options{MaxDepth: 3, Edges: true})
+	_, err = NewPlanner(g, 1, nil)
+	require.ErrorIs(t, err, ErrNoEdges, "a graph cut short has no edges to plan with")
+}

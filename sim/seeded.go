@@ -242,6 +242,17 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		if cfg.Spec == nil || cfg.Faults != 0 || cfg.Ops != nil || len(cfg.Walks) == 0 {
 			return nil, errors.New("sim config: Walks need Spec, and no Faults or Ops")
 		}
+		known := map[specmodel.Step]bool{}
+		for _, st := range cfg.Spec.Steps() {
+			known[st] = true
+		}
+		for k, w := range cfg.Walks {
+			for i, st := range w {
+				if !known[st] {
+					return nil, fmt.Errorf("sim config: walk %d, step %d: %v is not a step of the spec's model", k, i, st)
+				}
+			}
+		}
 		sc := cfg.Spec.Config()
 		cfg.Procs, cfg.Threads, cfg.Messages, cfg.NoQuiesce = len(sc.Procs), len(cfg.Walks), sc.MaxMsgs, true
 	}
