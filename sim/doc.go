@@ -16,6 +16,15 @@
 // (liveness). The rapid state-machine test drives the same execution with
 // operations rapid draws and shrinks.
 //
+// A directed Seeded execution (Config.Walks) replaces the seeded draw with
+// walks of a cfg's state graph that a Planner plans to visit what earlier
+// walks left unvisited, states first, then edges (model-checking-guided
+// testing). For each spec step the scheduler picks the operation that
+// makes the real runner take it, and follows the thread's trace; a walk
+// whose trace leaves its plan counts as diverged (Stats.Diverged).
+// Coverage follows traces through the graph and counts the states and
+// edges they visit, with the lapses an execution saw (CoverageLines).
+//
 // RunConcurrent is a concurrent execution: runner.Runner goroutines in real
 // time with short TTLs, skewed clocks (SkewedClock), agents that stall past
 // the TTL (StallingAgent), writes held in flight before they reach
