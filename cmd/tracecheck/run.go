@@ -221,8 +221,14 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	if f.storageURL != "" {
 		where = "PostgreSQL storage"
 	}
-	fmt.Fprintf(out, "tracecheck run: %d deterministic executions (seeds %d..%d), %d concurrent, %s, %s\n",
-		f.seeds, f.seedBase, f.seedBase+f.seeds-1, f.concurrent, where, mode)
+	seeds := fmt.Sprintf("%d deterministic executions", f.seeds)
+	if f.seeds > 0 {
+		seeds += fmt.Sprintf(" (seeds %d..%d)", f.seedBase, f.seedBase+f.seeds-1)
+	}
+	if f.walks > 0 {
+		seeds += fmt.Sprintf(", %d directed walks of %s", f.walks, f.cfgPath)
+	}
+	fmt.Fprintf(out, "tracecheck run: %s, %d concurrent, %s, %s\n", seeds, f.concurrent, where, mode)
 
 	var g *specmodel.Graph
 	if f.spec != nil {
