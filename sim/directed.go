@@ -153,9 +153,6 @@ func (s *Seeded) nextDirected() (Op, bool) {
 		case ok && d.i == len(walk):
 			d.walked++
 		case !ok || d.tries >= maxTries:
-			if ok && debugDiverge != nil {
-				debugDiverge(walk, d.i, specmodel.Step{}, "tries")
-			}
 			d.walked++
 			d.diverged++
 		default:
@@ -198,9 +195,6 @@ func (d *director) follow(s *Seeded, id core.ThreadID) bool {
 			}
 		}
 		if d.i >= len(walk) || st != walk[d.i] {
-			if debugDiverge != nil {
-				debugDiverge(walk, d.i, st, "line")
-			}
 			return false
 		}
 		out := d.m.Do(&d.state, st)
@@ -264,8 +258,6 @@ func (s *Seeded) opFor(walk Walk, i, k int) Op {
 	}
 	return op
 }
-
-var debugDiverge func(w Walk, i int, got specmodel.Step, why string)
 
 // RunnerSkips names the steps the runner cannot be made to take: a
 // refused abandon (AbandonFenced) when no run is left to abandon, for the
