@@ -118,3 +118,36 @@ func TestDirectedConfigRefused(t *testing.T) {
 	_, err = NewPlanner(g, 1, nil)
 	require.ErrorIs(t, err, ErrNoEdges, "a graph cut short has no edges to plan with")
 }
+
+// TestDirectedDivergesAndReplays: walks planned with no Skip include
+// refused abandons the runner never attempts; those walks leave their plan
+// (Stats.Diverged) while the trace stays a behaviour of the spec, and the
+// execution's operation log replays it line for line.
+func TestDirectedDivergesAndReplays(t *testing.T) {
+	cfg, err := specmodel.ReadConfig("../spec/ThreadClaimLapseSmall.cfg")
+	require.NoError(t, err)
+	m := specmodel.New(cfg)
+	pl, err := NewPlanner(m.ExploreWith(specmodel.Options{Edges: true}), 1, nil)
+	require.NoError(t, err)
+	var ws []Walk
+	for len(ws) < 300 {
+		w, ok := pl.Next()
+		require.True(t, ok)
+		ws = append(ws, w)
+	}
+	ctx := context.Background()
+	s, err := NewSeeded(ctx, Config{Seed: 4, Walks: ws, Spec: m, Interleave: true})
+	require.NoError(t, err)
+	require.NoError(t, s.Run(ctx))
+	st := s.Stats()
+	t.Logf("%d walks, %d diverged", st.Walks, st.Diverged)
+	require.Equal(t, len(ws), st.Walks)
+	require.NotZero(t, st.Diverged, "no walk asked the runner for a refused abandon it never attempts")
+	lines := s.TraceLines()
+	_, err = tracecheck.Check(lines)
+	require.NoError(t, err, "a diverged walk's trace is still the spec's")
+	r, err := NewSeeded(ctx, s.Log().Config())
+	require.NoError(t, err)
+	require.NoError(t, r.Run(ctx))
+	require.Equal(t, lines, r.TraceLines(), "the log replays the directed execution")
+}

@@ -255,7 +255,12 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 			t.walks += e.Sim.Walks
 			t.diverged += e.Sim.Diverged
 			if e.Sim.Diverged > 0 && t.firstDiverged == "" {
-				t.firstDiverged = fmt.Sprintf("walks-%d (replay its operations: -ops-out is written for failing executions under -shrink-dir)", j)
+				// The execution's operations, for tracecheck replay.
+				path := filepath.Join(f.shrinkDir, fmt.Sprintf("walks-%d.ops.ndjson", j))
+				if err := writeLogFile(path, e.Log); err != nil {
+					return err
+				}
+				t.firstDiverged = fmt.Sprintf("walks-%d (its operations: %s; tracecheck replay it)", j, path)
 			}
 			return t.seeded(f, fmt.Sprintf("walks-%d", j), e)
 		})
