@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"slices"
+
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/specmodel"
 )
@@ -87,9 +89,9 @@ func (c *Coverage) Mark(v *Visits) {
 type follower struct {
 	c     *Coverage
 	state specmodel.State
-	at    int  // the state's number in the graph
-	lost  bool // the trace left the graph
-	procs map[string]int
+	at    int      // the state's number in the graph
+	lost  bool     // the trace left the graph
+	procs []string // the cfg's, in order
 	buf   []byte
 	// visits, when set, collects what the walk visits instead of marking
 	// it (Follow).
@@ -99,10 +101,7 @@ type follower struct {
 // newFollower starts a walk at Init, collecting its visits in v, or
 // marking them when v is nil.
 func (c *Coverage) newFollower(v *Visits) *follower {
-	f := &follower{c: c, state: c.model.Init(), procs: map[string]int{}, visits: v}
-	for i, p := range c.model.Config().Procs {
-		f.procs[p] = i
-	}
+	f := &follower{c: c, state: c.model.Init(), procs: c.model.Config().Procs, visits: v}
 	f.mark(0)
 	return f
 }
@@ -111,7 +110,11 @@ func (f *follower) line(l core.TraceEvent) {
 	if f.lost {
 		return
 	}
-	st := specmodel.Step{Action: l.Action, P: -1}
+	st, ok := stepOf(l, f.procs)
+	if !ok {
+		f.lost = true
+		return
+	}
 	if l.Action == core.ActionLapse {
 		// A lapse the execution saw (Seeded.CoverageLines): a lease the
 		// walk's state no longer holds, or one already inferred to have
@@ -120,17 +123,6 @@ func (f *follower) line(l core.TraceEvent) {
 			f.step(st)
 		}
 		return
-	}
-	if l.Action != core.ActionPost {
-		p, ok := f.procs[l.Proc]
-		if !ok {
-			f.lost = true
-			return
-		}
-		st.P = p
-	}
-	if l.Action == core.ActionAbandon {
-		st.R = int(l.Run)
 	}
 	if l.Action == core.ActionClaim && f.state.Lease.Holder != 0 && !f.state.Lease.Expired {
 		f.step(specmodel.Step{Action: core.ActionLapse, P: -1})
@@ -177,4 +169,20 @@ func (f *follower) mark(i int) {
 		f.c.states[i] = true
 		f.c.visited++
 	}
+}
+
+// stepOf returns the spec step a trace line records, its process numbered
+// as procs names them in order; false for a process procs does not name.
+// A Lapse line (Seeded.CoverageLines) and a Post name no process.
+func stepOf(l core.TraceEvent, procs []string) (specmodel.Step, bool) {
+	st := specmodel.Step{Action: l.Action, P: -1}
+	if l.Action != core.ActionPost && l.Action != core.ActionLapse {
+		if st.P = slices.Index(procs, l.Proc); st.P < 0 {
+			return st, false
+		}
+	}
+	if l.Action == core.ActionAbandon {
+		st.R = int(l.Run)
+	}
+	return st, true
 }

@@ -186,12 +186,9 @@ func (d *director) follow(s *Seeded, id core.ThreadID) bool {
 			if l.Thread != id {
 				continue
 			}
-			st = specmodel.Step{Action: l.Action, P: -1}
-			if l.Action != core.ActionPost {
-				st.P = indexOf(procs, l.Proc)
-			}
-			if l.Action == core.ActionAbandon {
-				st.R = int(l.Run)
+			var known bool
+			if st, known = stepOf(l, procs); !known {
+				return false
 			}
 		}
 		if d.i >= len(walk) || st != walk[d.i] {
@@ -204,15 +201,6 @@ func (d *director) follow(s *Seeded, id core.ThreadID) bool {
 		d.state, d.i, d.tries, d.yielded = out.Next, d.i+1, 0, false
 	}
 	return true
-}
-
-func indexOf(names []string, name string) int {
-	for i, n := range names {
-		if n == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // opFor returns the operation that makes the real code take step i of the
