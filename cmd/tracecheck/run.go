@@ -394,10 +394,13 @@ func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, cov *sim.Cove
 	if err != nil {
 		return err
 	}
-	plans := map[uint64][]sim.Walk{}
-	var mu sync.Mutex // plans is written by the producer, read by the workers
-	left, j := f.walks, uint64(0)
-	return runJobs(ctx, f.workers, cov, func() (uint64, bool) {
+	// A directed execution's job: its number and its walks.
+	type job struct {
+		n     uint64
+		walks []sim.Walk
+	}
+	left, n := f.walks, uint64(0)
+	return runJobs(ctx, f.workers, cov, func() (job, bool) {
 		var ws []sim.Walk
 		for len(ws) < walksPerExecution && left > 0 {
 			w, ok := pl.Next()
@@ -409,42 +412,32 @@ func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, cov *sim.Cove
 			left--
 		}
 		if len(ws) == 0 {
-			return 0, false
+			return job{}, false
 		}
-		mu.Lock()
-		plans[j] = ws
-		mu.Unlock()
-		j++
-		return j - 1, true
-	}, func(j uint64) (*shrink.Execution, error) {
-		mu.Lock()
-		ws := plans[j]
-		delete(plans, j)
-		mu.Unlock()
+		n++
+		return job{n: n - 1, walks: ws}, true
+	}, func(j job) (*shrink.Execution, error) {
 		storage, done, err := openStorage(ctx, f.storageURL)
 		if err != nil {
 			return nil, err
 		}
 		defer done()
 		e, err := shrink.Execute(ctx, sim.Config{
-			Seed: j, Walks: ws, Spec: g.Model(), Storage: storage, Unfenced: f.unfenced, Interleave: f.interleave,
-			Mutants: sim.Mutants{
-				FenceInOwnTransaction: f.mutant == "fence-own-tx",
-				RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
-			},
+			Seed: j.n, Walks: j.walks, Spec: g.Model(), Storage: storage, Unfenced: f.unfenced, Interleave: f.interleave,
+			Mutants: f.simMutants(),
 		})
 		if err != nil {
-			return nil, fmt.Errorf("walks-%d: %w", j, err)
+			return nil, fmt.Errorf("walks-%d: %w", j.n, err)
 		}
 		return e, nil
-	}, func(j uint64, e *shrink.Execution, v *sim.Visits) error { return fold(int(j), e, v) })
+	}, func(j job, e *shrink.Execution, v *sim.Visits) error { return fold(int(j.n), e, v) })
 }
 
 // runJobs runs the deterministic executions next names on workers at once
 // and folds them in the order next named them. With cov, each worker also
 // follows its execution through the graph (the costly part of coverage),
 // and fold marks what it visited.
-func runJobs(ctx context.Context, workers int, cov *sim.Coverage, next func() (uint64, bool), run func(uint64) (*shrink.Execution, error), fold func(uint64, *shrink.Execution, *sim.Visits) error) error {
+func runJobs[J any](ctx context.Context, workers int, cov *sim.Coverage, next func() (J, bool), run func(J) (*shrink.Execution, error), fold func(J, *shrink.Execution, *sim.Visits) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	// On an early return the producer and the workers see ctx end; wait
@@ -454,7 +447,7 @@ func runJobs(ctx context.Context, workers int, cov *sim.Coverage, next func() (u
 		wg.Wait()
 	}()
 	type slot struct {
-		id     uint64
+		id     J
 		exec   *shrink.Execution
 		visits *sim.Visits
 		err    error
@@ -521,11 +514,16 @@ func runSeed(ctx context.Context, f runFlags, seed uint64) (*shrink.Execution, e
 		Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
 		Unfenced: f.unfenced, Storage: storage,
 		Interleave: f.interleave, Faults: f.faults,
-		Mutants: sim.Mutants{
-			FenceInOwnTransaction: f.mutant == "fence-own-tx",
-			RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
-		},
+		Mutants: f.simMutants(),
 	})
+}
+
+// simMutants are the code defects -mutant switches on in the simulations.
+func (f runFlags) simMutants() sim.Mutants {
+	return sim.Mutants{
+		FenceInOwnTransaction: f.mutant == "fence-own-tx",
+		RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
+	}
 }
 
 // openStorage returns the storage of one execution: nil (the default,
