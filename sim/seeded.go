@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -619,37 +621,14 @@ func (s *Seeded) Check(ctx context.Context, op int) error {
 // checkThread checks th's invariants; fresh are the events written since
 // the last check, lease the lease now (an abandon does not change it).
 func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) error {
-	// I1, in message order: each message's consumptions, as a run's
-	// prompt or a request's answer.
-	var counts [16]int
-	n := counts[:0]
-	count := func(m core.Seq) {
-		for int(m) >= len(n) {
-			n = append(n, 0)
-		}
-		n[m]++
-	}
-	for _, r := range th.Runs {
-		count(r.Prompt)
-	}
-	for _, q := range th.Requests {
-		if q.State == core.RequestAnswered {
-			count(q.Answer)
+	consumed := th.Consumed()
+	for _, m := range slices.Sorted(maps.Keys(consumed)) {
+		if n := consumed[m]; n > 1 {
+			return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", m, n)}
 		}
 	}
-	for m, k := range n {
-		if k > 1 {
-			return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", m, k)}
-		}
-	}
-	active := 0
-	for _, r := range th.Runs {
-		if r.State == core.StateActive {
-			active++
-		}
-	}
-	if active > 1 {
-		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", active, th.ActiveRuns())}
+	if active := th.ActiveRuns(); len(active) > 1 {
+		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}
 	}
 	for _, e := range fresh {
 		if e.Kind != core.RunAbandoned {
