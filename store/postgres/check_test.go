@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -39,32 +40,55 @@ func TestOneStatementCheck(t *testing.T) {
 	}
 }
 
-// The mutant save_unchanged that checks nothing (it writes the row and the
-// event whatever the thread and its lease are) is caught: the write under
-// a lease that changed hands commits.
+// The check's mutants are caught: each lets a write under a lease that
+// changed hands (behind the Store's back, with SQL) commit. The write's
+// statement with no check at all; with the row's check but not the
+// lease's; and the right statement over a schema whose trigger no longer
+// copies the lease onto the thread's row (migration 0007), dropped after
+// the claim. (Dropped before it, every check fails, as the copy never
+// names the claim's holder: slow, but safe.)
 func TestOneStatementCheckMutant(t *testing.T) {
-	t.Parallel() // a schema of its own
-	s := newStore(t)
-	q := pgx.Identifier{s.Schema()}.Sanitize()
-	_, err := admin(t).Exec(context.Background(), fmt.Sprintf(`
-		CREATE OR REPLACE FUNCTION %[1]s.save_unchanged(p_thread text, p_created bigint, p_version bigint,
-			p_holder text, p_expires timestamptz,
-			p_new_version bigint, p_taken bigint, p_last_message bigint, p_active_runs bigint,
-			p_seq bigint, p_event_version bigint, p_kind text, p_at timestamptz,
-			p_message bigint, p_text text, p_run bigint, p_request bigint, p_event_holder text)
-		RETURNS void LANGUAGE plpgsql AS $$
-		BEGIN
-			UPDATE %[1]s.threads SET version = p_new_version, taken = p_taken, last_message = p_last_message,
-				active_runs = p_active_runs WHERE id = p_thread;
-			IF p_seq IS NOT NULL THEN
-				INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
-					VALUES (p_thread, p_seq, p_event_version, p_kind, p_at, p_message, p_text, p_run, p_request, p_event_holder);
-			END IF;
-		END $$`, q))
-	require.NoError(t, err)
-	err = checkOneStatement(t, s, `UPDATE %s.leases SET holder = 'hx' WHERE key = 't'`, true)
-	require.Error(t, err, "the check-less save_unchanged went unnoticed")
-	t.Logf("caught: %v", err)
+	t.Parallel() // schemas of their own
+	for _, tt := range []struct {
+		name   string
+		mutate func(t *testing.T, s *Store)
+		change string // SQL run behind the Store's back after the claim
+	}{
+		{"no check", func(t *testing.T, s *Store) {
+			mutateStatement(s, &s.q.saveUnchanged, fmt.Sprintf(`WITH w AS (
+				UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9
+				 WHERE id = $1 AND $2::bigint IS NOT NULL AND $3::bigint IS NOT NULL AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL
+				RETURNING id
+			)
+			INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
+			SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
+			  FROM w WHERE $10::bigint IS NOT NULL`, pgx.Identifier{s.Schema()}.Sanitize()))
+		}, changeHolder},
+		{"no lease check", func(t *testing.T, s *Store) {
+			mutateStatement(s, &s.q.saveUnchanged, strings.Replace(s.q.saveUnchanged,
+				`AND coalesce(lease_holder, '') = $4 AND (lease_holder IS NULL OR lease_expires = $5)`,
+				`AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`, 1))
+		}, changeHolder},
+		{"no lease copy", func(*testing.T, *Store) {}, `DROP TRIGGER lease_copy ON %[1]s.leases; ` + changeHolder},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			tt.mutate(t, s)
+			err := checkOneStatement(t, s, tt.change, true)
+			require.Error(t, err, "the mutant went unnoticed")
+			t.Logf("caught: %v", err)
+		})
+	}
+}
+
+// changeHolder hands the lease of thread "t" to another holder.
+const changeHolder = `UPDATE %[1]s.leases SET holder = 'hx' WHERE key = 't'`
+
+// mutateStatement makes s send sql where it sent *stmt.
+func mutateStatement(s *Store, stmt *string, sql string) {
+	s.q.names[sql] = "tc_mutant"
+	*stmt = sql
 }
 
 // checkOneStatement claims thread "t" on s, runs change (unless empty)

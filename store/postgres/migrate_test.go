@@ -279,3 +279,73 @@ func TestMigrationToOneStatement(t *testing.T) {
 	require.Len(t, th.Runs, 1)
 	require.Equal(t, core.Seq(1), th.Taken)
 }
+
+// Migration 0007 on a schema at version 6 with leases in it: each
+// thread's row gets a copy of its lease (none where it has none), and the
+// trigger keeps the copy equal to the lease row whoever writes it — the
+// Store's claim, and SQL that updates, deletes or truncates leases behind
+// its back — while a write under the claim is one statement.
+func TestMigrationCopiesLease(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema := testSchema(t)
+	ms, err := migrations()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(ms), 7)
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, migrateTo(ctx, pool, schema, ms[:6]))
+	q := pgx.Identifier{schema}.Sanitize()
+	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1), ('u', 1, 0, 1), ('v', 0, 0, 0);
+		INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1'),
+			('u', 1, 1, 'message_posted', now(), 1, 'm1');
+		INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now()), ('u', 1, 'm1', now());
+		INSERT INTO `+q+`.leases (key, holder, expires_at) VALUES ('t', 'h0', '2030-01-02 03:04:05.123456+00')`)
+	require.NoError(t, err)
+
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	// copies returns each thread's copy of its lease, and whether it equals
+	// the lease row (or its absence).
+	copies := func() map[string]string {
+		rows, err := pool.Query(ctx, `SELECT t.id, coalesce(t.lease_holder, '-'),
+			t.lease_holder IS NOT DISTINCT FROM l.holder AND t.lease_expires IS NOT DISTINCT FROM l.expires_at
+			FROM `+q+`.threads t LEFT JOIN `+q+`.leases l ON l.key = t.id ORDER BY t.id`)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for rows.Next() {
+			var id, holder string
+			var same bool
+			require.NoError(t, rows.Scan(&id, &holder, &same))
+			require.True(t, same, "thread %s: the copy of its lease differs from the lease row", id)
+			got[id] = holder
+		}
+		require.NoError(t, rows.Err())
+		return got
+	}
+	require.Equal(t, map[string]string{"t": "h0", "u": "-", "v": "-"}, copies(), "after the migration")
+
+	a := newProc(s, "a")
+	c, err := a.ws.Claim(ctx, "u", "hu", ttl)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"t": "h0", "u": "hu", "v": "-"}, copies(), "after a claim")
+	trips := s.stats.roundTrips.Load()
+	_, err = a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "round trips of a RunStart under the Store's own claim")
+
+	for _, step := range []struct {
+		sql  string
+		want map[string]string
+	}{
+		{`UPDATE %[1]s.leases SET holder = 'hx', expires_at = expires_at + interval '1 second' WHERE key = 'u'`, map[string]string{"t": "h0", "u": "hx", "v": "-"}},
+		{`UPDATE %[1]s.leases SET key = 'v' WHERE key = 't'`, map[string]string{"t": "-", "u": "hx", "v": "h0"}},
+		{`DELETE FROM %[1]s.leases WHERE key = 'u'`, map[string]string{"t": "-", "u": "-", "v": "h0"}},
+		{`TRUNCATE %[1]s.leases`, map[string]string{"t": "-", "u": "-", "v": "-"}},
+	} {
+		_, err := pool.Exec(ctx, fmt.Sprintf(step.sql, q))
+		require.NoError(t, err)
+		require.Equal(t, step.want, copies(), step.sql)
+	}
+}

@@ -354,15 +354,14 @@ func newQueries(schema string) queries {
 		notify:        `SELECT pg_notify($1, $2)`,
 		putLease: f(`INSERT INTO %s.leases (key, holder, expires_at) VALUES ($1, $2, $3)
 			ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`),
-		deleteLease: f(`DELETE FROM %s.leases WHERE key = $1`),
-		insertTrace: f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
-		traceLines:  f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
-		traceLine:   f(`SELECT line FROM %s.trace_lines WHERE thread_id = $1 AND tick = $2`),
-		pending:     fmt.Sprintf(pendingQuery, schema),
-		unchanged:   f(`SELECT %s.unchanged($1, $2, $3, $4, $5)`),
-		saveUnchanged: f(`SELECT %s.save_unchanged($1, $2, $3, $4, $5, $6, $7, $8, $9,
-			$10, $11, $12, $13, $14, $15, $16, $17, $18)`),
-		acquired: f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
+		deleteLease:   f(`DELETE FROM %s.leases WHERE key = $1`),
+		insertTrace:   f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
+		traceLines:    f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
+		traceLine:     f(`SELECT line FROM %s.trace_lines WHERE thread_id = $1 AND tick = $2`),
+		pending:       fmt.Sprintf(pendingQuery, schema),
+		unchanged:     f(checkedSQL),
+		saveUnchanged: f(checkedWriteSQL),
+		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.insertMessage, q.notify,

@@ -1,0 +1,105 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/storetest"
+)
+
+// BenchmarkConsumingWriteSplit splits a consuming write's time between
+// the client and the server. It alternates, op by op on one pool, three
+// writes of a thread's row:
+//
+//	fenced   a fenced RunStart through the Workspace and the Store
+//	raw      the very statement the Store sends for it (the one-statement
+//	         write, check and event included), sent by hand on a held
+//	         connection with precomputed arguments: the server's work and
+//	         the protocol, without the Workspace and the Store
+//	update   one autocommitted UPDATE of the thread's row
+//
+// fenced − raw is then the client's part (the Workspace, the fold, the
+// Store's encoding and its connection handling), raw − update the
+// server's and the larger message's.
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWriteSplit -benchtime 3000x -count 4
+func BenchmarkConsumingWriteSplit(b *testing.B) {
+	ctx := context.Background()
+	s, err := open(ctx, poolConfig(b, "tc-bench"), Options{Schema: testSchema(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithoutRoundsForTesting())
+	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
+	held, err := s.pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer held.Release()
+	raw := held.Conn().PgConn()
+	sd, err := held.Conn().Prepare(ctx, "split_raw", s.q.saveUnchanged)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var c core.Claim
+	var rawID string
+	var rawArgs [][]byte
+	var version, seq int64
+	fresh := func(i int) {
+		c = storetest.FreshClaim(ctx, b, ws, 2*i)
+		rc := storetest.FreshClaim(ctx, b, ws, 2*i+1)
+		rawID = string(rc.Thread)
+		var created int64
+		var holder string
+		var expires time.Time
+		err := held.Conn().QueryRow(ctx, fmt.Sprintf(`SELECT t.created, t.version, (SELECT count(*) FROM %[1]s.events e WHERE e.thread_id = t.id),
+			l.holder, l.expires_at FROM %[1]s.threads t JOIN %[1]s.leases l ON l.key = t.id WHERE t.id = $1`, pgx.Identifier{s.Schema()}.Sanitize()),
+			rawID).Scan(&created, &version, &seq, &holder, &expires)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rawArgs = [][]byte{[]byte(rawID), []byte(strconv.FormatInt(created, 10)), nil, []byte(holder),
+			[]byte(expires.UTC().Format(pgTimeText)), nil, []byte("0"), []byte("1"), []byte("1"),
+			nil, nil, []byte(core.RunStarted), nil, []byte("1"), []byte(""), nil, []byte("0"), []byte(holder)}
+	}
+	fresh(0)
+	var fenced, sent, plain []time.Duration
+	b.ResetTimer()
+	storetest.Ops(b, 256, fresh, func(int) error {
+		t0 := time.Now()
+		if _, err := ws.RunStart(ctx, c, 1); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		v, n := strconv.FormatInt(version, 10), strconv.FormatInt(version+1, 10)
+		rawArgs[2], rawArgs[5], rawArgs[9], rawArgs[10], rawArgs[15] = []byte(v), []byte(n), []byte(strconv.FormatInt(seq+1, 10)), []byte(n), []byte(strconv.FormatInt(seq+1, 10))
+		rawArgs[12] = []byte(t1.UTC().Format(pgTimeText))
+		t2 := time.Now()
+		if _, err := raw.ExecPrepared(ctx, sd.Name, rawArgs, nil, nil).Close(); err != nil {
+			return fmt.Errorf("raw write: %w", err)
+		}
+		version, seq = version+1, seq+1
+		t3 := time.Now()
+		if _, err := s.pool.Exec(ctx, update, string(c.Thread)); err != nil {
+			return err
+		}
+		fenced, sent, plain = append(fenced, t1.Sub(t0)), append(sent, t3.Sub(t2)), append(plain, time.Since(t3))
+		return nil
+	})
+	b.StopTimer()
+	med := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	f, r, u := med(fenced), med(sent), med(plain)
+	b.ReportMetric(float64(f.Microseconds()), "fenced-µs")
+	b.ReportMetric(float64(r.Microseconds()), "raw-µs")
+	b.ReportMetric(float64(u.Microseconds()), "update-µs")
+	b.ReportMetric(float64(f)/float64(u), "fenced/update")
+	b.ReportMetric(float64(r)/float64(u), "raw/update")
+}
