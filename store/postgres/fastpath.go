@@ -2,11 +2,15 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -118,33 +122,52 @@ func (t *txn) firstPending(sql string) *statement {
 
 // exec adds the prepared statement sql, with args, to b. The statement is
 // prepared on the connection the first time (a round trip of its own,
-// once per connection).
+// once per connection). Integers and times go in PostgreSQL's binary
+// form where the statement takes a bigint or a timestamptz, which the
+// server reads without parsing text (and the client writes without
+// formatting any); strings, and any other parameter, go as text.
 func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg) error {
 	sd, err := t.conn.Prepare(ctx, t.s.q.name(sql), sql)
 	if err != nil {
 		return fmt.Errorf("postgres: prepare: %w", err)
 	}
 	var params [maxParams][]byte
+	var formats [maxParams]int16
 	buf := t.s.encodeBuf(t)
 	for i, a := range args {
+		var oid uint32
+		if i < len(sd.ParamOIDs) {
+			oid = sd.ParamOIDs[i]
+		}
 		start := len(buf)
-		switch a.kind {
-		case argString:
-			buf = append(buf, a.s...)
-		case argInt:
-			buf = strconv.AppendInt(buf, a.i, 10)
-		case argTime:
-			buf = a.t.UTC().AppendFormat(buf, pgTimeText)
-		case argNull:
+		switch {
+		case a.kind == argNull:
 			params[i] = nil
 			continue
+		case a.kind == argInt && oid == pgtype.Int8OID:
+			buf, formats[i] = binary.BigEndian.AppendUint64(buf, uint64(a.i)), pgx.BinaryFormatCode
+		case a.kind == argTime && oid == pgtype.TimestamptzOID:
+			buf, formats[i] = binary.BigEndian.AppendUint64(buf, uint64(pgMicros(a.t))), pgx.BinaryFormatCode
+		case a.kind == argString:
+			buf = append(buf, a.s...)
+		case a.kind == argInt:
+			buf = strconv.AppendInt(buf, a.i, 10)
+		case a.kind == argTime:
+			buf = a.t.UTC().AppendFormat(buf, pgTimeText)
 		}
 		params[i] = buf[start:len(buf):len(buf)]
 	}
 	t.buf = buf
 	// Bind copies the arguments into b's buffer: buf is free again after.
-	b.ExecStatement(sd, params[:len(args)], nil, nil)
+	b.ExecStatement(sd, params[:len(args)], formats[:len(args)], nil)
 	return nil
+}
+
+// pgMicros is t as a timestamptz in PostgreSQL's binary form: microseconds
+// since 2000-01-01 00:00 UTC, truncated (as pgx writes a time.Time).
+func pgMicros(t time.Time) int64 {
+	const unixToY2K = 946684800 * 1000000
+	return t.Unix()*1000000 + int64(t.Nanosecond())/1000 - unixToY2K
 }
 
 // maxParams is the most arguments a statement sent in one round trip

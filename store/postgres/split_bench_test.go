@@ -20,9 +20,10 @@ import (
 //
 //	fenced   a fenced RunStart through the Workspace and the Store
 //	raw      the very statement the Store sends for it (the one-statement
-//	         write, check and event included), sent by hand on a held
-//	         connection with precomputed arguments: the server's work and
-//	         the protocol, without the Workspace and the Store
+//	         write, check and event included), prepared, sent by hand on a
+//	         connection of the same pool with its arguments encoded
+//	         beforehand: the server's work and the protocol, without the
+//	         Workspace and the Store
 //	update   one autocommitted UPDATE of the thread's row
 //
 // fenced − raw is then the client's part (the Workspace, the fold, the
@@ -39,16 +40,6 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 	defer s.Close()
 	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithoutRoundsForTesting())
 	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
-	held, err := s.pool.Acquire(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer held.Release()
-	raw := held.Conn().PgConn()
-	sd, err := held.Conn().Prepare(ctx, "split_raw", s.q.saveUnchanged)
-	if err != nil {
-		b.Fatal(err)
-	}
 	var c core.Claim
 	var rawID string
 	var rawArgs [][]byte
@@ -60,7 +51,7 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 		var created int64
 		var holder string
 		var expires time.Time
-		err := held.Conn().QueryRow(ctx, fmt.Sprintf(`SELECT t.created, t.version, (SELECT count(*) FROM %[1]s.events e WHERE e.thread_id = t.id),
+		err := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT t.created, t.version, (SELECT count(*) FROM %[1]s.events e WHERE e.thread_id = t.id),
 			l.holder, l.expires_at FROM %[1]s.threads t JOIN %[1]s.leases l ON l.key = t.id WHERE t.id = $1`, pgx.Identifier{s.Schema()}.Sanitize()),
 			rawID).Scan(&created, &version, &seq, &holder, &expires)
 		if err != nil {
@@ -83,7 +74,7 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 		rawArgs[2], rawArgs[5], rawArgs[9], rawArgs[10], rawArgs[15] = []byte(v), []byte(n), []byte(strconv.FormatInt(seq+1, 10)), []byte(n), []byte(strconv.FormatInt(seq+1, 10))
 		rawArgs[12] = []byte(t1.UTC().Format(pgTimeText))
 		t2 := time.Now()
-		if _, err := raw.ExecPrepared(ctx, sd.Name, rawArgs, nil, nil).Close(); err != nil {
+		if err := execRaw(ctx, s, rawArgs); err != nil {
 			return fmt.Errorf("raw write: %w", err)
 		}
 		version, seq = version+1, seq+1
@@ -102,4 +93,20 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 	b.ReportMetric(float64(u.Microseconds()), "update-µs")
 	b.ReportMetric(float64(f)/float64(u), "fenced/update")
 	b.ReportMetric(float64(r)/float64(u), "raw/update")
+}
+
+// execRaw sends the Store's one-statement write with args, already
+// encoded as text, on a connection of s's pool.
+func execRaw(ctx context.Context, s *Store, args [][]byte) error {
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	sd, err := c.Conn().Prepare(ctx, "split_raw", s.q.saveUnchanged)
+	if err != nil {
+		return err
+	}
+	_, err = c.Conn().PgConn().ExecPrepared(ctx, sd.Name, args, nil, nil).Close()
+	return err
 }
