@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -42,53 +44,129 @@ func TestOneStatementCheck(t *testing.T) {
 
 // The check's mutants are caught: each lets a write under a lease that
 // changed hands (behind the Store's back, with SQL) commit. The write's
-// statement with no check at all; with the row's check but not the
-// lease's; and the right statement over a schema whose trigger no longer
-// copies the lease onto the thread's row (migration 0007), dropped after
-// the claim. (Dropped before it, every check fails, as the copy never
-// names the claim's holder: slow, but safe.)
+// statement with no check at all, and with the row's check but not the
+// lease's.
 func TestOneStatementCheckMutant(t *testing.T) {
 	t.Parallel() // schemas of their own
 	for _, tt := range []struct {
 		name   string
-		mutate func(t *testing.T, s *Store)
-		change string // SQL run behind the Store's back after the claim
+		mutant func(s *Store) string
 	}{
-		{"no check", func(t *testing.T, s *Store) {
-			mutateStatement(s, &s.q.saveUnchanged, fmt.Sprintf(`WITH w AS (
+		{"no check", func(s *Store) string {
+			return fmt.Sprintf(`WITH w AS (
 				UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9
 				 WHERE id = $1 AND $2::bigint IS NOT NULL AND $3::bigint IS NOT NULL AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL
 				RETURNING id
 			)
 			INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 			SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
-			  FROM w WHERE $10::bigint IS NOT NULL`, pgx.Identifier{s.Schema()}.Sanitize()))
-		}, changeHolder},
-		{"no lease check", func(t *testing.T, s *Store) {
-			mutateStatement(s, &s.q.saveUnchanged, strings.Replace(s.q.saveUnchanged,
-				`AND coalesce(lease_holder, '') = $4 AND (lease_holder IS NULL OR lease_expires = $5)`,
-				`AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`, 1))
-		}, changeHolder},
-		{"no lease copy", func(*testing.T, *Store) {}, `DROP TRIGGER lease_copy ON %[1]s.leases; ` + changeHolder},
+			  FROM w WHERE $10::bigint IS NOT NULL`, pgx.Identifier{s.Schema()}.Sanitize())
+		}},
+		{"no lease check", func(s *Store) string {
+			return mustReplace(t, s.q.saveUnchanged, `WHERE holder = $4 AND expires_at = $5`,
+				`WHERE $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
+		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
-			tt.mutate(t, s)
-			err := checkOneStatement(t, s, tt.change, true)
+			mutateStatement(s, &s.q.saveUnchanged, tt.mutant(s))
+			err := checkOneStatement(t, s, `UPDATE %s.leases SET holder = 'hx' WHERE key = 't'`, true)
 			require.Error(t, err, "the mutant went unnoticed")
 			t.Logf("caught: %v", err)
 		})
 	}
 }
 
-// changeHolder hands the lease of thread "t" to another holder.
-const changeHolder = `UPDATE %[1]s.leases SET holder = 'hx' WHERE key = 't'`
+// The one-statement write and the check alone hold the thread's row and
+// its lease's row locked until their transaction ends: run by hand in a
+// transaction left open, under a claim, another connection can lock
+// neither (FOR UPDATE NOWAIT fails with lock_not_available). Their
+// mutants without the lease's FOR UPDATE are caught: the lease is then
+// free to lock while the write is uncommitted.
+func TestOneStatementLocks(t *testing.T) {
+	t.Parallel() // schemas of their own
+	unlock := func(sql string) string {
+		return mustReplace(t, sql, `WHERE key = (SELECT id FROM w) FOR UPDATE`, `WHERE key = (SELECT id FROM w)`)
+	}
+	for _, tt := range []struct {
+		name   string
+		stmt   func(q *queries) string
+		mutant bool
+	}{
+		{"write", func(q *queries) string { return q.saveUnchanged }, false},
+		{"check", func(q *queries) string { return q.unchanged }, false},
+		{"write unlocked", func(q *queries) string { return unlock(q.saveUnchanged) }, true},
+		{"check unlocked", func(q *queries) string { return unlock(q.unchanged) }, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := checkStatementLocks(t, newStore(t), tt.stmt)
+			if tt.mutant {
+				require.Error(t, err, "the mutant went unnoticed")
+				t.Logf("caught: %v", err)
+				return
+			}
+			require.NoError(t, err)
+		})
+	}
+}
+
+// checkStatementLocks claims thread "t" on s, runs stmt(&s.q) with the
+// check of the claim's state, in a transaction it leaves open, and
+// returns an error unless another connection then finds both the thread's
+// row and its lease's row locked.
+func checkStatementLocks(t *testing.T, s *Store, stmt func(q *queries) string) error {
+	ctx := context.Background()
+	a := newProc(s, "a")
+	require.NoError(t, a.ws.CreateThread(ctx, "t"))
+	_, err := a.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	_, err = a.ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	var created, version int64
+	var holder string
+	var expires time.Time
+	require.NoError(t, admin(t).QueryRow(ctx, `SELECT t.created, t.version, l.holder, l.expires_at FROM `+q+`.threads t
+		JOIN `+q+`.leases l ON l.key = t.id WHERE t.id = 't'`).Scan(&created, &version, &holder, &expires))
+	tx, err := admin(t).Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	sql := stmt(&s.q)
+	args := []any{"t", created, version, holder, expires}
+	if strings.Contains(sql, "$18") {
+		// The write: the thread row's new columns, and no event.
+		args = append(args, version+1, int64(0), int64(1), int64(0), nil, nil, nil, nil, nil, nil, nil, nil, nil)
+	}
+	_, err = tx.Exec(ctx, sql, args...)
+	require.NoError(t, err, "the statement, under the claim it checks")
+	for _, row := range []struct{ name, sql string }{
+		{"the thread's row", `SELECT 1 FROM ` + q + `.threads WHERE id = 't' FOR UPDATE NOWAIT`},
+		{"the lease's row", `SELECT 1 FROM ` + q + `.leases WHERE key = 't' FOR UPDATE NOWAIT`},
+	} {
+		var pgErr *pgconn.PgError
+		_, err := admin(t).Exec(ctx, row.sql)
+		if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+			return fmt.Errorf("%s, locked from another connection while the statement's transaction is open: %v; want lock_not_available", row.name, err)
+		}
+	}
+	return nil
+}
 
 // mutateStatement makes s send sql where it sent *stmt.
 func mutateStatement(s *Store, stmt *string, sql string) {
 	s.q.names[sql] = "tc_mutant"
 	*stmt = sql
+}
+
+// mustReplace returns s with old replaced by new, once, failing t when s
+// does not hold old (a mutant of a statement that changed would be no
+// mutant).
+func mustReplace(t *testing.T, s, old, new string) string {
+	t.Helper()
+	require.Contains(t, s, old, "the statement to mutate")
+	return strings.Replace(s, old, new, 1)
 }
 
 // checkOneStatement claims thread "t" on s, runs change (unless empty)

@@ -187,54 +187,53 @@ func (s *Store) encodeBuf(t *txn) []byte {
 }
 
 // The statements a write decided from the cache is sent as (%[1]s is the
-// schema). Each checks what the cache assumed of the thread — its row
-// (the same thread, created, at the version the cache had) and its lease
-// (the copy migration 0007 keeps on the row: the same holder and expiry,
-// or none) — in the WHERE of the statement that locks the thread's row;
-// then locks the lease's row (w, then l: the order every write takes
-// them in, since l's key is the row w returned); and calls conflict(),
-// which raises SQLSTATE TC001, when no thread row matched. The error
-// rolls back the whole pipeline it came in. Under READ COMMITTED a row
-// lock that waited for another transaction rechecks the WHERE on the row
-// that transaction left, and every lease write updates the copy on the
-// thread's row (0007's trigger), so a check that passes saw the lease as
-// it is, and holds it locked to the commit.
+// schema). Each locks the thread's row — with the check of the row (the
+// same thread, created, at the version the cache had) in its WHERE —
+// then, keyed by the row it returned, locks the lease's row, the order
+// every write takes them in; and calls conflict() (migration 0007),
+// which raises SQLSTATE TC001, unless the lease row it locked is the
+// lease the cache had (holder and expiry). No thread row, no lease row:
+// the count is 0 and the check fails. The error rolls back the whole
+// pipeline the statement came in.
 //
-// The main query reads the lease's lock count (always zero or one) in
-// its WHERE, so l runs whether or not the check passed: a WHERE that
-// read w alone would be decided before l ran, and skip it.
+// One statement has one snapshot, taken before it waited for any lock:
+// under READ COMMITTED a row lock that waited for another transaction
+// rechecks the WHERE on the row that transaction left (an UPDATE of the
+// thread's row by any write makes the check fail), and a lease row that
+// was updated or deleted is read as it is now, or as gone. A lease row
+// inserted after the snapshot is not seen; but a cache is speculated on
+// only under the Store's own lease, whose row exists, so the check
+// requires the row (a lease that went and came back is a new row the
+// snapshot does not see: the check fails, and the write runs again with
+// locking reads).
 //
-// checkedWriteSQL is the whole of a consuming write in one statement:
-// the thread row's UPDATE with the check in its WHERE, the lease's lock,
-// and the write's event ($10 to $18; none when $10 is NULL), inserted
-// only from the row the UPDATE returned. A data-modifying WITH that the
-// query does not read runs after it, so a failed check raises before
-// anything is inserted. No PL/pgSQL runs unless the check fails.
+// checkedWriteSQL is the whole of a consuming write: the thread row's
+// UPDATE, the lease's lock and check, and the write's event ($10 to $18;
+// none when $10 is NULL), inserted from the row the UPDATE returned. A
+// data-modifying WITH that the query does not read runs after it, so a
+// failed check raises before anything is inserted. No PL/pgSQL runs
+// unless the check fails.
 const checkedWriteSQL = `WITH w AS (
 	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9
 	 WHERE id = $1 AND created = $2 AND version = $3
-	   AND coalesce(lease_holder, '') = $4 AND (lease_holder IS NULL OR lease_expires = $5)
 	RETURNING id
 ), l AS (
-	SELECT FROM %[1]s.leases WHERE key = (SELECT id FROM w) FOR UPDATE
+	SELECT holder, expires_at FROM %[1]s.leases WHERE key = (SELECT id FROM w) FOR UPDATE
 ), e AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 	SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
 	  FROM w WHERE $10::bigint IS NOT NULL
 )
-SELECT %[1]s.conflict($1) FROM (SELECT count(*) AS locked FROM l) l
- WHERE l.locked < 0 OR NOT EXISTS (SELECT FROM w)`
+SELECT %[1]s.conflict($1) FROM (SELECT count(*) AS same FROM l WHERE holder = $4 AND expires_at = $5) c
+ WHERE c.same <> 1`
 
 // checkedSQL is the check alone, for a write that changes no thread row
-// (a Renew, or a write of the lease only): the thread's row is locked
-// with FOR UPDATE instead of the UPDATE.
+// (a Renew; a Release's lease delete): the thread's row is locked with
+// FOR UPDATE instead of the UPDATE.
 const checkedSQL = `WITH w AS (
-	SELECT id FROM %[1]s.threads
-	 WHERE id = $1 AND created = $2 AND version = $3
-	   AND coalesce(lease_holder, '') = $4 AND (lease_holder IS NULL OR lease_expires = $5)
-	   FOR UPDATE
+	SELECT id FROM %[1]s.threads WHERE id = $1 AND created = $2 AND version = $3 FOR UPDATE
 ), l AS (
-	SELECT FROM %[1]s.leases WHERE key = (SELECT id FROM w) FOR UPDATE
+	SELECT holder, expires_at FROM %[1]s.leases WHERE key = (SELECT id FROM w) FOR UPDATE
 )
-SELECT %[1]s.conflict($1) FROM (SELECT count(*) AS locked FROM l) l
- WHERE l.locked < 0 OR NOT EXISTS (SELECT FROM w)`
+SELECT %[1]s.conflict($1) FROM (SELECT count(*) AS same FROM l WHERE holder = $4 AND expires_at = $5) c
+ WHERE c.same <> 1`
