@@ -236,3 +236,108 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 	_, _, version, _ := rowCounts(t, admin(t), s.Schema(), "t")
 	require.Equal(t, version0, version, "the thread row's update outlived the failed lease write")
 }
+
+// A Renew and a Release under the Store's own lease are one statement
+// each (the check, the thread row's UPDATE, and the lease row rewritten
+// or deleted): one round trip, no failed check. Under a lease that
+// changed hands behind the Store's back, the check fails, and the write,
+// run again with locking reads, leaves the other holder's lease alone
+// (the Renew is refused; the Release releases nothing, which is no
+// error). Their mutants without the lease's check are caught: they
+// rewrite or delete the other holder's lease.
+func TestOneStatementLeaseWrites(t *testing.T) {
+	t.Parallel() // schemas of their own
+	noLeaseCheck := func(sql string) string {
+		return mustReplace(t, sql, `WHERE holder = $4 AND expires_at = $5`, `WHERE $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
+	}
+	for _, tt := range []struct {
+		name string
+		stmt func(q *queries) *string
+		op   func(ctx context.Context, ws *core.Workspace, c core.Claim) error
+		busy bool // the op is refused under a lease that changed hands
+		gone bool // the op, unrefused, leaves no lease
+	}{
+		{name: "renew", stmt: func(q *queries) *string { return &q.saveRenew }, busy: true,
+			op: func(ctx context.Context, ws *core.Workspace, c core.Claim) error { return ws.Renew(ctx, c, 2*ttl) }},
+		{name: "release", stmt: func(q *queries) *string { return &q.saveRelease }, gone: true,
+			op: func(ctx context.Context, ws *core.Workspace, c core.Claim) error { return ws.Release(ctx, c) }},
+	} {
+		for _, mutant := range []bool{false, true} {
+			name := tt.name
+			if mutant {
+				name += " without the lease check"
+			}
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				err := checkLeaseWrite(t, func(s *Store) {
+					if mutant {
+						stmt := tt.stmt(&s.q)
+						mutateStatement(s, stmt, noLeaseCheck(*stmt))
+					}
+				}, tt.op, tt.busy, tt.gone)
+				if mutant {
+					require.Error(t, err, "the mutant went unnoticed")
+					t.Logf("caught: %v", err)
+					return
+				}
+				require.NoError(t, err)
+			})
+		}
+	}
+}
+
+// checkLeaseWrite runs op under a claim of thread "t" on a Store that
+// setup prepares, first as it is (want: one round trip, no failed check,
+// the lease gone or still the claim's), then, on a second thread, after
+// its lease went to holder hx behind the Store's back (want: one failed
+// check, op refused when busy, and hx's lease left as it was).
+func checkLeaseWrite(t *testing.T, setup func(s *Store), op func(ctx context.Context, ws *core.Workspace, c core.Claim) error, busy, gone bool) error {
+	ctx := context.Background()
+	s := newStore(t)
+	setup(s)
+	a := newProc(s, "a")
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	lease := func(id string) string {
+		var h string
+		err := admin(t).QueryRow(ctx, `SELECT holder FROM `+q+`.leases WHERE key = $1`, id).Scan(&h)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return "-"
+		}
+		require.NoError(t, err)
+		return h
+	}
+	for _, changed := range []bool{false, true} {
+		id := core.ThreadID(fmt.Sprintf("t%v", changed))
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		c, err := a.ws.Claim(ctx, id, core.Holder("h"+string(id)), ttl)
+		require.NoError(t, err)
+		if changed {
+			_, err := admin(t).Exec(ctx, `UPDATE `+q+`.leases SET holder = 'hx' WHERE key = $1`, string(id))
+			require.NoError(t, err)
+		}
+		trips, conflicts := s.stats.roundTrips.Load(), s.stats.conflicts.Load()
+		err = op(ctx, a.ws, c)
+		trips, conflicts = s.stats.roundTrips.Load()-trips, s.stats.conflicts.Load()-conflicts
+		got := lease(string(id))
+		want := string(c.Holder)
+		switch {
+		case changed:
+			want = "hx"
+		case gone:
+			want = "-"
+		}
+		switch {
+		case !changed && (err != nil || trips != 1 || conflicts != 0):
+			return fmt.Errorf("unchanged thread: %v in %d round trips, %d failed checks; want one round trip", err, trips, conflicts)
+		case changed && conflicts != 1:
+			return fmt.Errorf("%d failed checks (%v, lease %s); want 1", conflicts, err, got)
+		case changed && busy && !errors.Is(err, core.ErrThreadBusy):
+			return fmt.Errorf("under a lease that changed hands: %v (lease %s); want ErrThreadBusy", err, got)
+		case changed && !busy && err != nil:
+			return fmt.Errorf("under a lease that changed hands: %v (lease %s); want no error", err, got)
+		case got != want:
+			return fmt.Errorf("lease of %s after the write (changed behind its back: %v): %s; want %s", id, changed, got, want)
+		}
+	}
+	return nil
+}

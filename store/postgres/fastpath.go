@@ -43,6 +43,15 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 				// ... and the write's event: one statement for the whole write.
 				args = append(args, ev.args[1:ev.n]...)
 				ev.sql = "" // sent
+			} else if pl := t.firstPending(t.s.q.putLease); pl != nil && pl.args[0].s == a.id {
+				// ... or its lease's rewrite (a Renew).
+				sql = t.s.q.saveRenew
+				args = append(args, pl.args[1:pl.n]...)
+				pl.sql = ""
+			} else if dl := t.firstPending(t.s.q.deleteLease); dl != nil && dl.args[0].s == a.id {
+				// ... or its lease's delete (a Release).
+				sql = t.s.q.saveRelease
+				dl.sql = ""
 			} else {
 				for range maxParams - len(args) {
 					args = append(args, arg{kind: argNull}) // no event
@@ -207,29 +216,50 @@ func (s *Store) encodeBuf(t *txn) []byte {
 // snapshot does not see: the check fails, and the write runs again with
 // locking reads).
 //
-// checkedWriteSQL is the whole of a consuming write: the thread row's
-// UPDATE, the lease's lock and check, and the write's event ($10 to $18;
-// none when $10 is NULL), inserted from the row the UPDATE returned. A
-// data-modifying WITH that the query does not read runs after it, so a
-// failed check raises before anything is inserted. No PL/pgSQL runs
-// unless the check fails.
-const checkedWriteSQL = `WITH w AS (
+// checkedHead is the check every one-statement write begins with: the
+// thread row's UPDATE ($6 to $9) with the row's check, the lease's lock,
+// and c, the count of lease rows that are the lease the cache had. Each
+// write ends with checkedTail, which raises unless that count is 1.
+const checkedHead = `WITH w AS (
 	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9
 	 WHERE id = $1 AND created = $2 AND version = $3
 	RETURNING id
 ), l AS (
 	SELECT holder, expires_at FROM %[1]s.leases WHERE key = (SELECT id FROM w) FOR UPDATE
-), e AS (
+), c AS (
+	SELECT count(*) AS same FROM l WHERE holder = $4 AND expires_at = $5
+)`
+
+const checkedTail = `
+SELECT %[1]s.conflict($1) FROM c WHERE c.same <> 1`
+
+// checkedWriteSQL is the whole of a consuming write: the check, and the
+// write's event ($10 to $18; none when $10 is NULL), inserted from the
+// row the UPDATE returned. A data-modifying WITH that the query does not
+// read runs after it, so a failed check raises before anything is
+// inserted. No PL/pgSQL runs unless the check fails.
+const checkedWriteSQL = checkedHead + `, e AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 	SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
 	  FROM w WHERE $10::bigint IS NOT NULL
-)
-SELECT %[1]s.conflict($1) FROM (SELECT count(*) AS same FROM l WHERE holder = $4 AND expires_at = $5) c
- WHERE c.same <> 1`
+)` + checkedTail
 
-// checkedSQL is the check alone, for a write that changes no thread row
-// (a Renew; a Release's lease delete): the thread's row is locked with
-// FOR UPDATE instead of the UPDATE.
+// checkedRenewSQL is the whole of a Renew: the check, then the lease row
+// it locked rewritten (holder $10, expiry $11). checkedReleaseSQL is the
+// whole of a Release: the check, then that row deleted. Each lease write
+// also requires the check (it runs after the query, which has raised when
+// the check failed).
+const (
+	checkedRenewSQL = checkedHead + `, p AS (
+	UPDATE %[1]s.leases SET holder = $10, expires_at = $11 WHERE key = $1 AND (SELECT same FROM c) = 1
+)` + checkedTail
+	checkedReleaseSQL = checkedHead + `, p AS (
+	DELETE FROM %[1]s.leases WHERE key = $1 AND (SELECT same FROM c) = 1
+)` + checkedTail
+)
+
+// checkedSQL is the check alone, for a write that changes no thread row:
+// the thread's row is locked with FOR UPDATE instead of the UPDATE.
 const checkedSQL = `WITH w AS (
 	SELECT id FROM %[1]s.threads WHERE id = $1 AND created = $2 AND version = $3 FOR UPDATE
 ), l AS (
