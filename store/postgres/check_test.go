@@ -15,8 +15,8 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// A write decided from the cache is one statement (save_unchanged,
-// migration 0006), sent autocommitted in one round trip. Its check is what
+// A write decided from the cache is one statement (checkedWriteSQL),
+// sent autocommitted in one round trip. Its check is what
 // makes that safe: when the thread's row or its lease changed behind the
 // Store's back (here, with plain SQL, so the Store's cache is stale
 // without knowing it), the statement raises, nothing of it is kept, and

@@ -17,15 +17,15 @@ import (
 
 // commitOneTrip sends a transaction that has sent nothing yet — the
 // check of what it assumed, its writes — as one pipeline of prepared
-// statements on the connection's pgconn, with the arguments encoded as
-// text into one reused buffer, and no BEGIN or COMMIT: the statements of
-// one pipeline (one Sync) run as one implicit transaction, which commits
-// when the last succeeds and rolls back whole when one fails. A write on
-// one thread (a RunStart, RunEnd, Abandon, Reply, or a Post under the
-// Store's own lease) is then a single statement, save_unchanged()
-// (migration 0006): one round trip, and nothing for the server to run but
-// the write. It returns the error of the first statement that failed, or
-// of the connection.
+// statements on the connection's pgconn, with the arguments encoded into
+// one reused buffer, and no BEGIN or COMMIT: the statements of one
+// pipeline (one Sync) run as one implicit transaction, which commits when
+// the last succeeds and rolls back whole when one fails. A write on one
+// thread (a RunStart, RunEnd, Abandon, Reply, or a Post under the Store's
+// own lease) is then a single SQL statement, checkedWriteSQL, and so are
+// a Renew (checkedRenewSQL) and a Release (checkedReleaseSQL): one round
+// trip, one statement, and no PL/pgSQL. It returns the error of the first
+// statement that failed, or of the connection.
 func (t *txn) commitOneTrip(ctx context.Context) error {
 	b := &pgconn.Batch{}
 	for i := range t.assumed {
@@ -180,7 +180,7 @@ func pgMicros(t time.Time) int64 {
 }
 
 // maxParams is the most arguments a statement sent in one round trip
-// takes (save_unchanged's).
+// takes (checkedWriteSQL's).
 const maxParams = 18
 
 // pgTimeText is a timestamptz as PostgreSQL reads it as text, to the

@@ -239,8 +239,8 @@ func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 	require.NoError(t, err, "a fresh holder's claim")
 }
 
-// Migration 0006 on a schema at version 5 with a thread claimed and
-// written there: the thread's next write under the claim, decided from a
+// Migrations 0006 and 0007 on a schema at version 5 with a thread written
+// there: the thread's next write under a claim, decided from a
 // new Store's cache once it claims it, is one statement, and the foreign
 // keys it drops are gone (an event of another thread's name would have
 // been refused by them; the Store never writes one).

@@ -70,17 +70,19 @@ func (t *txn) newThread() *txThread {
 }
 
 // assumption is a thread as the Store's cache holds it, which a
-// speculating transaction decided on. The unchanged() check (migration
-// 0004) locks the thread's row and its lease's row and fails unless they
-// still match: then every decision made from the cache is the decision
-// the locking reads would have led to, at the moment of the check.
+// speculating transaction decided on. The check sent with the write
+// (checkedSQL and its kin, fastpath.go) locks the thread's row and its
+// lease's row and fails unless they still match: then every decision
+// made from the cache is the decision the locking reads would have led
+// to, at the moment of the check.
 type assumption struct {
 	id               string
 	created, version int64
 	lease            core.Lease
 }
 
-// conflictCode is the SQLSTATE unchanged() raises.
+// conflictCode is the SQLSTATE a failed check raises (conflict(), and
+// unchanged() and save_unchanged() of the migrations before 0007).
 const conflictCode = "TC001"
 
 var _ core.Transaction = (*txn)(nil)
@@ -221,7 +223,7 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
 }
 
 // noteConflict records that err is the check of a speculating
-// transaction's assumptions failing: unchanged() raising, or the write's
+// transaction's assumptions failing: the check raising, or the write's
 // event colliding with one the cache did not know of.
 func (t *txn) noteConflict(err error) {
 	var pgErr *pgconn.PgError
