@@ -237,14 +237,14 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 	require.Equal(t, version0, version, "the thread row's update outlived the failed lease write")
 }
 
-// A Renew and a Release under the Store's own lease are one statement
-// each (the check, the thread row's UPDATE, and the lease row rewritten
-// or deleted): one round trip, no failed check. Under a lease that
-// changed hands behind the Store's back, the check fails, and the write,
-// run again with locking reads, leaves the other holder's lease alone
-// (the Renew is refused; the Release releases nothing, which is no
-// error). Their mutants without the lease's check are caught: they
-// rewrite or delete the other holder's lease.
+// A Renew and a Release under the Store's own lease are one round trip
+// each (the one-statement write of the thread's row, with its check, and
+// the lease's upsert or delete, in one pipeline), with no failed check.
+// Under a lease that changed hands behind the Store's back, the check
+// fails, and the write, run again with locking reads, leaves the other
+// holder's lease alone (the Renew is refused; the Release releases
+// nothing, which is no error). With the mutant without the lease's
+// check, each rewrites or deletes the other holder's lease: caught.
 func TestOneStatementLeaseWrites(t *testing.T) {
 	t.Parallel() // schemas of their own
 	noLeaseCheck := func(sql string) string {
@@ -257,9 +257,9 @@ func TestOneStatementLeaseWrites(t *testing.T) {
 		busy bool // the op is refused under a lease that changed hands
 		gone bool // the op, unrefused, leaves no lease
 	}{
-		{name: "renew", stmt: func(q *queries) *string { return &q.saveRenew }, busy: true,
+		{name: "renew", busy: true,
 			op: func(ctx context.Context, ws *core.Workspace, c core.Claim) error { return ws.Renew(ctx, c, 2*ttl) }},
-		{name: "release", stmt: func(q *queries) *string { return &q.saveRelease }, gone: true,
+		{name: "release", gone: true,
 			op: func(ctx context.Context, ws *core.Workspace, c core.Claim) error { return ws.Release(ctx, c) }},
 	} {
 		for _, mutant := range []bool{false, true} {
@@ -271,8 +271,7 @@ func TestOneStatementLeaseWrites(t *testing.T) {
 				t.Parallel()
 				err := checkLeaseWrite(t, func(s *Store) {
 					if mutant {
-						stmt := tt.stmt(&s.q)
-						mutateStatement(s, stmt, noLeaseCheck(*stmt))
+						mutateStatement(s, &s.q.saveUnchanged, noLeaseCheck(s.q.saveUnchanged))
 					}
 				}, tt.op, tt.busy, tt.gone)
 				if mutant {

@@ -22,10 +22,10 @@ import (
 // pipeline (one Sync) run as one implicit transaction, which commits when
 // the last succeeds and rolls back whole when one fails. A write on one
 // thread (a RunStart, RunEnd, Abandon, Reply, or a Post under the Store's
-// own lease) is then a single SQL statement, checkedWriteSQL, and so are
-// a Renew (checkedRenewSQL) and a Release (checkedReleaseSQL): one round
-// trip, one statement, and no PL/pgSQL. It returns the error of the first
-// statement that failed, or of the connection.
+// own lease) is then a single SQL statement, checkedWriteSQL: one round
+// trip, one statement, and no PL/pgSQL. A Renew or a Release adds its
+// lease's upsert or delete to the same pipeline. It returns the error of
+// the first statement that failed, or of the connection.
 func (t *txn) commitOneTrip(ctx context.Context) error {
 	b := &pgconn.Batch{}
 	for i := range t.assumed {
@@ -43,15 +43,6 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 				// ... and the write's event: one statement for the whole write.
 				args = append(args, ev.args[1:ev.n]...)
 				ev.sql = "" // sent
-			} else if pl := t.firstPending(t.s.q.putLease); pl != nil && pl.args[0].s == a.id {
-				// ... or its lease's rewrite (a Renew).
-				sql = t.s.q.saveRenew
-				args = append(args, pl.args[1:pl.n]...)
-				pl.sql = ""
-			} else if dl := t.firstPending(t.s.q.deleteLease); dl != nil && dl.args[0].s == a.id {
-				// ... or its lease's delete (a Release).
-				sql = t.s.q.saveRelease
-				dl.sql = ""
 			} else {
 				for range maxParams - len(args) {
 					args = append(args, arg{kind: argNull}) // no event
@@ -243,20 +234,6 @@ const checkedWriteSQL = checkedHead + `, e AS (
 	SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
 	  FROM w WHERE $10::bigint IS NOT NULL
 )` + checkedTail
-
-// checkedRenewSQL is the whole of a Renew: the check, then the lease row
-// it locked rewritten (holder $10, expiry $11). checkedReleaseSQL is the
-// whole of a Release: the check, then that row deleted. Each lease write
-// also requires the check (it runs after the query, which has raised when
-// the check failed).
-const (
-	checkedRenewSQL = checkedHead + `, p AS (
-	UPDATE %[1]s.leases SET holder = $10, expires_at = $11 WHERE key = $1 AND (SELECT same FROM c) = 1
-)` + checkedTail
-	checkedReleaseSQL = checkedHead + `, p AS (
-	DELETE FROM %[1]s.leases WHERE key = $1 AND (SELECT same FROM c) = 1
-)` + checkedTail
-)
 
 // checkedSQL is the check alone, for a write that changes no thread row:
 // the thread's row is locked with FOR UPDATE instead of the UPDATE.

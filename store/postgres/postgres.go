@@ -334,7 +334,6 @@ type queries struct {
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
 	unchanged, saveUnchanged, acquired            string
-	saveRenew, saveRelease                        string
 }
 
 func newQueries(schema string) queries {
@@ -362,13 +361,11 @@ func newQueries(schema string) queries {
 		pending:       fmt.Sprintf(pendingQuery, schema),
 		unchanged:     f(checkedSQL),
 		saveUnchanged: f(checkedWriteSQL),
-		saveRenew:     f(checkedRenewSQL),
-		saveRelease:   f(checkedReleaseSQL),
 		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.insertMessage, q.notify,
-		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveRenew, q.saveRelease} {
+		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}
 	return q
