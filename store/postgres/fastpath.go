@@ -122,17 +122,18 @@ func (t *txn) firstPending(sql string) *statement {
 
 // exec adds the prepared statement sql, with args, to b. The statement is
 // prepared on the connection the first time (a round trip of its own,
-// once per connection). Integers and times go in PostgreSQL's binary
-// form where the statement takes a bigint or a timestamptz, which the
-// server reads without parsing text (and the client writes without
-// formatting any); strings, and any other parameter, go as text.
+// once per connection). Integers, times and strings go in PostgreSQL's
+// binary form where the statement takes a bigint, a timestamptz or a
+// text, which the server reads without parsing (and the client writes
+// without formatting); any other parameter goes as text.
 func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg) error {
 	sd, err := t.conn.Prepare(ctx, t.s.q.name(sql), sql)
 	if err != nil {
 		return fmt.Errorf("postgres: prepare: %w", err)
 	}
 	var params [maxParams][]byte
-	var formats [maxParams]int16
+	formats := &t.formats // not on the stack: Bind keeps the slice
+	allBinary := true
 	buf := t.s.encodeBuf(t)
 	for i, a := range args {
 		var oid uint32
@@ -140,26 +141,33 @@ func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg
 			oid = sd.ParamOIDs[i]
 		}
 		start := len(buf)
+		formats[i] = pgx.BinaryFormatCode
 		switch {
 		case a.kind == argNull:
 			params[i] = nil
 			continue
 		case a.kind == argInt && oid == pgtype.Int8OID:
-			buf, formats[i] = binary.BigEndian.AppendUint64(buf, uint64(a.i)), pgx.BinaryFormatCode
+			buf = binary.BigEndian.AppendUint64(buf, uint64(a.i))
 		case a.kind == argTime && oid == pgtype.TimestamptzOID:
-			buf, formats[i] = binary.BigEndian.AppendUint64(buf, uint64(pgMicros(a.t))), pgx.BinaryFormatCode
+			buf = binary.BigEndian.AppendUint64(buf, uint64(pgMicros(a.t)))
+		case a.kind == argString && oid == pgtype.TextOID:
+			buf = append(buf, a.s...) // text's binary form is its bytes
 		case a.kind == argString:
-			buf = append(buf, a.s...)
+			buf, formats[i], allBinary = append(buf, a.s...), pgx.TextFormatCode, false
 		case a.kind == argInt:
-			buf = strconv.AppendInt(buf, a.i, 10)
+			buf, formats[i], allBinary = strconv.AppendInt(buf, a.i, 10), pgx.TextFormatCode, false
 		case a.kind == argTime:
-			buf = a.t.UTC().AppendFormat(buf, pgTimeText)
+			buf, formats[i], allBinary = a.t.UTC().AppendFormat(buf, pgTimeText), pgx.TextFormatCode, false
 		}
 		params[i] = buf[start:len(buf):len(buf)]
 	}
 	t.buf = buf
+	fs := formats[:len(args)]
+	if allBinary && len(args) > 0 {
+		fs = formats[:1] // one format code stands for every parameter
+	}
 	// Bind copies the arguments into b's buffer: buf is free again after.
-	b.ExecStatement(sd, params[:len(args)], formats[:len(args)], nil)
+	b.ExecStatement(sd, params[:len(args)], fs, nil)
 	return nil
 }
 

@@ -43,6 +43,7 @@ type txn struct {
 	oneShot, shot, again bool
 	pending              []statement
 	buf                  []byte                      // the arguments of a statement sent in one round trip, encoded
+	formats              [maxParams]int16            // their format codes (text or binary)
 	threads              map[core.ThreadID]*txThread // locked by this transaction
 	leases               map[string]core.Lease       // locked (or seen absent) by this transaction
 	err                  error                       // the first failure: the transaction is lost
