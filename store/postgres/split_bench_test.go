@@ -2,9 +2,9 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -22,8 +22,8 @@ import (
 //	raw      the very statement the Store sends for it (the one-statement
 //	         write, check and event included), prepared, sent by hand on a
 //	         connection of the same pool with its arguments encoded
-//	         beforehand: the server's work and the protocol, without the
-//	         Workspace and the Store
+//	         beforehand, as the Store encodes them: the server's work and
+//	         the protocol, without the Workspace and the Store
 //	update   one autocommitted UPDATE of the thread's row
 //
 // fenced − raw is then the client's part (the Workspace, the fold, the
@@ -57,9 +57,8 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rawArgs = [][]byte{[]byte(rawID), []byte(strconv.FormatInt(created, 10)), nil, []byte(holder),
-			[]byte(expires.UTC().Format(pgTimeText)), nil, []byte("0"), []byte("1"), []byte("1"),
-			nil, nil, []byte(core.RunStarted), nil, []byte("1"), []byte(""), nil, []byte("0"), []byte(holder)}
+		rawArgs = [][]byte{[]byte(rawID), be(created), nil, []byte(holder), be(pgMicros(expires)), nil, be(0), be(1), be(1),
+			nil, nil, []byte(core.RunStarted), nil, be(1), []byte(""), nil, be(0), []byte(holder)}
 	}
 	fresh(0)
 	var fenced, sent, plain []time.Duration
@@ -70,9 +69,8 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 			return err
 		}
 		t1 := time.Now()
-		v, n := strconv.FormatInt(version, 10), strconv.FormatInt(version+1, 10)
-		rawArgs[2], rawArgs[5], rawArgs[9], rawArgs[10], rawArgs[15] = []byte(v), []byte(n), []byte(strconv.FormatInt(seq+1, 10)), []byte(n), []byte(strconv.FormatInt(seq+1, 10))
-		rawArgs[12] = []byte(t1.UTC().Format(pgTimeText))
+		rawArgs[2], rawArgs[5], rawArgs[9], rawArgs[10], rawArgs[15] = be(version), be(version+1), be(seq+1), be(version+1), be(seq+1)
+		rawArgs[12] = be(pgMicros(t1))
 		t2 := time.Now()
 		if err := execRaw(ctx, s, rawArgs); err != nil {
 			return fmt.Errorf("raw write: %w", err)
@@ -96,7 +94,8 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 }
 
 // execRaw sends the Store's one-statement write with args, already
-// encoded as text, on a connection of s's pool.
+// encoded in binary (as the Store sends them), on a connection of s's
+// pool.
 func execRaw(ctx context.Context, s *Store, args [][]byte) error {
 	c, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -107,6 +106,9 @@ func execRaw(ctx context.Context, s *Store, args [][]byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.Conn().PgConn().ExecPrepared(ctx, sd.Name, args, nil, nil).Close()
+	_, err = c.Conn().PgConn().ExecStatement(ctx, sd, args, []int16{pgx.BinaryFormatCode}, nil).Close()
 	return err
 }
+
+// be is i in PostgreSQL's binary form of a bigint.
+func be(i int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
