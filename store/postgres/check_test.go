@@ -63,8 +63,8 @@ func TestOneStatementCheckMutant(t *testing.T) {
 			  FROM w WHERE $10::bigint IS NOT NULL`, pgx.Identifier{s.Schema()}.Sanitize())
 		}},
 		{"no lease check", func(s *Store) string {
-			return mustReplace(t, s.q.saveUnchanged, `WHERE holder = $4 AND expires_at = $5`,
-				`WHERE $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
+			return mustReplace(t, s.q.saveUnchanged, `AND lease_holder = $4 AND lease_expires = $5`,
+				`AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
 		}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,17 +78,14 @@ func TestOneStatementCheckMutant(t *testing.T) {
 	}
 }
 
-// The one-statement write and the check alone hold the thread's row and
-// its lease's row locked until their transaction ends: run by hand in a
-// transaction left open, under a claim, another connection can lock
-// neither (FOR UPDATE NOWAIT fails with lock_not_available). Their
-// mutants without the lease's FOR UPDATE are caught: the lease is then
-// free to lock while the write is uncommitted.
+// The one-statement write and the check alone hold the thread's row —
+// and with it the lease, which lives on that row (migration 0007) —
+// locked until their transaction ends: run by hand in a transaction left
+// open, under a claim, another connection can lock neither the row nor
+// the lease through the leases view (FOR UPDATE NOWAIT fails with
+// lock_not_available). The check's mutant without FOR UPDATE is caught.
 func TestOneStatementLocks(t *testing.T) {
 	t.Parallel() // schemas of their own
-	unlock := func(sql string) string {
-		return mustReplace(t, sql, `WHERE key = (SELECT id FROM w) FOR UPDATE`, `WHERE key = (SELECT id FROM w)`)
-	}
 	for _, tt := range []struct {
 		name   string
 		stmt   func(q *queries) string
@@ -96,8 +93,7 @@ func TestOneStatementLocks(t *testing.T) {
 	}{
 		{"write", func(q *queries) string { return q.saveUnchanged }, false},
 		{"check", func(q *queries) string { return q.unchanged }, false},
-		{"write unlocked", func(q *queries) string { return unlock(q.saveUnchanged) }, true},
-		{"check unlocked", func(q *queries) string { return unlock(q.unchanged) }, true},
+		{"check unlocked", func(q *queries) string { return mustReplace(t, q.unchanged, `FOR UPDATE`, ``) }, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -208,7 +204,7 @@ func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
 
 // A write sent as one pipeline without BEGIN or COMMIT is one implicit
 // transaction: when its second statement fails (here a Renew's lease
-// upsert, which a trigger refuses), the first one's update of the thread
+// write, which a trigger refuses), the first one's update of the thread
 // row is rolled back with it, and the error is the server's, not an
 // unknown outcome.
 func TestOnePipelineOneTransaction(t *testing.T) {
@@ -225,7 +221,7 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 	_, err = admin(t).Exec(ctx, fmt.Sprintf(`
 		CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS
 			$$ BEGIN RAISE EXCEPTION 'lease write refused'; END $$;
-		CREATE TRIGGER refuse BEFORE UPDATE ON %[1]s.leases FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
+		CREATE TRIGGER refuse BEFORE UPDATE OF lease_expires ON %[1]s.threads FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
 	require.NoError(t, err)
 	_, _, version0, _ := rowCounts(t, admin(t), s.Schema(), "t")
 	trips := s.stats.roundTrips.Load()
@@ -248,7 +244,7 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 func TestOneStatementLeaseWrites(t *testing.T) {
 	t.Parallel() // schemas of their own
 	noLeaseCheck := func(sql string) string {
-		return mustReplace(t, sql, `WHERE holder = $4 AND expires_at = $5`, `WHERE $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
+		return mustReplace(t, sql, `AND lease_holder = $4 AND lease_expires = $5`, `AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
 	}
 	for _, tt := range []struct {
 		name string

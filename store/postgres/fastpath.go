@@ -195,60 +195,38 @@ func (s *Store) encodeBuf(t *txn) []byte {
 }
 
 // The statements a write decided from the cache is sent as (%[1]s is the
-// schema). Each locks the thread's row — with the check of the row (the
-// same thread, created, at the version the cache had) in its WHERE —
-// then, keyed by the row it returned, locks the lease's row, the order
-// every write takes them in; and calls conflict() (migration 0007),
-// which raises SQLSTATE TC001, unless the lease row it locked is the
-// lease the cache had (holder and expiry). No thread row, no lease row:
-// the count is 0 and the check fails. The error rolls back the whole
-// pipeline the statement came in.
+// schema). Each locks the thread's row — which holds the thread's lease
+// too (migration 0007) — with the whole check in its WHERE: the same
+// thread (created), at the version the cache had, under the lease the
+// cache had (holder and expiry); and calls conflict() (0007), which
+// raises SQLSTATE TC001, when no row matched. The error rolls back the
+// whole pipeline the statement came in. Under READ COMMITTED a row lock
+// that waited for another transaction rechecks the WHERE on the row that
+// transaction left, so the check sees every write that committed before
+// the lock was granted, the lease's included.
 //
-// One statement has one snapshot, taken before it waited for any lock:
-// under READ COMMITTED a row lock that waited for another transaction
-// rechecks the WHERE on the row that transaction left (an UPDATE of the
-// thread's row by any write makes the check fail), and a lease row that
-// was updated or deleted is read as it is now, or as gone. A lease row
-// inserted after the snapshot is not seen; but a cache is speculated on
-// only under the Store's own lease, whose row exists, so the check
-// requires the row (a lease that went and came back is a new row the
-// snapshot does not see: the check fails, and the write runs again with
-// locking reads).
-//
-// checkedHead is the check every one-statement write begins with: the
-// thread row's UPDATE ($6 to $9) with the row's check, the lease's lock,
-// and c, the count of lease rows that are the lease the cache had. Each
-// write ends with checkedTail, which raises unless that count is 1.
-const checkedHead = `WITH w AS (
+// checkedWriteSQL is the whole of a consuming write: the thread row's
+// UPDATE ($6 to $9) with the check, and the write's event ($10 to $18;
+// none when $10 is NULL), inserted from the row the UPDATE returned. A
+// data-modifying WITH that the query does not read runs after it, so a
+// failed check raises before anything is inserted. No PL/pgSQL runs
+// unless the check fails.
+const checkedWriteSQL = `WITH w AS (
 	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9
-	 WHERE id = $1 AND created = $2 AND version = $3
+	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
 	RETURNING id
-), l AS (
-	SELECT holder, expires_at FROM %[1]s.leases WHERE key = (SELECT id FROM w) FOR UPDATE
-), c AS (
-	SELECT count(*) AS same FROM l WHERE holder = $4 AND expires_at = $5
-)`
-
-const checkedTail = `
-SELECT %[1]s.conflict($1) FROM c WHERE c.same <> 1`
-
-// checkedWriteSQL is the whole of a consuming write: the check, and the
-// write's event ($10 to $18; none when $10 is NULL), inserted from the
-// row the UPDATE returned. A data-modifying WITH that the query does not
-// read runs after it, so a failed check raises before anything is
-// inserted. No PL/pgSQL runs unless the check fails.
-const checkedWriteSQL = checkedHead + `, e AS (
+), e AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 	SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
 	  FROM w WHERE $10::bigint IS NOT NULL
-)` + checkedTail
+)
+SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
 
 // checkedSQL is the check alone, for a write that changes no thread row:
-// the thread's row is locked with FOR UPDATE instead of the UPDATE.
+// the row is locked with FOR UPDATE instead of the UPDATE.
 const checkedSQL = `WITH w AS (
-	SELECT id FROM %[1]s.threads WHERE id = $1 AND created = $2 AND version = $3 FOR UPDATE
-), l AS (
-	SELECT holder, expires_at FROM %[1]s.leases WHERE key = (SELECT id FROM w) FOR UPDATE
+	SELECT FROM %[1]s.threads
+	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
+	   FOR UPDATE
 )
-SELECT %[1]s.conflict($1) FROM (SELECT count(*) AS same FROM l WHERE holder = $4 AND expires_at = $5) c
- WHERE c.same <> 1`
+SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`

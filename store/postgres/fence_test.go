@@ -75,12 +75,16 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	}()
 
 	look := admin(t)
+	// The lease is held on the thread's row (migration 0007): both wait
+	// for that row, one queued behind the other, which waits for the
+	// fenced write.
+	const waitsForWrite = `wait_event_type = 'Lock' AND ($1::int = ANY (pg_blocking_pids(pid))
+		OR EXISTS (SELECT 1 FROM unnest(pg_blocking_pids(pid)) b WHERE $1::int = ANY (pg_blocking_pids(b))))`
 	waitFor(t, look, "the claim and the SQL acquire waiting on the fenced write's locks",
-		`SELECT count(*) = 2 FROM pg_stat_activity
-		  WHERE wait_event_type = 'Lock' AND $1::int = ANY (pg_blocking_pids(pid))`, int32(pid))
+		`SELECT count(*) = 2 FROM pg_stat_activity WHERE `+waitsForWrite, int32(pid))
 	var leaseWaiter bool
 	require.NoError(t, look.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
-		WHERE wait_event_type = 'Lock' AND $1::int = ANY (pg_blocking_pids(pid)) AND query LIKE '%leases%FOR UPDATE%')`,
+		WHERE `+waitsForWrite+` AND query LIKE '%leases%FOR UPDATE%')`,
 		int32(pid)).Scan(&leaseWaiter))
 	require.True(t, leaseWaiter, "the lease row is not what the SQL acquire waits on")
 	select {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -278,4 +279,79 @@ func TestMigrationToOneStatement(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, th.Runs, 1)
 	require.Equal(t, core.Seq(1), th.Taken)
+}
+
+// Migration 0007 on a schema at version 6 with leases in it: each lease
+// moves onto its thread's row and reads back through the leases view; a
+// lease whose key names no thread is not kept; the statements of the
+// binary before, on the view, still work (its save_unchanged(), its
+// lease upsert, its lease delete, which clears the lease and keeps the
+// thread); and a write under a claim made after the migration is one
+// statement.
+func TestMigrationLeaseOnThread(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema := testSchema(t)
+	ms, err := migrations()
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(ms), 7)
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
+	require.NoError(t, err)
+	defer pool.Close()
+	require.NoError(t, migrateTo(ctx, pool, schema, ms[:6]))
+	q := pgx.Identifier{schema}.Sanitize()
+	exp := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1), ('u', 1, 0, 1), ('v', 0, 0, 0);
+		INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1'),
+			('u', 1, 1, 'message_posted', now(), 1, 'm1');
+		INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now()), ('u', 1, 'm1', now());
+		INSERT INTO `+q+`.leases (key, holder, expires_at) VALUES ('t', 'h0', '2030-01-02 03:04:05.123456+00'), ('nothread', 'h9', now())`)
+	require.NoError(t, err)
+
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	leases := func() map[string]string {
+		rows, err := pool.Query(ctx, `SELECT key, holder FROM `+q+`.leases`)
+		require.NoError(t, err)
+		got := map[string]string{}
+		for rows.Next() {
+			var k, h string
+			require.NoError(t, rows.Scan(&k, &h))
+			got[k] = h
+		}
+		require.NoError(t, rows.Err())
+		return got
+	}
+	require.Equal(t, map[string]string{"t": "h0"}, leases(), "after the migration")
+	var l core.Lease
+	require.NoError(t, s.View(ctx, func(ctx context.Context, tx core.Transaction) (err error) {
+		l, err = tx.Lease(ctx, "t")
+		return err
+	}))
+	require.Equal(t, core.Lease{Key: "t", Holder: "h0", ExpiresAt: exp}, l)
+
+	// The binary before: its one-statement write under t's lease, its
+	// lease upsert and its lease delete.
+	_, err = pool.Exec(ctx, `SELECT `+q+`.save_unchanged('t', (SELECT created FROM `+q+`.threads WHERE id = 't'), 1, 'h0', $1,
+		2, 0, 1, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`, exp)
+	require.NoError(t, err, "0006's save_unchanged under the lease it checks")
+	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.leases (key, holder, expires_at) VALUES ('u', 'h1', now())
+		ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"t": "h0", "u": "h1"}, leases(), "after the lease upsert of the binary before")
+	_, err = pool.Exec(ctx, `DELETE FROM `+q+`.leases WHERE key = 't'`)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"u": "h1"}, leases(), "after the lease delete of the binary before")
+	var threads int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+q+`.threads`).Scan(&threads))
+	require.Equal(t, 3, threads, "threads left after a lease delete")
+
+	a := newProc(s, "a")
+	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	trips := s.stats.roundTrips.Load()
+	_, err = a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "round trips of a RunStart under the Store's own claim")
+	require.Equal(t, map[string]string{"t": "ha", "u": "h1"}, leases())
 }

@@ -352,9 +352,8 @@ func newQueries(schema string) queries {
 		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		insertMessage: f(`INSERT INTO %s.messages (thread_id, seq, text, posted_at) VALUES ($1, $2, $3, $4)`),
 		notify:        `SELECT pg_notify($1, $2)`,
-		putLease: f(`INSERT INTO %s.leases (key, holder, expires_at) VALUES ($1, $2, $3)
-			ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at`),
-		deleteLease:   f(`DELETE FROM %s.leases WHERE key = $1`),
+		putLease:      f(`UPDATE %s.threads SET lease_holder = $2, lease_expires = $3 WHERE id = $1`),
+		deleteLease:   f(`UPDATE %s.threads SET lease_holder = NULL, lease_expires = NULL WHERE id = $1`),
 		insertTrace:   f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
 		traceLines:    f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick`),
 		traceLine:     f(`SELECT line FROM %s.trace_lines WHERE thread_id = $1 AND tick = $2`),
