@@ -203,10 +203,10 @@ func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
 }
 
 // A write sent as one pipeline without BEGIN or COMMIT is one implicit
-// transaction: when its second statement fails (here a Renew's lease
-// write, which a trigger refuses), the first one's update of the thread
-// row is rolled back with it, and the error is the server's, not an
-// unknown outcome.
+// transaction: when its second statement fails (here a Post's message
+// insert, under the Store's own lease, which a trigger refuses), the
+// first one's update of the thread row and its event are rolled back
+// with it, and the error is the server's, not an unknown outcome.
 func TestOnePipelineOneTransaction(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
@@ -215,27 +215,27 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 	require.NoError(t, a.ws.CreateThread(ctx, "t"))
 	_, err := a.ws.Post(ctx, "t", "m1")
 	require.NoError(t, err)
-	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	_, err = a.ws.Claim(ctx, "t", "ha", ttl)
 	require.NoError(t, err)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
 	_, err = admin(t).Exec(ctx, fmt.Sprintf(`
 		CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS
-			$$ BEGIN RAISE EXCEPTION 'lease write refused'; END $$;
-		CREATE TRIGGER refuse BEFORE UPDATE OF lease_expires ON %[1]s.threads FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
+			$$ BEGIN RAISE EXCEPTION 'message insert refused'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON %[1]s.messages FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
 	require.NoError(t, err)
-	_, _, version0, _ := rowCounts(t, admin(t), s.Schema(), "t")
+	events0, _, version0, _ := rowCounts(t, admin(t), s.Schema(), "t")
 	trips := s.stats.roundTrips.Load()
-	err = a.ws.Renew(ctx, c, ttl)
-	require.ErrorContains(t, err, "lease write refused")
+	_, err = a.ws.Post(ctx, "t", "m2")
+	require.ErrorContains(t, err, "message insert refused")
 	require.NotErrorIs(t, err, core.ErrCommitUnknown)
-	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "the Renew under the Store's own lease: one pipeline")
-	_, _, version, _ := rowCounts(t, admin(t), s.Schema(), "t")
-	require.Equal(t, version0, version, "the thread row's update outlived the failed lease write")
+	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "the Post under the Store's own lease: one pipeline")
+	events, _, version, _ := rowCounts(t, admin(t), s.Schema(), "t")
+	require.Equal(t, []int64{int64(events0), version0}, []int64{int64(events), version}, "the thread row's update or the event outlived the failed message insert")
 }
 
-// A Renew and a Release under the Store's own lease are one round trip
-// each (the one-statement write of the thread's row, with its check, and
-// the lease's upsert or delete, in one pipeline), with no failed check.
+// A Renew and a Release under the Store's own lease are one statement
+// each (checkedLeaseSQL: the thread row's UPDATE, with the check, writing
+// or clearing the lease on the row), with no failed check.
 // Under a lease that changed hands behind the Store's back, the check
 // fails, and the write, run again with locking reads, leaves the other
 // holder's lease alone (the Renew is refused; the Release releases
@@ -267,7 +267,7 @@ func TestOneStatementLeaseWrites(t *testing.T) {
 				t.Parallel()
 				err := checkLeaseWrite(t, func(s *Store) {
 					if mutant {
-						mutateStatement(s, &s.q.saveUnchanged, noLeaseCheck(s.q.saveUnchanged))
+						mutateStatement(s, &s.q.saveLease, noLeaseCheck(s.q.saveLease))
 					}
 				}, tt.op, tt.busy, tt.gone)
 				if mutant {

@@ -22,10 +22,10 @@ import (
 // pipeline (one Sync) run as one implicit transaction, which commits when
 // the last succeeds and rolls back whole when one fails. A write on one
 // thread (a RunStart, RunEnd, Abandon, Reply, or a Post under the Store's
-// own lease) is then a single SQL statement, checkedWriteSQL: one round
-// trip, one statement, and no PL/pgSQL. A Renew or a Release adds its
-// lease's upsert or delete to the same pipeline. It returns the error of
-// the first statement that failed, or of the connection.
+// own lease) is then a single SQL statement, checkedWriteSQL, and so is a
+// Renew or a Release (checkedLeaseSQL): one round trip, one statement,
+// and no PL/pgSQL. It returns the error of the first statement that
+// failed, or of the connection.
 func (t *txn) commitOneTrip(ctx context.Context) error {
 	b := &pgconn.Batch{}
 	for i := range t.assumed {
@@ -43,6 +43,16 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 				// ... and the write's event: one statement for the whole write.
 				args = append(args, ev.args[1:ev.n]...)
 				ev.sql = "" // sent
+			} else if pl := t.firstPending(t.s.q.putLease); pl != nil && pl.args[0].s == a.id {
+				// ... or its lease's write (a Renew).
+				sql = t.s.q.saveLease
+				args = append(args, pl.args[1:pl.n]...)
+				pl.sql = ""
+			} else if dl := t.firstPending(t.s.q.deleteLease); dl != nil && dl.args[0].s == a.id {
+				// ... or its lease's delete (a Release).
+				sql = t.s.q.saveLease
+				args = append(args, arg{kind: argNull}, arg{kind: argNull})
+				dl.sql = ""
 			} else {
 				for range maxParams - len(args) {
 					args = append(args, arg{kind: argNull}) // no event
@@ -219,6 +229,17 @@ const checkedWriteSQL = `WITH w AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 	SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
 	  FROM w WHERE $10::bigint IS NOT NULL
+)
+SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
+
+// checkedLeaseSQL is the whole of a Renew or a Release: the thread row's
+// UPDATE with the check, writing the lease on the row too (holder $10,
+// expiry $11; NULL and NULL: no lease). One row version for the write.
+const checkedLeaseSQL = `WITH w AS (
+	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9,
+	       lease_holder = $10, lease_expires = $11
+	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
+	RETURNING id
 )
 SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
 

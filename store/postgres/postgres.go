@@ -333,7 +333,7 @@ type queries struct {
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
-	unchanged, saveUnchanged, acquired            string
+	unchanged, saveUnchanged, saveLease, acquired string
 }
 
 func newQueries(schema string) queries {
@@ -360,11 +360,12 @@ func newQueries(schema string) queries {
 		pending:       fmt.Sprintf(pendingQuery, schema),
 		unchanged:     f(checkedSQL),
 		saveUnchanged: f(checkedWriteSQL),
+		saveLease:     f(checkedLeaseSQL),
 		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.insertMessage, q.notify,
-		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace} {
+		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}
 	return q
