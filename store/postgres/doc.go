@@ -12,17 +12,23 @@
 // processes at once, applies each migration once. A schema a newer binary
 // migrated is refused. The tables:
 //
-//	threads  (id, created, version, taken, last_message, active_runs)
+//	threads  (id, created, version, taken, last_message, active_runs,
+//	          lease_holder, lease_expires)
 //	         one row per thread; created (an identity) is the creation
 //	         order; taken is the thread's taken cursor; last_message and
-//	         active_runs, kept by every write, are what a poll reads
+//	         active_runs, kept by every write, are what a poll reads; the
+//	         thread's lease (claim), both NULL while it has none (since
+//	         migration 0007)
 //	events   (thread_id, seq, version, kind, at, message, text, run,
 //	         request, holder)                the append-only log, seq 1, 2, ...
 //	messages (thread_id, seq, text, posted_at)  written with each message_posted
 //	         (neither events nor messages has a foreign key to threads
 //	         since migration 0006: every insert is made under the thread
 //	         row's lock, and no thread is deleted)
-//	leases   (key, holder, expires_at)       claims; a thread's key is its id
+//	leases   (key, holder, expires_at)       a view of threads since 0007: a
+//	         thread with a lease is a row; a DELETE clears the lease (a
+//	         rule), an INSERT ... ON CONFLICT (key) DO UPDATE writes it, so
+//	         the binary before, which wrote a table, still works
 //	trace_lines (thread_id, tick, line)      committed writes' trace lines,
 //	         only with Options.KeepTrace (many-process trace validation)
 //	holders  (key, holder)                   every holder that acquired a
@@ -40,29 +46,27 @@
 // # Transactions and the lock order
 //
 // Update runs fn in one READ COMMITTED transaction. That is enough because
-// every path that writes locks what it reads first:
+// every path that writes locks what it reads first: the thread's row,
+// SELECT ... FOR UPDATE (Thread, Events, Bump, Append and SaveTaken lock
+// it), so all writes on a thread serialise. The thread's lease lives on
+// the same row (migration 0007): Lease, HoldsLease, PutLease and
+// DeleteLease read it through the leases view FOR UPDATE, which locks
+// that row again, and write it with an UPDATE of that row. (Before 0007
+// the lease had a row of its own, locked second, after the thread's.) A
+// transaction that touches two threads (the Workspace never does) has no
+// order between them. An acquire serialises with a fenced write whether
+// or not the thread has a lease. A lease key that names no thread has no
+// row: it reads as no lease, and a lease written for it is not kept (the
+// Workspace never uses one).
 //
-//  1. the thread's row, SELECT ... FOR UPDATE: Thread, Events, Bump,
-//     Append and SaveTaken lock it, so all writes on a thread serialise;
-//  2. then the lease's row, SELECT ... FROM leases WHERE key = $1 FOR
-//     UPDATE: Lease, HoldsLease, PutLease and DeleteLease lock it, after
-//     the row of the thread whose id is the key.
-//
-// Thread row, then lease row, always; a transaction that touches two
-// threads (the Workspace never does) has no order between them. Because
-// the thread row comes first, an acquire serialises with a fenced write
-// even while the lease has no row yet (a thread never claimed, or
-// released). A lease key that names no thread and has no row is not
-// locked: the Workspace never uses one.
-//
-// Thread locks the thread's row and its lease's row in one round trip (a
+// Thread locks the thread's row and reads its lease in one round trip (a
 // pipelined batch that runs in that order), with the events appended since
 // the state the Store last saw; the Workspace's later Lease or HoldsLease
 // answers from that lock. Writes (Bump, Append, SaveTaken, PutLease,
 // DeleteLease) are queued and sent with the transaction's next read or
 // with COMMIT, in one round trip: the rows they touch are locked already,
 // and the transaction reads its own writes from the state it holds. Read
-// so, a RunStart is two round trips: [BEGIN, lock thread, lock lease, new
+// so, a RunStart is two round trips: [BEGIN, lock thread, read lease, new
 // events] and [insert event, update thread, COMMIT]. That is how every
 // write reads with Options.LockingReads, and how a write reads a thread
 // whose lease this Store does not hold (a Claim, a Post).
@@ -82,42 +86,32 @@
 // on its way (checkedWriteSQL):
 //
 //	WITH w AS (UPDATE threads SET version, taken, last_message, active_runs
-//	             WHERE id = $1 AND created = $2 AND version = $3   -- the row's check
+//	             WHERE id = $1 AND created = $2 AND version = $3     -- the check:
+//	               AND lease_holder = $4 AND lease_expires = $5      -- row and lease
 //	             RETURNING id),
-//	     l AS (SELECT holder, expires_at FROM leases
-//	             WHERE key = (SELECT id FROM w) FOR UPDATE),        -- the lease's lock
-//	     c AS (SELECT count(*) AS same FROM l
-//	             WHERE holder = $4 AND expires_at = $5),            -- the lease's check
-//	     e AS (INSERT INTO events ... SELECT ... FROM w)           -- the event
-//	SELECT conflict($1) FROM c WHERE c.same <> 1
+//	     e AS (INSERT INTO events ... SELECT ... FROM w)             -- the event
+//	SELECT conflict($1) WHERE NOT EXISTS (SELECT FROM w)
 //
-// The UPDATE locks the thread's row with the row's check in its WHERE;
-// the lease's row is locked next, keyed by the row the UPDATE returned, so
-// the rows are locked in the order every write locks them; conflict()
-// raises SQLSTATE TC001 unless that lease row is the lease the cache had
-// (no thread row, no lease row: the count is 0). The event's insert, a
-// WITH the query does not read, runs after the query, so a failed check
-// raises before it. Passed, the rows stay locked to the commit, and every
-// decision fn made from the cache is the one it would have made reading
-// them under lock at that moment: the fence (HoldsLease) included, so a
-// fenced write and another holder's acquire still serialise on those
-// rows, with the same outcomes. One statement has one snapshot, taken
-// before any lock wait; under READ COMMITTED a row lock that waited for
-// another transaction rechecks its WHERE on the row that transaction
-// left, and a lease row updated or deleted meanwhile is read as it is
-// now, or as gone. A lease row inserted after the snapshot is not seen,
-// which is why the check requires the row: the Store speculates only under
-// its own lease, whose row exists.
+// The UPDATE locks the thread's row — and so its lease, which lives on it
+// — with the whole check in its WHERE: the same thread (created), at the
+// version the cache had, under the lease the cache had (holder and
+// expiry). conflict() raises SQLSTATE TC001 when no row matched. The
+// event's insert, a WITH the query does not read, runs after the query,
+// so a failed check raises before it. Under READ COMMITTED an UPDATE that
+// waited for another transaction's lock rechecks its WHERE on the row
+// that transaction left, so the check sees every write that committed
+// before the lock was granted, a lease's included. Passed, the row stays
+// locked to the commit, and every decision fn made from the cache is the
+// one it would have made reading it under lock at that moment: the fence
+// (HoldsLease) included, so a fenced write and another holder's acquire
+// still serialise on that row, with the same outcomes.
 //
-// A Renew or a Release (each bumps the thread's version) is the same
-// statement, with no event, followed in the same pipeline by the lease's
-// upsert or delete: one round trip, two statements. (Folding the lease's
-// write into the statement as one more WITH was measured: the server
-// took 84-93 µs for it against 53 + 24 µs for the two, so it was not
-// kept.) A write that wrote no thread sends checkedSQL, the check alone.
-// Other statements of the write (a Post's message, a wake-up's NOTIFY, a
-// trace line with Options.KeepTrace) follow in the same pipeline, in the
-// same implicit transaction. When the
+// A Renew or a Release is the same UPDATE writing or clearing the lease
+// on the row as well (checkedLeaseSQL): one statement, one row version. A
+// write that wrote no thread sends checkedSQL, the check alone (SELECT ...
+// FOR UPDATE with the same WHERE). Other statements of the write (a
+// Post's message, a wake-up's NOTIFY, a trace line with Options.KeepTrace)
+// follow in the same pipeline, in the same implicit transaction. When the
 // check fails, or fn returned an error decided from the cache before
 // anything was sent (a refusal must be read from the server), fn runs
 // again with locking reads: a storage may call fn more than once
@@ -125,9 +119,10 @@
 // failed check costs one round trip more; the runner benchmark counts
 // them (conflicts/msg). TestOneStatementCheck changes the row and the
 // lease behind a Store's back; TestOneStatementLocks shows the write and
-// the check holding both rows locked until their transaction ends; the
-// mutants (no check, no lease check — under a RunStart, a Renew and a
-// Release —, no lease lock) are caught.
+// the check holding the row, and the lease through the view, locked until
+// their transaction ends; the mutants (no check, no lease check — under a
+// RunStart, a Renew and a Release —, a check without FOR UPDATE) are
+// caught.
 //
 // Integers and times are sent in PostgreSQL's binary form: nothing to
 // format on the client, nothing to parse on the server.
@@ -153,11 +148,12 @@
 //
 // # The fence is the row lock
 //
-// HoldsLease(key, holder) is true when the lease row this transaction has
-// locked names holder, expired or not: no clock is read. Until the
-// transaction ends no other transaction can change that row, nor create it
-// (that needs the thread row first), so another holder's acquire waits for
-// the fenced write to commit or roll back, and then sees it. A fenced write
+// HoldsLease(key, holder) is true when the lease on the thread row this
+// transaction has locked names holder, expired or not: no clock is read.
+// Until the transaction ends no other transaction can change that row,
+// the lease on it included, nor lock it (through the leases view or
+// not), so another holder's acquire waits for the fenced write to commit
+// or roll back, and then sees it. A fenced write
 // that finds another holder writes nothing (core returns ErrThreadBusy and
 // the transaction rolls back).
 //
