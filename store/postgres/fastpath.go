@@ -43,16 +43,10 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 				// ... and the write's event: one statement for the whole write.
 				args = append(args, ev.args[1:ev.n]...)
 				ev.sql = "" // sent
-			} else if pl := t.firstPending(t.s.q.putLease); pl != nil && pl.args[0].s == a.id {
-				// ... or its lease's write (a Renew).
+			} else if lease, ok := t.foldLease(a.id); ok {
+				// ... or its lease's write or delete (a Renew, a Release).
 				sql = t.s.q.saveLease
-				args = append(args, pl.args[1:pl.n]...)
-				pl.sql = ""
-			} else if dl := t.firstPending(t.s.q.deleteLease); dl != nil && dl.args[0].s == a.id {
-				// ... or its lease's delete (a Release).
-				sql = t.s.q.saveLease
-				args = append(args, arg{kind: argNull}, arg{kind: argNull})
-				dl.sql = ""
+				args = append(args, lease[:]...)
 			} else {
 				for range maxParams - len(args) {
 					args = append(args, arg{kind: argNull}) // no event
@@ -75,8 +69,8 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 	t.pending = t.pending[:0]
 	for id, th := range t.threads {
 		if th.dirty {
-			if err := t.exec(ctx, b, t.s.q.saveThread, str(string(id)), i64(int64(th.state.Version)), i64(int64(th.state.Taken)),
-				i64(int64(th.state.Last())), i64(activeRuns(th.state))); err != nil {
+			st := t.saveRow(string(id), th)
+			if err := t.exec(ctx, b, st.sql, st.args[:st.n]...); err != nil {
 				return err
 			}
 			th.dirty = false

@@ -330,6 +330,7 @@ type queries struct {
 	lockThread, lockLease, eventsAfter, allEvents string
 	readThread, readLease                         string
 	createThread, threadIDs, saveThread           string
+	saveThreadLease                               string
 	insertEvent, insertMessage, notify            string
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
@@ -340,15 +341,17 @@ func newQueries(schema string) queries {
 	f := func(q string) string { return fmt.Sprintf(q, schema) }
 	const eventCols = `seq, version, kind, at, message, text, run, request, holder`
 	q := queries{
-		lockThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1 FOR UPDATE`),
-		lockLease:     f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1 FOR UPDATE`),
-		readThread:    f(`SELECT created, version, taken FROM %s.threads WHERE id = $1`),
-		readLease:     f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1`),
-		eventsAfter:   f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 AND seq > $2 ORDER BY seq`),
-		allEvents:     f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 ORDER BY seq`),
-		createThread:  f(`INSERT INTO %s.threads (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING created`),
-		threadIDs:     f(`SELECT id FROM %s.threads ORDER BY created`),
-		saveThread:    f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5 WHERE id = $1`),
+		lockThread:   f(`SELECT created, version, taken FROM %s.threads WHERE id = $1 FOR UPDATE`),
+		lockLease:    f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1 FOR UPDATE`),
+		readThread:   f(`SELECT created, version, taken FROM %s.threads WHERE id = $1`),
+		readLease:    f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1`),
+		eventsAfter:  f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 AND seq > $2 ORDER BY seq`),
+		allEvents:    f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 ORDER BY seq`),
+		createThread: f(`INSERT INTO %s.threads (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING created`),
+		threadIDs:    f(`SELECT id FROM %s.threads ORDER BY created`),
+		saveThread:   f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5 WHERE id = $1`),
+		saveThreadLease: f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5,
+			lease_holder = $6, lease_expires = $7 WHERE id = $1`),
 		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		insertMessage: f(`INSERT INTO %s.messages (thread_id, seq, text, posted_at) VALUES ($1, $2, $3, $4)`),
 		notify:        `SELECT pg_notify($1, $2)`,
@@ -365,7 +368,7 @@ func newQueries(schema string) queries {
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.insertMessage, q.notify,
-		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease} {
+		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}
 	return q

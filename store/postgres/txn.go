@@ -113,7 +113,7 @@ const (
 	argString argKind = iota
 	argInt
 	argTime
-	argNull // SQL NULL (sent in one round trip only)
+	argNull // SQL NULL
 )
 
 func str(s string) arg   { return arg{kind: argString, s: s} }
@@ -121,6 +121,8 @@ func i64(i int64) arg    { return arg{kind: argInt, i: i} }
 func tm(t time.Time) arg { return arg{kind: argTime, t: t} }
 func (a arg) value() any {
 	switch a.kind {
+	case argNull:
+		return nil
 	case argInt:
 		return a.i
 	case argTime:
@@ -169,18 +171,56 @@ func (t *txn) batch() *pgx.Batch {
 			b.Queue(t.s.q.unchanged, a.id, a.created, a.version, string(a.lease.Holder), a.lease.ExpiresAt)
 		}
 	}
-	for _, st := range t.pending {
-		b.Queue(st.sql, st.values()...)
-	}
-	t.pending = t.pending[:0]
+	var saves []statement // the dirty threads' rows, each with its lease's write folded in when there is one
 	for id, th := range t.threads {
 		if th.dirty {
-			b.Queue(t.s.q.saveThread, string(id), int64(th.state.Version), int64(th.state.Taken),
-				int64(th.state.Last()), activeRuns(th.state))
+			saves = append(saves, t.saveRow(string(id), th))
 			th.dirty = false
 		}
 	}
+	for _, st := range t.pending {
+		if st.sql != "" {
+			b.Queue(st.sql, st.values()...)
+		}
+	}
+	t.pending = t.pending[:0]
+	for _, st := range saves {
+		b.Queue(st.sql, st.values()...)
+	}
 	return b
+}
+
+// saveRow returns the UPDATE of a written thread's row. When the
+// transaction also wrote the thread's lease (a queued PutLease or
+// DeleteLease), the lease is written by the same UPDATE, and the queued
+// statement is dropped: one row version, not two.
+func (t *txn) saveRow(id string, th *txThread) statement {
+	st := statement{sql: t.s.q.saveThread, n: 5}
+	st.args[0], st.args[1], st.args[2] = str(id), i64(int64(th.state.Version)), i64(int64(th.state.Taken))
+	st.args[3], st.args[4] = i64(int64(th.state.Last())), i64(activeRuns(th.state))
+	if lease, ok := t.foldLease(id); ok {
+		st.sql, st.n = t.s.q.saveThreadLease, 7
+		st.args[5], st.args[6] = lease[0], lease[1]
+	}
+	return st
+}
+
+// foldLease takes the last queued write of key's lease out of the queue,
+// and returns its holder and expiry (NULL and NULL for a delete).
+func (t *txn) foldLease(key string) (lease [2]arg, ok bool) {
+	for i := range t.pending {
+		st := &t.pending[i]
+		switch {
+		case st.sql == t.s.q.putLease && st.args[0].s == key:
+			lease, ok = [2]arg{st.args[1], st.args[2]}, true
+		case st.sql == t.s.q.deleteLease && st.args[0].s == key:
+			lease, ok = [2]arg{{kind: argNull}, {kind: argNull}}, true
+		default:
+			continue
+		}
+		st.sql = "" // folded
+	}
+	return lease, ok
 }
 
 // activeRuns counts the thread's active runs, without the slice
