@@ -236,7 +236,7 @@
 // scripts/with-postgres (unix socket, fsync=off, synchronous_commit=off,
 // full_page_writes=off: the same server and settings for both sides of
 // every ratio). Measured on 2026-12-01 while other sessions' builds and
-// tests ran (load average 4-14): times vary by ±30-90% between runs, so
+// tests ran (load average 5-12): times vary by ±30-90% between runs, so
 // only ratios taken op by op, or in runs alternated on one server, are
 // read from them. Allocations do not vary.
 //
@@ -253,46 +253,56 @@
 //
 // BenchmarkConsumingWritePaired alternates a fenced RunStart and an
 // autocommitted UPDATE of the thread row op by op, on one pool, so that
-// both meet the same load (the ratio is of the two sides' medians):
+// both meet the same load; the ratio is of the two sides' medians, and
+// either may go first in a pair. The version before (migration 0006's
+// PL/pgSQL function, the lease in a table of its own) was built from main
+// and run alternately with this one on one server, five times:
 //
-//	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWritePaired -benchtime 3000x -count 4
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWritePaired -benchtime 3000x -count 5
 //
-//	fenced/update, this version:    1.24-1.41 in 14 runs, median 1.30
-//	the version before (0006), alternated run by run with this one on
-//	one server: 1.35-1.48, median 1.42
+//	fenced/update           first=fenced                    first=update
+//	this version      1.34 1.31 1.25 1.22 1.25 (1.25)  1.20 1.23 1.23 1.25 1.30 (1.23)
+//	the version before 1.39 1.50 1.40 1.45 1.32 (1.40)  1.47 1.30 1.45 1.49 1.35 (1.45)
 //
-// The target of 1.3 is met at the median, not in every run. Where the
-// time goes, split by BenchmarkConsumingWriteSplit (the Store's write,
-// the same statement sent by hand with its arguments encoded beforehand,
-// and the UPDATE, op by op) and by pg_stat_statements on the server:
+// (medians in brackets). The target of 1.3 is met in 9 of 10 runs. Where
+// the time goes, split op by op by BenchmarkConsumingWriteSplit — the
+// Store's write; the same statement, encoded as the Store encodes it,
+// sent by hand on the same pool; the UPDATE — and on the server by
+// pg_stat_statements (mean time executing each statement, in the same
+// benchmark):
 //
-//	server, executing the statement (pg_stat_statements, mean µs)
-//	  one autocommitted UPDATE                                37-38
-//	  this version's one statement                            61-63
-//	  0006's save_unchanged(), PL/pgSQL                     102-107
-//	client: the fenced write against the same statement sent
-//	  by hand (the Workspace, the cache, the encoding)       +7-16 µs
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWriteSplit -benchtime 3000x -count 4
 //
-// The statement is the floor of the design: it updates the thread's row
-// (as the UPDATE does), locks and reads a second row, the lease's (index
-// lookup, row lock), and inserts a third, the event (heap and index). In
-// pgbench on the server alone, interleaved in one run, against the UPDATE
-// at 1: the UPDATE with the event's insert about 1.2, with the lease's
-// lock and check about 1.25, with both 1.35-1.4 (the client's fixed cost
-// per round trip, the same for both sides, brings that to about 1.25 in
-// Go). PL/pgSQL cost a further 0.1-0.3: each statement a function runs
-// is planned and executed on its own, and a call sets up a frame; one
-// WITH query runs one plan. Folding a Renew's or a Release's lease write
-// into the statement as another WITH was tried and cost the server more
-// than a second statement in the same pipeline (84-93 µs against 53 + 24).
-// Keeping a copy of the lease on the thread's row (kept by a trigger on
-// leases) saved the lease's lookup but not its lock, which the fence
-// needs, so it saved nothing; its trigger cost every lease write about
-// 50 µs. What would go further: the lease held on the thread's row
-// itself (leases a view of threads), so that the thread row's lock is
-// the lease's lock and the check is the UPDATE's WHERE: pgbench puts the
-// UPDATE with the insert alone at about 1.2. That changes the schema
-// every other binary and query reads, and is not done.
+//	fenced/update 1.25-1.31, raw/update 1.16-1.19: of the fenced write's
+//	  extra 40-60 µs over the UPDATE, the client (the Workspace, the
+//	  cache, the encoding, the Store's bookkeeping) is 17-23 µs and the
+//	  server and the larger message 31-34 µs
+//	server, executing: the UPDATE 37-110 µs; this version's statement
+//	  63-121 µs (3 WAL records, 6.9 buffers touched a write); 0006's
+//	  save_unchanged() 99-188 µs (4 WAL records, 9.9 buffers)
+//
+// What is left is the floor of the design: the write updates the thread's
+// row, as the UPDATE does, and inserts the event (a heap row and an index
+// entry). The lease's check and lock cost nothing more: the lease is on
+// the row the UPDATE locks anyway. The steps that got there, each
+// measured (pgbench on the server alone, -M prepared, one client, the
+// variants interleaved in one run, against the UPDATE at 1): 0006's
+// PL/pgSQL function 1.4-1.75 (each statement a function runs is set up
+// and run on its own); the same writes as one WITH query, the lease in
+// its own table, locked and compared, 1.36-1.39; the UPDATE with only the
+// lease's lookup and lock (as a WITH) 1.2-1.3, with only the event's
+// insert 1.15-1.3. Moving the lease onto the thread's row takes the
+// first of those away. Tried and not kept: a copy
+// of the lease on the thread's row kept by a trigger on the leases table
+// (the lease's own row still had to be locked, so it saved nothing, and
+// the trigger cost every lease write about 50 µs); folding a Renew's
+// lease write into the statement as one more WITH over the leases table
+// (the server took 84-93 µs against 53 + 24 µs for two statements).
+//
+// Which op goes first matters: the op right after a write of the row
+// pays for part of that write's aftermath on the server (it ran slower
+// after this version's write than after the version before's, which is
+// why both orders are measured).
 //
 // Parameters go in binary (bigint, timestamptz, text): nothing to format
 // on the client, nothing to parse on the server.
@@ -300,14 +310,20 @@
 // Fenced and unfenced cost the same because the Workspace calls
 // HoldsLease whether or not the fence is on (it traces the lease seen).
 //
-// A Claim is two round trips (it reads another holder's lease under
-// lock); a Renew and a Release are one (the one statement, then the
-// lease's write). Alternated with the version before on one server
-// (BenchmarkLeaseWrites, three runs each, against the UPDATE): Claim
-// 2.64-2.74 (before: 2.59-2.92), Renew 1.46-1.56 (1.43-1.65), Release
-// 1.35-1.43 (1.27-1.52): no change beyond the noise.
+// Lease writes, alternated with the version before on one server
+// (BenchmarkLeaseWrites, three runs each, against the UPDATE):
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench LeaseWrites -benchtime 1000x -count 3
+//
+//	              this version        the version before
+//	Claim         2.37, 2.40, 2.56    2.61, 2.76, 2.78   (two round trips)
+//	Renew         1.14, 1.14, 1.17    1.58, 1.59, 1.61   (one statement)
+//	Release       1.12, 1.13, 1.14    1.42, 1.48, 1.50   (one statement)
+//
+// A Claim is two round trips because it reads another holder's lease,
+// which the cache cannot know, under lock; its writes — the
+// thread's row and the lease on it, and the holder's row in holders —
+// are two statements with COMMIT.
 //
 // # Figures: runners on PostgreSQL
 //
