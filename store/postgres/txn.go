@@ -72,8 +72,8 @@ func (t *txn) newThread() *txThread {
 
 // assumption is a thread as the Store's cache holds it, which a
 // speculating transaction decided on. The check sent with the write
-// (checkedSQL and its kin, fastpath.go) locks the thread's row and its
-// lease's row and fails unless they still match: then every decision
+// (checkedSQL and its kin, fastpath.go) locks the thread's row, which
+// holds its lease, and fails unless both still match: then every decision
 // made from the cache is the decision the locking reads would have led
 // to, at the moment of the check.
 type assumption struct {
