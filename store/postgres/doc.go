@@ -256,15 +256,18 @@
 // both meet the same load; the ratio is of the two sides' medians, and
 // either may go first in a pair. The version before (migration 0006's
 // PL/pgSQL function, the lease in a table of its own) was built from main
-// and run alternately with this one on one server, five times:
+// and run alternately with this one on one server, in two batches (five
+// and three runs):
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWritePaired -benchtime 3000x -count 5
 //
-//	fenced/update           first=fenced                    first=update
-//	this version      1.34 1.31 1.25 1.22 1.25 (1.25)  1.20 1.23 1.23 1.25 1.30 (1.23)
-//	the version before 1.39 1.50 1.40 1.45 1.32 (1.40)  1.47 1.30 1.45 1.49 1.35 (1.45)
+//	fenced/update      first=fenced                       first=update
+//	this version       1.34 1.31 1.25 1.22 1.25           1.20 1.23 1.23 1.25 1.30
+//	                   1.25 1.29 1.26         (1.25)      1.16 1.27 1.22         (1.23)
+//	the version before 1.39 1.50 1.40 1.45 1.32           1.47 1.30 1.45 1.49 1.35
+//	                   1.39 1.56 1.44         (1.42)      1.34 1.33 1.36         (1.36)
 //
-// (medians in brackets). The target of 1.3 is met in 9 of 10 runs. Where
+// (medians in brackets). The target of 1.3 is met in 15 of 16 runs. Where
 // the time goes, split op by op by BenchmarkConsumingWriteSplit — the
 // Store's write; the same statement, encoded as the Store encodes it,
 // sent by hand on the same pool; the UPDATE — and on the server by
