@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/store/memory"
@@ -47,7 +49,7 @@ func (f *frozen) Update(ctx context.Context, fn func(context.Context, core.Trans
 	return f.Store.Update(ctx, fn)
 }
 
-func (f *frozen) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+func (f *frozen) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
 	if err := f.gate(ctx); err != nil {
 		return nil, err
 	}
@@ -233,4 +235,121 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 	close(end)
 	wg.Wait()
 	return out
+}
+
+// deadThread makes thread id on s as a runner process that died would
+// leave it: claimed by D at epoch (its lease expires at epoch+ttl), its
+// first message's run active, a second message waiting.
+func deadThread(t *testing.T, s core.Storage, id core.ThreadID) {
+	t.Helper()
+	ctx := context.Background()
+	d := newProc(t, s, "D", procOpts{})
+	newThread(t, d.ws, id, "m1", "m2")
+	c, err := d.ws.Claim(ctx, id, "dead", ttl)
+	require.NoError(t, err)
+	p, err := d.ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanRun, p.Kind)
+	_, err = d.ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+}
+
+// takenOverSaturated runs a runner whose every turn slot is taken by an
+// agent that does not return, next to a thread a dead runner left (its
+// lease expiring at epoch+ttl), moves the runner's clock to the lease's
+// expiry plus one PollEvery and no further, and reports whether the
+// runner then takes the dead thread over: claims it and abandons the
+// dead runner's run.
+func takenOverSaturated(t *testing.T, takeovers int) bool {
+	const poll = ttl / 10
+	s := memory.New()
+	started := make(chan core.ThreadID, 8)
+	a := newProc(t, s, "A", procOpts{
+		agent: runner.AgentFunc(func(ctx context.Context, sn *runner.Session) error {
+			started <- sn.Delivered.Claim.Thread
+			<-ctx.Done()
+			return ctx.Err()
+		}),
+		cfg: func(c *runner.Config) {
+			c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 2, takeovers, poll
+		},
+	})
+	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
+		newThread(t, a.ws, id, "m1", "m2")
+	}
+	deadThread(t, s, "d")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+	}()
+	for range 2 {
+		waitFor(t, started, "the runner's two turns to start their agents")
+	}
+	// Settled: two renewal timers and Run's poll. Each move of the clock
+	// fires them all; wait for them to be set again, so that the next move
+	// fires them again.
+	settled := func(what string) {
+		waitUntil(t, func() bool { return a.clock.Waiters() == 3 }, what)
+	}
+	settled("the two turns' renewals and Run's poll to wait on the clock")
+	a.clock.Advance(ttl - time.Millisecond)
+	settled("the renewals and Run's poll to wait again before the dead lease expires")
+	l, err := a.ws.Lease(ctx, "d")
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("dead"), l.Holder, "the dead runner's lease was taken before it expired")
+	a.clock.Advance(poll + time.Millisecond) // expiry + one poll: no further
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		th, err := a.ws.Thread(ctx, "d")
+		require.NoError(t, err)
+		if len(th.ActiveRuns()) == 0 {
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
+// A runner whose every turn slot is taken still takes over, in its
+// takeover slot, a thread a dead runner left, within ClaimTTL + PollEvery
+// of the dead runner's last renewal by its own clock.
+func TestTakeoverWhileSaturated(t *testing.T) {
+	require.True(t, takenOverSaturated(t, 0), "a saturated runner (default TakeoverTurns) did not take the dead runner's thread over within ClaimTTL + PollEvery")
+}
+
+// The same with the takeover slots switched off: the dead runner's thread
+// waits for a turn slot, and none frees within ClaimTTL + PollEvery. This
+// is the check that TestTakeoverWhileSaturated can fail.
+func TestTakeoverWhileSaturatedOff(t *testing.T) {
+	require.False(t, takenOverSaturated(t, -1), "a saturated runner took the dead runner's thread over without a takeover slot")
+}
+
+// Of the threads with work, Run starts first those whose lease has
+// expired by its clock, before the threads nobody holds that come earlier
+// in the listing.
+func TestRunLapsedFirst(t *testing.T) {
+	s := memory.New()
+	ran := make(chan core.ThreadID, 8)
+	a := newProc(t, s, "A", procOpts{
+		agent: runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
+			ran <- sn.Delivered.Claim.Thread
+			return nil
+		}),
+		cfg: func(c *runner.Config) {
+			c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 1, -1, time.Hour
+		},
+	})
+	newThread(t, a.ws, "t1", "m1")
+	deadThread(t, s, "d")
+	newThread(t, a.ws, "t2", "m1")
+	a.clock.Advance(ttl) // d's lease has expired by A's clock
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	require.Equal(t, core.ThreadID("d"), waitFor(t, ran, "the first run"), "Run started a thread nobody held before the lapsed one")
+	cancel()
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }

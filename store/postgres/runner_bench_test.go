@@ -42,7 +42,7 @@ func (p *probe) Update(ctx context.Context, fn func(context.Context, core.Transa
 
 // PendingThreads passes the Store's unlocked poll through, so the runner
 // looks for work as it would without the probe.
-func (p *probe) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+func (p *probe) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
 	p.waiting.Store(false)
 	p.updates.Add(1)
 	p.polls.Add(1)
