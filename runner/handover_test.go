@@ -74,11 +74,15 @@ func (c *claims) Trace(ev core.TraceEvent) {
 	}
 }
 
-// handoverCase is a fleet shape: how each runner takes its turns.
+// handoverCase is a fleet shape: how each runner takes its turns, over
+// how many threads, each run taking how long.
 type handoverCase struct {
 	name       string
 	concurrent int
 	maxTurn    time.Duration
+	takeovers  int // Config.TakeoverTurns; -1: none
+	threads    int
+	run        time.Duration
 }
 
 const (
@@ -95,19 +99,28 @@ const (
 // return: SIGKILL) and the time from the kill to each of its threads'
 // next Claim is taken. The bound to compare with is ClaimTTL + PollEvery
 // (220 ms). "serial" is the runner before bounded turns (one turn at a
-// time, a turn goes on while its thread has messages); "bounded" is the
-// default shape (4 turns at once, each at most ClaimTTL long);
-// "bounded-short" bounds turns to ClaimTTL/4; "wide" allows 16 turns at
-// once, more than the threads a runner ever has work on here, so a
-// runner always has a free slot.
+// time, a turn goes on while its thread has messages, no takeover slot);
+// "bounded" is the default shape (4 turns at once, each at most ClaimTTL
+// long, one takeover slot); "bounded-short" bounds turns to ClaimTTL/4;
+// "wide" allows 16 turns at once, more than the threads a runner ever has
+// work on here, so a runner always has a free slot. "saturated" has
+// every slot taken all the time by runs longer than the TTL (600 ms, an
+// agent waiting on a model), over 200 threads, so that no turn ends for
+// a while after the kill. The "-no-takeover" cases switch the takeover slot off
+// (TakeoverTurns -1): a dead runner's thread waits for a free slot, as
+// before takeover slots.
 //
 //	go test ./runner -run '^$' -bench Handover -benchtime 10x
 func BenchmarkHandover(b *testing.B) {
+	const n, run = 32, 20 * time.Millisecond
 	for _, c := range []handoverCase{
-		{"serial", 1, time.Hour},
-		{"bounded", runner.DefaultMaxConcurrentTurns, handoverTTL},
-		{"bounded-short", runner.DefaultMaxConcurrentTurns, handoverTTL / 4},
-		{"wide", 16, handoverTTL},
+		{"serial", 1, time.Hour, -1, n, run},
+		{"bounded", runner.DefaultMaxConcurrentTurns, handoverTTL, 0, n, run},
+		{"bounded-no-takeover", runner.DefaultMaxConcurrentTurns, handoverTTL, -1, n, run},
+		{"bounded-short", runner.DefaultMaxConcurrentTurns, handoverTTL / 4, 0, n, run},
+		{"wide", 16, handoverTTL, 0, n, run},
+		{"saturated", runner.DefaultMaxConcurrentTurns, handoverTTL, 0, 200, 3 * handoverTTL},
+		{"saturated-no-takeover", runner.DefaultMaxConcurrentTurns, handoverTTL, -1, 200, 3 * handoverTTL},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var all []time.Duration
@@ -136,10 +149,10 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := memory.New()
 	poster := core.NewWorkspace(s, core.SystemClock{})
-	const threads = 32
+	threads := c.threads
 	var ids []core.ThreadID
 	for i := range threads {
-		id := core.ThreadID(fmt.Sprintf("t%02d", i))
+		id := core.ThreadID(fmt.Sprintf("t%03d", i))
 		if err := poster.CreateThread(ctx, id); err != nil {
 			b.Fatal(err)
 		}
@@ -164,7 +177,7 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 			Workspace: core.NewWorkspace(f, core.SystemClock{}, opts...),
 			Agent: runner.AgentFunc(func(ctx context.Context, _ *runner.Session) error {
 				select {
-				case <-time.After(20 * time.Millisecond):
+				case <-time.After(c.run):
 				case <-ctx.Done():
 				}
 				return nil
@@ -173,6 +186,7 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 			PollEvery:          handoverPoll,
 			MaxConcurrentTurns: c.concurrent,
 			MaxTurnDuration:    c.maxTurn,
+			TakeoverTurns:      c.takeovers,
 			ShutdownGrace:      handoverTTL,
 			NewHolder: func() (core.Holder, error) {
 				mu.Lock()
