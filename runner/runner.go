@@ -134,7 +134,8 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // delivers (once Wake is closed, it polls), and whenever a turn ends.
 //
 // Of the threads with work it starts first those whose lease has expired
-// by Clock: their holder stopped renewing, and may be dead. When every
+// by Clock, the longest expired first: their holder stopped renewing, and
+// may be dead. When every
 // slot is taken it still looks every PollEvery for such threads, and
 // takes them over in its TakeoverTurns slots (short turns: see Config),
 // so that a dead runner's thread is claimed within ClaimTTL + PollEvery of
@@ -228,15 +229,22 @@ func (r *Runner) Run(ctx context.Context) error {
 			r.cfg.Logger.Warn("list threads with work", "err", err)
 		}
 		now := r.cfg.Clock.Now()
-		var lapsed, free []core.ThreadID
+		var (
+			lapsed []core.PendingThread
+			free   []core.ThreadID
+		)
 		for _, p := range list {
 			switch {
 			case p.Lease.Holder == "":
 				free = append(free, p.ID)
 			case p.Lease.Expired(now):
-				lapsed = append(lapsed, p.ID)
+				lapsed = append(lapsed, p)
 			}
 		}
+		// The longest expired first: a live holder whose clock runs behind
+		// Run's renews a lease that looks expired here, but its expiry
+		// keeps moving on; a dead holder's stays where it was.
+		slices.SortStableFunc(lapsed, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
 		mu.Lock()
 		if n := len(free); n > 0 {
 			free = append(free[start%n:], free[:start%n]...)
@@ -247,8 +255,8 @@ func (r *Runner) Run(ctx context.Context) error {
 			}
 		}
 		mu.Unlock()
-		for _, id := range lapsed {
-			if ctx.Err() != nil || !launch(id, true) {
+		for _, p := range lapsed {
+			if ctx.Err() != nil || !launch(p.ID, true) {
 				break
 			}
 		}
