@@ -68,7 +68,7 @@ func directedCover(t *testing.T, path string, per int, unfenced bool) (cov *Cove
 // refused abandons with no run to abandon: RunnerSkips).
 func TestDirectedWalksCoverSmall(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("drives about 9,000 walks (skipped with -short and under -race; scripts/test runs it without -race)")
+		t.Skip("drives about 8,000 walks (skipped with -short and under -race; scripts/test runs it without -race)")
 	}
 	cov, pl, diverged, walks, rejected := directedCover(t, "../spec/ThreadClaimLapseSmall.cfg", 50, false)
 	require.NoError(t, rejected)

@@ -18,8 +18,8 @@
 //
 // A directed Seeded execution (Config.Walks) replaces the seeded draw with
 // walks of a cfg's state graph that a Planner plans to visit what earlier
-// walks left unvisited, states first, then edges (model-checking-guided
-// testing). For each spec step the scheduler picks the operation that
+// walks left unvisited, each the path from Init that visits the most of
+// it (model-checking-guided testing). For each spec step the scheduler picks the operation that
 // makes the real runner take it, and follows the thread's trace; a walk
 // whose trace leaves its plan counts as diverged (Stats.Diverged).
 // Coverage follows traces through the graph and counts the states and

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -621,11 +619,16 @@ func (s *Seeded) Check(ctx context.Context, op int) error {
 // checkThread checks th's invariants; fresh are the events written since
 // the last check, lease the lease now (an abandon does not change it).
 func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) error {
-	consumed := th.Consumed()
-	for _, m := range slices.Sorted(maps.Keys(consumed)) {
-		if n := consumed[m]; n > 1 {
-			return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", m, n)}
+	// The least message consumed more than once, if any: the same story
+	// whatever the map's order.
+	twice, times := core.Seq(0), 0
+	for m, n := range th.Consumed() {
+		if n > 1 && (times == 0 || m < twice) {
+			twice, times = m, n
 		}
+	}
+	if times > 0 {
+		return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", twice, times)}
 	}
 	if active := th.ActiveRuns(); len(active) > 1 {
 		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}

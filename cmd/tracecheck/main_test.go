@@ -259,7 +259,8 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 // run -cfg reports the share of the cfg's reachable states the executions
 // visit, and -min-coverage fails the run below a floor (set just under
 // what the seeded executions alone reach: 1.78% of the fenced cfg's
-// states; the directed walks are TestRunWalks').
+// states; the directed walks are TestRunWalks'), and -min-edge-coverage
+// below a floor of edges.
 func TestRunCoverage(t *testing.T) {
 	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-walks", "0", "-concurrent", "0", "-min-coverage", "1.7")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
@@ -277,6 +278,13 @@ func TestRunCoverage(t *testing.T) {
 	require.Equal(t, exitUsage, code, "a cfg whose model breaks an invariant: %s", errs)
 	code, _, _ = runCLI("run", "-min-coverage", "5")
 	require.Equal(t, exitUsage, code, "-min-coverage without -cfg")
+	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-walks", "0", "-seeds", "2", "-concurrent", "0", "-min-edge-coverage", "90")
+	require.Equal(t, exitFailed, code, errs)
+	require.Contains(t, errs, "edges, below the floor")
+	code, _, _ = runCLI("run", "-min-edge-coverage", "5")
+	require.Equal(t, exitUsage, code, "-min-edge-coverage without -cfg")
+	code, _, _ = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-min-edge-coverage", "101")
+	require.Equal(t, exitUsage, code, "-min-edge-coverage over 100")
 }
 
 // TestRunWalks: with -cfg, run drives the runner along the planner's walks
@@ -285,7 +293,7 @@ func TestRunCoverage(t *testing.T) {
 // says so; with the fences off the walks catch the mutant.
 func TestRunWalks(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("drives about 9,000 walks (skipped with -short and under -race; scripts/test runs it without -race)")
+		t.Skip("drives about 8,000 walks (skipped with -short and under -race; scripts/test runs it without -race)")
 	}
 	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-seeds", "1", "-concurrent", "0", "-walks", "100000", "-min-coverage", "100", "-json")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
