@@ -76,9 +76,10 @@ type Config struct {
 	// keeps going at once to take over threads whose lease has expired by
 	// Clock (their holder stopped renewing: its process may be dead) while
 	// every other slot is taken. Such a turn claims the thread (the
-	// specification's Claim after Lapse), abandons the runs the lapsed
-	// claim left active, and releases the thread (OutcomeYielded), which
-	// then waits for a slot like any thread with work; so it is short, and
+	// specification's Claim after Lapse), plans once, abandons the runs
+	// the lapsed claim left active or takes the one run or reply that plan
+	// names, and releases the thread (OutcomeYielded), which then waits
+	// for a slot like any thread with work; so it is short, and
 	// a thread whose runner died is claimed within ClaimTTL + PollEvery of
 	// its last renewal however busy the runners are. A runner whose slots
 	// are all taken looks for such threads every PollEvery. Default 1;

@@ -320,6 +320,14 @@ func takenOverSaturated(t *testing.T, takeovers int) bool {
 		th, err := a.ws.Thread(ctx, "d")
 		require.NoError(t, err)
 		if len(th.ActiveRuns()) == 0 {
+			// The takeover turn is short: it releases the thread once it
+			// abandoned the dead run, with m2 left for a free slot.
+			waitUntil(t, func() bool {
+				l, err := a.ws.Lease(ctx, "d")
+				require.NoError(t, err)
+				return l.Holder == ""
+			}, "the takeover turn to release d once it abandoned the dead run")
+			require.Equal(t, core.Seq(1), th.Taken, "the takeover turn consumed a message")
 			return true
 		}
 		time.Sleep(time.Millisecond)

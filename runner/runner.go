@@ -135,13 +135,12 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 //
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first: their holder stopped renewing, and
-// may be dead. When every
-// slot is taken it still looks every PollEvery for such threads, and
-// takes them over in its TakeoverTurns slots (short turns: see Config),
-// so that a dead runner's thread is claimed within ClaimTTL + PollEvery of
-// its last renewal whatever the load. The threads nobody holds it starts
-// from a rotating point of the list, so that a thread a bounded turn left
-// (OutcomeYielded) waits behind the others. Failed turns do not stop it:
+// may be dead. When every slot is taken it still looks every PollEvery
+// for such threads, and takes them over in its TakeoverTurns slots (short
+// turns: see Config), so that a dead runner's thread is claimed within
+// ClaimTTL + PollEvery of its last renewal whatever the load. The threads
+// nobody holds it starts from a rotating point of the list, so that a
+// thread a bounded turn left (OutcomeYielded) waits behind the others. Failed turns do not stop it:
 // another claim has the thread, or storage will be tried again. Each turn
 // is reported to Logger and OnTurn. At each look it first tries again to
 // end the rounds whose Crash storage did not answer (see Turn's crash),
