@@ -93,12 +93,32 @@ type Viewer interface {
 	View(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 }
 
+// PendingThread is a thread that may have work, with its lease as the
+// listing read it. A runner claims the threads whose lease has expired by
+// its own clock first: their holder stopped renewing (its process may be
+// dead), and a claim of an expired lease is the specification's Claim
+// after Lapse.
+type PendingThread struct {
+	ID    ThreadID
+	Lease Lease // the zero Lease when nobody holds the thread
+}
+
+// PendingIDs returns the threads' ids, in the listing's order.
+func PendingIDs(ps []PendingThread) []ThreadID {
+	ids := make([]ThreadID, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
 // PendingLister is implemented by a Storage that can list, without
-// taking locks, the threads that may have work: a message not yet taken,
-// or a run still active. The answer may be stale by the time it is used;
-// the turn that claims the thread decides in its own transactions.
+// taking locks, the threads that may have work (a message not yet taken,
+// or a run still active) with each one's lease. The answer may be stale by
+// the time it is used; the turn that claims the thread decides in its own
+// transactions.
 type PendingLister interface {
-	PendingThreads(ctx context.Context) ([]ThreadID, error)
+	PendingThreads(ctx context.Context) ([]PendingThread, error)
 }
 
 // TraceLog is implemented by a Transaction that keeps the trace lines of

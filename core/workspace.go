@@ -223,27 +223,38 @@ func (w *Workspace) Threads(ctx context.Context) ([]ThreadID, error) {
 }
 
 // Pending lists the threads that have a message to consume or a run still
-// active, in creation order. It asks the storage without locks when it is
-// a PendingLister, and otherwise reads each thread. The answer may be stale.
-func (w *Workspace) Pending(ctx context.Context) ([]ThreadID, error) {
+// active, in creation order, each with its lease (the zero Lease when
+// nobody holds it). It asks the storage without locks when it is a
+// PendingLister, and otherwise reads each thread and its lease in one
+// read-only transaction. The answer may be stale.
+func (w *Workspace) Pending(ctx context.Context) ([]PendingThread, error) {
 	if pl, ok := w.storage.(PendingLister); ok {
 		return pl.PendingThreads(ctx)
 	}
-	ids, err := w.Threads(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []ThreadID
-	for _, id := range ids {
-		t, err := w.Thread(ctx, id)
+	var out []PendingThread
+	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
+		out = out[:0]
+		ids, err := tx.ThreadIDs(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if t.Unconsumed() || len(t.ActiveRuns()) > 0 {
-			out = append(out, id)
+		for _, id := range ids {
+			t, err := tx.Thread(ctx, id)
+			if err != nil {
+				return err
+			}
+			if !t.Unconsumed() && len(t.ActiveRuns()) == 0 {
+				continue
+			}
+			l, err := tx.Lease(ctx, leaseKey(id))
+			if err != nil {
+				return err
+			}
+			out = append(out, PendingThread{ID: id, Lease: l})
 		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // Thread returns a copy of the thread's state. It returns ErrUnknownThread.

@@ -309,15 +309,32 @@ type Handover struct {
 	To     string        `json:"to"`
 	// At is the Claim's return, from the run's start.
 	At time.Duration `json:"at_ns"`
-	// AfterExpiry is from the lease's expiry, as the claimant's clock
-	// saw it (or the kill, if later), to the Claim's return.
+	// AfterExpiry is from when a claim was due to the Claim's return: the
+	// lease's expiry, as the claimant's clock saw it, or the kill, if
+	// later; and when the thread had nothing to do then (every message
+	// consumed, no run active), the call of the next Post to it. A thread
+	// with no work needs no claim: runners look only at threads with work.
 	AfterExpiry time.Duration `json:"after_expiry_ns"`
-	AfterKill   time.Duration `json:"after_kill_ns"`
+	// Raw is from the lease's expiry (or the kill, if later) alone, work
+	// or not: AfterExpiry plus the time the thread had nothing to do.
+	Raw       time.Duration `json:"raw_ns"`
+	AfterKill time.Duration `json:"after_kill_ns"`
+	// Idle says the thread had nothing to do when its lease expired, so
+	// AfterExpiry counts from the next Post.
+	Idle bool `json:"idle"`
 }
 
 // handovers finds, for each SIGKILL, the threads whose lease the killed
 // process held (its last lease write on the thread was a Claim or Renew)
-// and the next Claim of each by another process after the kill.
+// and the next Claim of each by another process after the kill. It
+// follows each thread's work as the lines show it (the newest message
+// posted, the taken cursor, the runs active) to tell when a claim was due:
+// work starts at a Post's call and ends at the return of the write that
+// consumed the last message or ended the last run, so that a thread counts
+// as idle only when it surely was: a write whose return is unknown ends
+// no work, unless the killed process made it (its line is in storage's
+// log, so it committed; the process died with it in flight, and the
+// kill's time stands for its return).
 func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
 	byName := map[string]*proc{}
 	r.mu.Lock()
@@ -329,20 +346,48 @@ func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
 	for _, k := range kills {
 		killed := k.proc.name
 		at := k.at.UnixNano()
-		var stamp int64 // the call of the killed process's last Claim or Renew of the thread
+		// The killed process's last Claim or Renew of the thread: its call,
+		// and the lease's expiry it wrote, on the killed process's clock.
+		var stamp, stampExpires int64
 		holding := false
-		var thread core.ThreadID
+		var (
+			thread        core.ThreadID
+			posted, taken core.Seq
+			active        int
+			work          bool
+			changes       []workChange // the thread's work starting and ending, in line order
+		)
 		for _, ev := range ordered {
 			if ev.Thread != thread {
-				thread, holding = ev.Thread, false
+				thread, holding, posted, taken, active, work, changes = ev.Thread, false, 0, 0, 0, false, changes[:0]
 			}
 			if ev.Read {
 				continue
 			}
+			taken = ev.Taken
+			switch ev.Action {
+			case core.ActionPost:
+				posted = max(posted, ev.Msg)
+			case core.ActionRunStart:
+				active++
+			case core.ActionRunEnd, core.ActionAbandon:
+				active--
+			}
+			ret := ev.Return
+			if ret == math.MaxInt64 && ev.Proc == killed {
+				ret = at // committed, and the process died with it in flight
+			}
+			switch now := taken < posted || active > 0; {
+			case now && !work:
+				changes = append(changes, workChange{ev.Call, true})
+			case !now && work && ret != math.MaxInt64:
+				changes = append(changes, workChange{ret, false})
+			}
+			work = taken < posted || active > 0 || (work && ret == math.MaxInt64)
 			if ev.Proc == killed {
 				switch ev.Action {
 				case core.ActionClaim, core.ActionRenew:
-					holding, stamp = true, ev.Call
+					holding, stamp, stampExpires = true, ev.Call, ev.Expires
 				case core.ActionRelease:
 					holding = false
 				}
@@ -364,18 +409,54 @@ func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
 			}
 			// The lease's expiry on the killed process's clock, and when
 			// the claimant's clock reached it.
-			expires := time.Unix(0, stamp).Add(k.proc.offset(time.Unix(0, stamp)) + r.cfg.TTL)
+			// (A write the process was killed in has no call; its line
+			// has the expiry all the same.)
+			expires := time.Unix(0, stampExpires)
+			if stampExpires == 0 {
+				expires = time.Unix(0, stamp).Add(k.proc.offset(time.Unix(0, stamp)) + r.cfg.TTL)
+			}
 			seen := expires.Add(-q.offset(time.Unix(0, ev.Call)))
 			from := max(seen.UnixNano(), at)
+			due, idle := dueAt(changes, from)
 			out = append(out, Handover{
 				Thread: ev.Thread, From: killed, To: ev.Proc,
 				At:          time.Unix(0, ev.Return).Sub(r.start),
-				AfterExpiry: time.Duration(ev.Return - from),
+				AfterExpiry: time.Duration(ev.Return - due),
+				Raw:         time.Duration(ev.Return - from),
 				AfterKill:   time.Duration(ev.Return - at),
+				Idle:        idle,
 			})
 		}
 	}
 	return out
+}
+
+// workChange is a thread's work starting (a Post's call) or ending (the
+// return of the write that left it nothing to do).
+type workChange struct {
+	at   int64
+	work bool
+}
+
+// dueAt returns when a claim of the thread was due, given that its lease
+// expired at from: from itself if the thread had work then, else the
+// first start of work after it (from when there is none), and whether the
+// thread was idle at from.
+func dueAt(changes []workChange, from int64) (int64, bool) {
+	work := false
+	for _, c := range changes {
+		if c.at > from {
+			if work {
+				return from, false
+			}
+			if c.work {
+				return c.at, true
+			}
+			continue
+		}
+		work = c.work
+	}
+	return from, !work
 }
 
 // ThroughputBucket counts the messages consumed (RunStart and Reply

@@ -3,6 +3,7 @@ package fleet
 import (
 	"bufio"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,7 +84,9 @@ func TestActiveRuns(t *testing.T) {
 }
 
 // A handover is measured from the lease's expiry as the claimant's clock
-// sees it (or the kill, if later) to the next Claim by another process.
+// sees it (or the kill, if later) to the next Claim by another process;
+// when the killed process had left the thread with nothing to do, from the
+// next Post to it if that came later.
 func TestHandovers(t *testing.T) {
 	start := time.Unix(1000, 0)
 	ttl := 300 * time.Millisecond
@@ -92,6 +95,7 @@ func TestHandovers(t *testing.T) {
 	taker := &proc{name: "p2", offsets: []offsetAt{{start, 100 * time.Millisecond}}}
 	r := &run{cfg: Config{TTL: ttl}, start: start, procs: []*proc{killed, taker}}
 	lines := []core.TraceEvent{
+		{Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: at(0), Return: at(0)},
 		{Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Call: at(0), Return: at(time.Millisecond)},
 		{Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: "h1", Call: at(100 * time.Millisecond), Return: at(101 * time.Millisecond)},
 		{Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: "h2", Call: at(340 * time.Millisecond), Return: at(350 * time.Millisecond)},
@@ -103,15 +107,49 @@ func TestHandovers(t *testing.T) {
 		{Action: core.ActionClaim, Thread: "t3", Proc: "p1", Holder: "h5", Call: at(0), Return: at(time.Millisecond)},
 		{Action: core.ActionClaim, Thread: "t3", Proc: "p2", Holder: "h6", Call: at(50 * time.Millisecond), Return: at(60 * time.Millisecond)},
 		{Action: core.ActionClaim, Thread: "t3", Proc: "p2", Holder: "h7", Call: at(500 * time.Millisecond), Return: at(501 * time.Millisecond)},
+		// p1 consumed t4's one message and ended its run: nothing to do
+		// until the Post at 600ms.
+		{Action: core.ActionPost, Thread: "t4", Proc: "poster", Msg: 1, Call: at(0), Return: at(0)},
+		{Action: core.ActionClaim, Thread: "t4", Proc: "p1", Holder: "h8", Call: at(0), Return: at(time.Millisecond)},
+		{Action: core.ActionRunStart, Thread: "t4", Proc: "p1", Holder: "h8", Msg: 1, Taken: 1, Run: 1, Call: at(2 * time.Millisecond), Return: at(3 * time.Millisecond)},
+		{Action: core.ActionRunEnd, Thread: "t4", Proc: "p1", Holder: "h8", Taken: 1, Run: 1, Call: at(4 * time.Millisecond), Return: at(5 * time.Millisecond)},
+		{Action: core.ActionRenew, Thread: "t4", Proc: "p1", Holder: "h8", Taken: 1, Call: at(100 * time.Millisecond), Return: at(101 * time.Millisecond)},
+		{Action: core.ActionPost, Thread: "t4", Proc: "poster", Msg: 2, Taken: 1, Call: at(600 * time.Millisecond), Return: at(601 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t4", Proc: "p2", Holder: "h9", Taken: 1, Call: at(610 * time.Millisecond), Return: at(620 * time.Millisecond)},
+		// p1 was killed in its Claim of t5: no call, but the line has the
+		// expiry it wrote (400ms on p1's clock: 300ms on p2's).
+		{Action: core.ActionPost, Thread: "t5", Proc: "poster", Msg: 1, Call: at(0), Return: at(0)},
+		{Action: core.ActionClaim, Thread: "t5", Proc: "p1", Holder: "h10", Return: math.MaxInt64, Expires: at(400 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t5", Proc: "p2", Holder: "h11", Call: at(310 * time.Millisecond), Return: at(320 * time.Millisecond)},
+		// p1 was killed in t6's RunEnd, which committed: t6 had nothing
+		// to do from the kill until the Post at 700ms.
+		{Action: core.ActionPost, Thread: "t6", Proc: "poster", Msg: 1, Call: at(0), Return: at(0)},
+		{Action: core.ActionClaim, Thread: "t6", Proc: "p1", Holder: "h12", Call: at(100 * time.Millisecond), Return: at(101 * time.Millisecond)},
+		{Action: core.ActionRunStart, Thread: "t6", Proc: "p1", Holder: "h12", Msg: 1, Taken: 1, Run: 1, Call: at(102 * time.Millisecond), Return: at(103 * time.Millisecond)},
+		{Action: core.ActionRunEnd, Thread: "t6", Proc: "p1", Holder: "h12", Taken: 1, Run: 1, Return: math.MaxInt64},
+		{Action: core.ActionPost, Thread: "t6", Proc: "poster", Msg: 2, Taken: 1, Call: at(700 * time.Millisecond), Return: at(701 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t6", Proc: "p2", Holder: "h13", Taken: 1, Call: at(710 * time.Millisecond), Return: at(720 * time.Millisecond)},
 	}
 	hs := r.handovers(lines, []kill{{killed, start.Add(150 * time.Millisecond)}})
-	require.Len(t, hs, 1)
+	require.Len(t, hs, 4)
 	// The lease stamped at 100ms + ttl on p1's clock expires at 400ms;
 	// p2's clock, 100ms ahead, reaches it at 300ms. The Claim returned at
 	// 350ms.
-	require.Equal(t, 50*time.Millisecond, hs[0].AfterExpiry)
-	require.Equal(t, 200*time.Millisecond, hs[0].AfterKill)
 	require.Equal(t, core.ThreadID("t1"), hs[0].Thread)
+	require.Equal(t, 50*time.Millisecond, hs[0].AfterExpiry)
+	require.Equal(t, 50*time.Millisecond, hs[0].Raw)
+	require.Equal(t, 200*time.Millisecond, hs[0].AfterKill)
+	require.False(t, hs[0].Idle)
+	// t4's claim was due at the Post's call (600ms), after the expiry.
+	require.Equal(t, core.ThreadID("t4"), hs[1].Thread)
+	require.Equal(t, 20*time.Millisecond, hs[1].AfterExpiry)
+	require.Equal(t, 320*time.Millisecond, hs[1].Raw)
+	require.True(t, hs[1].Idle)
+	require.Equal(t, core.ThreadID("t5"), hs[2].Thread)
+	require.Equal(t, 20*time.Millisecond, hs[2].AfterExpiry)
+	require.Equal(t, core.ThreadID("t6"), hs[3].Thread)
+	require.Equal(t, 20*time.Millisecond, hs[3].AfterExpiry)
+	require.True(t, hs[3].Idle)
 }
 
 func TestPercentile(t *testing.T) {
@@ -206,4 +244,28 @@ func TestConfigValidate(t *testing.T) {
 	err := Config{URL: "u", Bin: "b", Procs: 1, Nemesis: []Kind{KindKill}}.Validate()
 	require.ErrorContains(t, err, "-procs 1")
 	require.NoError(t, Config{URL: "u", Bin: "b", Procs: 1, NoNemesis: true}.Validate())
+}
+
+// A claim is due at the lease's expiry when the thread had work then, even
+// if the work ended and new work came before the claim; when it was idle,
+// at the next start of work.
+func TestDueAt(t *testing.T) {
+	changes := []workChange{{0, true}, {100, false}, {300, true}, {400, false}, {600, true}}
+	for _, c := range []struct {
+		from, due int64
+		idle      bool
+	}{
+		{50, 50, false},   // work at the expiry
+		{200, 300, true},  // idle at the expiry: due at the next post
+		{350, 350, false}, // work at the expiry, idle later, then work again
+		{500, 600, true},
+		{700, 700, false},
+	} {
+		due, idle := dueAt(changes, c.from)
+		require.Equal(t, c.due, due, "expiry at %d", c.from)
+		require.Equal(t, c.idle, idle, "expiry at %d", c.from)
+	}
+	due, idle := dueAt([]workChange{{0, true}, {10, false}}, 50)
+	require.Equal(t, int64(50), due, "claimed with no work at all since: from the expiry")
+	require.True(t, idle)
 }

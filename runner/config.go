@@ -72,6 +72,20 @@ type Config struct {
 	// its lease expires. Default 4.
 	MaxConcurrentTurns int
 
+	// TakeoverTurns is how many turns, beyond MaxConcurrentTurns, Run
+	// keeps going at once to take over threads whose lease has expired by
+	// Clock (their holder stopped renewing: its process may be dead) while
+	// every other slot is taken. Such a turn claims the thread (the
+	// specification's Claim after Lapse), plans once, abandons the runs
+	// the lapsed claim left active or takes the one run or reply that plan
+	// names, and releases the thread (OutcomeYielded), which then waits
+	// for a slot like any thread with work; so it is short, and
+	// a thread whose runner died is claimed within ClaimTTL + PollEvery of
+	// its last renewal however busy the runners are. A runner whose slots
+	// are all taken looks for such threads every PollEvery. Default 1;
+	// negative: none (a lapsed thread waits for a free slot).
+	TakeoverTurns int
+
 	// MaxTurnMessages bounds how many messages one turn consumes (prompts
 	// and answers) before it releases the thread with work left
 	// (OutcomeYielded); the thread is pending again at Run's next look.
@@ -111,6 +125,7 @@ const (
 	DefaultShutdownGrace = 5 * time.Second
 
 	DefaultMaxConcurrentTurns = 4
+	DefaultTakeoverTurns      = 1
 )
 
 // RandomHolder returns 128 random bits in hex, the default NewHolder.
@@ -148,6 +163,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxConcurrentTurns == 0 {
 		c.MaxConcurrentTurns = DefaultMaxConcurrentTurns
+	}
+	if c.TakeoverTurns == 0 {
+		c.TakeoverTurns = DefaultTakeoverTurns
 	}
 	if c.MaxTurnDuration == 0 {
 		c.MaxTurnDuration = c.ClaimTTL

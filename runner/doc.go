@@ -22,11 +22,22 @@
 // Run keeps up to MaxConcurrentTurns turns going at once, each on its own
 // thread, and bounds each turn (MaxTurnMessages, MaxTurnDuration): a turn
 // that reaches its bound releases the thread (OutcomeYielded) and the
-// thread waits behind the others for a later turn. So a busy runner keeps
-// looking for work, and a thread whose runner died is taken over soon
-// after its lease expires: within ClaimTTL + PollEvery while a runner has
-// a free slot, and otherwise once a slot frees, within MaxTurnDuration
-// plus one agent run (BenchmarkHandover measures it).
+// thread waits behind the others for a later turn. It starts first the
+// threads whose lease has expired by its clock (their holder stopped
+// renewing), and while every slot is taken it still looks for those every
+// PollEvery and takes them over in a takeover slot (TakeoverTurns): a
+// short turn that abandons what the lapsed claim left and releases the
+// thread. So a thread whose runner died is claimed within ClaimTTL +
+// PollEvery of its last renewal however busy the runners are
+// (BenchmarkHandover measures it; TestTakeoverWhileSaturated shows it with
+// manual clocks).
+//
+// A turn that gives up after a write whose commit is unknown ends its
+// round with Crash; when storage cannot answer that Crash either, the
+// round stays open, and Run tries its Crash again at a later look, at
+// most once every PollEvery, until storage answers (OpenRounds counts
+// them). The retry is never a loop inside the turn, which a deterministic
+// scheduler drives step by step.
 //
 // An agent may ask the person a question and wait for the answer
 // (Session.Await): its run's end is recorded, since a request is answered

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/store/memory"
@@ -47,7 +49,7 @@ func (f *frozen) Update(ctx context.Context, fn func(context.Context, core.Trans
 	return f.Store.Update(ctx, fn)
 }
 
-func (f *frozen) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+func (f *frozen) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
 	if err := f.gate(ctx); err != nil {
 		return nil, err
 	}
@@ -72,11 +74,15 @@ func (c *claims) Trace(ev core.TraceEvent) {
 	}
 }
 
-// handoverCase is a fleet shape: how each runner takes its turns.
+// handoverCase is a fleet shape: how each runner takes its turns, over
+// how many threads, each run taking how long.
 type handoverCase struct {
 	name       string
 	concurrent int
 	maxTurn    time.Duration
+	takeovers  int // Config.TakeoverTurns; -1: none
+	threads    int
+	run        time.Duration
 }
 
 const (
@@ -93,19 +99,28 @@ const (
 // return: SIGKILL) and the time from the kill to each of its threads'
 // next Claim is taken. The bound to compare with is ClaimTTL + PollEvery
 // (220 ms). "serial" is the runner before bounded turns (one turn at a
-// time, a turn goes on while its thread has messages); "bounded" is the
-// default shape (4 turns at once, each at most ClaimTTL long);
-// "bounded-short" bounds turns to ClaimTTL/4; "wide" allows 16 turns at
-// once, more than the threads a runner ever has work on here, so a
-// runner always has a free slot.
+// time, a turn goes on while its thread has messages, no takeover slot);
+// "bounded" is the default shape (4 turns at once, each at most ClaimTTL
+// long, one takeover slot); "bounded-short" bounds turns to ClaimTTL/4;
+// "wide" allows 16 turns at once, more than the threads a runner ever has
+// work on here, so a runner always has a free slot. "saturated" has
+// every slot taken all the time by runs longer than the TTL (600 ms, an
+// agent waiting on a model), over 200 threads, so that no turn ends for
+// a while after the kill. The "-no-takeover" cases switch the takeover slot off
+// (TakeoverTurns -1): a dead runner's thread waits for a free slot, as
+// before takeover slots.
 //
 //	go test ./runner -run '^$' -bench Handover -benchtime 10x
 func BenchmarkHandover(b *testing.B) {
+	const n, run = 32, 20 * time.Millisecond
 	for _, c := range []handoverCase{
-		{"serial", 1, time.Hour},
-		{"bounded", runner.DefaultMaxConcurrentTurns, handoverTTL},
-		{"bounded-short", runner.DefaultMaxConcurrentTurns, handoverTTL / 4},
-		{"wide", 16, handoverTTL},
+		{"serial", 1, time.Hour, -1, n, run},
+		{"bounded", runner.DefaultMaxConcurrentTurns, handoverTTL, 0, n, run},
+		{"bounded-no-takeover", runner.DefaultMaxConcurrentTurns, handoverTTL, -1, n, run},
+		{"bounded-short", runner.DefaultMaxConcurrentTurns, handoverTTL / 4, 0, n, run},
+		{"wide", 16, handoverTTL, 0, n, run},
+		{"saturated", runner.DefaultMaxConcurrentTurns, handoverTTL, 0, 200, 3 * handoverTTL},
+		{"saturated-no-takeover", runner.DefaultMaxConcurrentTurns, handoverTTL, -1, 200, 3 * handoverTTL},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			var all []time.Duration
@@ -134,10 +149,10 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := memory.New()
 	poster := core.NewWorkspace(s, core.SystemClock{})
-	const threads = 32
+	threads := c.threads
 	var ids []core.ThreadID
 	for i := range threads {
-		id := core.ThreadID(fmt.Sprintf("t%02d", i))
+		id := core.ThreadID(fmt.Sprintf("t%03d", i))
 		if err := poster.CreateThread(ctx, id); err != nil {
 			b.Fatal(err)
 		}
@@ -162,7 +177,7 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 			Workspace: core.NewWorkspace(f, core.SystemClock{}, opts...),
 			Agent: runner.AgentFunc(func(ctx context.Context, _ *runner.Session) error {
 				select {
-				case <-time.After(20 * time.Millisecond):
+				case <-time.After(c.run):
 				case <-ctx.Done():
 				}
 				return nil
@@ -171,6 +186,7 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 			PollEvery:          handoverPoll,
 			MaxConcurrentTurns: c.concurrent,
 			MaxTurnDuration:    c.maxTurn,
+			TakeoverTurns:      c.takeovers,
 			ShutdownGrace:      handoverTTL,
 			NewHolder: func() (core.Holder, error) {
 				mu.Lock()
@@ -233,4 +249,129 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 	close(end)
 	wg.Wait()
 	return out
+}
+
+// deadThread makes thread id on s as a runner process that died would
+// leave it: claimed by D at epoch (its lease expires at epoch+ttl), its
+// first message's run active, a second message waiting.
+func deadThread(t *testing.T, s core.Storage, id core.ThreadID) {
+	t.Helper()
+	ctx := context.Background()
+	d := newProc(t, s, "D", procOpts{})
+	newThread(t, d.ws, id, "m1", "m2")
+	c, err := d.ws.Claim(ctx, id, "dead", ttl)
+	require.NoError(t, err)
+	p, err := d.ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanRun, p.Kind)
+	_, err = d.ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+}
+
+// takenOverSaturated runs a runner whose every turn slot is taken by an
+// agent that does not return, next to a thread a dead runner left (its
+// lease expiring at epoch+ttl), moves the runner's clock to the lease's
+// expiry plus one PollEvery and no further, and reports whether the
+// runner then takes the dead thread over: claims it and abandons the
+// dead runner's run.
+func takenOverSaturated(t *testing.T, takeovers int) bool {
+	const poll = ttl / 10
+	s := memory.New()
+	started := make(chan core.ThreadID, 8)
+	a := newProc(t, s, "A", procOpts{
+		agent: runner.AgentFunc(func(ctx context.Context, sn *runner.Session) error {
+			started <- sn.Delivered.Claim.Thread
+			<-ctx.Done()
+			return ctx.Err()
+		}),
+		cfg: func(c *runner.Config) {
+			c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 2, takeovers, poll
+		},
+	})
+	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
+		newThread(t, a.ws, id, "m1", "m2")
+	}
+	deadThread(t, s, "d")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+	}()
+	for range 2 {
+		waitFor(t, started, "the runner's two turns to start their agents")
+	}
+	// Settled: two renewal timers and Run's poll. Each move of the clock
+	// fires them all; wait for them to be set again, so that the next move
+	// fires them again.
+	settled := func(what string) {
+		waitUntil(t, func() bool { return a.clock.Waiters() == 3 }, what)
+	}
+	settled("the two turns' renewals and Run's poll to wait on the clock")
+	a.clock.Advance(ttl - time.Millisecond)
+	settled("the renewals and Run's poll to wait again before the dead lease expires")
+	l, err := a.ws.Lease(ctx, "d")
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("dead"), l.Holder, "the dead runner's lease was taken before it expired")
+	a.clock.Advance(poll + time.Millisecond) // expiry + one poll: no further
+	deadline := time.Now().Add(time.Second)
+	for time.Now().Before(deadline) {
+		th, err := a.ws.Thread(ctx, "d")
+		require.NoError(t, err)
+		if len(th.ActiveRuns()) == 0 {
+			// The takeover turn is short: it releases the thread once it
+			// abandoned the dead run, with m2 left for a free slot.
+			waitUntil(t, func() bool {
+				l, err := a.ws.Lease(ctx, "d")
+				require.NoError(t, err)
+				return l.Holder == ""
+			}, "the takeover turn to release d once it abandoned the dead run")
+			require.Equal(t, core.Seq(1), th.Taken, "the takeover turn consumed a message")
+			return true
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return false
+}
+
+// A runner whose every turn slot is taken still takes over, in its
+// takeover slot, a thread a dead runner left, within ClaimTTL + PollEvery
+// of the dead runner's last renewal by its own clock.
+func TestTakeoverWhileSaturated(t *testing.T) {
+	require.True(t, takenOverSaturated(t, 0), "a saturated runner (default TakeoverTurns) did not take the dead runner's thread over within ClaimTTL + PollEvery")
+}
+
+// The same with the takeover slots switched off: the dead runner's thread
+// waits for a turn slot, and none frees within ClaimTTL + PollEvery. This
+// is the check that TestTakeoverWhileSaturated can fail.
+func TestTakeoverWhileSaturatedOff(t *testing.T) {
+	require.False(t, takenOverSaturated(t, -1), "a saturated runner took the dead runner's thread over without a takeover slot")
+}
+
+// Of the threads with work, Run starts first those whose lease has
+// expired by its clock, before the threads nobody holds that come earlier
+// in the listing.
+func TestRunLapsedFirst(t *testing.T) {
+	s := memory.New()
+	ran := make(chan core.ThreadID, 8)
+	a := newProc(t, s, "A", procOpts{
+		agent: runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
+			ran <- sn.Delivered.Claim.Thread
+			return nil
+		}),
+		cfg: func(c *runner.Config) {
+			c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 1, -1, time.Hour
+		},
+	})
+	newThread(t, a.ws, "t1", "m1")
+	deadThread(t, s, "d")
+	newThread(t, a.ws, "t2", "m1")
+	a.clock.Advance(ttl) // d's lease has expired by A's clock
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	require.Equal(t, core.ThreadID("d"), waitFor(t, ran, "the first run"), "Run started a thread nobody held before the lapsed one")
+	cancel()
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }

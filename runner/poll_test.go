@@ -19,7 +19,7 @@ type pollCounter struct {
 	polls atomic.Int64
 }
 
-func (p *pollCounter) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+func (p *pollCounter) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
 	p.polls.Add(1)
 	return p.Store.PendingThreads(ctx)
 }
@@ -34,7 +34,8 @@ func woken(t *testing.T, p *proc, wake chan<- struct{}) {
 }
 
 // While every turn slot is taken, a wake-up does not make Run poll: what
-// it found could not start. The turn's end makes it look.
+// it found could not start (a wake-up brings no expired lease, which a
+// takeover slot could take). The turn's end makes it look.
 func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	s := &pollCounter{Store: memory.New()}
 	wake := make(chan struct{}, 1)
@@ -59,9 +60,9 @@ func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	_, err := a.ws.Post(ctx, "t2", "m1")
 	require.NoError(t, err)
 	polls := s.polls.Load()
-	for range 3 {
-		woken(t, a, wake)
-	}
+	wake <- struct{}{}
+	time.Sleep(20 * time.Millisecond) // a Run that took the wake-up would poll here
+	require.Len(t, wake, 1, "Run took a wake-up with every turn slot taken")
 	require.Equal(t, polls, s.polls.Load(), "Run polled with every turn slot taken")
 	close(release)
 	waitUntil(t, func() bool {
@@ -73,12 +74,25 @@ func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }
 
-// A thread whose claim Run found held by another holder is left out of
-// its looks for PollEvery, however many wake-ups come meanwhile; after
-// that it is claimed again (and, the lease expired, taken over).
+// staleLeases lists the threads with work as if nobody held them: the
+// listing of a storage that read them before another holder's claim.
+type staleLeases struct{ *memory.Store }
+
+func (s staleLeases) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
+	list, err := s.Store.PendingThreads(ctx)
+	for i := range list {
+		list[i].Lease = core.Lease{}
+	}
+	return list, err
+}
+
+// A thread whose claim Run found held by another holder, although its
+// listing showed nobody holding it (a stale listing), is left out of its
+// looks for PollEvery, however many wake-ups come meanwhile; after that
+// it is claimed again (and, the lease expired, taken over).
 func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
 	const poll = ttl / 5
-	s := memory.New()
+	s := staleLeases{memory.New()}
 	wake := make(chan struct{}, 1)
 	var busy atomic.Int64
 	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
@@ -112,6 +126,49 @@ func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
 		require.NoError(t, err)
 		return th.Taken == 1
 	}, "Run to take t over once B's lease expired")
+	cancel()
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+}
+
+// Run does not claim a thread whose listed lease another holder has and
+// has not let expire by Run's clock, at any look; once it has expired, Run
+// takes the thread over at its next look.
+func TestRunSkipsLiveLease(t *testing.T) {
+	const poll = ttl / 5
+	s := &pollCounter{Store: memory.New()}
+	wake := make(chan struct{}, 1)
+	var busy atomic.Int64
+	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery = wake, poll
+		c.OnTurn = func(r runner.TurnReport) {
+			if r.Outcome == runner.OutcomeBusy {
+				busy.Add(1)
+			}
+		}
+	}})
+	newThread(t, a.ws, "t", "m1")
+	b := newProc(t, s, "B", procOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, err := b.ws.Claim(ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitUntil(t, func() bool { return s.polls.Load() >= 1 }, "Run's first look")
+	for range 3 {
+		woken(t, a, wake)
+	}
+	polls := s.polls.Load()
+	a.clock.Advance(ttl - time.Millisecond) // B's lease is live still, by A's clock
+	waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run to look again once PollEvery passed")
+	require.Zero(t, busy.Load(), "Run claimed a thread whose lease another holder has")
+	a.clock.Advance(poll) // B's lease has expired by A's clock: A takes t over
+	waitUntil(t, func() bool {
+		th, err := a.ws.Thread(context.Background(), "t")
+		require.NoError(t, err)
+		return th.Taken == 1
+	}, "Run to take t over once B's lease expired")
+	require.Zero(t, busy.Load(), "Run claimed a thread whose lease another holder has")
 	cancel()
 	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }

@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +28,17 @@ type Runner struct {
 
 	mu      sync.Mutex
 	waiters map[answerKey][]chan struct{} // Session.Await calls, by request
+
+	openMu sync.Mutex
+	open   []openRound // rounds whose Crash storage did not answer
+}
+
+// openRound is a round whose Crash could not be traced: a write of it
+// returned core.ErrCommitUnknown and storage did not answer the Crash's
+// read. next is when Run tries its Crash again.
+type openRound struct {
+	claim core.Claim
+	next  time.Time
 }
 
 type answerKey struct {
@@ -65,13 +78,18 @@ func (r *Runner) Config() Config { return r.cfg }
 // cut off in flight may or may not have committed; they are cut off only
 // if the turn has not ended ShutdownGrace after ctx did.
 func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error) {
+	return r.work(ctx, thread, false)
+}
+
+// work is Work; a takeover turn plans once (Config.TakeoverTurns).
+func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return OutcomeStopped, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	t := r.NewTurn(thread)
-	t.outer = ctx
+	t.outer, t.takeover = ctx, takeover
 	stopWatching := context.AfterFunc(ctx, func() {
 		t.Stop()
 		select {
@@ -113,24 +131,35 @@ func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error
 // waits for its turns to stop gracefully (see Work) and returns ctx's
 // error. It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread, and looks for work every PollEvery, at once when Wake
-// delivers (once Wake is closed, it polls), and whenever a turn ends. It
-// starts its turns from a rotating point of the list of threads with work,
-// so that a thread a bounded turn left (OutcomeYielded) waits behind the
-// others. Failed turns do not stop it: another claim has the thread, or
-// storage will be tried again. Each turn is reported to Logger and OnTurn.
+// delivers (once Wake is closed, it polls), and whenever a turn ends.
+//
+// Of the threads with work it starts first those whose lease has expired
+// by Clock, the longest expired first: their holder stopped renewing, and
+// may be dead. When every slot is taken it still looks every PollEvery
+// for such threads, and takes them over in its TakeoverTurns slots (short
+// turns: see Config), so that a dead runner's thread is claimed within
+// ClaimTTL + PollEvery of its last renewal whatever the load. The threads
+// nobody holds it starts from a rotating point of the list, so that a
+// thread a bounded turn left (OutcomeYielded) waits behind the others. Failed turns do not stop it:
+// another claim has the thread, or storage will be tried again. Each turn
+// is reported to Logger and OnTurn. At each look it first tries again to
+// end the rounds whose Crash storage did not answer (see Turn's crash),
+// at most once every PollEvery each.
 //
 // Run spends no storage round trip it can do without, since those are
-// what bounds how many messages a fleet consumes a second: it does not
-// look for work while all its turns are going (a turn's end makes it
-// look), and a thread whose claim it found held by another holder
-// (OutcomeBusy) it leaves out of its looks for PollEvery, rather than
-// claim it again at every wake-up while the other holder works it (that
+// what bounds how many messages a fleet consumes a second: while all its
+// turns are going it looks only every PollEvery, for expired leases (a
+// turn's end makes it look, a wake-up does not); it leaves out the
+// threads whose lease another holder has and has not let expire (that
 // holder's turn plans every message posted meanwhile, and a storage that
 // wakes runners, as the PostgreSQL Store does, wakes them again when the
-// holder releases a thread with work left).
+// holder releases a thread with work left); and a thread whose claim it
+// found held by another holder all the same (OutcomeBusy: the listing was
+// stale) it leaves out of its looks for PollEvery.
 func (r *Runner) Run(ctx context.Context) error {
-	wake := r.cfg.Wake
+	wake, noWake := r.cfg.Wake, (<-chan struct{})(nil)
 	slots := make(chan struct{}, r.cfg.MaxConcurrentTurns)
+	takeovers := make(chan struct{}, max(r.cfg.TakeoverTurns, 0))
 	ended := make(chan struct{}, 1)
 	var (
 		wg    sync.WaitGroup
@@ -141,67 +170,105 @@ func (r *Runner) Run(ctx context.Context) error {
 	)
 	defer r.detached.Wait()
 	defer wg.Wait()
+	// launch starts a turn on the thread in a free slot, a takeover slot
+	// when lapsed and no other is free; it returns false when none is.
+	launch := func(id core.ThreadID, lapsed bool) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, other := held[id]; busy[id] || other {
+			return true
+		}
+		slot, takeover := slots, false
+		select {
+		case slots <- struct{}{}:
+		default:
+			if !lapsed {
+				return false
+			}
+			select {
+			case takeovers <- struct{}{}:
+				slot, takeover = takeovers, true
+			default:
+				return false
+			}
+		}
+		busy[id] = true
+		start++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o, _ := r.work(ctx, id, takeover)
+			mu.Lock()
+			delete(busy, id)
+			if o == OutcomeBusy {
+				held[id] = r.cfg.Clock.Now()
+			}
+			mu.Unlock()
+			<-slot
+			select {
+			case ended <- struct{}{}:
+			default:
+			}
+		}()
+		return true
+	}
 	for {
-		if len(slots) == cap(slots) {
-			// Every turn is going: nothing found could start. A turn's
+		r.retryCrashes(ctx)
+		full := len(slots) == cap(slots)
+		if full && len(takeovers) == cap(takeovers) {
+			// Every slot is taken: nothing found could start. A turn's
 			// end makes Run look.
-			if !r.wait(ctx, &wake, ended) {
+			if !r.wait(ctx, &noWake, ended) {
 				return ctx.Err()
 			}
 			continue
 		}
-		ids, err := r.ws.Pending(ctx)
+		list, err := r.ws.Pending(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.cfg.Logger.Warn("list threads with work", "err", err)
 		}
-		if n := len(ids); n > 0 {
-			ids = append(ids[start%n:], ids[:start%n]...)
-		}
 		now := r.cfg.Clock.Now()
+		var (
+			lapsed []core.PendingThread
+			free   []core.ThreadID
+		)
+		for _, p := range list {
+			switch {
+			case p.Lease.Holder == "":
+				free = append(free, p.ID)
+			case p.Lease.Expired(now):
+				lapsed = append(lapsed, p)
+			}
+		}
+		// The longest expired first: a live holder whose clock runs behind
+		// Run's renews a lease that looks expired here, but its expiry
+		// keeps moving on; a dead holder's stays where it was.
+		slices.SortStableFunc(lapsed, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
 		mu.Lock()
+		if n := len(free); n > 0 {
+			free = append(free[start%n:], free[:start%n]...)
+		}
 		for id, at := range held {
 			if now.Sub(at) >= r.cfg.PollEvery {
 				delete(held, id)
 			}
 		}
 		mu.Unlock()
-	launch:
-		for _, id := range ids {
-			if ctx.Err() != nil {
+		for _, p := range lapsed {
+			if ctx.Err() != nil || !launch(p.ID, true) {
 				break
 			}
-			mu.Lock()
-			if _, other := held[id]; busy[id] || other {
-				mu.Unlock()
-				continue
-			}
-			select {
-			case slots <- struct{}{}:
-			default:
-				mu.Unlock()
-				break launch
-			}
-			busy[id] = true
-			mu.Unlock()
-			start++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				o, _ := r.Work(ctx, id)
-				mu.Lock()
-				delete(busy, id)
-				if o == OutcomeBusy {
-					held[id] = r.cfg.Clock.Now()
-				}
-				mu.Unlock()
-				<-slots
-				select {
-				case ended <- struct{}{}:
-				default:
-				}
-			}()
 		}
-		if !r.wait(ctx, &wake, ended) {
+		for _, id := range free {
+			if ctx.Err() != nil || !launch(id, false) {
+				break
+			}
+		}
+		w := &wake
+		if len(slots) == cap(slots) {
+			w = &noWake // a wake-up brings no expired lease
+		}
+		if !r.wait(ctx, w, ended) {
 			return ctx.Err()
 		}
 	}
@@ -226,20 +293,80 @@ func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan s
 
 // RunOnce takes a turn, one at a time, on each thread that has a message
 // to consume or a run an earlier claim left active
-// (core.Workspace.Pending), and returns the storage error listing them, if
-// any.
+// (core.Workspace.Pending), whoever holds it, and returns the storage
+// error listing them, if any. It first tries again to end the rounds
+// whose Crash storage did not answer.
 func (r *Runner) RunOnce(ctx context.Context) error {
-	ids, err := r.ws.Pending(ctx)
+	r.retryCrashes(ctx)
+	list, err := r.ws.Pending(ctx)
 	if err != nil {
 		return fmt.Errorf("list threads with work: %w", err)
 	}
-	for _, id := range ids {
+	for _, p := range list {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		_, _ = r.Work(ctx, id)
+		_, _ = r.Work(ctx, p.ID)
 	}
 	return nil
+}
+
+// leftOpen records a round whose Crash storage did not answer, for
+// retryCrashes.
+func (r *Runner) leftOpen(c core.Claim) {
+	r.openMu.Lock()
+	defer r.openMu.Unlock()
+	r.open = append(r.open, openRound{claim: c})
+}
+
+// OpenRounds counts the rounds this runner gave up whose Crash storage has
+// not answered yet: each had a write whose commit is unknown, and waits
+// for Run (or RunOnce) to trace its end, or for a claim of its thread by
+// this runner's workspace, which tries first.
+func (r *Runner) OpenRounds() int {
+	r.openMu.Lock()
+	defer r.openMu.Unlock()
+	return len(r.open)
+}
+
+// retryCrashes tries again, once each, the Crash of every round left open
+// (leftOpen) whose retry is due by Clock, and forgets those that ended:
+// traced now, or ended meanwhile by a claim of the thread (Workspace.Claim
+// ends such a round first). One that fails again is retried no sooner
+// than PollEvery later. It never waits for storage to come back: a
+// deterministic scheduler that drives turns step by step never calls it,
+// and Run calls it once a look.
+func (r *Runner) retryCrashes(ctx context.Context) {
+	now := r.cfg.Clock.Now()
+	r.openMu.Lock()
+	var due []core.Claim
+	for i := range r.open {
+		if !now.Before(r.open[i].next) {
+			due = append(due, r.open[i].claim)
+			r.open[i].next = now.Add(r.cfg.PollEvery)
+		}
+	}
+	r.openMu.Unlock()
+	for _, c := range due {
+		if ctx.Err() != nil {
+			return
+		}
+		err := r.ws.Crash(ctx, c)
+		if !roundEnded(err) {
+			r.cfg.Logger.Warn("end a round whose write's commit is unknown", "thread", c.Thread, "holder", c.Holder, "err", err)
+			continue
+		}
+		r.openMu.Lock()
+		r.open = slices.DeleteFunc(r.open, func(o openRound) bool { return o.claim == c })
+		r.openMu.Unlock()
+	}
+}
+
+// roundEnded says whether Crash's error leaves no round to end: it traced
+// the end (nil), the round was over already, or the claim is not one of
+// this workspace's rounds.
+func roundEnded(err error) bool {
+	return err == nil || errors.Is(err, core.ErrRoundOver) || errors.Is(err, core.ErrInvalidArgument)
 }
 
 // answered wakes the Session.Await calls of this runner that wait for the

@@ -97,6 +97,10 @@ type Turn struct {
 	begun    time.Time
 	consumes int
 	yielded  bool
+	// takeover: the turn took a thread whose lease had expired in one of
+	// Run's takeover slots; it plans once (see Config.TakeoverTurns).
+	takeover bool
+	planned  bool
 	outer    context.Context // Work's context: a detached agent stops with it
 
 	agentCancel context.CancelFunc // the agent's context, once Await kept it
@@ -264,7 +268,8 @@ func (t *Turn) stepPlan(ctx context.Context) {
 		t.next = StepRelease
 		return
 	}
-	if (t.r.cfg.MaxTurnMessages > 0 && t.consumes >= t.r.cfg.MaxTurnMessages) ||
+	if (t.takeover && t.planned) ||
+		(t.r.cfg.MaxTurnMessages > 0 && t.consumes >= t.r.cfg.MaxTurnMessages) ||
 		t.r.cfg.Clock.Now().Sub(t.begun) >= t.r.cfg.MaxTurnDuration {
 		t.yielded, t.next = true, StepRelease
 		return
@@ -274,7 +279,7 @@ func (t *Turn) stepPlan(ctx context.Context) {
 		t.crash(ctx, err)
 		return
 	}
-	t.plan = p
+	t.plan, t.planned = p, true
 	switch p.Kind {
 	case core.PlanAbandon:
 		t.abandon, t.next = p.Runs, StepAbandon
@@ -514,6 +519,10 @@ func (t *Turn) refused(ctx context.Context, write string, err error) {
 
 // crash gives the round up after an error it cannot classify. Whether the
 // write committed may be unknown, so it is never retried under this holder.
+// When storage does not answer the Crash after a write whose commit is
+// unknown, the round stays open: the runner records it, and Run tries its
+// Crash again at a later look (retryCrashes), not here, so that a turn
+// never waits for storage to come back.
 func (t *Turn) crash(ctx context.Context, err error) {
 	// No renewal starts once the turn is over; wait out one in flight.
 	t.mu.Lock()
@@ -521,7 +530,9 @@ func (t *Turn) crash(ctx context.Context, err error) {
 	t.mu.Unlock()
 	t.renewing.Lock()
 	t.renewing.Unlock() //nolint:staticcheck // a barrier: the renewal in flight has returned
-	_ = t.r.ws.Crash(context.WithoutCancel(ctx), t.claim)
+	if cerr := t.r.ws.Crash(context.WithoutCancel(ctx), t.claim); !roundEnded(cerr) {
+		t.r.leftOpen(t.claim)
+	}
 	t.end(ctx, OutcomeError, err)
 }
 

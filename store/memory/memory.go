@@ -232,18 +232,18 @@ func (t *txn) saveLease(key string) {
 }
 
 // PendingThreads lists the threads with a message not yet taken or a run
-// still active, in creation order.
-func (s *Store) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+// still active, in creation order, each with its lease.
+func (s *Store) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []core.ThreadID
+	var out []core.PendingThread
 	for _, id := range s.order {
 		t := s.threads[id].state
 		if t.Unconsumed() || len(t.ActiveRuns()) > 0 {
-			out = append(out, id)
+			out = append(out, core.PendingThread{ID: id, Lease: s.leases[string(id)]})
 		}
 	}
 	return out, nil

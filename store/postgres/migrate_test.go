@@ -235,7 +235,7 @@ func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 	}
 	got, err := s.PendingThreads(ctx)
 	require.NoError(t, err)
-	require.Equal(t, pending, got)
+	require.Equal(t, pending, core.PendingIDs(got))
 	_, err = ws.Claim(ctx, "empty", "fresh", ttl)
 	require.NoError(t, err, "a fresh holder's claim")
 }

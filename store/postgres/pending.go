@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -11,13 +12,18 @@ var _ core.PendingLister = (*Store)(nil)
 
 // pendingQuery lists the threads whose taken cursor is behind their newest
 // message or that have a run active, from the columns every write keeps
-// on the thread's row (migration 0003): one statement, no locks, O(threads).
-const pendingQuery = `SELECT id FROM %s.threads WHERE taken < last_message OR active_runs > 0 ORDER BY created`
+// on the thread's row (migration 0003), with each one's lease (by the
+// leases table's primary key; no row when nobody holds the thread): one
+// statement, no locks, O(threads).
+const pendingQuery = `SELECT t.id, l.holder, l.expires_at FROM %[1]s.threads t
+	LEFT JOIN %[1]s.leases l ON l.key = t.id
+	WHERE t.taken < t.last_message OR t.active_runs > 0 ORDER BY t.created`
 
 // PendingThreads lists the threads with a message not yet taken or a run
-// still active, in creation order, without locking any row: a poll does
-// not wait for, or hold up, a thread's writes. The answer may be stale.
-func (s *Store) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+// still active, in creation order, each with its lease, without locking
+// any row: a poll does not wait for, or hold up, a thread's writes. The
+// answer may be stale.
+func (s *Store) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
 	s.stats.transactions.Add(1)
 	s.stats.roundTrips.Add(1)
 	rows, err := s.pool.Query(ctx, s.q.pending)
@@ -25,13 +31,21 @@ func (s *Store) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
 		return nil, fmt.Errorf("postgres: pending threads: %w", err)
 	}
 	defer rows.Close()
-	var out []core.ThreadID
+	var out []core.PendingThread
 	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
+		var (
+			id      string
+			holder  *string
+			expires *time.Time
+		)
+		if err := rows.Scan(&id, &holder, &expires); err != nil {
 			return nil, fmt.Errorf("postgres: pending threads: %w", err)
 		}
-		out = append(out, core.ThreadID(id))
+		p := core.PendingThread{ID: core.ThreadID(id)}
+		if holder != nil && expires != nil {
+			p.Lease = core.Lease{Key: id, Holder: core.Holder(*holder), ExpiresAt: expires.UTC()}
+		}
+		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: pending threads: %w", err)

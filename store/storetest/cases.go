@@ -379,8 +379,9 @@ func testVersionCountsWrites(t *testing.T, s core.Storage) {
 type hidden struct{ core.Storage }
 
 // Pending lists exactly the threads with a message not yet taken or a run
-// still active, in creation order, whether the storage lists them itself
-// (core.PendingLister) or the Workspace reads each thread.
+// still active, in creation order, each with its lease, whether the
+// storage lists them itself (core.PendingLister) or the Workspace reads
+// each thread.
 func testPendingThreads(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a := newProc(s, "a", 0)
@@ -400,6 +401,7 @@ func testPendingThreads(t *testing.T, s core.Storage) {
 	}
 	post("unconsumed")
 	post("active")
+	claimed := a.clock.Now()
 	start("active", "h1")
 	post("done")
 	c, run := start("done", "h2")
@@ -412,13 +414,22 @@ func testPendingThreads(t *testing.T, s core.Storage) {
 	require.NoError(t, a.ws.Abandon(ctx, c2, run))
 
 	want := []core.ThreadID{"unconsumed", "active"}
+	check := func(how string, got []core.PendingThread) {
+		t.Helper()
+		require.Equal(t, want, core.PendingIDs(got), how)
+		require.Equal(t, core.Lease{}, got[0].Lease, "%s: nobody holds %q", how, got[0].ID)
+		l := got[1].Lease
+		require.Equal(t, core.Holder("h1"), l.Holder, "%s: the lease of %q", how, got[1].ID)
+		require.False(t, l.Expired(claimed.Add(ttl-time.Millisecond)), "%s: h1's lease expires a ttl after its claim", how)
+		require.True(t, l.Expired(claimed.Add(ttl)), "%s: h1's lease expires a ttl after its claim", how)
+	}
 	got, err := a.ws.Pending(ctx)
 	require.NoError(t, err)
-	require.Equal(t, want, got)
+	check("listed", got)
 	scan := core.NewWorkspace(hidden{s}, a.clock)
 	got, err = scan.Pending(ctx)
 	require.NoError(t, err)
-	require.Equal(t, want, got)
+	check("read thread by thread", got)
 }
 
 // A holder acquires a thread's lease once: after a release, after a lapse

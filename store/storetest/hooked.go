@@ -51,7 +51,7 @@ func (h *Hooked) View(ctx context.Context, fn func(context.Context, core.Transac
 
 // PendingThreads passes through to the wrapped storage when it lists
 // pending threads itself, and lists them by reading each thread if not.
-func (h *Hooked) PendingThreads(ctx context.Context) ([]core.ThreadID, error) {
+func (h *Hooked) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
 	if pl, ok := h.Storage.(core.PendingLister); ok {
 		return pl.PendingThreads(ctx)
 	}

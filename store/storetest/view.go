@@ -51,7 +51,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	require.Equal(t, core.Holder("ha"), l.Holder)
 	pending, err := b.ws.Pending(rctx)
 	require.NoError(t, err)
-	require.Equal(t, []core.ThreadID{id}, pending)
+	require.Equal(t, []core.ThreadID{id}, core.PendingIDs(pending))
 
 	release()
 	err, werr := Await(aDone, "a's RunStart to return once let go")

@@ -1,0 +1,124 @@
+package runner_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+var errDown = errors.New("storage unreachable")
+
+// flaky is memory storage that can fail: once armed, its next transaction
+// commits but reports its outcome unknown, and storage then goes down
+// (every call fails) until brought back.
+type flaky struct {
+	*memory.Store
+	mu          sync.Mutex
+	armed, down bool
+}
+
+func (f *flaky) set(armed, down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.armed, f.down = armed, down
+}
+
+func (f *flaky) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	f.mu.Lock()
+	armed, down := f.armed, f.down
+	f.armed = false
+	f.mu.Unlock()
+	if down {
+		return errDown
+	}
+	if err := f.Store.Update(ctx, fn); err != nil || !armed {
+		return err
+	}
+	f.set(false, true)
+	return fmt.Errorf("commit: %w", core.ErrCommitUnknown)
+}
+
+func (f *flaky) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
+	f.mu.Lock()
+	down := f.down
+	f.mu.Unlock()
+	if down {
+		return nil, errDown
+	}
+	return f.Store.PendingThreads(ctx)
+}
+
+// actions records the traced actions, safely for concurrent turns.
+type actions struct {
+	mu  sync.Mutex
+	got []core.Action
+}
+
+func (a *actions) Trace(ev core.TraceEvent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.got = append(a.got, ev.Action)
+}
+
+func (a *actions) has(x core.Action) bool { return a.count(x) > 0 }
+
+func (a *actions) count(x core.Action) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, g := range a.got {
+		if g == x {
+			n++
+		}
+	}
+	return n
+}
+
+// A round whose RunStart's commit is unknown, and whose Crash storage
+// could not answer (it went down), stays open while storage is down; once
+// storage is back, Run ends it with its Crash line at a later look, at
+// most once every PollEvery, without the thread being claimed again.
+func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
+	const poll = ttl / 10
+	f := &flaky{Store: memory.New()}
+	rec := &actions{}
+	wake := make(chan struct{}, 1)
+	a := newProc(t, f, "A", procOpts{tracer: rec, cfg: func(c *runner.Config) { c.PollEvery, c.Wake = poll, wake }})
+	newThread(t, a.ws, "t", "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepRunStart)
+	f.set(true, false)
+	require.True(t, turn.Step(ctx), "the turn goes on after a RunStart whose commit is unknown")
+	o, err := turn.Outcome()
+	require.Equal(t, runner.OutcomeError, o)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.False(t, rec.has(core.ActionCrash), "a Crash was traced while storage was down")
+	require.Equal(t, 1, a.r.OpenRounds(), "the round left open is not recorded")
+
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run's first look, storage down, to end and Run to wait")
+	require.Equal(t, 1, a.r.OpenRounds(), "a round was forgotten while storage was down")
+
+	f.set(false, false)
+	woken(t, a, wake) // storage is back, but the retry is not due before PollEvery
+	require.Equal(t, 1, a.r.OpenRounds(), "Run tried the Crash again sooner than PollEvery")
+	require.False(t, rec.has(core.ActionCrash))
+
+	a.clock.Advance(poll)
+	waitUntil(t, func() bool { return a.r.OpenRounds() == 0 && rec.has(core.ActionCrash) }, "Run to end the open round with its Crash once storage is back")
+	require.Equal(t, 1, rec.count(core.ActionClaim), "the round was ended by a claim of the thread, not by Run's retry")
+	cancel()
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+}
