@@ -12,12 +12,11 @@ var _ core.PendingLister = (*Store)(nil)
 
 // pendingQuery lists the threads whose taken cursor is behind their newest
 // message or that have a run active, from the columns every write keeps
-// on the thread's row (migration 0003), with each one's lease (by the
-// leases table's primary key; no row when nobody holds the thread): one
-// statement, no locks, O(threads).
-const pendingQuery = `SELECT t.id, l.holder, l.expires_at FROM %[1]s.threads t
-	LEFT JOIN %[1]s.leases l ON l.key = t.id
-	WHERE t.taken < t.last_message OR t.active_runs > 0 ORDER BY t.created`
+// on the thread's row (migration 0003), with each one's lease, which lives
+// on the same row (migration 0007; NULL when nobody holds the thread): one
+// statement, no join, no locks, O(threads).
+const pendingQuery = `SELECT id, lease_holder, lease_expires FROM %[1]s.threads
+	WHERE taken < last_message OR active_runs > 0 ORDER BY created`
 
 // PendingThreads lists the threads with a message not yet taken or a run
 // still active, in creation order, each with its lease, without locking
