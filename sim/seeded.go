@@ -673,8 +673,25 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 		s.log = append(s.log, Op{Kind: OpSkew, Proc: i, By: by})
 		p.clock.Advance(by)
 	}
-	const rounds = 10000
-	for range rounds {
+	// A livelock (steps that go on without consuming anything, as when a
+	// mutant's writes are refused for ever) fails after stallRounds rounds
+	// in which no message was taken and no run ended, rather than after
+	// all the rounds: a healthy drain takes a message or ends a run every
+	// few rounds.
+	const rounds, stallRounds, every = 10000, 1000, 100
+	done, since := -1, 0
+	for round := range rounds {
+		if round%every == 0 {
+			d, err := s.drained(ctx)
+			if err != nil {
+				return err
+			}
+			if d != done {
+				done, since = d, round
+			} else if round-since >= stallRounds {
+				return &InvariantError{Invariant: "Liveness", Op: -1, Detail: fmt.Sprintf("no message taken and no run ended in %d fair rounds", stallRounds)}
+			}
+		}
 		busy, progress := false, false
 		for i, p := range s.procs {
 			thread := 0
@@ -712,6 +729,20 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 		}
 	}
 	return &InvariantError{Invariant: "Liveness", Op: -1, Detail: fmt.Sprintf("work left after %d fair rounds", rounds)}
+}
+
+// drained measures how far the drain has gone: the messages taken and the
+// runs over, on every thread.
+func (s *Seeded) drained(ctx context.Context) (int, error) {
+	n := 0
+	for _, id := range s.threads {
+		th, err := s.poster.Thread(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		n += int(th.Taken) + len(th.Runs) - len(th.ActiveRuns())
+	}
+	return n, nil
 }
 
 // work returns the index of a thread with a message to consume or an
