@@ -1,8 +1,10 @@
 package specmodel_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,14 +53,32 @@ states:
 				continue
 			}
 			want := legal(relaxed, &s, st)
+			lapsed := false
 			if !want && st.Action == core.ActionClaim {
 				if l := m.Lapse(&s); l.Enabled {
-					want = legal(relaxed, &l.Next, st)
+					want, lapsed = legal(relaxed, &l.Next, st), true
 				}
 			}
 			line := m.TraceLine(&s, st, version)
 			_, err := tracecheck.Check(append(lines[:len(lines):len(lines)], line), tracecheck.WithSpec(spec))
 			checked++
+			// A step the spec refuses must be refused for the spec's
+			// reason: the conjunct that fails is among the checker's.
+			if out := relaxed.Do(&s, st); err != nil && !want && !lapsed && !out.Enabled && st.Action != core.ActionPost {
+				// The checker switches RunStart's and Reply's fences
+				// together, as Fenced.
+				why := strings.NewReplacer("FenceStart", "Fenced", "FenceReply", "Fenced").Replace(out.Failed)
+				var v *tracecheck.Violation
+				if !errors.As(err, &v) || v.Kind != tracecheck.ErrGuard || !slices.Contains(v.Failed, why) {
+					if len(bad) >= keep {
+						bad = append(bad, "")
+						continue
+					}
+					bad = append(bad, fmt.Sprintf("%s after [%s]: the spec refuses it for %s, the checker for another reason\n\tline: %+v\n\tchecker: %v",
+						m.Describe(st), describePath(m, path), out.Failed, line, err))
+					continue
+				}
+			}
 			if (err == nil) != want {
 				if len(bad) < keep {
 					out := m.Do(&s, st)

@@ -71,7 +71,7 @@ func (m *Model) TraceLine(s *State, st Step, version uint64) core.TraceEvent {
 		ev.Holder = HolderName(s.NextHolder)
 		ev.Lease = ev.Holder
 	case core.ActionRenew:
-		ev.Lease = lease
+		ev.Lease = ev.Holder // core writes the renewed lease's holder, p's
 	case core.ActionRelease:
 		ev.Lease = lease
 		if HasLease(s, st.P) {
