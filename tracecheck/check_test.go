@@ -863,6 +863,9 @@ func TestCheckValues(t *testing.T) {
 		{21, func(e *core.TraceEvent) { e.Run = 1 }, "line.run"},
 		{23, func(e *core.TraceEvent) { e.Tick = 99 }, "tick"},
 		{23, func(e *core.TraceEvent) { e.Lease = "h-0b44" }, "line.lease"},
+		// A Release is a write exactly when it clears the lease p holds.
+		{23, func(e *core.TraceEvent) { e.Tick, e.Read = 15, false }, "HasLease(p) (a Release that clears the lease)"},
+		{24, func(e *core.TraceEvent) { e.Tick, e.Read, e.Lease = 14, true, "h-0b55" }, "~HasLease(p) (a Release that writes nothing)"},
 		{5, func(e *core.TraceEvent) { e.Action = core.ActionLapse }, "action"},
 		{5, func(e *core.TraceEvent) { e.Proc = "" }, "line.proc"},
 	} {
