@@ -314,31 +314,34 @@ func (p *Planner) walk() (Walk, int64) {
 	for {
 		c := p.comp[cur]
 		p.path = append(p.path, c)
-		// Every unvisited edge inside, the nearest first.
+		// Every unvisited edge inside, one from the current state first.
 		for p.left[c] > 0 {
 			e := p.nearestInner(c, cur)
 			if e < 0 {
 				break
 			}
-			walk, got = p.within(walk, cur, p.src[e], got)
-			walk, got = p.take(walk, e, got)
-			_, j := p.g.Edge(int(e))
-			cur = int32(j)
+			walk, cur, got = p.by(walk, cur, e, got)
 		}
 		e := p.freshOut(c)
 		if e < 0 {
 			break
 		}
-		walk, got = p.within(walk, cur, p.src[e], got)
-		walk, got = p.take(walk, e, got)
-		_, j := p.g.Edge(int(e))
-		cur = int32(j)
+		walk, cur, got = p.by(walk, cur, e, got)
 	}
 	for k := len(p.path) - 1; k >= 0; k-- {
 		c := p.path[k]
 		p.gain[c] = p.left[c] + p.bestOut(c, false).gain
 	}
 	return walk, got
+}
+
+// by extends the walk from state cur, in edge e's component, to e's source
+// and then along e, and returns it with the state it ends in.
+func (p *Planner) by(walk Walk, cur, e int32, got int64) (Walk, int32, int64) {
+	walk, got = p.within(walk, cur, p.src[e], got)
+	walk, got = p.take(walk, e, got)
+	_, j := p.g.Edge(int(e))
+	return walk, int32(j), got
 }
 
 // nearestInner returns an unvisited edge inside component c, one that
