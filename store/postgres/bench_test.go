@@ -139,17 +139,26 @@ func BenchmarkConsumingWritePaired(b *testing.B) {
 	}
 }
 
-func benchPaired(b *testing.B, fencedFirst bool) {
-	ctx := context.Background()
+// pairedStore opens a Store on a schema of its own for a benchmark that
+// sets its writes against one autocommitted UPDATE of a thread's row, with
+// a Workspace without rounds (the benchmarks repeat one claim's write,
+// which a round allows once), and returns them with that UPDATE's text
+// (its one argument: the thread's id). The Store closes when b ends.
+func pairedStore(ctx context.Context, b *testing.B) (*Store, *core.Workspace, string) {
+	b.Helper()
 	s, err := open(ctx, poolConfig(b, "tc-bench"), Options{Schema: testSchema(b)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
-	// Rounds off: the benchmark repeats one claim's write, which a round
-	// allows once.
+	b.Cleanup(s.Close)
 	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithoutRoundsForTesting())
 	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
+	return s, ws, update
+}
+
+func benchPaired(b *testing.B, fencedFirst bool) {
+	ctx := context.Background()
+	s, ws, update := pairedStore(ctx, b)
 	var c core.Claim
 	fresh := func(i int) { c = storetest.FreshClaim(ctx, b, ws, i) }
 	fresh(0)

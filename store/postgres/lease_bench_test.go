@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/threadclaim/threadclaim/core"
 )
 
@@ -23,17 +21,11 @@ import (
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench LeaseWrites -benchtime 2000x -count 4
 func BenchmarkLeaseWrites(b *testing.B) {
 	ctx := context.Background()
-	s, err := open(ctx, poolConfig(b, "tc-bench"), Options{Schema: testSchema(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithoutRoundsForTesting())
+	s, ws, update := pairedStore(ctx, b)
 	const id = core.ThreadID("t")
 	if err := ws.CreateThread(ctx, id); err != nil {
 		b.Fatal(err)
 	}
-	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
 	var claim, renew, release, plain []time.Duration
 	timed := func(to *[]time.Duration, op func() error) error {
 		t0 := time.Now()

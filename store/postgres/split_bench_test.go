@@ -33,13 +33,7 @@ import (
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWriteSplit -benchtime 3000x -count 4
 func BenchmarkConsumingWriteSplit(b *testing.B) {
 	ctx := context.Background()
-	s, err := open(ctx, poolConfig(b, "tc-bench"), Options{Schema: testSchema(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithoutRoundsForTesting())
-	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
+	s, ws, update := pairedStore(ctx, b)
 	var c core.Claim
 	var rawID string
 	var rawArgs [][]byte
