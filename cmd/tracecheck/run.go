@@ -81,7 +81,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.shrinkDir, "shrink-dir", "tracecheck-out", "where a failing seed's operation log and trace are written, and beside them the shrunk ones")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
 	fs.StringVar(&f.cfgPath, "cfg", "", "take the processes and messages from this TLC cfg (spec/*.cfg) and report how much of its reachable state graph the deterministic executions visit")
-	fs.IntVar(&f.walks, "walks", -1, fmt.Sprintf("with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph, planned to visit its unvisited states and then its edges (default %d with -cfg on the in-memory storage, else 0)", defaultWalks))
+	fs.IntVar(&f.walks, "walks", -1, fmt.Sprintf("with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph, each planned to visit the most of what earlier walks left unvisited (default %d with -cfg on the in-memory storage, else 0)", defaultWalks))
 	fs.Float64Var(&f.minCoverage, "min-coverage", 0, "with -cfg: fail (exit 1) when the executions visit less than this percentage of the cfg's states")
 	fs.Float64Var(&f.minEdgeCoverage, "min-edge-coverage", 0, "with -cfg: fail (exit 1) when the executions take less than this percentage of the cfg's edges")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
