@@ -91,26 +91,8 @@ func (s staleLeases) PendingThreads(ctx context.Context) ([]core.PendingThread, 
 // looks for PollEvery, however many wake-ups come meanwhile; after that
 // it is claimed again (and, the lease expired, taken over).
 func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
-	const poll = ttl / 5
-	s := staleLeases{memory.New()}
-	wake := make(chan struct{}, 1)
-	var busy atomic.Int64
-	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
-		c.Wake, c.PollEvery = wake, poll
-		c.OnTurn = func(r runner.TurnReport) {
-			if r.Outcome == runner.OutcomeBusy {
-				busy.Add(1)
-			}
-		}
-	}})
-	newThread(t, a.ws, "t", "m1")
-	b := newProc(t, s, "B", procOpts{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, err := b.ws.Claim(ctx, "t", "hb", ttl)
-	require.NoError(t, err)
-	done := make(chan error)
-	go func() { done <- a.r.Run(ctx) }()
+	h := runHeld(t, staleLeases{memory.New()})
+	a, wake, busy, poll := h.a, h.wake, &h.busy, h.poll
 	waitUntil(t, func() bool { return busy.Load() >= 1 }, "Run's first claim of t to find it held by B")
 	for range 5 {
 		woken(t, a, wake)
@@ -126,34 +108,16 @@ func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
 		require.NoError(t, err)
 		return th.Taken == 1
 	}, "Run to take t over once B's lease expired")
-	cancel()
-	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+	h.stop(t)
 }
 
 // Run does not claim a thread whose listed lease another holder has and
 // has not let expire by Run's clock, at any look; once it has expired, Run
 // takes the thread over at its next look.
 func TestRunSkipsLiveLease(t *testing.T) {
-	const poll = ttl / 5
 	s := &pollCounter{Store: memory.New()}
-	wake := make(chan struct{}, 1)
-	var busy atomic.Int64
-	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
-		c.Wake, c.PollEvery = wake, poll
-		c.OnTurn = func(r runner.TurnReport) {
-			if r.Outcome == runner.OutcomeBusy {
-				busy.Add(1)
-			}
-		}
-	}})
-	newThread(t, a.ws, "t", "m1")
-	b := newProc(t, s, "B", procOpts{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, err := b.ws.Claim(ctx, "t", "hb", ttl)
-	require.NoError(t, err)
-	done := make(chan error)
-	go func() { done <- a.r.Run(ctx) }()
+	h := runHeld(t, s)
+	a, wake, busy, poll := h.a, h.wake, &h.busy, h.poll
 	waitUntil(t, func() bool { return s.polls.Load() >= 1 }, "Run's first look")
 	for range 3 {
 		woken(t, a, wake)
@@ -169,6 +133,48 @@ func TestRunSkipsLiveLease(t *testing.T) {
 		return th.Taken == 1
 	}, "Run to take t over once B's lease expired")
 	require.Zero(t, busy.Load(), "Run claimed a thread whose lease another holder has")
-	cancel()
-	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+	h.stop(t)
+}
+
+// held is process A's Run, started over a thread t that process B has
+// claimed, with A's wake-up channel, a count of A's busy turns (claims
+// that found t held) and A's PollEvery.
+type held struct {
+	a      *proc
+	wake   chan struct{}
+	busy   atomic.Int64
+	poll   time.Duration
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// runHeld creates thread t over s with one message, has B claim it for
+// ttl, and starts A's Run.
+func runHeld(t *testing.T, s core.Storage) *held {
+	t.Helper()
+	h := &held{wake: make(chan struct{}, 1), poll: ttl / 5, done: make(chan error)}
+	h.a = newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery = h.wake, h.poll
+		c.OnTurn = func(r runner.TurnReport) {
+			if r.Outcome == runner.OutcomeBusy {
+				h.busy.Add(1)
+			}
+		}
+	}})
+	newThread(t, h.a.ws, "t", "m1")
+	b := newProc(t, s, "B", procOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	t.Cleanup(cancel)
+	_, err := b.ws.Claim(ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	go func() { h.done <- h.a.r.Run(ctx) }()
+	return h
+}
+
+// stop ends A's Run and checks that it returned for that reason.
+func (h *held) stop(t *testing.T) {
+	t.Helper()
+	h.cancel()
+	require.ErrorIs(t, waitFor(t, h.done, "Run to return once its context ended"), context.Canceled)
 }
