@@ -114,12 +114,7 @@ func TestOneStatementLocks(t *testing.T) {
 // row and its lease's row locked.
 func checkStatementLocks(t *testing.T, s *Store, stmt func(q *queries) string) error {
 	ctx := context.Background()
-	a := newProc(s, "a")
-	require.NoError(t, a.ws.CreateThread(ctx, "t"))
-	_, err := a.ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	_, err = a.ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
+	claimedThread(t, s)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
 	var created, version int64
 	var holder string
@@ -172,18 +167,13 @@ func mustReplace(t *testing.T, s, old, new string) string {
 // started, or refused when busy, and in that case nothing written.
 func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
 	ctx := context.Background()
-	a := newProc(s, "a")
-	require.NoError(t, a.ws.CreateThread(ctx, "t"))
-	_, err := a.ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
+	a, c := claimedThread(t, s)
 	if change != "" {
 		_, err := admin(t).Exec(ctx, fmt.Sprintf(change, pgx.Identifier{s.Schema()}.Sanitize()))
 		require.NoError(t, err)
 	}
 	trips, conflicts := s.stats.roundTrips.Load(), s.stats.conflicts.Load()
-	_, err = a.ws.RunStart(ctx, c, 1)
+	_, err := a.ws.RunStart(ctx, c, 1)
 	trips, conflicts = s.stats.roundTrips.Load()-trips, s.stats.conflicts.Load()-conflicts
 	th, terr := newProc(s, "b").ws.Thread(ctx, "t")
 	require.NoError(t, terr)
@@ -211,14 +201,9 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	s := newStore(t)
-	a := newProc(s, "a")
-	require.NoError(t, a.ws.CreateThread(ctx, "t"))
-	_, err := a.ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	_, err = a.ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
+	a, _ := claimedThread(t, s)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
-	_, err = admin(t).Exec(ctx, fmt.Sprintf(`
+	_, err := admin(t).Exec(ctx, fmt.Sprintf(`
 		CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS
 			$$ BEGIN RAISE EXCEPTION 'message insert refused'; END $$;
 		CREATE TRIGGER refuse BEFORE INSERT ON %[1]s.messages FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))

@@ -126,14 +126,9 @@ func TestCommitErrorClassification(t *testing.T) {
 func TestCommitRefusedByServer(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
-	a := newProc(s, "a")
-	require.NoError(t, a.ws.CreateThread(ctx, "t"))
-	_, err := a.ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
+	a, c := claimedThread(t, s)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
-	_, err = admin(t).Exec(ctx, fmt.Sprintf(`
+	_, err := admin(t).Exec(ctx, fmt.Sprintf(`
 		CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS
 			$$ BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
 		CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON %[1]s.events

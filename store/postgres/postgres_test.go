@@ -184,6 +184,20 @@ type proc struct {
 	ws    *core.Workspace
 }
 
+// claimedThread creates thread "t" on s with one message, "m1", and
+// returns process "a" with its claim of it (holder "ha", for ttl).
+func claimedThread(t *testing.T, s core.Storage) (*proc, core.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	a := newProc(s, "a")
+	require.NoError(t, a.ws.CreateThread(ctx, "t"))
+	_, err := a.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	return a, c
+}
+
 func newProc(s core.Storage, name string, opts ...core.Option) *proc {
 	c := simclock.New(epoch)
 	// Rounds off: these tests drive the storage's fences through sequences
