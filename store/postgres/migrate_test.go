@@ -151,13 +151,7 @@ func TestCommitRefusedByServer(t *testing.T) {
 func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
-	schema := testSchema(t)
-	ms, err := migrations()
-	require.NoError(t, err)
-	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
-	require.NoError(t, err)
-	defer pool.Close()
-	require.NoError(t, migrateTo(ctx, pool, schema, ms[:2]))
+	schema, pool := schemaAt(ctx, t, 2)
 	require.Equal(t, []int{1, 2}, appliedMigrations(t, schema))
 
 	type ev struct {
@@ -243,16 +237,9 @@ func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 func TestMigrationToOneStatement(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
-	schema := testSchema(t)
-	ms, err := migrations()
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(ms), 6)
-	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
-	require.NoError(t, err)
-	defer pool.Close()
-	require.NoError(t, migrateTo(ctx, pool, schema, ms[:5]))
+	schema, pool := schemaAt(ctx, t, 5)
 	q := pgx.Identifier{schema}.Sanitize()
-	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1);
+	_, err := pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1);
 		INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1');
 		INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now())`)
 	require.NoError(t, err)
@@ -263,13 +250,7 @@ func TestMigrationToOneStatement(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_constraint WHERE contype = 'f'
 		AND connamespace = $1::regnamespace`, q).Scan(&fks))
 	require.Zero(t, fks, "foreign keys left on events or messages")
-	a := newProc(s, "a")
-	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	trips := s.stats.roundTrips.Load()
-	_, err = a.ws.RunStart(ctx, c, 1)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "round trips of a RunStart under the Store's own claim")
+	runStartInOneTrip(ctx, t, s)
 	th, err := newProc(s, "b").ws.Thread(ctx, "t")
 	require.NoError(t, err)
 	require.Len(t, th.Runs, 1)
@@ -286,17 +267,10 @@ func TestMigrationToOneStatement(t *testing.T) {
 func TestMigrationLeaseOnThread(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
-	schema := testSchema(t)
-	ms, err := migrations()
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(ms), 7)
-	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
-	require.NoError(t, err)
-	defer pool.Close()
-	require.NoError(t, migrateTo(ctx, pool, schema, ms[:6]))
+	schema, pool := schemaAt(ctx, t, 6)
 	q := pgx.Identifier{schema}.Sanitize()
 	exp := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	_, err = pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1), ('u', 1, 0, 1), ('v', 0, 0, 0);
+	_, err := pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1), ('u', 1, 0, 1), ('v', 0, 0, 0);
 		INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1'),
 			('u', 1, 1, 'message_posted', now(), 1, 'm1');
 		INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now()), ('u', 1, 'm1', now());
@@ -341,6 +315,30 @@ func TestMigrationLeaseOnThread(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+q+`.threads`).Scan(&threads))
 	require.Equal(t, 3, threads, "threads left after a lease delete")
 
+	runStartInOneTrip(ctx, t, s)
+	require.Equal(t, map[string]string{"t": "ha", "u": "h1"}, leases())
+}
+
+// schemaAt returns a schema of the test's own with the first n migrations
+// applied, and a pool on its database (closed when the test ends).
+func schemaAt(ctx context.Context, t *testing.T, n int) (string, *pgxpool.Pool) {
+	t.Helper()
+	schema := testSchema(t)
+	ms, err := migrations()
+	require.NoError(t, err)
+	require.Greater(t, len(ms), n, "migrations after the first %d", n)
+	pool, err := pgxpool.NewWithConfig(ctx, poolConfig(t, "tc"))
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, migrateTo(ctx, pool, schema, ms[:n]))
+	return schema, pool
+}
+
+// runStartInOneTrip claims thread "t", whose first message is not yet
+// taken, as process "a", and checks that a RunStart under that claim is
+// one round trip.
+func runStartInOneTrip(ctx context.Context, t *testing.T, s *Store) {
+	t.Helper()
 	a := newProc(s, "a")
 	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
 	require.NoError(t, err)
@@ -348,5 +346,4 @@ func TestMigrationLeaseOnThread(t *testing.T) {
 	_, err = a.ws.RunStart(ctx, c, 1)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "round trips of a RunStart under the Store's own claim")
-	require.Equal(t, map[string]string{"t": "ha", "u": "h1"}, leases())
 }
