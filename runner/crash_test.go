@@ -12,6 +12,7 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 var errDown = errors.New("storage unreachable")
@@ -56,26 +57,11 @@ func (f *flaky) PendingThreads(ctx context.Context) ([]core.PendingThread, error
 	return f.Store.PendingThreads(ctx)
 }
 
-// actions records the traced actions, safely for concurrent turns.
-type actions struct {
-	mu  sync.Mutex
-	got []core.Action
-}
-
-func (a *actions) Trace(ev core.TraceEvent) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.got = append(a.got, ev.Action)
-}
-
-func (a *actions) has(x core.Action) bool { return a.count(x) > 0 }
-
-func (a *actions) count(x core.Action) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+// traced counts the lines of action x that rec kept.
+func traced(rec *tracecheck.Recorder, x core.Action) int {
 	n := 0
-	for _, g := range a.got {
-		if g == x {
+	for _, ev := range rec.Lines() {
+		if ev.Action == x {
 			n++
 		}
 	}
@@ -89,7 +75,7 @@ func (a *actions) count(x core.Action) int {
 func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
 	const poll = ttl / 10
 	f := &flaky{Store: memory.New()}
-	rec := &actions{}
+	rec := &tracecheck.Recorder{}
 	wake := make(chan struct{}, 1)
 	a := newProc(t, f, "A", procOpts{tracer: rec, cfg: func(c *runner.Config) { c.PollEvery, c.Wake = poll, wake }})
 	newThread(t, a.ws, "t", "m1")
@@ -103,7 +89,7 @@ func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
 	o, err := turn.Outcome()
 	require.Equal(t, runner.OutcomeError, o)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
-	require.False(t, rec.has(core.ActionCrash), "a Crash was traced while storage was down")
+	require.False(t, traced(rec, core.ActionCrash) > 0, "a Crash was traced while storage was down")
 	require.Equal(t, 1, a.r.OpenRounds(), "the round left open is not recorded")
 
 	done := make(chan error)
@@ -114,11 +100,11 @@ func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
 	f.set(false, false)
 	woken(t, a, wake) // storage is back, but the retry is not due before PollEvery
 	require.Equal(t, 1, a.r.OpenRounds(), "Run tried the Crash again sooner than PollEvery")
-	require.False(t, rec.has(core.ActionCrash))
+	require.False(t, traced(rec, core.ActionCrash) > 0)
 
 	a.clock.Advance(poll)
-	waitUntil(t, func() bool { return a.r.OpenRounds() == 0 && rec.has(core.ActionCrash) }, "Run to end the open round with its Crash once storage is back")
-	require.Equal(t, 1, rec.count(core.ActionClaim), "the round was ended by a claim of the thread, not by Run's retry")
+	waitUntil(t, func() bool { return a.r.OpenRounds() == 0 && traced(rec, core.ActionCrash) > 0 }, "Run to end the open round with its Crash once storage is back")
+	require.Equal(t, 1, traced(rec, core.ActionClaim), "the round was ended by a claim of the thread, not by Run's retry")
 	cancel()
 	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }
