@@ -103,11 +103,7 @@ func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
 	a.clock.Advance(poll) // B's lease (ttl) is still live: a second busy claim
 	waitUntil(t, func() bool { return busy.Load() == 2 }, "Run to claim t again once PollEvery passed")
 	a.clock.Advance(ttl) // B's lease has expired by A's clock: A takes t over
-	waitUntil(t, func() bool {
-		th, err := a.ws.Thread(context.Background(), "t")
-		require.NoError(t, err)
-		return th.Taken == 1
-	}, "Run to take t over once B's lease expired")
+	h.takenOver(t)
 	h.stop(t)
 }
 
@@ -127,11 +123,7 @@ func TestRunSkipsLiveLease(t *testing.T) {
 	waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run to look again once PollEvery passed")
 	require.Zero(t, busy.Load(), "Run claimed a thread whose lease another holder has")
 	a.clock.Advance(poll) // B's lease has expired by A's clock: A takes t over
-	waitUntil(t, func() bool {
-		th, err := a.ws.Thread(context.Background(), "t")
-		require.NoError(t, err)
-		return th.Taken == 1
-	}, "Run to take t over once B's lease expired")
+	h.takenOver(t)
 	require.Zero(t, busy.Load(), "Run claimed a thread whose lease another holder has")
 	h.stop(t)
 }
@@ -170,6 +162,17 @@ func runHeld(t *testing.T, s core.Storage) *held {
 	require.NoError(t, err)
 	go func() { h.done <- h.a.r.Run(ctx) }()
 	return h
+}
+
+// takenOver waits for A to take t over (B's lease expired) and consume
+// its message.
+func (h *held) takenOver(t *testing.T) {
+	t.Helper()
+	waitUntil(t, func() bool {
+		th, err := h.a.ws.Thread(context.Background(), "t")
+		require.NoError(t, err)
+		return th.Taken == 1
+	}, "Run to take t over once B's lease expired")
 }
 
 // stop ends A's Run and checks that it returned for that reason.
