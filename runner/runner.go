@@ -140,11 +140,11 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // turns: see Config), so that a dead runner's thread is claimed within
 // ClaimTTL + PollEvery of its last renewal whatever the load. The threads
 // nobody holds it starts from a rotating point of the list, so that a
-// thread a bounded turn left (OutcomeYielded) waits behind the others. Failed turns do not stop it:
-// another claim has the thread, or storage will be tried again. Each turn
-// is reported to Logger and OnTurn. At each look it first tries again to
-// end the rounds whose Crash storage did not answer (see Turn's crash),
-// at most once every PollEvery each.
+// thread a bounded turn left (OutcomeYielded) waits behind the others.
+// Failed turns do not stop it: another claim has the thread, or storage
+// will be tried again. Each turn is reported to Logger and OnTurn. At
+// each look it first tries again to end the rounds whose Crash storage
+// did not answer (see Turn's crash), at most once every PollEvery each.
 //
 // Run spends no storage round trip it can do without, since those are
 // what bounds how many messages a fleet consumes a second: while all its
