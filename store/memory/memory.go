@@ -62,6 +62,32 @@ func New(opts ...Option) *Store {
 	return s
 }
 
+// Clone returns a store that holds what s holds now: every thread, its
+// events, the leases and the holders that acquired them. The two share
+// nothing afterwards. A simulation uses it to fork an execution at a
+// point it goes on from in several ways.
+func (s *Store) Clone() *Store {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &Store{
+		order:       append([]core.ThreadID(nil), s.order...),
+		threads:     make(map[core.ThreadID]*thread, len(s.threads)),
+		leases:      make(map[string]core.Lease, len(s.leases)),
+		held:        make(map[heldLease]struct{}, len(s.held)),
+		reuseHolder: s.reuseHolder,
+	}
+	for id, th := range s.threads {
+		c.threads[id] = &thread{state: th.state.Clone(), events: append([]core.Event(nil), th.events...)}
+	}
+	for k, l := range s.leases {
+		c.leases[k] = l
+	}
+	for k := range s.held {
+		c.held[k] = struct{}{}
+	}
+	return c
+}
+
 // Update runs fn holding the store's lock. fn's writes change the store in
 // place and leave an undo record; when fn returns an error the records are
 // played back, newest first, so nothing fn wrote is kept.
