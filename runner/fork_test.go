@@ -1,0 +1,90 @@
+package runner_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// A turn forked between two steps, with its runner and workspace over a
+// copy of storage, takes the steps the turn would have taken, and the two
+// go their own ways: each consumes the message in its own storage and
+// ends its run, and both traces are behaviours of the spec. Every field
+// of the turn is copied (the count guards one added later).
+func TestTurnFork(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	clock := simclock.New(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	rec := &tracecheck.Recorder{}
+	ws := core.NewWorkspace(store, clock, core.WithProcess("p1"), core.WithTracer(rec))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err := ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })
+	holders := 0
+	newHolder := func() (core.Holder, error) {
+		holders++
+		return core.Holder(fmt.Sprintf("h%d", holders)), nil
+	}
+	r, err := runner.New(runner.Config{Workspace: ws, Clock: clock, Agent: agent, NewHolder: newHolder, ClaimTTL: time.Minute})
+	require.NoError(t, err)
+	turn := r.NewTurn("t")
+	require.False(t, turn.Step(ctx)) // Claim
+	require.False(t, turn.Step(ctx)) // Plan
+	require.False(t, turn.Step(ctx)) // RunStart
+	require.Equal(t, runner.StepAgent, turn.Next())
+
+	frec := &tracecheck.Recorder{}
+	fclock := simclock.New(clock.Now())
+	fstore := store.Clone()
+	fws, claim := ws.ForkForTesting(fstore, fclock, frec)
+	fr := r.ForkForTesting(fws, fclock, agent, newHolder, claim)
+	fturn := turn.ForkForTesting(ctx, fr, claim)
+	want, n := runner.TurnFields(turn)
+	got, _ := runner.TurnFields(fturn)
+	require.Equal(t, want, got)
+	require.Equal(t, 30, n, "Turn has a field more or less: make Turn.ForkForTesting copy it, and TurnFields see it")
+
+	// A turn asked to stop is copied so: its runs' context cancelled.
+	require.NoError(t, ws.CreateThread(ctx, "u"))
+	stopped := r.NewTurn("u")
+	require.False(t, stopped.Step(ctx)) // Claim
+	stopped.Stop()
+	sws, sclaim := ws.ForkForTesting(store.Clone(), simclock.New(clock.Now()), &tracecheck.Recorder{})
+	want, _ = runner.TurnFields(stopped)
+	got, _ = runner.TurnFields(stopped.ForkForTesting(ctx, r.ForkForTesting(sws, clock, agent, newHolder, sclaim), sclaim))
+	require.Equal(t, want, got)
+	require.Equal(t, true, want["cancelled"])
+
+	for _, tt := range []*runner.Turn{fturn, turn} {
+		for !tt.Step(ctx) {
+		}
+		o, err := tt.Outcome()
+		require.NoError(t, err)
+		require.Equal(t, runner.OutcomeDone, o)
+		require.NoError(t, tt.Handle().Wait(ctx))
+		require.Equal(t, core.RunID(1), tt.Handle().Run())
+	}
+	for _, s := range []*memory.Store{store, fstore} {
+		th, err := core.NewWorkspace(s, clock).Thread(ctx, "t")
+		require.NoError(t, err)
+		require.Equal(t, core.Seq(1), th.Taken)
+		require.Len(t, th.Runs, 1)
+	}
+	// The fork's trace is its own from the fork on; with the lines before
+	// the fork, each is a behaviour of the spec.
+	before := rec.Lines()[:4] // Post, Claim, Plan, RunStart
+	_, err = tracecheck.Check(rec.Lines())
+	require.NoError(t, err)
+	_, err = tracecheck.Check(append(append([]core.TraceEvent(nil), before...), frec.Lines()...))
+	require.NoError(t, err)
+}
