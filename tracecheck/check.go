@@ -405,7 +405,7 @@ type threadState struct {
 
 	holders holderSet      // every holder in names, for Claim's freshness guard
 	names   []core.Holder  // names[h] is abstract holder h's string; names[0] = ""
-	procs   map[string]int // index in order
+	procs   map[string]int // index in order, once there are more than 8; nil before
 	order   []*specProc    // procs by first appearance, for dumps
 	lastP   int            // 1 + the index in order of the process of the thread's last line
 
@@ -418,7 +418,7 @@ type threadState struct {
 func newThreadState(id core.ThreadID, seed maphash.Seed) *threadState {
 	return &threadState{
 		id: id, holders: holderSet{seed: seed}, names: []core.Holder{""},
-		procs: map[string]int{}, consumed: []int32{0},
+		consumed: []int32{0},
 	}
 }
 
@@ -506,7 +506,17 @@ func (t *threadState) proc(name string) *specProc {
 		return t.order[k]
 	}
 	p := &specProc{name: name}
-	t.procs[name] = len(t.order)
+	if len(t.order) == 8 {
+		// The map is kept from the ninth process on: a few are found by
+		// comparing, and a thread's state is cheap to clone.
+		t.procs = make(map[string]int, 16)
+		for k, q := range t.order {
+			t.procs[q.name] = k
+		}
+	}
+	if t.procs != nil {
+		t.procs[name] = len(t.order)
+	}
 	t.order = append(t.order, p)
 	t.lastP = len(t.order)
 	return p
