@@ -25,6 +25,15 @@
 // Coverage follows traces through the graph and counts the states and
 // edges they visit, with the lapses an execution saw (CoverageLines).
 //
+// A Tree drives the runner along every edge of a cfg's graph it can take
+// without walking to each from Init: a depth-first pass over a spanning
+// tree, in which each state's execution is forked (storage, clocks,
+// workspaces, runners and turns copied: memory.Store.Clone,
+// core.Workspace.ForkForTesting, runner.Turn.ForkForTesting) and each fork
+// takes one of the state's edges, its trace checked as it grows by a clone
+// of the checker of the trace before (tracecheck.Checker.Clone). A fork
+// that fails is kept as its operation log, which replays it from Init.
+//
 // RunConcurrent is a concurrent execution: runner.Runner goroutines in real
 // time with short TTLs, skewed clocks (SkewedClock), agents that stall past
 // the TTL (StallingAgent), writes held in flight before they reach

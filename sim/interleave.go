@@ -40,9 +40,10 @@ type coroutine struct {
 	killed bool
 }
 
-func newCoroutine() *coroutine {
-	return &coroutine{resume: make(chan bool), paused: make(chan struct{}), done: make(chan bool), start: make(chan func())}
-}
+// newCoroutine returns a coroutine with no step in flight. Its channels
+// and goroutine are made by its first step: most processes' steps never
+// pause, and a forked execution (Seeded.fork) makes one for each process.
+func newCoroutine() *coroutine { return &coroutine{} }
 
 type coroutineKey struct{}
 
@@ -58,9 +59,13 @@ func (c *coroutine) run(ctx context.Context, fn func(ctx context.Context) bool) 
 		c.active, c.txns = true, 0
 		ctx = context.WithValue(ctx, coroutineKey{}, c)
 		if !c.worker {
-			c.worker = true
+			if c.resume == nil {
+				c.resume, c.paused, c.done = make(chan bool), make(chan struct{}), make(chan bool)
+			}
+			start := make(chan func())
+			c.start, c.worker = start, true
 			go func() {
-				for step := range c.start {
+				for step := range start {
 					step()
 				}
 			}()
@@ -82,7 +87,7 @@ func (c *coroutine) end() {
 	c.kill()
 	if c.worker {
 		close(c.start)
-		c.start, c.worker = make(chan func()), false
+		c.start, c.worker = nil, false
 	}
 }
 

@@ -210,19 +210,22 @@ type simProc struct {
 // faults, lets every clock pass the TTL and runs the processes fairly until
 // every posted message is consumed (liveness).
 type Seeded struct {
-	cfg     Config
-	rng     *rand.Rand
-	procs   []*simProc
-	poster  *core.Workspace
-	threads []core.ThreadID
-	posted  []int
-	seen    map[core.ThreadID]int // events already checked, per thread
-	stats   Stats
-	rec     *recorder
-	faults  *faults
-	swarm   *swarm
-	guide   *guide
-	dir     *director // the directed scheduler, with Config.Walks
+	cfg Config
+	// rng draws the operations, holderRNG the holders' names; src and
+	// holderSrc are their sources, which a fork copies.
+	rng, holderRNG *rand.Rand
+	src, holderSrc *rand.PCG
+	procs          []*simProc
+	poster         *core.Workspace
+	threads        []core.ThreadID
+	posted         []int
+	seen           map[core.ThreadID]int // events already checked, per thread
+	stats          Stats
+	rec            *recorder
+	faults         *faults
+	swarm          *swarm
+	guide          *guide
+	dir            *director // the directed scheduler, with Config.Walks
 	// lapses are the Lapse steps seen (Stats.Lapses), where they fell in
 	// the trace; lapsed is, per thread, the lease last seen to lapse.
 	lapses []lapse
@@ -263,10 +266,13 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	}
 	// Holders come from a source of their own, so that a replayed log,
 	// which draws no operations, names them as the original did.
-	holderRNG := rand.New(rand.NewPCG(cfg.Seed, 0x686f6c646572))
+	src, holderSrc := rand.NewPCG(cfg.Seed, 0x7468726561640a), rand.NewPCG(cfg.Seed, 0x686f6c646572)
 	s := &Seeded{
 		cfg:       cfg,
-		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x7468726561640a)),
+		src:       src,
+		rng:       rand.New(src),
+		holderSrc: holderSrc,
+		holderRNG: rand.New(holderSrc),
 		seen:      map[core.ThreadID]int{},
 		lapsed:    map[core.ThreadID]core.Lease{},
 		quiesceAt: -1,
@@ -325,22 +331,8 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			// Turns as long as their thread has messages: the scheduler,
 			// not a bound, decides how long a process keeps a thread.
 			MaxTurnDuration: math.MaxInt64,
-			Agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
-				for range p.asks {
-					if _, err := sess.Ask(ctx, "which one?"); err != nil {
-						return err
-					}
-				}
-				return nil
-			}),
-			NewHolder: func() (core.Holder, error) {
-				p.holders++
-				// The scheduler's source still advances as it did when it
-				// named the holders, so that each seed draws the operations
-				// it always drew.
-				_ = s.rng.Uint32()
-				return core.Holder(fmt.Sprintf("%s.%d.%x", p.name, p.holders, holderRNG.Uint32())), nil
-			},
+			Agent:           p.agent(),
+			NewHolder:       s.newHolder(p),
 		})
 		if err != nil {
 			return nil, err
@@ -349,6 +341,31 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		s.procs = append(s.procs, p)
 	}
 	return s, nil
+}
+
+// agent is p's agent: it asks the questions the operation that runs it
+// asks for (Op.Asks), then returns.
+func (p *simProc) agent() runner.Agent {
+	return runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
+		for range p.asks {
+			if _, err := sess.Ask(ctx, "which one?"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// newHolder names p's claims' holders.
+func (s *Seeded) newHolder(p *simProc) func() (core.Holder, error) {
+	return func() (core.Holder, error) {
+		p.holders++
+		// The scheduler's source still advances as it did when it named
+		// the holders, so that each seed draws the operations it always
+		// drew.
+		_ = s.rng.Uint32()
+		return core.Holder(fmt.Sprintf("%s.%d.%x", p.name, p.holders, s.holderRNG.Uint32())), nil
+	}
 }
 
 // Stats returns what the simulation did so far.
