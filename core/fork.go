@@ -19,47 +19,59 @@ import (
 // Crash in progress.
 func (w *Workspace) ForkForTesting(s Storage, clock Clock, tracer Tracer) (fork *Workspace, claim func(Claim) Claim) {
 	w.mu.Lock()
-	f := &Workspace{
+	f := &forked{from: w, to: &Workspace{
 		storage: s, clock: clock, proc: w.proc, tracer: tracer,
 		fences: w.fences, mutants: w.mutants, noRounds: w.noRounds, doubts: w.doubts,
 		rounds: make(map[ThreadID]*round, len(w.rounds)),
 		used:   maps.Clone(w.used),
 		usedQ:  slices.Clone(w.usedQ),
+	}}
+	var open [4]*round
+	rounds := open[:0]
+	for _, r := range w.rounds {
+		rounds = append(rounds, r)
 	}
-	rounds := maps.Clone(w.rounds)
 	w.mu.Unlock()
-	// A process has a round or two: a slice finds their copies.
-	var from, to []*round
-	copyOf := func(r *round) *round {
-		if r == nil || r.ws != w {
-			return r
-		}
-		for k, o := range from {
-			if o == r {
-				return to[k]
-			}
-		}
-		r.mu.Lock()
-		c := &round{
-			ws: f, thread: r.thread, holder: r.holder,
-			phase: r.phase, plan: r.plan, run: r.run,
-			doubt: r.doubt, claimDoubt: r.claimDoubt,
-			crashing: r.crashing, crashFailed: r.crashFailed,
-			tick: r.tick, taken: r.taken,
-		}
-		if r.doubtLine != nil {
-			l := *r.doubtLine
-			c.doubtLine = &l
-		}
-		r.mu.Unlock()
-		from, to = append(from, r), append(to, c)
-		return c
+	for _, r := range rounds {
+		f.to.rounds[r.thread] = f.round(r)
 	}
-	for id, r := range rounds {
-		f.rounds[id] = copyOf(r)
+	return f.to, f.claim
+}
+
+// forked maps the rounds of a workspace to those of its fork.
+type forked struct {
+	from, to *Workspace
+	// orig[k]'s copy is copies[k]: a process has a round or two.
+	orig, copies []*round
+}
+
+func (f *forked) claim(c Claim) Claim {
+	c.r = f.round(c.r)
+	return c
+}
+
+// round returns r's copy, made the first time it is asked for; r itself
+// when it is not a round of the workspace forked.
+func (f *forked) round(r *round) *round {
+	if r == nil || r.ws != f.from {
+		return r
 	}
-	return f, func(c Claim) Claim {
-		c.r = copyOf(c.r)
-		return c
+	if k := slices.Index(f.orig, r); k >= 0 {
+		return f.copies[k]
 	}
+	r.mu.Lock()
+	c := &round{
+		ws: f.to, thread: r.thread, holder: r.holder,
+		phase: r.phase, plan: r.plan, run: r.run,
+		doubt: r.doubt, claimDoubt: r.claimDoubt,
+		crashing: r.crashing, crashFailed: r.crashFailed,
+		tick: r.tick, taken: r.taken,
+	}
+	if r.doubtLine != nil {
+		l := *r.doubtLine
+		c.doubtLine = &l
+	}
+	r.mu.Unlock()
+	f.orig, f.copies = append(f.orig, r), append(f.copies, c)
+	return c
 }
