@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/simclock"
 	"github.com/threadclaim/threadclaim/store/memory"
 )
@@ -20,7 +19,8 @@ var errNoFork = errors.New("sim: cannot fork the execution")
 // on from here on its own: a copy of the storage, of every process's
 // clock, workspace (its rounds), runner and turn, of the trace recorded so
 // far, the log, the directed scheduler's place and the random sources. The
-// copy's Stats count only what it does itself. s must run on a
+// copy's Stats count only what it does itself, but for the steps and
+// outcomes, which it adds to s's counts. s must run on a
 // memory.Store, with no injected faults and no step paused between two
 // transactions; ctx is the one s's steps are given.
 //
@@ -48,7 +48,8 @@ func (s *Seeded) fork(ctx context.Context, share bool) (*Seeded, error) {
 		threads:   s.threads,
 		posted:    slices.Clone(s.posted),
 		seen:      maps.Clone(s.seen),
-		stats:     Stats{Steps: map[runner.Step]int{}, Outcomes: map[runner.Outcome]int{}},
+		// The step and outcome counts are s's maps: a fork adds to them.
+		stats:     Stats{Steps: s.stats.Steps, Outcomes: s.stats.Outcomes},
 		swarm:     s.swarm,
 		lapses:    s.lapses,
 		lapsed:    maps.Clone(s.lapsed),
@@ -62,32 +63,55 @@ func (s *Seeded) fork(ctx context.Context, share bool) (*Seeded, error) {
 	if !share {
 		f.lapses, f.log, f.rec.lines = slices.Clip(f.lapses), slices.Clip(f.log), slices.Clip(f.rec.lines)
 	}
-	var procStore core.Storage = f.cfg.Storage
+	f.procStore = f.cfg.Storage
 	if s.cfg.Interleave {
-		procStore = &procStorage{Storage: f.cfg.Storage}
+		f.procStore = &procStorage{Storage: f.cfg.Storage}
 	}
-	f.poster, _ = s.poster.ForkForTesting(f.cfg.Storage, simclock.New(s.poster.Now()), f.rec)
+	// The poster and the processes are s's until the copy makes them act
+	// (own, ownPoster): most forks take one step of one process.
+	f.poster, f.posterShared = s.poster, true
 	for _, p := range s.procs {
-		q := &simProc{name: p.name, clock: simclock.New(p.clock.Now()), asks: p.asks, holders: p.holders, co: newCoroutine(), thread: p.thread}
-		var claim func(core.Claim) core.Claim
-		q.ws, claim = p.ws.ForkForTesting(procStore, q.clock, f.rec)
-		q.r = p.r.ForkForTesting(q.ws, q.clock, q.agent(), f.newHolder(q), claim)
-		if p.turn != nil {
-			tctx := ctx
-			if s.cfg.Interleave {
-				// The claim's step carried the process's coroutine: its
-				// runs' questions pause in the copy's.
-				tctx = context.WithValue(ctx, coroutineKey{}, q.co)
-			}
-			q.turn = p.turn.ForkForTesting(tctx, q.r, claim)
-		}
-		f.procs = append(f.procs, q)
+		f.procs = append(f.procs, &simProc{
+			name: p.name, clock: simclock.New(p.clock.Now()), asks: p.asks, holders: p.holders,
+			co: newCoroutine(), thread: p.thread,
+			ws: p.ws, r: p.r, turn: p.turn, shared: true,
+		})
 	}
 	if s.dir != nil {
-		d := *s.dir
-		d.state = s.dir.state.Clone()
+		d := *s.dir // its state is shared: Do changes no state it is given
 		d.checks = slices.Clip(d.checks)
 		f.dir = &d
 	}
 	return f, nil
+}
+
+// own gives p a workspace, runner and turn of its own, forked from the
+// ones it shares with the execution it was forked from (fork), before it
+// acts.
+func (s *Seeded) own(ctx context.Context, p *simProc) {
+	if !p.shared {
+		return
+	}
+	p.shared = false
+	var claim func(core.Claim) core.Claim
+	p.ws, claim = p.ws.ForkForTesting(s.procStore, p.clock, s.rec)
+	p.r = p.r.ForkForTesting(p.ws, p.clock, p.agent(), s.newHolder(p), claim)
+	if p.turn != nil {
+		if s.cfg.Interleave {
+			// The claim's step carried the process's coroutine: its runs'
+			// questions pause in the copy's.
+			ctx = context.WithValue(ctx, coroutineKey{}, p.co)
+		}
+		p.turn = p.turn.ForkForTesting(ctx, p.r, claim)
+	}
+}
+
+// ownPoster gives the execution a poster of its own, over its storage,
+// forked from the one it shares with the execution it was forked from.
+func (s *Seeded) ownPoster() *core.Workspace {
+	if s.posterShared {
+		s.poster, _ = s.poster.ForkForTesting(s.cfg.Storage, simclock.New(s.poster.Now()), s.rec)
+		s.posterShared = false
+	}
+	return s.poster
 }

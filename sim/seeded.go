@@ -199,6 +199,9 @@ type simProc struct {
 	holders int
 	co      *coroutine    // the step in flight, when the execution interleaves
 	thread  core.ThreadID // the thread of the turn, when there is one
+	// shared: ws, r and turn are those of the execution this one was
+	// forked from, until the process acts (Seeded.own).
+	shared bool
 }
 
 // Seeded is one deterministic execution: a seeded scheduler interleaves the
@@ -226,6 +229,11 @@ type Seeded struct {
 	swarm          *swarm
 	guide          *guide
 	dir            *director // the directed scheduler, with Config.Walks
+	// procStore is the storage the processes' workspaces use; posterShared:
+	// poster is that of the execution this one was forked from, until it
+	// posts (ownPoster).
+	procStore    core.Storage
+	posterShared bool
 	// lapses are the Lapse steps seen (Stats.Lapses), where they fell in
 	// the trace; lapsed is, per thread, the lease last seen to lapse.
 	lapses []lapse
@@ -488,13 +496,17 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 	s.stats.Ops[op.Kind]++
 	p := s.procs[op.Proc]
 	switch op.Kind {
+	case OpStep, OpRenew, OpYield, OpCrash:
+		s.own(ctx, p)
+	}
+	switch op.Kind {
 	case OpPost:
 		t := op.Thread
 		if s.posted[t] >= s.cfg.Messages {
 			return nil
 		}
 		s.posted[t]++
-		_, err := s.poster.Post(ctx, s.threads[t], fmt.Sprintf("message %d", s.posted[t]))
+		_, err := s.ownPoster().Post(ctx, s.threads[t], fmt.Sprintf("message %d", s.posted[t]))
 		return err
 	case OpStep:
 		p.asks = op.Asks
@@ -533,6 +545,7 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 
 // step takes p's next step and returns its turn's outcome if it ended.
 func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) runner.Outcome {
+	s.own(ctx, p)
 	if p.turn == nil {
 		s.newTurn(p, thread)
 	}
@@ -753,7 +766,7 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 func (s *Seeded) drained(ctx context.Context) (int, error) {
 	n := 0
 	for _, id := range s.threads {
-		th, err := s.poster.Thread(ctx, id)
+		th, err := s.ownPoster().Thread(ctx, id)
 		if err != nil {
 			return 0, err
 		}
@@ -766,7 +779,7 @@ func (s *Seeded) drained(ctx context.Context) (int, error) {
 // active run.
 func (s *Seeded) work(ctx context.Context) (int, bool, error) {
 	for i, id := range s.threads {
-		th, err := s.poster.Thread(ctx, id)
+		th, err := s.ownPoster().Thread(ctx, id)
 		if err != nil {
 			return 0, false, err
 		}
@@ -779,7 +792,7 @@ func (s *Seeded) work(ctx context.Context) (int, bool, error) {
 
 func (s *Seeded) checkLiveness(ctx context.Context) error {
 	for _, id := range s.threads {
-		th, err := s.poster.Thread(ctx, id)
+		th, err := s.ownPoster().Thread(ctx, id)
 		if err != nil {
 			return err
 		}

@@ -321,7 +321,7 @@ func (r *treeRun) drive(st specmodel.Step, v int32, count, last bool) (node, boo
 	walk := append(r.path, st)
 	d := f.dir
 	d.walks, d.k, d.i, d.begun = []Walk{walk}, 0, from, true
-	d.state = base.spec.Clone()
+	d.state = base.spec // Do builds successors; it changes no state it is given
 	d.fedLines, d.fedLapses, d.tries, d.yielded, d.walked, d.diverged = len(f.rec.lines), len(f.lapses), 0, false, 0, 0
 	lines0 := len(f.rec.lines)
 	var inv *InvariantError
