@@ -259,15 +259,16 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 // run -cfg reports the share of the cfg's reachable states the executions
 // visit, and -min-coverage fails the run below a floor (set just under
 // what the seeded executions alone reach: 1.78% of the fenced cfg's
-// states; the directed walks are TestRunWalks'), and -min-edge-coverage
-// below a floor of edges.
+// states; the forks are TestRunForks', the directed walks TestRunWalks'),
+// and -min-edge-coverage below a floor of edges.
 func TestRunCoverage(t *testing.T) {
-	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-walks", "0", "-concurrent", "0", "-min-coverage", "1.7")
+	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-forks=false", "-concurrent", "0", "-min-coverage", "1.7")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
 	require.Contains(t, out, "coverage            1.")
 	require.Contains(t, out, "of states")
 	require.NotContains(t, out, "directed walks")
-	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-walks", "0", "-seeds", "5", "-concurrent", "0", "-min-coverage", "90")
+	require.NotContains(t, out, "forked executions")
+	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-forks=false", "-seeds", "5", "-concurrent", "0", "-min-coverage", "90")
 	require.Equal(t, exitFailed, code, errs)
 	require.Contains(t, errs, "below the floor")
 	code, _, errs = runCLI("run", "-walks", "5")
@@ -278,7 +279,7 @@ func TestRunCoverage(t *testing.T) {
 	require.Equal(t, exitUsage, code, "a cfg whose model breaks an invariant: %s", errs)
 	code, _, _ = runCLI("run", "-min-coverage", "5")
 	require.Equal(t, exitUsage, code, "-min-coverage without -cfg")
-	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-walks", "0", "-seeds", "2", "-concurrent", "0", "-min-edge-coverage", "90")
+	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "2", "-concurrent", "0", "-min-edge-coverage", "90")
 	require.Equal(t, exitFailed, code, errs)
 	require.Contains(t, errs, "edges, below the floor")
 	code, _, _ = runCLI("run", "-min-edge-coverage", "5")
@@ -295,7 +296,7 @@ func TestRunWalks(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("drives about 8,000 walks (skipped with -short and under -race; scripts/test runs it without -race)")
 	}
-	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-seeds", "1", "-concurrent", "0", "-walks", "100000", "-min-coverage", "100", "-json")
+	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "1", "-concurrent", "0", "-walks", "100000", "-min-coverage", "100", "-json")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
 	var sum struct {
 		Figures runFigures `json:"figures"`
@@ -310,10 +311,58 @@ func TestRunWalks(t *testing.T) {
 	// the runner never attempts (sim.RunnerSkips): 20,182 of 21,296.
 	require.InDelta(t, 94.77, f.CoverageEdges, 0.01)
 	// The walks alone (no seeded or concurrent execution) catch it.
-	code, out, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-seeds", "0", "-concurrent", "0", "-walks", "2000", "-unfenced", "-shrink=false")
+	code, out, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "0", "-concurrent", "0", "-walks", "2000", "-unfenced", "-shrink=false")
 	require.Equal(t, exitFailed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
 	require.Contains(t, errs, "the mutant was caught")
 	require.Contains(t, errs, "walks-0")
-	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-seeds", "0", "-concurrent", "0", "-walks", "0")
+	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "0", "-concurrent", "0", "-walks", "0")
 	require.Equal(t, exitUsage, code, "nothing to run: %s", errs)
+}
+
+// TestRunForks: with -cfg on the in-memory storage, run drives the runner
+// along every edge of the cfg's graph it can take, on forks of the
+// execution at each state. On the small cfg that is every state and every
+// edge but the refused abandons with no run to abandon; no fork fails,
+// and the output is the same with one worker and with two. With the
+// fences off the forks alone catch the mutant, and a failing fork's
+// operations are written for tracecheck replay.
+func TestRunForks(t *testing.T) {
+	var outs []string
+	for _, w := range []string{"1", "2"} {
+		code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-seeds", "0", "-concurrent", "0", "-workers", w, "-min-coverage", "100", "-min-edge-coverage", "94.7", "-json")
+		require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+		var sum struct {
+			Figures runFigures `json:"figures"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &sum), out)
+		f := sum.Figures
+		require.Equal(t, 20182, f.ForkReach)
+		require.Equal(t, f.ForkReach, f.ForkEdges)
+		require.Zero(t, f.ForkFailed)
+		require.InDelta(t, 94.77, f.CoverageEdges, 0.01)
+		f.Seconds = 0
+		b, err := json.Marshal(f)
+		require.NoError(t, err)
+		outs = append(outs, string(b))
+	}
+	require.Equal(t, outs[0], outs[1], "the figures differ with one worker and two")
+	dir := t.TempDir()
+	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-seeds", "0", "-concurrent", "0", "-unfenced", "-shrink=false", "-shrink-dir", dir)
+	require.Equal(t, exitFailed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, errs, "the mutant was caught")
+	require.Contains(t, errs, "forks failed")
+	require.Contains(t, out, "forked executions")
+	logs, err := filepath.Glob(filepath.Join(dir, "forks-*.ops.ndjson"))
+	require.NoError(t, err)
+	require.NotEmpty(t, logs)
+	code, _, errs = runCLI("replay", logs[0])
+	require.Equal(t, exitFailed, code, "replaying %s: %s", logs[0], errs)
+	for _, args := range [][]string{
+		{"-forks", "-seeds", "1"}, // no -cfg
+		{"-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks", "-interleave=false"},
+		{"-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks", "-storage", "postgres://nowhere/db"},
+	} {
+		code, _, errs = runCLI(append([]string{"run"}, args...)...)
+		require.Equal(t, exitUsage, code, "%v: %s", args, errs)
+	}
 }

@@ -35,10 +35,13 @@ invariants are checked in storage, its trace by the Go trace checker
 against spec/ThreadClaimLapse.tla, and the concurrent executions' histories
 by porcupine. With -cfg FILE the executions take the cfg's processes and
 messages, a coverage line reports the share of its state graph they
-visited, and -walks directed executions then drive the runner along
-planned walks of that graph (a walk whose trace leaves its plan fails the
-run). With -unfenced the fences are off: the run must catch the mutant,
-and exits 1 naming what broke.
+visited, and on the in-memory storage (-forks) forked executions drive the
+runner along every edge of that graph it can take: each state's execution
+is forked and each fork takes one of its edges. -walks directed executions
+drive it along planned walks of the graph from Init instead, or as well.
+A fork or a walk whose trace leaves its plan fails the run. With -unfenced
+the fences are off: the run must catch the mutant, and exits 1 naming
+what broke.
 
 Flags:
 `
@@ -50,7 +53,7 @@ type runFlags struct {
 	spec                                             *specmodel.Config
 	minCoverage, minEdgeCoverage                     float64
 	ttl                                              time.Duration
-	unfenced, shrink, json                           bool
+	unfenced, shrink, json, forks                    bool
 	mutant                                           string
 	interleave                                       bool
 	faults                                           float64
@@ -81,7 +84,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.shrinkDir, "shrink-dir", "tracecheck-out", "where a failing seed's operation log and trace are written, and beside them the shrunk ones")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
 	fs.StringVar(&f.cfgPath, "cfg", "", "take the processes and messages from this TLC cfg (spec/*.cfg) and report how much of its reachable state graph the deterministic executions visit")
-	fs.IntVar(&f.walks, "walks", -1, fmt.Sprintf("with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph, each planned to visit the most of what earlier walks left unvisited (default %d with -cfg on the in-memory storage, else 0)", defaultWalks))
+	fs.BoolVar(&f.forks, "forks", true, "with -cfg on the in-memory storage: drive the runner along every edge of the cfg's state graph it can take, on forks of the execution at each state")
+	fs.IntVar(&f.walks, "walks", 0, "with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph from Init, each planned to visit the most of what earlier walks left unvisited")
 	fs.Float64Var(&f.minCoverage, "min-coverage", 0, "with -cfg: fail (exit 1) when the executions visit less than this percentage of the cfg's states")
 	fs.Float64Var(&f.minEdgeCoverage, "min-edge-coverage", 0, "with -cfg: fail (exit 1) when the executions take less than this percentage of the cfg's edges")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
@@ -113,16 +117,20 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		f.spec, f.procs, f.messages = &c, len(c.Procs), c.MaxMsgs
 	}
-	switch {
-	case f.walks == -1 && f.spec != nil && f.storageURL == "":
-		f.walks = defaultWalks
-	case f.walks == -1:
-		f.walks = 0
-	case f.walks < 0 || f.walks > 0 && f.spec == nil:
+	if f.walks < 0 || f.walks > 0 && f.spec == nil {
 		return usageError{fmt.Sprintf("-walks %d must not be negative, and needs -cfg", f.walks)}
 	}
-	if f.seeds+f.concurrent+f.walks == 0 {
-		return usageError{"nothing to run: -seeds, -concurrent or (with -cfg) -walks must be positive"}
+	forksSet := false
+	fs.Visit(func(fl *flag.Flag) { forksSet = forksSet || fl.Name == "forks" })
+	switch {
+	case forksSet && f.forks && (f.spec == nil || f.storageURL != ""):
+		return usageError{"-forks needs -cfg and the in-memory storage (forks copy it)"}
+	case forksSet && f.forks && !f.interleave:
+		return usageError{"-forks needs -interleave: a run's questions pause for the other processes' steps"}
+	}
+	f.forks = f.forks && f.spec != nil && f.storageURL == "" && f.interleave
+	if f.seeds+f.concurrent+f.walks == 0 && !f.forks {
+		return usageError{"nothing to run: -seeds, -concurrent or (with -cfg) -walks must be positive, or -forks on"}
 	}
 	if f.procs < 1 || f.threads < 1 || f.messages < 1 || f.steps < 0 || f.ttl <= 0 || f.workers < 1 {
 		return usageError{"-procs, -threads, -messages, -ttl and -workers must be positive, -steps not negative"}
@@ -191,6 +199,11 @@ type tally struct {
 	// (the code took another step than the spec's), and the first such.
 	directed, walks, diverged int
 	firstDiverged             string
+	// forked executions (-forks): edges driven as planned, edges the
+	// runner can take, forks made, and forks that left the plan, broke an
+	// invariant or had their trace rejected.
+	forkEdges, forkReach, forks int
+	forkDiverged, forkFailed    int
 }
 
 // coverage returns the percentages of the cfg's states and edges visited.
@@ -236,14 +249,24 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 
 	var g *specmodel.Graph
 	if f.spec != nil {
-		g = specmodel.New(*f.spec).ExploreWith(specmodel.Options{Edges: f.walks > 0})
+		g = specmodel.New(*f.spec).ExploreWith(specmodel.Options{Edges: f.walks > 0 || f.forks})
 		if v := g.Result().Violation; v != nil {
 			return t, usageError{fmt.Sprintf("-cfg %s: its model breaks %s at depth %d; coverage needs a cfg whose invariants hold", f.cfgPath, v.Invariant, v.Depth)}
 		}
 		t.cov, t.covName = sim.NewCoverage(g), f.cfgPath
 	}
 	directed := (f.walks + walksPerExecution - 1) / walksPerExecution
-	meter := progress.New(stderr, "run", f.seeds+f.concurrent+directed, "executions", time.Now)
+	var tree *sim.Tree
+	var parts []sim.Part
+	if f.forks {
+		var err error
+		if tree, err = sim.NewTree(g, sim.RunnerSkips); err != nil {
+			return t, err
+		}
+		parts = tree.Parts(forkCut)
+		_, t.forkReach = tree.Reachable()
+	}
+	meter := progress.New(stderr, "run", f.seeds+f.concurrent+directed+len(parts), "executions", time.Now)
 	err := runSeeds(ctx, f, t.cov, func(seed uint64, e *shrink.Execution, v *sim.Visits) error {
 		meter.Add(1)
 		if v != nil {
@@ -267,6 +290,12 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 				t.firstDiverged = fmt.Sprintf("walks-%d (its operations: %s; tracecheck replay it)", j, path)
 			}
 			return t.seeded(f, fmt.Sprintf("walks-%d", j), e)
+		})
+	}
+	if err == nil && f.forks {
+		err = runForks(ctx, f, tree, parts, func(j int, res *sim.TreeResult) error {
+			meter.Add(1)
+			return t.forked(ctx, f, j, res)
 		})
 	}
 	if err != nil {
@@ -389,11 +418,6 @@ func runSeeds(ctx context.Context, f runFlags, cov *sim.Coverage, fold func(uint
 // thread each.
 const walksPerExecution = 200
 
-// defaultWalks is -walks with -cfg: the whole default run takes about 10 s
-// on two cores, in which the planner's walks visit every state of
-// ThreadClaimLapse.cfg and 54% of its edges.
-const defaultWalks = 60000
-
 // runWalks runs f.walks walks of g, planned from the seed, as directed
 // executions of walksPerExecution walks each, on f.workers workers, and
 // folds them in order. The plan depends on the graph and -seed only, so
@@ -447,6 +471,17 @@ func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, cov *sim.Cove
 // follows its execution through the graph (the costly part of coverage),
 // and fold marks what it visited.
 func runJobs[J any](ctx context.Context, workers int, cov *sim.Coverage, next func() (J, bool), run func(J) (*shrink.Execution, error), fold func(J, *shrink.Execution, *sim.Visits) error) error {
+	var follow func(*shrink.Execution) *sim.Visits
+	if cov != nil {
+		follow = func(e *shrink.Execution) *sim.Visits { return cov.Follow(e.Coverage) }
+	}
+	return runOrdered(ctx, workers, next, run, follow, fold)
+}
+
+// runOrdered runs the jobs next names on workers at once and folds their
+// results in the order next named them; with follow, each worker also
+// finds what its result visited, for fold to mark.
+func runOrdered[J, R any](ctx context.Context, workers int, next func() (J, bool), run func(J) (R, error), follow func(R) *sim.Visits, fold func(J, R, *sim.Visits) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	// On an early return the producer and the workers see ctx end; wait
@@ -457,7 +492,7 @@ func runJobs[J any](ctx context.Context, workers int, cov *sim.Coverage, next fu
 	}()
 	type slot struct {
 		id     J
-		exec   *shrink.Execution
+		exec   R
 		visits *sim.Visits
 		err    error
 		done   chan struct{}
@@ -489,8 +524,8 @@ func runJobs[J any](ctx context.Context, workers int, cov *sim.Coverage, next fu
 		wg.Go(func() {
 			for s := range jobs {
 				s.exec, s.err = run(s.id)
-				if s.err == nil && cov != nil {
-					s.visits = cov.Follow(s.exec.Coverage)
+				if s.err == nil && follow != nil {
+					s.visits = follow(s.exec)
 				}
 				close(s.done)
 			}
@@ -506,6 +541,79 @@ func runJobs[J any](ctx context.Context, workers int, cov *sim.Coverage, next fu
 			return s.err
 		}
 		if err := fold(s.id, s.exec, s.visits); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// forkCut is the depth at which runForks cuts the spanning tree into
+// jobs: deep enough that the jobs, a few hundred, keep every worker busy
+// to the end, shallow enough that driving each job's path to its root
+// costs little.
+const forkCut = 6
+
+// runForks drives every edge of g the runner can take, on forks of the
+// execution at each state (sim.Tree), in jobs of the tree's parts on
+// f.workers workers, and folds each part's result in order: the output is
+// the same for any number of workers.
+func runForks(ctx context.Context, f runFlags, tr *sim.Tree, parts []sim.Part, fold func(int, *sim.TreeResult) error) error {
+	i := 0
+	return runOrdered(ctx, f.workers, func() (int, bool) {
+		if i == len(parts) {
+			return 0, false
+		}
+		i++
+		return i - 1, true
+	}, func(j int) (*sim.TreeResult, error) {
+		res, err := tr.Drive(ctx, parts[j], sim.TreeConfig{
+			Seed: uint64(f.seedBase), Unfenced: f.unfenced, Interleave: f.interleave, Mutants: f.simMutants(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("forks, part %d: %w", j, err)
+		}
+		return res, nil
+	}, nil, func(j int, r *sim.TreeResult, _ *sim.Visits) error { return fold(j, r) })
+}
+
+// forked counts one part of the forked executions, in order. A fork that
+// failed is run again from its log as a deterministic execution, which
+// then counts as one: its trace, its broken invariant, its story.
+func (t *tally) forked(ctx context.Context, f runFlags, j int, r *sim.TreeResult) error {
+	t.cov.Mark(r.Visits)
+	t.forkEdges += r.Edges
+	t.forks += r.Forks
+	t.forkDiverged += r.Diverged
+	t.forkFailed += r.Diverged + r.Broken + r.Rejected
+	t.lines += r.Lines
+	for a, n := range r.PerAction {
+		t.perAction[a] += n
+	}
+	t.lapses += r.Lapses
+	t.invariantChecks += r.InvariantChecks
+	for k, fl := range r.Failed {
+		name := fmt.Sprintf("forks-%d-%d", j, k)
+		path := filepath.Join(f.shrinkDir, name+".ops.ndjson")
+		if err := writeLogFile(path, fl.Log); err != nil {
+			return err
+		}
+		if fl.Diverged {
+			if t.firstDiverged == "" {
+				t.firstDiverged = fmt.Sprintf("%s, %s (its operations: %s; tracecheck replay it)", name, fl.Edge, path)
+			}
+			continue
+		}
+		e, err := shrink.Execute(ctx, fl.Log.Config())
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if e.Violation != nil {
+			e.Violation.File = name
+		}
+		if len(e.Failures()) == 0 {
+			return fmt.Errorf("%s: a fork failed (%s) but its log, replayed from Init, does not: the fork is not the execution its log says", name, fl.Edge)
+		}
+		if err := t.seeded(f, name, e); err != nil {
 			return err
 		}
 	}
@@ -671,11 +779,14 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 	if t.directed > 0 {
 		fmt.Fprintf(out, "directed walks      %d in %d executions, %d left their plan\n", t.walks, t.directed, t.diverged)
 	}
+	if t.forks > 0 {
+		fmt.Fprintf(out, "forked executions   %d of the %d edges the runner can take, on %d forks; %d left their plan, %d failed\n", t.forkEdges, t.forkReach, t.forks, t.forkDiverged, t.forkFailed)
+	}
 	fmt.Fprintf(out, "time                %v\n", elapsed.Round(time.Millisecond))
 }
 
 func (t *tally) verdict(unfenced bool, out io.Writer) error {
-	caught := len(t.invariantFails) > 0 || t.traceFails > 0 || t.lin.illegal > 0 || t.diverged > 0
+	caught := len(t.invariantFails) > 0 || t.traceFails > 0 || t.lin.illegal > 0 || t.diverged > 0 || t.forkFailed > 0
 	var b strings.Builder
 	if t.firstInvariant != nil {
 		fmt.Fprintf(&b, "\nfirst broken invariant: %v", t.firstInvariant)
@@ -687,12 +798,15 @@ func (t *tally) verdict(unfenced bool, out io.Writer) error {
 		fmt.Fprintf(&b, "\nfirst non-linearizable history: %s", t.lin.first)
 	}
 	if t.firstDiverged != "" {
-		fmt.Fprintf(&b, "\nfirst walk whose trace left its plan (the code took a step the spec's path did not): %s", t.firstDiverged)
+		fmt.Fprintf(&b, "\nfirst walk or fork whose trace left its plan (the code took a step the spec's path did not): %s", t.firstDiverged)
+	}
+	if t.forkFailed > 0 {
+		fmt.Fprintf(&b, "\nforked executions: %d of %d forks failed (left their plan, broke an invariant, or had their trace rejected)", t.forkFailed, t.forks)
 	}
 	switch {
 	case unfenced && caught:
-		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with the fences off): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable, %d walks left their plan%s",
-			countList(t.invariantFails), t.traceFails, t.lin.illegal, t.diverged, b.String())}
+		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with the fences off): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable, %d walks left their plan, %d forks failed%s",
+			countList(t.invariantFails), t.traceFails, t.lin.illegal, t.diverged, t.forkFailed, b.String())}
 	case unfenced:
 		return failure{exitSurvived, "SURVIVED: the fences are off and no check caught it: the checks are blind"}
 	case caught:
@@ -726,7 +840,13 @@ type runFigures struct {
 	CoverageEdges  float64 `json:"coverage_edges_pct,omitempty"`
 	Walks          int     `json:"walks,omitempty"`
 	WalksDiverged  int     `json:"walks_diverged,omitempty"`
-	Seconds        float64 `json:"seconds"`
+	// With -forks: edges driven as planned, of those the runner can take;
+	// forks made and failed.
+	ForkEdges  int     `json:"fork_edges,omitempty"`
+	ForkReach  int     `json:"fork_reachable_edges,omitempty"`
+	Forks      int     `json:"forks,omitempty"`
+	ForkFailed int     `json:"forks_failed,omitempty"`
+	Seconds    float64 `json:"seconds"`
 }
 
 func (t *tally) figures() runFigures {
@@ -742,6 +862,7 @@ func (t *tally) figures() runFigures {
 		r.CoverageStates, r.CoverageEdges = t.coverage()
 	}
 	r.Walks, r.WalksDiverged = t.walks, t.diverged
+	r.ForkEdges, r.ForkReach, r.Forks, r.ForkFailed = t.forkEdges, t.forkReach, t.forks, t.forkFailed
 	return r
 }
 
