@@ -64,8 +64,8 @@ func directedCover(t *testing.T, path string, per int, unfenced bool) (cov *Cove
 // TestDirectedWalksCoverSmall: the planner's walks, driven through the
 // real runner processes, take every one of their steps (no walk leaves its
 // plan), their traces are accepted, and together they visit every state
-// of the small cfg and every edge the runner can take (all but the
-// refused abandons with no run to abandon: RunnerSkips).
+// of the small cfg and every edge a plan can steer the runner along (all
+// but the refused abandons with no run to abandon: RunnerSkips).
 func TestDirectedWalksCoverSmall(t *testing.T) {
 	if testing.Short() || raceEnabled {
 		t.Skip("drives about 8,000 walks (skipped with -short and under -race; scripts/test runs it without -race)")
@@ -75,7 +75,7 @@ func TestDirectedWalksCoverSmall(t *testing.T) {
 	v, n := cov.States()
 	e, m := cov.Edges()
 	rs, re := pl.Reachable()
-	t.Logf("%d walks, %d diverged; %d of %d states, %d of %d edges (%d the runner can take)", walks, diverged, v, n, e, m, re)
+	t.Logf("%d walks, %d diverged; %d of %d states, %d of %d edges (%d a plan can steer the runner along)", walks, diverged, v, n, e, m, re)
 	require.Zero(t, diverged, "walks that left their plan")
 	require.Equal(t, n, v, "states visited")
 	require.Equal(t, n, rs, "states the walks can reach")

@@ -11,7 +11,7 @@ import (
 )
 
 // Tree drives the real runner along every edge of a cfg's state graph
-// that the runner can be made to take, forking the execution at each
+// that a plan can steer it along (all but RunnerSkips'), forking the execution at each
 // state instead of walking to it from Init again: a depth-first pass over
 // a spanning tree of the graph (breadth first from Init, so each state's
 // path is a shortest one), in which a state's execution is kept while its

@@ -58,7 +58,7 @@ func TestTreeDrivesEveryEdge(t *testing.T) {
 		v, n := cov.States()
 		require.Equal(t, n, v, "cut %d: every state", cut)
 		e, _ := cov.Edges()
-		require.Equal(t, reach, e, "cut %d: every edge the runner can take, once", cut)
+		require.Equal(t, reach, e, "cut %d: every edge a plan can steer the runner along, once", cut)
 		// Fewer forks than edges: each state's last edge takes the
 		// state's own execution on.
 		require.Less(t, sum.Forks, sum.Edges)

@@ -290,7 +290,7 @@ func TestRunCoverage(t *testing.T) {
 
 // TestRunWalks: with -cfg, run drives the runner along the planner's walks
 // of the cfg's graph. On the small cfg they visit every state and every
-// edge the runner can take, no walk leaves its plan, and the JSON summary
+// edge a plan can steer the runner along, no walk leaves its plan, and the JSON summary
 // says so; with the fences off the walks catch the mutant.
 func TestRunWalks(t *testing.T) {
 	if testing.Short() || raceEnabled {
@@ -320,10 +320,10 @@ func TestRunWalks(t *testing.T) {
 }
 
 // TestRunForks: with -cfg on the in-memory storage, run drives the runner
-// along every edge of the cfg's graph it can take, on forks of the
-// execution at each state. On the small cfg that is every state and every
-// edge but the refused abandons with no run to abandon; no fork fails,
-// and the output is the same with one worker and with two. With the
+// along every edge of the cfg's graph a plan can steer it along, on forks
+// of the execution at each state. On the small cfg that is every state
+// and every edge but the refused abandons with no run to abandon; no fork
+// fails, and the output is the same with one worker and with two. With the
 // fences off the forks alone catch the mutant, and a failing fork's
 // operations are written for tracecheck replay.
 func TestRunForks(t *testing.T) {

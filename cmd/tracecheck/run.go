@@ -36,9 +36,10 @@ against spec/ThreadClaimLapse.tla, and the concurrent executions' histories
 by porcupine. With -cfg FILE the executions take the cfg's processes and
 messages, a coverage line reports the share of its state graph they
 visited, and on the in-memory storage (-forks) forked executions drive the
-runner along every edge of that graph it can take: each state's execution
-is forked and each fork takes one of its edges. -walks directed executions
-drive it along planned walks of the graph from Init instead, or as well.
+runner along every edge of that graph a plan can steer it along: each
+state's execution is forked and each fork takes one of its edges. -walks
+directed executions drive it along planned walks of the graph from Init
+instead, or as well.
 A fork or a walk whose trace leaves its plan fails the run. With -unfenced
 the fences are off: the run must catch the mutant, and exits 1 naming
 what broke.
@@ -84,7 +85,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.shrinkDir, "shrink-dir", "tracecheck-out", "where a failing seed's operation log and trace are written, and beside them the shrunk ones")
 	fs.StringVar(&f.htmlOut, "porcupine-html", "tracecheck-out/porcupine.html", "where a history that is not linearizable is drawn")
 	fs.StringVar(&f.cfgPath, "cfg", "", "take the processes and messages from this TLC cfg (spec/*.cfg) and report how much of its reachable state graph the deterministic executions visit")
-	fs.BoolVar(&f.forks, "forks", true, "with -cfg on the in-memory storage: drive the runner along every edge of the cfg's state graph it can take, on forks of the execution at each state")
+	fs.BoolVar(&f.forks, "forks", true, "with -cfg on the in-memory storage: drive the runner along every edge of the cfg's state graph a plan can steer it along, on forks of the execution at each state")
 	fs.IntVar(&f.walks, "walks", 0, "with -cfg: directed executions drive the runner processes along this many walks of the cfg's state graph from Init, each planned to visit the most of what earlier walks left unvisited")
 	fs.Float64Var(&f.minCoverage, "min-coverage", 0, "with -cfg: fail (exit 1) when the executions visit less than this percentage of the cfg's states")
 	fs.Float64Var(&f.minEdgeCoverage, "min-edge-coverage", 0, "with -cfg: fail (exit 1) when the executions take less than this percentage of the cfg's edges")
@@ -199,8 +200,8 @@ type tally struct {
 	// (the code took another step than the spec's), and the first such.
 	directed, walks, diverged int
 	firstDiverged             string
-	// forked executions (-forks): edges driven as planned, edges the
-	// runner can take, forks made, and forks that left the plan, broke an
+	// forked executions (-forks): edges driven as planned, edges a plan
+	// can steer the runner along, forks made, and forks that left the plan, broke an
 	// invariant or had their trace rejected.
 	forkEdges, forkReach, forks int
 	forkDiverged, forkFailed    int
@@ -553,9 +554,9 @@ func runOrdered[J, R any](ctx context.Context, workers int, next func() (J, bool
 // costs little.
 const forkCut = 6
 
-// runForks drives every edge of g the runner can take, on forks of the
-// execution at each state (sim.Tree), in jobs of the tree's parts on
-// f.workers workers, and folds each part's result in order: the output is
+// runForks drives every edge of g a plan can steer the runner along, on
+// forks of the execution at each state (sim.Tree), in jobs of the tree's
+// parts on f.workers workers, and folds each part's result in order: the output is
 // the same for any number of workers.
 func runForks(ctx context.Context, f runFlags, tr *sim.Tree, parts []sim.Part, fold func(int, *sim.TreeResult) error) error {
 	i := 0
@@ -780,7 +781,7 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 		fmt.Fprintf(out, "directed walks      %d in %d executions, %d left their plan\n", t.walks, t.directed, t.diverged)
 	}
 	if t.forks > 0 {
-		fmt.Fprintf(out, "forked executions   %d of the %d edges the runner can take, on %d forks; %d left their plan, %d failed\n", t.forkEdges, t.forkReach, t.forks, t.forkDiverged, t.forkFailed)
+		fmt.Fprintf(out, "forked executions   %d of the %d edges a plan can steer the runner along, on %d forks; %d left their plan, %d failed\n", t.forkEdges, t.forkReach, t.forks, t.forkDiverged, t.forkFailed)
 	}
 	fmt.Fprintf(out, "time                %v\n", elapsed.Round(time.Millisecond))
 }
@@ -840,8 +841,8 @@ type runFigures struct {
 	CoverageEdges  float64 `json:"coverage_edges_pct,omitempty"`
 	Walks          int     `json:"walks,omitempty"`
 	WalksDiverged  int     `json:"walks_diverged,omitempty"`
-	// With -forks: edges driven as planned, of those the runner can take;
-	// forks made and failed.
+	// With -forks: edges driven as planned, of those a plan can steer the
+	// runner along; forks made and failed.
 	ForkEdges  int     `json:"fork_edges,omitempty"`
 	ForkReach  int     `json:"fork_reachable_edges,omitempty"`
 	Forks      int     `json:"forks,omitempty"`
