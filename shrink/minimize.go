@@ -149,3 +149,73 @@ func (m *minimizer) pairs(cur *[]int, limit int) bool {
 	}
 	return changed
 }
+
+// maxExactItems bounds the stories fewestStates searches (their subsets
+// grow as 2^n), and maxExactTries the candidates it checks: past it, the
+// best story found so far stands.
+const (
+	maxExactItems = 24
+	maxExactTries = 1 << 18
+)
+
+// fewestStates searches the subsets of cur (a 1-minimal story, at most
+// maxExactItems long) that keep its last item, the rejected line, smallest
+// first, for the one whose states (what cost returns of a subset that
+// still fails; false where it does not) are fewest, and returns it, or cur
+// when none is fewer. It stops at the first size that cannot beat the
+// best found (a subset of k items costs at least k+1 states) or after
+// maxExactTries candidates, counted in *tries.
+func fewestStates(ctx context.Context, cur []int, cost func(keep []int) (int, bool), tries *int) ([]int, error) {
+	n := len(cur)
+	if n <= 1 || n > maxExactItems {
+		return cur, nil
+	}
+	best, ok := cost(cur)
+	*tries++
+	if !ok {
+		return cur, nil
+	}
+	bestKeep := cur
+	budget := maxExactTries
+	pick := make([]int, 0, n) // positions in cur[:n-1] of the subset
+	keep := make([]int, 0, n)
+	for k := 1; k < n && k+1 < best && budget > 0; k++ {
+		// Every choice of k-1 of the first n-1 items, in lexicographic
+		// order, with the last item after them.
+		pick = pick[:0]
+		for i := range k - 1 {
+			pick = append(pick, i)
+		}
+		for budget > 0 {
+			if budget%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+			}
+			keep = keep[:0]
+			for _, i := range pick {
+				keep = append(keep, cur[i])
+			}
+			keep = append(keep, cur[n-1])
+			budget--
+			*tries++
+			if c, ok := cost(keep); ok && c < best {
+				best, bestKeep = c, slices.Clone(keep)
+			}
+			// The next choice: move the last position that can move on
+			// by one, and the ones after it right behind it.
+			j := len(pick) - 1
+			for j >= 0 && pick[j] == n-1-len(pick)+j {
+				j--
+			}
+			if j < 0 {
+				break
+			}
+			pick[j]++
+			for i := j + 1; i < len(pick); i++ {
+				pick[i] = pick[i-1] + 1
+			}
+		}
+	}
+	return bestKeep, nil
+}

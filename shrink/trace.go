@@ -125,6 +125,18 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 	if m.err != nil {
 		return TraceResult{}, m.err
 	}
+	// Deletion stops where no group or pair it tries can go: a story can
+	// still hide a shorter one that drops lines no single move drops
+	// together (the cone of a run and the Claim of the turn that started
+	// it). Search the story's own subsets for the fewest states.
+	statesOf := func(keep []int) (int, bool) {
+		_, st, ok := same(keep)
+		return 1 + len(keep) + st.LapsesInferred, ok
+	}
+	cur, err = fewestStates(ctx, cur, statesOf, &m.tries)
+	if err != nil {
+		return TraceResult{}, err
+	}
 	story, _ := r.apply(th, cur)
 	cv, st, ok := same(cur)
 	if !ok {

@@ -117,3 +117,80 @@ func requireOneMinimal(t *testing.T, r TraceResult, opts []tracecheck.Option) {
 		}
 	}
 }
+
+// A story no group, pair or window of lines can shorten — a fleet's, on
+// PostgreSQL with the RunStart fence off: an earlier round's run and the
+// Claim that began it only go together, and no move drops both — is
+// searched through its own subsets: the fewest states that still fail
+// the same way, TLC's count (Post, Claim, Plan, a Lapse, the other
+// Claim, the RunStart: 7 states, against the 14 deletion stops at).
+func TestShrinkTraceFewestStates(t *testing.T) {
+	lines, err := tracecheck.ReadFile("testdata/stuck-start-fleet.ndjson")
+	require.NoError(t, err)
+	want := Failure{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"}
+	st, err := tracecheck.Check(lines)
+	var v *tracecheck.Violation
+	require.ErrorAs(t, err, &v)
+	require.Equal(t, want, Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule})
+	from := TraceResult{Failure: want, Lines: lines, Lapses: st.LapsesInferred}
+	require.Equal(t, 14, from.States())
+	requireOneMinimal(t, from, nil) // deletion alone is stuck here
+
+	r, err := ShrinkTrace(context.Background(), lines)
+	require.NoError(t, err)
+	require.Equal(t, want, r.Failure)
+	require.Len(t, r.Lines, 5)
+	require.Equal(t, 7, r.States())
+	st, err = tracecheck.Check(r.Lines)
+	require.ErrorAs(t, err, &v)
+	require.Equal(t, want, Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule})
+	require.Equal(t, r.States(), 1+len(r.Lines)+st.LapsesInferred)
+}
+
+// fewestStates returns the cheapest failing subset that keeps the last
+// item, smallest first, and keeps to its budget of candidates.
+func TestFewestStates(t *testing.T) {
+	ctx := context.Background()
+	cur := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	// Fails while it keeps 7 and either {1, 4} or {2, 3, 5}; {2, 3, 5}
+	// costs 4 states, {1, 4} (fewer items) costs 5 for its two lapses.
+	cost := func(keep []int) (int, bool) {
+		has := map[int]bool{}
+		for _, i := range keep {
+			has[i] = true
+		}
+		if !has[7] {
+			return 0, false
+		}
+		switch {
+		case has[1] && has[4]:
+			return 1 + len(keep) + 2, true
+		case has[2] && has[3] && has[5]:
+			return len(keep), true
+		}
+		return 0, false
+	}
+	tries := 0
+	got, err := fewestStates(ctx, cur, cost, &tries)
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 3, 5, 7}, got)
+	require.Positive(t, tries)
+
+	// Nothing cheaper than cur: cur comes back.
+	got, err = fewestStates(ctx, cur, func(keep []int) (int, bool) { return len(keep), len(keep) == len(cur) }, &tries)
+	require.NoError(t, err)
+	require.Equal(t, cur, got)
+
+	// Too long to search: cur comes back, nothing checked.
+	long := make([]int, maxExactItems+1)
+	tries = 0
+	got, err = fewestStates(ctx, long, cost, &tries)
+	require.NoError(t, err)
+	require.Equal(t, long, got)
+	require.Zero(t, tries)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = fewestStates(cancelled, make([]int, maxExactItems), func([]int) (int, bool) { return 100, true }, &tries)
+	require.ErrorIs(t, err, context.Canceled)
+}
