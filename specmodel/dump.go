@@ -442,13 +442,23 @@ func fromValues(vars map[string]value, cfg Config) (State, error) {
 // returned with an error when TLC fails for a reason other than the cfg's
 // declared violation.
 func DumpTLC(ctx context.Context, jar, cfgPath, dir string) (string, TLCOutcome, error) {
-	return runTLC(ctx, jar, cfgPath, dir, true)
+	return runTLC(ctx, jar, cfgPath, dir, []string{"-dump"})
+}
+
+// runTLCDump is DumpTLC, dumping the whole state graph (-dump
+// dot,actionlabels: every transition, labelled with its action) when dot
+// holds.
+func runTLCDump(ctx context.Context, jar, cfgPath, dir string, dot bool) (string, TLCOutcome, error) {
+	if dot {
+		return runTLC(ctx, jar, cfgPath, dir, []string{"-dump", "dot,actionlabels"})
+	}
+	return DumpTLC(ctx, jar, cfgPath, dir)
 }
 
 // RunTLC runs TLC as DumpTLC does, without the dump: what a benchmark of
 // TLC against Explore times.
 func RunTLC(ctx context.Context, jar, cfgPath, dir string) (TLCOutcome, error) {
-	_, out, err := runTLC(ctx, jar, cfgPath, dir, false)
+	_, out, err := runTLC(ctx, jar, cfgPath, dir, nil)
 	return out, err
 }
 
@@ -500,7 +510,9 @@ func ParseTLCOutput(out string) TLCOutcome {
 	return o
 }
 
-func runTLC(ctx context.Context, jar, cfgPath, dir string, withDump bool) (string, TLCOutcome, error) {
+// runTLC runs TLC on a copy of the cfg's spec with the dump flags given
+// (followed by the dump file's path), or none.
+func runTLC(ctx context.Context, jar, cfgPath, dir string, dumpFlags []string) (string, TLCOutcome, error) {
 	tmp, err := os.MkdirTemp(dir, "tlcdump")
 	if err != nil {
 		return "", TLCOutcome{}, err
@@ -520,11 +532,14 @@ func runTLC(ctx context.Context, jar, cfgPath, dir string, withDump bool) (strin
 		}
 	}
 	dump := filepath.Join(tmp, "states.dump")
-	args := []string{"-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC", "-workers", "1", "-metadir", filepath.Join(tmp, "meta")}
-	if withDump {
-		args = append(args, "-dump", dump)
+	if slices.Contains(dumpFlags, "dot,actionlabels") {
+		dump = filepath.Join(tmp, "graph.dot") // TLC adds .dot to a name without it
 	}
-	args = append(args, "-config", filepath.Base(cfgPath), "ThreadClaimLapse.tla")
+	args := []string{"-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC", "-workers", "1", "-metadir", filepath.Join(tmp, "meta")}
+	if len(dumpFlags) > 0 {
+		args = append(append(args, dumpFlags...), dump)
+	}
+	args = append(args, "-config", filepath.Base(cfgPath), Module+".tla")
 	cmd := exec.CommandContext(ctx, "java", args...)
 	cmd.Dir = tmp
 	out, err := cmd.CombinedOutput()

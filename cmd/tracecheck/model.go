@@ -13,6 +13,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/specmodel"
+	"github.com/threadclaim/threadclaim/tlc"
 )
 
 const modelUsage = `usage: tracecheck model [flags] [CFG...]
@@ -32,9 +33,12 @@ spec/ThreadClaimLapse.cfg). A cfg that declares its outcome in an
 violation of one of the invariants it names, or ok); one that declares none
 passes when no invariant is violated.
 
-With -compare-tlc, TLC (TLA2TOOLS_JAR, or the jar at -jar) also explores
-each cfg and dumps its states; the two state sets must be equal, state for
-state, and the first state that differs is printed.
+With -compare-tlc, TLC (the jar at -jar, else the one tracecheck tlc
+finds) also explores each cfg and dumps its state graph; for a cfg with no
+violation the two graphs must be equal, state for state and transition for
+transition (the same action from the same state to the same state), and
+for one with a violation the outcome and the states up to its depth; the
+first state or transition that differs is printed.
 
 Exits 0 when every cfg has its expected outcome (and, with -compare-tlc,
 TLC's states), 1 when not, 2 for a bad cfg or bad usage, 4 when TLC could
@@ -70,7 +74,8 @@ type modelStep struct {
 }
 
 type tlcComparison struct {
-	States    int    `json:"states"` // distinct states in TLC's dump
+	States    int    `json:"states"`          // distinct states in TLC's dump
+	Edges     int    `json:"edges,omitempty"` // transitions in TLC's graph (a cfg with no violation)
 	Distinct  int    `json:"distinct"`
 	Violated  string `json:"violated,omitempty"`
 	Depth     int    `json:"depth"`
@@ -82,8 +87,8 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("model", flag.ContinueOnError)
 	cfgPath := fs.String("cfg", "", "the cfg file (default spec/ThreadClaimLapse.cfg when no CFG argument is given)")
 	asJSON := fs.Bool("json", false, "print one JSON object per cfg instead of text")
-	compare := fs.Bool("compare-tlc", false, "also run TLC with -dump and compare its state set with the model's, state for state")
-	jar := fs.String("jar", "", "tla2tools.jar for -compare-tlc (default $TLA2TOOLS_JAR)")
+	compare := fs.Bool("compare-tlc", false, "also run TLC with -dump and compare its state graph with the model's, state for state and transition for transition")
+	jar := fs.String("jar", "", "tla2tools.jar for -compare-tlc (default: the one tracecheck tlc finds: $TLA2TOOLS_JAR, the local directory, the pinned release)")
 	if err := parse(fs, args, stdout, stderr, modelUsage); err != nil {
 		return err
 	}
@@ -108,16 +113,19 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		cfgs = append(cfgs, c)
 	}
 	if *compare && *jar == "" {
-		*jar = os.Getenv("TLA2TOOLS_JAR")
-		if *jar == "" {
-			return failure{exitCouldNotRun, "tracecheck model: -compare-tlc needs a jar: -jar or TLA2TOOLS_JAR"}
+		// The jar tracecheck tlc would use: TLA2TOOLS_JAR, else the local
+		// directory, else the pinned release.
+		env, err := tlc.Find(ctx, findConfig("."))
+		if err != nil {
+			return failure{exitCouldNotRun, fmt.Sprintf("tracecheck model: -compare-tlc needs a jar (-jar, TLA2TOOLS_JAR, or the local directory; see spec/README.md, \"Pinned tools\"): %v", err)}
 		}
+		*jar = env.Jar
 	}
 	failed := 0
 	for i, c := range cfgs {
 		rep := modelRun(paths[i], c)
 		if *compare {
-			cmp, err := compareTLC(ctx, *jar, paths[i], c)
+			cmp, err := compareTLC(ctx, *jar, paths[i])
 			if err != nil {
 				return failure{exitCouldNotRun, fmt.Sprintf("tracecheck model: %s: TLC: %v", paths[i], err)}
 			}
@@ -199,9 +207,12 @@ func printModelReport(w io.Writer, r modelReport) {
 			tlcSays = r.TLC.Violated + " violated"
 		}
 		fmt.Fprintf(w, "  TLC: %d distinct states, depth %d, %s\n", r.TLC.Distinct, r.TLC.Depth, tlcSays)
-		if r.TLC.Equal {
+		switch {
+		case r.TLC.Equal && r.TLC.Edges > 0:
+			fmt.Fprintf(w, "  TLC's state graph (%d states, %d transitions) equals the model's, state for state and edge for edge; same outcome\n", r.TLC.States, r.TLC.Edges)
+		case r.TLC.Equal:
 			fmt.Fprintf(w, "  TLC's state set (%d states dumped) equals the model's, state for state; same outcome\n", r.TLC.States)
-		} else {
+		default:
 			fmt.Fprintf(w, "  TLC DIFFERS from the model (%d states dumped):\n%s\n", r.TLC.States, indent(r.TLC.FirstDiff, "    "))
 		}
 	}
@@ -224,30 +235,10 @@ func indent(s, pre string) string {
 	return strings.Join(lines, "\n")
 }
 
-// compareTLC runs TLC with -dump on the cfg and compares its states with
-// the model's.
-func compareTLC(ctx context.Context, jar, path string, c specmodel.Config) (*tlcComparison, error) {
-	dir, err := os.MkdirTemp("", "tracecheck-model")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	dump, outcome, err := specmodel.DumpTLC(ctx, jar, path, dir)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(dump)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	m := specmodel.New(c)
-	g := m.Explore()
-	diffs := specmodel.CompareOutcome(g, outcome)
-	if v := g.Result().Violation; v != nil {
-		g = m.ExploreWith(specmodel.Options{Continue: true, MaxDepth: v.Depth})
-	}
-	cmp, err := specmodel.CompareDump(g, f)
+// compareTLC runs TLC on the cfg, dumping its state graph, and compares
+// it with the model's (specmodel.CompareGraphTLC).
+func compareTLC(ctx context.Context, jar, path string) (*tlcComparison, error) {
+	cmp, outcome, diffs, err := specmodel.CompareGraphTLC(ctx, jar, path)
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +246,6 @@ func compareTLC(ctx context.Context, jar, path string, c specmodel.Config) (*tlc
 	if len(diffs) > 0 {
 		first = strings.TrimSpace(strings.Join(diffs, "\n") + "\n" + first)
 	}
-	return &tlcComparison{States: cmp.TLCStates, Distinct: outcome.Distinct, Violated: outcome.Violated, Depth: outcome.Depth,
+	return &tlcComparison{States: cmp.TLCStates, Edges: cmp.TLCEdges, Distinct: outcome.Distinct, Violated: outcome.Violated, Depth: outcome.Depth,
 		Equal: cmp.Equal() && len(diffs) == 0, FirstDiff: first}, nil
 }

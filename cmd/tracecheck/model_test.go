@@ -64,6 +64,8 @@ func TestModelCommandBadInput(t *testing.T) {
 		require.Contains(t, errs, tc.want, "%v", tc.args)
 	}
 	t.Setenv("TLA2TOOLS_JAR", "")
+	t.Setenv("TLC_CACHE_DIR", t.TempDir()) // no local jars
+	t.Setenv("TLC_OFFLINE", "1")           // and no release downloaded
 	code, _, errs := runCLI("model", "-compare-tlc", smallCfg(t, "ok", true))
 	require.Equal(t, exitCouldNotRun, code)
 	require.Contains(t, errs, "needs a jar")
