@@ -10,18 +10,27 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/threadclaim/threadclaim/specmodel"
 )
 
 // FixturesCheck is the CaughtBy of a mutant that the trace fixtures must
 // catch (tla/testdata and its subdirectories, see Fixture).
 const FixturesCheck = "trace fixtures"
 
+// GraphCheck prefixes the CaughtBy of a mutant that the comparison of
+// TLC's state graph with the Go model's (specmodel.CompareGraphTLC) must
+// catch on a cfg: "graph spec/NAME.cfg". It catches an edit that changes
+// what an action may do where no invariant or property notices: an edge
+// more or less, a state more or less.
+const GraphCheck = "graph "
+
 // Mutant is an edit of the spec or the trace spec that a named check must
 // catch, kept in spec/mutants/NAME.mutant:
 //
 //	# what the edit breaks, and why the check catches it
 //	file: spec/ThreadClaimLapse.tla
-//	caught-by: spec/ThreadClaimLapseSmall.cfg   (or: trace fixtures)
+//	caught-by: spec/ThreadClaimLapseSmall.cfg   (or: trace fixtures, or: graph spec/NAME.cfg)
 //	--- replace
 //	    /\ FenceStart => HasLease(p)
 //	--- with
@@ -34,7 +43,7 @@ type Mutant struct {
 	Name     string // the file's name without .mutant
 	Doc      string // the comment lines
 	File     string // relative to the repository's root: spec/... or tla/...
-	CaughtBy string // "spec/NAME.cfg" or FixturesCheck
+	CaughtBy string // "spec/NAME.cfg", FixturesCheck or GraphCheck+"spec/NAME.cfg"
 	Replace  string
 	With     string
 }
@@ -111,11 +120,13 @@ func ReadMutant(path string) (Mutant, error) {
 		return m, fmt.Errorf("%s: the text to replace is empty", path)
 	case !strings.HasPrefix(m.File, "spec/") && !strings.HasPrefix(m.File, "tla/"):
 		return m, fmt.Errorf("%s: file %q is not in spec/ or tla/", path, m.File)
-	case m.CaughtBy != FixturesCheck && !(strings.HasPrefix(m.CaughtBy, "spec/") && strings.HasSuffix(m.CaughtBy, ".cfg")):
-		return m, fmt.Errorf("%s: caught-by %q is neither spec/NAME.cfg nor %q", path, m.CaughtBy, FixturesCheck)
+	case m.CaughtBy != FixturesCheck && !isCfg(strings.TrimPrefix(m.CaughtBy, GraphCheck)):
+		return m, fmt.Errorf("%s: caught-by %q is neither spec/NAME.cfg, %q nor %q", path, m.CaughtBy, FixturesCheck, GraphCheck+"spec/NAME.cfg")
 	}
 	return m, nil
 }
+
+func isCfg(s string) bool { return strings.HasPrefix(s, "spec/") && strings.HasSuffix(s, ".cfg") }
 
 // CopySpecs copies root's spec/ and tla/ modules and cfgs into dst/spec
 // and dst/tla: TLC runs on copies, so that nothing it writes, and no
@@ -234,6 +245,12 @@ func (r MutantRun) Run(ctx context.Context, ms []Mutant) ([]MutantResult, error)
 			}
 			continue
 		}
+		if cfg, ok := strings.CutPrefix(c, GraphCheck); ok {
+			if how, err := r.checkGraph(ctx, orig, cfg); err != nil || how != "" {
+				return nil, fmt.Errorf("%s, unmutated: %s%v", c, how, errOrEmpty(err))
+			}
+			continue
+		}
 		if how, err := r.checkCfg(ctx, orig, c); err != nil || how != "" {
 			return nil, fmt.Errorf("%s, unmutated: %s%v", c, how, errOrEmpty(err))
 		}
@@ -340,9 +357,34 @@ func (r MutantRun) one(ctx context.Context, base string, m Mutant, fxs []Fixture
 		res.Caught, res.How = len(diffs) > 0, strings.Join(diffs, "; ")
 		return res
 	}
-	how, err := r.checkCfg(ctx, dir, m.CaughtBy)
+	check := r.checkCfg
+	cfg, graph := strings.CutPrefix(m.CaughtBy, GraphCheck)
+	if graph {
+		check = r.checkGraph
+	}
+	how, err := check(ctx, dir, cfg)
 	res.Caught, res.How, res.Err = err == nil && how != "", how, err
 	return res
+}
+
+// checkGraph compares TLC's state graph of one cfg of the copy in dir
+// with the Go model's and says how they differ ("" when they do not).
+func (r MutantRun) checkGraph(ctx context.Context, dir, cfg string) (string, error) {
+	cmp, _, diffs, err := specmodel.CompareGraphTLC(ctx, r.Env.Jar, filepath.Join(dir, filepath.FromSlash(cfg)))
+	if err != nil {
+		return "", err
+	}
+	if cmp.Equal() && len(diffs) == 0 {
+		return "", nil
+	}
+	how := fmt.Sprintf("TLC's state graph is not the Go model's (%d states and %d transitions only TLC's, %d and %d only the model's)",
+		cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges)
+	if len(diffs) > 0 {
+		how += ": " + diffs[0]
+	} else if first, _, _ := strings.Cut(cmp.FirstDiff, "\n"); first != "" {
+		how += ": " + first
+	}
+	return how, nil
 }
 
 func verdictWords(v FixtureVerdict) string {

@@ -58,7 +58,7 @@ func TestMutantFilesReadAndApplyOnce(t *testing.T) {
 			t.Errorf("mutant %s: no comment saying what it breaks", m.Name)
 		}
 		if m.CaughtBy != FixturesCheck {
-			if _, err := os.Stat(filepath.Join("..", m.CaughtBy)); err != nil {
+			if _, err := os.Stat(filepath.Join("..", strings.TrimPrefix(m.CaughtBy, GraphCheck))); err != nil {
 				t.Errorf("mutant %s: caught-by %s: %v", m.Name, m.CaughtBy, err)
 			}
 		}
@@ -93,6 +93,7 @@ func TestMutantStaleAndMalformed(t *testing.T) {
 		"no-with":       "file: spec/X.tla\ncaught-by: trace fixtures\n--- replace\nx\n",
 		"no-file":       "caught-by: trace fixtures\n--- replace\nx\n--- with\ny\n",
 		"bad-check":     "file: spec/X.tla\ncaught-by: a hunch\n--- replace\nx\n--- with\ny\n",
+		"bad-graph":     "file: spec/X.tla\ncaught-by: graph of the spec\n--- replace\nx\n--- with\ny\n",
 		"outside":       "file: core/x.go\ncaught-by: trace fixtures\n--- replace\nx\n--- with\ny\n",
 		"unknown-key":   "file: spec/X.tla\nwho: me\ncaught-by: trace fixtures\n--- replace\nx\n--- with\ny\n",
 		"empty-replace": "file: spec/X.tla\ncaught-by: trace fixtures\n--- replace\n--- with\ny\n",

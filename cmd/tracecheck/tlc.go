@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/threadclaim/threadclaim/specmodel"
 	"github.com/threadclaim/threadclaim/tlc"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -481,7 +482,48 @@ func (r *tlcRun) checkModels() {
 			detail += fmt.Sprintf(", all %d actions on its fires line took steps", len(exp.Fires))
 		}
 		r.report(problem == "", what, fmt.Sprintf("%s; %s, %.1fs", detail, stats(res), d.Seconds()), log)
+		if module == specmodel.Module {
+			r.checkGraph(cfg)
+		}
 	}
+}
+
+// checkGraph runs TLC on the cfg again, dumping its state graph, and
+// requires the Go model of the spec (specmodel) to have the same graph:
+// for a cfg with no violation every state and every transition, by the
+// same action to the same state; for one with a violation the same
+// outcome and the states up to its depth. A spec whose actions change
+// (an edit of a guard, a mutant) fails here unless the model changes with
+// it, even where no invariant notices.
+func (r *tlcRun) checkGraph(cfg string) {
+	what := "graph spec/" + filepath.Base(cfg)
+	t0 := time.Now()
+	r.mu.Lock()
+	r.runs++
+	r.mu.Unlock()
+	cmp, outcome, diffs, err := specmodel.CompareGraphTLC(r.ctx, r.env.Jar, cfg)
+	d := time.Since(t0)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			r.couldNotRun(what, err, nil)
+			return
+		}
+		r.report(false, what, fmt.Sprintf("TLC's state graph against the Go model: %v", err), nil)
+		return
+	}
+	if !cmp.Equal() || len(diffs) > 0 {
+		first := strings.TrimSpace(strings.Join(diffs, "\n") + "\n" + cmp.FirstDiff)
+		r.report(false, what, fmt.Sprintf("TLC's state graph is not the Go model's: %d states and %d transitions only TLC's, %d and %d only the model's; first:\n%s",
+			cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, indent(first, "      ")), nil)
+		return
+	}
+	if outcome.Violated != "" {
+		r.report(true, what, fmt.Sprintf("the Go model's: %s violated at depth %d by the same counterexample, the same %s states up to it, %.1fs",
+			outcome.Violated, outcome.Depth, commas(int64(cmp.TLCStates)), d.Seconds()), nil)
+		return
+	}
+	r.report(true, what, fmt.Sprintf("the Go model's, state for state and edge for edge: %s states, %s transitions, %.1fs",
+		commas(int64(cmp.TLCStates)), commas(int64(cmp.TLCEdges)), d.Seconds()), nil)
 }
 
 // describe is a result in the words of a cfg's expect line.
