@@ -92,7 +92,7 @@ func (e Env) ValidateBatch(ctx context.Context, b Batch, traces [][]core.TraceEv
 	}
 	defer os.RemoveAll(tmp)
 	in, out := filepath.Join(tmp, "batch.json"), filepath.Join(tmp, "result.json")
-	data, err := json.Marshal(traces)
+	data, err := json.Marshal(toBatch(traces))
 	if err != nil {
 		return nil, nil, fmt.Errorf("tlc: encoding the batch: %w", err)
 	}

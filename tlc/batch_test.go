@@ -3,6 +3,7 @@ package tlc
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -135,5 +136,59 @@ func TestSplitThreadsKeepsFileOrderAndLines(t *testing.T) {
 	}
 	if ths[0].Lines[1].Tick != 3 || ths[0].Lines[2].Tick != 2 {
 		t.Errorf("a's lines were reordered: %+v", ths[0].Lines)
+	}
+}
+
+// A clock value's limbs are exact and keep the values' order, and adding
+// two limb by limb (as the trace spec's Plus does) gives their sum plus
+// 2^63; ids and ticks past TLC's integers become -1.
+func TestBatchLineEncoding(t *testing.T) {
+	plus := func(x, y clockValue) [3]int64 { // the trace spec's Plus
+		c := x[2] + y[2]
+		b := x[1] + y[1] + c/clockLimb
+		return [3]int64{x[0] + y[0] + b/clockLimb, b % clockLimb, c % clockLimb}
+	}
+	less := func(x, y clockValue) bool {
+		return x[0] < y[0] || x[0] == y[0] && (x[1] < y[1] || x[1] == y[1] && x[2] < y[2])
+	}
+	vals := []int64{math.MinInt64, math.MinInt64 + 1, -1e18, -5, -1, 0, 1, 2, clockLimb - 1, clockLimb, 1 << 44, 1792141200000000000, math.MaxInt64 - 1, math.MaxInt64}
+	for i, a := range vals {
+		ea := encodeClock(a)
+		for k, limb := range ea {
+			if limb < 0 || limb >= clockLimb || (k == 0 && limb >= 1<<20) {
+				t.Errorf("%d: limb %d is %d", a, k, limb)
+			}
+		}
+		if got := int64(uint64(ea[0])<<44|uint64(ea[1])<<22|uint64(ea[2])) ^ math.MinInt64; got != a {
+			t.Errorf("%d encodes to %v, which is %d", a, ea, got)
+		}
+		for j, b := range vals {
+			eb := encodeClock(b)
+			if less(ea, eb) != (i < j) {
+				t.Errorf("%d < %d is %v on the limbs", a, b, less(ea, eb))
+			}
+			// a + b, when it is an int64: Plus(e(a+b), Z) = Plus(e(a), e(b)).
+			if s := a + b; (b > 0 && s < a) || (b < 0 && s > a) {
+				continue
+			}
+			if plus(encodeClock(a+b), encodeClock(0)) != plus(ea, eb) {
+				t.Errorf("%d + %d: the limbs' sums disagree", a, b)
+			}
+		}
+	}
+	if encodeClock(0) != (clockValue{1 << 19, 0, 0}) {
+		t.Errorf("0 encodes to %v; the trace spec's Z is <<524288, 0, 0>>", encodeClock(0))
+	}
+	for v, want := range map[uint64]int64{0: 0, 7: 7, math.MaxInt32: math.MaxInt32, math.MaxInt32 + 1: -1, 1<<32 + 1: -1, math.MaxUint64: -1} {
+		if got := tlcInt(v); got != want {
+			t.Errorf("tlcInt(%d) = %d, want %d", v, got, want)
+		}
+	}
+	l := toBatchLine(core.TraceEvent{Action: core.ActionPost, Msg: 1})
+	if l.Clock != nil {
+		t.Error("an untimed line has a clock field")
+	}
+	if l := toBatchLine(core.TraceEvent{Action: core.ActionClaim, Replaced: 3}); l.Clock == nil || l.Clock.Now != encodeClock(0) {
+		t.Errorf("a line with any timing has all four: %+v", l.Clock)
 	}
 }
