@@ -2,6 +2,7 @@ package specmodel
 
 import (
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,5 +133,32 @@ func TestCompareDotCatchesDifference(t *testing.T) {
 	}
 	if _, err := CompareDot(New(c).Explore(), strings.NewReader(dot)); err == nil {
 		t.Error("a graph explored without its edges compared")
+	}
+}
+
+// The cfg a graph dump runs leaves out the liveness properties the model
+// does not check and reads LiveSpec as Spec; a safety cfg is unchanged.
+func TestSafetyCfg(t *testing.T) {
+	for _, tc := range []struct{ path, has, lacks string }{
+		{"../spec/ThreadClaimLapseLiveness.cfg", "SPECIFICATION Spec\n", "    EveryPostConsumed\n"},
+		{"../spec/ThreadClaimLapseSmall.cfg", "NoLiveTakeover", "SPECIFICATION LiveSpec"},
+	} {
+		b, err := os.ReadFile(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := safetyCfg(b, tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(out), tc.has) || strings.Contains(string(out), tc.lacks) {
+			t.Errorf("%s:\n%s", tc.path, out)
+		}
+		if !strings.Contains(string(out), "NoLiveTakeover") {
+			t.Errorf("%s: the action property the model checks was dropped", tc.path)
+		}
+		if _, err := ParseConfig(tc.path, string(out)); err != nil {
+			t.Errorf("%s: %v", tc.path, err)
+		}
 	}
 }
