@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -21,6 +22,8 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/specmodel"
+	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/store/storetest"
 	"github.com/threadclaim/threadclaim/tlc"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -893,8 +896,13 @@ func (r *tlcRun) checkGenerated() error {
 		r.report(false, "generated traces", fmt.Sprintf("tracecheck run -unfenced did not catch the mutant (exit %d, %d bad traces)", rc, len(bad)), &log)
 		return nil
 	}
+	api := filepath.Join(r.work, "generated-api")
+	if err := writeAPITraces(r.ctx, api, apiMachines, apiSteps); err != nil {
+		r.report(false, "generated traces", fmt.Sprintf("the public API's machine (storetest.APIMachine): %v", err), nil)
+		return nil
+	}
 	var all []traceInput
-	for _, dir := range []string{on, off} {
+	for _, dir := range []string{on, off, api} {
 		traces, err := collectTraces(r.opts.root, []string{dir})
 		if err != nil {
 			return err
@@ -904,6 +912,50 @@ func (r *tlcRun) checkGenerated() error {
 		}
 		all = append(all, traces...)
 	}
-	r.checkTraces("generated (tracecheck run -trace-dir; -unfenced -seeds 3)", all)
+	r.checkTraces(fmt.Sprintf("generated (tracecheck run -trace-dir; -unfenced -seeds 3; %d API machines)", apiMachines), all)
+	return nil
+}
+
+// The API machines whose traces go to TLC with the generated ones: each
+// makes apiSteps calls of core.Workspace's public methods in any order.
+const (
+	apiMachines = 40
+	apiSteps    = 150
+)
+
+// writeAPITraces runs n seeded storetest.APIMachines of steps calls each
+// on the in-memory storage (calls out of the protocol, on claims of other
+// processes, ended and hand-built ones, with any arguments: every one
+// refused cleanly or traced validly, which the machine checks with the Go
+// checker after each call) and writes each machine's trace to dir as
+// ok-api-N.ndjson: TLC must accept what the Go checker accepted, the
+// refusals of misused calls included.
+func writeAPITraces(ctx context.Context, dir string, n, steps int) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for seed := range n {
+		ch := storetest.RandChooser{R: rand.New(rand.NewPCG(uint64(seed), 11))}
+		m, err := storetest.NewAPIMachine(ctx, memory.New(), fmt.Sprintf("api%d", seed), 3, ch)
+		if err != nil {
+			return err
+		}
+		for range steps {
+			if err := m.Step(ch); err != nil {
+				return fmt.Errorf("seed %d: %w", seed, err)
+			}
+		}
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("ok-api-%d.ndjson", seed)))
+		if err != nil {
+			return err
+		}
+		werr := tracecheck.WriteLines(f, m.Lines())
+		if err := f.Close(); werr == nil {
+			werr = err
+		}
+		if werr != nil {
+			return werr
+		}
+	}
 	return nil
 }
