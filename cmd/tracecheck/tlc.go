@@ -39,7 +39,10 @@ Runs TLC (package tlc) and checks every result against what is expected:
              and, on a later leading line, "\* fires: ACTION..." names
              actions that must each take a step (TLC's -coverage)
              A cfg without that line, or naming more or less than one
-             property, fails.
+             property, fails. Then each cfg's whole state graph, dumped
+             by TLC, must be the Go model's (specmodel): every state and
+             every transition, by the same action to the same state (for
+             a cfg with a violation: the outcome and the states up to it)
   trace      the trace spec tla/ThreadClaimLapseTrace.tla on every *.ndjson
              of each DIR (default: $TRACE_DIR, else tla/testdata and
              tracecheck/testdata): ok-* must be accepted, bad-* rejected,
@@ -51,19 +54,22 @@ Runs TLC (package tlc) and checks every result against what is expected:
              spec's batch mode; one run per set of fences): it prints the
              run's lines per second, then each file's verdict.
   generated  every trace of a default 'tracecheck run -trace-dir' (fences
-             on, about 25,000 lines: all must be accepted) and of
+             on, about 25,000 lines: all must be accepted), of
              'tracecheck run -unfenced -seeds 3 -concurrent 0 -trace-dir'
-             (the bad-* threads rejected at the Go checker's line),
-             checked as fixtures, all in one TLC run
+             (the bad-* threads rejected at the Go checker's line) and of
+             40 storetest.APIMachines (the public API misused: all must be
+             accepted), checked as fixtures, all in one TLC run
   all        (default) spec, then trace, then generated, then mutants and
              differential. scripts/test runs it with -skip for the three
              long models; the traces are the same in that quick run
   mutants    every spec mutant in spec/mutants (an edit of a copy of spec/
              or tla/) must be caught by the check it names: a model cfg
-             reporting other than its expectation, or a trace fixture's
-             verdict changing; a mutant that survives fails, by name
+             reporting other than its expectation, a trace fixture's
+             verdict changing, or (graph spec/NAME.cfg) the cfg's state
+             graph differing from the Go model's; a mutant that survives
+             fails, by name
   differential
-             -mutated traces (default 500), mutants of the traces the Go
+             -mutated traces (default 2000), mutants of the traces the Go
              simulation writes (tracecheck run -trace-dir), each through
              the Go checker and through TLC (in one batch): both must give
              the same verdict at the same line on every one; prints the
@@ -122,7 +128,7 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "spec mutants checked at once (each a JVM with one worker); a batch of traces is one JVM with TLC's workers")
 	fs.StringVar(&o.keepLogs, "keep-logs", os.Getenv("TLC_KEEP_LOGS"), "copy each TLC run's output into this directory")
-	fs.IntVar(&o.mutated, "mutated", 500, "differential: how many mutated traces to compare")
+	fs.IntVar(&o.mutated, "mutated", 2000, "differential: how many mutated traces to compare")
 	fs.Uint64Var(&o.seed, "seed", 1, "differential: the seed of the mutations (the same seed, the same traces)")
 	fs.Func("skip", "comma-separated spec/*.cfg file names not to run (each must exist), e.g. the long exhaustive models in a quick run", func(v string) error {
 		for _, name := range strings.Split(v, ",") {
