@@ -57,14 +57,6 @@ func CompareDot(g *Graph, r io.Reader) (GraphComparison, error) {
 	}
 	m := g.model
 	cmp := GraphComparison{Comparison: Comparison{ModelStates: g.Len()}, ModelEdges: g.NumEdges()}
-	model := make(map[edgeKey]bool, g.NumEdges())
-	for i := 0; i < g.Len(); i++ {
-		first, end := g.Out(i)
-		for e := first; e < end; e++ {
-			st, to := g.Edge(e)
-			model[edgeKey{int32(i), int32(to), actionLabel(m.Describe(st))}] = true
-		}
-	}
 	ids := map[int64]int32{} // TLC's node ids (fingerprints) to the model's state numbers, -1 for none
 	seen := make([]bool, g.Len())
 	tlcEdges := make(map[edgeKey]bool, g.NumEdges())
@@ -143,6 +135,34 @@ func CompareDot(g *Graph, r io.Reader) (GraphComparison, error) {
 	if cmp.TLCStates == 0 {
 		return cmp, fmt.Errorf("%w: no state in TLC's graph", ErrDump)
 	}
+	// TLC labels an edge with its action and parameters (Claim("p1"));
+	// releases before 1.8 (the pinned v1.7.4) with the action's name alone.
+	// The model's edges are labelled the same way, so that the two sets
+	// compare: with names alone, two transitions between the same two
+	// states by one action with other parameters count once on each side.
+	named := true
+	for _, e := range edges {
+		if strings.Contains(e.action, "(") {
+			named = false
+			break
+		}
+	}
+	label := func(st Step) string {
+		a := actionLabel(m.Describe(st))
+		if named {
+			a, _, _ = strings.Cut(a, "(")
+		}
+		return a
+	}
+	model := make(map[edgeKey]bool, g.NumEdges())
+	for i := 0; i < g.Len(); i++ {
+		first, end := g.Out(i)
+		for e := first; e < end; e++ {
+			st, to := g.Edge(e)
+			model[edgeKey{int32(i), int32(to), label(st)}] = true
+		}
+	}
+	cmp.ModelEdges = len(model)
 	for _, e := range edges {
 		from, ok1 := ids[e.from]
 		into, ok2 := ids[e.to]
@@ -169,12 +189,14 @@ func CompareDot(g *Graph, r io.Reader) (GraphComparison, error) {
 			diff("the model's state %d (depth %d) is not in TLC's graph:\n%s", i+1, g.Depth(i), describe(int32(i)))
 		}
 	}
+	missing := map[edgeKey]bool{} // the model's edges TLC lacks, counted once
 	for i := 0; i < g.Len(); i++ {
 		first, end := g.Out(i)
 		for e := first; e < end; e++ {
 			st, to := g.Edge(e)
-			k := edgeKey{int32(i), int32(to), actionLabel(m.Describe(st))}
-			if seen[i] && seen[to] && !tlcEdges[k] {
+			k := edgeKey{int32(i), int32(to), label(st)}
+			if seen[i] && seen[to] && !tlcEdges[k] && !missing[k] {
+				missing[k] = true
 				cmp.OnlyModelEdges++
 				diff("the model takes %s from its state %d to its state %d; TLC does not. The state:\n%s", k.action, i+1, to+1, describe(int32(i)))
 			}
