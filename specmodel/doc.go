@@ -16,8 +16,10 @@
 //
 // The model is a second reading of the spec, kept as literal as the
 // spec's text: each guard's conjuncts are tested in the order the spec
-// writes them. It serves three checks: that its state set is TLC's
-// (CompareDump, on TLC's -dump output), that the Go trace checker accepts
+// writes them. It serves three checks: that its state graph is TLC's,
+// every state and every transition (CompareGraphTLC, on TLC's -dump
+// dot,actionlabels output; CompareDump compares the states alone, where
+// TLC stops at a violation), that the Go trace checker accepts
 // exactly the steps the spec enables (tracecheck's cross-check test), and
 // that the real code can perform every edge of the state graph and no
 // other (package conform).
