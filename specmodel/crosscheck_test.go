@@ -3,6 +3,7 @@ package specmodel_test
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -197,5 +198,37 @@ func TestCheckerIsTheSpec(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A random walk is a path of the spec: each step is enabled in the state
+// before it and leads to the state after it, and its trace is one the Go
+// trace checker accepts (as TLC's trace spec does: tlc differential).
+func TestRandomWalkIsASpecPath(t *testing.T) {
+	c, err := specmodel.ReadConfig("../spec/ThreadClaimLapse.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := specmodel.New(c)
+	rng := rand.New(rand.NewPCG(3, 5))
+	long := 0
+	for range 300 {
+		path := m.RandomWalk(rng, 40)
+		for k := 1; k < len(path); k++ {
+			s := path[k-1].State
+			o := m.Do(&s, path[k].Step)
+			if !o.Enabled || o.Next.Key() != path[k].State.Key() {
+				t.Fatalf("step %d (%s) is not the spec's: enabled %v, failed %q", k, m.Describe(path[k].Step), o.Enabled, o.Failed)
+			}
+		}
+		if len(path) > 20 {
+			long++
+		}
+		if _, err := tracecheck.Check(m.TraceLines(path)); err != nil {
+			t.Fatalf("a walk's trace is rejected: %v", err)
+		}
+	}
+	if long == 0 {
+		t.Error("no walk went past 20 steps")
 	}
 }

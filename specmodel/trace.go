@@ -2,6 +2,7 @@ package specmodel
 
 import (
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -131,4 +132,32 @@ func (m *Model) TraceLines(path []TraceStep) []core.TraceEvent {
 		out = append(out, ev)
 	}
 	return out
+}
+
+// RandomWalk returns a path from Init of up to steps steps, each drawn by
+// rng among the steps the spec enables in the state before it (Lapse
+// included); it ends early in a state that enables none. Its TraceLines
+// are a trace the spec allows, of any corner of the state graph, not only
+// of the paths a runner takes: the differential gives such traces, and
+// mutants of them, to both trace checkers.
+func (m *Model) RandomWalk(rng *rand.Rand, steps int) []TraceStep {
+	s := m.Init()
+	path := []TraceStep{{State: s}}
+	var next []TraceStep
+	for range steps {
+		next = next[:0]
+		for _, st := range m.steps {
+			cur := s
+			if o := m.Do(&cur, st); o.Enabled {
+				next = append(next, TraceStep{Step: st, State: o.Next})
+			}
+		}
+		if len(next) == 0 {
+			break
+		}
+		ts := next[rng.IntN(len(next))]
+		path = append(path, ts)
+		s = ts.State
+	}
+	return path
 }

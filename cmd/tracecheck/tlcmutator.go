@@ -9,6 +9,11 @@ import (
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
+// diffWalks is how many random walks of the fenced cfg's graph (in the
+// Go model of the spec) the differential mutates, besides the
+// simulation's traces.
+const diffWalks = 80
+
 // diffMutator is the differential's mutator: tracecheck's Mutate (the
 // one FuzzCheck uses too), once for half the cases and two or three times
 // over for the rest, so that changes also meet each other (a line moved

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/specmodel"
 	"github.com/threadclaim/threadclaim/tlc"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -178,6 +179,21 @@ func (r *tlcRun) checkDifferential() error {
 		r.report(false, "differential", "the simulation wrote no traces", &log)
 		return nil
 	}
+	sim := len(traces)
+	// And as many random walks of the fenced cfg's state graph, in the
+	// Go model of the spec: traces of any corner of the graph, not only of
+	// the paths the runner takes.
+	cfg, err := specmodel.ReadConfig(filepath.Join(r.opts.root, "spec", "ThreadClaimLapse.cfg"))
+	if err != nil {
+		return failure{exitUsage, err.Error()}
+	}
+	model := specmodel.New(cfg)
+	walks := rand.New(rand.NewPCG(r.opts.seed, 0x3a11))
+	for k := range diffWalks {
+		if lines := model.TraceLines(model.RandomWalk(walks, 10+walks.IntN(30))); len(lines) > 0 {
+			names, traces = append(names, fmt.Sprintf("walk-%d", k+1)), append(traces, lines)
+		}
+	}
 	rng := rand.New(rand.NewPCG(r.opts.seed, 0x7d1f))
 	cases := tlc.MakeCases(rng, diffMutator, names, traces, r.opts.mutated)
 	b, _, keep := r.batchRun("differential", nil)
@@ -202,8 +218,8 @@ func (r *tlcRun) checkDifferential() error {
 	}
 	r.lines += lines
 	r.report(agree == len(rs), "differential",
-		fmt.Sprintf("%d mutated traces (from %d simulation traces, seed %d), %d rejected by the Go checker, %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
-			len(rs), len(traces), r.opts.seed, rejected, lines, agree, len(rs), time.Since(t0).Seconds()), nil)
+		fmt.Sprintf("%d mutated traces (from %d simulation traces and %d walks of the model, seed %d), %d rejected by the Go checker, %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
+			len(rs), sim, len(traces)-sim, r.opts.seed, rejected, lines, agree, len(rs), time.Since(t0).Seconds()), nil)
 	return nil
 }
 
