@@ -2,12 +2,15 @@ package tlc
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/specmodel"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -74,5 +77,78 @@ func TestMakeCasesKeepsTiming(t *testing.T) {
 	}
 	if ev := cs[0].Lines[0]; ev != lines[0] {
 		t.Errorf("the case's line is %+v, want %+v", ev, lines[0])
+	}
+}
+
+// With fences off, as with them on, the Go checker and TLC give the same
+// verdict at the same line: on walks of the model with every fence off
+// (each a behaviour of the unfenced spec, which breaks I1 and
+// NoLiveAbandon), and on mutants of them, checked against the spec with
+// no fence, with Abandon's alone, and with RunStart's and Reply's.
+func TestDifferentialWithFencesOff(t *testing.T) {
+	env := realTLC(t)
+	if testing.Short() {
+		t.Skip("TLC NOT RUN: -short skips the differential")
+	}
+	c, err := specmodel.ReadConfig("../spec/ThreadClaimLapseUnfenced.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.FenceStart, c.FenceReply, c.FenceAbandon = false, false, false
+	m := specmodel.New(c)
+	rng := rand.New(rand.NewPCG(41, 43))
+	var walks [][]core.TraceEvent
+	for range 400 {
+		if l := m.TraceLines(m.RandomWalk(rng, 10+rng.IntN(20))); len(l) > 0 {
+			walks = append(walks, l)
+		}
+	}
+	for _, fences := range [][]string{{}, {"abandon"}, {"start", "reply"}} {
+		spec := tracecheck.Spec{Fenced: slices.Contains(fences, "start"), FenceAbandon: slices.Contains(fences, "abandon")}
+		var threads []Thread
+		var goAt []int
+		accepted := 0
+		for range 800 {
+			lines := walks[rng.IntN(len(walks))]
+			for range rng.IntN(3) {
+				lines, _ = tracecheck.Mutate(rng, lines)
+			}
+			th := SplitThreads(lines)
+			if len(th) != 1 {
+				continue // a mutated thread name: two threads
+			}
+			at := 0
+			_, err := tracecheck.Check(lines, tracecheck.WithSpec(spec))
+			var v *tracecheck.Violation
+			switch {
+			case errors.As(err, &v):
+				at = v.Line
+			case err != nil:
+				t.Fatalf("fences %v: %v", fences, err)
+			default:
+				accepted++
+			}
+			threads, goAt = append(threads, th[0]), append(goAt, at)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		b := testBatch(scratch(t))
+		b.Fences = fences
+		tlcAt, err := env.ValidateThreads(ctx, b, threads)
+		cancel()
+		if err != nil {
+			t.Fatalf("fences %v: TLC (deadline 5 min): %v", fences, err)
+		}
+		bad := 0
+		for i := range tlcAt {
+			if tlcAt[i] != goAt[i] {
+				if bad++; bad <= 3 {
+					t.Errorf("fences %v: the Go checker %d, TLC %d (0 = accepted)", fences, goAt[i], tlcAt[i])
+				}
+			}
+		}
+		if accepted == 0 || accepted == len(threads) {
+			t.Errorf("fences %v: %d of %d accepted: a differential needs both verdicts", fences, accepted, len(threads))
+		}
+		t.Logf("fences %v: %d traces, %d accepted by the Go checker, %d disagree", fences, len(threads), accepted, bad)
 	}
 }
