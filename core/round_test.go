@@ -319,3 +319,10 @@ func TestRenewDuringCrashRefused(t *testing.T) {
 	require.NoError(t, wait(t, crashed, "Crash to return"))
 	w.valid(t)
 }
+
+// A Workspace over no storage, or with no clock, is refused when it is
+// made, with the argument's name, not at its first call.
+func TestNewWorkspaceNeedsStorageAndClock(t *testing.T) {
+	require.PanicsWithValue(t, "core: NewWorkspace: nil Storage", func() { core.NewWorkspace(nil, simclock.New(epoch)) })
+	require.PanicsWithValue(t, "core: NewWorkspace: nil Clock", func() { core.NewWorkspace(memory.New(), nil) })
+}

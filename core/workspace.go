@@ -82,8 +82,15 @@ type Workspace struct {
 const recentHolders = 1 << 14
 
 // NewWorkspace returns a Workspace over s whose lease expiries are stamped
-// with clock.
+// with clock. A nil s or clock is a programming error: it panics here,
+// naming it, rather than at the first call.
 func NewWorkspace(s Storage, clock Clock, opts ...Option) *Workspace {
+	switch {
+	case s == nil:
+		panic("core: NewWorkspace: nil Storage")
+	case clock == nil:
+		panic("core: NewWorkspace: nil Clock")
+	}
 	w := &Workspace{storage: s, clock: clock, fences: AllFences(), rounds: map[ThreadID]*round{}, used: map[Holder]bool{}}
 	for _, o := range opts {
 		o(w)
