@@ -56,7 +56,7 @@ func CompareDot(g *Graph, r io.Reader) (GraphComparison, error) {
 		return GraphComparison{}, fmt.Errorf("specmodel: CompareDot needs a graph with its edges, explored to the end")
 	}
 	m := g.model
-	cmp := GraphComparison{Comparison: Comparison{ModelStates: g.Len()}, ModelEdges: g.NumEdges()}
+	cmp := GraphComparison{Comparison: Comparison{ModelStates: g.Len()}}
 	ids := map[int64]int32{} // TLC's node ids (fingerprints) to the model's state numbers, -1 for none
 	seen := make([]bool, g.Len())
 	tlcEdges := make(map[edgeKey]bool, g.NumEdges())
@@ -252,9 +252,12 @@ func CompareGraphTLC(ctx context.Context, jar, cfgPath string) (GraphComparison,
 	}
 	defer os.RemoveAll(dir)
 	m := New(c)
-	g := m.Explore()
-	dot := g.Result().Violation == nil
-	dump, outcome, err := runTLCDump(ctx, jar, cfgPath, dir, dot)
+	g := m.ExploreWith(Options{Edges: true}) // Explore's result, and the edges when it ends without a violation
+	kind := dumpGraph
+	if g.Result().Violation != nil {
+		kind = dumpStates
+	}
+	dump, outcome, err := runTLC(ctx, jar, cfgPath, dir, kind)
 	if err != nil {
 		return GraphComparison{}, outcome, nil, err
 	}
@@ -264,8 +267,8 @@ func CompareGraphTLC(ctx context.Context, jar, cfgPath string) (GraphComparison,
 		return GraphComparison{}, outcome, diffs, err
 	}
 	defer f.Close()
-	if dot {
-		cmp, err := CompareDot(m.ExploreWith(Options{Edges: true}), f)
+	if kind == dumpGraph {
+		cmp, err := CompareDot(g, f)
 		return cmp, outcome, diffs, err
 	}
 	g = m.ExploreWith(Options{Continue: true, MaxDepth: g.Result().Violation.Depth})

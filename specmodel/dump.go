@@ -442,23 +442,22 @@ func fromValues(vars map[string]value, cfg Config) (State, error) {
 // returned with an error when TLC fails for a reason other than the cfg's
 // declared violation.
 func DumpTLC(ctx context.Context, jar, cfgPath, dir string) (string, TLCOutcome, error) {
-	return runTLC(ctx, jar, cfgPath, dir, []string{"-dump"})
+	return runTLC(ctx, jar, cfgPath, dir, dumpStates)
 }
 
-// runTLCDump is DumpTLC, dumping the whole state graph (-dump
-// dot,actionlabels: every transition, labelled with its action) when dot
-// holds.
-func runTLCDump(ctx context.Context, jar, cfgPath, dir string, dot bool) (string, TLCOutcome, error) {
-	if dot {
-		return runTLC(ctx, jar, cfgPath, dir, []string{"-dump", "dot,actionlabels"})
-	}
-	return DumpTLC(ctx, jar, cfgPath, dir)
-}
+// What a run of TLC dumps.
+type dumpKind int
+
+const (
+	dumpNone   dumpKind = iota
+	dumpStates          // -dump FILE: the distinct states
+	dumpGraph           // -dump dot,actionlabels FILE.dot: every state and transition, on the cfg's safety part (safetyCfg)
+)
 
 // RunTLC runs TLC as DumpTLC does, without the dump: what a benchmark of
 // TLC against Explore times.
 func RunTLC(ctx context.Context, jar, cfgPath, dir string) (TLCOutcome, error) {
-	_, out, err := runTLC(ctx, jar, cfgPath, dir, nil)
+	_, out, err := runTLC(ctx, jar, cfgPath, dir, dumpNone)
 	return out, err
 }
 
@@ -510,9 +509,9 @@ func ParseTLCOutput(out string) TLCOutcome {
 	return o
 }
 
-// runTLC runs TLC on a copy of the cfg's spec with the dump flags given
-// (followed by the dump file's path), or none.
-func runTLC(ctx context.Context, jar, cfgPath, dir string, dumpFlags []string) (string, TLCOutcome, error) {
+// runTLC runs TLC on a copy of the cfg's spec, dumping what dump says,
+// and returns the dump file's path.
+func runTLC(ctx context.Context, jar, cfgPath, dir string, dump dumpKind) (string, TLCOutcome, error) {
 	tmp, err := os.MkdirTemp(dir, "tlcdump")
 	if err != nil {
 		return "", TLCOutcome{}, err
@@ -527,7 +526,7 @@ func runTLC(ctx context.Context, jar, cfgPath, dir string, dumpFlags []string) (
 		if err != nil {
 			return "", TLCOutcome{}, err
 		}
-		if f == cfgPath && slices.Contains(dumpFlags, "dot,actionlabels") {
+		if f == cfgPath && dump == dumpGraph {
 			b, err = safetyCfg(b, cfgPath)
 			if err != nil {
 				return "", TLCOutcome{}, err
@@ -537,13 +536,15 @@ func runTLC(ctx context.Context, jar, cfgPath, dir string, dumpFlags []string) (
 			return "", TLCOutcome{}, err
 		}
 	}
-	dump := filepath.Join(tmp, "states.dump")
-	if slices.Contains(dumpFlags, "dot,actionlabels") {
-		dump = filepath.Join(tmp, "graph.dot") // TLC adds .dot to a name without it
-	}
 	args := []string{"-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC", "-workers", "1", "-metadir", filepath.Join(tmp, "meta")}
-	if len(dumpFlags) > 0 {
-		args = append(append(args, dumpFlags...), dump)
+	var file string
+	switch dump {
+	case dumpStates:
+		file = filepath.Join(tmp, "states.dump")
+		args = append(args, "-dump", file)
+	case dumpGraph:
+		file = filepath.Join(tmp, "graph.dot") // TLC adds .dot to a name without it
+		args = append(args, "-dump", "dot,actionlabels", file)
 	}
 	args = append(args, "-config", filepath.Base(cfgPath), Module+".tla")
 	cmd := exec.CommandContext(ctx, "java", args...)
@@ -552,7 +553,7 @@ func runTLC(ctx context.Context, jar, cfgPath, dir string, dumpFlags []string) (
 	if err != nil && !strings.Contains(string(out), "is violated") {
 		return "", TLCOutcome{}, fmt.Errorf("TLC: %v\n%s", err, tail(string(out), 20))
 	}
-	return dump, ParseTLCOutput(string(out)), nil
+	return file, ParseTLCOutput(string(out)), nil
 }
 
 func tail(s string, n int) string {
