@@ -25,11 +25,23 @@ type GraphComparison struct {
 	// takes and the other does not: the same two states, the same action
 	// with the same parameters.
 	OnlyTLCEdges, OnlyModelEdges int
+	// Outcome is what TLC's output said of its run, and OutcomeDiffs how
+	// it differs from the model's (CompareOutcome): set by
+	// CompareGraphTLC, empty from CompareDot alone.
+	Outcome      TLCOutcome
+	OutcomeDiffs []string
 }
 
-// Equal reports whether the two graphs are the same.
+// Equal reports whether the two graphs, and the two outcomes, are the
+// same.
 func (c GraphComparison) Equal() bool {
-	return c.Comparison.Equal() && c.OnlyTLCEdges == 0 && c.OnlyModelEdges == 0
+	return c.Comparison.Equal() && c.OnlyTLCEdges == 0 && c.OnlyModelEdges == 0 && len(c.OutcomeDiffs) == 0
+}
+
+// Differences describes what differs: the outcome's differences, then the
+// first state or transition that does; "" when nothing does.
+func (c GraphComparison) Differences() string {
+	return strings.TrimSpace(strings.Join(c.OutcomeDiffs, "\n") + "\n" + c.FirstDiff)
 }
 
 // edgeKey is a transition: its two states (the model's numbers) and its
@@ -240,15 +252,16 @@ func dotAttr(attrs, name string) (string, error) {
 // outcome and its whole state graph with the model's: for a cfg with no
 // violation, state for state and edge for edge (CompareDot); for one with
 // a violation, where TLC stops at its depth, the outcome and the states
-// (CompareDump). The returned differences are CompareOutcome's.
-func CompareGraphTLC(ctx context.Context, jar, cfgPath string) (GraphComparison, TLCOutcome, []string, error) {
+// (CompareDump). The comparison holds TLC's outcome and how it differs
+// from the model's (CompareOutcome).
+func CompareGraphTLC(ctx context.Context, jar, cfgPath string) (GraphComparison, error) {
 	c, err := ReadConfig(cfgPath)
 	if err != nil {
-		return GraphComparison{}, TLCOutcome{}, nil, err
+		return GraphComparison{}, err
 	}
 	dir, err := os.MkdirTemp("", "specmodel-tlc") // the dump is large: not under the caller's directory
 	if err != nil {
-		return GraphComparison{}, TLCOutcome{}, nil, err
+		return GraphComparison{}, err
 	}
 	defer os.RemoveAll(dir)
 	m := New(c)
@@ -259,19 +272,19 @@ func CompareGraphTLC(ctx context.Context, jar, cfgPath string) (GraphComparison,
 	}
 	dump, outcome, err := runTLC(ctx, jar, cfgPath, dir, kind)
 	if err != nil {
-		return GraphComparison{}, outcome, nil, err
+		return GraphComparison{}, err
 	}
-	diffs := CompareOutcome(g, outcome)
 	f, err := os.Open(dump)
 	if err != nil {
-		return GraphComparison{}, outcome, diffs, err
+		return GraphComparison{}, err
 	}
 	defer f.Close()
+	var cmp GraphComparison
 	if kind == dumpGraph {
-		cmp, err := CompareDot(g, f)
-		return cmp, outcome, diffs, err
+		cmp, err = CompareDot(g, f)
+	} else {
+		cmp.Comparison, err = CompareDump(m.ExploreWith(Options{Continue: true, MaxDepth: g.Result().Violation.Depth}), f)
 	}
-	g = m.ExploreWith(Options{Continue: true, MaxDepth: g.Result().Violation.Depth})
-	cmp, err := CompareDump(g, f)
-	return GraphComparison{Comparison: cmp}, outcome, diffs, err
+	cmp.Outcome, cmp.OutcomeDiffs = outcome, CompareOutcome(g, outcome)
+	return cmp, err
 }

@@ -327,11 +327,11 @@ func TestTLCStateForState(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			cmp, _, diffs, err := CompareGraphTLC(ctx, jar, f)
+			cmp, err := CompareGraphTLC(ctx, jar, f)
 			if err != nil {
 				t.Fatalf("running TLC (deadline 10 min): %v", err)
 			}
-			for _, d := range diffs {
+			for _, d := range cmp.OutcomeDiffs {
 				t.Error(d)
 			}
 			t.Logf("TLC %d states, %d edges; model %d, %d", cmp.TLCStates, cmp.TLCEdges, cmp.ModelStates, cmp.ModelEdges)

@@ -370,21 +370,13 @@ func (r MutantRun) one(ctx context.Context, base string, m Mutant, fxs []Fixture
 // checkGraph compares TLC's state graph of one cfg of the copy in dir
 // with the Go model's and says how they differ ("" when they do not).
 func (r MutantRun) checkGraph(ctx context.Context, dir, cfg string) (string, error) {
-	cmp, _, diffs, err := specmodel.CompareGraphTLC(ctx, r.Env.Jar, filepath.Join(dir, filepath.FromSlash(cfg)))
-	if err != nil {
+	cmp, err := specmodel.CompareGraphTLC(ctx, r.Env.Jar, filepath.Join(dir, filepath.FromSlash(cfg)))
+	if err != nil || cmp.Equal() {
 		return "", err
 	}
-	if cmp.Equal() && len(diffs) == 0 {
-		return "", nil
-	}
-	how := fmt.Sprintf("TLC's state graph is not the Go model's (%d states and %d transitions only TLC's, %d and %d only the model's)",
-		cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges)
-	if len(diffs) > 0 {
-		how += ": " + diffs[0]
-	} else if first, _, _ := strings.Cut(cmp.FirstDiff, "\n"); first != "" {
-		how += ": " + first
-	}
-	return how, nil
+	first, _, _ := strings.Cut(cmp.Differences(), "\n")
+	return fmt.Sprintf("TLC's state graph is not the Go model's (%d states and %d transitions only TLC's, %d and %d only the model's): %s",
+		cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, first), nil
 }
 
 func verdictWords(v FixtureVerdict) string {

@@ -238,14 +238,11 @@ func indent(s, pre string) string {
 // compareTLC runs TLC on the cfg, dumping its state graph, and compares
 // it with the model's (specmodel.CompareGraphTLC).
 func compareTLC(ctx context.Context, jar, path string) (*tlcComparison, error) {
-	cmp, outcome, diffs, err := specmodel.CompareGraphTLC(ctx, jar, path)
+	cmp, err := specmodel.CompareGraphTLC(ctx, jar, path)
 	if err != nil {
 		return nil, err
 	}
-	first := cmp.FirstDiff
-	if len(diffs) > 0 {
-		first = strings.TrimSpace(strings.Join(diffs, "\n") + "\n" + first)
-	}
-	return &tlcComparison{States: cmp.TLCStates, Edges: cmp.TLCEdges, Distinct: outcome.Distinct, Violated: outcome.Violated, Depth: outcome.Depth,
-		Equal: cmp.Equal() && len(diffs) == 0, FirstDiff: first}, nil
+	o := cmp.Outcome
+	return &tlcComparison{States: cmp.TLCStates, Edges: cmp.TLCEdges, Distinct: o.Distinct, Violated: o.Violated, Depth: o.Depth,
+		Equal: cmp.Equal(), FirstDiff: cmp.Differences()}, nil
 }

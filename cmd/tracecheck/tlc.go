@@ -510,7 +510,7 @@ func (r *tlcRun) checkGraph(cfg string) {
 	r.mu.Lock()
 	r.runs++
 	r.mu.Unlock()
-	cmp, outcome, diffs, err := specmodel.CompareGraphTLC(r.ctx, r.env.Jar, cfg)
+	cmp, err := specmodel.CompareGraphTLC(r.ctx, r.env.Jar, cfg)
 	d := time.Since(t0)
 	if err != nil {
 		if r.ctx.Err() != nil {
@@ -520,13 +520,12 @@ func (r *tlcRun) checkGraph(cfg string) {
 		r.report(false, what, fmt.Sprintf("TLC's state graph against the Go model: %v", err), nil)
 		return
 	}
-	if !cmp.Equal() || len(diffs) > 0 {
-		first := strings.TrimSpace(strings.Join(diffs, "\n") + "\n" + cmp.FirstDiff)
+	if !cmp.Equal() {
 		r.report(false, what, fmt.Sprintf("TLC's state graph is not the Go model's: %d states and %d transitions only TLC's, %d and %d only the model's; first:\n%s",
-			cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, indent(first, "      ")), nil)
+			cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, indent(cmp.Differences(), "      ")), nil)
 		return
 	}
-	if outcome.Violated != "" {
+	if outcome := cmp.Outcome; outcome.Violated != "" {
 		r.report(true, what, fmt.Sprintf("the Go model's: %s violated at depth %d by the same counterexample, the same %s states up to it, %.1fs",
 			outcome.Violated, outcome.Depth, commas(int64(cmp.TLCStates)), d.Seconds()), nil)
 		return
