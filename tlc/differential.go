@@ -3,7 +3,9 @@ package tlc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -49,10 +51,11 @@ func MakeCases(rng *rand.Rand, mutate Mutator, names []string, traces [][]core.T
 	return out
 }
 
-// GoVerdict is the Go trace checker's verdict on a trace: the file line
-// it rejects, 0 if it accepts; and its reason.
-func GoVerdict(lines []core.TraceEvent) (int, string) {
-	_, err := tracecheck.Check(lines)
+// GoVerdict is the Go trace checker's verdict on a trace (checked with
+// opts, as tracecheck.Check would be): the file line it rejects, 0 if it
+// accepts; and its reason.
+func GoVerdict(lines []core.TraceEvent, opts ...tracecheck.Option) (int, string) {
+	_, err := tracecheck.Check(lines, opts...)
 	var v *tracecheck.Violation
 	switch {
 	case err == nil:
@@ -64,14 +67,19 @@ func GoVerdict(lines []core.TraceEvent) (int, string) {
 }
 
 // Differential puts every case through the Go checker and, in one batch
-// run, through TLC, and returns both verdicts for each.
+// run, through TLC, both held to the batch's fences, and returns both
+// verdicts for each.
 func (e Env) Differential(ctx context.Context, b Batch, cases []DiffCase) ([]DiffResult, error) {
+	opts, err := goSpec(b.Fences)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]DiffResult, len(cases))
 	var threads []Thread
 	var owner []int
 	for i, c := range cases {
 		out[i].Case = c
-		out[i].Go, out[i].GoErr = GoVerdict(c.Lines)
+		out[i].Go, out[i].GoErr = GoVerdict(c.Lines, opts...)
 		for _, th := range SplitThreads(c.Lines) {
 			threads = append(threads, th)
 			owner = append(owner, i)
@@ -88,4 +96,18 @@ func (e Env) Differential(ctx context.Context, b Batch, cases []DiffCase) ([]Dif
 		}
 	}
 	return out, nil
+}
+
+// goSpec is the Go checker's option for the fences a batch holds its
+// traces to (nil: all of them). The Go checker fences RunStart and Reply
+// together (tracecheck.Spec.Fenced): fences that part them are an error.
+func goSpec(fences []string) ([]tracecheck.Option, error) {
+	if fences == nil {
+		return nil, nil
+	}
+	start, reply := slices.Contains(fences, "start"), slices.Contains(fences, "reply")
+	if start != reply {
+		return nil, fmt.Errorf("tlc: the Go checker fences RunStart and Reply together; fences %q part them", fences)
+	}
+	return []tracecheck.Option{tracecheck.WithSpec(tracecheck.Spec{Fenced: start, FenceAbandon: slices.Contains(fences, "abandon")})}, nil
 }

@@ -2,10 +2,8 @@ package tlc
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
 
@@ -104,51 +102,34 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 		}
 	}
 	for _, fences := range [][]string{{}, {"abandon"}, {"start", "reply"}} {
-		spec := tracecheck.Spec{Fenced: slices.Contains(fences, "start"), FenceAbandon: slices.Contains(fences, "abandon")}
-		var threads []Thread
-		var goAt []int
-		accepted := 0
-		for range 800 {
-			lines := walks[rng.IntN(len(walks))]
+		cases := MakeCases(rng, func(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, string) {
 			for range rng.IntN(3) {
 				lines, _ = tracecheck.Mutate(rng, lines)
 			}
-			th := SplitThreads(lines)
-			if len(th) != 1 {
-				continue // a mutated thread name: two threads
-			}
-			at := 0
-			_, err := tracecheck.Check(lines, tracecheck.WithSpec(spec))
-			var v *tracecheck.Violation
-			switch {
-			case errors.As(err, &v):
-				at = v.Line
-			case err != nil:
-				t.Fatalf("fences %v: %v", fences, err)
-			default:
-				accepted++
-			}
-			threads, goAt = append(threads, th[0]), append(goAt, at)
-		}
+			return lines, ""
+		}, make([]string, len(walks)), walks, 800)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		b := testBatch(scratch(t))
 		b.Fences = fences
-		tlcAt, err := env.ValidateThreads(ctx, b, threads)
+		rs, err := env.Differential(ctx, b, cases)
 		cancel()
 		if err != nil {
 			t.Fatalf("fences %v: TLC (deadline 5 min): %v", fences, err)
 		}
-		bad := 0
-		for i := range tlcAt {
-			if tlcAt[i] != goAt[i] {
+		bad, accepted := 0, 0
+		for _, r := range rs {
+			if r.Go == 0 {
+				accepted++
+			}
+			if !r.Agree() {
 				if bad++; bad <= 3 {
-					t.Errorf("fences %v: the Go checker %d, TLC %d (0 = accepted)", fences, goAt[i], tlcAt[i])
+					t.Errorf("fences %v: the Go checker %d, TLC %d (0 = accepted); Go: %s", fences, r.Go, r.TLC, r.GoErr)
 				}
 			}
 		}
-		if accepted == 0 || accepted == len(threads) {
-			t.Errorf("fences %v: %d of %d accepted: a differential needs both verdicts", fences, accepted, len(threads))
+		if accepted == 0 || accepted == len(rs) {
+			t.Errorf("fences %v: %d of %d accepted: a differential needs both verdicts", fences, accepted, len(rs))
 		}
-		t.Logf("fences %v: %d traces, %d accepted by the Go checker, %d disagree", fences, len(threads), accepted, bad)
+		t.Logf("fences %v: %d traces, %d accepted by the Go checker, %d disagree", fences, len(rs), accepted, bad)
 	}
 }
