@@ -645,23 +645,7 @@ func (w *Workspace) Plan(ctx context.Context, c Claim) (Plan, error) {
 		if err != nil {
 			return err
 		}
-		p = Plan{Taken: t.Taken}
-		if active := t.ActiveRuns(); len(active) > 0 {
-			p.Kind = PlanAbandon
-			for _, r := range active {
-				p.Runs = append(p.Runs, r.ID)
-			}
-			return nil
-		}
-		if !t.Unconsumed() {
-			return nil
-		}
-		p.Kind, p.Message, p.Posted = PlanRun, t.Taken+1, t.Messages[t.Taken]
-		if open := t.OpenRequests(); len(open) > 0 {
-			p.Kind, p.Request = PlanReply, open[0].ID
-		}
-		*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionPlan, Thread: c.Thread, Holder: c.Holder,
-			Msg: p.Message, Req: p.Request, Taken: t.Taken, Kind: p.Kind.String()}
+		p, *line = planOf(t, c)
 		return nil
 	})
 	r.leave(line, traced, err, &p)
@@ -669,6 +653,28 @@ func (w *Workspace) Plan(ctx context.Context, c Claim) (Plan, error) {
 		return Plan{}, err
 	}
 	return p, nil
+}
+
+// planOf decides the claim's next write from the thread's state, and
+// returns the plan's trace line (nil for a plan that is not traced).
+func planOf(t *Thread, c Claim) (Plan, *TraceEvent) {
+	p := Plan{Taken: t.Taken}
+	if active := t.ActiveRuns(); len(active) > 0 {
+		p.Kind = PlanAbandon
+		for _, r := range active {
+			p.Runs = append(p.Runs, r.ID)
+		}
+		return p, nil
+	}
+	if !t.Unconsumed() {
+		return p, nil
+	}
+	p.Kind, p.Message, p.Posted = PlanRun, t.Taken+1, t.Messages[t.Taken]
+	if open := t.OpenRequests(); len(open) > 0 {
+		p.Kind, p.Request = PlanReply, open[0].ID
+	}
+	return p, &TraceEvent{Tick: t.Version, Read: true, Action: ActionPlan, Thread: c.Thread, Holder: c.Holder,
+		Msg: p.Message, Req: p.Request, Taken: t.Taken, Kind: p.Kind.String()}
 }
 
 // planned checks that the round's current plan is of kind k for message m
@@ -814,22 +820,75 @@ func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
 		return err
 	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		t, err := tx.Thread(ctx, c.Thread)
-		if err != nil {
-			return err
-		}
-		ev := Event{Kind: RunEnded, At: w.clock.Now(), Run: run}
-		if err := record(ctx, tx, t, &ev); err != nil {
-			if errors.Is(err, ErrRunAbandoned) {
-				*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionEndRefused, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
-			}
-			return err
-		}
-		*line = &TraceEvent{Tick: ev.Version, Action: ActionRunEnd, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
-		return nil
+		return runEnd(ctx, tx, c, run, w.clock, line)
 	})
 	r.leave(line, traced, err, nil)
 	return err
+}
+
+// runEnd records the end of run in tx and leaves RunEnd's line (or
+// EndRefused's) in line.
+func runEnd(ctx context.Context, tx Transaction, c Claim, run RunID, clock Clock, line **TraceEvent) error {
+	t, err := tx.Thread(ctx, c.Thread)
+	if err != nil {
+		return err
+	}
+	ev := Event{Kind: RunEnded, At: clock.Now(), Run: run}
+	if err := record(ctx, tx, t, &ev); err != nil {
+		if errors.Is(err, ErrRunAbandoned) {
+			*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionEndRefused, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
+		}
+		return err
+	}
+	*line = &TraceEvent{Tick: ev.Version, Action: ActionRunEnd, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
+	return nil
+}
+
+// RunEndThenPlan is RunEnd followed by Plan with nothing between them: it
+// records the end of the round's run and, in the same transaction, plans
+// the claim's next write from the thread as that write left it. The plan
+// reads the thread at the instant the end commits, so its trace line
+// carries the RunEnd's call and return; nothing another process writes
+// can come between the two lines. It saves the round trip of a Plan of
+// its own (on PostgreSQL, a third of a message's while a thread has a
+// backlog).
+//
+// ended reports whether the run's end was recorded. When it was not, err
+// is RunEnd's error, and nothing was planned. When it was, err is the
+// plan's, and is nil unless the round ended meanwhile (a Crash of the
+// round began).
+func (w *Workspace) RunEndThenPlan(ctx context.Context, c Claim, run RunID) (p Plan, ended bool, err error) {
+	r, err := w.enter(c, ActionRunEnd, ownRun(run))
+	if err != nil {
+		return Plan{}, false, err
+	}
+	var planLine *TraceEvent
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		planLine = nil
+		if err := runEnd(ctx, tx, c, run, w.clock, line); err != nil {
+			return err
+		}
+		t, err := tx.Thread(ctx, c.Thread) // the transaction's own write read back
+		if err != nil {
+			return err
+		}
+		p, planLine = planOf(t, c)
+		return nil
+	})
+	r.leave(line, traced, err, nil)
+	if err != nil {
+		return Plan{}, false, err
+	}
+	r, err = w.enter(c, ActionPlan, nil)
+	if err != nil {
+		return Plan{}, true, err
+	}
+	if planLine != nil {
+		planLine.Call, planLine.Return = line.Call, line.Return
+		w.trace(planLine)
+	}
+	r.leave(planLine, planLine != nil, nil, &p)
+	return p, true, nil
 }
 
 // Crash ends the claim's round without a word to storage: the process died,

@@ -98,6 +98,15 @@ type Config struct {
 	// other threads. Default ClaimTTL.
 	MaxTurnDuration time.Duration
 
+	// SeparatePlans makes a turn plan its next write in a read of its
+	// own after each run's end. By default a run's end and the next plan
+	// are one transaction (core.Workspace.RunEndThenPlan), which saves a
+	// round trip to storage per message while a thread has messages
+	// waiting. The deterministic simulator sets it, so that each step of
+	// a turn is one step of the specification, after which any other
+	// process's step may come. Default false.
+	SeparatePlans bool
+
 	// Logger receives a record per turn (Debug; Warn for a failed turn)
 	// and Run's storage errors (Warn). Default: discard.
 	Logger *slog.Logger

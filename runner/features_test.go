@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -375,24 +376,45 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 	require.NoError(t, err, "the trace after the outage")
 }
 
-// A turn over one message makes six transactions: Claim, Plan, RunStart,
-// RunEnd, Plan, Release. The prompt handed to the agent and the post time
-// the latency metric needs come with the plan: no read of the thread
-// again after RunStart, nor for the agent.
+// A turn over two messages makes seven transactions: Claim, Plan, and for
+// each message RunStart and RunEnd with the next Plan, then Release; nine
+// with SeparatePlans, whose Plan after each RunEnd is a transaction of its
+// own. The trace is the same sequence of lines either way. The prompt handed to the agent and the
+// post time the latency metric needs come with the plan: no read of the
+// thread again after RunStart, nor for the agent.
 func TestTurnTransactions(t *testing.T) {
-	s := &countingStorage{Storage: memory.New()}
-	var prompt string
-	a := newProc(t, s, "A", procOpts{agent: runner.AgentFunc(func(_ context.Context, sess *runner.Session) error {
-		prompt = sess.Delivered.Prompt.Text
-		return nil
-	})})
-	newThread(t, a.ws, "t", "m1")
-	before := s.n.Load()
-	outcome, err := a.r.Work(context.Background(), "t")
-	require.NoError(t, err)
-	require.Equal(t, runner.OutcomeDone, outcome)
-	require.Equal(t, int64(6), s.n.Load()-before)
-	require.Equal(t, "m1", prompt)
+	for _, c := range []struct {
+		separate bool
+		want     int64
+	}{{false, 7}, {true, 9}} {
+		t.Run(fmt.Sprintf("separate=%v", c.separate), func(t *testing.T) {
+			s := &countingStorage{Storage: memory.New()}
+			rec := &tracecheck.Recorder{}
+			var prompt string
+			a := newProc(t, s, "A", procOpts{tracer: rec, cfg: func(cfg *runner.Config) { cfg.SeparatePlans = c.separate },
+				agent: runner.AgentFunc(func(_ context.Context, sess *runner.Session) error {
+					prompt = sess.Delivered.Prompt.Text
+					return nil
+				})})
+			newThread(t, a.ws, "t", "m1", "m2")
+			before := s.n.Load()
+			outcome, err := a.r.Work(context.Background(), "t")
+			require.NoError(t, err)
+			require.Equal(t, runner.OutcomeDone, outcome)
+			require.Equal(t, c.want, s.n.Load()-before)
+			require.Equal(t, "m2", prompt)
+			var actions []core.Action
+			for _, l := range rec.Lines() {
+				if l.Proc == "A" {
+					actions = append(actions, l.Action)
+				}
+			}
+			require.Equal(t, []core.Action{core.ActionPost, core.ActionPost, core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionRunEnd,
+				core.ActionPlan, core.ActionRunStart, core.ActionRunEnd, core.ActionRelease}, actions)
+			_, err = tracecheck.Check(rec.Lines())
+			require.NoError(t, err)
+		})
+	}
 }
 
 // After an agent awaits its answer, the turn goes on: it replies, starts

@@ -268,9 +268,7 @@ func (t *Turn) stepPlan(ctx context.Context) {
 		t.next = StepRelease
 		return
 	}
-	if (t.takeover && t.planned) ||
-		(t.r.cfg.MaxTurnMessages > 0 && t.consumes >= t.r.cfg.MaxTurnMessages) ||
-		t.r.cfg.Clock.Now().Sub(t.begun) >= t.r.cfg.MaxTurnDuration {
+	if t.yieldDue() {
 		t.yielded, t.next = true, StepRelease
 		return
 	}
@@ -279,6 +277,20 @@ func (t *Turn) stepPlan(ctx context.Context) {
 		t.crash(ctx, err)
 		return
 	}
+	t.follow(p)
+}
+
+// yieldDue reports whether the turn has reached a bound: a takeover turn
+// has planned once, or the turn has consumed MaxTurnMessages or gone on
+// for MaxTurnDuration.
+func (t *Turn) yieldDue() bool {
+	return (t.takeover && t.planned) ||
+		(t.r.cfg.MaxTurnMessages > 0 && t.consumes >= t.r.cfg.MaxTurnMessages) ||
+		t.r.cfg.Clock.Now().Sub(t.begun) >= t.r.cfg.MaxTurnDuration
+}
+
+// follow takes the turn on to the write plan p names.
+func (t *Turn) follow(p core.Plan) {
 	t.plan, t.planned = p, true
 	switch p.Kind {
 	case core.PlanAbandon:
@@ -468,6 +480,10 @@ func (t *Turn) detach(done <-chan error) {
 }
 
 func (t *Turn) stepRunEnd(ctx context.Context) {
+	if !t.r.cfg.SeparatePlans && !t.isLost() && !t.isStopping() && !t.yieldDue() {
+		t.runEndThenPlan(ctx)
+		return
+	}
 	err := t.r.ws.RunEnd(ctx, t.claim, t.handle.Run())
 	switch {
 	case errors.Is(err, core.ErrRunAbandoned):
@@ -483,6 +499,31 @@ func (t *Turn) stepRunEnd(ctx context.Context) {
 	t.handle.finish(t.runErr)
 	t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
 	t.next = StepPlan
+}
+
+// runEndThenPlan records the run's end and plans the next write in one
+// transaction: the turn would plan next anyway (it is not lost, stopping
+// or due to yield), so the two steps are one.
+func (t *Turn) runEndThenPlan(ctx context.Context) {
+	p, ended, err := t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.Run())
+	switch {
+	case !ended && errors.Is(err, core.ErrRunAbandoned):
+		t.handle.finish(err)
+		t.end(ctx, OutcomeLost, err)
+		return
+	case !ended:
+		t.handle.finish(err)
+		t.crash(ctx, err)
+		return
+	}
+	t.r.metrics.ended.Add(ctx, 1)
+	t.handle.finish(t.runErr)
+	t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
+	if err != nil {
+		t.crash(ctx, err)
+		return
+	}
+	t.follow(p)
 }
 
 func (t *Turn) stepRelease(ctx context.Context) {

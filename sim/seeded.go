@@ -339,8 +339,11 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			// Turns as long as their thread has messages: the scheduler,
 			// not a bound, decides how long a process keeps a thread.
 			MaxTurnDuration: math.MaxInt64,
-			Agent:           p.agent(),
-			NewHolder:       s.newHolder(p),
+			// Each step of a turn one step of the specification, so that
+			// the scheduler may put any other process's step after it.
+			SeparatePlans: true,
+			Agent:         p.agent(),
+			NewHolder:     s.newHolder(p),
 		})
 		if err != nil {
 			return nil, err

@@ -101,7 +101,7 @@ func (m *APIMachine) Step(ch Chooser) error {
 		p = owner // mostly the claim's own process; else another's
 	}
 	ws := m.procs[p]
-	call := ch.IntN("call", 12)
+	call := ch.IntN("call", 13)
 	if n, ok := m.next[claim.Holder]; ok && ch.IntN("protocol", 2) == 0 {
 		call = n
 	}
@@ -161,7 +161,7 @@ func (m *APIMachine) Step(ch Chooser) error {
 		var r core.RunID
 		if r, err = ws.RunStart(m.ctx, claim, plan.Message); err == nil {
 			m.runs[claim.Holder] = r
-			m.next[claim.Holder] = 8 + ch.IntN("ask-or-end", 2) // Ask or RunEnd
+			m.next[claim.Holder] = []int{8, 9, 12}[ch.IntN("ask-or-end", 3)] // Ask, RunEnd or RunEndThenPlan
 		}
 	case 7:
 		what = "Reply"
@@ -171,7 +171,7 @@ func (m *APIMachine) Step(ch Chooser) error {
 	case 8:
 		what = "Ask"
 		if _, err = ws.Ask(m.ctx, claim, run, "q"); err == nil {
-			m.next[claim.Holder] = 9
+			m.next[claim.Holder] = []int{9, 12}[ch.IntN("end", 2)]
 		}
 	case 9:
 		what = "RunEnd"
@@ -184,6 +184,20 @@ func (m *APIMachine) Step(ch Chooser) error {
 	case 11:
 		what = "Advance"
 		m.clocks[p].Advance(time.Duration(ch.IntN("advance", 5)) * apiTTL / 4)
+	case 12:
+		what = "RunEndThenPlan"
+		var p core.Plan
+		var ended bool
+		p, ended, err = ws.RunEndThenPlan(m.ctx, claim, run)
+		switch {
+		case ended && err == nil:
+			m.plans[claim.Holder] = p
+			m.next[claim.Holder] = map[core.PlanKind]int{core.PlanNothing: 3, core.PlanAbandon: 4, core.PlanRun: 6, core.PlanReply: 7}[p.Kind]
+		case ended:
+			return fmt.Errorf("call %d: RunEndThenPlan recorded the end but did not plan: %w", m.calls, err)
+		case err == nil:
+			return fmt.Errorf("call %d: RunEndThenPlan returned no error but recorded no end", m.calls)
+		}
 	}
 	what = fmt.Sprintf("call %d: p%d %s on %s (claim %s/%s)", m.calls, p+1, what, thread, claim.Thread, claim.Holder)
 	if _, cerr := tracecheck.Check(m.rec.Lines()); cerr != nil {

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 func testThreadsAndMessages(t *testing.T, s core.Storage) {
@@ -537,4 +539,95 @@ func testReuseHolderRefused(t *testing.T, s core.Storage) {
 // The fence's central property (CheckAcquireWaits).
 func testAcquireWaitsForFencedWrite(t *testing.T, s core.Storage) {
 	require.NoError(t, CheckAcquireWaits(context.Background(), s, core.AllFences()))
+}
+
+// testRunEndThenPlan: a run's end and the next plan in one transaction
+// plan what RunEnd and then Plan would (the plan reads the end it follows,
+// and the messages and requests posted before it), trace the same lines,
+// and a refused end plans nothing.
+func testRunEndThenPlan(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	rec := &tracecheck.Recorder{}
+	clock := simclock.New(epoch)
+	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
+	poster := core.NewWorkspace(s, clock, core.WithProcess("poster"), core.WithTracer(rec))
+	id := core.ThreadID("thread-" + t.Name())
+	require.NoError(t, poster.CreateThread(ctx, id))
+	post := func(text string) {
+		t.Helper()
+		_, err := poster.Post(ctx, id, text)
+		require.NoError(t, err)
+	}
+	post("m1")
+	post("m2")
+	c, err := a.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	p, err := a.Plan(ctx, c)
+	require.NoError(t, err)
+	run, err := a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	req, err := a.Ask(ctx, c, run, "which?")
+	require.NoError(t, err)
+
+	p, ended, err := a.RunEndThenPlan(ctx, c, run)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1, Posted: core.Message{Seq: 2, Text: "m2", PostedAt: epoch}}, p)
+	require.NoError(t, a.Reply(ctx, c, p.Request, p.Message))
+
+	post("m3")
+	p, err = a.Plan(ctx, c)
+	require.NoError(t, err)
+	run, err = a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	post("m4") // while the run goes on: the plan after its end sees it
+	p, ended, err = a.RunEndThenPlan(ctx, c, run)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 4, Taken: 3, Posted: core.Message{Seq: 4, Text: "m4", PostedAt: epoch}}, p)
+	run, err = a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	p, ended, err = a.RunEndThenPlan(ctx, c, run)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 4}, p)
+	_, _, err = a.RunEndThenPlan(ctx, c, run)
+	require.ErrorIs(t, err, core.ErrOutOfOrder, "the run has ended: only Release, Abandon or Plan may follow")
+	require.NoError(t, a.Release(ctx, c))
+
+	// Another claim abandons the run of a lapsed one: its end is refused,
+	// and nothing is planned.
+	post("m5")
+	c, err = a.Claim(ctx, id, "ha2", ttl)
+	require.NoError(t, err)
+	p, err = a.Plan(ctx, c)
+	require.NoError(t, err)
+	run, err = a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	clock.Advance(ttl)
+	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
+	cb, err := b.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	pb, err := b.Plan(ctx, cb)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanAbandon, pb.Kind)
+	require.NoError(t, b.Abandon(ctx, cb, run))
+	p, ended, err = a.RunEndThenPlan(ctx, c, run)
+	require.ErrorIs(t, err, core.ErrRunAbandoned)
+	require.False(t, ended)
+	require.Equal(t, core.Plan{}, p)
+
+	var lines []string
+	for _, l := range rec.Lines() {
+		if l.Proc == "a" {
+			lines = append(lines, fmt.Sprintf("%s@%d", l.Action, l.Tick))
+		}
+	}
+	require.Equal(t, []string{
+		"Claim@3", "Plan@3", "RunStart@4", "Ask@5", "RunEnd@6", "Plan@6", "Reply@7",
+		"Plan@8", "RunStart@9", "RunEnd@11", "Plan@11", "RunStart@12", "RunEnd@13", "Release@14",
+		"Claim@16", "Plan@16", "RunStart@17", "EndRefused@19",
+	}, lines)
+	_, err = tracecheck.Check(rec.Lines())
+	require.NoError(t, err)
 }

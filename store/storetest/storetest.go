@@ -55,6 +55,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"RollbackLeavesStorageUnchanged", testRollbackLeavesStorageUnchanged},
 		{"NewClaimNewHolder", testNewClaimNewHolder},
 		{"RunLifecycle", testRunLifecycle},
+		{"RunEndThenPlan", testRunEndThenPlan},
 		{"ReplyAnswersOnce", testReplyAnswersOnce},
 		{"AbandonFenced", testAbandonFenced},
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},
