@@ -92,13 +92,19 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep.CommitUnknown = countDoubts(doubts, stored)
+	r.mu.Lock()
+	kills := append([]kill(nil), r.kills...)
+	r.mu.Unlock()
+	killed := map[string]bool{}
+	for _, k := range kills {
+		killed[k.proc.name] = true
+	}
+	rep.CommitUnknown = countDoubts(doubts, stored, killed)
 	if n := rep.CommitUnknown.Disagreements; n > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n))
 	}
 
 	r.mu.Lock()
-	kills := append([]kill(nil), r.kills...)
 	rep.Events = append([]Event(nil), r.events...)
 	r.mu.Unlock()
 	rep.Handovers = r.handovers(ordered, kills)

@@ -28,11 +28,14 @@ type CommitUnknown struct {
 	NotCommitted int `json:"not_committed"`
 	// How the process resolved each: its round ended with a Crash line;
 	// the committed Release's own line ended it; there was no round (a
-	// Claim that did not commit); not resolved by the run's end (the
-	// process was killed first, or storage never answered it again).
+	// Claim that did not commit); its process was SIGKILLed before it
+	// resolved it (the fleet settles it from storage's log: Committed or
+	// NotCommitted); or it was still open when its process stopped
+	// (storage never answered that process's Crash again).
 	Crashed        int `json:"crashed"`
 	EndedByRelease int `json:"ended_by_release"`
 	NoRound        int `json:"no_round"`
+	KilledFirst    int `json:"killed_first"`
 	Unresolved     int `json:"unresolved"`
 	// Disagreements counts resolutions whose outcome is not what
 	// storage's log says (must be 0).
@@ -110,8 +113,9 @@ func decodeDoubts(r io.Reader, name string) ([]core.Doubt, error) {
 
 // countDoubts counts the writes in doubt, each once (a worker reports it
 // when the write returns and again when its Crash resolves it), against
-// the writes storage committed.
-func countDoubts(ds []core.Doubt, stored []core.TraceEvent) CommitUnknown {
+// the writes storage committed; killed names the processes that were
+// SIGKILLed.
+func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bool) CommitUnknown {
 	type key struct {
 		proc   string
 		thread core.ThreadID
@@ -153,6 +157,9 @@ func countDoubts(ds []core.Doubt, stored []core.TraceEvent) CommitUnknown {
 			cu.NotCommitted++
 		}
 		switch {
+		case d.Outcome == core.DoubtPending && killed[k.proc]:
+			cu.KilledFirst++
+			continue
 		case d.Outcome == core.DoubtPending:
 			cu.Unresolved++
 			continue
@@ -181,6 +188,6 @@ func (cu CommitUnknown) Line() string {
 			parts = append(parts, fmt.Sprintf("%s %d", a, n))
 		}
 	}
-	return fmt.Sprintf("%d writes (%s): %d committed, %d not; resolved by a Crash %d, by the Release's own line %d, no round (Claim not committed) %d, unresolved at the end %d; %d resolutions disagree with storage's log",
-		cu.Events, strings.Join(parts, ", "), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.Unresolved, cu.Disagreements)
+	return fmt.Sprintf("%d writes (%s): %d committed, %d not; resolved by a Crash %d, by the Release's own line %d, no round (Claim not committed) %d, from storage's log after a SIGKILL took the process first %d, open when the process stopped %d; %d resolutions disagree with storage's log",
+		cu.Events, strings.Join(parts, ", "), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.KilledFirst, cu.Unresolved, cu.Disagreements)
 }

@@ -34,35 +34,37 @@ func TestCountDoubts(t *testing.T) {
 		d("p4", "h4", core.ActionClaim, 11, core.DoubtPending, false),
 		d("p4", "h4", core.ActionClaim, 11, core.DoubtNotCommitted, false), // no round
 		d("p5", "h5", core.ActionClaim, 12, core.DoubtPending, false),      // killed before it resolved
+		d("p7", "h7", core.ActionRunEnd, 14, core.DoubtPending, false),     // open when its process stopped
 		d("p6", "h6", core.ActionReply, 13, core.DoubtPending, false),
 		d("p6", "h6", core.ActionReply, 13, core.DoubtCommitted, true), // the log has no such line: a disagreement
 	}
-	cu := countDoubts(ds, stored)
+	cu := countDoubts(ds, stored, map[string]bool{"p5": true, "p2": true})
 	require.Equal(t, CommitUnknown{
-		Events:    6,
-		ByAction:  map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1},
-		Committed: 3, NotCommitted: 3,
-		Crashed: 3, EndedByRelease: 1, NoRound: 1, Unresolved: 1,
+		Events:    7,
+		ByAction:  map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1, core.ActionRunEnd: 1},
+		Committed: 3, NotCommitted: 4,
+		Crashed: 3, EndedByRelease: 1, NoRound: 1, KilledFirst: 1, Unresolved: 1,
 		Disagreements: 1,
 	}, cu)
-	require.Equal(t, "none", countDoubts(nil, stored).Line())
+	require.Equal(t, "none", countDoubts(nil, stored, nil).Line())
 
 	rep := &Report{CommitUnknown: cu, Nemesis: map[Kind]int{}, Problems: []string{}}
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	require.Contains(t, text.String(), "commit unknown      6 writes (Claim 2, Release 2, RunStart 1, Reply 1): 3 committed, 3 not; resolved by a Crash 3, by the Release's own line 1, no round (Claim not committed) 1, unresolved at the end 1; 1 resolutions disagree")
+	require.Contains(t, text.String(), "commit unknown      7 writes (Claim 2, Release 2, RunStart 1, Reply 1, RunEnd 1): 3 committed, 4 not; resolved by a Crash 3, by the Release's own line 1, no round (Claim not committed) 1, from storage's log after a SIGKILL took the process first 1, open when the process stopped 1; 1 resolutions disagree")
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
 	var back struct {
 		CU map[string]any `json:"commit_unknown"`
 	}
 	require.NoError(t, json.Unmarshal(b, &back))
-	require.EqualValues(t, 6, back.CU["events"])
+	require.EqualValues(t, 7, back.CU["events"])
 	require.EqualValues(t, 1, back.CU["ended_by_release"])
 	require.EqualValues(t, 1, back.CU["unresolved"])
+	require.EqualValues(t, 1, back.CU["killed_first"])
 	var page bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&page))
-	require.Contains(t, page.String(), `<td id="commit-unknown">6 writes (Claim 2`)
+	require.Contains(t, page.String(), `<td id="commit-unknown">7 writes (Claim 2`)
 }
 
 // A doubts file whose last line was cut short (its process was killed

@@ -108,3 +108,31 @@ func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
 }
+
+// A round still open when Run stops gets a last try at its Crash, due or
+// not: storage is back, so Run returns with no round open and the Crash
+// traced.
+func TestOpenRoundEndedWhenRunStops(t *testing.T) {
+	const poll = ttl / 10
+	f := &flaky{Store: memory.New()}
+	rec := &tracecheck.Recorder{}
+	a := newProc(t, f, "A", procOpts{tracer: rec, cfg: func(c *runner.Config) { c.PollEvery = poll }})
+	newThread(t, a.ws, "t", "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepRunStart)
+	f.set(true, false)
+	require.True(t, turn.Step(ctx))
+	require.Equal(t, 1, a.r.OpenRounds())
+
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run's first look, storage down, to end and Run to wait")
+	f.set(false, false) // storage is back; the retry is not due for PollEvery
+	cancel()
+	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+	require.Equal(t, 0, a.r.OpenRounds(), "Run returned with a round open")
+	require.Equal(t, 1, traced(rec, core.ActionCrash))
+}

@@ -169,7 +169,10 @@ func (r *Runner) Run(ctx context.Context) error {
 		start int
 	)
 	defer r.detached.Wait()
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		r.endOpenRounds(ctx)
+	}()
 	// launch starts a turn on the thread in a free slot, a takeover slot
 	// when lapsed and no other is free; it returns false when none is.
 	launch := func(id core.ThreadID, lapsed bool) bool {
@@ -360,6 +363,32 @@ func (r *Runner) retryCrashes(ctx context.Context) {
 		r.open = slices.DeleteFunc(r.open, func(o openRound) bool { return o.claim == c })
 		r.openMu.Unlock()
 	}
+}
+
+// endOpenRounds is Run's last try, as it stops, at the Crash of every
+// round still open, whether or not its retry is due: storage may answer
+// again by then, and an open round is a write whose outcome the trace
+// never settles. The tries are cut off ShutdownGrace after they start.
+func (r *Runner) endOpenRounds(ctx context.Context) {
+	r.openMu.Lock()
+	n := len(r.open)
+	for i := range r.open {
+		r.open[i].next = time.Time{}
+	}
+	r.openMu.Unlock()
+	if n == 0 {
+		return
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	go func() {
+		select {
+		case <-r.cfg.Clock.After(r.cfg.ShutdownGrace):
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
+	r.retryCrashes(sctx)
 }
 
 // roundEnded says whether Crash's error leaves no round to end: it traced

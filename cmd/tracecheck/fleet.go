@@ -56,8 +56,9 @@ the lease's expiry to another process's Claim) is measured against TTL +
 one poll. The writes whose commit outcome a worker was not told are
 counted, with what storage's log says became of each and how the worker
 ended its round (a Crash line, the committed Release's own line, no round
-for a Claim that did not commit, or unresolved at the end); a resolution
-the log contradicts is a failed check. Each run uses a fresh schema and directory, removed at the end
+for a Claim that did not commit, settled from the log when a SIGKILL took
+the worker first, or open when the worker stopped); a resolution the log
+contradicts is a failed check. Each run uses a fresh schema and directory, removed at the end
 (or on SIGINT/SIGTERM) unless -keep.
 
 Exit codes: 0 passed; 1 a check failed (with -unfenced: the mutant was
