@@ -2,8 +2,11 @@ package runner
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -134,8 +137,9 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // delivers (once Wake is closed, it polls), and whenever a turn ends.
 //
 // Of the threads with work it starts first those whose lease has expired
-// by Clock, the longest expired first: their holder stopped renewing, and
-// may be dead. When every slot is taken it still looks every PollEvery
+// by Clock, the longest expired first (from a point of that order drawn
+// at random each look, so that runners that see the same threads lapse
+// spread over them): their holder stopped renewing, and may be dead. When every slot is taken it still looks every PollEvery
 // for such threads, and takes them over in its TakeoverTurns slots (short
 // turns: see Config), so that a dead runner's thread is claimed within
 // ClaimTTL + PollEvery of its last renewal whatever the load. The threads
@@ -158,6 +162,7 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // stale) it leaves out of its looks for PollEvery.
 func (r *Runner) Run(ctx context.Context) error {
 	wake, noWake := r.cfg.Wake, (<-chan struct{})(nil)
+	rng := newRand()
 	slots := make(chan struct{}, r.cfg.MaxConcurrentTurns)
 	takeovers := make(chan struct{}, max(r.cfg.TakeoverTurns, 0))
 	ended := make(chan struct{}, 1)
@@ -245,8 +250,17 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		// The longest expired first: a live holder whose clock runs behind
 		// Run's renews a lease that looks expired here, but its expiry
-		// keeps moving on; a dead holder's stays where it was.
+		// keeps moving on; a dead holder's stays where it was. From a
+		// point of that order drawn at each look: every runner sees the
+		// same threads lapse at once (a runner died), and runners that
+		// all began at the oldest would all claim it, one winning, the
+		// rest holding its row for a round trip each and leaving the
+		// others for a later look.
 		slices.SortStableFunc(lapsed, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
+		if n := len(lapsed); n > 1 {
+			k := rng.IntN(n)
+			lapsed = append(lapsed[k:], lapsed[:k]...)
+		}
 		mu.Lock()
 		if n := len(free); n > 0 {
 			free = append(free[start%n:], free[:start%n]...)
@@ -389,6 +403,14 @@ func (r *Runner) endOpenRounds(ctx context.Context) {
 		}
 	}()
 	r.retryCrashes(sctx)
+}
+
+// newRand returns a generator seeded from crypto/rand: runners that start
+// at once draw apart.
+func newRand() *rand.Rand {
+	var b [16]byte
+	_, _ = crand.Read(b[:]) // never fails (crypto/rand's Read)
+	return rand.New(rand.NewPCG(binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])))
 }
 
 // roundEnded says whether Crash's error leaves no round to end: it traced
