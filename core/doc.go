@@ -18,8 +18,9 @@
 // RunStart, Reply, Ask, RunEnd, Post. A fenced write that is refused returns
 // an error for which errors.Is(err, ErrThreadBusy) holds, writes nothing,
 // and is traced as StartFenced, ReplyFenced or AbandonFenced.
-// RunEndThenPlan is RunEnd and Plan made in one transaction, traced as the
-// two actions with nothing between them (one round trip to storage fewer).
+// ClaimThenPlan and RunEndThenPlan are Claim or RunEnd and the Plan after
+// it made in one transaction, traced as the two actions with nothing
+// between them (one round trip to storage fewer).
 //
 // A claim knows its round: the Workspace that made it follows the round as
 // the specification follows pc[p] (claimed, planned, running) and refuses,

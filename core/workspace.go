@@ -378,24 +378,46 @@ func (w *Workspace) unreserve(r *round, holder Holder) {
 // When the outcome of the Claim's commit is unknown (ErrCommitUnknown) it
 // returns the claim with the error: the caller must end it with Crash.
 func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, error) {
+	c, _, err := w.claim(ctx, id, holder, ttl, false)
+	return c, err
+}
+
+// ClaimThenPlan is Claim followed by Plan with nothing between them: it
+// claims the thread and, in the same transaction, plans the claim's first
+// write from the thread as the claim found it. The plan reads the thread
+// at the instant the claim commits, so its trace line carries the Claim's
+// call and return. It saves the round trip of a Plan of its own. Its
+// errors are Claim's, and with one nothing was planned (for
+// ErrCommitUnknown the claim is returned as Claim returns it).
+func (w *Workspace) ClaimThenPlan(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, Plan, error) {
+	return w.claim(ctx, id, holder, ttl, true)
+}
+
+// claim is Claim, and Plan in the same transaction when plan is set.
+func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration, plan bool) (Claim, Plan, error) {
 	c := Claim{Thread: id, Holder: holder}
 	if err := c.validate(); err != nil {
-		return Claim{}, err
+		return Claim{}, Plan{}, err
 	}
 	if ttl <= 0 {
-		return Claim{}, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
+		return Claim{}, Plan{}, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
 	r := &round{ws: w, thread: id, holder: holder, phase: phaseClaimed}
 	if !w.noRounds {
 		if err := w.finishPending(ctx, id); err != nil {
-			return Claim{}, err
+			return Claim{}, Plan{}, err
 		}
 		var err error
 		if r, err = w.reserve(id, holder); err != nil {
-			return Claim{}, err
+			return Claim{}, Plan{}, err
 		}
 	}
+	var (
+		p        Plan
+		planLine *TraceEvent
+	)
 	line, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		planLine = nil
 		t, err := tx.Thread(ctx, id)
 		if err != nil {
 			return err
@@ -423,13 +445,26 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if l.Holder != "" {
 			(*line).Replaced = l.ExpiresAt.UnixNano()
 		}
+		if plan {
+			t, err := tx.Thread(ctx, id) // as the claim left it
+			if err != nil {
+				return err
+			}
+			p, planLine = planOf(t, c)
+		}
 		return nil
 	})
 	switch {
 	case w.noRounds && err != nil && !errors.Is(err, ErrCommitUnknown):
-		return Claim{}, err
+		return Claim{}, Plan{}, err
+	case w.noRounds && err != nil:
+		return c, Plan{}, err
 	case w.noRounds:
-		return c, err
+		if planLine != nil {
+			planLine.Call, planLine.Return = line.Call, line.Return
+			w.trace(planLine)
+		}
+		return c, p, nil
 	case errors.Is(err, ErrCommitUnknown):
 		r.mu.Lock()
 		r.doubt, r.claimDoubt = true, true
@@ -439,14 +474,28 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 			w.doubted(r, DoubtPending, false)
 		}
 		c.r = r
-		return c, err
+		return c, Plan{}, err
 	case err != nil:
 		w.unreserve(r, holder)
-		return Claim{}, err
+		return Claim{}, Plan{}, err
 	}
 	r.tick, r.taken = line.Tick, line.Taken
 	c.r = r
-	return c, nil
+	if !plan {
+		return c, Plan{}, nil
+	}
+	// The claim is new: no other call has it yet, so nothing can have
+	// moved its round on since the commit.
+	pr, err := w.enter(c, ActionPlan, nil)
+	if err != nil {
+		return c, Plan{}, err
+	}
+	if planLine != nil {
+		planLine.Call, planLine.Return = line.Call, line.Return
+		w.trace(planLine)
+	}
+	pr.leave(planLine, planLine != nil, nil, &p)
+	return c, p, nil
 }
 
 // Renew extends the claim's lease to ttl from now by the workspace's clock.

@@ -98,10 +98,11 @@ type Config struct {
 	// other threads. Default ClaimTTL.
 	MaxTurnDuration time.Duration
 
-	// SeparatePlans makes a turn plan its next write in a read of its
-	// own after each run's end. By default a run's end and the next plan
-	// are one transaction (core.Workspace.RunEndThenPlan), which saves a
-	// round trip to storage per message while a thread has messages
+	// SeparatePlans makes a turn plan each write in a read of its own.
+	// By default the claim and its first plan are one transaction, and
+	// so are each run's end and the next plan
+	// (core.Workspace.ClaimThenPlan, RunEndThenPlan): a round trip to
+	// storage fewer per turn, and per message while a thread has messages
 	// waiting. The deterministic simulator sets it, so that each step of
 	// a turn is one step of the specification, after which any other
 	// process's step may come. Default false.

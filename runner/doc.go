@@ -2,9 +2,10 @@
 // agent, one claim ("a turn") at a time: claim the thread with a fresh
 // holder, abandon the runs earlier claims left active, plan, start a run or
 // answer a request (both fenced by the claim), run the agent, record the
-// run's end (not fenced), go on while messages remain, release. A run's
-// end and the plan after it are one transaction
-// (core.Workspace.RunEndThenPlan) unless Config.SeparatePlans is set.
+// run's end (not fenced), go on while messages remain, release. The claim
+// and the first plan, and each run's end and the plan after it, are one
+// transaction each (core.Workspace.ClaimThenPlan, RunEndThenPlan) unless
+// Config.SeparatePlans is set.
 //
 // A timer renews the claim every RenewEvery; a renewal that finds the claim
 // gone cancels the running agent's context. Renewal is about liveness only:

@@ -35,7 +35,8 @@ func TestTurnFork(t *testing.T) {
 		holders++
 		return core.Holder(fmt.Sprintf("h%d", holders)), nil
 	}
-	r, err := runner.New(runner.Config{Workspace: ws, Clock: clock, Agent: agent, NewHolder: newHolder, ClaimTTL: time.Minute})
+	// Step by step, as the simulator forks turns: SeparatePlans.
+	r, err := runner.New(runner.Config{Workspace: ws, Clock: clock, Agent: agent, NewHolder: newHolder, ClaimTTL: time.Minute, SeparatePlans: true})
 	require.NoError(t, err)
 	turn := r.NewTurn("t")
 	require.False(t, turn.Step(ctx)) // Claim

@@ -226,7 +226,18 @@ func (t *Turn) stepClaim(ctx context.Context) {
 		t.end(ctx, OutcomeError, err)
 		return
 	}
-	c, err := t.r.ws.Claim(ctx, t.thread, holder, t.r.cfg.ClaimTTL)
+	// The plan comes with the claim unless plans are separate or the
+	// turn is stopping already (it would release at once).
+	withPlan := !t.r.cfg.SeparatePlans && !t.isStopping()
+	var (
+		c core.Claim
+		p core.Plan
+	)
+	if withPlan {
+		c, p, err = t.r.ws.ClaimThenPlan(ctx, t.thread, holder, t.r.cfg.ClaimTTL)
+	} else {
+		c, err = t.r.ws.Claim(ctx, t.thread, holder, t.r.cfg.ClaimTTL)
+	}
 	if errors.Is(err, core.ErrThreadBusy) {
 		t.r.metrics.turns.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", string(OutcomeBusy))))
 		t.outcome, t.err, t.next = OutcomeBusy, err, StepOver
@@ -261,6 +272,9 @@ func (t *Turn) stepClaim(ctx context.Context) {
 	}
 	t.mu.Unlock()
 	t.next = StepPlan
+	if withPlan {
+		t.follow(p)
+	}
 }
 
 func (t *Turn) stepPlan(ctx context.Context) {

@@ -370,9 +370,9 @@
 // posted=during runs at 788-986 msgs/s with the posters posting 99.7-99.9%
 // of the time: they bound it, as the runners keep up. There a thread
 // rarely has more than one message waiting, so nearly every message is a
-// turn of its own: Claim 2 round trips (it reads another holder's lease,
-// which the cache cannot know, under lock), Plan 1, RunStart 1, RunEnd
-// with the next Plan 1, Release 1; plus the poster's 2, 1.3 polls and
+// turn of its own: Claim with the first Plan 2 round trips (it reads
+// another holder's lease, which the cache cannot know, under lock),
+// RunStart 1, RunEnd with the next Plan 1, Release 1; plus the poster's 2, 1.3 polls and
 // 0.4-0.5 claims that find the thread taken (each one round trip and a
 // rollback, holding the thread's row lock for a round trip, which the
 // winner's next write waits behind: the post-to-start tail). Each post
@@ -383,7 +383,10 @@
 // runners again). The code gets 1,318-1,534 msgs/s in its own
 // benchmark of that shape (4 posters) on the same machine: its runners,
 // one turn at a time each, made fewer and longer turns, leaving the
-// posters more of the CPU. What is left to take there: the first Plan in
-// the Claim's transaction (-1 round trip a turn), and one runner taking a
-// wake-up rather than all four.
+// posters more of the CPU. Folding the first Plan into the Claim's
+// transaction (core.Workspace.ClaimThenPlan) took transactions per message
+// there from 6.35-6.75 to 6.07-6.19 (two runs each, alternated), within
+// the noise of the throughput (857-1,021 against 925-970 msgs/s). What is
+// left to take: one runner taking a wake-up rather than all four (the
+// polls, 1.2-1.5 a message, and the claims that find the thread taken).
 package postgres

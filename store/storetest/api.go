@@ -130,10 +130,21 @@ func (m *APIMachine) Step(ch Chooser) error {
 		h := core.Holder(fmt.Sprintf("h%d", ch.IntN("holder", 8)))
 		what = fmt.Sprintf("Claim(%s)", h)
 		var c core.Claim
-		c, err = ws.Claim(m.ctx, thread, h, apiTTL)
+		withPlan := ch.IntN("claim-then-plan", 3) == 0
+		var pl core.Plan
+		if withPlan {
+			what = fmt.Sprintf("ClaimThenPlan(%s)", h)
+			c, pl, err = ws.ClaimThenPlan(m.ctx, thread, h, apiTTL)
+		} else {
+			c, err = ws.Claim(m.ctx, thread, h, apiTTL)
+		}
 		if err == nil || errors.Is(err, core.ErrCommitUnknown) {
 			m.claims, m.owners = append(m.claims, c), append(m.owners, p)
 			m.next[h] = 5 // Plan
+		}
+		if withPlan && err == nil {
+			m.plans[h] = pl
+			m.next[h] = map[core.PlanKind]int{core.PlanNothing: 3, core.PlanAbandon: 4, core.PlanRun: 6, core.PlanReply: 7}[pl.Kind]
 		}
 	case 2:
 		what = "Renew"

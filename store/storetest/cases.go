@@ -544,7 +544,8 @@ func testAcquireWaitsForFencedWrite(t *testing.T, s core.Storage) {
 // testRunEndThenPlan: a run's end and the next plan in one transaction
 // plan what RunEnd and then Plan would (the plan reads the end it follows,
 // and the messages and requests posted before it), trace the same lines,
-// and a refused end plans nothing.
+// and a refused end plans nothing; so does a claim and its first plan
+// (ClaimThenPlan).
 func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	rec := &tracecheck.Recorder{}
@@ -598,19 +599,19 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	// Another claim abandons the run of a lapsed one: its end is refused,
 	// and nothing is planned.
 	post("m5")
-	c, err = a.Claim(ctx, id, "ha2", ttl)
+	c, p, err = a.ClaimThenPlan(ctx, id, "ha2", ttl)
 	require.NoError(t, err)
-	p, err = a.Plan(ctx, c)
-	require.NoError(t, err)
+	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 5, Taken: 4, Posted: core.Message{Seq: 5, Text: "m5", PostedAt: epoch}}, p)
 	run, err = a.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	clock.Advance(ttl)
 	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
-	cb, err := b.Claim(ctx, id, "hb", ttl)
+	cb, pb, err := b.ClaimThenPlan(ctx, id, "hb", ttl)
 	require.NoError(t, err)
-	pb, err := b.Plan(ctx, cb)
-	require.NoError(t, err)
-	require.Equal(t, core.PlanAbandon, pb.Kind)
+	require.Equal(t, core.Plan{Kind: core.PlanAbandon, Runs: []core.RunID{run}, Taken: 5}, pb)
+	other := core.NewWorkspace(s, clock, core.WithProcess("c"), core.WithTracer(rec))
+	_, _, err = other.ClaimThenPlan(ctx, id, "hc", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "a live lease")
 	require.NoError(t, b.Abandon(ctx, cb, run))
 	p, ended, err = a.RunEndThenPlan(ctx, c, run)
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
