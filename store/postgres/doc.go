@@ -353,7 +353,11 @@
 //
 // (the code is daac080, with posted=before backported to its
 // benchmark; alternated three times with this one, 1,941-2,058 against
-// 6,484-7,427 msgs/s: 3.3-3.8x.) Draining, a message costs its RunStart
+// 6,484-7,427 msgs/s: 3.3-3.8x; with a fixed -benchtime 5000x, twice
+// each, 2,210-2,214 against 7,347-7,607: 3.3-3.4x. The posters alone,
+// before the runners start, post 6,329-6,347 messages/s here against
+// 7,307-7,675 in the harness, and 7,867-7,918 in a benchmark that
+// only posts: Post itself has not slowed.) Draining, a message costs its RunStart
 // and its RunEnd, each one statement (fastpath.go): the Plan that follows
 // a run's end is made in the end's own transaction
 // (core.Workspace.RunEndThenPlan), from the thread as that write left it,
@@ -368,7 +372,8 @@
 // CPU in a profile; the rest is the server's and the wait for it).
 //
 // posted=during runs at 788-986 msgs/s with the posters posting 99.7-99.9%
-// of the time: they bound it, as the runners keep up. There a thread
+// of the time (1,191-1,277 with -benchtime 5000x): they bound it, as the
+// runners keep up. There a thread
 // rarely has more than one message waiting, so nearly every message is a
 // turn of its own: Claim with the first Plan 2 round trips (it reads
 // another holder's lease, which the cache cannot know, under lock),
@@ -381,9 +386,10 @@
 // (PendingThreads lists each thread's lease), and leaves a thread it
 // found taken alone for PollEvery (a Release with work left wakes the
 // runners again). The code gets 1,318-1,534 msgs/s in its own
-// benchmark of that shape (4 posters) on the same machine: its runners,
-// one turn at a time each, made fewer and longer turns, leaving the
-// posters more of the CPU. Folding the first Plan into the Claim's
+// benchmark of that shape (4 posters) on the same machine, 1,559-1,618
+// with 5000x, against this code's 1,162-1,298 with 4 posters: its
+// runners, one turn at a time each, reacted later and so made fewer,
+// longer turns, leaving the posters more of the two CPUs. Folding the first Plan into the Claim's
 // transaction (core.Workspace.ClaimThenPlan) took transactions per message
 // there from 6.35-6.75 to 6.07-6.19 (two runs each, alternated), within
 // the noise of the throughput (857-1,021 against 925-970 msgs/s). What is

@@ -263,7 +263,8 @@ func (br *benchRunners) consumed(b *testing.B) int64 {
 // posted=before drains instead: the b.N messages are posted before the
 // runners start, and the time is from their start until every message is
 // consumed, so that the posters do not bound the figure (posted=during
-// runs at posting-% near 100 on this machine).
+// runs at posting-% near 100 on this machine); posts/s is the posters'
+// rate then, alone on the server.
 func BenchmarkRunnerThroughput(b *testing.B) {
 	for _, m := range readModes {
 		for _, before := range []bool{false, true} {
@@ -320,8 +321,13 @@ func benchThroughput(b *testing.B, opts Options, before bool) {
 			})
 		},
 	}
+	var postRate float64 // posted=before: the posters' rate, alone on the server
 	if before {
-		setup.before = func(br *benchRunners) { postAll(b, br, b.N, posters) }
+		setup.before = func(br *benchRunners) {
+			t0 := time.Now()
+			postAll(b, br, b.N, posters)
+			postRate = float64(b.N) / time.Since(t0).Seconds()
+		}
 	}
 	b.ResetTimer()
 	br := startRunners(b, setup)
@@ -351,6 +357,9 @@ func benchThroughput(b *testing.B, opts Options, before bool) {
 	// How much of the time the posts took: near 100%, the posters bound
 	// the figure, not the runners.
 	b.ReportMetric(100*posted.Seconds()/elapsed.Seconds(), "posting-%")
+	if before {
+		b.ReportMetric(postRate, "posts/s")
+	}
 	br.reportPerMessage(b, b.N, base)
 	br.stop()
 	if got := br.consumed(b); got != n || started.Load() != n {
