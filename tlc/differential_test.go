@@ -82,7 +82,11 @@ func TestMakeCasesKeepsTiming(t *testing.T) {
 // verdict at the same line: on walks of the model with every fence off
 // (each a behaviour of the unfenced spec, which breaks I1 and
 // NoLiveAbandon), and on mutants of them, checked against the spec with
-// no fence, with Abandon's alone, and with RunStart's and Reply's.
+// no fence, with Abandon's alone, and with RunStart's and Reply's. Random
+// walks rarely hold an Abandon by a claim that lost its lease, so walks
+// that do are drawn on purpose. Each setting also shows it can fail: a
+// Go checker held to other fences than TLC's (all of them, or none) would
+// disagree with TLC on some of its cases.
 func TestDifferentialWithFencesOff(t *testing.T) {
 	env := realTLC(t)
 	if testing.Short() {
@@ -101,7 +105,31 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 			walks = append(walks, l)
 		}
 	}
-	for _, fences := range [][]string{{}, {"abandon"}, {"start", "reply"}} {
+	abandonOnly, err := goSpec([]string{"abandon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lapsedAbandons := 0
+	for range 40000 {
+		if lapsedAbandons == 150 {
+			break
+		}
+		l := m.TraceLines(m.RandomWalk(rng, 20+rng.IntN(60)))
+		if at, _ := GoVerdict(l, abandonOnly...); at > 0 && l[at-1].Action == core.ActionAbandon {
+			walks = append(walks, l)
+			lapsedAbandons++
+		}
+	}
+	if lapsedAbandons < 50 {
+		t.Fatalf("%d walks with an Abandon past its fence, want 50 or more", lapsedAbandons)
+	}
+	t.Logf("%d walks, %d of them with an Abandon past its fence", len(walks), lapsedAbandons)
+	for _, set := range []struct {
+		fences []string
+		blind  []string // the fences a Go checker that must disagree somewhere is held to (nil: all)
+		name   string   // blind's name
+	}{{[]string{}, nil, "all"}, {[]string{"abandon"}, []string{}, "none"}, {[]string{"start", "reply"}, []string{}, "none"}} {
+		fences := set.fences
 		cases := MakeCases(rng, func(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, string) {
 			for range rng.IntN(3) {
 				lines, _ = tracecheck.Mutate(rng, lines)
@@ -116,7 +144,11 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 		if err != nil {
 			t.Fatalf("fences %v: TLC (deadline 5 min): %v", fences, err)
 		}
-		bad, accepted := 0, 0
+		blind, err := goSpec(set.blind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad, accepted, blindBad := 0, 0, 0
 		for _, r := range rs {
 			if r.Go == 0 {
 				accepted++
@@ -126,10 +158,16 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 					t.Errorf("fences %v: the Go checker %d, TLC %d (0 = accepted); Go: %s", fences, r.Go, r.TLC, r.GoErr)
 				}
 			}
+			if at, _ := GoVerdict(r.Case.Lines, blind...); at != r.TLC {
+				blindBad++
+			}
 		}
 		if accepted == 0 || accepted == len(rs) {
 			t.Errorf("fences %v: %d of %d accepted: a differential needs both verdicts", fences, accepted, len(rs))
 		}
-		t.Logf("fences %v: %d traces, %d accepted by the Go checker, %d disagree", fences, len(rs), accepted, bad)
+		if blindBad == 0 {
+			t.Errorf("fences %v: a Go checker held to %s of the fences agrees with TLC on all %d cases: the differential could not tell them apart", fences, set.name, len(rs))
+		}
+		t.Logf("fences %v: %d traces, %d accepted by the Go checker, %d disagree; held to %s of the fences it would disagree on %d", fences, len(rs), accepted, bad, set.name, blindBad)
 	}
 }
