@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -548,7 +549,7 @@ func testAcquireWaitsForFencedWrite(t *testing.T, s core.Storage) {
 // (ClaimThenPlan).
 func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	ctx := context.Background()
-	rec := &tracecheck.Recorder{}
+	rec := &countingRecorder{}
 	clock := simclock.New(epoch)
 	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
 	poster := core.NewWorkspace(s, clock, core.WithProcess("poster"), core.WithTracer(rec))
@@ -618,11 +619,28 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	require.False(t, ended)
 	require.Equal(t, core.Plan{}, p)
 
-	var lines []string
+	var (
+		lines []string
+		own   []core.TraceEvent
+	)
 	for _, l := range rec.Lines() {
 		if l.Proc == "a" {
 			lines = append(lines, fmt.Sprintf("%s@%d", l.Action, l.Tick))
+			own = append(own, l)
 		}
+	}
+	// A fused plan's line (these) carries the call and return of the
+	// write it was read in; any other line's call follows the return of
+	// the line before.
+	fused := map[int]bool{5: true, 10: true, 15: true}
+	for i, l := range own {
+		switch {
+		case fused[i]:
+			require.Equal(t, [2]int64{own[i-1].Call, own[i-1].Return}, [2]int64{l.Call, l.Return}, "line %d, %s", i, lines[i])
+		case i > 0:
+			require.Greater(t, l.Call, own[i-1].Return, "line %d, %s", i, lines[i])
+		}
+		require.Less(t, l.Call, l.Return, "line %d, %s", i, lines[i])
 	}
 	require.Equal(t, []string{
 		"Claim@3", "Plan@3", "RunStart@4", "Ask@5", "RunEnd@6", "Plan@6", "Reply@7",
@@ -632,3 +650,13 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	_, err = tracecheck.Check(rec.Lines())
 	require.NoError(t, err)
 }
+
+// countingRecorder stamps each line with a counter for its call and
+// return (core.TraceClock).
+type countingRecorder struct {
+	tracecheck.Recorder
+	n atomic.Int64
+}
+
+// TraceNow returns the next count.
+func (r *countingRecorder) TraceNow() int64 { return r.n.Add(1) }
