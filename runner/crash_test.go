@@ -68,29 +68,37 @@ func traced(rec *tracecheck.Recorder, x core.Action) int {
 	return n
 }
 
+// roundLeftOpen makes a runner (configured by cfg) over flaky storage
+// whose turn's RunStart had a commit it was not told of, and whose Crash
+// storage, gone down, could not answer: a round left open.
+func roundLeftOpen(t *testing.T, cfg func(*runner.Config)) (*proc, *flaky, *tracecheck.Recorder) {
+	t.Helper()
+	f := &flaky{Store: memory.New()}
+	rec := &tracecheck.Recorder{}
+	a := newProc(t, f, "A", procOpts{tracer: rec, cfg: cfg})
+	newThread(t, a.ws, "t", "m1")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepRunStart)
+	f.set(true, false)
+	require.True(t, turn.Step(context.Background()), "the turn goes on after a RunStart whose commit is unknown")
+	o, err := turn.Outcome()
+	require.Equal(t, runner.OutcomeError, o)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.False(t, traced(rec, core.ActionCrash) > 0, "a Crash was traced while storage was down")
+	require.Equal(t, 1, a.r.OpenRounds(), "the round left open is not recorded")
+	return a, f, rec
+}
+
 // A round whose RunStart's commit is unknown, and whose Crash storage
 // could not answer (it went down), stays open while storage is down; once
 // storage is back, Run ends it with its Crash line at a later look, at
 // most once every PollEvery, without the thread being claimed again.
 func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
 	const poll = ttl / 10
-	f := &flaky{Store: memory.New()}
-	rec := &tracecheck.Recorder{}
 	wake := make(chan struct{}, 1)
-	a := newProc(t, f, "A", procOpts{tracer: rec, cfg: func(c *runner.Config) { c.PollEvery, c.Wake = poll, wake }})
-	newThread(t, a.ws, "t", "m1")
+	a, f, rec := roundLeftOpen(t, func(c *runner.Config) { c.PollEvery, c.Wake = poll, wake })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	turn := a.r.NewTurn("t")
-	stepTo(t, turn, runner.StepRunStart)
-	f.set(true, false)
-	require.True(t, turn.Step(ctx), "the turn goes on after a RunStart whose commit is unknown")
-	o, err := turn.Outcome()
-	require.Equal(t, runner.OutcomeError, o)
-	require.ErrorIs(t, err, core.ErrCommitUnknown)
-	require.False(t, traced(rec, core.ActionCrash) > 0, "a Crash was traced while storage was down")
-	require.Equal(t, 1, a.r.OpenRounds(), "the round left open is not recorded")
 
 	done := make(chan error)
 	go func() { done <- a.r.Run(ctx) }()
@@ -113,19 +121,9 @@ func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
 // not: storage is back, so Run returns with no round open and the Crash
 // traced.
 func TestOpenRoundEndedWhenRunStops(t *testing.T) {
-	const poll = ttl / 10
-	f := &flaky{Store: memory.New()}
-	rec := &tracecheck.Recorder{}
-	a := newProc(t, f, "A", procOpts{tracer: rec, cfg: func(c *runner.Config) { c.PollEvery = poll }})
-	newThread(t, a.ws, "t", "m1")
+	a, f, rec := roundLeftOpen(t, func(c *runner.Config) { c.PollEvery = ttl / 10 })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-
-	turn := a.r.NewTurn("t")
-	stepTo(t, turn, runner.StepRunStart)
-	f.set(true, false)
-	require.True(t, turn.Step(ctx))
-	require.Equal(t, 1, a.r.OpenRounds())
 
 	done := make(chan error)
 	go func() { done <- a.r.Run(ctx) }()

@@ -498,21 +498,29 @@ func (t *Turn) stepRunEnd(ctx context.Context) {
 		t.runEndThenPlan(ctx)
 		return
 	}
-	err := t.r.ws.RunEnd(ctx, t.claim, t.handle.Run())
+	if t.runEnded(ctx, t.r.ws.RunEnd(ctx, t.claim, t.handle.Run())) {
+		t.next = StepPlan
+	}
+}
+
+// runEnded takes the turn on from its run's end, which err (nil: it was
+// recorded) says became of, and reports whether it was recorded: a run a
+// later claim abandoned ends the turn as lost, any other error crashes it.
+func (t *Turn) runEnded(ctx context.Context, err error) bool {
 	switch {
 	case errors.Is(err, core.ErrRunAbandoned):
 		t.handle.finish(err)
 		t.end(ctx, OutcomeLost, err)
-		return
+		return false
 	case err != nil:
 		t.handle.finish(err)
 		t.crash(ctx, err)
-		return
+		return false
 	}
 	t.r.metrics.ended.Add(ctx, 1)
 	t.handle.finish(t.runErr)
 	t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
-	t.next = StepPlan
+	return true
 }
 
 // runEndThenPlan records the run's end and plans the next write in one
@@ -520,19 +528,11 @@ func (t *Turn) stepRunEnd(ctx context.Context) {
 // or due to yield), so the two steps are one.
 func (t *Turn) runEndThenPlan(ctx context.Context) {
 	p, ended, err := t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.Run())
-	switch {
-	case !ended && errors.Is(err, core.ErrRunAbandoned):
-		t.handle.finish(err)
-		t.end(ctx, OutcomeLost, err)
-		return
-	case !ended:
-		t.handle.finish(err)
-		t.crash(ctx, err)
+	if !ended {
+		t.runEnded(ctx, err)
 		return
 	}
-	t.r.metrics.ended.Add(ctx, 1)
-	t.handle.finish(t.runErr)
-	t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
+	t.runEnded(ctx, nil)
 	if err != nil {
 		t.crash(ctx, err)
 		return
