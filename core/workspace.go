@@ -460,11 +460,6 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	case w.noRounds && err != nil:
 		return c, Plan{}, err
 	case w.noRounds:
-		if planLine != nil {
-			planLine.Call, planLine.Return = line.Call, line.Return
-			w.trace(planLine)
-		}
-		return c, p, nil
 	case errors.Is(err, ErrCommitUnknown):
 		r.mu.Lock()
 		r.doubt, r.claimDoubt = true, true
@@ -478,24 +473,36 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	case err != nil:
 		w.unreserve(r, holder)
 		return Claim{}, Plan{}, err
+	default:
+		r.tick, r.taken = line.Tick, line.Taken
+		c.r = r
 	}
-	r.tick, r.taken = line.Tick, line.Taken
-	c.r = r
 	if !plan {
 		return c, Plan{}, nil
 	}
 	// The claim is new: no other call has it yet, so nothing can have
 	// moved its round on since the commit.
-	pr, err := w.enter(c, ActionPlan, nil)
-	if err != nil {
+	if err := w.planAfter(c, line, planLine, p); err != nil {
 		return c, Plan{}, err
+	}
+	return c, p, nil
+}
+
+// planAfter takes the claim's round on to the plan p, read (with its line
+// planLine, nil for a plan that is not traced) in the transaction of the
+// write whose line is line: the plan's line carries that write's call and
+// return (ClaimThenPlan, RunEndThenPlan).
+func (w *Workspace) planAfter(c Claim, line, planLine *TraceEvent, p Plan) error {
+	r, err := w.enter(c, ActionPlan, nil)
+	if err != nil {
+		return err
 	}
 	if planLine != nil {
 		planLine.Call, planLine.Return = line.Call, line.Return
 		w.trace(planLine)
 	}
-	pr.leave(planLine, planLine != nil, nil, &p)
-	return c, p, nil
+	r.leave(planLine, planLine != nil, nil, &p)
+	return nil
 }
 
 // Renew extends the claim's lease to ttl from now by the workspace's clock.
@@ -928,15 +935,9 @@ func (w *Workspace) RunEndThenPlan(ctx context.Context, c Claim, run RunID) (p P
 	if err != nil {
 		return Plan{}, false, err
 	}
-	r, err = w.enter(c, ActionPlan, nil)
-	if err != nil {
+	if err := w.planAfter(c, line, planLine, p); err != nil {
 		return Plan{}, true, err
 	}
-	if planLine != nil {
-		planLine.Call, planLine.Return = line.Call, line.Return
-		w.trace(planLine)
-	}
-	r.leave(planLine, planLine != nil, nil, &p)
 	return p, true, nil
 }
 

@@ -94,6 +94,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	r.mu.Lock()
 	kills := append([]kill(nil), r.kills...)
+	rep.Events = append([]Event(nil), r.events...)
 	r.mu.Unlock()
 	killed := map[string]bool{}
 	for _, k := range kills {
@@ -104,9 +105,6 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n))
 	}
 
-	r.mu.Lock()
-	rep.Events = append([]Event(nil), r.events...)
-	r.mu.Unlock()
 	rep.Handovers = r.handovers(ordered, kills)
 	rep.summariseHandovers(r.cfg.TTL + r.cfg.Poll)
 	rep.Throughput = throughput(ordered, r.start, time.Since(r.start))

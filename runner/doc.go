@@ -39,8 +39,8 @@
 // round with Crash; when storage cannot answer that Crash either, the
 // round stays open, and Run tries its Crash again at a later look, at
 // most once every PollEvery, until storage answers, and once more as it
-// stops (OpenRounds counts them). The retry is never a loop inside the turn, which a deterministic
-// scheduler drives step by step.
+// stops (OpenRounds counts them). The retry is never a loop inside the
+// turn, which a deterministic scheduler drives step by step.
 //
 // An agent may ask the person a question and wait for the answer
 // (Session.Await): its run's end is recorded, since a request is answered

@@ -379,9 +379,10 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 // A turn over two messages makes six transactions: Claim with the first
 // Plan, for each message RunStart and RunEnd with the next Plan, then
 // Release; nine with SeparatePlans, whose Plans are transactions of their
-// own. The trace is the same sequence of lines either way. The prompt handed to the agent and the
-// post time the latency metric needs come with the plan: no read of the
-// thread again after RunStart, nor for the agent.
+// own. The trace is the same sequence of lines either way. The prompt
+// handed to the agent and the post time the latency metric needs come
+// with the plan: no read of the thread again after RunStart, nor for the
+// agent.
 func TestTurnTransactions(t *testing.T) {
 	for _, c := range []struct {
 		separate bool

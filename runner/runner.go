@@ -139,8 +139,9 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first (from a point of that order drawn
 // at random each look, so that runners that see the same threads lapse
-// spread over them): their holder stopped renewing, and may be dead. When every slot is taken it still looks every PollEvery
-// for such threads, and takes them over in its TakeoverTurns slots (short
+// spread over them): their holder stopped renewing, and may be dead.
+// When every slot is taken it still looks every PollEvery for such
+// threads, and takes them over in its TakeoverTurns slots (short
 // turns: see Config), so that a dead runner's thread is claimed within
 // ClaimTTL + PollEvery of its last renewal whatever the load. The threads
 // nobody holds it starts from a rotating point of the list, so that a

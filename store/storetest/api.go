@@ -144,7 +144,7 @@ func (m *APIMachine) Step(ch Chooser) error {
 		}
 		if withPlan && err == nil {
 			m.plans[h] = pl
-			m.next[h] = map[core.PlanKind]int{core.PlanNothing: 3, core.PlanAbandon: 4, core.PlanRun: 6, core.PlanReply: 7}[pl.Kind]
+			m.next[h] = nextAfter(pl)
 		}
 	case 2:
 		what = "Renew"
@@ -165,7 +165,7 @@ func (m *APIMachine) Step(ch Chooser) error {
 		var p core.Plan
 		if p, err = ws.Plan(m.ctx, claim); err == nil {
 			m.plans[claim.Holder] = p
-			m.next[claim.Holder] = map[core.PlanKind]int{core.PlanNothing: 3, core.PlanAbandon: 4, core.PlanRun: 6, core.PlanReply: 7}[p.Kind]
+			m.next[claim.Holder] = nextAfter(p)
 		}
 	case 6:
 		what = "RunStart"
@@ -197,13 +197,13 @@ func (m *APIMachine) Step(ch Chooser) error {
 		m.clocks[p].Advance(time.Duration(ch.IntN("advance", 5)) * apiTTL / 4)
 	case 12:
 		what = "RunEndThenPlan"
-		var p core.Plan
+		var pl core.Plan
 		var ended bool
-		p, ended, err = ws.RunEndThenPlan(m.ctx, claim, run)
+		pl, ended, err = ws.RunEndThenPlan(m.ctx, claim, run)
 		switch {
 		case ended && err == nil:
-			m.plans[claim.Holder] = p
-			m.next[claim.Holder] = map[core.PlanKind]int{core.PlanNothing: 3, core.PlanAbandon: 4, core.PlanRun: 6, core.PlanReply: 7}[p.Kind]
+			m.plans[claim.Holder] = pl
+			m.next[claim.Holder] = nextAfter(pl)
 		case ended:
 			return fmt.Errorf("call %d: RunEndThenPlan recorded the end but did not plan: %w", m.calls, err)
 		case err == nil:
@@ -224,6 +224,20 @@ func (m *APIMachine) Step(ch Chooser) error {
 		}
 	}
 	return nil
+}
+
+// nextAfter is the protocol-next call (Step's numbering) after a plan:
+// Release, Abandon, RunStart or Reply.
+func nextAfter(p core.Plan) int {
+	switch p.Kind {
+	case core.PlanAbandon:
+		return 4
+	case core.PlanRun:
+		return 6
+	case core.PlanReply:
+		return 7
+	}
+	return 3
 }
 
 // pickClaim picks a claim of any process, the zero claim, or a hand-built
