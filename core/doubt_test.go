@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -175,8 +175,8 @@ func (d *doubtLog) all() []core.Doubt {
 func newDoubtWorld(t *testing.T, msgs ...string) *doubtWorld {
 	t.Helper()
 	w := &doubtWorld{ctx: context.Background(), s: newLogStore(memory.New()), rec: &tracecheck.Recorder{}, doubts: &doubtLog{}}
-	w.a = core.NewWorkspace(w.s, simclock.New(epoch), core.WithProcess("A"), core.WithTracer(w.rec), core.WithDoubts(w.doubts.add))
-	w.b = core.NewWorkspace(w.s, simclock.New(epoch.Add(2*ttl)), core.WithProcess("B"), core.WithTracer(w.rec))
+	w.a = core.NewWorkspace(w.s, coretest.NewClock(epoch), core.WithProcess("A"), core.WithTracer(w.rec), core.WithDoubts(w.doubts.add))
+	w.b = core.NewWorkspace(w.s, coretest.NewClock(epoch.Add(2*ttl)), core.WithProcess("B"), core.WithTracer(w.rec))
 	require.NoError(t, w.a.CreateThread(w.ctx, "t"))
 	for _, m := range msgs {
 		_, err := w.b.Post(w.ctx, "t", m)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
@@ -21,7 +21,7 @@ func (printer) Trace(ev core.TraceEvent) { fmt.Println(ev.Tick, ev.Action) }
 // specification's actions and traces one line.
 func ExampleWorkspace() {
 	ctx := context.Background()
-	clock := simclock.New(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
 	ws := core.NewWorkspace(memory.New(), clock, core.WithProcess("runner-1"), core.WithTracer(printer{}))
 	_ = ws.CreateThread(ctx, "t1")
 	_, _ = ws.Post(ctx, "t1", "deploy staging")
@@ -53,8 +53,8 @@ func ExampleWorkspace_refusedRound() {
 	ctx := context.Background()
 	s := memory.New()
 	start := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
-	a := core.NewWorkspace(s, simclock.New(start), core.WithProcess("a"))
-	b := core.NewWorkspace(s, simclock.New(start.Add(time.Minute)), core.WithProcess("b")) // b's clock runs ahead
+	a := core.NewWorkspace(s, coretest.NewClock(start), core.WithProcess("a"))
+	b := core.NewWorkspace(s, coretest.NewClock(start.Add(time.Minute)), core.WithProcess("b")) // b's clock runs ahead
 	_ = a.CreateThread(ctx, "t1")
 	_, _ = a.Post(ctx, "t1", "hello")
 

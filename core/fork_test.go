@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -25,7 +25,7 @@ func TestWorkspaceFork(t *testing.T) {
 
 	store := w.s.Clone()
 	rec := &tracecheck.Recorder{}
-	f, claim := w.a.ForkForTesting(store, simclock.New(w.a.Now()), rec)
+	f, claim := w.a.ForkForTesting(store, coretest.NewClock(w.a.Now()), rec)
 	fc := claim(c)
 	require.Equal(t, c.Thread, fc.Thread)
 	require.Equal(t, c.Holder, fc.Holder)
@@ -56,7 +56,7 @@ func TestWorkspaceFork(t *testing.T) {
 
 	// A round in doubt is copied in doubt: only Crash may follow.
 	core.MarkRoundInDoubt(c)
-	_, claim = w.a.ForkForTesting(w.s.Clone(), simclock.New(w.a.Now()), rec)
+	_, claim = w.a.ForkForTesting(w.s.Clone(), coretest.NewClock(w.a.Now()), rec)
 	want, _ = core.RoundFields(c)
 	got, _ = core.RoundFields(claim(c))
 	require.Equal(t, want, got)

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -25,13 +25,13 @@ type world struct {
 	s      *memory.Store
 	rec    *tracecheck.Recorder
 	a, b   *core.Workspace
-	clockB *simclock.Clock
+	clockB *coretest.Clock
 }
 
 func newWorld(t *testing.T, msgs ...string) *world {
 	t.Helper()
-	w := &world{ctx: context.Background(), s: memory.New(), rec: &tracecheck.Recorder{}, clockB: simclock.New(epoch)}
-	w.a = core.NewWorkspace(w.s, simclock.New(epoch), core.WithProcess("A"), core.WithTracer(w.rec))
+	w := &world{ctx: context.Background(), s: memory.New(), rec: &tracecheck.Recorder{}, clockB: coretest.NewClock(epoch)}
+	w.a = core.NewWorkspace(w.s, coretest.NewClock(epoch), core.WithProcess("A"), core.WithTracer(w.rec))
 	w.b = core.NewWorkspace(w.s, w.clockB, core.WithProcess("B"), core.WithTracer(w.rec))
 	require.NoError(t, w.a.CreateThread(w.ctx, "t"))
 	for _, m := range msgs {
@@ -153,7 +153,7 @@ func TestBusyHolderNotSpent(t *testing.T) {
 func TestCrashWaitsForCallsInFlight(t *testing.T) {
 	w := newWorld(t, "m1")
 	gate := &gated{Store: w.s, entered: make(chan struct{}), release: make(chan struct{})}
-	a := core.NewWorkspace(gate, simclock.New(epoch), core.WithProcess("C"), core.WithTracer(w.rec))
+	a := core.NewWorkspace(gate, coretest.NewClock(epoch), core.WithProcess("C"), core.WithTracer(w.rec))
 	c, err := a.Claim(w.ctx, "t", "hc", ttl)
 	require.NoError(t, err)
 	gate.arm()
@@ -232,7 +232,7 @@ func (f *flaky) Update(ctx context.Context, fn func(context.Context, core.Transa
 func TestCrashWithStorageDown(t *testing.T) {
 	w := newWorld(t, "m1")
 	f := &flaky{Store: w.s}
-	clockC := simclock.New(epoch)
+	clockC := coretest.NewClock(epoch)
 	a := core.NewWorkspace(f, clockC, core.WithProcess("C"), core.WithTracer(w.rec))
 	c, err := a.Claim(w.ctx, "t", "hc", ttl)
 	require.NoError(t, err)
@@ -263,7 +263,7 @@ func TestCrashWithStorageDown(t *testing.T) {
 func TestCrashAfterCommitUnknownWaitsForStorage(t *testing.T) {
 	w := newWorld(t, "m1")
 	f := &flaky{Store: w.s}
-	clockC := simclock.New(epoch)
+	clockC := coretest.NewClock(epoch)
 	a := core.NewWorkspace(f, clockC, core.WithProcess("C"), core.WithTracer(w.rec))
 	c, err := a.Claim(w.ctx, "t", "hc", ttl)
 	require.NoError(t, err)
@@ -302,7 +302,7 @@ func TestCrashAfterCommitUnknownWaitsForStorage(t *testing.T) {
 func TestRenewDuringCrashRefused(t *testing.T) {
 	w := newWorld(t, "m1")
 	gate := &gated{Store: w.s, entered: make(chan struct{}), release: make(chan struct{})}
-	a := core.NewWorkspace(gate, simclock.New(epoch), core.WithProcess("C"), core.WithTracer(w.rec))
+	a := core.NewWorkspace(gate, coretest.NewClock(epoch), core.WithProcess("C"), core.WithTracer(w.rec))
 	c, err := a.Claim(w.ctx, "t", "hc", ttl)
 	require.NoError(t, err)
 	gate.arm() // the memory store has no View: the Crash's read is an Update
@@ -323,6 +323,6 @@ func TestRenewDuringCrashRefused(t *testing.T) {
 // A Workspace over no storage, or with no clock, is refused when it is
 // made, with the argument's name, not at its first call.
 func TestNewWorkspaceNeedsStorageAndClock(t *testing.T) {
-	require.PanicsWithValue(t, "core: NewWorkspace: nil Storage", func() { core.NewWorkspace(nil, simclock.New(epoch)) })
+	require.PanicsWithValue(t, "core: NewWorkspace: nil Storage", func() { core.NewWorkspace(nil, coretest.NewClock(epoch)) })
 	require.PanicsWithValue(t, "core: NewWorkspace: nil Clock", func() { core.NewWorkspace(memory.New(), nil) })
 }

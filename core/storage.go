@@ -146,7 +146,7 @@ type TraceLogReader interface {
 // Clock tells the time and waits on it. Each process has its own; they may
 // disagree. The Workspace stamps lease expiries with Now; a runner over the
 // Workspace renews and polls with After on the same clock, so that a test
-// clock (simclock.Clock) drives both. SystemClock is the machine's.
+// clock (coretest.Clock) drives both. SystemClock is the machine's.
 type Clock interface {
 	Now() time.Time
 	// After returns a channel that receives once d has passed on this

@@ -17,7 +17,7 @@ import (
 )
 
 // Clock is core.Clock: the one clock interface. core.SystemClock is the
-// machine's; simclock.Clock is a manual one for tests and simulation.
+// machine's; coretest.Clock is a manual one for tests and simulation.
 type Clock = core.Clock
 
 // Config configures a Runner. New checks it; zero fields take the

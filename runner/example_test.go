@@ -7,7 +7,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
@@ -15,7 +15,7 @@ import (
 // threads until its context ends; OnTurn reports each turn (here it ends
 // Run after the first) and OnRun hands over each run's handle.
 func ExampleRunner_Run() {
-	clock := simclock.New(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
 	ws := core.NewWorkspace(memory.New(), clock, core.WithProcess("runner-1"))
 	_ = ws.CreateThread(context.Background(), "t1")
 	_, _ = ws.Post(context.Background(), "t1", "deploy staging")
@@ -55,7 +55,7 @@ func ExampleRunner_Run() {
 // message (a fenced Reply), and Await returns that message.
 func ExampleSession_Await() {
 	ctx := context.Background()
-	clock := simclock.New(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
 	ws := core.NewWorkspace(memory.New(), clock, core.WithProcess("runner-1"))
 	_ = ws.CreateThread(ctx, "t1")
 	_, _ = ws.Post(ctx, "t1", "deploy")

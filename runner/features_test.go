@@ -14,7 +14,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -27,7 +27,7 @@ import (
 func TestClockFromWorkspace(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
-	clock := simclock.New(epoch)
+	clock := coretest.NewClock(epoch)
 	ws := core.NewWorkspace(s, clock, core.WithProcess("A"))
 	started := make(chan struct{})
 	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
@@ -37,7 +37,7 @@ func TestClockFromWorkspace(t *testing.T) {
 			return ctx.Err()
 		})})
 	require.NoError(t, err)
-	require.Same(t, clock, r.Config().Clock.(*simclock.Clock), "the runner's clock is not the workspace's")
+	require.Same(t, clock, r.Config().Clock.(*coretest.Clock), "the runner's clock is not the workspace's")
 	newThread(t, ws, "t", "m1")
 
 	b := newProc(t, s, "B", procOpts{skew: ttl + time.Second})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -23,7 +23,7 @@ import (
 func TestTurnFork(t *testing.T) {
 	ctx := context.Background()
 	store := memory.New()
-	clock := simclock.New(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
 	rec := &tracecheck.Recorder{}
 	ws := core.NewWorkspace(store, clock, core.WithProcess("p1"), core.WithTracer(rec))
 	require.NoError(t, ws.CreateThread(ctx, "t"))
@@ -45,7 +45,7 @@ func TestTurnFork(t *testing.T) {
 	require.Equal(t, runner.StepAgent, turn.Next())
 
 	frec := &tracecheck.Recorder{}
-	fclock := simclock.New(clock.Now())
+	fclock := coretest.NewClock(clock.Now())
 	fstore := store.Clone()
 	fws, claim := ws.ForkForTesting(fstore, fclock, frec)
 	fr := r.ForkForTesting(fws, fclock, agent, newHolder, claim)
@@ -60,7 +60,7 @@ func TestTurnFork(t *testing.T) {
 	stopped := r.NewTurn("u")
 	require.False(t, stopped.Step(ctx)) // Claim
 	stopped.Stop()
-	sws, sclaim := ws.ForkForTesting(store.Clone(), simclock.New(clock.Now()), &tracecheck.Recorder{})
+	sws, sclaim := ws.ForkForTesting(store.Clone(), coretest.NewClock(clock.Now()), &tracecheck.Recorder{})
 	want, _ = runner.TurnFields(stopped)
 	got, _ = runner.TurnFields(stopped.ForkForTesting(ctx, r.ForkForTesting(sws, clock, agent, newHolder, sclaim), sclaim))
 	require.Equal(t, want, got)

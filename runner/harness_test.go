@@ -11,7 +11,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 )
 
 const ttl = 10 * time.Second
@@ -21,7 +21,7 @@ var epoch = time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
 // proc is one runner process: its own clock, workspace and runner.
 type proc struct {
 	name    string
-	clock   *simclock.Clock
+	clock   *coretest.Clock
 	ws      *core.Workspace
 	r       *runner.Runner
 	holders atomic.Int64
@@ -37,7 +37,7 @@ type procOpts struct {
 
 func newProc(t testing.TB, s core.Storage, name string, o procOpts) *proc {
 	t.Helper()
-	p := &proc{name: name, clock: simclock.New(epoch.Add(o.skew))}
+	p := &proc{name: name, clock: coretest.NewClock(epoch.Add(o.skew))}
 	opts := []core.Option{core.WithProcess(name)}
 	if o.fences != nil {
 		opts = append(opts, core.WithFencesForTesting(*o.fences))

@@ -17,12 +17,12 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
 func TestConfigValidation(t *testing.T) {
-	ws := core.NewWorkspace(memory.New(), simclock.New(epoch))
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch))
 	agent := runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })
 	cases := []struct {
 		name string
@@ -296,7 +296,7 @@ func TestClaimCommitUnknownGivenUp(t *testing.T) {
 	s := memory.New()
 	u := &unknownCommit{Storage: s}
 	rec := &crashes{}
-	clock := simclock.New(epoch)
+	clock := coretest.NewClock(epoch)
 	ws := core.NewWorkspace(u, clock, core.WithProcess("A"), core.WithTracer(rec))
 	r, err := runner.New(runner.Config{Workspace: ws, Clock: clock, ClaimTTL: ttl,
 		Agent:     runner.AgentFunc(func(context.Context, *runner.Session) error { return nil }),

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -46,7 +46,7 @@ type traceGen struct {
 type genProc struct {
 	name  string
 	ws    *core.Workspace
-	clock *simclock.Clock
+	clock *coretest.Clock
 	st    genState
 	claim core.Claim
 	plan  core.Plan
@@ -76,7 +76,7 @@ func newTraceGen(tb testing.TB, cfg genConfig) *traceGen {
 	rec := &tracecheck.Recorder{}
 	start := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
 	g := &traceGen{ctx: ctx, rng: rand.New(rand.NewPCG(cfg.seed, 0x7ace)), rec: rec, ttl: 10 * time.Second}
-	g.poster = core.NewWorkspace(store, simclock.New(start), core.WithProcess("poster"), core.WithTracer(rec))
+	g.poster = core.NewWorkspace(store, coretest.NewClock(start), core.WithProcess("poster"), core.WithTracer(rec))
 	for i := range cfg.threads {
 		id := core.ThreadID(fmt.Sprintf("t%d", i+1))
 		if err := g.poster.CreateThread(ctx, id); err != nil {
@@ -85,7 +85,7 @@ func newTraceGen(tb testing.TB, cfg genConfig) *traceGen {
 		g.threads = append(g.threads, id)
 	}
 	for i := range cfg.procs {
-		clock := simclock.New(start)
+		clock := coretest.NewClock(start)
 		name := fmt.Sprintf("p%d", i+1)
 		ws := core.NewWorkspace(store, clock, core.WithProcess(name), core.WithTracer(rec), core.WithFencesForTesting(cfg.fences))
 		g.procs = append(g.procs, &genProc{name: name, ws: ws, clock: clock})
@@ -242,7 +242,7 @@ type fixtureScript struct {
 	rec   *tracecheck.Recorder
 	post  *core.Workspace
 	ws    map[string]*core.Workspace
-	clock map[string]*simclock.Clock
+	clock map[string]*coretest.Clock
 	claim map[string]core.Claim
 }
 
@@ -251,10 +251,10 @@ const fixtureTTL = 10 * time.Second
 func newFixtureScript(t *testing.T, unfenced ...string) *fixtureScript {
 	t.Helper()
 	s := &fixtureScript{t: t, ctx: context.Background(), rec: &tracecheck.Recorder{},
-		ws: map[string]*core.Workspace{}, clock: map[string]*simclock.Clock{}, claim: map[string]core.Claim{}}
+		ws: map[string]*core.Workspace{}, clock: map[string]*coretest.Clock{}, claim: map[string]core.Claim{}}
 	store := memory.New()
 	start := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
-	s.post = core.NewWorkspace(store, simclock.New(start), core.WithProcess("poster"), core.WithTracer(s.rec))
+	s.post = core.NewWorkspace(store, coretest.NewClock(start), core.WithProcess("poster"), core.WithTracer(s.rec))
 	for _, p := range []string{"p1", "p2"} {
 		opts := []core.Option{core.WithProcess(p), core.WithTracer(s.rec)}
 		for _, u := range unfenced {
@@ -262,7 +262,7 @@ func newFixtureScript(t *testing.T, unfenced ...string) *fixtureScript {
 				opts = append(opts, core.WithFencesForTesting(core.Fences{}))
 			}
 		}
-		s.clock[p] = simclock.New(start)
+		s.clock[p] = coretest.NewClock(start)
 		s.ws[p] = core.NewWorkspace(store, s.clock[p], opts...)
 	}
 	if err := s.post.CreateThread(s.ctx, "t1"); err != nil {

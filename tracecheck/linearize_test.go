@@ -15,7 +15,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -58,7 +58,7 @@ func (wl *linWorkload) run(tb testing.TB) {
 	var wg sync.WaitGroup
 	for c := range wl.clients {
 		wg.Go(func() {
-			clock := simclock.New(epoch)
+			clock := coretest.NewClock(epoch)
 			w := core.NewWorkspace(store, clock, core.WithProcess(fmt.Sprintf("c%d", c)), core.WithFencesForTesting(wl.fences))
 			lc := &tracecheck.LinClient{ID: c, W: w, H: wl.hist}
 			rng := rand.New(rand.NewPCG(wl.seed, uint64(c)))
@@ -77,7 +77,7 @@ func (wl *linWorkload) run(tb testing.TB) {
 	}
 }
 
-func (wl *linWorkload) round(ctx context.Context, lc *tracecheck.LinClient, clock *simclock.Clock, rng *rand.Rand, ids []core.ThreadID, holder string) error {
+func (wl *linWorkload) round(ctx context.Context, lc *tracecheck.LinClient, clock *coretest.Clock, rng *rand.Rand, ids []core.ThreadID, holder string) error {
 	id := ids[rng.IntN(len(ids))]
 	tick := func() {
 		clock.Advance(time.Duration(rng.IntN(4000)) * time.Millisecond)
@@ -221,7 +221,7 @@ func TestUnfencedNotLinearizable(t *testing.T) {
 	var n int64
 	hist := tracecheck.NewHistory(func() int64 { n++; return n }) // one call at a time
 	epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
-	clockA, clockB := simclock.New(epoch), simclock.New(epoch)
+	clockA, clockB := coretest.NewClock(epoch), coretest.NewClock(epoch)
 	a := &tracecheck.LinClient{ID: 0, H: hist, W: core.NewWorkspace(store, clockA, core.WithFencesForTesting(core.Fences{}))}
 	b := &tracecheck.LinClient{ID: 1, H: hist, W: core.NewWorkspace(store, clockB, core.WithFencesForTesting(core.Fences{}))}
 	must := func(err error) {
@@ -264,7 +264,7 @@ func TestUnfencedNotLinearizable(t *testing.T) {
 	// linearizable.
 	fenced := tracecheck.NewHistory(func() int64 { n++; return n })
 	store = memory.New()
-	clockA, clockB = simclock.New(epoch), simclock.New(epoch)
+	clockA, clockB = coretest.NewClock(epoch), coretest.NewClock(epoch)
 	a = &tracecheck.LinClient{ID: 0, H: fenced, W: core.NewWorkspace(store, clockA)}
 	b = &tracecheck.LinClient{ID: 1, H: fenced, W: core.NewWorkspace(store, clockB)}
 	must(a.W.CreateThread(ctx, "t1"))
@@ -317,8 +317,8 @@ func TestOperationsFromTrace(t *testing.T) {
 		ctx := context.Background()
 		store := memory.New()
 		epoch := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
-		a := core.NewWorkspace(store, simclock.New(epoch), core.WithProcess("p1"), core.WithTracer(rec), core.WithFencesForTesting(tc.fences))
-		clockB := simclock.New(epoch)
+		a := core.NewWorkspace(store, coretest.NewClock(epoch), core.WithProcess("p1"), core.WithTracer(rec), core.WithFencesForTesting(tc.fences))
+		clockB := coretest.NewClock(epoch)
 		b := core.NewWorkspace(store, clockB, core.WithProcess("p2"), core.WithTracer(rec), core.WithFencesForTesting(tc.fences))
 		if err := a.CreateThread(ctx, "t1"); err != nil {
 			t.Fatal(err)

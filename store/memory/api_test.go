@@ -4,14 +4,14 @@ import (
 	"testing"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/sim/simtest"
 	"github.com/threadclaim/threadclaim/store/memory"
-	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 // Any sequence of public calls, by several processes with skewed clocks,
 // is refused or traced as a behaviour of the specification.
 func TestAPIClosedUnderSpec(t *testing.T) {
-	storetest.RunAPIMachine(t, func(*testing.T) core.Storage { return memory.New() }, 60)
+	simtest.RunAPIMachine(t, func(*testing.T) core.Storage { return memory.New() }, 60)
 }
 
 // The mutants: a workspace without rounds, or with one of their checks
@@ -24,7 +24,7 @@ func TestAPIMachineCatchesMutants(t *testing.T) {
 		"plan not checked":    core.WithMutantsForTesting(core.Mutants{PlanNotChecked: true}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := storetest.APIMachineCatches(t, func(*testing.T) core.Storage { return memory.New() }, 200, 60, opt)
+			err := simtest.APIMachineCatches(t, func(*testing.T) core.Storage { return memory.New() }, 200, 60, opt)
 			if err == nil {
 				t.Fatalf("the API machine did not catch the mutant (%s) in 200 seeds", name)
 			}

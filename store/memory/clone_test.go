@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/store/storetest"
 )
@@ -20,7 +20,7 @@ import (
 func TestClone(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
-	clock := simclock.New(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
 	w := core.NewWorkspace(s, clock, core.WithProcess("p1"))
 	require.NoError(t, w.CreateThread(ctx, "t"))
 	_, err := w.Post(ctx, "t", "m1")

@@ -4,12 +4,13 @@ import (
 	"testing"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/sim/simtest"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Exercise(t, func(*testing.T) core.Storage { return memory.New() })
+	simtest.Exercise(t, func(*testing.T) core.Storage { return memory.New() })
 }
 
 // The mutant with holder freshness off: a holder reused across claims

@@ -4,19 +4,19 @@ import (
 	"testing"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/store/storetest"
+	"github.com/threadclaim/threadclaim/internal/sim/simtest"
 )
 
 // Any sequence of public calls, by several processes with skewed clocks,
 // is refused or traced as a behaviour of the specification, on
 // PostgreSQL (one fresh schema; each check its own threads).
 func TestAPIClosedUnderSpec(t *testing.T) {
-	storetest.RunAPIMachine(t, func(t *testing.T) core.Storage { return newStore(t) }, 40)
+	simtest.RunAPIMachine(t, func(t *testing.T) core.Storage { return newStore(t) }, 40)
 }
 
 // The mutant: a workspace without rounds is caught on PostgreSQL too.
 func TestAPIMachineCatchesNoRounds(t *testing.T) {
-	err := storetest.APIMachineCatches(t, func(t *testing.T) core.Storage { return newStore(t) }, 50, 40, core.WithoutRoundsForTesting())
+	err := simtest.APIMachineCatches(t, func(t *testing.T) core.Storage { return newStore(t) }, 50, 40, core.WithoutRoundsForTesting())
 	if err == nil {
 		t.Fatal("the API machine did not catch a workspace without rounds in 50 seeds")
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/internal/sim/simtest"
 	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
@@ -126,7 +127,7 @@ func eachReadMode(t *testing.T, test func(t *testing.T, opts Options)) {
 }
 
 // The conformance suite runs on each way a Store can read: speculating
-// from its cache (the default, which gets every check storetest.Exercise
+// from its cache (the default, which gets every check simtest.Exercise
 // has), locking every read, and folding the whole log each time (no
 // cache). Each keeps trace lines, so that the suite checks them.
 func TestConformance(t *testing.T) {
@@ -144,7 +145,7 @@ func TestConformance(t *testing.T) {
 				return newStoreWith(t, opts)
 			}
 			if i == 0 { // the default: every check storetest has
-				storetest.Exercise(t, factory, storetest.WithExecutions(8, 2))
+				simtest.Exercise(t, factory, simtest.WithExecutions(8, 2))
 				return
 			}
 			storetest.Run(t, factory)
@@ -180,7 +181,7 @@ var epoch = time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
 
 // proc is one process of a test: its own clock and workspace.
 type proc struct {
-	clock *simclock.Clock
+	clock *coretest.Clock
 	ws    *core.Workspace
 }
 
@@ -199,7 +200,7 @@ func claimedThread(t *testing.T, s core.Storage) (*proc, core.Claim) {
 }
 
 func newProc(s core.Storage, name string, opts ...core.Option) *proc {
-	c := simclock.New(epoch)
+	c := coretest.NewClock(epoch)
 	// Rounds off: these tests drive the storage's fences through sequences
 	// the Workspace's rounds refuse (core tests the rounds).
 	return &proc{clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name), core.WithoutRoundsForTesting()}, opts...)...)}

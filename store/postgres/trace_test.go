@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 )
 
 type lines struct{ got []core.TraceEvent }
@@ -24,7 +24,7 @@ func TestKeepTrace(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	rec := &lines{}
-	clock := simclock.New(time.Unix(0, 0))
+	clock := coretest.NewClock(time.Unix(0, 0))
 	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
 	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
 	require.NoError(t, a.CreateThread(ctx, "t"))
@@ -78,7 +78,7 @@ func TestLoggedTrace(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
 	rec := &lines{}
-	a := core.NewWorkspace(s, simclock.New(time.Unix(0, 0)), core.WithProcess("a"), core.WithTracer(rec))
+	a := core.NewWorkspace(s, coretest.NewClock(time.Unix(0, 0)), core.WithProcess("a"), core.WithTracer(rec))
 	require.NoError(t, a.CreateThread(ctx, "t"))
 	c, err := a.Claim(ctx, "t", "ha", time.Second)
 	require.NoError(t, err)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 )
 
 // WriteBench is a sub-benchmark of BenchmarkConsumingWrite, measured beside
@@ -51,7 +51,7 @@ func BenchmarkConsumingWrite(b *testing.B, newStorage func(b *testing.B) core.St
 			if w.Name == "unfenced" {
 				opts = append(opts, core.WithFencesForTesting(core.Fences{}))
 			}
-			ws := core.NewWorkspace(s, simclock.New(epoch), opts...)
+			ws := core.NewWorkspace(s, coretest.NewClock(epoch), opts...)
 			var op func(ctx context.Context) error
 			fresh := func(i int) {
 				c := FreshClaim(ctx, b, ws, i)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -550,7 +550,7 @@ func testAcquireWaitsForFencedWrite(t *testing.T, s core.Storage) {
 func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	rec := &countingRecorder{}
-	clock := simclock.New(epoch)
+	clock := coretest.NewClock(epoch)
 	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
 	poster := core.NewWorkspace(s, clock, core.WithProcess("poster"), core.WithTracer(rec))
 	id := core.ThreadID("thread-" + t.Name())

@@ -8,14 +8,12 @@ import (
 	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
-// A storage author runs every check against their storage from one test:
-// the conformance suite, seeded executions whose traces are checked,
-// concurrent executions checked by porcupine, and the fences-off mutant,
-// which must be caught on their storage too.
-func ExampleExercise() {
+// A storage author runs the conformance suite against their storage from
+// one test, with a factory that makes a fresh, empty storage.
+func ExampleRun() {
 	// In the storage's own _test.go file:
 	testMyStorage := func(t *testing.T) {
-		storetest.Exercise(t, func(t *testing.T) core.Storage {
+		storetest.Run(t, func(t *testing.T) core.Storage {
 			return memory.New() // a fresh, empty storage of yours
 		})
 	}

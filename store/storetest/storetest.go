@@ -27,7 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/simclock"
+	"github.com/threadclaim/threadclaim/core/coretest"
 )
 
 // Factory returns an empty storage for one test. It registers its own
@@ -79,12 +79,12 @@ func Run(t *testing.T, newStorage Factory) {
 // proc is one simulated process: its own clock, its own workspace.
 type proc struct {
 	storage core.Storage
-	clock   *simclock.Clock
+	clock   *coretest.Clock
 	ws      *core.Workspace
 }
 
 func newProc(s core.Storage, name string, skew time.Duration, opts ...core.Option) *proc {
-	c := simclock.New(epoch.Add(skew))
+	c := coretest.NewClock(epoch.Add(skew))
 	// Rounds off: the cases drive the storage's fences through sequences
 	// the Workspace's rounds refuse (core tests the rounds).
 	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name), core.WithoutRoundsForTesting()}, opts...)...)}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/conform"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
+	"github.com/threadclaim/threadclaim/store/postgres"
+)
+
+const conformUsage = `usage: tracecheck conform [flags]
+
+Model-based testing: drives the real code (core.Workspace over a storage,
+one simulated clock per process) along the edges of the cfg's state graph,
+as the Go model of the spec enumerates it, and checks that (a) every action
+the spec enables is taken by Go as the spec says (succeeds, or is refused
+as StartFenced, ReplyFenced, AbandonFenced or EndRefused), (b) every write
+the spec does not enable, where a runner could ask for it, is refused and
+writes nothing, and (c) Go's state after each edge, abstracted to the
+spec's variables, is the spec's successor. A Lapse moves every process's
+clock past the lease's expiry.
+
+Each state is reached by replaying its shortest path on a fresh thread;
+each edge from it runs in its own transaction, is read there, and is rolled
+back, so that the next edge starts from the same state (the Workspaces run
+without their rounds then, since a rollback cannot move a round back; the
+driver keeps each process's round). With -sample N, N edges drawn at random
+(-seed) are driven and committed instead, with the rounds on.
+
+Prints "X of Y edges", "N divergences" and the time. Exits 0 with no
+divergence, 1 with some (with -unfenced: 1 when the mutant diverges, as it
+must; 5 when it does not), 2 for bad usage, 4 when the storage cannot be
+reached.
+
+Flags:
+`
+
+func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
+	cfgPath := fs.String("cfg", "spec/ThreadClaimLapse.cfg", "the cfg whose state graph is driven (it must have no violation)")
+	storage := fs.String("storage", "memory", `"memory" (a fresh store per path) or a postgres:// URL (a schema of its own, dropped after)`)
+	sample := fs.Int("sample", 0, "drive this many edges drawn at random instead of every edge (0: every edge)")
+	seed := fs.Uint64("seed", 1, "the seed of -sample's draw")
+	unfenced := fs.Bool("unfenced", false, "run the Workspaces with every fence off (the mutant): it must diverge")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	if err := parse(fs, args, stdout, stderr, conformUsage); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	}
+	if *sample < 0 {
+		return usageError{"-sample must not be negative"}
+	}
+	if fi, err := os.Stat(*cfgPath); err != nil {
+		return usageError{err.Error()}
+	} else if fi.IsDir() {
+		return usageError{fmt.Sprintf("%s: is a directory, not a cfg file", *cfgPath)}
+	}
+	c, err := specmodel.ReadConfig(*cfgPath)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	g := specmodel.New(c).Explore()
+	if v := g.Result().Violation; v != nil {
+		return usageError{fmt.Sprintf("%s: its spec violates %s at depth %d; conform drives a cfg with no violation (the fenced one)", *cfgPath, v.Invariant, v.Depth)}
+	}
+	opts := conform.Options{Unfenced: *unfenced, Sample: *sample, Seed: *seed}
+	switch {
+	case *storage == "memory":
+	case strings.HasPrefix(*storage, "postgres://") || strings.HasPrefix(*storage, "postgresql://"):
+		var suffix [4]byte
+		_, _ = rand.Read(suffix[:])
+		schema := fmt.Sprintf("tcconform_%d_%s", os.Getpid(), hex.EncodeToString(suffix[:]))
+		store, err := postgres.Open(ctx, *storage, postgres.Options{Schema: schema})
+		if err != nil {
+			return failure{exitCouldNotRun, fmt.Sprintf("tracecheck conform: storage: %v", err)}
+		}
+		defer store.Close()
+		defer func() { _ = store.DropSchema(context.WithoutCancel(ctx)) }()
+		opts.NewStorage = func(context.Context) (core.Storage, error) { return store, nil }
+	default:
+		return usageError{fmt.Sprintf("-storage %q: want memory or a postgres:// URL", *storage)}
+	}
+	rep, err := conform.Run(ctx, g, opts)
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck conform: %v", err)}
+	}
+	total := rep.Edges
+	if *sample > 0 {
+		total = *sample
+	}
+	if *asJSON {
+		b, _ := json.Marshal(map[string]any{
+			"cfg": *cfgPath, "storage": storageName(*storage), "unfenced": *unfenced, "states": rep.States,
+			"edges": rep.Edges, "driven": rep.Driven, "sample": *sample, "seed": *seed, "refusals": rep.Refusals,
+			"divergences": rep.Divergences, "seconds": rep.Elapsed.Seconds(), "first": rep.First,
+		})
+		fmt.Fprintf(stdout, "%s\n", b)
+	} else {
+		what := "edges"
+		if *sample > 0 {
+			what = fmt.Sprintf("sampled edges (seed %d; the graph has %d)", *seed, rep.Edges)
+		}
+		fmt.Fprintf(stdout, "%s on %s%s: %d states\n", *cfgPath, storageName(*storage), map[bool]string{true: ", fences off", false: ""}[*unfenced], rep.States)
+		fmt.Fprintf(stdout, "%d of %d %s\n", rep.Driven, total, what)
+		fmt.Fprintf(stdout, "%d writes the spec does not enable asked of Go\n", rep.Refusals)
+		fmt.Fprintf(stdout, "%d divergences\n", rep.Divergences)
+		for _, d := range rep.First {
+			fmt.Fprintf(stdout, "  %s\n", strings.ReplaceAll(d.String(), "\n", "\n  "))
+		}
+		fmt.Fprintf(stdout, "time %.1fs\n", rep.Elapsed.Seconds())
+	}
+	switch {
+	case *unfenced && rep.Divergences > 0:
+		return failure{exitFailed, "FAIL (as it must with the fences off): the mutant diverges from the spec"}
+	case *unfenced:
+		return failure{exitSurvived, "FAIL: the fences are off and conform found no divergence"}
+	case rep.Divergences > 0:
+		return failure{exitFailed, fmt.Sprintf("FAIL: %d divergences", rep.Divergences)}
+	case rep.Driven < total:
+		return failure{exitFailed, fmt.Sprintf("FAIL: %d of %d edges driven", rep.Driven, total)}
+	}
+	return nil
+}
+
+func storageName(s string) string {
+	if s == "memory" {
+		return "memory"
+	}
+	return "PostgreSQL"
+}

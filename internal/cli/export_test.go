@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/internal/itf"
+)
+
+const (
+	tlcFixture = "../explore/testdata/tlc-unfenced-I1.json"
+	goFixture  = "../explore/testdata/go-shrunk-I1.ndjson"
+)
+
+// export -itf writes a Go trace and a TLC counterexample as ITF that
+// passes the format's rules.
+func TestExportITF(t *testing.T) {
+	dir := t.TempDir()
+	for _, in := range []string{tlcFixture, goFixture, "../../tracecheck/testdata/ok-abandon-fenced.ndjson"} {
+		out := filepath.Join(dir, filepath.Base(in)+".itf.json")
+		code, stdout, errs := runCLI("export", "-itf", out, in)
+		require.Equal(t, exitOK, code, "%s\n%s", stdout, errs)
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		require.NoError(t, itf.Validate(b), in)
+	}
+	code, _, errs := runCLI("export", "-itf", filepath.Join(dir, "x"), "no/such/trace")
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "no/such/trace")
+	code, _, _ = runCLI("export", goFixture)
+	require.Equal(t, exitUsage, code, "-itf is required")
+	code, _, _ = runCLI("export", "-itf", filepath.Join(dir, "y"), "-thread", "t9", goFixture)
+	require.Equal(t, exitUsage, code)
+	_, err := os.Stat(filepath.Join(dir, "y"))
+	require.True(t, os.IsNotExist(err), "nothing written for bad input")
+}
+
+// show reads a TLC counterexample in the same view as a Go trace.
+func TestShowTLCAndJSON(t *testing.T) {
+	page := filepath.Join(t.TempDir(), "tlc.html")
+	code, out, errs := runCLI("show", "-html", page, tlcFixture)
+	require.Equal(t, exitOK, code, "%s\n%s", out, errs)
+	require.Contains(t, out, "RunStart(p2)")
+	require.Contains(t, out, "I1_ConsumedAtMostOnce violated")
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	require.Contains(t, string(b), "RunStart(p) ==", "the page embeds the action's TLA+ text")
+
+	code, out, _ = runCLI("show", "-json", goFixture)
+	require.Equal(t, exitFailed, code)
+	var s struct {
+		Verdict string
+		Figures showFigures
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &s), out)
+	require.Equal(t, "fail", s.Verdict)
+	require.Contains(t, s.Figures.Rejected, "RunStart Fenced => HasLease(p)")
+
+	code, out, _ = runCLI("validate", "-json", goFixture)
+	require.Equal(t, exitFailed, code)
+	var v struct {
+		Verdict string
+		Figures []validateFigure
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+	require.Len(t, v.Figures, 1)
+	require.False(t, v.Figures[0].Accepted)
+
+	dir := t.TempDir()
+	code, _, _ = runCLI("show", dir)
+	require.Equal(t, exitUsage, code, "a directory is bad input")
+}

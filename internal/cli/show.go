@@ -1,0 +1,284 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/explore"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+const showUsage = `usage: tracecheck show [flags] FILE
+
+Prints a trace as a timeline for spec reviewers: one row per line in trace
+order, one lane per process; holders are numbered h1, h2, ... in the order
+they claim; a Claim that takes a lease another holder had is marked as an
+inferred lapse; refusals are marked ✗. The first line the Go trace checker
+rejects, if any, is marked with the guard or invariant that failed.
+
+FILE is a Go trace (ndjson, as run -trace-dir, replay -trace-out or the
+runner write it) or a TLC counterexample (TLC's -dumpTrace json FILE of
+spec/ThreadClaimLapse.tla): both are read in the same view.
+
+With -html OUT it writes the trace explorer: a self-contained page (no
+network) with the lanes, and for the line selected (a click, the arrow
+keys or j/k, or the URL's #line=N) the spec's state after it — lease,
+taken, runs, requests, each process's pc, hold, plan and run — with the
+variables that line changed highlighted, and the action's TLA+ text, read
+from spec/ThreadClaimLapse.tla when the page is written (-spec), with the
+failing guard of a rejected line marked. Inferred lapses are rows of their
+own. A concurrent execution's page links its porcupine visualisation
+(run -trace-dir writes one beside its traces; or give -porcupine). Open
+the page in any browser: xdg-open OUT.
+
+Flags:
+`
+
+// showFigures is show's summary for -json.
+type showFigures struct {
+	File     string `json:"file"`
+	Source   string `json:"source"`
+	Threads  int    `json:"threads"`
+	Steps    int    `json:"steps"`
+	Verdict  string `json:"verdict"`
+	Rejected string `json:"rejected,omitempty"`
+	HTML     string `json:"html,omitempty"`
+}
+
+func cmdShow(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	htmlOut := fs.String("html", "", "also write the trace explorer, a self-contained HTML page, to this file")
+	only := fs.String("thread", "", "show only this thread")
+	width := fs.Int("width", 28, "characters per lane")
+	specPath := fs.String("spec", "", "the spec whose actions' TLA+ text the page shows (default spec/ThreadClaimLapse.tla in the working directory or a parent)")
+	porcupineHTML := fs.String("porcupine", "", "link this porcupine visualisation from the page (default the one run -trace-dir wrote beside a concurrent execution's trace)")
+	jsonOut := jsonFlag(fs)
+	if err := parse(fs, args, stdout, stderr, showUsage); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"want exactly one trace file"}
+	}
+	if *width < 4 {
+		return usageError{"-width must be at least 4"}
+	}
+	out := stdout
+	if *jsonOut {
+		out = io.Discard
+	}
+	fig, err := show(fs.Arg(0), *only, *width, *htmlOut, *specPath, *porcupineHTML, out)
+	if *jsonOut {
+		return writeJSON(stdout, "show", err, fig)
+	}
+	return err
+}
+
+// readExplorerTrace reads FILE as a Go trace or a TLC counterexample into the
+// explorer's trace; v is the Go trace checker's verdict on a Go trace.
+func readExplorerTrace(path string) (explore.Trace, []core.TraceEvent, *tracecheck.Violation, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return explore.Trace{}, nil, nil, usageError{err.Error()}
+	}
+	if fi.IsDir() {
+		return explore.Trace{}, nil, nil, usageError{fmt.Sprintf("%s: a directory, not a trace", path)}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return explore.Trace{}, nil, nil, usageError{err.Error()}
+	}
+	if explore.IsTLC(data) {
+		t, err := explore.ReadTLC(bytes.NewReader(data), path)
+		if err != nil {
+			return t, nil, nil, usageError{err.Error()}
+		}
+		return t, nil, nil, nil
+	}
+	lines, err := tracecheck.Read(bytes.NewReader(data), path)
+	if err != nil {
+		return explore.Trace{}, nil, nil, usageError{err.Error()}
+	}
+	_, checkErr := tracecheck.Check(lines, tracecheck.WithFile(path))
+	var v *tracecheck.Violation
+	if checkErr != nil && !errors.As(checkErr, &v) {
+		return explore.Trace{}, nil, nil, checkErr
+	}
+	return explore.FromGo(path, lines, v), lines, v, nil
+}
+
+func show(path, only string, width int, htmlOut, specPath, porcupineHTML string, stdout io.Writer) (showFigures, error) {
+	fig := showFigures{File: path}
+	t, lines, v, err := readExplorerTrace(path)
+	if err != nil {
+		return fig, err
+	}
+	fig.Source, fig.Verdict = t.Source, t.Verdict
+	if only != "" {
+		var keep []explore.Thread
+		for _, th := range t.Threads {
+			if th.Name == only {
+				keep = append(keep, th)
+			}
+		}
+		if len(keep) == 0 {
+			return fig, usageError{fmt.Sprintf("no thread %q in %s", only, path)}
+		}
+		t.Threads = keep
+	}
+	fig.Threads = len(t.Threads)
+	for _, th := range t.Threads {
+		fig.Steps += len(th.Steps)
+	}
+	if t.Source == explore.SourceTLC {
+		printTLC(stdout, t)
+	} else {
+		for _, th := range tracecheck.Order(lines) {
+			if only == "" || string(th.Thread) == only {
+				textView(stdout, explore.BuildView(th, v), width)
+			}
+		}
+		if v != nil {
+			fmt.Fprintf(stdout, "\nREJECTED: %v\n", v)
+		}
+	}
+	if htmlOut != "" {
+		t.Porcupine = relativeTo(htmlOut, porcupineLink(path, porcupineHTML))
+		if err := writeExplorer(htmlOut, t, specPath); err != nil {
+			return fig, err
+		}
+		fig.HTML = htmlOut
+		fmt.Fprintf(stdout, "wrote %s\n", htmlOut)
+	}
+	if v != nil {
+		fig.Rejected = fmt.Sprintf("%s:%d: %s %s", v.File, v.Line, v.Action, v.Rule)
+		return fig, failure{exitFailed, fmt.Sprintf("%s: rejected at line %d", path, v.Line)}
+	}
+	return fig, nil
+}
+
+// porcupineLink returns the porcupine visualisation to link: the one
+// given, or the one run -trace-dir wrote beside a concurrent execution's
+// trace (ok-concurrent-3-t1.ndjson: concurrent-3.porcupine.html).
+func porcupineLink(tracePath, given string) string {
+	if given != "" {
+		return given
+	}
+	m := concurrentTrace.FindStringSubmatch(filepath.Base(tracePath))
+	if m == nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(tracePath), porcupineFile(m[1]))
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+// relativeTo returns target as a link from a page written at page.
+func relativeTo(page, target string) string {
+	if target == "" || filepath.IsAbs(target) {
+		return target
+	}
+	pageDir, err1 := filepath.Abs(filepath.Dir(page))
+	abs, err2 := filepath.Abs(target)
+	if err1 != nil || err2 != nil {
+		return target
+	}
+	if rel, err := filepath.Rel(pageDir, abs); err == nil {
+		return filepath.ToSlash(rel)
+	}
+	return target
+}
+
+var concurrentTrace = regexp.MustCompile(`^(?:ok|bad)-concurrent-(\d+)-`)
+
+// porcupineFile names a concurrent execution's porcupine visualisation.
+func porcupineFile(seed string) string { return "concurrent-" + seed + ".porcupine.html" }
+
+// writeExplorer writes the explorer page, with the spec's actions' text.
+func writeExplorer(out string, t explore.Trace, specPath string) error {
+	if specPath == "" {
+		wd, err := os.Getwd()
+		if err == nil {
+			specPath, _ = explore.FindSpec(wd)
+		}
+	}
+	var actions map[string]string
+	if specPath != "" {
+		b, err := os.ReadFile(specPath)
+		if err != nil {
+			return usageError{err.Error()}
+		}
+		actions = explore.ActionTexts(string(b))
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return usageError{err.Error()}
+	}
+	if err := explore.WriteHTML(f, t, actions); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// printTLC prints a TLC counterexample: each state's action and what it
+// changed.
+func printTLC(w io.Writer, t explore.Trace) {
+	th := t.Threads[0]
+	fmt.Fprintf(w, "%s: %s, %d states, processes %s\n", t.File, t.Source, len(th.Steps), strings.Join(th.Lanes[:len(th.Lanes)-1], " "))
+	for _, s := range th.Steps {
+		fmt.Fprintf(w, "%6d  %-22s %-26s %s\n", s.Line, s.Label(), s.Text, strings.Join(s.Changed, " "))
+		if s.Rejected != nil {
+			fmt.Fprintf(w, "        ✗ %s %s violated\n", s.Rejected.Kind, s.Rejected.Rule)
+		}
+	}
+	fmt.Fprintf(w, "%s\n", t.Verdict)
+}
+
+// textView prints one thread's timeline as text.
+func textView(w io.Writer, tv explore.View, width int) {
+	fmt.Fprintf(w, "thread %s: %d lines, processes %s\n", tv.Thread, len(tv.Cells), strings.Join(tv.Lanes, " "))
+	for _, h := range tv.Holders {
+		fmt.Fprintf(w, "  %s\n", h)
+	}
+	pad := func(s string) string {
+		r := []rune(s)
+		if len(r) > width {
+			return string(r[:width-1]) + "…"
+		}
+		return s + strings.Repeat(" ", width-len(r))
+	}
+	fmt.Fprintf(w, "%6s %5s", "line", "tick")
+	for _, l := range tv.Lanes {
+		fmt.Fprintf(w, " │ %s", pad(l))
+	}
+	fmt.Fprintln(w)
+	for _, c := range tv.Cells {
+		fmt.Fprintf(w, "%6d %5d", c.N, c.Tick)
+		for i := range tv.Lanes {
+			s := ""
+			if i == c.Lane {
+				s = c.Text
+			}
+			fmt.Fprintf(w, " │ %s", pad(s))
+		}
+		if c.Bad != "" {
+			fmt.Fprintf(w, "  ✗ REJECTED: %s", c.Bad)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w)
+}
+
+// cellText is how show describes a line (TestActionTable checks it names
+// every logged action).
+var cellText = explore.CellText

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/sim/shrink"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// Failures with no operation log — a concurrent execution's, a trace
+// file's, a fleet's — are shrunk by their lines: a rejected trace by the
+// rejected thread's lines (shrink.ShrinkTrace), a history porcupine finds
+// not linearizable by its operations (shrink.ShrinkLinearizability).
+
+// concurrentFailure is a concurrent execution kept for shrinking: its
+// lines in trace order, with their call and return times.
+type concurrentFailure struct {
+	seed    uint64
+	failure shrink.Failure // a rejected trace's; zero for a history
+	lines   []core.TraceEvent
+}
+
+// noteConcurrent keeps the first concurrent execution of each rejected
+// trace's failure, and the first whose history is not linearizable.
+func (t *tally) noteConcurrent(seed uint64, lines []core.TraceEvent, checkErr error, notLinearizable bool) {
+	var v *tracecheck.Violation
+	if errors.As(checkErr, &v) {
+		f := shrink.Failure{Check: shrink.CheckTrace, Action: v.Action, Rule: v.Rule}
+		if !slices.ContainsFunc(t.concFailed, func(c concurrentFailure) bool { return c.failure == f }) {
+			t.concFailed = append(t.concFailed, concurrentFailure{seed: seed, failure: f, lines: lines})
+		}
+	}
+	if notLinearizable && t.concLin == nil {
+		t.concLin = &concurrentFailure{seed: seed, lines: lines}
+	}
+}
+
+// shrinkConcurrent shrinks the concurrent executions' failures that no
+// seeded execution showed (a seeded one shrinks better: by its operation
+// log), and the first history that is not linearizable, and prints and
+// writes their stories.
+func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer) error {
+	header := false
+	head := func() {
+		if !header {
+			fmt.Fprintf(out, "\nshortest stories of the concurrent executions (no operation log: shrunk by their lines)\n")
+			header = true
+		}
+	}
+	for _, c := range t.concFailed {
+		if slices.ContainsFunc(t.failed, func(s failedSeed) bool { return s.failure == c.failure }) {
+			continue
+		}
+		head()
+		orig := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d.ndjson", c.seed))
+		st, err := shrinkTraceStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, orig, false)
+		if notShrunk(out, c.failure.String(), err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		st.Seed = c.seed
+		t.stories = append(t.stories, st)
+	}
+	if c := t.concLin; c != nil {
+		head()
+		base := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d", c.seed))
+		st, err := shrinkLinStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, f.porcupineTimeout, base)
+		if err != nil && !notShrunk(out, "not linearizable", err) {
+			return err
+		}
+		if err == nil {
+			st.Seed = c.seed
+			t.stories = append(t.stories, st)
+		}
+	}
+	return nil
+}
+
+// shrinkTraceStory shrinks a rejected trace (its lines in check order),
+// writes the original to orig unless it is there already (written false),
+// and the story beside it as BASE.shrunk-FAILURE.ndjson (BASE: orig less
+// .ndjson), and prints the story.
+func shrinkTraceStory(ctx context.Context, out io.Writer, name string, lines []core.TraceEvent, orig string, written bool, opts ...tracecheck.Option) (story, error) {
+	res, err := shrink.ShrinkTrace(ctx, lines, opts...)
+	if err != nil {
+		return story{}, err
+	}
+	if !written {
+		if err := shrink.WriteTraceFile(orig, lines); err != nil {
+			return story{}, err
+		}
+	}
+	shrunk := strings.TrimSuffix(orig, ".ndjson") + ".shrunk-" + res.Failure.Slug() + ".ndjson"
+	if err := shrink.WriteTraceFile(shrunk, res.Lines); err != nil {
+		return story{}, err
+	}
+	st := story{Failure: res.Failure.String(), Source: name, Ops: res.From, ShrunkOp: len(res.Lines), Lines: len(res.Lines),
+		States: res.States(), Runs: res.Tries, Files: []string{orig, shrunk}}
+	printTraceStory(out, name, res, st.Files)
+	return st, nil
+}
+
+// printTraceStory prints a shrunk rejected trace as show's timeline.
+func printTraceStory(out io.Writer, name string, res shrink.TraceResult, files []string) {
+	fmt.Fprintf(out, "\n%s — %s: the rejected thread's %d lines shrunk to %d (%d candidates checked)\n",
+		res.Failure, name, res.From, len(res.Lines), res.Tries)
+	name = "story"
+	if len(files) > 0 {
+		name = files[len(files)-1]
+	}
+	printStory(out, res.Lines, name)
+	fmt.Fprintf(out, "shrunk to %d lines (%d states as TLC counts them: Init, the lines and %d inferred Lapse(s))\n",
+		len(res.Lines), res.States(), res.Lapses)
+	printFiles(out, files)
+}
+
+// shrinkLinStory shrinks a history porcupine finds not linearizable (the
+// lines with their call and return times), writes the original as
+// base.history and the shrunk one as base.shrunk-not-linearizable.history
+// with its porcupine visualisation, and prints the story.
+func shrinkLinStory(ctx context.Context, out io.Writer, name string, lines []core.TraceEvent, timeout time.Duration, base string) (story, error) {
+	res, err := shrink.ShrinkLinearizability(ctx, lines, timeout)
+	if err != nil {
+		return story{}, err
+	}
+	files := []string{base + ".history"}
+	if err := shrink.WriteHistoryFile(files[0], lines); err != nil {
+		return story{}, err
+	}
+	more, err := res.WriteFiles(base + ".shrunk-" + shrink.LinSlug)
+	if err != nil {
+		return story{}, err
+	}
+	files = append(files, more...)
+	printLinStory(out, name, res, files)
+	return story{Failure: "not linearizable", Source: name, Ops: res.From, ShrunkOp: len(res.Ops), Runs: res.Tries, Files: files}, nil
+}
+
+// printLinStory prints a shrunk history: its operations in real-time
+// order, with their times.
+func printLinStory(out io.Writer, name string, res shrink.LinResult, files []string) {
+	fmt.Fprintf(out, "\nnot linearizable — %s: %d operations shrunk to %d (%d candidates checked by porcupine, %d timed out)\n",
+		name, res.From, len(res.Ops), res.Tries, res.Unknown)
+	shrink.WriteHistoryStory(out, tracecheck.LeaseModel(), res.Ops)
+	fmt.Fprintf(out, "shrunk to %d operations\n", len(res.Ops))
+	printFiles(out, files)
+}
+
+// printFiles names the files of a story: the original, then the story's.
+func printFiles(out io.Writer, files []string) {
+	if len(files) > 1 {
+		fmt.Fprintf(out, "the original: %s; the story: %s\n", files[0], strings.Join(files[1:], ", "))
+	}
+}
+
+// notShrunk prints why a failure was not shrunk when it is a verdict
+// (the failure did not show again alone, porcupine timed out), and says
+// whether it was one.
+func notShrunk(out io.Writer, failure string, err error) bool {
+	if errors.Is(err, shrink.ErrNotReproduced) || errors.Is(err, shrink.ErrInconclusive) {
+		fmt.Fprintf(out, "\n%s: not shrunk: %v\n", failure, err)
+		return true
+	}
+	return false
+}

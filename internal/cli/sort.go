@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+const sortUsage = `usage: tracecheck sort [flags] FILE
+
+Puts each thread's lines of a trace in trace order (by tick, a write before
+the reads at its tick, otherwise as written), each thread keeping the
+positions its lines held, and writes the result to stdout (or -o). This is
+the normalising step for a file written in the order concurrent processes
+traced their lines; 'tracecheck validate' and TLC check file order as it
+stands. The input is read strictly: bad input exits 2 with file:line:
+reason, and nothing is written.
+
+Flags:
+`
+
+func cmdSort(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("sort", flag.ContinueOnError)
+	out := fs.String("o", "", "write to this file (replaced whole, only once the input read well) instead of stdout")
+	if err := parse(fs, args, stdout, stderr, sortUsage); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return usageError{"want exactly one trace file"}
+	}
+	lines, err := tracecheck.ReadFile(fs.Arg(0))
+	if err != nil {
+		return failure{exitUsage, err.Error()}
+	}
+	tracecheck.Sort(lines)
+	if *out == "" {
+		return tracecheck.WriteLines(stdout, lines)
+	}
+	return writeTraceFile(*out, lines)
+}
+
+// writeTraceFile writes lines to path through a temporary file beside it,
+// so that path is replaced whole or not at all.
+func writeTraceFile(path string, lines []core.TraceEvent) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".trace-*")
+	if err != nil {
+		return failure{4, // could not run
+			fmt.Sprintf("write %s: %v", path, err)}
+	}
+	err = tracecheck.WriteLines(f, lines)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return failure{4, // could not run
+			fmt.Sprintf("write %s: %v", path, err)}
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
+	"github.com/threadclaim/threadclaim/internal/tlc"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// The modes of tracecheck tlc that run the trace spec in batches and the
+// spec's mutants (see tlcUsage).
+
+// checkMutants applies every spec/mutants/*.mutant to a copy of spec/ and
+// tla/ and requires the check it names to catch it: a mutant that
+// survives fails the run, by name.
+func (r *tlcRun) checkMutants() error {
+	ms, err := tlc.LoadMutants(filepath.Join(r.opts.root, "spec", "mutants"))
+	if err != nil {
+		return failure{exitUsage, err.Error()}
+	}
+	run := tlc.MutantRun{Env: r.env, Root: r.opts.root, Parallel: r.opts.parallel, Job: tlc.Job{Timeout: r.opts.timeout}}
+	rs, err := run.Run(r.ctx, ms)
+	if err != nil {
+		if r.ctx.Err() != nil {
+			return failure{exitCouldNotRun, fmt.Sprintf("tlc: spec mutants: %v", err)}
+		}
+		// The unmutated spec failed a check a mutant relies on.
+		r.report(false, "spec mutants", err.Error(), nil)
+		return nil
+	}
+	caught := 0
+	for _, m := range rs {
+		what := "mutant " + m.Mutant.Name
+		switch {
+		case m.Err != nil && errors.Is(m.Err, tlc.ErrMutantStale):
+			r.report(false, what, m.Err.Error()+" (update spec/mutants/"+m.Mutant.Name+".mutant)", nil)
+		case m.Err != nil:
+			r.report(false, what, fmt.Sprintf("%s did not run: %v", m.Mutant.CaughtBy, m.Err), nil)
+		case !m.Caught:
+			r.report(false, what, fmt.Sprintf("SURVIVED %s (%s)", m.Mutant.CaughtBy, m.Mutant.Doc), nil)
+		default:
+			caught++
+			r.report(true, what, fmt.Sprintf("caught by %s: %s", m.Mutant.CaughtBy, m.How), nil)
+		}
+	}
+	fmt.Fprintf(r.out, "tlc: spec mutants: %d of %d caught\n", caught, len(rs))
+	return nil
+}
+
+// batchTraces reads the traces of the given files and directories (every
+// *.ndjson of a directory), each split by thread: the input of one batch.
+func batchTraces(root string, paths []string) ([]string, [][]tlc.Thread, error) {
+	if len(paths) == 0 {
+		return nil, nil, usageError{"batch needs trace files or directories"}
+	}
+	var names []string
+	var files [][]tlc.Thread
+	for _, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return nil, nil, failure{exitUsage, err.Error()}
+		}
+		list := []string{p}
+		if fi.IsDir() {
+			list, _ = filepath.Glob(filepath.Join(p, "*.ndjson"))
+			if len(list) == 0 {
+				return nil, nil, failure{exitUsage, fmt.Sprintf("%s: no *.ndjson traces", p)}
+			}
+		}
+		for _, f := range list {
+			lines, err := tracecheck.ReadFile(f)
+			if err != nil {
+				return nil, nil, failure{exitUsage, err.Error()}
+			}
+			if len(lines) == 0 {
+				return nil, nil, failure{exitUsage, fmt.Sprintf("%s:1: empty trace", relTo(root, f))}
+			}
+			names = append(names, relTo(root, f))
+			files = append(files, tlc.SplitThreads(lines))
+		}
+	}
+	return names, files, nil
+}
+
+// checkBatch checks every trace of paths in one TLC run and prints each
+// verdict, the lines and the lines per second. ok-* must be accepted and
+// bad-* rejected; other names are reported without an expectation.
+func (r *tlcRun) checkBatch(paths []string) error {
+	names, files, err := batchTraces(r.opts.root, paths)
+	if err != nil {
+		return err
+	}
+	var flat []tlc.Thread
+	lines := 0
+	for _, ths := range files {
+		for _, th := range ths {
+			flat = append(flat, th)
+			lines += len(th.Lines)
+		}
+	}
+	b, _, keep := r.batchRun("batch", nil)
+	t0 := time.Now()
+	at, res, err := r.env.CheckThreads(r.ctx, b, flat)
+	d := time.Since(t0)
+	keep()
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tlc: batch: %v", err)}
+	}
+	r.lines += lines
+	for i, ths := range files {
+		rejectAt := 0
+		for range ths {
+			if a := at[0]; a > 0 && (rejectAt == 0 || a < rejectAt) {
+				rejectAt = a
+			}
+			at = at[1:]
+		}
+		got := "accepted"
+		if rejectAt > 0 {
+			got = fmt.Sprintf("rejected at line %d", rejectAt)
+			r.rejected++
+		} else {
+			r.accepted++
+		}
+		base := filepath.Base(names[i])
+		switch {
+		case strings.HasPrefix(base, "ok-"):
+			r.report(rejectAt == 0, names[i], "expected accepted, got "+got, nil)
+		case strings.HasPrefix(base, "bad-"):
+			r.report(rejectAt > 0, names[i], "expected rejected, got "+got, nil)
+		default:
+			fmt.Fprintf(r.out, "      %s: %s\n", names[i], got)
+		}
+	}
+	fmt.Fprintf(r.out, "tlc: batch: %d traces (%d threads) in one TLC run, %s\n", len(files), len(flat), speed(lines, d, res))
+	return nil
+}
+
+// checkDifferential has the Go simulation write traces (fences on), makes
+// opts.mutated mutants of them, and requires the Go checker and TLC to
+// agree on each: the same verdict, at the same line.
+func (r *tlcRun) checkDifferential() error {
+	if r.opts.mutated < 1 {
+		return usageError{"-mutated must be at least 1"}
+	}
+	dir := filepath.Join(r.work, "differential")
+	self, err := os.Executable()
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	var log bytes.Buffer
+	cmd := exec.CommandContext(r.ctx, self, "run", "-seeds", "40", "-concurrent", "0", "-trace-dir", dir)
+	cmd.Stdout, cmd.Stderr, cmd.Dir = &log, &log, r.opts.root
+	if err := cmd.Run(); err != nil {
+		r.report(false, "differential", fmt.Sprintf("tracecheck run -trace-dir: %v", err), &log)
+		return nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "ok-*.ndjson"))
+	var names []string
+	var traces [][]core.TraceEvent
+	for _, f := range files {
+		lines, err := tracecheck.ReadFile(f)
+		if err != nil {
+			return failure{exitFailed, err.Error()}
+		}
+		names, traces = append(names, filepath.Base(f)), append(traces, lines)
+	}
+	if len(traces) == 0 {
+		r.report(false, "differential", "the simulation wrote no traces", &log)
+		return nil
+	}
+	sim := len(traces)
+	// And as many random walks of the fenced cfg's state graph, in the
+	// Go model of the spec: traces of any corner of the graph, not only of
+	// the paths the runner takes.
+	cfg, err := specmodel.ReadConfig(filepath.Join(r.opts.root, "spec", "ThreadClaimLapse.cfg"))
+	if err != nil {
+		return failure{exitUsage, err.Error()}
+	}
+	model := specmodel.New(cfg)
+	walks := rand.New(rand.NewPCG(r.opts.seed, 0x3a11))
+	for k := range diffWalks {
+		if lines := model.TraceLines(model.RandomWalk(walks, 10+walks.IntN(30))); len(lines) > 0 {
+			names, traces = append(names, fmt.Sprintf("walk-%d", k+1)), append(traces, lines)
+		}
+	}
+	rng := rand.New(rand.NewPCG(r.opts.seed, 0x7d1f))
+	cases := tlc.MakeCases(rng, diffMutator, names, traces, r.opts.mutated)
+	b, _, keep := r.batchRun("differential", nil)
+	t0 := time.Now()
+	rs, err := r.env.Differential(r.ctx, b, cases)
+	keep()
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tlc: differential: %v", err)}
+	}
+	agree, rejected, lines := 0, 0, 0
+	for _, c := range rs {
+		lines += len(c.Case.Lines)
+		if c.Go > 0 {
+			rejected++
+		}
+		if c.Agree() {
+			agree++
+			continue
+		}
+		r.report(false, "differential: "+c.Case.From+": "+c.Case.Desc,
+			fmt.Sprintf("the Go checker: %s; TLC: %s\n      Go's reason: %s", lineWords(c.Go), lineWords(c.TLC), firstLineOf(c.GoErr)), nil)
+	}
+	r.lines += lines
+	r.report(agree == len(rs), "differential",
+		fmt.Sprintf("%d mutated traces (from %d simulation traces and %d walks of the model, seed %d), %d rejected by the Go checker, %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
+			len(rs), sim, len(traces)-sim, r.opts.seed, rejected, lines, agree, len(rs), time.Since(t0).Seconds()), nil)
+	return nil
+}
+
+func lineWords(n int) string {
+	if n == 0 {
+		return "accepted"
+	}
+	return fmt.Sprintf("rejected at line %d", n)
+}
+
+func firstLineOf(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

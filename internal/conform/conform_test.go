@@ -1,0 +1,182 @@
+package conform
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
+	"github.com/threadclaim/threadclaim/store/postgres"
+)
+
+func readCfg(t testing.TB, path string) specmodel.Config {
+	t.Helper()
+	c, err := specmodel.ReadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// small is the fenced cfg with three claims and two messages: every action
+// and every refusal occurs, in 7,316 states. Under the race detector (the
+// driver runs in one goroutine; it has little to find), two claims.
+func small(t testing.TB) *specmodel.Graph {
+	c := readCfg(t, "../../spec/ThreadClaimLapse.cfg")
+	c.MaxClaims, c.MaxMsgs = 3, 2
+	if raceEnabled {
+		c.MaxClaims = 2
+	}
+	return specmodel.New(c).Explore()
+}
+
+func runCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func requireConforms(t *testing.T, g *specmodel.Graph, rep Report, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("conform could not run (deadline, or storage): %v", err)
+	}
+	t.Logf("%d states, %d of %d edges, %d refusals asked, %d divergences, %v", rep.States, rep.Driven, rep.Edges, rep.Refusals, rep.Divergences, rep.Elapsed)
+	for _, d := range rep.First {
+		t.Error(d)
+	}
+	if rep.Driven != rep.Edges || rep.Edges != g.Result().Generated-1 {
+		t.Errorf("%d of %d edges driven", rep.Driven, rep.Edges)
+	}
+	if rep.Refusals == 0 {
+		t.Error("no refusal asked")
+	}
+}
+
+// TestConformSmall: Go takes every edge of the small cfg's state graph as
+// the spec does, refuses every write the spec does not enable, and ends in
+// the spec's successor.
+func TestConformSmall(t *testing.T) {
+	g := small(t)
+	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{})
+	requireConforms(t, g, rep, err)
+}
+
+// TestConformFenced drives every edge of spec/ThreadClaimLapse.cfg's state
+// graph (1,044,026 edges of 228,049 states). Not with -short or -race.
+func TestConformFenced(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("-short or -race: the full cfg takes a minute or two (TestConformSmall runs)")
+	}
+	g := specmodel.New(readCfg(t, "../../spec/ThreadClaimLapse.cfg")).Explore()
+	rep, err := Run(runCtx(t, 15*time.Minute), g, Options{})
+	requireConforms(t, g, rep, err)
+}
+
+// TestConformCatchesUnfenced: with the fences off, Go diverges from the
+// fenced spec: it starts, replies and abandons where the spec refuses.
+func TestConformCatchesUnfenced(t *testing.T) {
+	g := small(t)
+	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{Unfenced: true, Keep: 1 << 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Divergences == 0 {
+		t.Fatal("the unfenced Workspace conforms to the fenced spec: conform does not bite")
+	}
+	seen := map[string]bool{}
+	for _, d := range rep.First {
+		for _, a := range []string{"StartFenced", "ReplyFenced", "AbandonFenced"} {
+			if strings.HasPrefix(d.Step, a+"(") {
+				seen[a] = true
+			}
+		}
+	}
+	for _, a := range []string{"StartFenced", "ReplyFenced", "AbandonFenced"} {
+		if !seen[a] {
+			t.Errorf("no divergence at %s with the fences off", a)
+		}
+	}
+	t.Logf("%d divergences; first: %s", rep.Divergences, rep.First[0])
+}
+
+// TestConformSample drives a seeded sample of edges, committed.
+func TestConformSample(t *testing.T) {
+	g := small(t)
+	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{Sample: 300, Seed: 7})
+	if err != nil || rep.Driven != 300 || rep.Divergences != 0 {
+		t.Fatalf("%+v, %v", rep, err)
+	}
+	rep, err = Run(runCtx(t, 5*time.Minute), g, Options{Sample: 300, Seed: 7, Unfenced: true})
+	// (300 edges drawn from a graph where about one in ten is a fenced
+	// write: the mutant shows.)
+	if err != nil || rep.Divergences == 0 {
+		t.Fatalf("unfenced sample: %d divergences, %v", rep.Divergences, err)
+	}
+}
+
+// TestConformPostgres drives a seeded sample of 1,000 edges of the fenced
+// cfg through PostgreSQL storage (DATABASE_URL; run it through
+// scripts/with-postgres). Without a server it fails, as the project's
+// PostgreSQL tests do.
+func TestConformPostgres(t *testing.T) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./conform)")
+	}
+	ctx := runCtx(t, 10*time.Minute)
+	store, err := postgres.Open(ctx, url, postgres.Options{Schema: "tcconform_" + strings.ReplaceAll(t.Name(), "/", "_") + "_" + time.Now().Format("150405.000000")[7:]})
+	if err != nil {
+		t.Fatalf("open PostgreSQL: %v", err)
+	}
+	t.Cleanup(func() { _ = store.DropSchema(context.Background()); store.Close() })
+	g := specmodel.New(readCfg(t, "../../spec/ThreadClaimLapse.cfg")).Explore()
+	opts := Options{Sample: 1000, Seed: 1, NewStorage: func(context.Context) (core.Storage, error) { return store, nil }}
+	rep, err := Run(ctx, g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PostgreSQL: %d of %d sampled edges, %d divergences, %v", rep.Driven, opts.Sample, rep.Divergences, rep.Elapsed)
+	for _, d := range rep.First {
+		t.Error(d)
+	}
+	if rep.Driven != opts.Sample {
+		t.Errorf("%d of %d sampled edges driven", rep.Driven, opts.Sample)
+	}
+}
+
+// TestAbstract: the abstraction names holders by their claims' order and
+// sees a lease as expired once a process's clock reached its expiry.
+func TestAbstract(t *testing.T) {
+	c := readCfg(t, "../../spec/ThreadClaimLapse.cfg")
+	th := core.NewThread("t")
+	th.Messages = []core.Message{{Seq: 1}, {Seq: 2}}
+	th.Taken = 1
+	th.Runs = []core.Run{{ID: 1, Holder: "b", Prompt: 1, State: core.StateActive}}
+	now := time.Unix(100, 0)
+	o := Observed{
+		Thread: th, Lease: core.Lease{Key: "t", Holder: "b", ExpiresAt: now}, Now: now,
+		Procs:   []Proc{{}, {PC: specmodel.Running, Holder: "b", Run: 1}},
+		Holders: []core.Holder{"a", "b"},
+	}
+	s, err := Abstract(c, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "msgs=2 taken=1 lease=h2(expired) runs=[1:h2/m1/active] reqs=[] consumed=[1 0 0] p1:idle p2:running/h2/run=1 nextHolder=3"
+	if s.String() != want {
+		t.Errorf("got  %s\nwant %s", s.String(), want)
+	}
+	o.Now = now.Add(-time.Second)
+	if s, _ := Abstract(c, o); s.Lease.Expired {
+		t.Error("a lease before its expiry is expired")
+	}
+	o.Holders = []core.Holder{"a"}
+	if _, err := Abstract(c, o); !errors.Is(err, ErrNotAState) {
+		t.Errorf("a holder that made no claim: %v", err)
+	}
+}

@@ -1,0 +1,293 @@
+package conform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
+)
+
+// ttl is every claim's and renewal's TTL; a Lapse moves every process's
+// clock on by it, so that the lease's expiry has passed on each.
+const ttl = 10 * time.Second
+
+var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// errRollback makes a probe's transaction roll back after the write ran.
+var errRollback = errors.New("conform: probe rolled back")
+
+// probeStorage wraps the storage under test. Committing, it passes every
+// transaction through. Probing, it runs the Workspace's transaction, reads
+// the thread and its lease inside it (the state the write made), and rolls
+// it back, so that the next edge from the same state starts from it again:
+// a storage snapshot restored at no cost. The Workspace sees the
+// transaction's own outcome either way.
+type probeStorage struct {
+	inner  core.Storage
+	thread core.ThreadID
+	probe  bool
+	seen   bool // a probe's transaction ran and was read
+	after  *core.Thread
+	lease  core.Lease
+}
+
+func (p *probeStorage) Update(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
+	if !p.probe {
+		return p.inner.Update(ctx, fn)
+	}
+	var ferr error
+	err := p.inner.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		if ferr = fn(ctx, tx); ferr != nil {
+			return ferr
+		}
+		t, err := tx.Thread(ctx, p.thread)
+		if err != nil {
+			return err
+		}
+		p.after = t.Clone()
+		if p.lease, err = tx.Lease(ctx, string(p.thread)); err != nil {
+			return err
+		}
+		p.seen = true
+		return errRollback
+	})
+	if ferr != nil {
+		return ferr
+	}
+	if errors.Is(err, errRollback) {
+		return nil
+	}
+	return err
+}
+
+// View passes reads through, read-only when the storage is a Viewer.
+func (p *probeStorage) View(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
+	if v, ok := p.inner.(core.Viewer); ok {
+		return v.View(ctx, fn)
+	}
+	return p.inner.Update(ctx, fn)
+}
+
+// driver is one path's Go system: a thread in storage, a Workspace and a
+// clock per process, and each process's round.
+type driver struct {
+	cfg    specmodel.Config
+	fences core.Fences
+	// rounds keeps the Workspaces' rounds on (as deployed). A probe's
+	// rollback cannot move a Workspace's round back, so probing drivers
+	// run without them (core.WithoutRoundsForTesting) and keep each
+	// process's round themselves (procs); committing drivers keep them on.
+	rounds  bool
+	claims  []core.Claim // each process's claim, as Workspace.Claim made it
+	store   *probeStorage
+	thread  core.ThreadID
+	poster  *core.Workspace
+	ws      []*core.Workspace
+	clocks  []*coretest.Clock
+	procs   []Proc
+	holders []core.Holder
+	live    bool // liveAbandoned
+}
+
+func newDriver(ctx context.Context, cfg specmodel.Config, s core.Storage, thread core.ThreadID, fences core.Fences, rounds bool) (*driver, error) {
+	d := &driver{cfg: cfg, fences: fences, rounds: rounds, store: &probeStorage{inner: s, thread: thread}, thread: thread,
+		procs: make([]Proc, len(cfg.Procs)), claims: make([]core.Claim, len(cfg.Procs))}
+	d.poster = core.NewWorkspace(d.store, coretest.NewClock(epoch), core.WithProcess("poster"))
+	times := make([]time.Time, len(cfg.Procs))
+	for i := range times {
+		times[i] = epoch
+	}
+	d.setClocks(times)
+	if err := d.poster.CreateThread(ctx, thread); err != nil {
+		return nil, fmt.Errorf("create thread %q: %w", thread, err)
+	}
+	return d, nil
+}
+
+// setClocks gives each process a clock reading times[p], and a Workspace
+// over it: a probe's Lapse is undone by going back to the clocks before it.
+func (d *driver) setClocks(times []time.Time) {
+	d.clocks, d.ws = d.clocks[:0], d.ws[:0]
+	for i, name := range d.cfg.Procs {
+		c := coretest.NewClock(times[i])
+		d.clocks = append(d.clocks, c)
+		opts := []core.Option{core.WithProcess(name), core.WithFencesForTesting(d.fences)}
+		if !d.rounds {
+			opts = append(opts, core.WithoutRoundsForTesting())
+		}
+		d.ws = append(d.ws, core.NewWorkspace(d.store, c, opts...))
+	}
+}
+
+// observe reads storage and abstracts the whole system.
+func (d *driver) observe(ctx context.Context) (specmodel.State, error) {
+	t, err := d.poster.Thread(ctx, d.thread)
+	if err != nil {
+		return specmodel.State{}, err
+	}
+	l, err := d.poster.Lease(ctx, d.thread)
+	if err != nil {
+		return specmodel.State{}, err
+	}
+	return d.abstract(t, l)
+}
+
+func (d *driver) abstract(t *core.Thread, l core.Lease) (specmodel.State, error) {
+	now := d.clocks[0].Now()
+	for _, c := range d.clocks[1:] {
+		if c.Now().After(now) {
+			now = c.Now()
+		}
+	}
+	return Abstract(d.cfg, Observed{Thread: t, Lease: l, Now: now, Procs: d.procs, Holders: d.holders, LiveAbandoned: d.live})
+}
+
+func (d *driver) claim(p int) core.Claim { return d.claims[p] }
+
+// outcome is what Go did with a step: which spec action its result is
+// (a refusal is the refusal's action), or a refusal no spec action has.
+type outcome struct {
+	action core.Action // the spec action Go's outcome stands for; "" for a refusal with no action
+	err    error       // Go's error, nil on success
+}
+
+// do makes the Go call that step stands for and updates the processes'
+// rounds as a runner would from Go's answer. The spec's refusal actions
+// (StartFenced...) make the same call as the write they refuse.
+func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
+	p := st.P
+	var pr *Proc
+	var ws *core.Workspace
+	if p >= 0 {
+		pr, ws = &d.procs[p], d.ws[p]
+	}
+	idle := func() { *pr, d.claims[p] = Proc{}, core.Claim{} }
+	switch st.Action {
+	case core.ActionPost:
+		_, err := d.poster.Post(ctx, d.thread, "m")
+		return outcome{core.ActionPost, err}
+	case core.ActionLapse:
+		for _, c := range d.clocks {
+			c.Advance(ttl)
+		}
+		return outcome{core.ActionLapse, nil}
+	case core.ActionClaim:
+		h := core.Holder(fmt.Sprintf("%s-h%d", d.thread, len(d.holders)+1))
+		c, err := ws.Claim(ctx, d.thread, h, ttl)
+		if err != nil {
+			return outcome{"", err}
+		}
+		d.holders = append(d.holders, h)
+		*pr, d.claims[p] = Proc{PC: specmodel.Claimed, Holder: c.Holder}, c
+		return outcome{core.ActionClaim, nil}
+	case core.ActionRenew:
+		if err := ws.Renew(ctx, d.claim(p), ttl); err != nil {
+			return outcome{"", err}
+		}
+		return outcome{core.ActionRenew, nil}
+	case core.ActionRelease:
+		err := ws.Release(ctx, d.claim(p))
+		if err == nil {
+			idle()
+		}
+		return outcome{core.ActionRelease, err}
+	case core.ActionAbandon, core.ActionAbandonFenced:
+		run := core.RunID(st.R)
+		if st.Action == core.ActionAbandonFenced {
+			run = d.someRun(ctx, p)
+		}
+		t, err := d.poster.Thread(ctx, d.thread)
+		if err != nil {
+			return outcome{"", err}
+		}
+		l, err := d.poster.Lease(ctx, d.thread)
+		if err != nil {
+			return outcome{"", err}
+		}
+		err = ws.Abandon(ctx, d.claim(p), run)
+		switch {
+		case err == nil:
+			if r, ok := t.Run(run); ok && l.Holder == r.Holder {
+				d.live = true
+			}
+			return outcome{core.ActionAbandon, nil}
+		case errors.Is(err, core.ErrThreadBusy):
+			idle()
+			return outcome{core.ActionAbandonFenced, err}
+		}
+		return outcome{"", err}
+	case core.ActionPlan:
+		plan, err := ws.Plan(ctx, d.claim(p))
+		if err != nil {
+			return outcome{"", err}
+		}
+		if plan.Kind != core.PlanRun && plan.Kind != core.PlanReply {
+			return outcome{"", fmt.Errorf("plan %s", plan.Kind)}
+		}
+		pr.PC, pr.Plan = specmodel.Planned, plan
+		return outcome{core.ActionPlan, nil}
+	case core.ActionRunStart, core.ActionStartFenced:
+		id, err := ws.RunStart(ctx, d.claim(p), pr.Plan.Message)
+		switch {
+		case err == nil:
+			pr.PC, pr.Plan, pr.Run = specmodel.Running, core.Plan{}, id
+			return outcome{core.ActionRunStart, nil}
+		case errors.Is(err, core.ErrThreadBusy):
+			idle()
+			return outcome{core.ActionStartFenced, err}
+		}
+		return outcome{"", err}
+	case core.ActionReply, core.ActionReplyFenced:
+		err := ws.Reply(ctx, d.claim(p), pr.Plan.Request, pr.Plan.Message)
+		switch {
+		case err == nil:
+			pr.PC, pr.Plan = specmodel.Claimed, core.Plan{}
+			return outcome{core.ActionReply, nil}
+		case errors.Is(err, core.ErrThreadBusy):
+			idle()
+			return outcome{core.ActionReplyFenced, err}
+		}
+		return outcome{"", err}
+	case core.ActionAsk:
+		_, err := ws.Ask(ctx, d.claim(p), pr.Run, "q")
+		if err != nil {
+			return outcome{"", err}
+		}
+		return outcome{core.ActionAsk, nil}
+	case core.ActionRunEnd, core.ActionEndRefused:
+		err := ws.RunEnd(ctx, d.claim(p), pr.Run)
+		switch {
+		case err == nil:
+			pr.PC, pr.Run = specmodel.Claimed, 0
+			return outcome{core.ActionRunEnd, nil}
+		case errors.Is(err, core.ErrRunAbandoned):
+			idle()
+			return outcome{core.ActionEndRefused, err}
+		}
+		return outcome{"", err}
+	case core.ActionCrash:
+		err := ws.Crash(ctx, d.claim(p))
+		idle()
+		return outcome{core.ActionCrash, err}
+	}
+	return outcome{"", fmt.Errorf("conform: no Go call for %s", st.Action)}
+}
+
+// someRun picks the run an abandon that the fence refuses names: an
+// active run of an earlier claim if there is one, else run 1 (the fence is
+// checked before the run).
+func (d *driver) someRun(ctx context.Context, p int) core.RunID {
+	t, err := d.poster.Thread(ctx, d.thread)
+	if err == nil {
+		for _, r := range t.ActiveRuns() {
+			if r.Holder != d.procs[p].Holder {
+				return r.ID
+			}
+		}
+	}
+	return 1
+}

@@ -1,0 +1,210 @@
+package explore
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/itf"
+	"github.com/threadclaim/threadclaim/internal/sim"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+func readGo(t *testing.T, path string) Trace {
+	lines, err := tracecheck.ReadFile(path)
+	require.NoError(t, err)
+	_, err = tracecheck.Check(lines, tracecheck.WithFile(path))
+	var v *tracecheck.Violation
+	if err != nil {
+		require.True(t, errors.As(err, &v), "%v", err)
+	}
+	return FromGo(path, lines, v)
+}
+
+// The explorer's states (the spec model followed line by line) agree
+// with what the Go code wrote: after every write that carries the cursor,
+// the state's taken is the line's; after a write that carries the lease,
+// the state's lease holder is the line's; a RunStart's run is the newest,
+// an Ask's request too. Checked on every fixture
+// the checker accepts and on the shrunk story.
+func TestFoldAgreesWithTheLines(t *testing.T) {
+	files, err := filepath.Glob("../../tracecheck/testdata/ok-*.ndjson")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	files = append(files, "testdata/go-shrunk-I1.ndjson")
+	for _, f := range files {
+		lines, err := tracecheck.ReadFile(f)
+		require.NoError(t, err)
+		tr := readGo(t, f)
+		for ti, th := range tracecheck.Order(lines) {
+			steps := tr.Threads[ti].Steps
+			byLine := map[int]Step{}
+			for _, s := range steps {
+				if s.Line > 0 {
+					byLine[s.Line] = s
+				}
+			}
+			holders := map[core.Holder]int64{"": 0}
+			for _, l := range th.Lines {
+				s := byLine[l.N]
+				if s.State == nil {
+					break // past the rejected line
+				}
+				ev := l.Ev
+				if ev.Action == core.ActionClaim {
+					holders[ev.Holder] = int64(len(holders))
+				}
+				if !ev.Read && ev.Action != core.ActionPost {
+					require.Equal(t, int64(ev.Taken), s.State["taken"].Int, "%s:%d %s: taken", f, l.N, ev.Action)
+				}
+				info, _ := core.Info(ev.Action)
+				if info.Carries.Has(core.FieldLease) && !ev.Read && info.WritesLease {
+					h, _ := s.State["lease"].Field("holder")
+					require.Equal(t, holders[ev.Lease], h.Int, "%s:%d %s: lease holder", f, l.N, ev.Action)
+				}
+				switch ev.Action {
+				case core.ActionRunStart:
+					require.Len(t, s.State["runs"].Elems, int(ev.Run), "%s:%d", f, l.N)
+				case core.ActionAsk:
+					require.Len(t, s.State["reqs"].Elems, int(ev.Req), "%s:%d", f, l.N)
+				case core.ActionPost:
+					require.Equal(t, int64(ev.Msg), s.State["msgs"].Int, "%s:%d", f, l.N)
+				}
+			}
+		}
+	}
+}
+
+// The shrunk I1 story folds to the state TLC reaches in its own
+// counterexample, up to the holders' numbering: one message consumed
+// twice... but the Go checker stops at the first RunStart under another's
+// lease, so the fold's last state is the one before, with the second
+// process planned on the message the first consumed.
+func TestFoldStopsAtTheRejectedLine(t *testing.T) {
+	tr := readGo(t, "testdata/go-shrunk-I1.ndjson")
+	steps := tr.Threads[0].Steps
+	last := steps[len(steps)-1]
+	require.Equal(t, 7, last.Line)
+	require.NotNil(t, last.Rejected)
+	require.Equal(t, "guard", last.Rejected.Kind)
+	require.Equal(t, "Fenced => HasLease(p)", last.Rejected.Rule)
+	require.Nil(t, last.State, "no spec state after a rejected guard")
+	prev := steps[len(steps)-2]
+	require.Equal(t, "<<1>>", prev.State["consumed"].TLA())
+	require.Equal(t, []string{"taken", "runs", "consumed", "pc[p2]", "plan[p2]", "run[p2]"}, prev.Changed)
+	var lapses int
+	for _, s := range steps {
+		if s.Inferred {
+			lapses++
+			require.Equal(t, []string{"lease"}, s.Changed)
+		}
+	}
+	require.Equal(t, 1, lapses)
+}
+
+func TestReadTLC(t *testing.T) {
+	for _, c := range []struct{ file, inv string }{
+		{"testdata/tlc-unfenced-I1.json", tracecheck.InvConsumedAtMostOnce},
+		{"testdata/tlc-abandon-NoLiveAbandon.json", tracecheck.InvNoLiveAbandon},
+	} {
+		f, err := os.Open(c.file)
+		require.NoError(t, err)
+		tr, err := ReadTLC(f, c.file)
+		f.Close()
+		require.NoError(t, err)
+		steps := tr.Threads[0].Steps
+		require.Equal(t, "Init", steps[0].Action)
+		last := steps[len(steps)-1]
+		require.NotNil(t, last.Rejected, c.file)
+		require.Equal(t, c.inv, last.Rejected.Rule)
+		for _, s := range steps[:len(steps)-1] {
+			require.Nil(t, s.Rejected, "%s: state %d is not the violation", c.file, s.Line)
+		}
+	}
+	for _, bad := range []string{`{}`, `{"counterexample":{"state":[]}}`, `[1]`, `{"counterexample":{"state":[[1,{}]],"action":[]},"vars":["x"]}`} {
+		_, err := ReadTLC(strings.NewReader(bad), "bad.json")
+		require.ErrorIs(t, err, ErrTLC, bad)
+	}
+	require.False(t, IsTLC([]byte(`{"tick":1,"read":false,"action":"Post"}`)))
+}
+
+// Every action of the spec is found in the spec's text by its name, and
+// the text is that action's definition.
+func TestActionTexts(t *testing.T) {
+	spec, err := os.ReadFile("../../" + SpecPath)
+	require.NoError(t, err)
+	texts := ActionTexts(string(spec))
+	for _, a := range core.Actions() {
+		text, ok := texts[string(a)]
+		require.True(t, ok, "no definition of %s in the spec", a)
+		require.Regexp(t, `(?m)^`+string(a)+`(\(.*\))? ==`, text)
+		require.NotContains(t, strings.TrimSpace(text), "\n\n", "%s's text runs past its definition", a)
+	}
+	require.Regexp(t, `\w+ => HasLease\(p\)`, texts["RunStart"])
+	_, err = FindSpec(t.TempDir())
+	require.ErrorIs(t, err, ErrNoSpec)
+	p, err := FindSpec(".")
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(p, SpecPath))
+}
+
+// The ITF of a Go trace and of a TLC counterexample passes the format's
+// rules; the TLC one holds the counterexample's states, Init first.
+func TestITFOfBothSources(t *testing.T) {
+	tr := readGo(t, "testdata/go-shrunk-I1.ndjson")
+	doc, err := tr.ITF(0).MarshalJSON()
+	require.NoError(t, err)
+	require.NoError(t, itf.Validate(doc), string(doc))
+	// Init, 6 lines and the inferred Lapse: not the rejected line.
+	require.Len(t, tr.ITF(0).States, 8)
+
+	f, err := os.Open("testdata/tlc-unfenced-I1.json")
+	require.NoError(t, err)
+	defer f.Close()
+	tlc, err := ReadTLC(f, "tlc")
+	require.NoError(t, err)
+	doc, err = tlc.ITF(0).MarshalJSON()
+	require.NoError(t, err)
+	require.NoError(t, itf.Validate(doc))
+	require.Len(t, tlc.ITF(0).States, 9)
+	require.Contains(t, string(doc), `"pc":{"#map":[["p1","idle"],["p2","idle"]]}`)
+	require.Contains(t, string(doc), `"lease":{"holder":{"#bigint":"0"},"expired":false}`)
+}
+
+// Every line the Go trace checker accepts has a spec state: the spec model
+// takes every step the checker takes, on the fixtures and on seeded
+// executions of the real code (interleaved, with storage faults).
+func TestEveryAcceptedLineHasAState(t *testing.T) {
+	var traces [][]core.TraceEvent
+	files, err := filepath.Glob("../../tracecheck/testdata/ok-*.ndjson")
+	require.NoError(t, err)
+	for _, f := range files {
+		lines, err := tracecheck.ReadFile(f)
+		require.NoError(t, err)
+		traces = append(traces, lines)
+	}
+	ctx := context.Background()
+	for seed := range uint64(20) {
+		s, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Interleave: true, Faults: 0.05})
+		require.NoError(t, err)
+		require.NoError(t, s.Run(ctx))
+		lines := s.TraceLines()
+		tracecheck.Sort(lines)
+		traces = append(traces, lines)
+	}
+	for i, lines := range traces {
+		_, err := tracecheck.Check(lines)
+		require.NoError(t, err, "trace %d", i)
+		for _, th := range FromGo("trace", lines, nil).Threads {
+			for _, s := range th.Steps {
+				require.NotNil(t, s.State, "trace %d thread %s: no spec state after line %d (%s)", i, th.Name, s.Line, s.Label())
+			}
+		}
+	}
+}

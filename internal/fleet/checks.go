@@ -1,0 +1,505 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/tlc"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// check reads what the execution left and checks it: every message
+// consumed once (from storage), the whole trace by the Go checker, the
+// history by porcupine; and it measures the handovers after each SIGKILL.
+func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
+	rep := r.newReport(drained)
+	var stored []core.TraceEvent
+	var err error
+	for attempt := 0; ; attempt++ {
+		if stored, err = r.store.TraceLines(ctx); err == nil || attempt == 50 || ctx.Err() != nil {
+			break
+		}
+		hold(ctx, 200*time.Millisecond) // the server may be coming back from a restart
+	}
+	if err != nil {
+		return nil, err
+	}
+	histories, err := readHistories(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	tracePath := filepath.Join(r.dir, "trace.ndjson")
+	ordered, st, checkErr, err := checkTrace(tracePath, tracecheck.MergeHistories(stored, histories))
+	if err != nil {
+		return nil, err
+	}
+	// The same lines with their call and return times, which porcupine
+	// checks: what to look at when it finds no linearization.
+	if err := writeHistory(filepath.Join(r.dir, "merged.history"), ordered); err != nil {
+		return nil, err
+	}
+	rep.TraceFile = tracePath
+	rep.TraceLines, rep.StoredWrites = len(ordered), len(stored)
+	rep.TraceAccepted = checkErr == nil
+	rep.Actions = map[core.Action]int{}
+	for _, a := range core.Actions() {
+		if n := st.PerAction[a]; n > 0 {
+			rep.Actions[a] = n
+		}
+	}
+	rep.LapsesInferred, rep.InvariantChecks = st.LapsesInferred, st.InvariantChecks
+	if checkErr != nil {
+		rep.TraceError = checkErr.Error()
+		rep.Problems = append(rep.Problems, checkErr.Error())
+	}
+
+	ops := tracecheck.OperationsFromTrace(ordered)
+	rep.Operations = len(ops)
+	_, linErr := tracecheck.CheckLinearizable(ops, r.cfg.PorcupineTimeout, filepath.Join(r.dir, "porcupine.html"))
+	switch {
+	case linErr == nil:
+		rep.Linearizable, rep.LinResult = true, "linearizable"
+	case errors.Is(linErr, tracecheck.ErrLinearizabilityUnknown):
+		rep.LinResult, rep.Inconclusive = linErr.Error(), true
+	default:
+		rep.LinResult = linErr.Error()
+		rep.Problems = append(rep.Problems, linErr.Error())
+	}
+
+	r.checkTLC(ctx, rep, ordered, tracePath)
+	r.shrinkFailures(ctx, rep, ordered, checkErr, linErr)
+
+	if err := r.countMessages(ctx, rep); err != nil {
+		return nil, err
+	}
+	rep.MaxActiveRuns, rep.LiveAbandoned = activeRuns(ordered)
+	if rep.MaxActiveRuns > 1 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("I3_OneActiveRun: %d runs of one thread active at once", rep.MaxActiveRuns))
+	}
+	if rep.LiveAbandoned > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("NoLiveAbandon: %d runs abandoned while their own claim held the lease", rep.LiveAbandoned))
+	}
+	rep.Crashes = st.PerAction[core.ActionCrash]
+	doubts, err := readDoubts(r.dir)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	kills := append([]kill(nil), r.kills...)
+	rep.Events = append([]Event(nil), r.events...)
+	r.mu.Unlock()
+	killed := map[string]bool{}
+	for _, k := range kills {
+		killed[k.proc.name] = true
+	}
+	rep.CommitUnknown = countDoubts(doubts, stored, killed)
+	if n := rep.CommitUnknown.Disagreements; n > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n))
+	}
+
+	rep.Handovers = r.handovers(ordered, kills)
+	rep.summariseHandovers(r.cfg.TTL + r.cfg.Poll)
+	rep.Throughput = throughput(ordered, r.start, time.Since(r.start))
+	r.describeProcs(rep)
+	return rep, nil
+}
+
+// checkTrace writes the merged lines to path, thread by thread, each in
+// trace order, and checks them in that order, so that a violation's
+// path:N is line N of the file written. It returns the lines as written.
+// The error is a write's; checkErr is the checker's verdict.
+func checkTrace(path string, merged []core.TraceEvent) (ordered []core.TraceEvent, st tracecheck.Stats, checkErr, err error) {
+	ordered = traceOrder(merged)
+	if err := writeTrace(path, ordered); err != nil {
+		return nil, st, nil, err
+	}
+	st, checkErr = tracecheck.Check(ordered, tracecheck.WithFile(path))
+	return ordered, st, checkErr, nil
+}
+
+// traceOrder returns the lines thread by thread, each in trace order.
+func traceOrder(lines []core.TraceEvent) []core.TraceEvent {
+	out := make([]core.TraceEvent, 0, len(lines))
+	for _, th := range tracecheck.Order(lines) {
+		for _, l := range th.Lines {
+			out = append(out, *l.Ev)
+		}
+	}
+	return out
+}
+
+func writeTrace(path string, lines []core.TraceEvent) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := tracecheck.WriteLines(f, lines); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// checkTLC replays a sample of threads, drawn from the seed, through
+// TLC's trace validation, when the config gives TLC. TLC must agree with
+// the Go checker on each: a thread the Go checker accepted that TLC
+// rejects (or the reverse) is a problem as much as a rejection is.
+func (r *run) checkTLC(ctx context.Context, rep *Report, ordered []core.TraceEvent, tracePath string) {
+	if r.cfg.TLC == nil {
+		rep.TLC = "not run (no -tlc-sample)"
+		return
+	}
+	threads := tlc.SplitThreads(ordered) // file order, with file line numbers
+	r.mu.Lock()
+	r.rng.Shuffle(len(threads), func(i, j int) { threads[i], threads[j] = threads[j], threads[i] })
+	r.mu.Unlock()
+	threads = threads[:min(r.cfg.TLCSample, len(threads))]
+	scratch, err := os.MkdirTemp("", "fleet-tlc-")
+	if err == nil {
+		defer os.RemoveAll(scratch)
+		err = tlc.CopySpecs(r.cfg.TLCRoot, scratch)
+	}
+	var rejectedAt []int
+	if err == nil {
+		rejectedAt, err = r.cfg.TLC.ValidateThreads(ctx, tlc.Batch{Dir: filepath.Join(scratch, "tla"), SpecDir: filepath.Join(scratch, "spec")}, threads)
+	}
+	if err != nil {
+		rep.TLC = "could not run: " + err.Error()
+		rep.Problems = append(rep.Problems, "TLC trace validation could not run: "+err.Error())
+		return
+	}
+	accepted := 0
+	for i, th := range threads {
+		rep.TLCThreads = append(rep.TLCThreads, string(th.ID))
+		at := rejectedAt[i]
+		if at == 0 {
+			accepted++
+		} else {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("TLC trace validation: %s:%d: thread %s rejected", tracePath, at, th.ID))
+		}
+		// The Go checker's verdict on the thread alone, at its file line.
+		goAt := 0
+		var v *tracecheck.Violation
+		if _, err := tracecheck.Check(th.Lines); errors.As(err, &v) {
+			goAt = th.N[v.Line-1]
+		}
+		if goAt != at {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("TLC and the Go checker disagree on thread %s of %s: TLC rejects at line %d, the Go checker at %d (0: accepted)", th.ID, tracePath, at, goAt))
+		}
+	}
+	rep.TLC = fmt.Sprintf("%d of %d threads accepted", accepted, len(threads))
+}
+
+func writeHistory(path string, lines []core.TraceEvent) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := tracecheck.NewHistoryWriter(f)
+	for _, l := range lines {
+		w.Trace(l)
+	}
+	if err := w.Err(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func readHistories(dir string) ([][]core.TraceEvent, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.history"))
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(paths)
+	var out [][]core.TraceEvent
+	for _, p := range paths {
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		h, err := tracecheck.ReadHistory(f, p)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// countMessages counts, from storage, the messages posted and how many
+// times each was consumed.
+func (r *run) countMessages(ctx context.Context, rep *Report) error {
+	ws := core.NewWorkspace(r.store, core.SystemClock{})
+	for _, id := range r.threads {
+		th, err := ws.Thread(ctx, id)
+		if err != nil {
+			return err
+		}
+		n := th.Consumed()
+		rep.Posted += len(th.Messages)
+		for seq := core.Seq(1); seq <= th.Last(); seq++ {
+			switch c := n[seq]; {
+			case c == 0:
+				rep.Lost++
+			case c == 1:
+				rep.ConsumedOnce++
+			default:
+				rep.ConsumedTwice++
+			}
+		}
+	}
+	if rep.ConsumedTwice > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("I1_ConsumedAtMostOnce: %d messages consumed more than once", rep.ConsumedTwice))
+	}
+	if rep.Lost > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("Liveness: %d of %d messages never consumed", rep.Lost, rep.Posted))
+	}
+	if !rep.Drained {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("Liveness: threads still had work %v after the last post", r.cfg.Timeout))
+	}
+	return nil
+}
+
+// activeRuns replays the runs' starts and ends in trace order: the most
+// runs of one thread active at once, and how many runs were abandoned
+// while their own claim held the lease.
+func activeRuns(ordered []core.TraceEvent) (maxActive, liveAbandoned int) {
+	type key struct {
+		thread core.ThreadID
+		run    core.RunID
+	}
+	active := map[key]core.Holder{}
+	perThread := map[core.ThreadID]int{}
+	for _, ev := range ordered {
+		if ev.Read {
+			continue
+		}
+		k := key{ev.Thread, ev.Run}
+		switch ev.Action {
+		case core.ActionRunStart:
+			active[k] = ev.Holder
+			perThread[ev.Thread]++
+			maxActive = max(maxActive, perThread[ev.Thread])
+		case core.ActionRunEnd, core.ActionAbandon:
+			h, ok := active[k]
+			if !ok {
+				continue
+			}
+			if ev.Action == core.ActionAbandon && ev.Lease == h && h != ev.Holder {
+				liveAbandoned++
+			}
+			delete(active, k)
+			perThread[ev.Thread]--
+		}
+	}
+	return maxActive, liveAbandoned
+}
+
+// Handover is how long a thread whose lease a SIGKILLed process held
+// waited for another process's Claim.
+type Handover struct {
+	Thread core.ThreadID `json:"thread"`
+	From   string        `json:"from"`
+	To     string        `json:"to"`
+	// At is the Claim's return, from the run's start.
+	At time.Duration `json:"at_ns"`
+	// AfterExpiry is from when a claim was due to the Claim's return: the
+	// lease's expiry, as the claimant's clock saw it, or the kill, if
+	// later; and when the thread had nothing to do then (every message
+	// consumed, no run active), the call of the next Post to it. A thread
+	// with no work needs no claim: runners look only at threads with work.
+	AfterExpiry time.Duration `json:"after_expiry_ns"`
+	// Raw is from the lease's expiry (or the kill, if later) alone, work
+	// or not: AfterExpiry plus the time the thread had nothing to do.
+	Raw       time.Duration `json:"raw_ns"`
+	AfterKill time.Duration `json:"after_kill_ns"`
+	// Idle says the thread had nothing to do when its lease expired, so
+	// AfterExpiry counts from the next Post.
+	Idle bool `json:"idle"`
+}
+
+// handovers finds, for each SIGKILL, the threads whose lease the killed
+// process held (its last lease write on the thread was a Claim or Renew)
+// and the next Claim of each by another process after the kill. It
+// follows each thread's work as the lines show it (the newest message
+// posted, the taken cursor, the runs active) to tell when a claim was due:
+// work starts at a Post's call and ends at the return of the write that
+// consumed the last message or ended the last run, so that a thread counts
+// as idle only when it surely was: a write whose return is unknown ends
+// no work, unless the killed process made it (its line is in storage's
+// log, so it committed; the process died with it in flight, and the
+// kill's time stands for its return).
+func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
+	byName := map[string]*proc{}
+	r.mu.Lock()
+	for _, p := range r.procs {
+		byName[p.name] = p
+	}
+	r.mu.Unlock()
+	var out []Handover
+	for _, k := range kills {
+		killed := k.proc.name
+		at := k.at.UnixNano()
+		// The killed process's last Claim or Renew of the thread: its call,
+		// and the lease's expiry it wrote, on the killed process's clock.
+		var stamp, stampExpires int64
+		holding := false
+		var (
+			thread        core.ThreadID
+			posted, taken core.Seq
+			active        int
+			work          bool
+			changes       []workChange // the thread's work starting and ending, in line order
+		)
+		for _, ev := range ordered {
+			if ev.Thread != thread {
+				thread, holding, posted, taken, active, work, changes = ev.Thread, false, 0, 0, 0, false, changes[:0]
+			}
+			if ev.Read {
+				continue
+			}
+			taken = ev.Taken
+			switch ev.Action {
+			case core.ActionPost:
+				posted = max(posted, ev.Msg)
+			case core.ActionRunStart:
+				active++
+			case core.ActionRunEnd, core.ActionAbandon:
+				active--
+			}
+			ret := ev.Return
+			if ret == math.MaxInt64 && ev.Proc == killed {
+				ret = at // committed, and the process died with it in flight
+			}
+			switch now := taken < posted || active > 0; {
+			case now && !work:
+				changes = append(changes, workChange{ev.Call, true})
+			case !now && work && ret != math.MaxInt64:
+				changes = append(changes, workChange{ret, false})
+			}
+			work = taken < posted || active > 0 || (work && ret == math.MaxInt64)
+			if ev.Proc == killed {
+				switch ev.Action {
+				case core.ActionClaim, core.ActionRenew:
+					holding, stamp, stampExpires = true, ev.Call, ev.Expires
+				case core.ActionRelease:
+					holding = false
+				}
+				continue
+			}
+			if !holding || ev.Action != core.ActionClaim {
+				continue
+			}
+			// Another process's Claim: the killed process holds the
+			// lease no more. One before the kill took it from a live
+			// holder; one whose return is unknown cannot be timed.
+			holding = false
+			if ev.Return == math.MaxInt64 || ev.Return < at {
+				continue
+			}
+			q := byName[ev.Proc]
+			if q == nil {
+				continue
+			}
+			// The lease's expiry on the killed process's clock, and when
+			// the claimant's clock reached it.
+			// (A write the process was killed in has no call; its line
+			// has the expiry all the same.)
+			expires := time.Unix(0, stampExpires)
+			if stampExpires == 0 {
+				expires = time.Unix(0, stamp).Add(k.proc.offset(time.Unix(0, stamp)) + r.cfg.TTL)
+			}
+			seen := expires.Add(-q.offset(time.Unix(0, ev.Call)))
+			from := max(seen.UnixNano(), at)
+			due, idle := dueAt(changes, from)
+			out = append(out, Handover{
+				Thread: ev.Thread, From: killed, To: ev.Proc,
+				At:          time.Unix(0, ev.Return).Sub(r.start),
+				AfterExpiry: time.Duration(ev.Return - due),
+				Raw:         time.Duration(ev.Return - from),
+				AfterKill:   time.Duration(ev.Return - at),
+				Idle:        idle,
+			})
+		}
+	}
+	return out
+}
+
+// workChange is a thread's work starting (a Post's call) or ending (the
+// return of the write that left it nothing to do).
+type workChange struct {
+	at   int64
+	work bool
+}
+
+// dueAt returns when a claim of the thread was due, given that its lease
+// expired at from: from itself if the thread had work then, else the
+// first start of work after it (from when there is none), and whether the
+// thread was idle at from.
+func dueAt(changes []workChange, from int64) (int64, bool) {
+	work := false
+	for _, c := range changes {
+		if c.at > from {
+			if work {
+				return from, false
+			}
+			if c.work {
+				return c.at, true
+			}
+			continue
+		}
+		work = c.work
+	}
+	return from, !work
+}
+
+// ThroughputBucket counts the messages consumed (RunStart and Reply
+// lines) in one interval of the run.
+type ThroughputBucket struct {
+	Start    time.Duration `json:"start_ns"`
+	Consumed int           `json:"consumed"`
+}
+
+// throughput buckets the consuming writes by their return, in about 100
+// intervals of at least 100ms.
+func throughput(ordered []core.TraceEvent, start time.Time, length time.Duration) []ThroughputBucket {
+	width := max(length/100, 100*time.Millisecond)
+	n := int(length/width) + 1
+	out := make([]ThroughputBucket, n)
+	for i := range out {
+		out[i].Start = time.Duration(i) * width
+	}
+	for _, ev := range ordered {
+		if ev.Read || (ev.Action != core.ActionRunStart && ev.Action != core.ActionReply) || ev.Return == math.MaxInt64 || ev.Return == 0 {
+			continue
+		}
+		i := int(time.Unix(0, ev.Return).Sub(start) / width)
+		if i >= 0 && i < n {
+			out[i].Consumed++
+		}
+	}
+	return out
+}
+
+func (r *run) describeProcs(rep *Report) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.procs {
+		p.mu.Lock()
+		rep.Processes = append(rep.Processes, ProcReport{
+			Name: p.name, Pid: p.cmd.Process.Pid, Skew: p.offsets[0].offset,
+			Fate: slices.Clone(p.fate),
+		})
+		p.mu.Unlock()
+	}
+}

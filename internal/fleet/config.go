@@ -1,0 +1,233 @@
+package fleet
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/tlc"
+)
+
+// Kind is a kind of fault the nemesis injects.
+type Kind string
+
+// The nemesis's kinds.
+const (
+	// KindStop stops a worker (SIGSTOP) past the TTL, then continues it.
+	KindStop Kind = "stop"
+	// KindKill kills a worker (SIGKILL) and starts a replacement.
+	KindKill Kind = "kill"
+	// KindClock jumps a worker's lease clock forward or back by one to
+	// three TTLs, and back again later.
+	KindClock Kind = "clock"
+	// KindTerminate ends one of a worker's database sessions
+	// (pg_terminate_backend), one inside a transaction when it finds one.
+	KindTerminate Kind = "terminate"
+	// KindRestart restarts PostgreSQL, fast or immediate (a crash and
+	// recovery). It needs a cluster the fleet may restart: see
+	// Config.Restart.
+	KindRestart Kind = "restart"
+	// KindPartition cuts a worker off from the database (its proxy
+	// forwards nothing) for one to three TTLs.
+	KindPartition Kind = "partition"
+	// KindLatency adds latency to every round trip of a worker.
+	KindLatency Kind = "latency"
+	// KindCommit holds a worker's COMMITs back past the TTL before the
+	// server sees them: the transaction keeps its locks meanwhile.
+	KindCommit Kind = "commit"
+)
+
+// Kinds returns every kind, in the report's order.
+func Kinds() []Kind {
+	return []Kind{KindStop, KindKill, KindClock, KindTerminate, KindRestart, KindPartition, KindLatency, KindCommit}
+}
+
+// DefaultKinds are the kinds a fleet injects unless told: all but
+// KindRestart, which needs a cluster of the fleet's own.
+func DefaultKinds() []Kind {
+	return slices.DeleteFunc(Kinds(), func(k Kind) bool { return k == KindRestart })
+}
+
+// ParseKinds reads a comma-separated list of kinds; "all" is every kind,
+// "none" or "" is no fault at all.
+func ParseKinds(list string) ([]Kind, error) {
+	switch list {
+	case "all":
+		return Kinds(), nil
+	case "", "none":
+		return nil, nil
+	}
+	var out []Kind
+	for _, name := range strings.Split(list, ",") {
+		k := Kind(strings.TrimSpace(name))
+		if !slices.Contains(Kinds(), k) {
+			return nil, configErrorf("-nemesis %q: %q is not a kind (%s, or all, none)", list, name, joinKinds(Kinds()))
+		}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+func joinKinds(ks []Kind) string {
+	s := make([]string, len(ks))
+	for i, k := range ks {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ",")
+}
+
+// Config configures a fleet run. Zero fields take the defaults their
+// comments give; Validate names the first field that is wrong.
+type Config struct {
+	URL      string // the database (required)
+	Bin      string // the tracecheck binary the workers run (required)
+	Dir      string // where histories, logs, the trace and the report go; default a temporary directory, removed unless Keep
+	Keep     bool   // keep the schema and the directory
+	Procs    int    // runner processes; default 4
+	Threads  int    // default 4
+	Messages int    // messages in all, spread over the threads; default 24
+	Posters  int    // posting goroutines, each with its own workspace; default 1
+	// Duration spreads the posts over this time, while the nemesis runs;
+	// 0 posts as fast as the posters can (the nemesis runs until every
+	// message is consumed). Default 0.
+	Duration time.Duration
+	Seed     uint64        // seeds the workers' and the nemesis's choices; default 1
+	TTL      time.Duration // claim TTL; default 300ms; at least MinTTL
+	Poll     time.Duration // the workers' poll period; default 50ms
+	AgentMax time.Duration // longest agent run; default 2/3 of the TTL
+	// Ask is the chance that a run asks a question, besides the agent's
+	// one in four: each question's answer is a Reply. 0 to 1; default 0.
+	Ask float64
+	// MaxSkew spreads the workers' lease clocks over [0, MaxSkew]; default
+	// twice the TTL (the fastest sees the slowest's fresh claims expired).
+	MaxSkew time.Duration
+	Timeout time.Duration // every message must be consumed within this after posting ends; default 2m
+	// PorcupineTimeout bounds porcupine; default 1m.
+	PorcupineTimeout time.Duration
+	Nemesis          []Kind        // the kinds injected; DefaultKinds when nil and NoNemesis is false
+	NoNemesis        bool          // inject no fault at all
+	NemesisEvery     time.Duration // mean time between faults' starts; default the TTL
+	// Restart names how to restart the cluster for KindRestart: the data
+	// directory, when the server runs on this machine and can be
+	// restarted with pg_ctl (as the directory's owner). Empty asks the
+	// server (SHOW data_directory; it needs a superuser). Only give a
+	// cluster of the fleet's own: every session on it is cut off.
+	Restart string
+	// TLC, when set, replays TLCSample threads of the trace (drawn from
+	// the seed) through TLC's trace validation. TLCRoot holds spec/ and
+	// tla/ (the repository's root).
+	TLC       *tlc.Env
+	TLCRoot   string
+	TLCSample int // default 3 when TLC is set
+	// Unfenced, when set, gives the workers' fences: a mutant, which the
+	// checks must catch. Nil is every fence on.
+	Unfenced *core.Fences
+	// Shrink: what the run does with a failure (shrink.go).
+	Shrink ShrinkConfig
+}
+
+func (c Config) withDefaults() Config {
+	if c.Procs == 0 {
+		c.Procs = 4
+	}
+	if c.Threads == 0 {
+		c.Threads = 4
+	}
+	if c.Messages == 0 {
+		c.Messages = 24
+	}
+	if c.Posters == 0 {
+		c.Posters = 1
+	}
+	if c.Seed == 0 {
+		c.Seed = 1
+	}
+	if c.TTL == 0 {
+		c.TTL = 300 * time.Millisecond
+	}
+	if c.Poll == 0 {
+		c.Poll = 50 * time.Millisecond
+	}
+	if c.AgentMax == 0 {
+		c.AgentMax = c.TTL * 2 / 3
+	}
+	if c.MaxSkew == 0 {
+		c.MaxSkew = 2 * c.TTL
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 2 * time.Minute
+	}
+	if c.PorcupineTimeout == 0 {
+		c.PorcupineTimeout = time.Minute
+	}
+	if c.Nemesis == nil && !c.NoNemesis {
+		c.Nemesis = DefaultKinds()
+	}
+	if c.NoNemesis {
+		c.Nemesis = nil
+	}
+	if c.TLC != nil && c.TLCSample == 0 {
+		c.TLCSample = 3
+	}
+	if c.NemesisEvery == 0 {
+		c.NemesisEvery = c.TTL
+	}
+	return c
+}
+
+// fences returns the workers' fences.
+func (c Config) fences() core.Fences {
+	if c.Unfenced == nil {
+		return core.AllFences()
+	}
+	return *c.Unfenced
+}
+
+// mutant reports whether a fence is off.
+func (c Config) mutant() bool { return c.fences() != core.AllFences() }
+
+// Validate returns an error wrapping ErrConfig that names the first field
+// that is wrong, after defaults are filled in.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.URL == "":
+		return configErrorf("no PostgreSQL: give -storage URL or set DATABASE_URL (scripts/with-postgres starts a throwaway one)")
+	case c.Bin == "":
+		return configErrorf("-bin: no tracecheck binary for the workers")
+	case c.Procs < 1:
+		return configErrorf("-procs %d: at least 1", c.Procs)
+	case c.Procs < 2 && (slices.Contains(c.Nemesis, KindKill) || slices.Contains(c.Nemesis, KindStop)):
+		return configErrorf("-procs %d: at least 2 when the nemesis stops or kills workers (someone must take over)", c.Procs)
+	case c.Threads < 1:
+		return configErrorf("-threads %d: at least 1", c.Threads)
+	case c.Messages < 1:
+		return configErrorf("-messages %d: at least 1", c.Messages)
+	case c.Posters < 1:
+		return configErrorf("-posters %d: at least 1", c.Posters)
+	case c.Duration < 0:
+		return configErrorf("-duration %v: must not be negative", c.Duration)
+	case c.TTL < MinTTL:
+		return configErrorf("-ttl %v: must be at least %v", c.TTL, MinTTL)
+	case c.Poll < 0:
+		return configErrorf("-poll %v: must be positive", c.Poll)
+	case c.AgentMax < 0:
+		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
+	case c.Ask < 0 || c.Ask > 1:
+		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
+	case c.MaxSkew < 0:
+		return configErrorf("-max-skew %v: must not be negative", c.MaxSkew)
+	case c.Timeout < 0:
+		return configErrorf("-timeout %v: must be positive", c.Timeout)
+	case c.PorcupineTimeout < 0:
+		return configErrorf("-porcupine-timeout %v: must be positive", c.PorcupineTimeout)
+	case c.TLCSample < 0:
+		return configErrorf("-tlc-sample %d: must not be negative", c.TLCSample)
+	case c.NemesisEvery < 0:
+		return configErrorf("-nemesis-every %v: must be positive", c.NemesisEvery)
+	}
+	return nil
+}

@@ -1,0 +1,361 @@
+package fleet
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/fleet/proxy"
+	"github.com/threadclaim/threadclaim/store/postgres"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// run is one fleet execution's state.
+type run struct {
+	cfg     Config
+	out     io.Writer
+	start   time.Time
+	schema  string
+	dir     string
+	store   *postgres.Store
+	cluster *cluster
+	slots   []*slot
+	threads []core.ThreadID
+	died    chan *proc // a worker that exited on its own
+
+	mu        sync.Mutex
+	rng       *rand.Rand // the nemesis's choices
+	workerRNG *rand.Rand // the workers' seeds
+	nextName  int
+	procs     []*proc
+	events    []Event
+	kills     []kill
+	postedAt  time.Time // when the last post returned
+}
+
+// lockedWriter serialises writes: the nemesis reports replacements while
+// the run reports its progress.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// ErrInterrupted: the run's context ended (SIGINT, SIGTERM) before the
+// run did. Workers, schema and temporary directory are cleaned up.
+var ErrInterrupted = errors.New("fleet: interrupted")
+
+// ErrWorkerDied: a worker exited by itself (not by the nemesis).
+var ErrWorkerDied = errors.New("fleet: a worker exited by itself")
+
+// Run runs one fleet execution and checks it. It returns the report, or an
+// error when the execution could not run (the database unreachable, a
+// worker that died by itself, ctx ended: ErrInterrupted). A report whose
+// Problems are not empty is a failed check. Progress goes to progress.
+//
+// Whatever happens, the workers are stopped, and unless cfg.Keep the
+// schema is dropped and the temporary directory removed.
+func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	r := &run{
+		cfg:       cfg,
+		out:       &lockedWriter{w: progress},
+		start:     time.Now(),
+		died:      make(chan *proc, 1),
+		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)),
+		workerRNG: rand.New(rand.NewPCG(cfg.Seed, 0x666c656574)),
+		cluster:   &cluster{url: cfg.URL},
+	}
+	var suffix [4]byte
+	if _, err := crand.Read(suffix[:]); err != nil {
+		return nil, err
+	}
+	r.schema = fmt.Sprintf("tcfleet_%d_%x", os.Getpid(), suffix)
+	if cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "tracecheck-fleet-")
+		if err != nil {
+			return nil, err
+		}
+		r.dir = d
+		if !cfg.Keep {
+			defer os.RemoveAll(d)
+		}
+	} else {
+		// Histories are appended to: another run's would be merged in.
+		if entries, err := os.ReadDir(cfg.Dir); err == nil && len(entries) > 0 {
+			return nil, configErrorf("-dir %s is not empty", cfg.Dir)
+		}
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, err
+		}
+		r.dir = cfg.Dir
+	}
+	if slices.Contains(cfg.Nemesis, KindRestart) {
+		if err := r.cluster.prepareRestart(ctx, cfg.Restart); err != nil {
+			return nil, err
+		}
+	}
+	if r.store, err = postgres.Open(ctx, cfg.URL, postgres.Options{Schema: r.schema, KeepTrace: true}); err != nil {
+		return nil, err
+	}
+	defer r.store.Close()
+	if !cfg.Keep {
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
+			for {
+				if derr := r.store.DropSchema(dctx); derr == nil || dctx.Err() != nil {
+					return
+				}
+				hold(dctx, 200*time.Millisecond) // the server may be restarting
+			}
+		}()
+	}
+	defer func() {
+		for _, s := range r.slots {
+			s.proxy.Close()
+		}
+	}()
+	defer r.stopWorkers(10 * time.Second)
+
+	posters, err := r.makePosters()
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, p := range posters {
+			p.file.Close()
+		}
+	}()
+	if err := r.createThreads(ctx, posters[0]); err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	fmt.Fprintf(progress, "tracecheck fleet: %d runner processes, %d threads, %d messages by %d posters, ttl %v, fences %s, nemesis %s, schema %s, directory %s\n",
+		cfg.Procs, cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, FencesString(cfg.fences()), nemesisString(cfg.Nemesis), r.schema, r.dir)
+	for i := range cfg.Procs {
+		skew := time.Duration(0)
+		if cfg.Procs > 1 {
+			skew = time.Duration(i) * cfg.MaxSkew / time.Duration(cfg.Procs-1)
+		}
+		s := &slot{skew: skew}
+		p, err := proxyFor(cfg.URL)
+		if err != nil {
+			return nil, err
+		}
+		s.proxy, s.url = p.proxy, p.url
+		r.slots = append(r.slots, s)
+		if _, err := r.startWorker(s); err != nil {
+			return nil, err
+		}
+	}
+
+	// Post, with the nemesis running, until every message is consumed.
+	nctx, stopNemesis := context.WithCancel(ctx)
+	nemesisDone := make(chan error, 1)
+	go func() { nemesisDone <- r.nemesis(nctx) }()
+	postErr := make(chan error, 1)
+	go func() { postErr <- r.post(nctx, posters) }()
+	drained, err := r.await(ctx, postErr, nemesisDone)
+	stopNemesis()
+	if nerr := <-nemesisDone; err == nil && nerr != nil {
+		err = nerr
+	}
+	if err != nil {
+		return nil, interrupted(ctx, err)
+	}
+	if !drained && ctx.Err() == nil {
+		// The faults have healed: a last chance to drain.
+		drained, err = r.drain(ctx, time.Now().Add(r.cfg.Timeout/4))
+		if err != nil {
+			return nil, interrupted(ctx, err)
+		}
+	}
+	r.stopWorkers(10 * time.Second)
+	if ctx.Err() != nil {
+		return nil, ErrInterrupted
+	}
+	return r.check(ctx, drained)
+}
+
+// interrupted returns ErrInterrupted when ctx ended, else err.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ErrInterrupted
+	}
+	return err
+}
+
+func nemesisString(ks []Kind) string {
+	if len(ks) == 0 {
+		return "none"
+	}
+	return joinKinds(ks)
+}
+
+type proxied struct {
+	proxy *proxy.Proxy
+	url   string
+}
+
+// proxyFor starts a proxy in front of the database dbURL names.
+func proxyFor(dbURL string) (proxied, error) {
+	_, network, address, err := proxiedURL(dbURL, 0)
+	if err != nil {
+		return proxied{}, err
+	}
+	p, err := proxy.Listen(network, address)
+	if err != nil {
+		return proxied{}, err
+	}
+	u, _, _, err := proxiedURL(dbURL, p.Addr().Port)
+	if err != nil {
+		p.Close()
+		return proxied{}, err
+	}
+	return proxied{p, u}, nil
+}
+
+// await waits until the posters are done and every message is consumed
+// (true), or the timeout after the last post (false). It returns an error
+// when a worker died by itself, the posters failed, or ctx ended.
+func (r *run) await(ctx context.Context, postErr <-chan error, nemesisDone <-chan error) (bool, error) {
+	select {
+	case err := <-postErr:
+		if err != nil {
+			return false, err
+		}
+	case p := <-r.died:
+		return false, r.diedError(p)
+	case err := <-nemesisDone:
+		if err == nil {
+			err = ErrInterrupted
+		}
+		return false, err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	r.mu.Lock()
+	r.postedAt = time.Now()
+	r.mu.Unlock()
+	fmt.Fprintf(r.out, "posted every message after %v; waiting for them to be consumed\n", time.Since(r.start).Round(time.Millisecond))
+	return r.drain(ctx, time.Now().Add(r.cfg.Timeout))
+}
+
+// drain waits until no thread has work (a message to consume, a run
+// active) or deadline.
+func (r *run) drain(ctx context.Context, deadline time.Time) (bool, error) {
+	ws := core.NewWorkspace(r.store, core.SystemClock{})
+	for time.Now().Before(deadline) {
+		ids, err := ws.Pending(ctx)
+		if err == nil && len(ids) == 0 {
+			return true, nil
+		}
+		select {
+		case p := <-r.died:
+			return false, r.diedError(p)
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return false, nil
+}
+
+func (r *run) diedError(p *proc) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tail, _ := os.ReadFile(p.log)
+	if len(tail) > 2000 {
+		tail = tail[len(tail)-2000:]
+	}
+	return fmt.Errorf("%w: %s: %v; its log (%s) ends:\n%s", ErrWorkerDied, p.name, p.err, p.log, tail)
+}
+
+// poster posts messages through a workspace of its own, tracing to its
+// own history file.
+type poster struct {
+	ws   *core.Workspace
+	file *os.File
+}
+
+func (r *run) makePosters() ([]*poster, error) {
+	var out []*poster
+	for i := range r.cfg.Posters {
+		name := fmt.Sprintf("poster%d", i+1)
+		f, err := os.Create(filepath.Join(r.dir, name+".history"))
+		if err != nil {
+			for _, p := range out {
+				p.file.Close()
+			}
+			return nil, err
+		}
+		ws := core.NewWorkspace(r.store, core.SystemClock{}, core.WithProcess(name), core.WithTracer(tracecheck.NewHistoryWriter(f)))
+		out = append(out, &poster{ws, f})
+	}
+	return out, nil
+}
+
+func (r *run) createThreads(ctx context.Context, p *poster) error {
+	for i := range r.cfg.Threads {
+		id := core.ThreadID(fmt.Sprintf("t%d", i+1))
+		if err := p.ws.CreateThread(ctx, id); err != nil {
+			return err
+		}
+		r.threads = append(r.threads, id)
+	}
+	return nil
+}
+
+// post posts cfg.Messages, message i to thread i mod Threads by poster i
+// mod Posters, paced to spread them over cfg.Duration. A post that fails
+// (the server restarting, a session ended) is tried again until ctx ends:
+// one whose commit was unknown may then be posted twice, which is two
+// messages, each to be consumed once.
+func (r *run) post(ctx context.Context, posters []*poster) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(posters))
+	for k, p := range posters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := k; i < r.cfg.Messages; i += len(posters) {
+				if r.cfg.Duration > 0 {
+					at := r.start.Add(time.Duration(int64(r.cfg.Duration) * int64(i) / int64(r.cfg.Messages)))
+					hold(ctx, time.Until(at))
+				}
+				id := r.threads[i%len(r.threads)]
+				for {
+					_, err := p.ws.Post(ctx, id, fmt.Sprintf("message %d", i+1))
+					if err == nil {
+						break
+					}
+					if ctx.Err() != nil {
+						errs <- ctx.Err()
+						return
+					}
+					hold(ctx, 20*time.Millisecond)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}

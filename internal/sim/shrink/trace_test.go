@@ -1,0 +1,196 @@
+package shrink
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/sim"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// tlcShortestGuard is TLC's shortest counterexample, in states, for the
+// property a fence's guard protects: a RunStart past `Fenced =>
+// HasLease(p)` is how I1 breaks (9 states), an Abandon past
+// `FenceAbandon => HasLease(p)` how NoLiveAbandon does (8). The
+// invariants themselves, as the unfenced spec's checker finds them, have
+// the same bounds.
+var tlcShortestGuard = map[Failure]int{
+	{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"}:          tlcShortest[tracecheck.InvConsumedAtMostOnce],
+	{Check: CheckTrace, Action: core.ActionAbandon, Rule: "FenceAbandon => HasLease(p)"}:     tlcShortest[tracecheck.InvNoLiveAbandon],
+	{Check: CheckTrace, Action: core.ActionRunStart, Rule: tracecheck.InvConsumedAtMostOnce}: tlcShortest[tracecheck.InvConsumedAtMostOnce],
+	{Check: CheckTrace, Action: core.ActionAbandon, Rule: tracecheck.InvNoLiveAbandon}:       tlcShortest[tracecheck.InvNoLiveAbandon],
+}
+
+// Fences-off traces of seeded executions, rejected by the checker of the
+// fenced spec at a fence's guard, and by the checker of the unfenced spec
+// at an invariant, shrink (by their lines alone: no operation log) to a
+// story that is rejected the same way when checked again, and is no
+// longer than TLC's shortest counterexample for that property.
+func TestShrinkTraceUnfenced(t *testing.T) {
+	ctx := context.Background()
+	unfenced := tracecheck.WithSpec(tracecheck.Spec{})
+	seen := map[Failure]bool{}
+	shrunk := 0
+	for seed := range uint64(60) {
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: true})
+		require.NoError(t, err)
+		for _, opts := range [][]tracecheck.Option{nil, {unfenced}} {
+			_, err := tracecheck.Check(e.Lines, opts...)
+			var v *tracecheck.Violation
+			if !errors.As(err, &v) {
+				continue
+			}
+			f := Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule}
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			r, err := ShrinkTrace(ctx, e.Lines, opts...)
+			require.NoError(t, err, "seed %d %s", seed, f)
+			require.Equal(t, f, r.Failure)
+			t.Logf("seed %d %s: %d lines (thread %d) -> %d lines, %d states, %d tries", seed, f, len(e.Lines), r.From, len(r.Lines), r.States(), r.Tries)
+			require.LessOrEqual(t, len(r.Lines), r.From)
+			if len(r.Lines) < r.From {
+				shrunk++
+			}
+
+			// Checked again from scratch, the story fails the same way.
+			st, err := tracecheck.Check(r.Lines, opts...)
+			var again *tracecheck.Violation
+			require.ErrorAs(t, err, &again)
+			require.Equal(t, f, Failure{Check: CheckTrace, Action: again.Action, Rule: again.Rule})
+			require.Equal(t, len(r.Lines), again.Line, "the story ends at its rejected line")
+			require.Equal(t, r.States(), 1+len(r.Lines)+st.LapsesInferred)
+
+			if bound, ok := tlcShortestGuard[f]; ok {
+				require.LessOrEqual(t, r.States(), bound, "%s: the story is %d states, TLC's shortest %d", f, r.States(), bound)
+			}
+			requireOneMinimal(t, r, opts)
+		}
+	}
+	for _, want := range []Failure{
+		{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"},
+		{Check: CheckTrace, Action: core.ActionAbandon, Rule: "FenceAbandon => HasLease(p)"},
+		{Check: CheckTrace, Action: core.ActionRunStart, Rule: tracecheck.InvConsumedAtMostOnce},
+		{Check: CheckTrace, Action: core.ActionAbandon, Rule: tracecheck.InvNoLiveAbandon},
+	} {
+		require.True(t, seen[want], "no seed showed %s", want)
+	}
+	require.Positive(t, shrunk, "no story was shorter than its trace")
+}
+
+// A trace the checker accepts is not shrunk.
+func TestShrinkTraceAccepted(t *testing.T) {
+	ctx := context.Background()
+	e, err := Execute(ctx, sim.Config{Seed: 3})
+	require.NoError(t, err)
+	require.Nil(t, e.Violation)
+	_, err = ShrinkTrace(ctx, e.Lines)
+	require.ErrorIs(t, err, ErrNotReproduced)
+}
+
+// requireOneMinimal fails unless no single line of the story can go (with
+// the ids renumbered, as shrinking does) while the same failure remains.
+func requireOneMinimal(t *testing.T, r TraceResult, opts []tracecheck.Option) {
+	t.Helper()
+	var rn renumbering
+	rn.index(r.Lines)
+	for drop := range r.Lines {
+		var keep []int
+		for i := range r.Lines {
+			if i != drop {
+				keep = append(keep, i)
+			}
+		}
+		cand, ok := rn.apply(r.Lines, keep)
+		if !ok {
+			continue
+		}
+		_, err := tracecheck.Check(cand, opts...)
+		var v *tracecheck.Violation
+		if errors.As(err, &v) && v.Action == r.Failure.Action && v.Rule == r.Failure.Rule {
+			t.Fatalf("%s: line %d of the story can go and the failure remains", r.Failure, drop+1)
+		}
+	}
+}
+
+// A story no group, pair or window of lines can shorten — a fleet's, on
+// PostgreSQL with the RunStart fence off: an earlier round's run and the
+// Claim that began it only go together, and no move drops both — is
+// searched through its own subsets: the fewest states that still fail
+// the same way, TLC's count (Post, Claim, Plan, a Lapse, the other
+// Claim, the RunStart: 7 states, against the 14 deletion stops at).
+func TestShrinkTraceFewestStates(t *testing.T) {
+	lines, err := tracecheck.ReadFile("testdata/stuck-start-fleet.ndjson")
+	require.NoError(t, err)
+	want := Failure{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"}
+	st, err := tracecheck.Check(lines)
+	var v *tracecheck.Violation
+	require.ErrorAs(t, err, &v)
+	require.Equal(t, want, Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule})
+	from := TraceResult{Failure: want, Lines: lines, Lapses: st.LapsesInferred}
+	require.Equal(t, 14, from.States())
+	requireOneMinimal(t, from, nil) // deletion alone is stuck here
+
+	r, err := ShrinkTrace(context.Background(), lines)
+	require.NoError(t, err)
+	require.Equal(t, want, r.Failure)
+	require.Len(t, r.Lines, 5)
+	require.Equal(t, 7, r.States())
+	st, err = tracecheck.Check(r.Lines)
+	require.ErrorAs(t, err, &v)
+	require.Equal(t, want, Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule})
+	require.Equal(t, r.States(), 1+len(r.Lines)+st.LapsesInferred)
+}
+
+// fewestStates returns the cheapest failing subset that keeps the last
+// item, smallest first, and keeps to its budget of candidates.
+func TestFewestStates(t *testing.T) {
+	ctx := context.Background()
+	cur := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	// Fails while it keeps 7 and either {1, 4} or {2, 3, 5}; {2, 3, 5}
+	// costs 4 states, {1, 4} (fewer items) costs 5 for its two lapses.
+	cost := func(keep []int) (int, bool) {
+		has := map[int]bool{}
+		for _, i := range keep {
+			has[i] = true
+		}
+		if !has[7] {
+			return 0, false
+		}
+		switch {
+		case has[1] && has[4]:
+			return 1 + len(keep) + 2, true
+		case has[2] && has[3] && has[5]:
+			return len(keep), true
+		}
+		return 0, false
+	}
+	tries := 0
+	got, err := fewestStates(ctx, cur, cost, &tries)
+	require.NoError(t, err)
+	require.Equal(t, []int{2, 3, 5, 7}, got)
+	require.Positive(t, tries)
+
+	// Nothing cheaper than cur: cur comes back.
+	got, err = fewestStates(ctx, cur, func(keep []int) (int, bool) { return len(keep), len(keep) == len(cur) }, &tries)
+	require.NoError(t, err)
+	require.Equal(t, cur, got)
+
+	// Too long to search: cur comes back, nothing checked.
+	long := make([]int, maxExactItems+1)
+	tries = 0
+	got, err = fewestStates(ctx, long, cost, &tries)
+	require.NoError(t, err)
+	require.Equal(t, long, got)
+	require.Zero(t, tries)
+
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = fewestStates(cancelled, make([]int, maxExactItems), func([]int) (int, bool) { return 100, true }, &tries)
+	require.ErrorIs(t, err, context.Canceled)
+}

@@ -1,0 +1,417 @@
+package specmodel
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// tlcFigures are TLC's figures for the cfgs in spec/, measured with
+// `java tlc2.TLC -workers 1` (spec/README.md's table). Generated and the
+// distinct count of a violating cfg depend on TLC's order of successors;
+// the model's order is the spec's, and gives the same.
+var tlcFigures = map[string]struct {
+	distinct, generated, depth int
+	violation                  string
+}{
+	"ThreadClaimLapse.cfg":                {228049, 1044027, 30, ""},
+	"ThreadClaimLapseLiveness.cfg":        {88820, 404386, 27, ""},
+	"ThreadClaimLapseAbandonUnfenced.cfg": {272, 0, 8, InvNoLiveAbandon},
+	// the cfgs that come with one switch per fence (FenceStart,
+	// FenceReply), measured the same way
+	"ThreadClaimLapseReplyUnfenced.cfg":   {4927, 0, 19, ""},
+	"ThreadClaimLapseSmall.cfg":           {4859, 21297, 19, ""},
+	"ThreadClaimLapseUnfenced.cfg":        {390, 1184, 9, InvConsumedAtMostOnce},
+	"ThreadClaimLapseStartUnfencedI3.cfg": {390, 1184, 9, InvOneActiveRun},
+}
+
+func specCfgs(t testing.TB) []string {
+	t.Helper()
+	files, err := filepath.Glob("../../spec/*.cfg")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no cfg in ../spec: %v", err)
+	}
+	return files
+}
+
+// TestSpecCfgs explores every cfg in spec/ and requires TLC's figures where
+// they are known, and the cfg's declared outcome (its `\* expect:` line)
+// for every cfg, so that a new cfg is covered too.
+func TestSpecCfgs(t *testing.T) {
+	if raceIn {
+		t.Skip("-race: the model runs in one goroutine; the ordinary run explores every cfg")
+	}
+	for _, f := range specCfgs(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			c, err := ReadConfig(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := New(c)
+			r := m.Explore().Result()
+			v := r.Violation
+			switch {
+			case len(c.Expect) == 0:
+				t.Errorf("the cfg declares no outcome (`\\* expect: ok` or `\\* expect: violation INV...`)")
+			case c.Expect[0] == "ok" && v != nil:
+				t.Errorf("expected no violation; %s violated at depth %d:\n%s", v.Invariant, v.Depth, m.FormatTrace(v.Trace))
+			case c.Expect[0] == "violation" && (v == nil || !slices.Contains(c.Expect[1:], v.Invariant)):
+				t.Errorf("expected a violation of one of %v, got %+v", c.Expect[1:], v)
+			}
+			for _, a := range c.Fires {
+				if r.Transitions[core.Action(a)] == 0 && v == nil {
+					t.Errorf("the cfg's fires line names %s, which takes no step", a)
+				}
+			}
+			want, ok := tlcFigures[filepath.Base(f)]
+			if !ok {
+				t.Logf("no TLC figures for %s: only its declared outcome is checked (%d distinct states)", f, r.Distinct)
+				return
+			}
+			if r.Distinct != want.distinct || r.Depth != want.depth {
+				t.Errorf("%d distinct states, depth %d; TLC: %d, depth %d", r.Distinct, r.Depth, want.distinct, want.depth)
+			}
+			if want.generated != 0 && r.Generated != want.generated {
+				t.Errorf("%d states generated; TLC: %d", r.Generated, want.generated)
+			}
+			if want.violation == "" {
+				return
+			}
+			if v == nil || v.Invariant != want.violation || v.Depth != want.depth {
+				t.Fatalf("violation %+v; TLC: %s at depth %d", v, want.violation, want.depth)
+			}
+			// The counterexample is a path of the spec: each step enabled in
+			// the state before it, giving the state after it.
+			for i := 1; i < len(v.Trace); i++ {
+				prev := v.Trace[i-1].State
+				out := m.Do(&prev, v.Trace[i].Step)
+				if !out.Enabled || out.Next.Key() != v.Trace[i].State.Key() {
+					t.Fatalf("step %d (%s) of the counterexample is not a step of the spec", i+1, m.Describe(v.Trace[i].Step))
+				}
+			}
+			last := v.Trace[len(v.Trace)-1].State
+			if m.Invariant(v.Invariant, &last) {
+				t.Errorf("%s holds in the counterexample's last state", v.Invariant)
+			}
+		})
+	}
+}
+
+// TestExploreAllGoesOn: past a violation, Continue keeps the first one and
+// still enumerates every reachable state.
+func TestExploreAllGoesOn(t *testing.T) {
+	c, err := ReadConfig("../../spec/ThreadClaimLapseUnfenced.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := New(c).Explore().Result()
+	all := New(c).ExploreWith(Options{Continue: true, MaxDepth: first.Violation.Depth + 2}).Result()
+	if all.Violation == nil || all.Violation.Invariant != first.Violation.Invariant || all.Violation.Depth != first.Violation.Depth {
+		t.Fatalf("ExploreAll's violation %+v, Explore's %+v", all.Violation, first.Violation)
+	}
+	if all.Distinct <= first.Distinct {
+		t.Errorf("ExploreAll found %d states, no more than Explore's %d", all.Distinct, first.Distinct)
+	}
+}
+
+func fencedModel(t testing.TB) *Model {
+	c, err := ReadConfig("../../spec/ThreadClaimLapse.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(c)
+}
+
+// walk takes the steps from Init, failing when one is not enabled.
+func walk(t *testing.T, m *Model, steps ...Step) State {
+	t.Helper()
+	s := m.Init()
+	for _, st := range steps {
+		out := m.Do(&s, st)
+		if !out.Enabled {
+			t.Fatalf("%s not enabled: %s is false in %s", m.Describe(st), out.Failed, s.String())
+		}
+		s = out.Next
+	}
+	return s
+}
+
+// TestRefusalNamesConjunct: a step that is not enabled names the first
+// false conjunct of its action, in the spec's words.
+func TestRefusalNamesConjunct(t *testing.T) {
+	m := fencedModel(t)
+	const p1, p2 = 0, 1
+	st := func(a core.Action, p int) Step { return Step{Action: a, P: p} }
+	// p1 plans, its lease lapses and p2 claims: p1's start is fenced.
+	s := walk(t, m, st(core.ActionPost, -1), st(core.ActionClaim, p1), st(core.ActionPlan, p1),
+		st(core.ActionLapse, -1), st(core.ActionClaim, p2))
+	cases := []struct {
+		step Step
+		want string
+	}{
+		{st(core.ActionRunStart, p1), `FenceStart => HasLease(p)`},
+		{st(core.ActionReply, p1), `plan[p].kind = "reply"`},
+		{st(core.ActionClaim, p1), `pc[p] = "idle"`},
+		{st(core.ActionLapse, -1), ""},
+		{st(core.ActionRenew, p1), `HasLease(p)`},
+		{st(core.ActionRunEnd, p2), `pc[p] = "running"`},
+		{Step{core.ActionAbandon, p2, 1}, `r \in RunIds`},
+		{st(core.ActionAbandonFenced, p2), `~HasLease(p)`},
+		{st(core.ActionStartFenced, p2), `pc[p] = "planned"`},
+		{st(core.ActionPost, -1), ""},
+		{st(core.ActionStartFenced, p1), ""},
+	}
+	for _, c := range cases {
+		out := m.Do(&s, c.step)
+		if out.Enabled != (c.want == "") || out.Failed != c.want {
+			t.Errorf("%s: enabled %v, failed %q; want failed %q", m.Describe(c.step), out.Enabled, out.Failed, c.want)
+		}
+	}
+	// StartFenced ends p1's round and writes nothing.
+	out := m.Do(&s, st(core.ActionStartFenced, p1))
+	if n := out.Next; n.Procs[p1] != (Proc{}) || n.Msgs != s.Msgs || n.Taken != s.Taken || n.Lease != s.Lease {
+		t.Errorf("StartFenced: %s", n.String())
+	}
+}
+
+// TestUnfencedStartsStale: with FenceStart = FALSE the same stale start is
+// a RunStart, and StartFenced is not enabled because `FenceStart` is false.
+func TestUnfencedStartsStale(t *testing.T) {
+	c, err := ReadConfig("../../spec/ThreadClaimLapseUnfenced.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(c)
+	s := walk(t, m, Step{core.ActionPost, -1, 0}, Step{core.ActionClaim, 0, 0}, Step{core.ActionPlan, 0, 0},
+		Step{core.ActionLapse, -1, 0}, Step{core.ActionClaim, 1, 0}, Step{core.ActionRunStart, 0, 0})
+	if s.Taken != 1 || len(s.Runs) != 1 || s.Runs[0].Holder != 1 {
+		t.Errorf("unfenced stale start: %s", s.String())
+	}
+	if out := m.Do(&s, Step{core.ActionStartFenced, 0, 0}); out.Failed != `pc[p] = "planned"` {
+		t.Errorf("StartFenced after the start: %q", out.Failed)
+	}
+}
+
+// TestKeyRoundTrip: every reachable state's key decodes to the state, and
+// distinct states have distinct keys (the graph's count would be off
+// otherwise; here checked on the render).
+func TestKeyRoundTrip(t *testing.T) {
+	if raceIn {
+		t.Skip("-race: the model runs in one goroutine")
+	}
+	c, err := ReadConfig("../../spec/ThreadClaimLapseUnfenced.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(c).ExploreWith(Options{Continue: true, MaxDepth: 12})
+	renders := map[string]bool{}
+	for i := 0; i < g.Len(); i++ {
+		s := g.State(i)
+		if s.Key() != g.Key(i) {
+			t.Fatalf("state %d: key does not round-trip", i)
+		}
+		r := s.TLA(c.Procs)
+		if renders[r] {
+			t.Fatalf("two states render as\n%s", r)
+		}
+		renders[r] = true
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	base := "SPECIFICATION Spec\nCONSTANTS\n Procs = {\"p1\"}\n MaxMsgs = 1\n MaxClaims = 1\n MaxAsks = 0\n Fenced = TRUE\n FenceAbandon = TRUE\nINVARIANTS TypeOK\n"
+	if _, err := ParseConfig("ok.cfg", base); err != nil {
+		t.Fatalf("a good cfg: %v", err)
+	}
+	for name, text := range map[string]string{
+		"unknown constant":  base + "CONSTANT Foo = 1\n",
+		"unknown invariant": base + "INVARIANT Bogus\n",
+		"symmetry":          base + "SYMMETRY Perms\n",
+		"bad number":        strings.Replace(base, "MaxMsgs = 1", "MaxMsgs = x", 1),
+		"missing constant":  strings.Replace(base, " MaxAsks = 0\n", "", 1),
+		"twice":             base + "CONSTANT MaxAsks = 1\n",
+		"no spec":           strings.Replace(base, "SPECIFICATION Spec\n", "", 1),
+		"bad bool":          strings.Replace(base, "Fenced = TRUE", "Fenced = yes", 1),
+		"empty procs":       strings.Replace(base, `{"p1"}`, "{}", 1),
+		"open comment":      base + "(* never closed\n",
+	} {
+		if _, err := ParseConfig("bad.cfg", text); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: err %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+func TestParseTLCOutput(t *testing.T) {
+	out := `Error: Invariant I1_ConsumedAtMostOnce is violated.
+Error: The behavior up to this point is:
+State 1: <Initial predicate>
+/\\ msgs = 0
+State 2: <Post line 95, col 5 to line 97, col 80 of module ThreadClaimLapse>
+State 3: <Abandon("p1", 1) line 101, col 5 to line 108, col 80 of module ThreadClaimLapse>
+1505 states generated, 497 distinct states found, 230 states left on queue.
+The depth of the complete state graph search is 9.
+`
+	o := ParseTLCOutput(out)
+	if o.Violated != InvConsumedAtMostOnce || o.Depth != 3 || o.Distinct != 497 || o.Generated != 1505 ||
+		strings.Join(o.Trace, " ") != "Init Post Abandon(p1,1)" {
+		t.Errorf("%+v", o)
+	}
+	o = ParseTLCOutput("1044027 states generated, 228049 distinct states found, 0 states left on queue.\nThe depth of the complete state graph search is 30.\n")
+	if o.Violated != "" || o.Depth != 30 || o.Distinct != 228049 {
+		t.Errorf("%+v", o)
+	}
+}
+
+// TestCompareDumpCatchesDifference: a dump that lacks one of the model's
+// states, or has one more, is reported with the state.
+func TestCompareDumpCatchesDifference(t *testing.T) {
+	c, err := ReadConfig("../../spec/ThreadClaimLapseLiveness.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.MaxClaims, c.MaxMsgs = 2, 2
+	g := New(c).Explore()
+	var dump strings.Builder
+	for i := 0; i < g.Len(); i++ {
+		s := g.State(i)
+		dump.WriteString("State " + strconv.Itoa(i+1) + ":\n" + s.TLA(c.Procs) + "\n")
+	}
+	cmp, err := CompareDump(g, strings.NewReader(dump.String()))
+	if err != nil || !cmp.Equal() || cmp.TLCStates != g.Len() {
+		t.Fatalf("the model's own states: %+v, %v", cmp, err)
+	}
+	// Drop the last state: the model has one TLC lacks.
+	cut := dump.String()[:strings.LastIndex(dump.String(), "State ")]
+	cmp, err = CompareDump(g, strings.NewReader(cut))
+	if err != nil || cmp.OnlyModel != 1 || !strings.Contains(cmp.FirstDiff, "not in TLC's dump") {
+		t.Errorf("a state missing from the dump: %+v, %v", cmp, err)
+	}
+	// A state the model does not reach: taken past msgs.
+	bogus := strings.Replace(dump.String(), "State 1:\n/\\ msgs = 0\n/\\ taken = 0", "State 1:\n/\\ msgs = 0\n/\\ taken = 2", 1)
+	cmp, err = CompareDump(g, strings.NewReader(bogus))
+	if err != nil || cmp.OnlyTLC != 1 || !strings.Contains(cmp.FirstDiff, "taken = 2") {
+		t.Errorf("a state the model does not reach: %+v, %v", cmp, err)
+	}
+	if _, err := CompareDump(g, strings.NewReader("State 1:\n/\\ msgs = <<\n")); !errors.Is(err, ErrDump) {
+		t.Errorf("a malformed dump: %v", err)
+	}
+}
+
+// TestTLCStateForState runs TLC on every cfg in spec/ and compares its
+// state graph with the model's: for a cfg with no violation, every state
+// and every transition (-dump dot,actionlabels); for one with a
+// violation, the outcome and the states up to its depth (-dump). It needs
+// TLA2TOOLS_JAR and java; without them it skips, unless REQUIRE_TLC=1
+// (`tracecheck tlc spec`, which finds the jars itself, makes the same
+// comparison in scripts/test).
+func TestTLCStateForState(t *testing.T) {
+	jar := os.Getenv("TLA2TOOLS_JAR")
+	if jar == "" {
+		if os.Getenv("REQUIRE_TLC") == "1" {
+			t.Fatal("REQUIRE_TLC=1 but TLA2TOOLS_JAR is not set")
+		}
+		t.Skip("TLA2TOOLS_JAR not set: TLC's state graph is not compared (set it, and REQUIRE_TLC=1 to make this an error)")
+	}
+	if testing.Short() {
+		t.Skip("-short: TLC takes a minute")
+	}
+	for _, f := range specCfgs(t) {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			cmp, err := CompareGraphTLC(ctx, jar, f)
+			if err != nil {
+				t.Fatalf("running TLC (deadline 10 min): %v", err)
+			}
+			for _, d := range cmp.OutcomeDiffs {
+				t.Error(d)
+			}
+			t.Logf("TLC %d states, %d edges; model %d, %d", cmp.TLCStates, cmp.TLCEdges, cmp.ModelStates, cmp.ModelEdges)
+			if !cmp.Equal() {
+				t.Errorf("TLC has %d states and %d edges the model lacks, the model %d and %d TLC lacks; first:\n%s",
+					cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, cmp.FirstDiff)
+			}
+		})
+	}
+}
+
+// BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (228,049
+// states): go test ./specmodel -run '^$' -bench Explore -benchtime 5x
+func BenchmarkExploreFenced(b *testing.B) {
+	m := fencedModel(b)
+	for b.Loop() {
+		if r := m.Explore().Result(); r.Distinct != 228049 {
+			b.Fatalf("%d states", r.Distinct)
+		}
+	}
+	b.ReportMetric(228049, "states/op")
+}
+
+// BenchmarkTLCFenced runs TLC (one worker, no dump) on the same cfg, so
+// that one run gives the ratio: go test ./specmodel -run '^$' -bench
+// 'ExploreFenced|TLCFenced' -benchtime 3x with TLA2TOOLS_JAR set.
+func BenchmarkTLCFenced(b *testing.B) {
+	jar := os.Getenv("TLA2TOOLS_JAR")
+	if jar == "" {
+		b.Skip("TLA2TOOLS_JAR not set")
+	}
+	for b.Loop() {
+		if _, err := RunTLC(context.Background(), jar, "../../spec/ThreadClaimLapse.cfg", b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestEdgesAreSuccessors: the edges Options.Edges keeps are, state by
+// state, the successors Successors computes, and as many as the
+// transitions counted; a graph cut short keeps none.
+func TestEdgesAreSuccessors(t *testing.T) {
+	c, err := ReadConfig("../../spec/ThreadClaimLapseSmall.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(c).ExploreWith(Options{Edges: true})
+	if !g.HasEdges() {
+		t.Fatal("no edges kept")
+	}
+	total := 0
+	for _, n := range g.Result().Transitions {
+		total += n
+	}
+	if g.NumEdges() != total {
+		t.Errorf("%d edges kept, %d transitions counted", g.NumEdges(), total)
+	}
+	for i := range g.Len() {
+		e, end := g.Out(i)
+		g.Successors(i, func(st Step, j int) {
+			if e >= end {
+				t.Fatalf("state %d: fewer edges than successors", i)
+			}
+			if est, ej := g.Edge(e); est != st || ej != j {
+				t.Fatalf("state %d: edge %d is %v to %d, successor %v to %d", i, e, est, ej, st, j)
+			}
+			e++
+		})
+		if e != end {
+			t.Fatalf("state %d: more edges than successors", i)
+		}
+	}
+	if New(c).ExploreWith(Options{Edges: true, MaxDepth: 3}).HasEdges() {
+		t.Error("a graph cut short at depth 3 kept its edges")
+	}
+	u, err := ReadConfig("../../spec/ThreadClaimLapseUnfenced.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if New(u).ExploreWith(Options{Edges: true}).HasEdges() {
+		t.Error("a graph that stopped at a violation kept its edges")
+	}
+}

@@ -1,0 +1,159 @@
+package tlc
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every spec mutant in spec/mutants is caught by the check it names, on
+// a copy of the spec; the unmutated spec passes each of those checks.
+func TestSpecMutantsCaught(t *testing.T) {
+	env := realTLC(t)
+	if testing.Short() {
+		t.Skip("TLC NOT RUN: -short skips the spec mutants (about 2 minutes); run without -short, or tracecheck tlc mutants")
+	}
+	ms, err := LoadMutants(filepath.Join("../..", "spec", "mutants"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own deadline: go test's, less a margin to report in.
+	deadline := time.Now().Add(9 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	rs, err := MutantRun{Env: env, Root: "../..", Parallel: 2, Job: Job{Timeout: 5 * time.Minute}}.Run(ctx, ms)
+	if rs == nil {
+		t.Fatalf("the unmutated spec's checks: %v", err)
+	}
+	if err != nil {
+		t.Errorf("spec mutants did not all finish by the test's deadline (%v): %v", deadline.Format(time.TimeOnly), err)
+	}
+	for _, r := range rs {
+		switch {
+		case r.Err != nil:
+			t.Errorf("mutant %s: not checked (%s did not run): %v", r.Mutant.Name, r.Mutant.CaughtBy, r.Err)
+		case !r.Caught:
+			t.Errorf("mutant %s survived %s", r.Mutant.Name, r.Mutant.CaughtBy)
+		default:
+			t.Logf("mutant %s caught by %s: %s", r.Mutant.Name, r.Mutant.CaughtBy, r.How)
+		}
+	}
+}
+
+func TestMutantFilesReadAndApplyOnce(t *testing.T) {
+	ms, err := LoadMutants(filepath.Join("../..", "spec", "mutants"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := scratch(t)
+	for _, m := range ms {
+		if m.Doc == "" {
+			t.Errorf("mutant %s: no comment saying what it breaks", m.Name)
+		}
+		if m.CaughtBy != FixturesCheck {
+			if _, err := os.Stat(filepath.Join("../..", strings.TrimPrefix(m.CaughtBy, GraphCheck))); err != nil {
+				t.Errorf("mutant %s: caught-by %s: %v", m.Name, m.CaughtBy, err)
+			}
+		}
+		d := filepath.Join(dir, m.Name)
+		if err := CopySpecs("../..", d); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Apply(d); err != nil {
+			t.Errorf("mutant %s: %v", m.Name, err)
+		}
+	}
+}
+
+func TestMutantStaleAndMalformed(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := "# doc\nfile: spec/ThreadClaimLapse.tla\ncaught-by: trace fixtures\n--- replace\nnot in the spec\n--- with\nx\n"
+	m, err := ReadMutant(write("stale.mutant", good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(scratch(t)); !errors.Is(err, ErrMutantStale) {
+		t.Errorf("a mutant whose text is not in the file: %v, want ErrMutantStale", err)
+	}
+	for name, body := range map[string]string{
+		"no-with":       "file: spec/X.tla\ncaught-by: trace fixtures\n--- replace\nx\n",
+		"no-file":       "caught-by: trace fixtures\n--- replace\nx\n--- with\ny\n",
+		"bad-check":     "file: spec/X.tla\ncaught-by: a hunch\n--- replace\nx\n--- with\ny\n",
+		"bad-graph":     "file: spec/X.tla\ncaught-by: graph of the spec\n--- replace\nx\n--- with\ny\n",
+		"outside":       "file: core/x.go\ncaught-by: trace fixtures\n--- replace\nx\n--- with\ny\n",
+		"unknown-key":   "file: spec/X.tla\nwho: me\ncaught-by: trace fixtures\n--- replace\nx\n--- with\ny\n",
+		"empty-replace": "file: spec/X.tla\ncaught-by: trace fixtures\n--- replace\n--- with\ny\n",
+	} {
+		if _, err := ReadMutant(write(name+".mutant", body)); err == nil {
+			t.Errorf("%s: read without error", name)
+		}
+	}
+}
+
+func TestReadExpectation(t *testing.T) {
+	dir := t.TempDir()
+	for body, want := range map[string]string{
+		"\\* expect: ok\n\\* fires: Post Claim\nSPECIFICATION Spec\n": "ok [Post Claim]",
+		"\\* expect: violation I1\nSPECIFICATION Spec\n":              "violation I1 []",
+		"\\* expect: violation I1 I3\n":                               "error",
+		"SPECIFICATION Spec\n":                                        "error",
+		"\\* expect: ok\n\\* fires:\n":                                "error",
+	} {
+		p := filepath.Join(dir, "x.cfg")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		e, err := ReadExpectation(p)
+		got := "error"
+		if err == nil {
+			got = e.String() + " [" + strings.Join(e.Fires, " ") + "]"
+		}
+		if got != want {
+			t.Errorf("%q: got %s, want %s", body, got, want)
+		}
+	}
+}
+
+// The coverage check reads TLC's -coverage messages (recorded from a run
+// of ThreadClaimLapseSmall.cfg, cut down): an action with no step fails it.
+func TestExpectationFires(t *testing.T) {
+	res := &Result{Outcome: NoError, Messages: []Message{
+		{Code: codeCoverageNext, Body: "<Post line 98, col 1 to line 98, col 4 of module ThreadClaimLapse>: 2:950"},
+		{Code: codeCoverageNext, Body: "<StartFenced line 188, col 1 to line 188, col 14 of module ThreadClaimLapse>: 0:1370"},
+		{Code: codeCoverageNext, Body: "<Crash line 252, col 1 to line 252, col 8 of module ThreadClaimLapse>: 1638:6194"},
+	}}
+	if got := (Expectation{OK: true, Fires: []string{"Post", "StartFenced", "Crash"}}).Check(res); got != "" {
+		t.Errorf("all fired: %s", got)
+	}
+	got := (Expectation{OK: true, Fires: []string{"Post", "ReplyFenced"}}).Check(res)
+	if !strings.Contains(got, "ReplyFenced") {
+		t.Errorf("ReplyFenced never fired, but Check says %q", got)
+	}
+	if got := (Expectation{Violation: "I1"}).Check(res); got == "" {
+		t.Error("an expected violation that did not happen passed")
+	}
+}
+
+func TestReadExpectationEmptyFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "empty.cfg")
+	if err := os.WriteFile(p, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadExpectation(p); err == nil {
+		t.Error("an empty cfg declared an expectation")
+	}
+}
