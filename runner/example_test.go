@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 

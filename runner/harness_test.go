@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/runner"
 )
 
 const ttl = 10 * time.Second

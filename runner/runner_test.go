@@ -16,8 +16,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
