@@ -163,133 +163,160 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // stale) it leaves out of its looks for PollEvery.
 func (r *Runner) Run(ctx context.Context) error {
 	wake, noWake := r.cfg.Wake, (<-chan struct{})(nil)
-	rng := newRand()
-	slots := make(chan struct{}, r.cfg.MaxConcurrentTurns)
-	takeovers := make(chan struct{}, max(r.cfg.TakeoverTurns, 0))
-	ended := make(chan struct{}, 1)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		busy  = map[core.ThreadID]bool{}
-		held  = map[core.ThreadID]time.Time{} // threads found claimed by another, and when
-		start int
-	)
+	s := &scheduler{
+		r:         r,
+		ctx:       ctx,
+		rng:       newRand(),
+		slots:     make(chan struct{}, r.cfg.MaxConcurrentTurns),
+		takeovers: make(chan struct{}, max(r.cfg.TakeoverTurns, 0)),
+		ended:     make(chan struct{}, 1),
+		busy:      map[core.ThreadID]bool{},
+		held:      map[core.ThreadID]time.Time{},
+	}
 	defer r.detached.Wait()
 	defer func() {
-		wg.Wait()
+		s.wg.Wait()
 		r.endOpenRounds(ctx)
 	}()
-	// launch starts a turn on the thread in a free slot, a takeover slot
-	// when lapsed and no other is free; it returns false when none is.
-	launch := func(id core.ThreadID, lapsed bool) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if _, other := held[id]; busy[id] || other {
-			return true
-		}
-		slot, takeover := slots, false
-		select {
-		case slots <- struct{}{}:
-		default:
-			if !lapsed {
-				return false
-			}
-			select {
-			case takeovers <- struct{}{}:
-				slot, takeover = takeovers, true
-			default:
-				return false
-			}
-		}
-		busy[id] = true
-		start++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			o, _ := r.work(ctx, id, takeover)
-			mu.Lock()
-			delete(busy, id)
-			if o == OutcomeBusy {
-				held[id] = r.cfg.Clock.Now()
-			}
-			mu.Unlock()
-			<-slot
-			select {
-			case ended <- struct{}{}:
-			default:
-			}
-		}()
-		return true
-	}
 	for {
 		r.retryCrashes(ctx)
-		full := len(slots) == cap(slots)
-		if full && len(takeovers) == cap(takeovers) {
+		if s.full() && len(s.takeovers) == cap(s.takeovers) {
 			// Every slot is taken: nothing found could start. A turn's
 			// end makes Run look.
-			if !r.wait(ctx, &noWake, ended) {
+			if !r.wait(ctx, &noWake, s.ended) {
 				return ctx.Err()
 			}
 			continue
 		}
-		list, err := r.ws.Pending(ctx)
-		if err != nil && ctx.Err() == nil {
-			r.cfg.Logger.Warn("list threads with work", "err", err)
-		}
-		now := r.cfg.Clock.Now()
-		var (
-			lapsed []core.PendingThread
-			free   []core.ThreadID
-		)
-		for _, p := range list {
-			switch {
-			case p.Lease.Holder == "":
-				free = append(free, p.ID)
-			case p.Lease.Expired(now):
-				lapsed = append(lapsed, p)
-			}
-		}
-		// The longest expired first: a live holder whose clock runs behind
-		// Run's renews a lease that looks expired here, but its expiry
-		// keeps moving on; a dead holder's stays where it was. From a
-		// point of that order drawn at each look: every runner sees the
-		// same threads lapse at once (a runner died), and runners that
-		// all began at the oldest would all claim it, one winning, the
-		// rest holding its row for a round trip each and leaving the
-		// others for a later look.
-		slices.SortStableFunc(lapsed, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
-		if n := len(lapsed); n > 1 {
-			k := rng.IntN(n)
-			lapsed = append(lapsed[k:], lapsed[:k]...)
-		}
-		mu.Lock()
-		if n := len(free); n > 0 {
-			free = append(free[start%n:], free[:start%n]...)
-		}
-		for id, at := range held {
-			if now.Sub(at) >= r.cfg.PollEvery {
-				delete(held, id)
-			}
-		}
-		mu.Unlock()
-		for _, p := range lapsed {
-			if ctx.Err() != nil || !launch(p.ID, true) {
+		lapsed, free := s.look()
+		for _, id := range lapsed {
+			if ctx.Err() != nil || !s.launch(id, true) {
 				break
 			}
 		}
 		for _, id := range free {
-			if ctx.Err() != nil || !launch(id, false) {
+			if ctx.Err() != nil || !s.launch(id, false) {
 				break
 			}
 		}
 		w := &wake
-		if len(slots) == cap(slots) {
+		if s.full() {
 			w = &noWake // a wake-up brings no expired lease
 		}
-		if !r.wait(ctx, w, ended) {
+		if !r.wait(ctx, w, s.ended) {
 			return ctx.Err()
 		}
 	}
+}
+
+// scheduler is one Run's state: its turn slots and takeover slots, the
+// threads it is working and those it found held by another holder.
+type scheduler struct {
+	r         *Runner
+	ctx       context.Context
+	rng       *rand.Rand
+	slots     chan struct{}
+	takeovers chan struct{}
+	ended     chan struct{} // a turn ended: Run looks again
+	wg        sync.WaitGroup
+
+	mu    sync.Mutex
+	busy  map[core.ThreadID]bool
+	held  map[core.ThreadID]time.Time // threads found claimed by another, and when
+	start int                         // turns started, which rotates the free threads
+}
+
+// full reports whether every ordinary turn slot is taken.
+func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
+
+// look lists the threads with work and returns those whose lease has
+// lapsed, in the order Run takes them over, and the free ones, rotated by
+// the turns started so far.
+func (s *scheduler) look() (lapsed, free []core.ThreadID) {
+	r := s.r
+	list, err := r.ws.Pending(s.ctx)
+	if err != nil && s.ctx.Err() == nil {
+		r.cfg.Logger.Warn("list threads with work", "err", err)
+	}
+	now := r.cfg.Clock.Now()
+	var expired []core.PendingThread
+	for _, p := range list {
+		switch {
+		case p.Lease.Holder == "":
+			free = append(free, p.ID)
+		case p.Lease.Expired(now):
+			expired = append(expired, p)
+		}
+	}
+	// The longest expired first: a live holder whose clock runs behind
+	// Run's renews a lease that looks expired here, but its expiry keeps
+	// moving on; a dead holder's stays where it was. From a point of that
+	// order drawn at each look: every runner sees the same threads lapse
+	// at once (a runner died), and runners that all began at the oldest
+	// would all claim it, one winning, the rest holding its row for a
+	// round trip each and leaving the others for a later look.
+	slices.SortStableFunc(expired, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
+	if n := len(expired); n > 1 {
+		k := s.rng.IntN(n)
+		expired = append(expired[k:], expired[:k]...)
+	}
+	for _, p := range expired {
+		lapsed = append(lapsed, p.ID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(free); n > 0 {
+		free = append(free[s.start%n:], free[:s.start%n]...)
+	}
+	for id, at := range s.held {
+		if now.Sub(at) >= r.cfg.PollEvery {
+			delete(s.held, id)
+		}
+	}
+	return lapsed, free
+}
+
+// launch starts a turn on the thread in a free slot, a takeover slot when
+// lapsed and no other is free; it returns false when none is.
+func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, other := s.held[id]; s.busy[id] || other {
+		return true
+	}
+	slot, takeover := s.slots, false
+	select {
+	case s.slots <- struct{}{}:
+	default:
+		if !lapsed {
+			return false
+		}
+		select {
+		case s.takeovers <- struct{}{}:
+			slot, takeover = s.takeovers, true
+		default:
+			return false
+		}
+	}
+	s.busy[id] = true
+	s.start++
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		o, _ := s.r.work(s.ctx, id, takeover)
+		s.mu.Lock()
+		delete(s.busy, id)
+		if o == OutcomeBusy {
+			s.held[id] = s.r.cfg.Clock.Now()
+		}
+		s.mu.Unlock()
+		<-slot
+		select {
+		case s.ended <- struct{}{}:
+		default:
+		}
+	}()
+	return true
 }
 
 // wait waits for a reason to look for work: PollEvery passing, a turn's
