@@ -7,7 +7,7 @@
 //
 // Run takes the graph specmodel explores for a cfg and drives
 // core.Workspace over a real core.Storage (store/memory, or PostgreSQL)
-// along every edge of it, with one simclock per process. Each state is
+// along every edge of it, with one manual clock per process. Each state is
 // reached by replaying its shortest path on a fresh thread (the tree of
 // shortest paths is walked depth first, so a state's first child is
 // reached by committing one more step on its parent's thread). From each
