@@ -32,8 +32,8 @@
 // short turn that abandons what the lapsed claim left and releases the
 // thread. So a thread whose runner died is claimed within ClaimTTL +
 // PollEvery of its last renewal however busy the runners are
-// (BenchmarkHandover measures it; TestTakeoverWhileSaturated shows it with
-// manual clocks).
+// (TestTakeoverWhileSaturated shows it with manual clocks; BenchmarkHandover
+// measures it: runner/BENCH.md).
 //
 // A turn that gives up after a write whose commit is unknown ends its
 // round with Crash; when storage cannot answer that Crash either, the
@@ -57,6 +57,6 @@
 //
 // A program that embeds the runner uses New, Run (or Work for one turn),
 // Config, Agent, Session and RunHandle. Turn, NewTurn, Step, the Step
-// constants and Steps serve the deterministic simulator (package sim),
+// constants and Steps serve the deterministic simulator (internal/sim),
 // which interleaves many processes' turns one step at a time.
 package runner

@@ -11,9 +11,13 @@ import (
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
-// A runner over a workspace: the README's "Using the runner". Run works
-// threads until its context ends; OnTurn reports each turn (here it ends
-// Run after the first) and OnRun hands over each run's handle.
+// A runner over a workspace (the README shows this Example). Run works
+// threads until its context ends. Here its one turn claims t1 under a
+// fresh holder, plans a run for the posted message, starts it (the
+// fenced write that consumes the message), runs the agent, records the
+// run's end and releases the thread. OnRun hands over each run's handle
+// as soon as it is planned; OnTurn reports each turn, and here ends Run
+// after the first.
 func ExampleRunner_Run() {
 	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
 	ws := core.NewWorkspace(memory.New(), clock, core.WithProcess("runner-1"))

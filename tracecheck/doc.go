@@ -1,11 +1,17 @@
 // Package tracecheck checks that executions of the real Go code are
-// behaviours of the specification, spec/ThreadClaimLapse.tla: it writes and
-// reads the trace core emits, follows it line by line through the spec's
-// actions (the Go trace checker), and checks concurrent histories of the
-// lease and fenced-consume operations for linearizability with porcupine.
-// It is pure: it imports core and nothing else of this project, so that a
-// storage author or a tool can check traces without the runner or a
-// storage. The executions the checks are applied to live in package sim.
+// behaviours of the specification, spec/ThreadClaimLapse.tla. It writes
+// and reads the trace core emits (one ndjson line per spec action), follows
+// a trace line by line through the spec's actions and invariants (the Go
+// trace checker), and checks concurrent histories of the lease and
+// fenced-consume operations for linearizability with porcupine.
+//
+// Its promise: Check accepts a trace exactly when it is a behaviour of the
+// spec, as TLC's trace spec (tla/) would, line for line; at the first line
+// no action explains it returns a *Violation naming the line, the action
+// and the spec's conjunct that failed. It is pure: it imports core and
+// nothing else of this project, so a storage author or a tool can check
+// traces without the runner or a storage. A trace from a core.Workspace is
+// a Recorder (or a Writer to a file) passed as its Tracer.
 //
 // # The trace
 //
@@ -170,9 +176,9 @@
 //
 // # Histories of many processes
 //
-// A many-process execution (cmd/tracecheck's fleet) runs runner OS
-// processes; each writes a history file (HistoryWriter: trace lines with
-// wall-clock call and return times, one unbuffered write a line), and the
+// A many-process execution (tracecheck fleet) runs runner OS processes;
+// each writes a history file (HistoryWriter: trace lines with wall-clock
+// call and return times, one unbuffered write a line), and the
 // storage keeps the committed writes' lines itself (core.TraceLog,
 // postgres.Options.KeepTrace), so a process killed after a commit loses no
 // write. MergeHistories makes the trace: writes from storage, reads from
@@ -202,48 +208,6 @@
 // ErrNotLinearizable (and porcupine's HTML visualisation written where the
 // caller says), or Unknown with ErrLinearizabilityUnknown: a timeout is
 // never a pass.
-//
-// # Figures
-//
-// Measured on this project's machine (2 cores, AMD EPYC, Go 1.26) while
-// it ran other engineers' jobs: wall-clock rates are a fraction of an
-// idle machine's, so the reader is compared with the reader it replaced
-// in one interleaved run (the old one built from the commit before, the
-// same benchmark in both), by lines per CPU-second of the process:
-//
-//	go test -c -o new.test ./tracecheck   # and old.test at the old commit
-//	for i in 1 2 3 4 5 6; do
-//	  old.test -test.run '^$' -test.bench 'BenchmarkReadCheck$|BenchmarkCheck$' -test.cpu 1 -test.benchtime 4x >>old.txt
-//	  new.test -test.run '^$' -test.bench 'BenchmarkReadCheck$|BenchmarkCheck$' -test.cpu 1 -test.benchtime 4x >>new.txt
-//	done; benchstat old.txt new.txt
-//
-//	BenchmarkReadCheck   a 200,000-line trace core wrote (3 threads, 4 processes, lapses, stalls,
-//	                     refusals, crashes), as ndjson, read and checked (CheckReader), one core:
-//	                     load ~4: 1.48-1.78 M -> 3.16-3.92 M lines per CPU-second (median 1.72 M
-//	                     -> 3.52 M, x2.0); load 21-37: median 1.62 M -> 2.71 M (+67%, p=0.004);
-//	                     6.9 MiB and 10.6 k allocations per run -> 5.7 MiB and 11.8 k (per claim:
-//	                     the holder's string, the holder set's growth)
-//	BenchmarkRead        the reader alone on the same trace: about 5 M lines per CPU-second
-//	BenchmarkReadCheckLarge  10,000,000 synthetic lines (100 threads, 1 M claims, 2 M messages)
-//	                     streamed: 251 MiB of heap in use at the end, 306 MiB peak RSS (the
-//	                     previous reader: 254 and 300), for a 1.9 GB trace: the reader's memory
-//	                     is its 256 KiB buffer and a fixed 32 KiB string table; what grows is the
-//	                     spec's state the checker keeps per claim round, not the lines
-//
-// What made the difference (profiled with -cpuprofile): the fast path
-// compares each key with the whole literal that must come next (a few
-// word loads), scans strings eight bytes at a time, and finds the newline
-// as the line ends instead of searching for it first; shared strings come
-// from a fixed hashed table instead of a map; the checker finds a line's
-// action by a perfect hash once, checks Claim's fresh holder in a compact
-// hash set instead of a map of strings (that map was most of a Claim's
-// cost), and keeps recent threads and processes as indexes (no write
-// barriers on a hit). The fast path reads only core's own form and falls
-// back to the strict decoder for anything else; FuzzCanonical holds both
-// to encoding/json on arbitrary input.
-//
-//	BenchmarkPorcupine/threads=500  ~100,020 operations of 8 concurrent clients: 0.07–0.16 s
-//	BenchmarkPorcupine/threads=50   ~100,020 operations, longer partitions: 0.08–0.33 s
 //
 // The fuzzers (go test ./tracecheck -run '^$' -fuzz FuzzRead, FuzzCheck,
 // FuzzCanonical) keep their seed corpus under testdata/fuzz/. FuzzRead is

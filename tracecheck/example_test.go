@@ -1,10 +1,15 @@
 package tracecheck_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -35,4 +40,28 @@ func ExampleCheckReader() {
 	// Output:
 	// 6 lines, error: <nil>
 	// rejected: bad.ndjson line 5 RunStart guard Fenced => HasLease(p)
+}
+
+// Checking what the real code did: a Recorder is the Workspace's Tracer,
+// and Check follows its lines through the specification. (A process that
+// writes a file passes a Writer instead, and the file is checked with
+// CheckFile or `tracecheck validate`.)
+func ExampleRecorder() {
+	ctx := context.Background()
+	rec := &tracecheck.Recorder{}
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	ws := core.NewWorkspace(memory.New(), clock, core.WithProcess("p1"), core.WithTracer(rec))
+	_ = ws.CreateThread(ctx, "t1")
+	_, _ = ws.Post(ctx, "t1", "deploy staging")
+
+	c, _ := ws.Claim(ctx, "t1", "9f3c2a", 30*time.Second)
+	p, _ := ws.Plan(ctx, c)
+	run, _ := ws.RunStart(ctx, c, p.Message)
+	_ = ws.RunEnd(ctx, c, run)
+	_ = ws.Release(ctx, c)
+
+	stats, err := tracecheck.Check(rec.Lines())
+	fmt.Println(stats.Lines, "lines,", stats.PerAction[core.ActionRunStart], "RunStart, error:", err)
+	// Output:
+	// 6 lines, 1 RunStart, error: <nil>
 }

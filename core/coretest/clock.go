@@ -1,7 +1,3 @@
-// Package simclock is a clock that moves only when told to. Tests and the
-// deterministic simulation give each simulated process its own, so that
-// processes can disagree about the time (clock skew) and a lease can lapse
-// under a holder whose timers have not fired.
 package coretest
 
 import (
@@ -23,7 +19,7 @@ type waiter struct {
 	ch chan time.Time
 }
 
-// New returns a clock reading start.
+// NewClock returns a clock reading start.
 func NewClock(start time.Time) *Clock { return &Clock{now: start} }
 
 // Now returns the clock's time.

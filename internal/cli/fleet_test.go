@@ -165,7 +165,7 @@ var soakArgs = []string{"-procs", "4", "-threads", "32", "-messages", "600", "-t
 // killCheckArgs is the short soak with the nemesis kinds that take leases
 // from live holders (stop, kill, clock jumps, latency, delayed COMMITs):
 // each single fence off is caught in it in at least 19 of 20 seeded runs
-// (the README has the tallies and the command). Terminated backends and
+// (internal/fleet/BENCH.md has the tallies and the command). Terminated backends and
 // partitions end rounds instead (the worker gives its claim up), and with
 // them in the draw the Abandon mutant was caught in only 16 of 20 runs.
 var killCheckArgs = append(slices.Clone(soakArgs), "-nemesis", "stop,kill,clock,latency,commit")

@@ -12,7 +12,7 @@ import (
 // BenchmarkRunSeeds measures the main job's deterministic executions (run,
 // trace-checked, folded in seed order) per second with 1 and 2 workers:
 //
-//	go test ./cmd/tracecheck -run '^$' -bench RunSeeds -count 6 | benchstat -col /workers -
+//	go test ./internal/cli -run '^$' -bench RunSeeds -count 6 | benchstat -col /workers -
 func BenchmarkRunSeeds(b *testing.B) {
 	for _, w := range []int{1, 2} {
 		b.Run(fmt.Sprintf("workers=%d", w), func(b *testing.B) {

@@ -126,7 +126,7 @@ func TestConformSample(t *testing.T) {
 func TestConformPostgres(t *testing.T) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
-		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./conform)")
+		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./internal/conform)")
 	}
 	ctx := runCtx(t, 10*time.Minute)
 	store, err := postgres.Open(ctx, url, postgres.Options{Schema: "tcconform_" + strings.ReplaceAll(t.Name(), "/", "_") + "_" + time.Now().Format("150405.000000")[7:]})

@@ -7,7 +7,7 @@
 //
 // Run takes the graph specmodel explores for a cfg and drives
 // core.Workspace over a real core.Storage (store/memory, or PostgreSQL)
-// along every edge of it, with one simclock per process. Each state is
+// along every edge of it, with one manual clock per process. Each state is
 // reached by replaying its shortest path on a fresh thread (the tree of
 // shortest paths is walked depth first, so a state's first child is
 // reached by committing one more step on its parent's thread). From each
@@ -51,11 +51,5 @@
 // instead of probed, each on a thread of its own; that is how a
 // PostgreSQL run stays short.
 //
-// Figures (this project's machine, 2 cores shared with many other jobs,
-// Go 1.26): the fenced cfg's 1,044,026 edges from 228,049 states, with
-// 811,224 refusals asked, 0 divergences, in 1 min 33 s at a load average
-// of 15 and 3 min 11 s at 48, over store/memory (go test ./conform -run
-// TestConformFenced -v, or tracecheck conform); 1,000 sampled edges over
-// PostgreSQL, rounds on, 0 divergences, in 43 s to 81 s
-// (scripts/with-postgres go test ./conform -run TestConformPostgres -v).
+// Its figures, each with its command: internal/cli/BENCH.md, "conform".
 package conform

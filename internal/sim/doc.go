@@ -6,8 +6,8 @@
 //
 // Seeded is a deterministic execution: a seeded scheduler (Config.Seed)
 // interleaves the steps of several runner processes, each with its own
-// simclock, with posts, renewals, time passing on every clock, one clock
-// jumping ahead (skew), and crashes. A process the scheduler leaves alone
+// manual clock (core/coretest), with posts, renewals, time passing on
+// every clock, one clock jumping ahead (skew), and crashes. A process the scheduler leaves alone
 // is stalled between its read and its write while leases lapse. The same
 // seed replays the same execution. After every operation Check reads
 // storage and checks I1_ConsumedAtMostOnce, I3_OneActiveRun and
@@ -38,6 +38,6 @@
 // time with short TTLs, skewed clocks (SkewedClock), agents that stall past
 // the TTL (StallingAgent), writes held in flight before they reach
 // storage, and a poster. Its lines carry call and return times for
-// porcupine. The fleet's worker processes (cmd/tracecheck) use the same
+// porcupine. The fleet's worker processes (tracecheck worker) use the same
 // clock and agent.
 package sim

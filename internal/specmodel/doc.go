@@ -33,18 +33,5 @@
 // Go code writes (tracecheck/doc.go's format), so that a path of the graph
 // can be fed to a trace checker.
 //
-// # Figures
-//
-// Measured on this project's machine (2 cores, shared; Go 1.26):
-//
-//	go test ./specmodel -run '^$' -bench 'ExploreFenced|TLCFenced' -benchtime 3x
-//
-// BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (228,049
-// states, 1,044,027 generated) in about 1 s at a low load; the machine was
-// shared with many jobs when these were taken, and figures under load
-// swing widely (2.8 s to 24 s). TLC with one worker takes 7 s idle; one
-// after the other at a load average of 48: tracecheck model 21 s, TLC 22 s
-// for the fenced cfg; 5.1 s and 26 s for the liveness cfg; under 0.6 s and
-// 41-59 s for the unfenced ones. BenchmarkTLCFenced (TLA2TOOLS_JAR) runs
-// TLC beside it for a ratio in one run.
+// Its benchmarks and figures, beside TLC's: BENCH.md in this directory.
 package specmodel

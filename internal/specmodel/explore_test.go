@@ -344,7 +344,7 @@ func TestTLCStateForState(t *testing.T) {
 }
 
 // BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (228,049
-// states): go test ./specmodel -run '^$' -bench Explore -benchtime 5x
+// states): go test ./internal/specmodel -run '^$' -bench Explore -benchtime 5x
 func BenchmarkExploreFenced(b *testing.B) {
 	m := fencedModel(b)
 	for b.Loop() {
@@ -356,7 +356,7 @@ func BenchmarkExploreFenced(b *testing.B) {
 }
 
 // BenchmarkTLCFenced runs TLC (one worker, no dump) on the same cfg, so
-// that one run gives the ratio: go test ./specmodel -run '^$' -bench
+// that one run gives the ratio: go test ./internal/specmodel -run '^$' -bench
 // 'ExploreFenced|TLCFenced' -benchtime 3x with TLA2TOOLS_JAR set.
 func BenchmarkTLCFenced(b *testing.B) {
 	jar := os.Getenv("TLA2TOOLS_JAR")

@@ -77,7 +77,7 @@ var recordings = []recording{
 	{"error", traceJob("internal/tlc/testdata/traces/missing-msg-field.ndjson"), want{outcome: Failed, text: `Attempted to select nonexistent field "msg"`, distinct: 1, depth: 1, traceLen: 1, lastVar: "l", lastValue: "1"}},
 }
 
-// TestRecord rewrites the recordings with a real TLC: go test ./tlc -run
+// TestRecord rewrites the recordings with a real TLC: go test ./internal/tlc -run
 // TestRecord -record. It is skipped without -record.
 func TestRecord(t *testing.T) {
 	if !*record {

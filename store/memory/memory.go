@@ -1,12 +1,3 @@
-// Package memory is an in-memory core.Storage: one lock serialises every
-// transaction, and a lease acquire takes that lock as any transaction does,
-// so a fenced write's HoldsLease stays true until its transaction ends.
-//
-// Writes change the store in place under the lock and are undone if the
-// transaction fails, so a write costs O(1) whatever the thread's size.
-//
-// It is what the command-line tool and the simulations run on by default,
-// and the reference the PostgreSQL storage is held to by storetest.
 package memory
 
 import (

@@ -1,22 +1,3 @@
-// Package storetest is the conformance suite every core.Storage passes:
-// the same tests run against the in-memory storage and PostgreSQL. A
-// storage's test calls Run with a constructor that returns an empty
-// storage for each test (or Exercise, which runs Run and every other
-// check). The tests run in parallel, each on its own storage.
-//
-// Besides the cases every storage passes, the suite checks what a storage
-// offers beyond core.Storage when it offers it: read-only transactions
-// (core.Viewer), and the trace lines its transactions keep
-// (core.TraceLog, read back through TraceReader).
-//
-// Its pieces serve a storage's own tests too: Hooked pauses a real
-// transaction at a point (after HoldsLease, after Append) for a test to
-// act while it is there; CheckAcquireWaits is the fence's central
-// property as a check that returns what it found, so that a mutation test
-// can require it to fail; ReuseHolder and CheckReuseHolderMutant play a
-// holder reused across claims; BenchmarkConsumingWrite is the benchmark
-// of the consuming write every storage runs, beside its own baselines.
-// Every wait is bounded by WaitLimit and fails naming what it waited for.
 package storetest
 
 import (
