@@ -618,17 +618,12 @@ func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
 	if err != nil {
 		return err
 	}
-	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Abandon, c, TraceEvent{Action: ActionAbandonFenced, Run: run})
-	if err != nil {
-		r.leave(fline, ftraced, err, nil)
-		return err
-	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
+		lease, err := w.fence(ctx, tx, w.fences.Abandon, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
 		if err != nil {
 			return err
 		}
@@ -758,17 +753,12 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		return 0, err
 	}
 	var id RunID
-	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Start, c, TraceEvent{Action: ActionStartFenced, Msg: prompt})
-	if err != nil {
-		r.leave(fline, ftraced, err, nil)
-		return 0, err
-	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
+		lease, err := w.fence(ctx, tx, w.fences.Start, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
 		if err != nil {
 			return err
 		}
@@ -798,17 +788,12 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 	if err != nil {
 		return err
 	}
-	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Reply, c, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req})
-	if err != nil {
-		r.leave(fline, ftraced, err, nil)
-		return err
-	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
+		lease, err := w.fence(ctx, tx, w.fences.Reply, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
 		if err != nil {
 			return err
 		}
