@@ -588,11 +588,6 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 // does not and the fence is on, it leaves the refusal's line and returns
 // ErrThreadBusy. It returns the lease holder seen.
 func (w *Workspace) fence(ctx context.Context, tx Transaction, on bool, c Claim, t *Thread, refusal TraceEvent, line **TraceEvent) (Holder, error) {
-	if !on && w.tracer == nil {
-		// The mutant, untraced: no lease read, so that a benchmark of it
-		// measures a write without the fence's lock.
-		return "", nil
-	}
 	held, l, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
 	if err != nil {
 		return "", err
