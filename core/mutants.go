@@ -12,6 +12,14 @@ type Mutants struct {
 	// PlanNotChecked lets RunStart and Reply write a message or request
 	// other than the round's current plan.
 	PlanNotChecked bool
+
+	// DoubtIgnored lets a round go on after a write whose commit outcome
+	// is unknown (ErrCommitUnknown) as if the write had not been made:
+	// a retry of it reaches storage, where the round would take only
+	// Crash. A caller that retries such a write (the runner's
+	// RetryCommitUnknownForTesting) is the defect this protection
+	// hides: the simulations switch both on to show that they catch it.
+	DoubtIgnored bool
 }
 
 // WithMutantsForTesting switches mutants on. It exists for mutation tests;

@@ -41,15 +41,6 @@ func WithDoubts(fn func(Doubt)) Option { return func(w *Workspace) { w.doubts = 
 // setting reaches it.
 func WithFencesForTesting(f Fences) Option { return func(w *Workspace) { w.fences = f } }
 
-// WithoutRoundsForTesting switches off the rounds: the Workspace then
-// accepts any call on any claim, even one built by hand, in any order,
-// and leaves every check to storage. It exists for storage conformance
-// tests, which drive a storage's fences through sequences the
-// specification does not allow, and for the mutant that shows the API
-// state machine test catches a workspace without rounds; no deployment
-// setting reaches it.
-func WithoutRoundsForTesting() Option { return func(w *Workspace) { w.noRounds = true } }
-
 // Workspace writes threads through a Storage under claims. Each runner
 // process has its own, with its own clock; many share one Storage. It is
 // safe for concurrent use.
@@ -67,9 +58,7 @@ type Workspace struct {
 	tracer  Tracer
 	fences  Fences
 	mutants Mutants
-	// noRounds: WithoutRoundsForTesting.
-	noRounds bool
-	doubts   func(Doubt) // WithDoubts
+	doubts  func(Doubt) // WithDoubts
 
 	mu     sync.Mutex
 	rounds map[ThreadID]*round // the open round of each thread
@@ -402,15 +391,12 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	if ttl <= 0 {
 		return Claim{}, Plan{}, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
-	r := &round{ws: w, thread: id, holder: holder, phase: phaseClaimed}
-	if !w.noRounds {
-		if err := w.finishPending(ctx, id); err != nil {
-			return Claim{}, Plan{}, err
-		}
-		var err error
-		if r, err = w.reserve(id, holder); err != nil {
-			return Claim{}, Plan{}, err
-		}
+	if err := w.finishPending(ctx, id); err != nil {
+		return Claim{}, Plan{}, err
+	}
+	r, err := w.reserve(id, holder)
+	if err != nil {
+		return Claim{}, Plan{}, err
 	}
 	var (
 		p        Plan
@@ -455,11 +441,6 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		return nil
 	})
 	switch {
-	case w.noRounds && err != nil && !errors.Is(err, ErrCommitUnknown):
-		return Claim{}, Plan{}, err
-	case w.noRounds && err != nil:
-		return c, Plan{}, err
-	case w.noRounds:
 	case errors.Is(err, ErrCommitUnknown):
 		r.mu.Lock()
 		r.doubt, r.claimDoubt = true, true

@@ -84,8 +84,9 @@ type Mutants struct {
 	// Caught only with Interleave.
 	FenceInOwnTransaction bool
 	// RetryCommitUnknown: the runner retries a RunStart or Reply whose
-	// commit outcome is unknown (runner.Turn.RetryCommitUnknownForTesting).
-	// Caught only with Faults.
+	// commit outcome is unknown (runner.Turn.RetryCommitUnknownForTesting),
+	// and core lets it (core.Mutants.DoubtIgnored). Caught only with
+	// Faults.
 	RetryCommitUnknown bool
 }
 
@@ -312,7 +313,7 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		// Core refuses the retry itself (a round whose write's commit is
 		// unknown takes only Crash): the mutant is the runner's defect
 		// with that protection off too.
-		opts = append(opts, core.WithoutRoundsForTesting())
+		opts = append(opts, core.WithMutantsForTesting(core.Mutants{DoubtIgnored: true}))
 	}
 	var procStore core.Storage = cfg.Storage
 	if cfg.Interleave || cfg.Faults > 0 {
