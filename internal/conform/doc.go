@@ -55,9 +55,9 @@
 //
 // Figures (this project's machine, 2 cores shared with many other jobs,
 // Go 1.26): the fenced cfg's 1,044,026 edges from 228,049 states, with
-// 811,224 refusals asked, 0 divergences, in 17 to 25 s (16 s of CPU) at a
-// load average of 5 to 9, over store/memory (go test ./internal/conform
-// -run TestConformFenced -v, or tracecheck conform); 1,000 sampled edges over
+// 811,224 refusals asked, 0 divergences, in 1 min 33 s at a load average
+// of 15 and 3 min 11 s at 48, over store/memory (go test ./conform -run
+// TestConformFenced -v, or tracecheck conform); 1,000 sampled edges over
 // PostgreSQL, rounds on, 0 divergences, in 43 s to 81 s
 // (scripts/with-postgres go test ./conform -run TestConformPostgres -v).
 package conform

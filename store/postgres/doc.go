@@ -244,10 +244,10 @@
 //	benchstat -col /write bench.txt
 //
 //	write (RunStart, thread of ≤ 256 runs)   allocs  bytes
-//	fenced: one statement (default)              20  1.6 KB
-//	unfenced (fences off, no lease read)         22  1.6 KB
-//	fenced-locking: two round trips             133  6.1 KB
-//	fenced-nocache: whole log folded            666  105 KB
+//	fenced: one statement (default)              22  2.0 KB
+//	unfenced (fences off)                        22  2.0 KB
+//	fenced-locking: two round trips             134  5.9 KB
+//	fenced-nocache: whole log folded            667  107 KB
 //	update-tx: BEGIN; one UPDATE; COMMIT          8  226 B
 //	update: one autocommitted UPDATE              4  138 B
 //
@@ -310,10 +310,8 @@
 // Parameters go in binary (bigint, timestamptz, text): nothing to format
 // on the client, nothing to parse on the server.
 //
-// Fenced and unfenced cost the same: unfenced runs over a storage wrapper
-// that answers HoldsLease without reading the lease (two allocations of
-// its own), and the fence's read costs nothing here, the lease being on
-// the row the write updates anyway.
+// Fenced and unfenced cost the same because the Workspace calls
+// HoldsLease whether or not the fence is on (it traces the lease seen).
 //
 // Lease writes, alternated with the version before on one server
 // (BenchmarkLeaseWrites, three runs each, against the UPDATE):
