@@ -21,7 +21,7 @@ func (w *Workspace) ForkForTesting(s Storage, clock Clock, tracer Tracer) (fork 
 	w.mu.Lock()
 	f := &forked{from: w, to: &Workspace{
 		storage: s, clock: clock, proc: w.proc, tracer: tracer,
-		fences: w.fences, mutants: w.mutants, noRounds: w.noRounds, doubts: w.doubts,
+		fences: w.fences, mutants: w.mutants, doubts: w.doubts,
 		rounds: make(map[ThreadID]*round, len(w.rounds)),
 		used:   maps.Clone(w.used),
 		usedQ:  slices.Clone(w.usedQ),

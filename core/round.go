@@ -135,12 +135,6 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 		return nil, err
 	}
 	r := c.r
-	if w.noRounds {
-		// WithoutRoundsForTesting: a round of its own for this call only.
-		r = &round{ws: w, thread: c.Thread, holder: c.Holder, phase: phaseClaimed}
-		r.calls, r.idle = 1, make(chan struct{})
-		return r, nil
-	}
 	switch {
 	case r == nil:
 		return nil, fmt.Errorf("%w: claim on thread %q was not made by Workspace.Claim", ErrInvalidArgument, c.Thread)
@@ -162,7 +156,7 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 		// The round's Crash is being traced, at a version that a write of
 		// the round (a renewal) must not pass.
 		return nil, fmt.Errorf("%s on thread %q: %w: the round's Crash is in progress", a, c.Thread, ErrRoundOver)
-	case r.doubt && a != ActionCrash:
+	case r.doubt && a != ActionCrash && !w.mutants.DoubtIgnored:
 		return nil, fmt.Errorf("%s on thread %q: %w: a write's commit is unknown, only Crash may follow", a, c.Thread, ErrOutOfOrder)
 	case !allowed(a, ph):
 		return nil, fmt.Errorf("%s on thread %q: %w: the round is %s", a, c.Thread, ErrOutOfOrder, ph)

@@ -41,15 +41,6 @@ func WithDoubts(fn func(Doubt)) Option { return func(w *Workspace) { w.doubts = 
 // setting reaches it.
 func WithFencesForTesting(f Fences) Option { return func(w *Workspace) { w.fences = f } }
 
-// WithoutRoundsForTesting switches off the rounds: the Workspace then
-// accepts any call on any claim, even one built by hand, in any order,
-// and leaves every check to storage. It exists for storage conformance
-// tests, which drive a storage's fences through sequences the
-// specification does not allow, and for the mutant that shows the API
-// state machine test catches a workspace without rounds; no deployment
-// setting reaches it.
-func WithoutRoundsForTesting() Option { return func(w *Workspace) { w.noRounds = true } }
-
 // Workspace writes threads through a Storage under claims. Each runner
 // process has its own, with its own clock; many share one Storage. It is
 // safe for concurrent use.
@@ -67,9 +58,7 @@ type Workspace struct {
 	tracer  Tracer
 	fences  Fences
 	mutants Mutants
-	// noRounds: WithoutRoundsForTesting.
-	noRounds bool
-	doubts   func(Doubt) // WithDoubts
+	doubts  func(Doubt) // WithDoubts
 
 	mu     sync.Mutex
 	rounds map[ThreadID]*round // the open round of each thread
@@ -402,15 +391,12 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	if ttl <= 0 {
 		return Claim{}, Plan{}, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
-	r := &round{ws: w, thread: id, holder: holder, phase: phaseClaimed}
-	if !w.noRounds {
-		if err := w.finishPending(ctx, id); err != nil {
-			return Claim{}, Plan{}, err
-		}
-		var err error
-		if r, err = w.reserve(id, holder); err != nil {
-			return Claim{}, Plan{}, err
-		}
+	if err := w.finishPending(ctx, id); err != nil {
+		return Claim{}, Plan{}, err
+	}
+	r, err := w.reserve(id, holder)
+	if err != nil {
+		return Claim{}, Plan{}, err
 	}
 	var (
 		p        Plan
@@ -455,11 +441,6 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		return nil
 	})
 	switch {
-	case w.noRounds && err != nil && !errors.Is(err, ErrCommitUnknown):
-		return Claim{}, Plan{}, err
-	case w.noRounds && err != nil:
-		return c, Plan{}, err
-	case w.noRounds:
 	case errors.Is(err, ErrCommitUnknown):
 		r.mu.Lock()
 		r.doubt, r.claimDoubt = true, true
@@ -588,11 +569,6 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 // does not and the fence is on, it leaves the refusal's line and returns
 // ErrThreadBusy. It returns the lease holder seen.
 func (w *Workspace) fence(ctx context.Context, tx Transaction, on bool, c Claim, t *Thread, refusal TraceEvent, line **TraceEvent) (Holder, error) {
-	if !on && w.tracer == nil {
-		// The mutant, untraced: no lease read, so that a benchmark of it
-		// measures a write without the fence's lock.
-		return "", nil
-	}
 	held, l, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
 	if err != nil {
 		return "", err
@@ -618,17 +594,12 @@ func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
 	if err != nil {
 		return err
 	}
-	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Abandon, c, TraceEvent{Action: ActionAbandonFenced, Run: run})
-	if err != nil {
-		r.leave(fline, ftraced, err, nil)
-		return err
-	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
+		lease, err := w.fence(ctx, tx, w.fences.Abandon, c, t, TraceEvent{Action: ActionAbandonFenced, Run: run}, line)
 		if err != nil {
 			return err
 		}
@@ -758,17 +729,12 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		return 0, err
 	}
 	var id RunID
-	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Start, c, TraceEvent{Action: ActionStartFenced, Msg: prompt})
-	if err != nil {
-		r.leave(fline, ftraced, err, nil)
-		return 0, err
-	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
+		lease, err := w.fence(ctx, tx, w.fences.Start, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
 		if err != nil {
 			return err
 		}
@@ -798,17 +764,12 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 	if err != nil {
 		return err
 	}
-	on, fline, ftraced, err := w.fenceFirst(ctx, w.fences.Reply, c, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req})
-	if err != nil {
-		r.leave(fline, ftraced, err, nil)
-		return err
-	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
-		lease, err := w.fence(ctx, tx, on, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
+		lease, err := w.fence(ctx, tx, w.fences.Reply, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
 		if err != nil {
 			return err
 		}

@@ -29,12 +29,12 @@ writes nothing, and (c) Go's state after each edge, abstracted to the
 spec's variables, is the spec's successor. A Lapse moves every process's
 clock past the lease's expiry.
 
-Each state is reached by replaying its shortest path on a fresh thread;
-each edge from it runs in its own transaction, is read there, and is rolled
-back, so that the next edge starts from the same state (the Workspaces run
-without their rounds then, since a rollback cannot move a round back; the
-driver keeps each process's round). With -sample N, N edges drawn at random
-(-seed) are driven and committed instead, with the rounds on.
+The Workspaces keep their rounds, as deployed. Each state is reached by
+replaying its shortest path on a fresh thread; each edge from it runs in
+its own transaction, is read there, and is rolled back, so that the next
+edge starts from the same state (on a fork of the process's Workspace,
+since a rollback cannot move a round back). With -sample N, N edges drawn
+at random (-seed) are driven and committed instead.
 
 Prints "X of Y edges", "N divergences" and the time. Exits 0 with no
 divergence, 1 with some (with -unfenced: 1 when the mutant diverges, as it

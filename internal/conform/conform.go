@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"time"
 
@@ -130,7 +129,7 @@ func (r *runner) reach(ctx context.Context, i int) (*driver, bool, error) {
 		return nil, false, err
 	}
 	r.path++
-	d, err := newDriver(ctx, r.m.Config(), s, core.ThreadID(fmt.Sprintf("c%d-%d", i, r.path)), r.fences, r.o.Sample > 0)
+	d, err := newDriver(ctx, r.m.Config(), s, core.ThreadID(fmt.Sprintf("c%d-%d", i, r.path)), r.fences)
 	if err != nil {
 		return nil, false, err
 	}
@@ -150,35 +149,6 @@ func (r *runner) reach(ctx context.Context, i int) (*driver, bool, error) {
 		return d, false, nil
 	}
 	return d, true, nil
-}
-
-type saved struct {
-	procs   []Proc
-	claims  []core.Claim
-	holders int
-	live    bool
-	times   []time.Time
-}
-
-func (d *driver) save() saved {
-	sv := saved{procs: slices.Clone(d.procs), claims: slices.Clone(d.claims), holders: len(d.holders), live: d.live}
-	for _, c := range d.clocks {
-		sv.times = append(sv.times, c.Now())
-	}
-	return sv
-}
-
-func (d *driver) restore(s saved) {
-	copy(d.procs, s.procs)
-	copy(d.claims, s.claims)
-	d.holders = d.holders[:s.holders]
-	d.live = s.live
-	for i, c := range d.clocks {
-		if !c.Now().Equal(s.times[i]) {
-			d.setClocks(s.times)
-			return
-		}
-	}
 }
 
 // all drives every edge of every state, and asks for every refusal. It
@@ -259,11 +229,17 @@ func (r *runner) commit(ctx context.Context, d *driver, i int, st specmodel.Step
 	return err
 }
 
-// edge drives one enabled step and checks (a) and (c).
+// edge drives one enabled step and checks (a) and (c): as a probe, on a
+// copy of d (probing), or committed, on d. A committed edge that diverges
+// leaves d where Go took it: nothing is driven from d after it (its
+// subtree is not visited; a sampled edge's driver is dropped).
 func (r *runner) edge(ctx context.Context, d *driver, i int, st specmodel.Step, want specmodel.State, probe bool) error {
-	sv := d.save()
+	x := d
+	if probe {
+		x = d.probing(st)
+	}
 	d.store.probe, d.store.seen = probe, false
-	out := d.do(ctx, st)
+	out := x.do(ctx, st)
 	d.store.probe = false
 	if err := ctx.Err(); err != nil {
 		return err
@@ -276,35 +252,29 @@ func (r *runner) edge(ctx context.Context, d *driver, i int, st specmodel.Step, 
 			got = "taken as " + string(out.action)
 		}
 		r.diverge(i, name, "the spec enables %s; Go: %s (%v)", name, got, out.err)
-		d.restore(sv)
 		return nil
 	}
 	var after specmodel.State
 	var err error
 	if d.store.seen {
-		after, err = d.abstract(d.store.after, d.store.lease)
+		after, err = x.abstract(d.store.after, d.store.lease)
 	} else {
-		after, err = d.observe(ctx)
+		after, err = x.observe(ctx)
 	}
 	if err != nil {
 		r.diverge(i, name, "Go's state after it: %v", err)
 	} else if after.Key() != want.Key() {
 		r.diverge(i, name, "Go's state after it is not the spec's successor:\n    spec: %s\n    Go:   %s", want.String(), after.String())
 	}
-	if probe {
-		d.restore(sv)
-	}
 	return nil
 }
 
-// refusal asks Go for a write the spec does not enable and requires a
-// refusal that writes nothing.
+// refusal asks Go for a write the spec does not enable, as a probe on a
+// copy of d, and requires a refusal that writes nothing.
 func (r *runner) refusal(ctx context.Context, d *driver, i int, st specmodel.Step, failed string) error {
-	sv := d.save()
 	d.store.probe, d.store.seen = true, false
-	out := d.do(ctx, st)
+	out := d.probing(st).do(ctx, st)
 	d.store.probe = false
-	d.restore(sv)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -31,11 +31,13 @@
 //     (Abstract), is the spec's successor.
 //
 // core.Workspace keeps each process's round (the spec's pc) and refuses
-// calls out of its order. A probe's rollback cannot move a Workspace's
-// round back, so the probing walk runs the Workspaces without rounds
-// (core.WithoutRoundsForTesting) and keeps each process's round itself, as
-// the spec's pc; the sampled walk (Options.Sample), which commits, runs
-// them with rounds on, as deployed.
+// calls out of its order; the Workspaces run with their rounds, as
+// deployed, and each process's claim is the one Workspace.Claim made. A
+// probe's rollback cannot move a Workspace's round back, so a probe runs
+// on a fork of the process's Workspace (core.Workspace.ForkForTesting),
+// its round copied in the phase the path left it in, and the fork is
+// dropped after the probe; the driver keeps each process's round too, as
+// the spec's pc, for the abstraction.
 //
 // Abstract is the abstraction function: from a thread as storage holds it,
 // its lease, the processes' latest clock, each process's round (Proc),

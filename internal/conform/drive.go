@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -73,15 +74,13 @@ func (p *probeStorage) View(ctx context.Context, fn func(ctx context.Context, tx
 }
 
 // driver is one path's Go system: a thread in storage, a Workspace and a
-// clock per process, and each process's round.
+// clock per process, and each process's round. The Workspaces keep their
+// rounds, as deployed: each process's claim is the one Workspace.Claim
+// made, and the path's steps reach them in the spec's order. A probe,
+// whose rollback cannot move a Workspace's round back, runs on a copy of
+// the driver (probing) instead.
 type driver struct {
-	cfg    specmodel.Config
-	fences core.Fences
-	// rounds keeps the Workspaces' rounds on (as deployed). A probe's
-	// rollback cannot move a Workspace's round back, so probing drivers
-	// run without them (core.WithoutRoundsForTesting) and keep each
-	// process's round themselves (procs); committing drivers keep them on.
-	rounds  bool
+	cfg     specmodel.Config
 	claims  []core.Claim // each process's claim, as Workspace.Claim made it
 	store   *probeStorage
 	thread  core.ThreadID
@@ -93,34 +92,46 @@ type driver struct {
 	live    bool // liveAbandoned
 }
 
-func newDriver(ctx context.Context, cfg specmodel.Config, s core.Storage, thread core.ThreadID, fences core.Fences, rounds bool) (*driver, error) {
-	d := &driver{cfg: cfg, fences: fences, rounds: rounds, store: &probeStorage{inner: s, thread: thread}, thread: thread,
+func newDriver(ctx context.Context, cfg specmodel.Config, s core.Storage, thread core.ThreadID, fences core.Fences) (*driver, error) {
+	d := &driver{cfg: cfg, store: &probeStorage{inner: s, thread: thread}, thread: thread,
 		procs: make([]Proc, len(cfg.Procs)), claims: make([]core.Claim, len(cfg.Procs))}
 	d.poster = core.NewWorkspace(d.store, coretest.NewClock(epoch), core.WithProcess("poster"))
-	times := make([]time.Time, len(cfg.Procs))
-	for i := range times {
-		times[i] = epoch
+	for _, name := range cfg.Procs {
+		c := coretest.NewClock(epoch)
+		d.clocks = append(d.clocks, c)
+		d.ws = append(d.ws, core.NewWorkspace(d.store, c, core.WithProcess(name), core.WithFencesForTesting(fences)))
 	}
-	d.setClocks(times)
 	if err := d.poster.CreateThread(ctx, thread); err != nil {
 		return nil, fmt.Errorf("create thread %q: %w", thread, err)
 	}
 	return d, nil
 }
 
-// setClocks gives each process a clock reading times[p], and a Workspace
-// over it: a probe's Lapse is undone by going back to the clocks before it.
-func (d *driver) setClocks(times []time.Time) {
-	d.clocks, d.ws = d.clocks[:0], d.ws[:0]
-	for i, name := range d.cfg.Procs {
-		c := coretest.NewClock(times[i])
-		d.clocks = append(d.clocks, c)
-		opts := []core.Option{core.WithProcess(name), core.WithFencesForTesting(d.fences)}
-		if !d.rounds {
-			opts = append(opts, core.WithoutRoundsForTesting())
+// probing returns a copy of d that takes st as a probe and is then
+// dropped: it shares d's storage (whose transaction the probe rolls back)
+// and poster, and has what st changes outside storage of its own. For a
+// Lapse, every process's clock, copied at its reading. For a step of
+// process p, p's Workspace forked (core.Workspace.ForkForTesting), its
+// round copied in the phase it is in, over the same storage and clock,
+// with p's claim on the fork: the probe moves the copy's round, and d's
+// stays where it is.
+func (d *driver) probing(st specmodel.Step) *driver {
+	c := *d
+	c.procs, c.claims = slices.Clone(d.procs), slices.Clone(d.claims)
+	c.holders = slices.Clip(d.holders) // a Claim's append copies them
+	switch {
+	case st.Action == core.ActionLapse:
+		c.clocks = make([]*coretest.Clock, len(d.clocks))
+		for i, k := range d.clocks {
+			c.clocks[i] = coretest.NewClock(k.Now())
 		}
-		d.ws = append(d.ws, core.NewWorkspace(d.store, c, opts...))
+	case st.P >= 0:
+		var claim func(core.Claim) core.Claim
+		c.ws = slices.Clone(d.ws)
+		c.ws[st.P], claim = d.ws[st.P].ForkForTesting(d.store, d.clocks[st.P], nil)
+		c.claims[st.P] = claim(d.claims[st.P])
 	}
+	return &c
 }
 
 // observe reads storage and abstracts the whole system.

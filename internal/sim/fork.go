@@ -67,6 +67,7 @@ func (s *Seeded) fork(ctx context.Context, share bool) (*Seeded, error) {
 	if s.cfg.Interleave {
 		f.procStore = &procStorage{Storage: f.cfg.Storage}
 	}
+	f.procStore = f.cfg.Mutants.storage(f.procStore)
 	// The poster and the processes are s's until the copy makes them act
 	// (own, ownPoster): most forks take one step of one process.
 	f.poster, f.posterShared = s.poster, true

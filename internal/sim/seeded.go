@@ -79,13 +79,24 @@ type Config struct {
 // Unfenced. Each must be caught.
 type Mutants struct {
 	// FenceInOwnTransaction: fenced writes check the claim in a
-	// transaction committed before the write's (core.Mutants). Caught only
-	// with Interleave.
+	// transaction that ends before the write's begins (a storage wrapper
+	// between each process's Workspace and the storage, fenceOwnTx).
+	// Caught only with Interleave.
 	FenceInOwnTransaction bool
 	// RetryCommitUnknown: the runner retries a RunStart or Reply whose
-	// commit outcome is unknown (runner.Turn.RetryCommitUnknownForTesting).
-	// Caught only with Faults.
+	// commit outcome is unknown (runner.Turn.RetryCommitUnknownForTesting),
+	// and core lets it (core.Mutants.DoubtIgnored). Caught only with
+	// Faults.
 	RetryCommitUnknown bool
+}
+
+// storage returns the storage a process's Workspace writes through, s
+// with the storage mutants switched on.
+func (m Mutants) storage(s core.Storage) core.Storage {
+	if m.FenceInOwnTransaction {
+		return fenceOwnTx{s}
+	}
+	return s
 }
 
 func (c Config) withDefaults() Config {
@@ -298,14 +309,11 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	}
 	s.rec = &recorder{next: cfg.Tracer, perThread: map[core.ThreadID]int{}}
 	opts := []core.Option{core.WithTracer(s.rec)}
-	if cfg.Mutants.FenceInOwnTransaction {
-		opts = append(opts, core.WithMutantsForTesting(core.Mutants{FenceInOwnTransaction: true}))
-	}
 	if cfg.Mutants.RetryCommitUnknown {
 		// Core refuses the retry itself (a round whose write's commit is
 		// unknown takes only Crash): the mutant is the runner's defect
 		// with that protection off too.
-		opts = append(opts, core.WithoutRoundsForTesting())
+		opts = append(opts, core.WithMutantsForTesting(core.Mutants{DoubtIgnored: true}))
 	}
 	var procStore core.Storage = cfg.Storage
 	if cfg.Interleave || cfg.Faults > 0 {
@@ -316,6 +324,7 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		}
 		procStore = ps
 	}
+	procStore = cfg.Mutants.storage(procStore)
 	if cfg.Unfenced {
 		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
 	}

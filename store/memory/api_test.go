@@ -14,12 +14,11 @@ func TestAPIClosedUnderSpec(t *testing.T) {
 	simtest.RunAPIMachine(t, func(*testing.T) core.Storage { return memory.New() }, 60)
 }
 
-// The mutants: a workspace without rounds, or with one of their checks
-// removed, accepts calls the specification does not allow, and the
-// machine must catch each.
+// The mutants: a workspace with one of its rounds' checks removed accepts
+// calls the specification does not allow, and the machine must catch
+// each.
 func TestAPIMachineCatchesMutants(t *testing.T) {
 	for name, opt := range map[string]core.Option{
-		"no rounds":           core.WithoutRoundsForTesting(),
 		"round over accepted": core.WithMutantsForTesting(core.Mutants{RoundOverAccepted: true}),
 		"plan not checked":    core.WithMutantsForTesting(core.Mutants{PlanNotChecked: true}),
 	} {

@@ -141,9 +141,8 @@ func BenchmarkConsumingWritePaired(b *testing.B) {
 
 // pairedStore opens a Store on a schema of its own for a benchmark that
 // sets its writes against one autocommitted UPDATE of a thread's row, with
-// a Workspace without rounds (the benchmarks repeat one claim's write,
-// which a round allows once), and returns them with that UPDATE's text
-// (its one argument: the thread's id). The Store closes when b ends.
+// a Workspace over it, and returns them with that UPDATE's text (its one
+// argument: the thread's id). The Store closes when b ends.
 func pairedStore(ctx context.Context, b *testing.B) (*Store, *core.Workspace, string) {
 	b.Helper()
 	s, err := open(ctx, poolConfig(b, "tc-bench"), Options{Schema: testSchema(b)})
@@ -151,21 +150,24 @@ func pairedStore(ctx context.Context, b *testing.B) (*Store, *core.Workspace, st
 		b.Fatal(err)
 	}
 	b.Cleanup(s.Close)
-	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithoutRoundsForTesting())
+	ws := core.NewWorkspace(s, core.SystemClock{})
 	update := `UPDATE ` + pgx.Identifier{s.Schema()}.Sanitize() + `.threads SET last_message = last_message WHERE id = $1`
 	return s, ws, update
 }
 
 func benchPaired(b *testing.B, fencedFirst bool) {
 	ctx := context.Background()
-	s, ws, update := pairedStore(ctx, b)
-	var c core.Claim
-	fresh := func(i int) { c = storetest.FreshClaim(ctx, b, ws, i) }
+	s, _, update := pairedStore(ctx, b)
+	var (
+		c      core.Claim
+		starts []func(context.Context) error
+	)
+	fresh := func(i int) { c, starts = storetest.FreshStarts(ctx, b, s, core.SystemClock{}, i, 256) }
 	fresh(0)
 	fenced := make([]time.Duration, 0, b.N)
 	plain := make([]time.Duration, 0, b.N)
 	ops := [2]func() error{
-		func() error { _, err := ws.RunStart(ctx, c, 1); return err },
+		func() error { start := starts[0]; starts = starts[1:]; return start(ctx) },
 		func() error { _, err := s.pool.Exec(ctx, update, string(c.Thread)); return err },
 	}
 	times := [2]*[]time.Duration{&fenced, &plain}

@@ -56,8 +56,10 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	pid := <-paused // a's fenced write holds the lease row, inside its transaction
 
 	bDone := make(chan error, 1)
+	var cb core.Claim
 	go func() {
-		_, err := b.ws.Claim(ctx, id, "hb", ttl)
+		c, err := b.ws.Claim(ctx, id, "hb", ttl)
+		cb = c
 		bDone <- err
 	}()
 	sqlDone := make(chan string, 1)
@@ -110,7 +112,7 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	require.Equal(t, core.Holder("ha"), last.Holder)
 	require.Equal(t, last.Version+1, st.Thread.Version, "the claim is not the write right after the run's start")
 	// b, the new holder, finds the run a's claim started, and abandons it.
-	p, err := b.ws.Plan(ctx, core.Claim{Thread: id, Holder: "hb"})
+	p, err := b.ws.Plan(ctx, cb)
 	require.NoError(t, err)
 	require.Equal(t, core.PlanAbandon, p.Kind)
 }

@@ -51,9 +51,10 @@ func rowCounts(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) (e
 }
 
 // claimed is the setup the fence, fault and cancel tests share: on s, a
-// thread "t" with one message, "m1", claimed as "ha" by process a, whose
-// workspace goes through the returned hooked storage; and process b, on
-// s directly, whose clock a test moves on to let a's lease expire.
+// thread "t" with one message, "m1", claimed as "ha" by process a (its
+// round has planned the run of "m1"), whose workspace goes through the
+// returned hooked storage; and process b, on s directly, whose clock a
+// test moves on to let a's lease expire.
 func claimed(t *testing.T, s *Store) (a, b *proc, h *hooked, id core.ThreadID, ca core.Claim) {
 	t.Helper()
 	ctx := context.Background()
@@ -64,5 +65,6 @@ func claimed(t *testing.T, s *Store) (a, b *proc, h *hooked, id core.ThreadID, c
 	require.NoError(t, err)
 	ca, err = a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
+	planRun(t, a, ca)
 	return a, b, h, id, ca
 }

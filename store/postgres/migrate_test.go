@@ -342,6 +342,7 @@ func runStartInOneTrip(ctx context.Context, t *testing.T, s *Store) {
 	a := newProc(s, "a")
 	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
 	require.NoError(t, err)
+	planRun(t, a, c)
 	trips := s.stats.roundTrips.Load()
 	_, err = a.ws.RunStart(ctx, c, 1)
 	require.NoError(t, err)

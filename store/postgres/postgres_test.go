@@ -186,7 +186,8 @@ type proc struct {
 }
 
 // claimedThread creates thread "t" on s with one message, "m1", and
-// returns process "a" with its claim of it (holder "ha", for ttl).
+// returns process "a" with its claim of it (holder "ha", for ttl), whose
+// round has planned the run of "m1".
 func claimedThread(t *testing.T, s core.Storage) (*proc, core.Claim) {
 	t.Helper()
 	ctx := context.Background()
@@ -196,12 +197,19 @@ func claimedThread(t *testing.T, s core.Storage) (*proc, core.Claim) {
 	require.NoError(t, err)
 	c, err := a.ws.Claim(ctx, "t", "ha", ttl)
 	require.NoError(t, err)
+	planRun(t, a, c)
 	return a, c
+}
+
+// planRun plans p's claim c, which must plan a run of message 1.
+func planRun(t *testing.T, p *proc, c core.Claim) {
+	t.Helper()
+	pl, err := p.ws.Plan(context.Background(), c)
+	require.NoError(t, err)
+	require.Equal(t, [2]int{int(core.PlanRun), 1}, [2]int{int(pl.Kind), int(pl.Message)}, "the plan of claim %q: %+v", c.Holder, pl)
 }
 
 func newProc(s core.Storage, name string, opts ...core.Option) *proc {
 	c := coretest.NewClock(epoch)
-	// Rounds off: these tests drive the storage's fences through sequences
-	// the Workspace's rounds refuse (core tests the rounds).
-	return &proc{clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name), core.WithoutRoundsForTesting()}, opts...)...)}
+	return &proc{clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name)}, opts...)...)}
 }

@@ -34,12 +34,15 @@ import (
 func BenchmarkConsumingWriteSplit(b *testing.B) {
 	ctx := context.Background()
 	s, ws, update := pairedStore(ctx, b)
-	var c core.Claim
+	var (
+		c      core.Claim
+		starts []func(context.Context) error
+	)
 	var rawID string
 	var rawArgs [][]byte
 	var version, seq int64
 	fresh := func(i int) {
-		c = storetest.FreshClaim(ctx, b, ws, 2*i)
+		c, starts = storetest.FreshStarts(ctx, b, s, core.SystemClock{}, 2*i, 256)
 		rc := storetest.FreshClaim(ctx, b, ws, 2*i+1)
 		rawID = string(rc.Thread)
 		var created int64
@@ -58,8 +61,10 @@ func BenchmarkConsumingWriteSplit(b *testing.B) {
 	var fenced, sent, plain []time.Duration
 	b.ResetTimer()
 	storetest.Ops(b, 256, fresh, func(int) error {
+		start := starts[0]
+		starts = starts[1:]
 		t0 := time.Now()
-		if _, err := ws.RunStart(ctx, c, 1); err != nil {
+		if err := start(ctx); err != nil {
 			return err
 		}
 		t1 := time.Now()

@@ -80,6 +80,9 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 	if err != nil {
 		return err
 	}
+	if _, err := a.ws.Plan(ctx, ca); err != nil {
+		return err
+	}
 	b.clock.Advance(2 * ttl) // b sees a's lease expired
 
 	aDone, release, err := startPaused(ctx, ha, a, ca)
@@ -145,10 +148,11 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 	return nil
 }
 
-// startPaused starts p's RunStart of message 1 under c, pauses it inside
-// its transaction right after its fence read the lease (through h, p's
-// storage), and returns once it is paused: with the channel its error
-// comes on, and the function that lets it go on (idempotent).
+// startPaused starts p's RunStart of message 1 under c, whose round has
+// planned it, pauses it inside its transaction right after its fence read
+// the lease (through h, p's storage), and returns once it is paused: with
+// the channel its error comes on, and the function that lets it go on
+// (idempotent).
 func startPaused(ctx context.Context, h *Hooked, p *proc, c core.Claim) (<-chan error, func(), error) {
 	paused, resume := make(chan struct{}), make(chan struct{})
 	release := sync.OnceFunc(func() { close(resume) })

@@ -41,8 +41,17 @@ func testUnknownThread(t *testing.T, s core.Storage) {
 	require.ErrorIs(t, err, core.ErrUnknownThread)
 	_, err = a.ws.Thread(ctx, "nope")
 	require.ErrorIs(t, err, core.ErrUnknownThread)
-	_, err = a.ws.RunStart(ctx, core.Claim{Thread: "nope", Holder: "h1"}, 1)
-	require.ErrorIs(t, err, core.ErrUnknownThread)
+	for name, op := range map[string]func(ctx context.Context, tx core.Transaction) error{
+		"Thread":    func(ctx context.Context, tx core.Transaction) error { _, err := tx.Thread(ctx, "nope"); return err },
+		"Events":    func(ctx context.Context, tx core.Transaction) error { _, err := tx.Events(ctx, "nope"); return err },
+		"Bump":      func(ctx context.Context, tx core.Transaction) error { _, err := tx.Bump(ctx, "nope"); return err },
+		"SaveTaken": func(ctx context.Context, tx core.Transaction) error { return tx.SaveTaken(ctx, "nope", 1) },
+		"Append": func(ctx context.Context, tx core.Transaction) error {
+			return tx.Append(ctx, "nope", core.Event{Version: 1, Kind: core.MessagePosted, Message: 1, Text: "m"})
+		},
+	} {
+		require.ErrorIs(t, s.Update(ctx, op), core.ErrUnknownThread, "%s of an unknown thread", name)
+	}
 	ids, err := a.ws.Threads(ctx)
 	require.NoError(t, err)
 	require.Empty(t, ids, "a refused write created a thread")
@@ -54,7 +63,7 @@ func testClaimRenewRelease(t *testing.T, s core.Storage) {
 	id := newThread(t, a)
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
-	require.Equal(t, core.Claim{Thread: id, Holder: "ha"}, ca)
+	require.Equal(t, [2]string{string(id), "ha"}, [2]string{string(ca.Thread), string(ca.Holder)})
 	l, err := a.ws.Lease(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, core.Holder("ha"), l.Holder)
@@ -69,16 +78,46 @@ func testClaimRenewRelease(t *testing.T, s core.Storage) {
 	require.NoError(t, err)
 	require.True(t, l.ExpiresAt.Equal(epoch.Add(ttl/2+ttl)), "renewal did not extend the lease: %v", l.ExpiresAt)
 
-	require.ErrorIs(t, b.ws.Renew(ctx, core.Claim{Thread: id, Holder: "hb"}, ttl), core.ErrThreadBusy)
+	require.False(t, holds(t, s, id, "hb"), "a holder that never claimed holds the lease")
 
 	require.NoError(t, a.ws.Release(ctx, ca))
 	l, err = a.ws.Lease(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, core.Lease{}, l)
-	require.ErrorIs(t, a.ws.Renew(ctx, ca, ttl), core.ErrThreadBusy, "a released claim renewed")
+	require.False(t, holds(t, s, id, "ha"), "a released claim holds the lease")
 
-	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
 	require.NoError(t, err, "a released thread could not be claimed")
+	// A claim whose lease another took renews nothing.
+	a.clock.Advance(ttl)
+	ca2, err := a.ws.Claim(ctx, id, "ha2", ttl)
+	require.NoError(t, err)
+	require.ErrorIs(t, b.ws.Renew(ctx, cb, ttl), core.ErrThreadBusy, "a lost claim renewed")
+	l, err = a.ws.Lease(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, ca2.Holder, l.Holder)
+}
+
+// holds reports whether holder has the thread's lease, asking s's
+// HoldsLease in a transaction of its own.
+func holds(t *testing.T, s core.Storage, id core.ThreadID, holder core.Holder) bool {
+	t.Helper()
+	var held bool
+	require.NoError(t, s.Update(context.Background(), func(ctx context.Context, tx core.Transaction) error {
+		var err error
+		held, _, err = tx.HoldsLease(ctx, string(id), holder)
+		return err
+	}))
+	return held
+}
+
+// plan plans p's claim c and requires the plan to be of kind k.
+func plan(t *testing.T, p *proc, c core.Claim, k core.PlanKind) core.Plan {
+	t.Helper()
+	pl, err := p.ws.Plan(context.Background(), c)
+	require.NoError(t, err)
+	require.Equal(t, k, pl.Kind, "the plan of %s's claim %q", p.ws.Process(), c.Holder)
+	return pl
 }
 
 func testExpiryByClaimantsClock(t *testing.T, s core.Storage) {
@@ -104,10 +143,12 @@ func testSkewedClocks(t *testing.T, s core.Storage) {
 	id := newThread(t, a, "m1")
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
+	plan(t, a, ca, core.PlanRun)
 	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
 	require.NoError(t, err, "a clock ahead by more than the ttl sees the lease expired")
 	_, err = a.ws.RunStart(ctx, ca, 1)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
+	plan(t, b, cb, core.PlanRun)
 	_, err = b.ws.RunStart(ctx, cb, 1)
 	require.NoError(t, err)
 	// And the other way round: a's clock is behind, so it sees b's lease
@@ -123,6 +164,7 @@ func testHoldsLeaseExpiredNotTaken(t *testing.T, s core.Storage) {
 	id := newThread(t, a, "m1")
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
+	plan(t, a, ca, core.PlanRun)
 	a.clock.Advance(10 * ttl)
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
 		held, l, err := tx.HoldsLease(ctx, string(id), "ha")
@@ -165,29 +207,47 @@ func testHoldsLeaseAfterTakeover(t *testing.T, s core.Storage) {
 
 // The ADR's scenario at the storage level: every fenced write of a claim
 // that lost its lease is refused with ErrThreadBusy and writes nothing.
+// Three processes each lose their claim with a fenced write to make: st
+// a run's start, r a reply, x an abandon of the live run of b, the claim
+// that holds the lease.
 func testRefusedWriteLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	ctx := context.Background()
-	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
-	id := newThread(t, a, "m1", "m2")
-	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
+	st, r, x, b := newProc(s, "st", 0), newProc(s, "r", 0), newProc(s, "x", 0), newProc(s, "b", 0)
+	id := newThread(t, st, "m1", "m2", "m3")
+	cst, err := st.ws.Claim(ctx, id, "hst", ttl)
 	require.NoError(t, err)
-	run, err := a.ws.RunStart(ctx, ca, 1)
+	plan(t, st, cst, core.PlanRun)
+
+	r.clock.Advance(ttl)
+	cr, err := r.ws.Claim(ctx, id, "hr", ttl)
 	require.NoError(t, err)
-	_, err = a.ws.Ask(ctx, ca, run, "which one?")
+	p := plan(t, r, cr, core.PlanRun)
+	run, err := r.ws.RunStart(ctx, cr, p.Message)
 	require.NoError(t, err)
-	require.NoError(t, a.ws.RunEnd(ctx, ca, run))
-	b.clock.Advance(ttl)
-	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	req, err := r.ws.Ask(ctx, cr, run, "which one?")
 	require.NoError(t, err)
-	runB, err := b.ws.RunStart(ctx, cb, 2)
+	require.NoError(t, r.ws.RunEnd(ctx, cr, run))
+	p = plan(t, r, cr, core.PlanReply)
+
+	x.clock.Advance(2 * ttl)
+	cx, err := x.ws.Claim(ctx, id, "hx", ttl)
 	require.NoError(t, err)
 
-	before := Snapshot(t, a.storage, id)
-	_, err = a.ws.RunStart(ctx, ca, 2)
+	b.clock.Advance(3 * ttl)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	pb := plan(t, b, cb, core.PlanReply)
+	require.NoError(t, b.ws.Reply(ctx, cb, pb.Request, pb.Message))
+	pb = plan(t, b, cb, core.PlanRun)
+	runB, err := b.ws.RunStart(ctx, cb, pb.Message)
+	require.NoError(t, err)
+
+	before := Snapshot(t, s, id)
+	_, err = st.ws.RunStart(ctx, cst, 1)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.ErrorIs(t, a.ws.Reply(ctx, ca, 1, 2), core.ErrThreadBusy)
-	require.ErrorIs(t, a.ws.Abandon(ctx, ca, runB), core.ErrThreadBusy)
-	require.Equal(t, before, Snapshot(t, a.storage, id), "a refused write changed storage")
+	require.ErrorIs(t, r.ws.Reply(ctx, cr, req, p.Message), core.ErrThreadBusy)
+	require.ErrorIs(t, x.ws.Abandon(ctx, cx, runB), core.ErrThreadBusy)
+	require.Equal(t, before, Snapshot(t, s, id), "a refused write changed storage")
 }
 
 func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
@@ -219,25 +279,30 @@ func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 
 // A process that claims the same thread twice gets two holders; a write
 // delayed from its first claim is refused under the second (the ABA case a
-// per-process identity would let through).
+// per-process identity would let through). The process restarted between
+// its claims, so its second claim is a new Workspace's (a Workspace keeps
+// one round per thread), under the same process name.
 func testNewClaimNewHolder(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
 	id := newThread(t, a, "m1")
 	first, err := a.ws.Claim(ctx, id, "a-1", ttl)
 	require.NoError(t, err)
+	plan(t, a, first, core.PlanRun)
 	b.clock.Advance(ttl)
 	cb, err := b.ws.Claim(ctx, id, "b-1", ttl)
 	require.NoError(t, err)
 	require.NoError(t, b.ws.Release(ctx, cb))
-	second, err := a.ws.Claim(ctx, id, "a-2", ttl)
+	restarted := newProc(s, "a", 0)
+	second, err := restarted.ws.Claim(ctx, id, "a-2", ttl)
 	require.NoError(t, err)
 	require.NotEqual(t, first.Holder, second.Holder)
 	_, err = a.ws.RunStart(ctx, first, 1)
 	require.ErrorIs(t, err, core.ErrThreadBusy, "a write of the first claim went through under the second")
-	_, err = a.ws.RunStart(ctx, second, 1)
+	plan(t, restarted, second, core.PlanRun)
+	_, err = restarted.ws.RunStart(ctx, second, 1)
 	require.NoError(t, err)
-	_, err = a.ws.Claim(ctx, id, "a-2", ttl)
+	_, err = newProc(s, "a", 0).ws.Claim(ctx, id, "a-2", ttl)
 	require.ErrorIs(t, err, core.ErrInvalidArgument, "a holder must be fresh for every claim")
 }
 
@@ -256,9 +321,12 @@ func testRunLifecycle(t *testing.T, s core.Storage) {
 	req, err := a.ws.Ask(ctx, c, run, "sure?")
 	require.NoError(t, err)
 	require.NoError(t, a.ws.RunEnd(ctx, c, run))
-	require.ErrorIs(t, a.ws.RunEnd(ctx, c, run), core.ErrRunNotActive)
-	_, err = a.ws.Ask(ctx, c, run, "again?")
-	require.ErrorIs(t, err, core.ErrRunNotActive)
+	// The thread as storage keeps it refuses the ended run's end and
+	// questions (the Workspace's round refuses them first).
+	th := Snapshot(t, s, id).Thread
+	require.ErrorIs(t, th.Check(core.Event{Kind: core.RunEnded, Run: run}), core.ErrRunNotActive)
+	require.ErrorIs(t, th.Check(core.Event{Kind: core.Asked, Run: run, Request: req + 1, Text: "again?"}), core.ErrRunNotActive)
+	require.ErrorIs(t, a.ws.RunEnd(ctx, c, run), core.ErrOutOfOrder)
 	p, err = a.ws.Plan(ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1, Posted: core.Message{Seq: 2, Text: "m2", PostedAt: epoch}}, p)
@@ -266,8 +334,7 @@ func testRunLifecycle(t *testing.T, s core.Storage) {
 	p, err = a.ws.Plan(ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 2}, p)
-	_, err = a.ws.RunStart(ctx, c, 3)
-	require.ErrorIs(t, err, core.ErrUnknownMessage)
+	require.ErrorIs(t, Snapshot(t, s, id).Thread.Check(core.Event{Kind: core.RunStarted, Message: 3, Run: 2, Holder: "ha"}), core.ErrUnknownMessage)
 
 	st := Snapshot(t, a.storage, id)
 	kinds := make([]core.EventKind, len(st.Events))
@@ -285,40 +352,81 @@ func testReplyAnswersOnce(t *testing.T, s core.Storage) {
 	id := newThread(t, a, "m1", "m2", "m3")
 	c, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
+	plan(t, a, c, core.PlanRun)
 	run, err := a.ws.RunStart(ctx, c, 1)
 	require.NoError(t, err)
 	req, err := a.ws.Ask(ctx, c, run, "q")
 	require.NoError(t, err)
+	require.NoError(t, a.ws.RunEnd(ctx, c, run))
+	p := plan(t, a, c, core.PlanReply)
+	require.Equal(t, [2]int{int(req), 2}, [2]int{int(p.Request), int(p.Message)})
 	require.NoError(t, a.ws.Reply(ctx, c, req, 2))
-	before := Snapshot(t, a.storage, id)
-	require.ErrorIs(t, a.ws.Reply(ctx, c, req, 3), core.ErrAlreadyAnswered)
-	require.ErrorIs(t, a.ws.Reply(ctx, c, req+1, 3), core.ErrUnknownRequest)
-	require.Equal(t, before, Snapshot(t, a.storage, id))
+	before := Snapshot(t, s, id)
+	// A second answer, or one to a request never asked, is refused by
+	// the thread as storage keeps it, and writes nothing.
+	require.ErrorIs(t, write(ctx, s, id, core.Event{Kind: core.Answered, Message: 3, Request: req, Holder: "ha"}), core.ErrAlreadyAnswered)
+	require.ErrorIs(t, write(ctx, s, id, core.Event{Kind: core.Answered, Message: 3, Request: req + 1, Holder: "ha"}), core.ErrUnknownRequest)
+	require.Equal(t, before, Snapshot(t, s, id))
 }
 
+// write makes ev on the thread through the port, as the Workspace's
+// writes do: in one transaction it reads the thread, checks ev against it
+// (core.Thread.Check), bumps the version, appends ev, and saves the taken
+// cursor at the message ev consumes. It returns the first error.
+func write(ctx context.Context, s core.Storage, id core.ThreadID, ev core.Event) error {
+	return s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		th, err := tx.Thread(ctx, id)
+		if err != nil {
+			return err
+		}
+		if err := th.Check(ev); err != nil {
+			return err
+		}
+		if ev.Version, err = tx.Bump(ctx, id); err != nil {
+			return err
+		}
+		if err := tx.Append(ctx, id, ev); err != nil {
+			return err
+		}
+		if ev.Consumes() {
+			return tx.SaveTaken(ctx, id, ev.Message)
+		}
+		return nil
+	})
+}
+
+// A claim abandons only the runs of earlier claims, and only while it has
+// the lease: an abandoned run's questions and end are refused, and a claim
+// that lost its lease (x's) cannot abandon the live run of the claim that
+// took it.
 func testAbandonFenced(t *testing.T, s core.Storage) {
 	ctx := context.Background()
-	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	a, x, b := newProc(s, "a", 0), newProc(s, "x", 0), newProc(s, "b", 0)
 	id := newThread(t, a, "m1", "m2")
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
+	plan(t, a, ca, core.PlanRun)
 	run, err := a.ws.RunStart(ctx, ca, 1)
 	require.NoError(t, err)
-	require.ErrorIs(t, a.ws.Abandon(ctx, ca, run), core.ErrRunNotActive, "a claim abandoned its own run")
-	b.clock.Advance(ttl)
+	require.ErrorIs(t, a.ws.Abandon(ctx, ca, run), core.ErrOutOfOrder, "a claim abandoned its own run")
+	x.clock.Advance(ttl)
+	cx, err := x.ws.Claim(ctx, id, "hx", ttl)
+	require.NoError(t, err)
+	b.clock.Advance(2 * ttl)
 	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
 	require.NoError(t, err)
 	p, err := b.ws.Plan(ctx, cb)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanAbandon, Runs: []core.RunID{run}, Taken: 1}, p)
 	require.NoError(t, b.ws.Abandon(ctx, cb, run))
-	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run), core.ErrRunAbandoned)
 	_, err = a.ws.Ask(ctx, ca, run, "q")
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
+	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run), core.ErrRunAbandoned)
+	plan(t, b, cb, core.PlanRun)
 	run2, err := b.ws.RunStart(ctx, cb, 2)
 	require.NoError(t, err)
-	// a lost its claim: its abandon of b's live run is fenced out.
-	require.ErrorIs(t, a.ws.Abandon(ctx, ca, run2), core.ErrThreadBusy)
+	// x lost its claim: its abandon of b's live run is fenced out.
+	require.ErrorIs(t, x.ws.Abandon(ctx, cx, run2), core.ErrThreadBusy)
 	th, err := a.ws.Thread(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, core.StateActive, th.Runs[1].State)
@@ -373,8 +481,14 @@ func testVersionCountsWrites(t *testing.T, s core.Storage) {
 	require.NoError(t, a.ws.RunEnd(ctx, c, run))
 	require.NoError(t, a.ws.Release(ctx, c))
 	require.Equal(t, uint64(6), version())
+	c, err = a.ws.Claim(ctx, id, "ha2", ttl)
+	require.NoError(t, err)
+	b := newProc(s, "b", 2*ttl)
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	require.Equal(t, uint64(8), version())
 	require.NoError(t, a.ws.Release(ctx, c), "releasing a lost claim is no error")
-	require.Equal(t, uint64(6), version(), "releasing a lost claim wrote")
+	require.Equal(t, uint64(8), version(), "releasing a lost claim wrote")
 }
 
 // hidden hides every interface of a storage but core.Storage, so that the
@@ -398,6 +512,7 @@ func testPendingThreads(t *testing.T, s core.Storage) {
 	start := func(id core.ThreadID, holder core.Holder) (core.Claim, core.RunID) {
 		c, err := a.ws.Claim(ctx, id, holder, ttl)
 		require.NoError(t, err)
+		plan(t, a, c, core.PlanRun)
 		run, err := a.ws.RunStart(ctx, c, 1)
 		require.NoError(t, err)
 		return c, run
@@ -411,10 +526,10 @@ func testPendingThreads(t *testing.T, s core.Storage) {
 	require.NoError(t, a.ws.RunEnd(ctx, c, run))
 	post("abandoned")
 	_, run = start("abandoned", "h3")
-	a.clock.Advance(ttl)
-	c2, err := a.ws.Claim(ctx, "abandoned", "h4", ttl)
+	b := newProc(s, "b", ttl)
+	c2, err := b.ws.Claim(ctx, "abandoned", "h4", ttl)
 	require.NoError(t, err)
-	require.NoError(t, a.ws.Abandon(ctx, c2, run))
+	require.NoError(t, b.ws.Abandon(ctx, c2, run))
 
 	want := []core.ThreadID{"unconsumed", "active"}
 	check := func(how string, got []core.PendingThread) {
@@ -437,7 +552,9 @@ func testPendingThreads(t *testing.T, s core.Storage) {
 
 // A holder acquires a thread's lease once: after a release, after a lapse
 // and another holder's claim, and through a raw PutLease alike, its
-// second acquire is refused with ErrHolderReused and writes nothing.
+// second acquire is refused with ErrHolderReused and writes nothing. The
+// second claims are made by new Workspaces (restarted processes), which
+// remember no holder: storage refuses them.
 func testHolderReused(t *testing.T, s core.Storage) {
 	a := newProc(s, "a", 0)
 	id := newThread(t, a, "m1")
@@ -447,7 +564,7 @@ func testHolderReused(t *testing.T, s core.Storage) {
 	require.NoError(t, a.ws.Renew(ctx, c, ttl), "a renewal is not an acquire")
 	require.NoError(t, a.ws.Release(ctx, c))
 	before := Snapshot(t, s, id)
-	_, err = a.ws.Claim(ctx, id, "h1", ttl)
+	_, err = newProc(s, "a", 0).ws.Claim(ctx, id, "h1", ttl)
 	require.ErrorIs(t, err, core.ErrHolderReused, "a claim by a holder that released the thread")
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 	require.Equal(t, before, Snapshot(t, s, id), "a refused claim changed storage")
@@ -458,8 +575,7 @@ func testHolderReused(t *testing.T, s core.Storage) {
 	b.clock.Advance(ttl)
 	_, err = b.ws.Claim(ctx, id, "h3", ttl)
 	require.NoError(t, err)
-	a.clock.Advance(3 * ttl)
-	_, err = a.ws.Claim(ctx, id, "h2", ttl)
+	_, err = newProc(s, "a", 3*ttl).ws.Claim(ctx, id, "h2", ttl)
 	require.ErrorIs(t, err, core.ErrHolderReused, "a claim by a holder whose lease lapsed and was taken")
 
 	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
@@ -470,19 +586,20 @@ func testHolderReused(t *testing.T, s core.Storage) {
 	// Holders are per thread: the same name on another thread is fresh.
 	other := core.ThreadID(string(id) + "-other")
 	require.NoError(t, a.ws.CreateThread(ctx, other))
-	_, err = a.ws.Claim(ctx, other, "h1", ttl)
+	_, err = newProc(s, "a", 0).ws.Claim(ctx, other, "h1", ttl)
 	require.NoError(t, err)
 }
 
 // ReuseHolder plays, through the public API alone, what a caller that
 // reuses a holder across claims does: process a claims the thread as
 // "h" and plans a run for message 1, then stalls; b takes the thread over
-// after the TTL and starts that run; a, once b's lease has lapsed too,
-// claims again as "h" and then finishes the start its first round
-// planned. Storage that enforces holder freshness refuses a's second
-// claim: ReuseHolder returns that error. Storage that does not lets the
-// stale start pass the fence: ReuseHolder returns the thread, in which
-// message 1 was consumed twice and two runs are active.
+// after the TTL and starts that run; a restarted a (a new Workspace, which
+// remembers no holder), once b's lease has lapsed too, claims again as
+// "h"; and the stalled round then finishes the start it planned. Storage
+// that enforces holder freshness refuses the second claim: ReuseHolder
+// returns that error. Storage that does not lets the stale start pass the
+// fence: ReuseHolder returns the thread, in which message 1 was consumed
+// twice and two runs are active.
 func ReuseHolder(ctx context.Context, s core.Storage) (*core.Thread, error) {
 	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
 	id := core.ThreadID("reused-holder")
@@ -508,11 +625,15 @@ func ReuseHolder(ctx context.Context, s core.Storage) (*core.Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := b.ws.RunStart(ctx, cb, p.Message); err != nil {
+	pb, err := b.ws.Plan(ctx, cb)
+	if err != nil {
 		return nil, err
 	}
-	a.clock.Advance(3 * ttl)
-	if _, err := a.ws.Claim(ctx, id, "h", ttl); err != nil {
+	if _, err := b.ws.RunStart(ctx, cb, pb.Message); err != nil {
+		return nil, err
+	}
+	restarted := newProc(s, "a", 3*ttl)
+	if _, err := restarted.ws.Claim(ctx, id, "h", ttl); err != nil {
 		return nil, err
 	}
 	if _, err := a.ws.RunStart(ctx, ca, p.Message); err != nil {

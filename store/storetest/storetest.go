@@ -64,11 +64,14 @@ type proc struct {
 	ws      *core.Workspace
 }
 
+// The Workspace keeps its rounds, as deployed: a case drives it in the
+// protocol's order, and checks what the rounds refuse before storage (a
+// write of an ended run, a second answer) on the storage port directly.
+// A process restarted (a new Workspace under the same name) makes the
+// claims a Workspace with a round open on the thread would refuse.
 func newProc(s core.Storage, name string, skew time.Duration, opts ...core.Option) *proc {
 	c := coretest.NewClock(epoch.Add(skew))
-	// Rounds off: the cases drive the storage's fences through sequences
-	// the Workspace's rounds refuse (core tests the rounds).
-	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name), core.WithoutRoundsForTesting()}, opts...)...)}
+	return &proc{storage: s, clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name)}, opts...)...)}
 }
 
 func newThread(t *testing.T, p *proc, msgs ...string) core.ThreadID {

@@ -18,19 +18,22 @@ type TraceReader interface {
 }
 
 // A read-only transaction neither waits for a write in progress nor sees
-// it: while a fenced write is paused inside its transaction, Plan, Thread,
-// Lease and Pending return the state before it; once it commits, they see
-// it.
+// it: while a fenced write is paused inside its transaction, Plan (of b,
+// whose claim a's took over), Thread, Lease and Pending return the state
+// before it; once it commits, they see it.
 func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	if _, ok := s.(core.Viewer); !ok {
 		t.Skip("the storage is not a core.Viewer: its reads are transactions like its writes")
 	}
 	ctx := context.Background()
 	h := &Hooked{Storage: s}
-	a, b := newProc(h, "a", 0), newProc(s, "b", 0)
+	a, b := newProc(h, "a", ttl), newProc(s, "b", 0)
 	id := newThread(t, a, "m1")
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
+	plan(t, a, ca, core.PlanRun)
 
 	aDone, release, err := startPaused(ctx, h, a, ca)
 	t.Cleanup(release)
@@ -40,7 +43,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	// deadline turns that into a failure, not a hang.
 	rctx, cancel := context.WithTimeout(ctx, WaitLimit)
 	defer cancel()
-	p, err := b.ws.Plan(rctx, core.Claim{Thread: id, Holder: "hb"})
+	p, err := b.ws.Plan(rctx, cb)
 	require.NoError(t, err, "Plan waited for the fenced write")
 	require.Equal(t, core.PlanRun, p.Kind, "Plan reads the state before the uncommitted write")
 	th, err := b.ws.Thread(rctx, id)
@@ -94,21 +97,24 @@ func testTraceLog(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	kept := &lines{}
 	a := newProc(s, "a", 0, core.WithTracer(kept))
-	b := newProc(s, "b", 0, core.WithTracer(kept))
+	c := newProc(s, "c", ttl, core.WithTracer(kept))
+	b := newProc(s, "b", 2*ttl, core.WithTracer(kept))
 	id := newThread(t, a, "m1", "m2")
 	ca, err := a.ws.Claim(ctx, id, "ha", ttl)
 	require.NoError(t, err)
+	plan(t, a, ca, core.PlanRun)
 	run, err := a.ws.RunStart(ctx, ca, 1)
 	require.NoError(t, err)
-	_, err = a.ws.Plan(ctx, ca)
+	cc, err := c.ws.Claim(ctx, id, "hc", ttl)
 	require.NoError(t, err)
-	b.clock.Advance(ttl)
+	plan(t, c, cc, core.PlanAbandon)
+	require.NoError(t, c.ws.Abandon(ctx, cc, run))
+	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run), core.ErrRunAbandoned)
+	plan(t, c, cc, core.PlanRun)
 	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
 	require.NoError(t, err)
-	_, err = a.ws.RunStart(ctx, ca, 2)
+	_, err = c.ws.RunStart(ctx, cc, 2)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.NoError(t, b.ws.Abandon(ctx, cb, run))
-	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run), core.ErrRunAbandoned)
 	require.NoError(t, b.ws.Release(ctx, cb))
 	boom := errors.New("boom")
 	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {

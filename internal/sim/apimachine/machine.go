@@ -63,7 +63,7 @@ const apiTTL = 10 * time.Second
 // New returns a machine over s with procs processes, whose
 // threads are named after prefix (unique per machine on a shared
 // storage). opts are given to every process's Workspace (the mutant test
-// passes core.WithoutRoundsForTesting).
+// passes core.WithMutantsForTesting).
 func New(ctx context.Context, s core.Storage, prefix string, procs int, ch Chooser, opts ...core.Option) (*Machine, error) {
 	m := &Machine{ctx: ctx, s: s, rec: &tracecheck.Recorder{}, plans: map[core.Holder]core.Plan{}, runs: map[core.Holder]core.RunID{}, next: map[core.Holder]int{}}
 	m.poster = core.NewWorkspace(s, coretest.NewClock(epoch), core.WithProcess("poster"), core.WithTracer(m.rec))
