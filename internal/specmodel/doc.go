@@ -17,12 +17,16 @@
 // The model is a second reading of the spec, kept as literal as the
 // spec's text: each guard's conjuncts are tested in the order the spec
 // writes them. It serves three checks: that its state graph is TLC's,
-// every state and every transition (CompareGraphTLC, on TLC's -dump
-// dot,actionlabels output; CompareDump compares the states alone, where
-// TLC stops at a violation), that the Go trace checker accepts
-// exactly the steps the spec enables (tracecheck's cross-check test), and
-// that the real code can perform every edge of the state graph and no
-// other (package conform).
+// every state and every transition (package tlc runs TLC and compares:
+// Env.CompareGraph), that the Go trace checker accepts exactly the steps
+// the spec enables (tracecheck's cross-check test), and that the real
+// code can perform every edge of the state graph and no other (package
+// conform).
+//
+// The model is pure: it reads cfg files and nothing else, and runs no
+// process. ParseState reads a state as TLC prints it (and State.TLA
+// writes it), so that package tlc can map TLC's dumps onto the model's
+// states.
 //
 // Of the cfg's PROPERTIES it checks the action property NoLiveTakeover on
 // every transition; it does not check liveness (EveryPostConsumed): the
@@ -37,7 +41,7 @@
 //
 // Measured on this project's machine (2 cores, shared; Go 1.26):
 //
-//	go test ./specmodel -run '^$' -bench 'ExploreFenced|TLCFenced' -benchtime 3x
+//	go test ./internal/specmodel ./internal/tlc -run '^$' -bench 'ExploreFenced|TLCFenced' -benchtime 3x
 //
 // BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (228,049
 // states, 1,044,027 generated) in about 1 s at a low load; the machine was
@@ -45,6 +49,6 @@
 // swing widely (2.8 s to 24 s). TLC with one worker takes 7 s idle; one
 // after the other at a load average of 48: tracecheck model 21 s, TLC 22 s
 // for the fenced cfg; 5.1 s and 26 s for the liveness cfg; under 0.6 s and
-// 41-59 s for the unfenced ones. BenchmarkTLCFenced (TLA2TOOLS_JAR) runs
-// TLC beside it for a ratio in one run.
+// 41-59 s for the unfenced ones. BenchmarkTLCFenced (package tlc, with
+// TLA2TOOLS_JAR) runs TLC in the same command for a ratio.
 package specmodel
