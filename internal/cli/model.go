@@ -112,20 +112,21 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfgs = append(cfgs, c)
 	}
+	env := tlc.Env{Jar: *jar} // java on the PATH
 	if *compare && *jar == "" {
-		// The jar tracecheck tlc would use: TLA2TOOLS_JAR, else the local
-		// directory, else the pinned release.
-		env, err := tlc.Find(ctx, findConfig("."))
+		// The java and jar tracecheck tlc would use: TLA2TOOLS_JAR, else
+		// the local directory, else the pinned release.
+		var err error
+		env, err = tlc.Find(ctx, findConfig("."))
 		if err != nil {
 			return failure{exitCouldNotRun, fmt.Sprintf("tracecheck model: -compare-tlc needs a jar (-jar, TLA2TOOLS_JAR, or the local directory; see spec/README.md, \"Pinned tools\"): %v", err)}
 		}
-		*jar = env.Jar
 	}
 	failed := 0
 	for i, c := range cfgs {
 		rep := modelRun(paths[i], c)
 		if *compare {
-			cmp, err := compareTLC(ctx, *jar, paths[i])
+			cmp, err := compareTLC(ctx, env, paths[i])
 			if err != nil {
 				return failure{exitCouldNotRun, fmt.Sprintf("tracecheck model: %s: TLC: %v", paths[i], err)}
 			}
@@ -236,13 +237,13 @@ func indent(s, pre string) string {
 }
 
 // compareTLC runs TLC on the cfg, dumping its state graph, and compares
-// it with the model's (specmodel.CompareGraphTLC).
-func compareTLC(ctx context.Context, jar, path string) (*tlcComparison, error) {
-	cmp, err := specmodel.CompareGraphTLC(ctx, jar, path)
+// it with the model's (tlc.Env.CompareGraph).
+func compareTLC(ctx context.Context, env tlc.Env, path string) (*tlcComparison, error) {
+	cmp, err := env.CompareGraph(ctx, path)
 	if err != nil {
 		return nil, err
 	}
-	o := cmp.Outcome
+	o := cmp.Summary
 	return &tlcComparison{States: cmp.TLCStates, Edges: cmp.TLCEdges, Distinct: o.Distinct, Violated: o.Violated, Depth: o.Depth,
 		Equal: cmp.Equal(), FirstDiff: cmp.Differences()}, nil
 }

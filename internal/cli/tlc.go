@@ -510,7 +510,7 @@ func (r *tlcRun) checkGraph(cfg string) {
 	r.mu.Lock()
 	r.runs++
 	r.mu.Unlock()
-	cmp, err := specmodel.CompareGraphTLC(r.ctx, r.env.Jar, cfg)
+	cmp, err := r.env.CompareGraph(r.ctx, cfg)
 	d := time.Since(t0)
 	if err != nil {
 		if r.ctx.Err() != nil {
@@ -525,7 +525,7 @@ func (r *tlcRun) checkGraph(cfg string) {
 			cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, indent(cmp.Differences(), "      ")), nil)
 		return
 	}
-	if outcome := cmp.Outcome; outcome.Violated != "" {
+	if outcome := cmp.Summary; outcome.Violated != "" {
 		r.report(true, what, fmt.Sprintf("the Go model's: %s violated at depth %d by the same counterexample, the same %s states up to it, %.1fs",
 			outcome.Violated, outcome.Depth, commas(int64(cmp.TLCStates)), d.Seconds()), nil)
 		return

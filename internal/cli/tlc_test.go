@@ -5,13 +5,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fakeTLC is a stand-in for java running TLC -tool. For a batch of traces
@@ -373,6 +376,44 @@ func TestTLCNotRun(t *testing.T) {
 	t.Setenv("TLA2TOOLS_SHA256", strings.Repeat("0", 64))
 	if code, out := runTLCCmd(t, root, "spec"); code != exitFailed || !strings.Contains(out, "sha256 mismatch") || strings.Contains(out, "TLC2 Version") {
 		t.Errorf("wrong digest: exit %d, want 1 before TLC runs:\n%s", code, out)
+	}
+}
+
+// TestScriptsTLCExitCode: scripts/tlc hands tracecheck tlc's exit code to
+// its caller unchanged, so that scripts/test can tell TLC not run (3) and
+// bad usage (2) from a failure (1): `go run`, which the script used to
+// exec, turns every non-zero exit into 1. Here no jar can be had (none in
+// the environment, an empty cache, offline), so TLC is not run.
+func TestScriptsTLCExitCode(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("no go on PATH: scripts/tlc builds tracecheck with it")
+	}
+	t.Setenv("TLA2TOOLS_JAR", "")
+	t.Setenv("COMMUNITY_MODULES_JAR", "")
+	t.Setenv("TLC_CACHE_DIR", t.TempDir())
+	t.Setenv("TLC_OFFLINE", "1")
+	run := func(args ...string) (int, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, "../../scripts/tlc", args...).CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("scripts/tlc %v (building tracecheck, then tlc) did not finish in 5 minutes:\n%s", args, out)
+		}
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("scripts/tlc %v: %v", args, err)
+		}
+		if ee != nil {
+			return ee.ExitCode(), string(out)
+		}
+		return 0, string(out)
+	}
+	if code, out := run("spec"); code != exitNotRun || !strings.Contains(out, "TLC was not run") {
+		t.Errorf("no jar: scripts/tlc spec exited %d, want %d (TLC not run):\n%s", code, exitNotRun, out)
+	}
+	if code, out := run("-no-such-flag"); code != exitUsage {
+		t.Errorf("bad usage: scripts/tlc exited %d, want %d:\n%s", code, exitUsage, out)
 	}
 }
 

@@ -52,10 +52,20 @@ const (
 	// which the model checks on every transition when the cfg lists it.
 	PropNoLiveTakeover     = "NoLiveTakeover"
 	maxSmall               = 200 // values are stored in bytes
-	defaultSpecification   = "Spec"
-	livenessSpecification  = "LiveSpec"
 	livenessPropertyOfSpec = "EveryPostConsumed"
 )
+
+// The two specifications a cfg may name: Spec, Init /\ [][Next]_vars,
+// and LiveSpec, Spec with fairness. Their reachable states and
+// transitions are the same.
+const (
+	SafetySpec = "Spec"
+	LiveSpec   = "LiveSpec"
+)
+
+// Module is the spec module the model is a model of (spec/Module.tla): the
+// one whose TLC runs package tlc compares with the model's graph.
+const Module = "ThreadClaimLapse"
 
 var sections = map[string]string{
 	"CONSTANT": "CONSTANT", "CONSTANTS": "CONSTANT",
@@ -174,7 +184,7 @@ func ParseConfig(name, text string) (Config, error) {
 	switch c.Specification {
 	case "":
 		return Config{}, fmt.Errorf("%w: %s: no SPECIFICATION", ErrConfig, name)
-	case defaultSpecification, livenessSpecification:
+	case SafetySpec, LiveSpec:
 	default:
 		return Config{}, fmt.Errorf("%w: %s: SPECIFICATION %s is not Spec or LiveSpec", ErrConfig, name, c.Specification)
 	}

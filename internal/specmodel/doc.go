@@ -17,12 +17,16 @@
 // The model is a second reading of the spec, kept as literal as the
 // spec's text: each guard's conjuncts are tested in the order the spec
 // writes them. It serves three checks: that its state graph is TLC's,
-// every state and every transition (CompareGraphTLC, on TLC's -dump
-// dot,actionlabels output; CompareDump compares the states alone, where
-// TLC stops at a violation), that the Go trace checker accepts
-// exactly the steps the spec enables (tracecheck's cross-check test), and
-// that the real code can perform every edge of the state graph and no
-// other (package conform).
+// every state and every transition (package tlc runs TLC and compares:
+// Env.CompareGraph), that the Go trace checker accepts exactly the steps
+// the spec enables (tracecheck's cross-check test), and that the real
+// code can perform every edge of the state graph and no other (package
+// conform).
+//
+// The model is pure: it reads cfg files and nothing else, and runs no
+// process. ParseState reads a state as TLC prints it (and State.TLA
+// writes it), so that package tlc can map TLC's dumps onto the model's
+// states.
 //
 // Of the cfg's PROPERTIES it checks the action property NoLiveTakeover on
 // every transition; it does not check liveness (EveryPostConsumed): the

@@ -254,6 +254,10 @@ func (g *Graph) Key(i int) string { return g.keys[i] }
 // Depth returns state i's depth (Init is 1).
 func (g *Graph) Depth(i int) int { return int(g.depth[i]) }
 
+// MaxDepth is the depth the exploration stopped at (Options.MaxDepth; 0
+// for none): the states of that depth were found but not expanded.
+func (g *Graph) MaxDepth() int { return g.maxDepth }
+
 // Lookup returns the number of the state with that key.
 func (g *Graph) Lookup(key string) (int, bool) {
 	i, ok := g.index[key]

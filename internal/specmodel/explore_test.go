@@ -1,15 +1,11 @@
 package specmodel
 
 import (
-	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -249,100 +245,6 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-func TestParseTLCOutput(t *testing.T) {
-	out := `Error: Invariant I1_ConsumedAtMostOnce is violated.
-Error: The behavior up to this point is:
-State 1: <Initial predicate>
-/\\ msgs = 0
-State 2: <Post line 95, col 5 to line 97, col 80 of module ThreadClaimLapse>
-State 3: <Abandon("p1", 1) line 101, col 5 to line 108, col 80 of module ThreadClaimLapse>
-1505 states generated, 497 distinct states found, 230 states left on queue.
-The depth of the complete state graph search is 9.
-`
-	o := ParseTLCOutput(out)
-	if o.Violated != InvConsumedAtMostOnce || o.Depth != 3 || o.Distinct != 497 || o.Generated != 1505 ||
-		strings.Join(o.Trace, " ") != "Init Post Abandon(p1,1)" {
-		t.Errorf("%+v", o)
-	}
-	o = ParseTLCOutput("1044027 states generated, 228049 distinct states found, 0 states left on queue.\nThe depth of the complete state graph search is 30.\n")
-	if o.Violated != "" || o.Depth != 30 || o.Distinct != 228049 {
-		t.Errorf("%+v", o)
-	}
-}
-
-// TestCompareDumpCatchesDifference: a dump that lacks one of the model's
-// states, or has one more, is reported with the state.
-func TestCompareDumpCatchesDifference(t *testing.T) {
-	c, err := ReadConfig("../../spec/ThreadClaimLapseLiveness.cfg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.MaxClaims, c.MaxMsgs = 2, 2
-	g := New(c).Explore()
-	var dump strings.Builder
-	for i := 0; i < g.Len(); i++ {
-		s := g.State(i)
-		dump.WriteString("State " + strconv.Itoa(i+1) + ":\n" + s.TLA(c.Procs) + "\n")
-	}
-	cmp, err := CompareDump(g, strings.NewReader(dump.String()))
-	if err != nil || !cmp.Equal() || cmp.TLCStates != g.Len() {
-		t.Fatalf("the model's own states: %+v, %v", cmp, err)
-	}
-	// Drop the last state: the model has one TLC lacks.
-	cut := dump.String()[:strings.LastIndex(dump.String(), "State ")]
-	cmp, err = CompareDump(g, strings.NewReader(cut))
-	if err != nil || cmp.OnlyModel != 1 || !strings.Contains(cmp.FirstDiff, "not in TLC's dump") {
-		t.Errorf("a state missing from the dump: %+v, %v", cmp, err)
-	}
-	// A state the model does not reach: taken past msgs.
-	bogus := strings.Replace(dump.String(), "State 1:\n/\\ msgs = 0\n/\\ taken = 0", "State 1:\n/\\ msgs = 0\n/\\ taken = 2", 1)
-	cmp, err = CompareDump(g, strings.NewReader(bogus))
-	if err != nil || cmp.OnlyTLC != 1 || !strings.Contains(cmp.FirstDiff, "taken = 2") {
-		t.Errorf("a state the model does not reach: %+v, %v", cmp, err)
-	}
-	if _, err := CompareDump(g, strings.NewReader("State 1:\n/\\ msgs = <<\n")); !errors.Is(err, ErrDump) {
-		t.Errorf("a malformed dump: %v", err)
-	}
-}
-
-// TestTLCStateForState runs TLC on every cfg in spec/ and compares its
-// state graph with the model's: for a cfg with no violation, every state
-// and every transition (-dump dot,actionlabels); for one with a
-// violation, the outcome and the states up to its depth (-dump). It needs
-// TLA2TOOLS_JAR and java; without them it skips, unless REQUIRE_TLC=1
-// (`tracecheck tlc spec`, which finds the jars itself, makes the same
-// comparison in scripts/test).
-func TestTLCStateForState(t *testing.T) {
-	jar := os.Getenv("TLA2TOOLS_JAR")
-	if jar == "" {
-		if os.Getenv("REQUIRE_TLC") == "1" {
-			t.Fatal("REQUIRE_TLC=1 but TLA2TOOLS_JAR is not set")
-		}
-		t.Skip("TLA2TOOLS_JAR not set: TLC's state graph is not compared (set it, and REQUIRE_TLC=1 to make this an error)")
-	}
-	if testing.Short() {
-		t.Skip("-short: TLC takes a minute")
-	}
-	for _, f := range specCfgs(t) {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			cmp, err := CompareGraphTLC(ctx, jar, f)
-			if err != nil {
-				t.Fatalf("running TLC (deadline 10 min): %v", err)
-			}
-			for _, d := range cmp.OutcomeDiffs {
-				t.Error(d)
-			}
-			t.Logf("TLC %d states, %d edges; model %d, %d", cmp.TLCStates, cmp.TLCEdges, cmp.ModelStates, cmp.ModelEdges)
-			if !cmp.Equal() {
-				t.Errorf("TLC has %d states and %d edges the model lacks, the model %d and %d TLC lacks; first:\n%s",
-					cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, cmp.FirstDiff)
-			}
-		})
-	}
-}
-
 // BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (228,049
 // states): go test ./internal/specmodel -run '^$' -bench Explore -benchtime 5x
 func BenchmarkExploreFenced(b *testing.B) {
@@ -353,21 +255,6 @@ func BenchmarkExploreFenced(b *testing.B) {
 		}
 	}
 	b.ReportMetric(228049, "states/op")
-}
-
-// BenchmarkTLCFenced runs TLC (one worker, no dump) on the same cfg, so
-// that one run gives the ratio: go test ./internal/specmodel -run '^$' -bench
-// 'ExploreFenced|TLCFenced' -benchtime 3x with TLA2TOOLS_JAR set.
-func BenchmarkTLCFenced(b *testing.B) {
-	jar := os.Getenv("TLA2TOOLS_JAR")
-	if jar == "" {
-		b.Skip("TLA2TOOLS_JAR not set")
-	}
-	for b.Loop() {
-		if _, err := RunTLC(context.Background(), jar, "../../spec/ThreadClaimLapse.cfg", b.TempDir()); err != nil {
-			b.Fatal(err)
-		}
-	}
 }
 
 // TestEdgesAreSuccessors: the edges Options.Edges keeps are, state by

@@ -23,4 +23,11 @@
 // unless told otherwise: it is seconds long, and the JVM's start and JIT
 // are most of its cost. CheckFixtures, the spec mutants (MutantRun) and
 // the differential (Differential) are built on it.
+//
+// Env.CompareGraph holds TLC's state graph of the spec to the Go model's
+// (package specmodel): it runs TLC with -dump on a cfg and compares, state
+// for state and edge for edge, TLC's dot graph (CompareDot) or, for a cfg
+// with a violation, its state dump (CompareDump) and its outcome
+// (CompareOutcome). This package is the only one that runs java; the
+// model stays pure.
 package tlc

@@ -10,8 +10,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-
-	"github.com/threadclaim/threadclaim/internal/specmodel"
 )
 
 // FixturesCheck is the CaughtBy of a mutant that the trace fixtures must
@@ -19,7 +17,7 @@ import (
 const FixturesCheck = "trace fixtures"
 
 // GraphCheck prefixes the CaughtBy of a mutant that the comparison of
-// TLC's state graph with the Go model's (specmodel.CompareGraphTLC) must
+// TLC's state graph with the Go model's (Env.CompareGraph) must
 // catch on a cfg: "graph spec/NAME.cfg". It catches an edit that changes
 // what an action may do where no invariant or property notices: an edge
 // more or less, a state more or less.
@@ -370,7 +368,7 @@ func (r MutantRun) one(ctx context.Context, base string, m Mutant, fxs []Fixture
 // checkGraph compares TLC's state graph of one cfg of the copy in dir
 // with the Go model's and says how they differ ("" when they do not).
 func (r MutantRun) checkGraph(ctx context.Context, dir, cfg string) (string, error) {
-	cmp, err := specmodel.CompareGraphTLC(ctx, r.Env.Jar, filepath.Join(dir, filepath.FromSlash(cfg)))
+	cmp, err := r.Env.CompareGraph(ctx, filepath.Join(dir, filepath.FromSlash(cfg)))
 	if err != nil || cmp.Equal() {
 		return "", err
 	}

@@ -57,7 +57,7 @@ func traceJob(trace string) func(t testing.TB, root, tmp string) Job {
 // tinyJob checks one of the small specs in testdata/specs.
 func tinyJob(module string) func(t testing.TB, root, tmp string) Job {
 	return func(t testing.TB, root, tmp string) Job {
-		dir := copyDir(t, filepath.Join(root, "tlc", "testdata"), "specs", tmp)
+		dir := copyDir(t, filepath.Join(root, "internal", "tlc", "testdata"), "specs", tmp)
 		return Job{Spec: module + ".tla", Config: module + ".cfg", Dir: dir, Workers: 1}
 	}
 }

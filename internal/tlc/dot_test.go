@@ -1,4 +1,4 @@
-package specmodel
+package tlc
 
 import (
 	"errors"
@@ -7,13 +7,15 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/threadclaim/threadclaim/internal/specmodel"
 )
 
 // dotOf renders g as TLC's -dump dot,actionlabels would: each state once,
 // a node whose label is the state, escaped, and each transition an edge
 // labelled with its action (TLC quotes the processes); as TLC does, an
 // edge comes before the node of a state it reaches first.
-func dotOf(g *Graph) string {
+func dotOf(g *specmodel.Graph) string {
 	var b strings.Builder
 	b.WriteString("strict digraph DiskGraph {\nnode [shape=box,style=rounded]\nsubgraph cluster_graph {\n")
 	esc := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
@@ -23,7 +25,7 @@ func dotOf(g *Graph) string {
 		if !written[i] {
 			written[i] = true
 			s := g.State(i)
-			b.WriteString(node(i) + ` [label="` + esc.Replace(s.TLA(g.model.cfg.Procs)) + `",style = filled]` + "\n")
+			b.WriteString(node(i) + ` [label="` + esc.Replace(s.TLA(g.Model().Config().Procs)) + `",style = filled]` + "\n")
 		}
 	}
 	for i := 0; i < g.Len(); i++ {
@@ -31,8 +33,8 @@ func dotOf(g *Graph) string {
 		first, end := g.Out(i)
 		for e := first; e < end; e++ {
 			st, to := g.Edge(e)
-			label := g.model.Describe(st)
-			for _, p := range g.model.cfg.Procs {
+			label := g.Model().Describe(st)
+			for _, p := range g.Model().Config().Procs {
 				label = strings.ReplaceAll(label, p, `"`+p+`"`)
 			}
 			b.WriteString(node(i) + " -> " + node(to) + ` [label="` + esc.Replace(label) + `",color="black",fontcolor="black"];` + "\n")
@@ -48,12 +50,12 @@ func dotOf(g *Graph) string {
 // edge under another action, a state less and a state more are each
 // reported, with the transition or state; a malformed graph is ErrDump.
 func TestCompareDotCatchesDifference(t *testing.T) {
-	c, err := ReadConfig("../../spec/ThreadClaimLapseSmall.cfg")
+	c, err := specmodel.ReadConfig("../../spec/ThreadClaimLapseSmall.cfg")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.MaxClaims, c.MaxMsgs = 2, 1
-	g := New(c).ExploreWith(Options{Edges: true})
+	g := specmodel.New(c).ExploreWith(specmodel.Options{Edges: true})
 	dot := dotOf(g)
 	cmp, err := CompareDot(g, strings.NewReader(dot))
 	if err != nil || !cmp.Equal() || cmp.TLCStates != g.Len() || cmp.TLCEdges != g.NumEdges() {
@@ -156,7 +158,7 @@ func TestCompareDotCatchesDifference(t *testing.T) {
 	if err != nil || cmp.OnlyModelEdges != 1 || !strings.Contains(cmp.FirstDiff, "the model takes Renew") {
 		t.Errorf("names only, an edge less: %+v, %v", cmp, err)
 	}
-	if _, err := CompareDot(New(c).Explore(), strings.NewReader(dot)); err == nil {
+	if _, err := CompareDot(specmodel.New(c).Explore(), strings.NewReader(dot)); err == nil {
 		t.Error("a graph explored without its edges compared")
 	}
 }
@@ -182,7 +184,7 @@ func TestSafetyCfg(t *testing.T) {
 		if !strings.Contains(string(out), "NoLiveTakeover") {
 			t.Errorf("%s: the action property the model checks was dropped", tc.path)
 		}
-		if _, err := ParseConfig(tc.path, string(out)); err != nil {
+		if _, err := specmodel.ParseConfig(tc.path, string(out)); err != nil {
 			t.Errorf("%s: %v", tc.path, err)
 		}
 	}
