@@ -1,0 +1,5 @@
+//go:build !race
+
+package tlc
+
+const raceEnabled = false
