@@ -8,17 +8,6 @@ import (
 	"time"
 )
 
-// Fences says which writes check their claim's holder. Every field is true
-// in a Workspace unless a test switches it off with WithFencesForTesting.
-type Fences struct {
-	Start   bool // RunStart: consumes the run's prompt
-	Reply   bool // Reply: consumes the answer
-	Abandon bool // Abandon: ends an earlier holder's run
-}
-
-// AllFences returns every fence on: the only setting a deployment uses.
-func AllFences() Fences { return Fences{Start: true, Reply: true, Abandon: true} }
-
 // Option configures a Workspace.
 type Option func(*Workspace)
 
