@@ -97,12 +97,6 @@ func (v *Violation) Error() string {
 // Unwrap returns the violation's kind.
 func (v *Violation) Unwrap() error { return v.Kind }
 
-// Spec holds the specification's constants that the checker follows.
-type Spec struct {
-	Fenced       bool // RunStart and Reply require HasLease(p)
-	FenceAbandon bool // Abandon requires HasLease(p)
-}
-
 // Stats counts what a check saw.
 type Stats struct {
 	Lines          int                 // lines checked (the failing one included)
@@ -124,9 +118,12 @@ type Option func(*Checker)
 // WithFile names the trace in violations. Default "trace".
 func WithFile(name string) Option { return func(c *Checker) { c.file = name } }
 
-// WithSpec sets the spec's constants. Default Fenced and FenceAbandon both
-// TRUE, as in spec/ThreadClaimLapse.cfg; the unfenced cfgs switch them off.
-func WithSpec(s Spec) Option { return func(c *Checker) { c.spec = s } }
+// WithFences sets the fences the spec's guards require (its constants
+// FenceStart, FenceReply and FenceAbandon). Default core.AllFences(), as
+// in spec/ThreadClaimLapse.cfg; the unfenced cfgs switch some off. The
+// guards of RunStart's and Reply's fences are named with the spec's
+// older single constant for both: `Fenced => HasLease(p)`, `Fenced`.
+func WithFences(f core.Fences) Option { return func(c *Checker) { c.fences = f } }
 
 // Checker follows the spec's actions line by line. Each thread is followed
 // on its own, from the spec's Init, from its first line: a thread's lines
@@ -134,7 +131,7 @@ func WithSpec(s Spec) Option { return func(c *Checker) { c.spec = s } }
 // reorders); threads may interleave. It is not safe for concurrent use.
 type Checker struct {
 	file      string
-	spec      Spec
+	fences    core.Fences
 	threads   map[core.ThreadID]int // index in list
 	list      []*threadState        // the threads by first appearance
 	recent    [4]int32              // threads seen lately: 1 + their index in list, 0 for none
@@ -148,7 +145,7 @@ type Checker struct {
 
 // NewChecker returns a Checker with no thread seen yet.
 func NewChecker(opts ...Option) *Checker {
-	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]int{}, seed: maphash.MakeSeed()}
+	c := &Checker{file: "trace", fences: core.AllFences(), threads: map[core.ThreadID]int{}, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -890,7 +887,7 @@ func (c *Checker) abandon(t *threadState, p *specProc, ev *core.TraceEvent) *Vio
 	c.guard(inRange, `r \in RunIds`)
 	c.guard(inRange && t.runs[r-1].state == runActive, `runs[r].state = "active"`)
 	c.guard(inRange && t.runs[r-1].holder != p.hold, `runs[r].holder # hold[p]`)
-	c.guard(!c.spec.FenceAbandon || t.hasLease(p), `FenceAbandon => HasLease(p)`)
+	c.guard(!c.fences.Abandon || t.hasLease(p), `FenceAbandon => HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return fmt.Sprintf("run %d; %s", r, t.leaseDetail(p)) }); v != nil {
 		return v
 	}
@@ -910,7 +907,7 @@ func (c *Checker) abandon(t *threadState, p *specProc, ev *core.TraceEvent) *Vio
 // abandon, which the spec's action does not name: not checked.
 func (c *Checker) abandonFenced(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
 	c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
-	c.guard(c.spec.FenceAbandon, `FenceAbandon`)
+	c.guard(c.fences.Abandon, `FenceAbandon`)
 	c.guard(!t.hasLease(p), `~HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
 		return v
@@ -977,7 +974,7 @@ func (t *threadState) checkPlan(ev *core.TraceEvent, p *specProc) *Violation {
 // consumed.
 func (c *Checker) runStart(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
 	c.planned(p, planRun)
-	c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
+	c.guard(!c.fences.Start || t.hasLease(p), `Fenced => HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
 		return v
 	}
@@ -1008,7 +1005,11 @@ func (c *Checker) startFenced(t *threadState, p *specProc, ev *core.TraceEvent) 
 // planned write of the kind, and p's round is over.
 func (c *Checker) planFenced(t *threadState, p *specProc, ev *core.TraceEvent, kind uint8) *Violation {
 	c.planned(p, kind)
-	c.guard(c.spec.Fenced, `Fenced`)
+	on := c.fences.Reply
+	if kind == planRun {
+		on = c.fences.Start
+	}
+	c.guard(on, `Fenced`)
 	c.guard(!t.hasLease(p), `~HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
 		return v
@@ -1028,7 +1029,7 @@ func (c *Checker) planFenced(t *threadState, p *specProc, ev *core.TraceEvent, k
 func (c *Checker) reply(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
 	q := p.planReq
 	c.planned(p, planReply)
-	c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
+	c.guard(!c.fences.Reply || t.hasLease(p), `Fenced => HasLease(p)`)
 	c.guard(q >= 1 && q <= int64(len(t.reqs)) && !t.reqs[q-1].answered, `reqs[plan[p].req].state = "open"`)
 	if v := c.guardFailed(t, func() string { return fmt.Sprintf("request %d; %s", q, t.leaseDetail(p)) }); v != nil {
 		return v

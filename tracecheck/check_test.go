@@ -628,22 +628,22 @@ func TestFixtures(t *testing.T) {
 			}
 			for _, mode := range []struct {
 				name string
-				spec tracecheck.Spec
+				spec core.Fences
 				rule string
 			}{
-				{"fenced", tracecheck.Spec{Fenced: true, FenceAbandon: true}, tc.rule},
-				{"unfenced", tracecheck.Spec{}, tc.unfenced},
+				{"fenced", core.AllFences(), tc.rule},
+				{"unfenced", core.Fences{}, tc.unfenced},
 			} {
 				if tc.line == 0 && mode.name == "unfenced" && tc.unfenced != "" {
 					// An ok trace that uses a refusal the unfenced spec lacks.
-					_, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithSpec(mode.spec))
+					_, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithFences(mode.spec))
 					var v *tracecheck.Violation
 					if !asViolation(err, &v) || v.Rule != tc.unfenced {
 						t.Errorf("%s: want the refusal's guard %s to fail, got %v", mode.name, tc.unfenced, err)
 					}
 					continue
 				}
-				st, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithSpec(mode.spec))
+				st, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithFences(mode.spec))
 				if mode.rule == "" {
 					if err != nil {
 						t.Errorf("%s: want accepted, got %v", mode.name, err)
@@ -728,7 +728,7 @@ func TestCheckCatchesUnfencedMutant(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tracecheck.Check(lines, tracecheck.WithSpec(tracecheck.Spec{})); asViolation(err, &v) {
+		if _, err := tracecheck.Check(lines, tracecheck.WithFences(core.Fences{})); asViolation(err, &v) {
 			if !errors.Is(err, tracecheck.ErrInvariant) {
 				t.Errorf("seed %d: the unfenced spec rejects the mutant by a guard, not an invariant: %v", seed, v)
 			}
@@ -820,7 +820,7 @@ func TestCheckerStep(t *testing.T) {
 
 // TestViolationFields guards what a violation tells.
 func TestViolationFields(t *testing.T) {
-	_, err := tracecheck.CheckFile("testdata/bad-consumed-twice.ndjson", tracecheck.WithSpec(tracecheck.Spec{}))
+	_, err := tracecheck.CheckFile("testdata/bad-consumed-twice.ndjson", tracecheck.WithFences(core.Fences{}))
 	var v *tracecheck.Violation
 	if !asViolation(err, &v) {
 		t.Fatalf("want a *Violation, got %v", err)

@@ -25,8 +25,9 @@ type Config struct {
 	Messages int           // messages posted to each thread; default 4
 	Steps    int           // scheduled operations before quiescence; default 300
 	ClaimTTL time.Duration // default 10s
-	// Unfenced switches every fence off: the mutant the checks must catch.
-	Unfenced bool
+	// Unfenced are the fences switched off: the mutant the checks must
+	// catch. Default none.
+	Unfenced core.Fences
 	// Storage is where the processes meet. Default a new memory.Store.
 	// It must be empty.
 	Storage core.Storage
@@ -316,8 +317,8 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		}
 		procStore = ps
 	}
-	if cfg.Unfenced {
-		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
+	if cfg.Unfenced != (core.Fences{}) {
+		opts = append(opts, core.WithFencesForTesting(core.AllFences().Without(cfg.Unfenced)))
 	}
 	s.poster = core.NewWorkspace(cfg.Storage, coretest.NewClock(epoch), append(opts, core.WithProcess("poster"))...)
 	for i := range cfg.Threads {

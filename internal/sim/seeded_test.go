@@ -101,7 +101,7 @@ func TestSimSeedsUnfencedMutantCaught(t *testing.T) {
 	ctx := context.Background()
 	caught := map[string]int{}
 	for seed := range uint64(300) {
-		sim, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: true})
+		sim, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: core.AllFences()})
 		require.NoError(t, err)
 		err = sim.Run(ctx)
 		var inv *InvariantError

@@ -266,7 +266,7 @@ func (m *Model) Abandon(s *State, p, r int) Outcome {
 		return refused(cRIsActive)
 	case s.Runs[r-1].Holder == s.Procs[p].Hold:
 		return refused(cRNotOwn)
-	case m.cfg.FenceAbandon && !HasLease(s, p):
+	case m.cfg.Fences.Abandon && !HasLease(s, p):
 		return refused(cFenceAbandon)
 	}
 	n := m.clone(s)
@@ -280,7 +280,7 @@ func (m *Model) AbandonFenced(s *State, p int) Outcome {
 	switch {
 	case s.Procs[p].PC != Claimed:
 		return refused(cPCClaimed)
-	case !m.cfg.FenceAbandon:
+	case !m.cfg.Fences.Abandon:
 		return refused(cFenceAbandOn)
 	case HasLease(s, p):
 		return refused(cNotHasLease)
@@ -342,7 +342,7 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 		return refused(cPCPlanned)
 	case pr.Plan.Kind != PlanRun:
 		return refused(cPlanRun)
-	case m.cfg.FenceStart && !HasLease(s, p):
+	case m.cfg.Fences.Start && !HasLease(s, p):
 		return refused(m.cStart)
 	}
 	n := m.clone(s)
@@ -357,12 +357,12 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 
 // StartFenced(p): the fence refuses p's start; p's round is over.
 func (m *Model) StartFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanRun, cPlanRun, m.cStartOn, m.cfg.FenceStart)
+	return m.fenced(s, p, PlanRun, cPlanRun, m.cStartOn, m.cfg.Fences.Start)
 }
 
 // ReplyFenced(p): the fence refuses p's answer; p's round is over.
 func (m *Model) ReplyFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanReply, cPlanReply, m.cReplyOn, m.cfg.FenceReply)
+	return m.fenced(s, p, PlanReply, cPlanReply, m.cReplyOn, m.cfg.Fences.Reply)
 }
 
 func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct, onConjunct string, on bool) Outcome {
@@ -392,7 +392,7 @@ func (m *Model) Reply(s *State, p int) Outcome {
 		return refused(cPCPlanned)
 	case pr.Plan.Kind != PlanReply:
 		return refused(cPlanReply)
-	case m.cfg.FenceReply && !HasLease(s, p):
+	case m.cfg.Fences.Reply && !HasLease(s, p):
 		return refused(m.cReply)
 	case s.Reqs[pr.Plan.Req-1].State != Open:
 		return refused(cReqOpen)

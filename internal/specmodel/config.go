@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // ErrConfig: a cfg file is malformed or names something the model does not
@@ -19,11 +21,10 @@ type Config struct {
 	MaxMsgs   int
 	MaxClaims int
 	MaxAsks   int
-	// FenceStart and FenceReply are the spec's Fenced (RunStart and Reply
-	// require HasLease(p)); a cfg that sets Fenced sets both.
-	FenceStart   bool
-	FenceReply   bool
-	FenceAbandon bool // Abandon requires HasLease(p)
+	// Fences are the constants FenceStart, FenceReply and FenceAbandon:
+	// the writes that require HasLease(p). A cfg that sets the older
+	// single constant Fenced sets Start and Reply.
+	Fences core.Fences
 	// OneFenced is true when the cfg sets the older single constant Fenced
 	// (for RunStart and Reply) rather than FenceStart and FenceReply; the
 	// failing conjuncts are then named with it.
@@ -215,14 +216,14 @@ func (c *Config) setConstant(k, v string) error {
 	case "MaxAsks":
 		c.MaxAsks, err = num()
 	case "Fenced":
-		c.FenceStart, err = boolean()
-		c.FenceReply, c.OneFenced = c.FenceStart, true
+		c.Fences.Start, err = boolean()
+		c.Fences.Reply, c.OneFenced = c.Fences.Start, true
 	case "FenceStart":
-		c.FenceStart, err = boolean()
+		c.Fences.Start, err = boolean()
 	case "FenceReply":
-		c.FenceReply, err = boolean()
+		c.Fences.Reply, err = boolean()
 	case "FenceAbandon":
-		c.FenceAbandon, err = boolean()
+		c.Fences.Abandon, err = boolean()
 	default:
 		return fmt.Errorf("unknown constant %s", k)
 	}

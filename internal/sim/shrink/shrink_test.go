@@ -27,7 +27,7 @@ func TestShrinkUnfencedStories(t *testing.T) {
 	ctx := context.Background()
 	seen := map[Failure]bool{}
 	for seed := range uint64(80) {
-		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: true})
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
 		require.NoError(t, err)
 		for _, f := range e.Failures() {
 			if seen[f] {
@@ -67,7 +67,7 @@ func TestShrinkUnfencedStories(t *testing.T) {
 // not show it is refused, and a fenced (passing) log has nothing to shrink.
 func TestShrinkKeepsTheSameFailure(t *testing.T) {
 	ctx := context.Background()
-	e, err := Execute(ctx, sim.Config{Seed: 0, Unfenced: true})
+	e, err := Execute(ctx, sim.Config{Seed: 0, Unfenced: core.AllFences()})
 	require.NoError(t, err)
 	_, err = Shrink(ctx, e.Log, Failure{Check: CheckInvariant, Invariant: "I3_OneActiveRun"})
 	require.ErrorIs(t, err, ErrNotReproduced)

@@ -32,11 +32,11 @@ var tlcShortestGuard = map[Failure]int{
 // longer than TLC's shortest counterexample for that property.
 func TestShrinkTraceUnfenced(t *testing.T) {
 	ctx := context.Background()
-	unfenced := tracecheck.WithSpec(tracecheck.Spec{})
+	unfenced := tracecheck.WithFences(core.Fences{})
 	seen := map[Failure]bool{}
 	shrunk := 0
 	for seed := range uint64(60) {
-		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: true})
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
 		require.NoError(t, err)
 		for _, opts := range [][]tracecheck.Option{nil, {unfenced}} {
 			_, err := tracecheck.Check(e.Lines, opts...)
