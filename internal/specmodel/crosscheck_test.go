@@ -174,6 +174,8 @@ func TestCheckerIsTheSpec(t *testing.T) {
 		{"../../spec/ThreadClaimLapse.cfg", core.AllFences()},
 		{"../../spec/ThreadClaimLapseUnfenced.cfg", core.Fences{Abandon: true}},
 		{"../../spec/ThreadClaimLapseAbandonUnfenced.cfg", core.Fences{Start: true, Reply: true}},
+		{"../../spec/ThreadClaimLapseStartUnfencedI3.cfg", core.Fences{Reply: true, Abandon: true}},
+		{"../../spec/ThreadClaimLapseReplyUnfenced.cfg", core.Fences{Start: true, Abandon: true}},
 	} {
 		t.Run(tc.cfg[strings.LastIndex(tc.cfg, "/")+1:], func(t *testing.T) {
 			c := smallCfg(t, tc.cfg)
