@@ -22,11 +22,11 @@ const (
 func (p phase) String() string {
 	switch p {
 	case phaseClaimed:
-		return "claimed"
+		return PCClaimed
 	case phasePlanned:
-		return "planned"
+		return PCPlanned
 	case phaseRunning:
-		return "running"
+		return PCRunning
 	case phaseOver:
 		return "over"
 	}

@@ -36,12 +36,6 @@ func Actions() []Action {
 	return out
 }
 
-// Plan kinds, as a Plan trace line's Kind.
-const (
-	PlanKindRun   = "run"
-	PlanKindReply = "reply"
-)
-
 // TraceEvent is one line of a trace: one action of the specification, with
 // the values its variables need. The JSON names are the specification's.
 //

@@ -30,14 +30,6 @@ var (
 	ErrInvariant = errors.New("invariant violated")
 )
 
-// The invariants the checker evaluates after every line, named as in
-// spec/ThreadClaimLapse.tla.
-const (
-	InvConsumedAtMostOnce = "I1_ConsumedAtMostOnce"
-	InvOneActiveRun       = "I3_OneActiveRun"
-	InvNoLiveAbandon      = "NoLiveAbandon"
-)
-
 // Violation is the first line of a thread that no action of the spec
 // explains, or after which an invariant fails.
 type Violation struct {
@@ -334,7 +326,7 @@ const (
 	pcRunning
 )
 
-var pcNames = [...]string{"idle", "claimed", "planned", "running"}
+var pcNames = [...]string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning}
 
 // Plan kinds, as the spec's plan[p].kind.
 const (
@@ -343,7 +335,7 @@ const (
 	planReply
 )
 
-var planNames = [...]string{"none", "run", "reply"}
+var planNames = [...]string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply}
 
 // Run states, as the spec's runs[r].state.
 const (
@@ -352,7 +344,7 @@ const (
 	runAbandoned
 )
 
-var runStateNames = [...]string{"active", "ended", "abandoned"}
+var runStateNames = [...]string{string(core.StateActive), string(core.StateEnded), string(core.StateAbandoned)}
 
 type specRun struct {
 	holder int
@@ -1129,13 +1121,13 @@ func (c *Checker) invariants(t *threadState, lapse bool) *Violation {
 	}
 	var failed []string
 	if t.overConsumed > 0 {
-		failed = append(failed, InvConsumedAtMostOnce)
+		failed = append(failed, core.InvConsumedAtMostOnce)
 	}
 	if t.active > 1 {
-		failed = append(failed, InvOneActiveRun)
+		failed = append(failed, core.InvOneActiveRun)
 	}
 	if t.liveAband {
-		failed = append(failed, InvNoLiveAbandon)
+		failed = append(failed, core.InvNoLiveAbandon)
 	}
 	return &Violation{Kind: ErrInvariant, Rule: failed[0], Failed: failed, Lapse: lapse,
 		Detail: t.invariantDetail(), State: t.dump()}

@@ -596,9 +596,9 @@ var fixtureTable = []struct {
 	{file: "ok-abandon-fenced.ndjson", unfenced: "FenceAbandon"},
 	{file: "bad-start-under-other-lease.ndjson", line: 5, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)"},
 	{file: "bad-consumed-twice.ndjson", line: 8, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
-		unfenced: tracecheck.InvConsumedAtMostOnce},
+		unfenced: core.InvConsumedAtMostOnce},
 	{file: "bad-two-active-runs.ndjson", line: 7, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
-		unfenced: tracecheck.InvConsumedAtMostOnce, alsoFailed: []string{tracecheck.InvOneActiveRun}},
+		unfenced: core.InvConsumedAtMostOnce, alsoFailed: []string{core.InvOneActiveRun}},
 	{file: "bad-reply-already-answered.ndjson", line: 12, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
 		unfenced: `reqs[plan[p].req].state = "open"`, alsoFailed: []string{`reqs[plan[p].req].state = "open"`}},
 	{file: "bad-tick-gap.ndjson", line: 6, kind: tracecheck.ErrOrder, rule: "tick", unfenced: "tick"},
@@ -740,7 +740,7 @@ func TestCheckCatchesUnfencedMutant(t *testing.T) {
 	if guards["Fenced => HasLease(p)"] == 0 || guards["FenceAbandon => HasLease(p)"] == 0 {
 		t.Errorf("the fenced spec did not reject the mutant at both fences: %v", guards)
 	}
-	if invariants[tracecheck.InvConsumedAtMostOnce] == 0 || invariants[tracecheck.InvNoLiveAbandon] == 0 {
+	if invariants[core.InvConsumedAtMostOnce] == 0 || invariants[core.InvNoLiveAbandon] == 0 {
 		t.Errorf("the unfenced spec did not catch both I1 and NoLiveAbandon: %v", invariants)
 	}
 	t.Logf("fenced spec: %v; unfenced spec: %v", guards, invariants)

@@ -662,17 +662,17 @@ func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) 
 		}
 	}
 	if times > 0 {
-		return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", twice, times)}
+		return &InvariantError{Invariant: core.InvConsumedAtMostOnce, Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", twice, times)}
 	}
 	if active := th.ActiveRuns(); len(active) > 1 {
-		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}
+		return &InvariantError{Invariant: core.InvOneActiveRun, Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}
 	}
 	for _, e := range fresh {
 		if e.Kind != core.RunAbandoned {
 			continue
 		}
 		if r, _ := th.Run(e.Run); r.Holder == lease.Holder {
-			return &InvariantError{Invariant: "NoLiveAbandon", Thread: th.ID, Op: op, Detail: fmt.Sprintf("run %d abandoned while its holder %s held the lease", e.Run, r.Holder)}
+			return &InvariantError{Invariant: core.InvNoLiveAbandon, Thread: th.ID, Op: op, Detail: fmt.Sprintf("run %d abandoned while its holder %s held the lease", e.Run, r.Holder)}
 		}
 	}
 	return nil

@@ -112,7 +112,7 @@ func TestSimSeedsUnfencedMutantCaught(t *testing.T) {
 		require.NoError(t, err)
 	}
 	t.Logf("unfenced mutant caught by: %v", caught)
-	require.Positive(t, caught["I1_ConsumedAtMostOnce"]+caught["I3_OneActiveRun"], "the mutant went uncaught")
+	require.Positive(t, caught[core.InvConsumedAtMostOnce]+caught[core.InvOneActiveRun], "the mutant went uncaught")
 }
 
 type lineRecorder struct{ lines []core.TraceEvent }

@@ -50,7 +50,7 @@ func (m *Model) clone(s *State) State {
 // New returns the model of cfg.
 func New(cfg Config) *Model {
 	m := &Model{cfg: cfg, cStart: cFenceStart, cReply: cFenceReply, cStartOn: cFenceStartOn, cReplyOn: cFenceReplyOn,
-		takeover: cfg.checks(PropNoLiveTakeover)}
+		takeover: cfg.checks(core.PropNoLiveTakeover)}
 	if cfg.OneFenced {
 		m.cStart, m.cReply, m.cStartOn, m.cReplyOn = cFenced, cFenced, cFencedOn, cFencedOn
 	}

@@ -43,15 +43,11 @@ type Config struct {
 	Fires []string
 }
 
-// Invariant names the model evaluates.
+// The model evaluates the invariants core.InvTypeOK,
+// core.InvConsumedAtMostOnce, core.InvOneActiveRun and
+// core.InvNoLiveAbandon, and checks the action property
+// core.PropNoLiveTakeover on every transition when the cfg lists it.
 const (
-	InvTypeOK             = "TypeOK"
-	InvConsumedAtMostOnce = "I1_ConsumedAtMostOnce"
-	InvOneActiveRun       = "I3_OneActiveRun"
-	InvNoLiveAbandon      = "NoLiveAbandon"
-	// PropNoLiveTakeover is the action property [][~LiveTakeover]_vars,
-	// which the model checks on every transition when the cfg lists it.
-	PropNoLiveTakeover     = "NoLiveTakeover"
 	maxSmall               = 200 // values are stored in bytes
 	defaultSpecification   = "Spec"
 	livenessSpecification  = "LiveSpec"
@@ -64,7 +60,7 @@ var sections = map[string]string{
 	"PROPERTY": "PROPERTY", "PROPERTIES": "PROPERTY",
 }
 
-var knownInvariants = []string{InvTypeOK, InvConsumedAtMostOnce, InvOneActiveRun, InvNoLiveAbandon}
+var knownInvariants = []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon}
 
 // ReadConfig reads and parses a cfg file.
 func ReadConfig(path string) (Config, error) {
@@ -291,7 +287,7 @@ func (c Config) MaxRuns() int { return c.MaxClaims * c.MaxMsgs }
 func (c Config) Unchecked() []string {
 	var out []string
 	for _, p := range c.Properties {
-		if p != PropNoLiveTakeover {
+		if p != core.PropNoLiveTakeover {
 			out = append(out, p)
 		}
 	}

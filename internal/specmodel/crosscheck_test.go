@@ -107,7 +107,7 @@ func legal(m *specmodel.Model, s *specmodel.State, st specmodel.Step) bool {
 
 // keeps reports whether s keeps the invariants the checker evaluates.
 func keeps(m *specmodel.Model, s *specmodel.State) bool {
-	for _, inv := range []string{specmodel.InvConsumedAtMostOnce, specmodel.InvOneActiveRun, specmodel.InvNoLiveAbandon} {
+	for _, inv := range []string{core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon} {
 		if !m.Invariant(inv, s) {
 			return false
 		}
