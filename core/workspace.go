@@ -173,8 +173,6 @@ func isRefusal(err error) bool {
 // replaced.
 func leaseNow(c Clock) time.Time { return c.Now().Truncate(time.Microsecond) }
 
-func leaseKey(id ThreadID) string { return string(id) }
-
 // record checks ev against the thread, bumps the thread's version once,
 // stamps ev with it, appends ev, and, for an event that consumes a
 // message, saves the taken cursor at that message.
@@ -242,7 +240,7 @@ func (w *Workspace) Pending(ctx context.Context) ([]PendingThread, error) {
 			if !t.Unconsumed() && len(t.ActiveRuns()) == 0 {
 				continue
 			}
-			l, err := tx.Lease(ctx, leaseKey(id))
+			l, err := tx.Lease(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -272,7 +270,7 @@ func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
 	var l Lease
 	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		var err error
-		l, err = tx.Lease(ctx, leaseKey(id))
+		l, err = tx.Lease(ctx, id)
 		return err
 	})
 	return l, err
@@ -411,7 +409,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if err != nil {
 			return err
 		}
-		l, err := tx.Lease(ctx, leaseKey(id))
+		l, err := tx.Lease(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -426,7 +424,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if err != nil {
 			return err
 		}
-		if err := tx.PutLease(ctx, Lease{Key: leaseKey(id), Holder: holder, ExpiresAt: now.Add(ttl)}); err != nil {
+		if err := tx.PutLease(ctx, Lease{Thread: id, Holder: holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: v, Action: ActionClaim, Thread: id, Holder: holder, Taken: t.Taken, Lease: holder,
@@ -511,7 +509,7 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 		if err != nil {
 			return err
 		}
-		held, _, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
+		held, _, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
 		if err != nil {
 			return err
 		}
@@ -523,7 +521,7 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 			return err
 		}
 		now := leaseNow(w.clock)
-		if err := tx.PutLease(ctx, Lease{Key: leaseKey(c.Thread), Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
+		if err := tx.PutLease(ctx, Lease{Thread: c.Thread, Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: v, Action: ActionRenew, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: c.Holder,
@@ -551,7 +549,7 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 		if err != nil {
 			return err
 		}
-		held, l, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
+		held, l, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
 		if err != nil {
 			return err
 		}
@@ -563,7 +561,7 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.DeleteLease(ctx, leaseKey(c.Thread)); err != nil {
+		if err := tx.DeleteLease(ctx, c.Thread); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: v, Action: ActionRelease, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken}
@@ -582,7 +580,7 @@ func (w *Workspace) fence(ctx context.Context, tx Transaction, on bool, c Claim,
 		// measures a write without the fence's lock.
 		return "", nil
 	}
-	held, l, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
+	held, l, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
 	if err != nil {
 		return "", err
 	}
@@ -1026,7 +1024,7 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		if err != nil {
 			return err
 		}
-		l, err := tx.Lease(ctx, leaseKey(r.thread))
+		l, err := tx.Lease(ctx, r.thread)
 		if err != nil {
 			return err
 		}

@@ -159,7 +159,7 @@ func TestAbstract(t *testing.T) {
 	th.Runs = []core.Run{{ID: 1, Holder: "b", Prompt: 1, State: core.StateActive}}
 	now := time.Unix(100, 0)
 	o := Observed{
-		Thread: th, Lease: core.Lease{Key: "t", Holder: "b", ExpiresAt: now}, Now: now,
+		Thread: th, Lease: core.Lease{Thread: "t", Holder: "b", ExpiresAt: now}, Now: now,
 		Procs:   []Proc{{}, {PC: specmodel.Running, Holder: "b", Run: 1}},
 		Holders: []core.Holder{"a", "b"},
 	}

@@ -631,7 +631,7 @@ func (s *Seeded) Check(ctx context.Context, op int) error {
 			if err != nil {
 				return err
 			}
-			lease, err := tx.Lease(ctx, string(id))
+			lease, err := tx.Lease(ctx, id)
 			if err != nil {
 				return err
 			}

@@ -55,9 +55,9 @@
 // the lease had a row of its own, locked second, after the thread's.) A
 // transaction that touches two threads (the Workspace never does) has no
 // order between them. An acquire serialises with a fenced write whether
-// or not the thread has a lease. A lease key that names no thread has no
-// row: it reads as no lease, and a lease written for it is not kept (the
-// Workspace never uses one).
+// or not the thread has a lease. A thread that does not exist has no
+// row and no lease: Lease reads none, and PutLease and DeleteLease return
+// core.ErrUnknownThread, as every storage does.
 //
 // Thread locks the thread's row and reads its lease in one round trip (a
 // pipelined batch that runs in that order), with the events appended since
@@ -148,7 +148,7 @@
 //
 // # The fence is the row lock
 //
-// HoldsLease(key, holder) is true when the lease on the thread row this
+// HoldsLease(thread, holder) is true when the lease on the thread row this
 // transaction has locked names holder, expired or not: no clock is read.
 // Until the transaction ends no other transaction can change that row,
 // the lease on it included, nor lock it (through the leases view or
