@@ -39,7 +39,8 @@ type Config struct {
 	// reported. Empty when the cfg declares none.
 	Expect []string
 	// Fires lists the actions the cfg's `\* fires:` comment says must each
-	// take at least one step in the reachable graph.
+	// take at least one step in the reachable graph ("all": every action
+	// of core.ActionTable).
 	Fires []string
 }
 
@@ -98,6 +99,12 @@ func ParseConfig(name, text string) (Config, error) {
 			}
 			if rest, ok := strings.CutPrefix(comment, "fires:"); ok && c.Fires == nil {
 				c.Fires = strings.Fields(rest)
+				if len(c.Fires) == 1 && c.Fires[0] == "all" {
+					c.Fires = nil
+					for _, a := range core.Actions() {
+						c.Fires = append(c.Fires, string(a))
+					}
+				}
 			}
 			line = line[:j]
 		}
