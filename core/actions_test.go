@@ -1,22 +1,27 @@
-package cli
+package core_test
 
 import (
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/explore"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
+// traceSpecFile is the TLC trace spec: how a trace line is matched to a
+// spec action.
+const traceSpecFile = "../tla/ThreadClaimLapseTrace.tla"
+
 // TestActionTable guards the one action table (core.ActionTable) against
-// every place an action lives: the specification's Next, the TLC trace
-// spec's read and write sets, the Go checker, the runner's steps, the
-// porcupine model, the trace viewer and the events the simulations check.
-// Adding an action in one place only fails here.
+// the spec and the places that read it: the specification's Next and its
+// guards on pc, the TLC trace spec's read and write sets, the Go
+// checker's porcupine model, the runner's steps, the trace viewer and the
+// events the simulations check. Adding an action in one place only fails
+// here or in TestActionPlaces.
 func TestActionTable(t *testing.T) {
 	table := core.ActionTable()
 	byName := map[core.Action]core.ActionInfo{}
@@ -29,11 +34,20 @@ func TestActionTable(t *testing.T) {
 	if got := core.Actions(); len(got) != len(table) {
 		t.Errorf("Actions() has %d names, the table %d rows", len(got), len(table))
 	}
+	spec := readFile(t, specFile)
+	checkSpecNext(t, spec, table, byName)
+	checkSpecPC(t, spec, table)
+	checkTraceSpecLines(t, readFile(t, traceSpecFile), table)
+	checkRows(t, table, byName)
+	checkReaders(t, table, byName)
+}
 
-	// The specification: the actions Next is made of, in declaration order.
-	specText := readFile(t, "../../spec/ThreadClaimLapse.tla")
+// checkSpecNext: the spec declares the table's actions, in the table's
+// order, and Next is made of exactly them.
+func checkSpecNext(t *testing.T, spec string, table []core.ActionInfo, byName map[core.Action]core.ActionInfo) {
+	t.Helper()
 	var declared []core.Action
-	for _, m := range regexp.MustCompile(`(?m)^([A-Z][A-Za-z]*)(\([a-z, ]*\))? ==`).FindAllStringSubmatch(specText, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^([A-Z][A-Za-z]*)(\([a-z, ]*\))? ==`).FindAllStringSubmatch(spec, -1) {
 		if _, ok := byName[core.Action(m[1])]; ok {
 			declared = append(declared, core.Action(m[1]))
 		}
@@ -41,27 +55,64 @@ func TestActionTable(t *testing.T) {
 	if !slices.Equal(declared, core.Actions()) {
 		t.Errorf("the spec declares the table's actions in the order %v; the table's order is %v", declared, core.Actions())
 	}
-	next := block(specText, "ProcNext(p) ==") + block(specText, "Next ==")
-	inNext := map[core.Action]bool{}
-	for _, m := range regexp.MustCompile(`\\/\s*(?:\\E [^:]+:\s*)?([A-Z][A-Za-z]*)`).FindAllStringSubmatch(next, -1) {
-		if m[1] == "ProcNext" {
-			continue
-		}
-		a := core.Action(m[1])
+	inNext := nextDisjuncts(spec)
+	for a := range inNext {
 		if _, ok := byName[a]; !ok {
 			t.Errorf("the spec's Next has %s, which the action table lacks", a)
 		}
-		inNext[a] = true
 	}
 	for _, info := range table {
 		if !inNext[info.Action] {
 			t.Errorf("%s is in the action table but not a disjunct of the spec's Next", info.Action)
 		}
 	}
+}
 
-	// The TLC trace spec's set of read actions (every other logged action
-	// is a write, but Release, which it names as both).
-	traceSpec := readFile(t, "../../tla/ThreadClaimLapseTrace.tla")
+// nextDisjuncts returns the actions ProcNext(p) and Next are made of.
+func nextDisjuncts(spec string) map[core.Action]bool {
+	next := block(spec, "ProcNext(p) ==") + block(spec, "Next ==")
+	in := map[core.Action]bool{}
+	for _, m := range regexp.MustCompile(`\\/\s*(?:\\E [^:]+:\s*)?([A-Z][A-Za-z]*)`).FindAllStringSubmatch(next, -1) {
+		if m[1] != "ProcNext" {
+			in[core.Action(m[1])] = true
+		}
+	}
+	return in
+}
+
+// checkSpecPC: each row's PC and NextPC are the spec's guard on pc[p] and
+// its pc'[p]; a round ends exactly when pc'[p] is "idle".
+func checkSpecPC(t *testing.T, spec string, table []core.ActionInfo) {
+	t.Helper()
+	guard := regexp.MustCompile(`pc\[p\] = "([a-z]+)"`)
+	next := regexp.MustCompile(`pc' = \[pc EXCEPT !\[p\] = "([a-z]+)"\]`)
+	for _, info := range table {
+		def := definition(spec, info.Action)
+		if def == "" {
+			t.Errorf("%s: no definition in %s", info.Action, specFile)
+			continue
+		}
+		pc, nextPC := "", ""
+		if m := guard.FindStringSubmatch(def); m != nil {
+			pc = m[1]
+		}
+		if m := next.FindStringSubmatch(def); m != nil {
+			nextPC = m[1]
+		}
+		if info.PC != pc || info.NextPC != nextPC {
+			t.Errorf("%s: the table says pc %q to %q; the spec's definition, %q to %q", info.Action, info.PC, info.NextPC, pc, nextPC)
+		}
+		if info.ByProcess && info.EndsRound != (info.NextPC == core.PCIdle) {
+			t.Errorf("%s: EndsRound is %v, but pc'[p] is %q", info.Action, info.EndsRound, info.NextPC)
+		}
+	}
+}
+
+// checkTraceSpecLines: the TLC trace spec's set of read actions is the
+// table's, and it singles out the one action that is a write or a read
+// (Release); every other logged action is a write.
+func checkTraceSpecLines(t *testing.T, traceSpec string, table []core.ActionInfo) {
+	t.Helper()
 	for _, info := range table {
 		if info.Line == core.LineWriteOrRead && !strings.Contains(traceSpec, `line.action = "`+string(info.Action)+`"`) {
 			t.Errorf("%s is a write or a read; the trace spec does not single it out", info.Action)
@@ -80,10 +131,14 @@ func TestActionTable(t *testing.T) {
 			t.Errorf("tla trace spec's %s = %v; the action table's %v lines are %v", set, got, kind, want)
 		}
 	}
+}
 
+// checkRows: each row is consistent in itself and with the rows it names,
+// and the trace viewer names every logged action.
+func checkRows(t *testing.T, table []core.ActionInfo, byName map[core.Action]core.ActionInfo) {
+	t.Helper()
 	for _, info := range table {
 		a := info.Action
-		// Consistency of the row itself.
 		if info.Consumes && !info.Fenced {
 			t.Errorf("%s consumes a message but is not fenced", a)
 		}
@@ -96,9 +151,8 @@ func TestActionTable(t *testing.T) {
 		if info.Event != "" && (core.Event{Kind: info.Event}).Consumes() != info.Consumes {
 			t.Errorf("%s appends %s, whose Consumes() disagrees with the table", a, info.Event)
 		}
-		// The trace viewer names every logged action.
 		if info.Line != core.LineNone {
-			if text := cellText(core.TraceEvent{Action: a, Msg: 1, Req: 1, Run: 1}, info, func(core.Holder) string { return "h1" }); !strings.HasPrefix(text, string(a)) {
+			if text := explore.CellText(core.TraceEvent{Action: a, Msg: 1, Req: 1, Run: 1}, info, func(core.Holder) string { return "h1" }); !strings.HasPrefix(text, string(a)) {
 				t.Errorf("show describes %s as %q", a, text)
 			}
 		}
@@ -116,8 +170,13 @@ func TestActionTable(t *testing.T) {
 			t.Errorf("%s is fenced but no action refuses it", info.Action)
 		}
 	}
+}
 
-	// The runner's steps are actions (but the agent's run).
+// checkReaders: the runner's steps are process actions (but the agent's
+// run), and the porcupine model covers exactly the process actions that
+// change the lease or consume a message (and a read of the cursor).
+func checkReaders(t *testing.T, table []core.ActionInfo, byName map[core.Action]core.ActionInfo) {
+	t.Helper()
 	for _, s := range runner.Steps() {
 		info, ok := byName[core.Action(s)]
 		if s == runner.StepAgent {
@@ -127,9 +186,6 @@ func TestActionTable(t *testing.T) {
 			t.Errorf("runner step %q is not a process action of the table", s)
 		}
 	}
-
-	// The porcupine model covers exactly the process actions that change
-	// the lease or consume a message (and a read of the cursor).
 	lin := map[core.Action]bool{}
 	for _, k := range tracecheck.LinKinds() {
 		if k == tracecheck.LinTaken {
@@ -148,15 +204,6 @@ func TestActionTable(t *testing.T) {
 	}
 }
 
-func readFile(t *testing.T, path string) string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
-}
-
 // block returns the definition that starts with head, up to the next blank
 // line.
 func block(text, head string) string {
@@ -165,6 +212,20 @@ func block(text, head string) string {
 		return ""
 	}
 	rest := text[i+1:]
+	if j := strings.Index(rest, "\n\n"); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// definition returns the spec's definition of the action (with or without
+// parameters), up to the next blank line; "" when there is none.
+func definition(spec string, a core.Action) string {
+	m := regexp.MustCompile(`(?m)^` + string(a) + `(\([a-z, ]*\))? ==`).FindStringIndex(spec)
+	if m == nil {
+		return ""
+	}
+	rest := spec[m[0]:]
 	if j := strings.Index(rest, "\n\n"); j >= 0 {
 		rest = rest[:j]
 	}
