@@ -1,6 +1,11 @@
 package core_test
 
 import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -8,6 +13,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/explore"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -246,4 +252,205 @@ func tlaStringSet(t *testing.T, text, name string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// placesDoc lists every place an action lives (core/ACTIONS.md);
+// TestActionPlaces checks each of its numbered places for every action.
+const placesDoc = "ACTIONS.md"
+
+// TestActionPlaces: every action of the table is in every place
+// core/ACTIONS.md lists for it, and that list names exactly the places
+// checked here. Removing an action from one place, or adding one to the
+// table and not to a place, fails naming both.
+func TestActionPlaces(t *testing.T) {
+	places := actionPlaces(t)
+	var checked []string
+	for _, p := range places {
+		checked = append(checked, p.path)
+	}
+	if listed := listedPlaces(t, readFile(t, placesDoc)); !slices.Equal(listed, checked) {
+		t.Errorf("%s lists the places %q; TestActionPlaces checks %q", placesDoc, listed, checked)
+	}
+	for _, info := range core.ActionTable() {
+		for _, p := range places {
+			if missing := p.check(info); missing != "" {
+				t.Errorf("%s: %s: %s (%s)", info.Action, p.path, missing, placesDoc)
+			}
+		}
+	}
+}
+
+// listedPlaces returns the first path of each numbered row of the doc's
+// tables, in order.
+func listedPlaces(t *testing.T, doc string) []string {
+	t.Helper()
+	var out []string
+	for _, m := range regexp.MustCompile("(?m)^\\| [0-9]+ \\| `([^`]+)`").FindAllStringSubmatch(doc, -1) {
+		out = append(out, m[1])
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s lists no places", placesDoc)
+	}
+	return out
+}
+
+// place is one place an action lives, and what it lacks for an action
+// ("" when nothing).
+type place struct {
+	path  string // as core/ACTIONS.md names it, from the repository's root
+	check func(info core.ActionInfo) string
+}
+
+// actionPlaces returns the places core/ACTIONS.md lists, in its order,
+// each with its check.
+func actionPlaces(t *testing.T) []place {
+	spec, traceSpec := readFile(t, specFile), readFile(t, traceSpecFile)
+	next := nextDisjuncts(spec)
+	actionsGo, checkGo, driveGo := readFile(t, "actions.go"), readFile(t, "../tracecheck/check.go"), readFile(t, "../internal/conform/drive.go")
+	workspace, checker, model := methods(t, ".", "Workspace"), methods(t, "../tracecheck", "Checker"), methods(t, "../internal/specmodel", "Model")
+	fixtures := fixtureActions(t)
+	specReadme, traceDoc, tlaReadme := readFile(t, "../spec/README.md"), readFile(t, "../tracecheck/doc.go"), readFile(t, "../tla/README.md")
+	do := modelDo(t)
+	return []place{
+		{"spec/ThreadClaimLapse.tla", func(info core.ActionInfo) string {
+			switch {
+			case definition(spec, info.Action) == "":
+				return "no definition"
+			case !next[info.Action]:
+				return "not a disjunct of Next"
+			}
+			return ""
+		}},
+		{"tla/ThreadClaimLapseTrace.tla", logged(func(a string) bool { return strings.Contains(traceSpec, `a = "`+a+`"`) }, "no arm of the line's CASE")},
+		{"core/actions.go", func(info core.ActionInfo) string {
+			if !regexp.MustCompile(`\bAction` + string(info.Action) + `\s+Action = "` + string(info.Action) + `"`).MatchString(actionsGo) {
+				return "no constant Action" + string(info.Action)
+			}
+			return ""
+		}},
+		{"core/workspace.go", func(info core.ActionInfo) string {
+			if info.Line == core.LineNone || info.Refuses != "" || workspace[string(info.Action)] == "workspace.go" {
+				return ""
+			}
+			return "no Workspace method " + string(info.Action)
+		}},
+		{"tracecheck/check.go", logged(func(a string) bool {
+			return checker[strings.ToLower(a[:1])+a[1:]] == "check.go" && regexp.MustCompile(`case [^:]*\ba`+a+`\b`).MatchString(checkGo)
+		}, "no checker method, or no case in step")},
+		{"internal/specmodel/actions.go", func(info core.ActionInfo) string {
+			if model[string(info.Action)] != "actions.go" {
+				return "no model method " + string(info.Action)
+			}
+			return do(info)
+		}},
+		{"internal/conform/drive.go", func(info core.ActionInfo) string {
+			if !regexp.MustCompile(`case [^:]*core\.Action` + string(info.Action) + `\b`).MatchString(driveGo) {
+				return "no Go call for it in driver.do"
+			}
+			return ""
+		}},
+		{"tracecheck/testdata", logged(func(a string) bool { return fixtures[a] }, "no fixture has a line of it")},
+		{"spec/README.md", func(info core.ActionInfo) string {
+			if !regexp.MustCompile("(?m)^\\| `" + string(info.Action) + "[`(]").MatchString(specReadme) {
+				return "no row in the table of actions"
+			}
+			return ""
+		}},
+		{"tracecheck/doc.go", logged(func(a string) bool { return regexp.MustCompile(`\b` + a + `\b`).MatchString(traceDoc) }, "not named in the trace's contract")},
+		{"tla/README.md", logged(func(a string) bool { return strings.Contains(tlaReadme, "`"+a+"`") }, "not named")},
+	}
+}
+
+// logged is a check of the actions a trace has a line of (all but Lapse).
+func logged(ok func(action string) bool, missing string) func(core.ActionInfo) string {
+	return func(info core.ActionInfo) string {
+		if info.Line == core.LineNone || ok(string(info.Action)) {
+			return ""
+		}
+		return missing
+	}
+}
+
+// methods returns the methods of the type named recv (pointer receivers
+// or not) declared in the package in dir, each with its file's name.
+func methods(t *testing.T, dir, recv string) map[string]string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || len(fn.Recv.List) != 1 {
+				continue
+			}
+			typ := fn.Recv.List[0].Type
+			if star, ok := typ.(*ast.StarExpr); ok {
+				typ = star.X
+			}
+			if id, ok := typ.(*ast.Ident); ok && id.Name == recv {
+				out[fn.Name.Name] = filepath.Base(f)
+			}
+		}
+	}
+	return out
+}
+
+// fixtureActions returns the actions some trace fixture has a line of.
+func fixtureActions(t *testing.T) map[string]bool {
+	t.Helper()
+	var files []string
+	for _, pattern := range []string{"../tracecheck/testdata/*.ndjson", "../tla/testdata/*.ndjson", "../tla/testdata/*/*.ndjson"} {
+		m, err := filepath.Glob(pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	out := map[string]bool{}
+	re := regexp.MustCompile(`"action":"([A-Za-z]+)"`)
+	for _, f := range files {
+		for _, m := range re.FindAllStringSubmatch(readFile(t, f), -1) {
+			out[m[1]] = true
+		}
+	}
+	return out
+}
+
+// modelDo returns a check that the Go model's Do takes a step of the
+// action (from the Small cfg's Init) without panicking on it as unknown.
+func modelDo(t *testing.T) func(core.ActionInfo) string {
+	t.Helper()
+	cfg, err := specmodel.ReadConfig("../spec/ThreadClaimLapseSmall.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := specmodel.New(cfg)
+	return func(info core.ActionInfo) (missing string) {
+		st := specmodel.Step{Action: info.Action, P: -1}
+		if info.ByProcess {
+			st.P = 0
+		}
+		if info.Action == core.ActionAbandon {
+			st.R = 1
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				missing = fmt.Sprintf("the model's Do panics on it: %v", r)
+			}
+		}()
+		s := m.Init()
+		m.Do(&s, st)
+		return ""
+	}
 }
