@@ -199,7 +199,7 @@ func TestProxiedURL(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 }
 
-func TestParseUnfencedAndKinds(t *testing.T) {
+func TestUnfencedFlagAndKinds(t *testing.T) {
 	var u UnfencedFlag
 	require.NoError(t, u.Set("start"))
 	require.Equal(t, core.Fences{Start: true}, u.Off)
