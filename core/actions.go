@@ -1,11 +1,48 @@
 package core
 
 // The action table: one row per action of spec/ThreadClaimLapse.tla, the
-// single place that says what each action is. The trace checkers, the
-// trace viewer, the runner's steps, the porcupine model and the
-// simulations read these facts from here (or are tested against them in
-// cmd/tracecheck's TestActionTable), so an action added in one place only
-// fails that test.
+// single place that says what each action is. The Workspace's rounds, the
+// trace checkers, the Go model of the spec, the trace viewer, the
+// runner's steps, the porcupine model and the simulations read these
+// facts from here, and TestActionTable (core/actions_test.go) holds the
+// table to the spec and to every place an action lives: core/ACTIONS.md
+// lists them, and an action added in one place only fails that test.
+
+// Action is the name of one of the specification's actions. Trace lines
+// carry it, and the Workspace's methods are named after it.
+type Action string
+
+// The specification's actions (spec/ThreadClaimLapse.tla). Lapse is never
+// written: a lease lapses in the specification at any moment, and a trace
+// checker infers it where a Claim takes a lease another holder had.
+const (
+	ActionPost          Action = "Post"
+	ActionClaim         Action = "Claim"
+	ActionRenew         Action = "Renew"
+	ActionLapse         Action = "Lapse"
+	ActionRelease       Action = "Release"
+	ActionAbandon       Action = "Abandon"
+	ActionAbandonFenced Action = "AbandonFenced"
+	ActionPlan          Action = "Plan"
+	ActionRunStart      Action = "RunStart"
+	ActionStartFenced   Action = "StartFenced"
+	ActionReply         Action = "Reply"
+	ActionReplyFenced   Action = "ReplyFenced"
+	ActionAsk           Action = "Ask"
+	ActionRunEnd        Action = "RunEnd"
+	ActionEndRefused    Action = "EndRefused"
+	ActionCrash         Action = "Crash"
+)
+
+// Actions returns every action, in the order the specification
+// declares them (the action table's order).
+func Actions() []Action {
+	out := make([]Action, len(actionTable))
+	for i, info := range actionTable {
+		out[i] = info.Action
+	}
+	return out
+}
 
 // LineKind says how an action's trace line relates to the thread's
 // version.
@@ -80,6 +117,12 @@ type ActionInfo struct {
 	// EndsRound is true when the process is idle after the action: its
 	// claim's round is over.
 	EndsRound bool
+	// PC is the pc[p] the spec's guard requires (PCIdle, PCClaimed,
+	// PCPlanned or PCRunning); "" when it requires pc[p] # "idle" (Renew,
+	// Crash) or the action has no process (Post, Lapse).
+	PC string
+	// NextPC is pc'[p] after the action; "" when it leaves pc[p] as it was.
+	NextPC string
 	// Event is the kind of event the action appends to the thread's log;
 	// "" when it appends none.
 	Event EventKind
@@ -96,29 +139,29 @@ func ActionTable() []ActionInfo {
 // actionTable is the table itself: constant data, never written.
 var actionTable = [...]ActionInfo{
 	{Action: ActionPost, Line: LineWrite, Event: MessagePosted, Carries: FieldMsg},
-	{Action: ActionClaim, Line: LineWrite, ByProcess: true, WritesLease: true, Carries: FieldHolder | FieldLease},
+	{Action: ActionClaim, Line: LineWrite, ByProcess: true, WritesLease: true, PC: PCIdle, NextPC: PCClaimed, Carries: FieldHolder | FieldLease},
 	{Action: ActionRenew, Line: LineWrite, ByProcess: true, WritesLease: true, Carries: FieldHolder | FieldLease},
 	{Action: ActionLapse, Line: LineNone, WritesLease: true},
-	{Action: ActionRelease, Line: LineWriteOrRead, ByProcess: true, WritesLease: true, EndsRound: true, Carries: FieldHolder | FieldLease},
-	{Action: ActionAbandon, Line: LineWrite, ByProcess: true, Fenced: true, Event: RunAbandoned, Carries: FieldHolder | FieldRun | FieldLease},
-	{Action: ActionAbandonFenced, Line: LineRead, ByProcess: true, Refuses: ActionAbandon, EndsRound: true, Carries: FieldHolder | FieldRun | FieldLease},
-	{Action: ActionPlan, Line: LineRead, ByProcess: true, Carries: FieldHolder | FieldMsg | FieldReq | FieldKind},
-	{Action: ActionRunStart, Line: LineWrite, ByProcess: true, Consumes: true, Fenced: true, Event: RunStarted, Carries: FieldHolder | FieldMsg | FieldRun | FieldLease},
-	{Action: ActionStartFenced, Line: LineRead, ByProcess: true, Refuses: ActionRunStart, EndsRound: true, Carries: FieldHolder | FieldMsg | FieldLease},
-	{Action: ActionReply, Line: LineWrite, ByProcess: true, Consumes: true, Fenced: true, Event: Answered, Carries: FieldHolder | FieldMsg | FieldReq | FieldLease},
-	{Action: ActionReplyFenced, Line: LineRead, ByProcess: true, Refuses: ActionReply, EndsRound: true, Carries: FieldHolder | FieldMsg | FieldReq | FieldLease},
-	{Action: ActionAsk, Line: LineWrite, ByProcess: true, Event: Asked, Carries: FieldHolder | FieldReq | FieldRun},
-	{Action: ActionRunEnd, Line: LineWrite, ByProcess: true, Event: RunEnded, Carries: FieldHolder | FieldRun},
-	{Action: ActionEndRefused, Line: LineRead, ByProcess: true, Refuses: ActionRunEnd, EndsRound: true, Carries: FieldHolder | FieldRun},
-	{Action: ActionCrash, Line: LineRead, ByProcess: true, EndsRound: true, Carries: FieldHolder},
+	{Action: ActionRelease, Line: LineWriteOrRead, ByProcess: true, WritesLease: true, EndsRound: true, PC: PCClaimed, NextPC: PCIdle, Carries: FieldHolder | FieldLease},
+	{Action: ActionAbandon, Line: LineWrite, ByProcess: true, Fenced: true, Event: RunAbandoned, PC: PCClaimed, Carries: FieldHolder | FieldRun | FieldLease},
+	{Action: ActionAbandonFenced, Line: LineRead, ByProcess: true, Refuses: ActionAbandon, EndsRound: true, PC: PCClaimed, NextPC: PCIdle, Carries: FieldHolder | FieldRun | FieldLease},
+	{Action: ActionPlan, Line: LineRead, ByProcess: true, PC: PCClaimed, NextPC: PCPlanned, Carries: FieldHolder | FieldMsg | FieldReq | FieldKind},
+	{Action: ActionRunStart, Line: LineWrite, ByProcess: true, Consumes: true, Fenced: true, Event: RunStarted, PC: PCPlanned, NextPC: PCRunning, Carries: FieldHolder | FieldMsg | FieldRun | FieldLease},
+	{Action: ActionStartFenced, Line: LineRead, ByProcess: true, Refuses: ActionRunStart, EndsRound: true, PC: PCPlanned, NextPC: PCIdle, Carries: FieldHolder | FieldMsg | FieldLease},
+	{Action: ActionReply, Line: LineWrite, ByProcess: true, Consumes: true, Fenced: true, Event: Answered, PC: PCPlanned, NextPC: PCClaimed, Carries: FieldHolder | FieldMsg | FieldReq | FieldLease},
+	{Action: ActionReplyFenced, Line: LineRead, ByProcess: true, Refuses: ActionReply, EndsRound: true, PC: PCPlanned, NextPC: PCIdle, Carries: FieldHolder | FieldMsg | FieldReq | FieldLease},
+	{Action: ActionAsk, Line: LineWrite, ByProcess: true, Event: Asked, PC: PCRunning, Carries: FieldHolder | FieldReq | FieldRun},
+	{Action: ActionRunEnd, Line: LineWrite, ByProcess: true, Event: RunEnded, PC: PCRunning, NextPC: PCClaimed, Carries: FieldHolder | FieldRun},
+	{Action: ActionEndRefused, Line: LineRead, ByProcess: true, Refuses: ActionRunEnd, EndsRound: true, PC: PCRunning, NextPC: PCIdle, Carries: FieldHolder | FieldRun},
+	{Action: ActionCrash, Line: LineRead, ByProcess: true, EndsRound: true, NextPC: PCIdle, Carries: FieldHolder},
 }
 
 // Info returns the action's row of the action table, and false for a name
 // that is not an action.
 func Info(a Action) (ActionInfo, bool) {
-	for _, info := range actionTable {
-		if info.Action == a {
-			return info, true
+	for i := range actionTable {
+		if actionTable[i].Action == a {
+			return actionTable[i], true
 		}
 	}
 	return ActionInfo{}, false

@@ -22,11 +22,11 @@ const (
 func (p phase) String() string {
 	switch p {
 	case phaseClaimed:
-		return "claimed"
+		return PCClaimed
 	case phasePlanned:
-		return "planned"
+		return PCPlanned
 	case phaseRunning:
-		return "running"
+		return PCRunning
 	case phaseOver:
 		return "over"
 	}
@@ -112,19 +112,19 @@ type round struct {
 	idle  chan struct{}
 }
 
-// allowed says which phases an action may start from.
+// allowed says whether a call of the action may start from phase p: the
+// spec's guard on pc[p], from the action table. A Claim starts a round
+// rather than going on with one; a refusal is not called, but traced by
+// the call of the write it refuses.
 func allowed(a Action, p phase) bool {
-	switch a {
-	case ActionRenew, ActionCrash:
-		return p != phaseOver
-	case ActionRelease, ActionAbandon, ActionPlan:
-		return p == phaseClaimed
-	case ActionRunStart, ActionReply:
-		return p == phasePlanned
-	case ActionAsk, ActionRunEnd:
-		return p == phaseRunning
+	info, _ := Info(a)
+	switch {
+	case !info.ByProcess || info.Refuses != "" || a == ActionClaim:
+		return false
+	case info.PC == "":
+		return p != phaseOver // pc[p] # "idle"
 	}
-	return false
+	return p.String() == info.PC
 }
 
 // enter checks that the claim is this workspace's and that the action may
@@ -217,19 +217,27 @@ func (r *round) doubtWrite(line *TraceEvent) bool {
 }
 
 // follow moves the round along the traced action, as the specification
-// moves pc[p].
+// moves pc[p] (the action table's NextPC), run[p] and plan[p].
 func (r *round) follow(line *TraceEvent) {
 	switch line.Action {
-	case ActionPlan:
-		r.phase = phasePlanned
 	case ActionRunStart:
-		r.phase, r.run, r.plan = phaseRunning, line.Run, Plan{}
+		r.run, r.plan = line.Run, Plan{}
 	case ActionReply:
-		r.phase, r.plan = phaseClaimed, Plan{}
+		r.plan = Plan{}
 	case ActionRunEnd:
-		r.phase, r.run = phaseClaimed, 0
-	case ActionRelease, ActionAbandonFenced, ActionStartFenced, ActionReplyFenced, ActionEndRefused, ActionCrash:
+		r.run = 0
+	}
+	info, _ := Info(line.Action)
+	switch info.NextPC {
+	case "":
+	case PCIdle:
 		r.end()
+	case PCClaimed:
+		r.phase = phaseClaimed
+	case PCPlanned:
+		r.phase = phasePlanned
+	case PCRunning:
+		r.phase = phaseRunning
 	}
 }
 

@@ -6,9 +6,9 @@ import (
 )
 
 // Lease is a thread's claim as storage holds it. The zero Lease (empty
-// Holder) means nobody holds the key.
+// Holder) means nobody holds the thread.
 type Lease struct {
-	Key       string
+	Thread    ThreadID // the thread whose lease it is
 	Holder    Holder
 	ExpiresAt time.Time // stamped with the claimant's own clock
 }
@@ -29,12 +29,11 @@ type Storage interface {
 	Update(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 }
 
-// Transaction reads and writes one storage consistently. A thread's lease
-// is keyed by the thread's id: the Workspace passes string(id) as the key,
-// and a storage may rely on it (to lock a thread's row and its lease in one
-// order). Writes on one
-// thread are serialised: from the first call naming a thread (Thread,
-// Events, Bump, Append, SaveTaken, Lease, HoldsLease, PutLease,
+// Transaction reads and writes one storage consistently. A lease is its
+// thread's: the lease methods name the thread, and a storage may keep the
+// lease with the thread (to lock a thread and its lease in one order).
+// Writes on one thread are serialised: from the first call naming a thread
+// (Thread, Events, Bump, Append, SaveTaken, Lease, HoldsLease, PutLease,
 // DeleteLease) to the transaction's end, no other transaction writes that
 // thread or its lease. A transaction reads its own writes.
 type Transaction interface {
@@ -65,24 +64,29 @@ type Transaction interface {
 	// SaveTaken sets the thread's taken cursor. It returns ErrUnknownThread.
 	SaveTaken(ctx context.Context, id ThreadID, taken Seq) error
 
-	// Lease returns the lease under key, the zero Lease if there is none,
-	// and keeps it from changing until the transaction ends.
-	Lease(ctx context.Context, key string) (Lease, error)
+	// Lease returns the thread's lease, the zero Lease if it has none (a
+	// thread that does not exist has none), and keeps it from changing
+	// until the transaction ends.
+	Lease(ctx context.Context, id ThreadID) (Lease, error)
 
-	// HoldsLease reports whether holder has the lease under key, expired
-	// or not, and keeps it so until the transaction ends: another holder's
-	// acquire waits for this transaction. It also returns the lease seen.
-	HoldsLease(ctx context.Context, key string, holder Holder) (bool, Lease, error)
+	// HoldsLease reports whether holder has the thread's lease, expired or
+	// not, and keeps it so until the transaction ends: another holder's
+	// acquire waits for this transaction. It also returns the lease seen
+	// (as Lease does).
+	HoldsLease(ctx context.Context, id ThreadID, holder Holder) (bool, Lease, error)
 
-	// PutLease writes the lease under l.Key. A lease written for a
-	// holder other than the one that had it is an acquire: storage
+	// PutLease writes l as the lease of thread l.Thread. A lease written
+	// for a holder other than the one that had it is an acquire: storage
 	// refuses, with ErrHolderReused, an acquire by a holder that has held
-	// the lease under that key before (now or in any earlier claim),
-	// from PutLease or from Update when the transaction commits.
+	// that thread's lease before (now or in any earlier claim), from
+	// PutLease or from Update when the transaction commits. It returns
+	// ErrUnknownThread, and ErrInvalidArgument for an empty thread or
+	// holder.
 	PutLease(ctx context.Context, l Lease) error
 
-	// DeleteLease removes the lease under key; removing none is no error.
-	DeleteLease(ctx context.Context, key string) error
+	// DeleteLease removes the thread's lease; removing none is no error.
+	// It returns ErrUnknownThread.
+	DeleteLease(ctx context.Context, id ThreadID) error
 }
 
 // Viewer is implemented by a Storage that runs read-only transactions

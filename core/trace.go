@@ -1,47 +1,5 @@
 package core
 
-// Action is the name of one of the specification's actions. Trace lines
-// carry it, and the Workspace's methods are named after it.
-type Action string
-
-// The specification's actions (spec/ThreadClaimLapse.tla). Lapse is never
-// written: a lease lapses in the specification at any moment, and a trace
-// checker infers it where a Claim takes a lease another holder had.
-const (
-	ActionPost          Action = "Post"
-	ActionClaim         Action = "Claim"
-	ActionRenew         Action = "Renew"
-	ActionLapse         Action = "Lapse"
-	ActionRelease       Action = "Release"
-	ActionAbandon       Action = "Abandon"
-	ActionAbandonFenced Action = "AbandonFenced"
-	ActionPlan          Action = "Plan"
-	ActionRunStart      Action = "RunStart"
-	ActionStartFenced   Action = "StartFenced"
-	ActionReply         Action = "Reply"
-	ActionReplyFenced   Action = "ReplyFenced"
-	ActionAsk           Action = "Ask"
-	ActionRunEnd        Action = "RunEnd"
-	ActionEndRefused    Action = "EndRefused"
-	ActionCrash         Action = "Crash"
-)
-
-// Actions returns every action, in the order the specification
-// declares them (the action table's order).
-func Actions() []Action {
-	out := make([]Action, len(actionTable))
-	for i, info := range actionTable {
-		out[i] = info.Action
-	}
-	return out
-}
-
-// Plan kinds, as a Plan trace line's Kind.
-const (
-	PlanKindRun   = "run"
-	PlanKindReply = "reply"
-)
-
 // TraceEvent is one line of a trace: one action of the specification, with
 // the values its variables need. The JSON names are the specification's.
 //

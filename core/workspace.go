@@ -8,17 +8,6 @@ import (
 	"time"
 )
 
-// Fences says which writes check their claim's holder. Every field is true
-// in a Workspace unless a test switches it off with WithFencesForTesting.
-type Fences struct {
-	Start   bool // RunStart: consumes the run's prompt
-	Reply   bool // Reply: consumes the answer
-	Abandon bool // Abandon: ends an earlier holder's run
-}
-
-// AllFences returns every fence on: the only setting a deployment uses.
-func AllFences() Fences { return Fences{Start: true, Reply: true, Abandon: true} }
-
 // Option configures a Workspace.
 type Option func(*Workspace)
 
@@ -173,8 +162,6 @@ func isRefusal(err error) bool {
 // replaced.
 func leaseNow(c Clock) time.Time { return c.Now().Truncate(time.Microsecond) }
 
-func leaseKey(id ThreadID) string { return string(id) }
-
 // record checks ev against the thread, bumps the thread's version once,
 // stamps ev with it, appends ev, and, for an event that consumes a
 // message, saves the taken cursor at that message.
@@ -242,7 +229,7 @@ func (w *Workspace) Pending(ctx context.Context) ([]PendingThread, error) {
 			if !t.Unconsumed() && len(t.ActiveRuns()) == 0 {
 				continue
 			}
-			l, err := tx.Lease(ctx, leaseKey(id))
+			l, err := tx.Lease(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -272,7 +259,7 @@ func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
 	var l Lease
 	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		var err error
-		l, err = tx.Lease(ctx, leaseKey(id))
+		l, err = tx.Lease(ctx, id)
 		return err
 	})
 	return l, err
@@ -408,7 +395,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if err != nil {
 			return err
 		}
-		l, err := tx.Lease(ctx, leaseKey(id))
+		l, err := tx.Lease(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -423,7 +410,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if err != nil {
 			return err
 		}
-		if err := tx.PutLease(ctx, Lease{Key: leaseKey(id), Holder: holder, ExpiresAt: now.Add(ttl)}); err != nil {
+		if err := tx.PutLease(ctx, Lease{Thread: id, Holder: holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: v, Action: ActionClaim, Thread: id, Holder: holder, Taken: t.Taken, Lease: holder,
@@ -503,7 +490,7 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 		if err != nil {
 			return err
 		}
-		held, _, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
+		held, _, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
 		if err != nil {
 			return err
 		}
@@ -515,7 +502,7 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 			return err
 		}
 		now := leaseNow(w.clock)
-		if err := tx.PutLease(ctx, Lease{Key: leaseKey(c.Thread), Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
+		if err := tx.PutLease(ctx, Lease{Thread: c.Thread, Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: v, Action: ActionRenew, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: c.Holder,
@@ -543,7 +530,7 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 		if err != nil {
 			return err
 		}
-		held, l, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
+		held, l, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
 		if err != nil {
 			return err
 		}
@@ -555,7 +542,7 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.DeleteLease(ctx, leaseKey(c.Thread)); err != nil {
+		if err := tx.DeleteLease(ctx, c.Thread); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: v, Action: ActionRelease, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken}
@@ -569,7 +556,7 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 // does not and the fence is on, it leaves the refusal's line and returns
 // ErrThreadBusy. It returns the lease holder seen.
 func (w *Workspace) fence(ctx context.Context, tx Transaction, on bool, c Claim, t *Thread, refusal TraceEvent, line **TraceEvent) (Holder, error) {
-	held, l, err := tx.HoldsLease(ctx, leaseKey(c.Thread), c.Holder)
+	held, l, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
 	if err != nil {
 		return "", err
 	}
@@ -998,7 +985,7 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		if err != nil {
 			return err
 		}
-		l, err := tx.Lease(ctx, leaseKey(r.thread))
+		l, err := tx.Lease(ctx, r.thread)
 		if err != nil {
 			return err
 		}

@@ -30,14 +30,6 @@ var (
 	ErrInvariant = errors.New("invariant violated")
 )
 
-// The invariants the checker evaluates after every line, named as in
-// spec/ThreadClaimLapse.tla.
-const (
-	InvConsumedAtMostOnce = "I1_ConsumedAtMostOnce"
-	InvOneActiveRun       = "I3_OneActiveRun"
-	InvNoLiveAbandon      = "NoLiveAbandon"
-)
-
 // Violation is the first line of a thread that no action of the spec
 // explains, or after which an invariant fails.
 type Violation struct {
@@ -97,12 +89,6 @@ func (v *Violation) Error() string {
 // Unwrap returns the violation's kind.
 func (v *Violation) Unwrap() error { return v.Kind }
 
-// Spec holds the specification's constants that the checker follows.
-type Spec struct {
-	Fenced       bool // RunStart and Reply require HasLease(p)
-	FenceAbandon bool // Abandon requires HasLease(p)
-}
-
 // Stats counts what a check saw.
 type Stats struct {
 	Lines          int                 // lines checked (the failing one included)
@@ -124,9 +110,12 @@ type Option func(*Checker)
 // WithFile names the trace in violations. Default "trace".
 func WithFile(name string) Option { return func(c *Checker) { c.file = name } }
 
-// WithSpec sets the spec's constants. Default Fenced and FenceAbandon both
-// TRUE, as in spec/ThreadClaimLapse.cfg; the unfenced cfgs switch them off.
-func WithSpec(s Spec) Option { return func(c *Checker) { c.spec = s } }
+// WithFences sets the fences the spec's guards require (its constants
+// FenceStart, FenceReply and FenceAbandon). Default core.AllFences(), as
+// in spec/ThreadClaimLapse.cfg; the unfenced cfgs switch some off. The
+// guards of RunStart's and Reply's fences are named with the spec's
+// older single constant for both: `Fenced => HasLease(p)`, `Fenced`.
+func WithFences(f core.Fences) Option { return func(c *Checker) { c.fences = f } }
 
 // Checker follows the spec's actions line by line. Each thread is followed
 // on its own, from the spec's Init, from its first line: a thread's lines
@@ -134,7 +123,7 @@ func WithSpec(s Spec) Option { return func(c *Checker) { c.spec = s } }
 // reorders); threads may interleave. It is not safe for concurrent use.
 type Checker struct {
 	file      string
-	spec      Spec
+	fences    core.Fences
 	threads   map[core.ThreadID]int // index in list
 	list      []*threadState        // the threads by first appearance
 	recent    [4]int32              // threads seen lately: 1 + their index in list, 0 for none
@@ -148,7 +137,7 @@ type Checker struct {
 
 // NewChecker returns a Checker with no thread seen yet.
 func NewChecker(opts ...Option) *Checker {
-	c := &Checker{file: "trace", spec: Spec{Fenced: true, FenceAbandon: true}, threads: map[core.ThreadID]int{}, seed: maphash.MakeSeed()}
+	c := &Checker{file: "trace", fences: core.AllFences(), threads: map[core.ThreadID]int{}, seed: maphash.MakeSeed()}
 	for _, o := range opts {
 		o(c)
 	}
@@ -207,8 +196,8 @@ func CheckFile(path string, opts ...Option) (Stats, error) {
 func (c *Checker) Stats() Stats {
 	s := c.stats
 	s.PerAction = map[core.Action]int{}
-	for _, a := range core.Actions() {
-		if n := c.perAction[actionIndex(a)]; n > 0 {
+	for i, a := range actionNames {
+		if n := c.perAction[i]; n > 0 {
 			s.PerAction[a] = n
 		}
 	}
@@ -304,8 +293,18 @@ func actionIndex(a core.Action) int {
 	return int(i)
 }
 
-// actionNames is core.Actions(), by index.
-var actionNames = core.Actions()
+// actionNames are the actions by index: core.Actions(), in its order
+// (TestActionIndexIsCoreOrder holds them to it). An action core's table
+// adds is no action here, and its lines are malformed, until it has its
+// index, its name here, its case in step and its method
+// (core/ACTIONS.md).
+var actionNames = [numActions]core.Action{
+	aPost: core.ActionPost, aClaim: core.ActionClaim, aRenew: core.ActionRenew, aLapse: core.ActionLapse,
+	aRelease: core.ActionRelease, aAbandon: core.ActionAbandon, aAbandonFenced: core.ActionAbandonFenced,
+	aPlan: core.ActionPlan, aRunStart: core.ActionRunStart, aStartFenced: core.ActionStartFenced,
+	aReply: core.ActionReply, aReplyFenced: core.ActionReplyFenced, aAsk: core.ActionAsk,
+	aRunEnd: core.ActionRunEnd, aEndRefused: core.ActionEndRefused, aCrash: core.ActionCrash,
+}
 
 // actionKey hashes an action's name by its first and last bytes and its
 // length: the sixteen names take sixteen different slots of actionSlots
@@ -337,7 +336,7 @@ const (
 	pcRunning
 )
 
-var pcNames = [...]string{"idle", "claimed", "planned", "running"}
+var pcNames = [...]string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning}
 
 // Plan kinds, as the spec's plan[p].kind.
 const (
@@ -346,7 +345,7 @@ const (
 	planReply
 )
 
-var planNames = [...]string{"none", "run", "reply"}
+var planNames = [...]string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply}
 
 // Run states, as the spec's runs[r].state.
 const (
@@ -355,7 +354,7 @@ const (
 	runAbandoned
 )
 
-var runStateNames = [...]string{"active", "ended", "abandoned"}
+var runStateNames = [...]string{string(core.StateActive), string(core.StateEnded), string(core.StateAbandoned)}
 
 type specRun struct {
 	holder int
@@ -572,10 +571,10 @@ var lineRules = func() (rules [numActions]lineRule) {
 		c uint16
 	}{{core.FieldHolder, cHolder}, {core.FieldMsg, cMsg}, {core.FieldReq, cReq}, {core.FieldRun, cRun},
 		{core.FieldLease, cLease}, {core.FieldKind, cKind}}
-	for _, info := range core.ActionTable() {
-		i := actionIndex(info.Action)
-		if i < 0 {
-			panic(fmt.Sprintf("tracecheck: action %q of core's table has no index", info.Action))
+	for i, a := range actionNames {
+		info, ok := core.Info(a)
+		if !ok {
+			panic(fmt.Sprintf("tracecheck: action %q is not in core's table", a))
 		}
 		rules[i].line = info.Line
 		for _, b := range bits {
@@ -890,7 +889,7 @@ func (c *Checker) abandon(t *threadState, p *specProc, ev *core.TraceEvent) *Vio
 	c.guard(inRange, `r \in RunIds`)
 	c.guard(inRange && t.runs[r-1].state == runActive, `runs[r].state = "active"`)
 	c.guard(inRange && t.runs[r-1].holder != p.hold, `runs[r].holder # hold[p]`)
-	c.guard(!c.spec.FenceAbandon || t.hasLease(p), `FenceAbandon => HasLease(p)`)
+	c.guard(!c.fences.Abandon || t.hasLease(p), `FenceAbandon => HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return fmt.Sprintf("run %d; %s", r, t.leaseDetail(p)) }); v != nil {
 		return v
 	}
@@ -910,7 +909,7 @@ func (c *Checker) abandon(t *threadState, p *specProc, ev *core.TraceEvent) *Vio
 // abandon, which the spec's action does not name: not checked.
 func (c *Checker) abandonFenced(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
 	c.guard(p.pc == pcClaimed, `pc[p] = "claimed"`)
-	c.guard(c.spec.FenceAbandon, `FenceAbandon`)
+	c.guard(c.fences.Abandon, `FenceAbandon`)
 	c.guard(!t.hasLease(p), `~HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
 		return v
@@ -977,7 +976,7 @@ func (t *threadState) checkPlan(ev *core.TraceEvent, p *specProc) *Violation {
 // consumed.
 func (c *Checker) runStart(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
 	c.planned(p, planRun)
-	c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
+	c.guard(!c.fences.Start || t.hasLease(p), `Fenced => HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
 		return v
 	}
@@ -1008,7 +1007,11 @@ func (c *Checker) startFenced(t *threadState, p *specProc, ev *core.TraceEvent) 
 // planned write of the kind, and p's round is over.
 func (c *Checker) planFenced(t *threadState, p *specProc, ev *core.TraceEvent, kind uint8) *Violation {
 	c.planned(p, kind)
-	c.guard(c.spec.Fenced, `Fenced`)
+	on := c.fences.Reply
+	if kind == planRun {
+		on = c.fences.Start
+	}
+	c.guard(on, `Fenced`)
 	c.guard(!t.hasLease(p), `~HasLease(p)`)
 	if v := c.guardFailed(t, func() string { return t.leaseDetail(p) }); v != nil {
 		return v
@@ -1028,7 +1031,7 @@ func (c *Checker) planFenced(t *threadState, p *specProc, ev *core.TraceEvent, k
 func (c *Checker) reply(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
 	q := p.planReq
 	c.planned(p, planReply)
-	c.guard(!c.spec.Fenced || t.hasLease(p), `Fenced => HasLease(p)`)
+	c.guard(!c.fences.Reply || t.hasLease(p), `Fenced => HasLease(p)`)
 	c.guard(q >= 1 && q <= int64(len(t.reqs)) && !t.reqs[q-1].answered, `reqs[plan[p].req].state = "open"`)
 	if v := c.guardFailed(t, func() string { return fmt.Sprintf("request %d; %s", q, t.leaseDetail(p)) }); v != nil {
 		return v
@@ -1128,13 +1131,13 @@ func (c *Checker) invariants(t *threadState, lapse bool) *Violation {
 	}
 	var failed []string
 	if t.overConsumed > 0 {
-		failed = append(failed, InvConsumedAtMostOnce)
+		failed = append(failed, core.InvConsumedAtMostOnce)
 	}
 	if t.active > 1 {
-		failed = append(failed, InvOneActiveRun)
+		failed = append(failed, core.InvOneActiveRun)
 	}
 	if t.liveAband {
-		failed = append(failed, InvNoLiveAbandon)
+		failed = append(failed, core.InvNoLiveAbandon)
 	}
 	return &Violation{Kind: ErrInvariant, Rule: failed[0], Failed: failed, Lapse: lapse,
 		Detail: t.invariantDetail(), State: t.dump()}

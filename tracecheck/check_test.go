@@ -596,9 +596,9 @@ var fixtureTable = []struct {
 	{file: "ok-abandon-fenced.ndjson", unfenced: "FenceAbandon"},
 	{file: "bad-start-under-other-lease.ndjson", line: 5, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)"},
 	{file: "bad-consumed-twice.ndjson", line: 8, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
-		unfenced: tracecheck.InvConsumedAtMostOnce},
+		unfenced: core.InvConsumedAtMostOnce},
 	{file: "bad-two-active-runs.ndjson", line: 7, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
-		unfenced: tracecheck.InvConsumedAtMostOnce, alsoFailed: []string{tracecheck.InvOneActiveRun}},
+		unfenced: core.InvConsumedAtMostOnce, alsoFailed: []string{core.InvOneActiveRun}},
 	{file: "bad-reply-already-answered.ndjson", line: 12, kind: tracecheck.ErrGuard, rule: "Fenced => HasLease(p)",
 		unfenced: `reqs[plan[p].req].state = "open"`, alsoFailed: []string{`reqs[plan[p].req].state = "open"`}},
 	{file: "bad-tick-gap.ndjson", line: 6, kind: tracecheck.ErrOrder, rule: "tick", unfenced: "tick"},
@@ -628,22 +628,22 @@ func TestFixtures(t *testing.T) {
 			}
 			for _, mode := range []struct {
 				name string
-				spec tracecheck.Spec
+				spec core.Fences
 				rule string
 			}{
-				{"fenced", tracecheck.Spec{Fenced: true, FenceAbandon: true}, tc.rule},
-				{"unfenced", tracecheck.Spec{}, tc.unfenced},
+				{"fenced", core.AllFences(), tc.rule},
+				{"unfenced", core.Fences{}, tc.unfenced},
 			} {
 				if tc.line == 0 && mode.name == "unfenced" && tc.unfenced != "" {
 					// An ok trace that uses a refusal the unfenced spec lacks.
-					_, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithSpec(mode.spec))
+					_, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithFences(mode.spec))
 					var v *tracecheck.Violation
 					if !asViolation(err, &v) || v.Rule != tc.unfenced {
 						t.Errorf("%s: want the refusal's guard %s to fail, got %v", mode.name, tc.unfenced, err)
 					}
 					continue
 				}
-				st, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithSpec(mode.spec))
+				st, err := tracecheck.Check(lines, tracecheck.WithFile(path), tracecheck.WithFences(mode.spec))
 				if mode.rule == "" {
 					if err != nil {
 						t.Errorf("%s: want accepted, got %v", mode.name, err)
@@ -728,7 +728,7 @@ func TestCheckCatchesUnfencedMutant(t *testing.T) {
 		} else if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tracecheck.Check(lines, tracecheck.WithSpec(tracecheck.Spec{})); asViolation(err, &v) {
+		if _, err := tracecheck.Check(lines, tracecheck.WithFences(core.Fences{})); asViolation(err, &v) {
 			if !errors.Is(err, tracecheck.ErrInvariant) {
 				t.Errorf("seed %d: the unfenced spec rejects the mutant by a guard, not an invariant: %v", seed, v)
 			}
@@ -740,7 +740,7 @@ func TestCheckCatchesUnfencedMutant(t *testing.T) {
 	if guards["Fenced => HasLease(p)"] == 0 || guards["FenceAbandon => HasLease(p)"] == 0 {
 		t.Errorf("the fenced spec did not reject the mutant at both fences: %v", guards)
 	}
-	if invariants[tracecheck.InvConsumedAtMostOnce] == 0 || invariants[tracecheck.InvNoLiveAbandon] == 0 {
+	if invariants[core.InvConsumedAtMostOnce] == 0 || invariants[core.InvNoLiveAbandon] == 0 {
 		t.Errorf("the unfenced spec did not catch both I1 and NoLiveAbandon: %v", invariants)
 	}
 	t.Logf("fenced spec: %v; unfenced spec: %v", guards, invariants)
@@ -820,7 +820,7 @@ func TestCheckerStep(t *testing.T) {
 
 // TestViolationFields guards what a violation tells.
 func TestViolationFields(t *testing.T) {
-	_, err := tracecheck.CheckFile("testdata/bad-consumed-twice.ndjson", tracecheck.WithSpec(tracecheck.Spec{}))
+	_, err := tracecheck.CheckFile("testdata/bad-consumed-twice.ndjson", tracecheck.WithFences(core.Fences{}))
 	var v *tracecheck.Violation
 	if !asViolation(err, &v) {
 		t.Fatalf("want a *Violation, got %v", err)

@@ -149,9 +149,10 @@
 // under: skew and stalls, the case the fences exist for, and fine). A Claim
 // over a lease not yet expired by the claimant's own clock (its timing
 // fields say so) is counted apart (Stats.EarlyClaims) and is a violation.
-// The checker follows the fenced spec (Fenced and FenceAbandon TRUE,
-// ThreadClaimLapse.cfg) unless WithSpec says otherwise: with the fences
-// off, the mutant's traces pass the guards and break an invariant instead.
+// The checker follows the fenced spec (FenceStart, FenceReply and
+// FenceAbandon TRUE, ThreadClaimLapse.cfg) unless WithFences says
+// otherwise: with the fences off, the mutant's traces pass the guards and
+// break an invariant instead.
 //
 // A failure is a *Violation naming the file and the line (its number in
 // the file), the line, the action tried, whether a Lapse was inferred just

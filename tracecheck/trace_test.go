@@ -306,7 +306,11 @@ func FuzzCheck(f *testing.F) {
 		if len(lines) == 0 {
 			return
 		}
-		spec := tracecheck.WithSpec(tracecheck.Spec{Fenced: !unfenced, FenceAbandon: !unfenced})
+		fences := core.AllFences()
+		if unfenced {
+			fences = core.Fences{}
+		}
+		spec := tracecheck.WithFences(fences)
 		st, err := tracecheck.Check(lines, spec)
 		if st.Lines > len(lines) {
 			t.Fatalf("%v: checked %d lines of %d", what, st.Lines, len(lines))

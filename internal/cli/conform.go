@@ -50,7 +50,8 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	storage := fs.String("storage", "memory", `"memory" (a fresh store per path) or a postgres:// URL (a schema of its own, dropped after)`)
 	sample := fs.Int("sample", 0, "drive this many edges drawn at random instead of every edge (0: every edge)")
 	seed := fs.Uint64("seed", 1, "the seed of -sample's draw")
-	unfenced := fs.Bool("unfenced", false, "run the Workspaces with every fence off (the mutant): it must diverge")
+	var off core.Fences
+	fs.Var(everyFenceOff{&off}, "unfenced", "run the Workspaces with every fence off (the mutant): it must diverge")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	if err := parse(fs, args, stdout, stderr, conformUsage); err != nil {
 		return err
@@ -74,7 +75,8 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if v := g.Result().Violation; v != nil {
 		return usageError{fmt.Sprintf("%s: its spec violates %s at depth %d; conform drives a cfg with no violation (the fenced one)", *cfgPath, v.Invariant, v.Depth)}
 	}
-	opts := conform.Options{Unfenced: *unfenced, Sample: *sample, Seed: *seed}
+	opts := conform.Options{Unfenced: off, Sample: *sample, Seed: *seed}
+	unfenced := off != (core.Fences{})
 	switch {
 	case *storage == "memory":
 	case strings.HasPrefix(*storage, "postgres://") || strings.HasPrefix(*storage, "postgresql://"):
@@ -101,7 +103,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *asJSON {
 		b, _ := json.Marshal(map[string]any{
-			"cfg": *cfgPath, "storage": storageName(*storage), "unfenced": *unfenced, "states": rep.States,
+			"cfg": *cfgPath, "storage": storageName(*storage), "unfenced": unfenced, "states": rep.States,
 			"edges": rep.Edges, "driven": rep.Driven, "sample": *sample, "seed": *seed, "refusals": rep.Refusals,
 			"divergences": rep.Divergences, "seconds": rep.Elapsed.Seconds(), "first": rep.First,
 		})
@@ -111,7 +113,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		if *sample > 0 {
 			what = fmt.Sprintf("sampled edges (seed %d; the graph has %d)", *seed, rep.Edges)
 		}
-		fmt.Fprintf(stdout, "%s on %s%s: %d states\n", *cfgPath, storageName(*storage), map[bool]string{true: ", fences off", false: ""}[*unfenced], rep.States)
+		fmt.Fprintf(stdout, "%s on %s%s: %d states\n", *cfgPath, storageName(*storage), map[bool]string{true: ", fences off", false: ""}[unfenced], rep.States)
 		fmt.Fprintf(stdout, "%d of %d %s\n", rep.Driven, total, what)
 		fmt.Fprintf(stdout, "%d writes the spec does not enable asked of Go\n", rep.Refusals)
 		fmt.Fprintf(stdout, "%d divergences\n", rep.Divergences)
@@ -121,9 +123,9 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintf(stdout, "time %.1fs\n", rep.Elapsed.Seconds())
 	}
 	switch {
-	case *unfenced && rep.Divergences > 0:
+	case unfenced && rep.Divergences > 0:
 		return failure{exitFailed, "FAIL (as it must with the fences off): the mutant diverges from the spec"}
-	case *unfenced:
+	case unfenced:
 		return failure{exitSurvived, "FAIL: the fences are off and conform found no divergence"}
 	case rep.Divergences > 0:
 		return failure{exitFailed, fmt.Sprintf("FAIL: %d divergences", rep.Divergences)}

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 var errHelp = errors.New("help shown")
@@ -27,4 +30,30 @@ func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer, usage stri
 		return usageError{err.Error()}
 	}
 	return nil
+}
+
+// everyFenceOff is a boolean flag, -unfenced or -unfenced-spec: true
+// switches every fence off, false none. It takes the values flag.Bool
+// takes; the fences it sets are the ones switched off.
+type everyFenceOff struct{ off *core.Fences }
+
+// IsBoolFlag lets the flag stand alone.
+func (f everyFenceOff) IsBoolFlag() bool { return true }
+
+// Set parses a boolean, as flag.Bool does.
+func (f everyFenceOff) Set(s string) error {
+	on, err := strconv.ParseBool(s)
+	if err != nil {
+		return errors.New("parse error")
+	}
+	*f.off = core.Fences{}
+	if on {
+		*f.off = core.AllFences()
+	}
+	return nil
+}
+
+// String returns "true" when every fence is off, and "false" otherwise.
+func (f everyFenceOff) String() string {
+	return strconv.FormatBool(f.off != nil && *f.off == core.AllFences())
 }

@@ -71,7 +71,7 @@ Flags:
 
 func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg fleet.Config
-	unfenced := fleet.NewUnfencedFlag()
+	var unfenced fleet.UnfencedFlag
 	var nemesis, jsonOut, htmlOut string
 	var tlcSample int
 	var noShrink bool
@@ -98,7 +98,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&cfg.Dir, "dir", "", "where histories, logs and the trace go (default a temporary directory, removed unless -keep)")
 	fs.StringVar(&cfg.Bin, "bin", "", "the tracecheck binary the workers run (default this one)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "keep the schema and the directory")
-	fs.Var(unfenced, "unfenced", "the workers run with fences off, the mutant the checks must catch: alone every fence, or a list of start, reply, abandon (exits 1 when caught, 5 when not)")
+	fs.Var(&unfenced, "unfenced", "the workers run with fences off, the mutant the checks must catch: alone every fence, or a list of start, reply, abandon (exits 1 when caught, 5 when not)")
 	fs.StringVar(&jsonOut, "json", "", "write the report as one JSON object to this file (- for stdout, which then carries nothing else)")
 	fs.StringVar(&htmlOut, "html", "", "write the report as an HTML page with the timeline to this file")
 	fs.BoolVar(&noShrink, "no-shrink", false, "do not shrink a rejected trace or a non-linearizable history to its shortest story")
@@ -138,10 +138,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fi, err := os.Stat(cfg.Shrink.Dir); cfg.Shrink.Dir != "" && err == nil && !fi.IsDir() {
 		return usageError{fmt.Sprintf("-shrink-dir %s: is not a directory", cfg.Shrink.Dir)}
 	}
-	if unfenced.Mutant() {
-		f := unfenced.Fences
-		cfg.Unfenced = &f
-	}
+	cfg.Unfenced = unfenced.Off
 	if tlcSample > 0 {
 		if _, err := os.Stat(filepath.Join(cfg.TLCRoot, "tla", tlc.TraceModule)); err != nil {
 			return usageError{fmt.Sprintf("-root %s holds no tla/%s: run from the repository's root or give -root", cfg.TLCRoot, tlc.TraceModule)}

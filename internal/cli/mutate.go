@@ -35,7 +35,8 @@ func cmdMutate(args []string, stdout, stderr io.Writer) error {
 	n := fs.Int("n", 500, "how many mutants")
 	seed := fs.Uint64("seed", 1, "the random seed")
 	oneThread := fs.Bool("one-thread", true, "never make a mutant with more threads than its trace (TLC's trace spec takes one thread a file)")
-	unfencedSpec := fs.Bool("unfenced-spec", false, "give the Go checker's verdict under the spec with Fenced = FenceAbandon = FALSE")
+	var unfencedSpec core.Fences
+	fs.Var(everyFenceOff{&unfencedSpec}, "unfenced-spec", "give the Go checker's verdict under the spec with Fenced = FenceAbandon = FALSE")
 	if err := parse(fs, args, stdout, stderr, mutateUsage); err != nil {
 		return err
 	}
@@ -61,7 +62,7 @@ func cmdMutate(args []string, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
 		return failure{4, err.Error()} // could not run
 	}
-	spec := tracecheck.Spec{Fenced: !*unfencedSpec, FenceAbandon: !*unfencedSpec}
+	spec := tracecheck.WithFences(core.AllFences().Without(unfencedSpec))
 	rng := rand.New(rand.NewPCG(*seed, 0x6d75))
 	var expected, described strings.Builder
 	expected.WriteString("# The line at which the Go trace checker rejects each mutant (0: accepted).\n")
@@ -81,7 +82,7 @@ func cmdMutate(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		at := 0
-		_, err := tracecheck.Check(mut, tracecheck.WithFile(name), tracecheck.WithSpec(spec))
+		_, err := tracecheck.Check(mut, tracecheck.WithFile(name), spec)
 		var v *tracecheck.Violation
 		switch {
 		case errors.As(err, &v):

@@ -54,7 +54,8 @@ type runFlags struct {
 	spec                                             *specmodel.Config
 	minCoverage, minEdgeCoverage                     float64
 	ttl                                              time.Duration
-	unfenced, shrink, json, forks                    bool
+	unfenced                                         core.Fences // the fences switched off
+	shrink, json, forks                              bool
 	mutant                                           string
 	interleave                                       bool
 	faults                                           float64
@@ -74,7 +75,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.concurrent, "concurrent", 4, "concurrent executions (real goroutines and time)")
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "deterministic executions run at once; the output is the same for any number")
 	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
-	fs.BoolVar(&f.unfenced, "unfenced", false, "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
+	fs.Var(everyFenceOff{&f.unfenced}, "unfenced", "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
 	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown)")
 	fs.BoolVar(&f.interleave, "interleave", true, "let the scheduler run other operations between any two storage transactions of one process's step")
 	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply or RunEnd in the deterministic executions")
@@ -142,11 +143,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	switch f.mutant {
 	case "", "fence-own-tx", "retry-commit-unknown":
 	case "unfenced":
-		f.unfenced = true
+		f.unfenced = core.AllFences()
 	default:
 		return usageError{fmt.Sprintf("-mutant %q: want unfenced, fence-own-tx or retry-commit-unknown", f.mutant)}
 	}
-	if f.unfenced && f.mutant == "" {
+	if f.unfenced != (core.Fences{}) && f.mutant == "" {
 		f.mutant = "unfenced"
 	}
 	if f.opsOut != "" && f.seeds == 0 {
@@ -224,7 +225,7 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	start := time.Now()
 	t := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}}
 	mode := "fences on"
-	if f.unfenced {
+	if f.unfenced != (core.Fences{}) {
 		mode = "FENCES OFF (the mutant)"
 	} else if f.mutant != "" {
 		mode = "MUTANT " + f.mutant

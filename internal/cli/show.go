@@ -278,7 +278,3 @@ func textView(w io.Writer, tv explore.View, width int) {
 	}
 	fmt.Fprintln(w)
 }
-
-// cellText is how show describes a line (TestActionTable checks it names
-// every logged action).
-var cellText = explore.CellText

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/sim/apimachine"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/internal/tlc"
@@ -580,8 +581,8 @@ type traceInput struct {
 	// want is "accepted", "rejected" or "" (a fixture whose name says
 	// neither: a failure).
 	want       string
-	expectLine int      // the Go checker's line for a bad-* fixture, 0 if none
-	fences     []string // the fences its directory names (tlc.ReadFences); nil: all on
+	expectLine int         // the Go checker's line for a bad-* fixture, 0 if none
+	fences     core.Fences // the fences its directory names (tlc.ReadFences); all without a file
 	// threads are the file's lines by thread, each in file order, with
 	// their line numbers in the file (tlc.SplitThreads).
 	threads []tlc.Thread
@@ -608,7 +609,7 @@ func collectTraces(root string, paths []string) ([]traceInput, error) {
 			return nil, usageError{err.Error()}
 		}
 		if !fi.IsDir() {
-			in, err := readTrace(root, p, false, nil, nil)
+			in, err := readTrace(root, p, false, nil, core.AllFences())
 			if err != nil {
 				return nil, err
 			}
@@ -639,7 +640,7 @@ func collectTraces(root string, paths []string) ([]traceInput, error) {
 	return out, nil
 }
 
-func readTrace(root, path string, fixture bool, expect map[string]int, fences []string) (traceInput, error) {
+func readTrace(root, path string, fixture bool, expect map[string]int, fences core.Fences) (traceInput, error) {
 	base := filepath.Base(path)
 	in := traceInput{path: path, show: relTo(root, path), expectLine: expect[base], fences: fences}
 	switch {
@@ -686,14 +687,14 @@ func relTo(root, p string) string {
 // batchRun is one run of the trace spec's batch mode as this command
 // makes it: its scratch directories, its deadline, and its output kept
 // for the report and for -keep-logs.
-func (r *tlcRun) batchRun(name string, fences []string) (tlc.Batch, *bytes.Buffer, func()) {
+func (r *tlcRun) batchRun(name string, fences core.Fences) (tlc.Batch, *bytes.Buffer, func()) {
 	var out bytes.Buffer
 	r.mu.Lock()
 	r.runs++
 	meta := filepath.Join(r.work, "meta", strconv.Itoa(r.runs))
 	r.mu.Unlock()
 	b := tlc.Batch{
-		Dir: filepath.Join(r.work, "tla"), SpecDir: filepath.Join(r.work, "spec"), Fences: fences,
+		Dir: filepath.Join(r.work, "tla"), SpecDir: filepath.Join(r.work, "spec"), Unfenced: core.AllFences().Without(fences),
 		Job: tlc.Job{Timeout: r.opts.timeout, Output: &out, MetaDir: meta},
 	}
 	return b, &out, func() { r.keepLog(name, &out) }
@@ -728,7 +729,7 @@ func (r *tlcRun) checkTraces(label string, traces []traceInput) {
 	rejectAt := make([]int, len(traces))
 	checked := make([]bool, len(traces)) // TLC gave a verdict
 	type group struct {
-		fences []string
+		fences core.Fences
 		idx    []int
 	}
 	var groups []*group
@@ -737,10 +738,7 @@ func (r *tlcRun) checkTraces(label string, traces []traceInput) {
 		if in.want == "" || in.readerErr != nil {
 			continue
 		}
-		k := "all"
-		if in.fences != nil {
-			k = "fences:" + strings.Join(in.fences, " ")
-		}
+		k := in.fences.String()
 		g := byKey[k]
 		if g == nil {
 			g = &group{fences: in.fences}
@@ -757,8 +755,8 @@ func (r *tlcRun) checkTraces(label string, traces []traceInput) {
 			lines += countLines(&traces[i])
 		}
 		what := label
-		if g.fences != nil {
-			what += fmt.Sprintf(" (fences on: %q)", strings.Join(g.fences, " "))
+		if g.fences != core.AllFences() {
+			what += fmt.Sprintf(" (fences on: %q)", tlc.TraceFences(g.fences))
 		}
 		b, log, keep := r.batchRun(what, g.fences)
 		t0 := time.Now()

@@ -108,7 +108,7 @@ func (r *tlcRun) checkBatch(paths []string) error {
 			lines += len(th.Lines)
 		}
 	}
-	b, _, keep := r.batchRun("batch", nil)
+	b, _, keep := r.batchRun("batch", core.AllFences())
 	t0 := time.Now()
 	at, res, err := r.env.CheckThreads(r.ctx, b, flat)
 	d := time.Since(t0)
@@ -196,7 +196,7 @@ func (r *tlcRun) checkDifferential() error {
 	}
 	rng := rand.New(rand.NewPCG(r.opts.seed, 0x7d1f))
 	cases := tlc.MakeCases(rng, diffMutator, names, traces, r.opts.mutated)
-	b, _, keep := r.batchRun("differential", nil)
+	b, _, keep := r.batchRun("differential", core.AllFences())
 	t0 := time.Now()
 	rs, err := r.env.Differential(r.ctx, b, cases)
 	keep()

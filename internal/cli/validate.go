@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -37,13 +38,14 @@ Flags:
 
 func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	unfencedSpec := fs.Bool("unfenced-spec", false, "check against the spec with Fenced = FenceAbandon = FALSE")
+	var v validation
+	fs.Var(everyFenceOff{&v.unfencedSpec}, "unfenced-spec", "check against the spec with Fenced = FenceAbandon = FALSE")
 	shrinkOut := fs.Bool("shrink", false, "shrink each rejected trace to its shortest story, printed and written beside the file")
 	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, validateUsage); err != nil {
 		return err
 	}
-	v := validation{unfencedSpec: *unfencedSpec, shrink: *shrinkOut}
+	v.shrink = *shrinkOut
 	var figs []validateFigure
 	if *jsonOut {
 		err := v.run(ctx, fs, io.Discard, io.Discard, &figs)
@@ -54,7 +56,8 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 // validation is what validate was asked to do.
 type validation struct {
-	unfencedSpec, shrink bool
+	unfencedSpec core.Fences // the fences the spec has off
+	shrink       bool
 }
 
 // validateFigure is one file's verdict, for -json.
@@ -72,10 +75,10 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 	if fs.NArg() == 0 {
 		return usageError{"no trace file given"}
 	}
-	spec := tracecheck.Spec{Fenced: !val.unfencedSpec, FenceAbandon: !val.unfencedSpec}
+	spec := tracecheck.WithFences(core.AllFences().Without(val.unfencedSpec))
 	rejected, bad := 0, 0
 	for _, path := range fs.Args() {
-		st, err := tracecheck.CheckFile(path, tracecheck.WithSpec(spec))
+		st, err := tracecheck.CheckFile(path, spec)
 		var v *tracecheck.Violation
 		var le *tracecheck.LineError
 		fig := validateFigure{File: path, Accepted: err == nil, Lines: st.Lines, Threads: st.Threads, Lapses: st.LapsesInferred}
@@ -91,7 +94,7 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 			rejected++
 			fmt.Fprintf(stdout, "%s: REJECTED\n  %v\n", path, err)
 			if val.shrink {
-				st, err := shrinkFile(ctx, stdout, path, tracecheck.WithSpec(spec))
+				st, err := shrinkFile(ctx, stdout, path, spec)
 				switch {
 				case notShrunk(stdout, path, err):
 				case err != nil:

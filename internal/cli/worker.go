@@ -28,7 +28,7 @@ Flags:
 
 func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg := fleet.WorkerConfig{URL: os.Getenv("DATABASE_URL")}
-	unfenced := fleet.NewUnfencedFlag()
+	var unfenced fleet.UnfencedFlag
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.StringVar(&cfg.Schema, "schema", "", "the run's schema")
 	fs.StringVar(&cfg.Name, "name", "", "the process's name in traces")
@@ -40,14 +40,14 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.AgentMax, "agent-max", 200*time.Millisecond, "longest agent run")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the agent's choices")
 	fs.Float64Var(&cfg.Ask, "ask", 0, "the chance a run asks a question, besides the agent's one in four")
-	fs.Var(unfenced, "unfenced", "switch fences off, the mutant: alone every fence, or a list of start, reply, abandon")
+	fs.Var(&unfenced, "unfenced", "switch fences off, the mutant: alone every fence, or a list of start, reply, abandon")
 	if err := parse(fs, args, stdout, stderr, workerUsage); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{"unexpected argument " + fs.Arg(0)}
 	}
-	cfg.Fences = unfenced.Fences
+	cfg.Unfenced = unfenced.Off
 	if err := cfg.Validate(); err != nil {
 		return usageError{err.Error()}
 	}

@@ -18,10 +18,10 @@ type Options struct {
 	// thread (named after the state it reaches), so one storage may serve
 	// every path; default a fresh store/memory per path.
 	NewStorage func(ctx context.Context) (core.Storage, error)
-	// Unfenced runs the Workspaces with every fence off
-	// (core.WithFencesForTesting(core.Fences{})): the mutant, which must
-	// diverge from the fenced spec.
-	Unfenced bool
+	// Unfenced are the fences the Workspaces run with off
+	// (core.WithFencesForTesting): a mutant, which must diverge from the
+	// fenced spec. Default none.
+	Unfenced core.Fences
 	// Sample, when positive, drives that many edges drawn at random (with
 	// Seed) instead of every edge; each is reached by replaying its
 	// state's shortest path on a fresh thread and then committed.
@@ -80,10 +80,7 @@ func Run(ctx context.Context, g *specmodel.Graph, o Options) (Report, error) {
 		o.Keep = 10
 	}
 	r := &runner{g: g, m: g.Model(), o: o, rep: Report{States: g.Len(), Edges: g.Result().Generated - 1}}
-	r.fences = core.AllFences()
-	if o.Unfenced {
-		r.fences = core.Fences{}
-	}
+	r.fences = core.AllFences().Without(o.Unfenced)
 	start := time.Now()
 	var err error
 	if o.Sample > 0 {

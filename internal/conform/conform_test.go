@@ -81,7 +81,7 @@ func TestConformFenced(t *testing.T) {
 // fenced spec: it starts, replies and abandons where the spec refuses.
 func TestConformCatchesUnfenced(t *testing.T) {
 	g := small(t)
-	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{Unfenced: true, Keep: 1 << 30})
+	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{Unfenced: core.AllFences(), Keep: 1 << 30})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestConformSample(t *testing.T) {
 	if err != nil || rep.Driven != 300 || rep.Divergences != 0 {
 		t.Fatalf("%+v, %v", rep, err)
 	}
-	rep, err = Run(runCtx(t, 5*time.Minute), g, Options{Sample: 300, Seed: 7, Unfenced: true})
+	rep, err = Run(runCtx(t, 5*time.Minute), g, Options{Sample: 300, Seed: 7, Unfenced: core.AllFences()})
 	// (300 edges drawn from a graph where about one in ten is a fenced
 	// write: the mutant shows.)
 	if err != nil || rep.Divergences == 0 {
@@ -159,7 +159,7 @@ func TestAbstract(t *testing.T) {
 	th.Runs = []core.Run{{ID: 1, Holder: "b", Prompt: 1, State: core.StateActive}}
 	now := time.Unix(100, 0)
 	o := Observed{
-		Thread: th, Lease: core.Lease{Key: "t", Holder: "b", ExpiresAt: now}, Now: now,
+		Thread: th, Lease: core.Lease{Thread: "t", Holder: "b", ExpiresAt: now}, Now: now,
 		Procs:   []Proc{{}, {PC: specmodel.Running, Holder: "b", Run: 1}},
 		Holders: []core.Holder{"a", "b"},
 	}

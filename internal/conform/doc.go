@@ -46,9 +46,8 @@
 // its expiry is not after the latest clock). The randomised executions use
 // it to measure which of the cfg's states they reach.
 //
-// With Options.Unfenced the Workspaces run with every fence off
-// (core.WithFencesForTesting(core.Fences{})), the mutant the spec's fences
-// exist for: conform must report divergences, and its tests require it.
+// With Options.Unfenced the Workspaces run with those fences off
+// (core.WithFencesForTesting), the mutant the spec's fences exist for: conform must report divergences, and its tests require it.
 // With Options.Sample, a seeded sample of edges is driven and committed
 // instead of probed, each on a thread of its own; that is how a
 // PostgreSQL run stays short.

@@ -50,7 +50,7 @@ func (p *probeStorage) Update(ctx context.Context, fn func(ctx context.Context, 
 			return err
 		}
 		p.after = t.Clone()
-		if p.lease, err = tx.Lease(ctx, string(p.thread)); err != nil {
+		if p.lease, err = tx.Lease(ctx, p.thread); err != nil {
 			return err
 		}
 		p.seen = true

@@ -216,7 +216,7 @@ type follow struct {
 const maxBound = 200
 
 func newFollow(th tracecheck.ThreadLines) *follow {
-	cfg := specmodel.Config{FenceStart: true, FenceReply: true, FenceAbandon: true}
+	cfg := specmodel.Config{Fences: core.AllFences()}
 	seen := map[string]bool{}
 	for _, l := range th.Lines {
 		switch l.Ev.Action {

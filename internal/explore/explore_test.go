@@ -110,8 +110,8 @@ func TestFoldStopsAtTheRejectedLine(t *testing.T) {
 
 func TestReadTLC(t *testing.T) {
 	for _, c := range []struct{ file, inv string }{
-		{"testdata/tlc-unfenced-I1.json", tracecheck.InvConsumedAtMostOnce},
-		{"testdata/tlc-abandon-NoLiveAbandon.json", tracecheck.InvNoLiveAbandon},
+		{"testdata/tlc-unfenced-I1.json", core.InvConsumedAtMostOnce},
+		{"testdata/tlc-abandon-NoLiveAbandon.json", core.InvNoLiveAbandon},
 	} {
 		f, err := os.Open(c.file)
 		require.NoError(t, err)

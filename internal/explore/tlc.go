@@ -11,7 +11,6 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/itf"
-	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // ErrTLC: a file is not a TLC counterexample as -dumpTrace json writes it.
@@ -189,7 +188,7 @@ func violated(st map[string]itf.Value) []string {
 	var out []string
 	for _, n := range st["consumed"].Elems {
 		if n.Int > 1 {
-			out = append(out, tracecheck.InvConsumedAtMostOnce)
+			out = append(out, core.InvConsumedAtMostOnce)
 			break
 		}
 	}
@@ -200,10 +199,10 @@ func violated(st map[string]itf.Value) []string {
 		}
 	}
 	if active > 1 {
-		out = append(out, tracecheck.InvOneActiveRun)
+		out = append(out, core.InvOneActiveRun)
 	}
 	if st["liveAbandoned"].Bool {
-		out = append(out, tracecheck.InvNoLiveAbandon)
+		out = append(out, core.InvNoLiveAbandon)
 	}
 	return out
 }

@@ -122,9 +122,9 @@ type Config struct {
 	TLC       *tlc.Env
 	TLCRoot   string
 	TLCSample int // default 3 when TLC is set
-	// Unfenced, when set, gives the workers' fences: a mutant, which the
-	// checks must catch. Nil is every fence on.
-	Unfenced *core.Fences
+	// Unfenced are the fences the workers run with off: a mutant, which
+	// the checks must catch. Default none.
+	Unfenced core.Fences
 	// Shrink: what the run does with a failure (shrink.go).
 	Shrink ShrinkConfig
 }
@@ -178,16 +178,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// fences returns the workers' fences.
-func (c Config) fences() core.Fences {
-	if c.Unfenced == nil {
-		return core.AllFences()
-	}
-	return *c.Unfenced
-}
-
 // mutant reports whether a fence is off.
-func (c Config) mutant() bool { return c.fences() != core.AllFences() }
+func (c Config) mutant() bool { return c.Unfenced != (core.Fences{}) }
 
 // Validate returns an error wrapping ErrConfig that names the first field
 // that is wrong, after defaults are filled in.

@@ -148,7 +148,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		return nil, interrupted(ctx, err)
 	}
 	fmt.Fprintf(progress, "tracecheck fleet: %d runner processes, %d threads, %d messages by %d posters, ttl %v, fences %s, nemesis %s, schema %s, directory %s\n",
-		cfg.Procs, cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, FencesString(cfg.fences()), nemesisString(cfg.Nemesis), r.schema, r.dir)
+		cfg.Procs, cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, fencesText(cfg.Unfenced), nemesisString(cfg.Nemesis), r.schema, r.dir)
 	for i := range cfg.Procs {
 		skew := time.Duration(0)
 		if cfg.Procs > 1 {

@@ -199,19 +199,22 @@ func TestProxiedURL(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 }
 
-func TestParseUnfencedAndKinds(t *testing.T) {
-	f, err := ParseUnfenced("start")
-	require.NoError(t, err)
-	require.Equal(t, core.Fences{Reply: true, Abandon: true}, f)
-	f, err = ParseUnfenced("reply,abandon")
-	require.NoError(t, err)
-	require.Equal(t, core.Fences{Start: true}, f)
-	f, err = ParseUnfenced("true")
-	require.NoError(t, err)
-	require.Equal(t, core.Fences{}, f)
-	require.Equal(t, "off: start,reply,abandon", FencesString(f))
-	_, err = ParseUnfenced("claim")
-	require.ErrorIs(t, err, ErrConfig)
+func TestUnfencedFlagAndKinds(t *testing.T) {
+	var u UnfencedFlag
+	require.NoError(t, u.Set("start"))
+	require.Equal(t, core.Fences{Start: true}, u.Off)
+	require.Equal(t, "start", u.String())
+	require.NoError(t, u.Set("reply,abandon"))
+	require.Equal(t, core.Fences{Reply: true, Abandon: true}, u.Off)
+	require.True(t, u.Mutant())
+	require.NoError(t, u.Set("true"))
+	require.Equal(t, core.AllFences(), u.Off)
+	require.Equal(t, "off: start,reply,abandon", fencesText(u.Off))
+	require.NoError(t, u.Set("false"))
+	require.False(t, u.Mutant())
+	require.Equal(t, "false", u.String())
+	require.Equal(t, "on", fencesText(u.Off))
+	require.ErrorIs(t, u.Set("claim"), ErrConfig)
 
 	ks, err := ParseKinds("kill,stop,kill")
 	require.NoError(t, err)

@@ -180,7 +180,7 @@ func (r *run) startWorker(s *slot) (*proc, error) {
 		"-clock-file", p.clockFile, "-ttl", r.cfg.TTL.String(), "-poll", r.cfg.Poll.String(),
 		"-agent-max", r.cfg.AgentMax.String(), "-ask", fmt.Sprint(r.cfg.Ask), "-seed", fmt.Sprint(seed)}
 	if r.cfg.mutant() {
-		args = append(args, "-unfenced="+strings.TrimPrefix(FencesString(r.cfg.fences()), "off: "))
+		args = append(args, "-unfenced="+r.cfg.Unfenced.String())
 	}
 	p.cmd = workerCommand(r.cfg.Bin, s.url, appName(r.schema, name), args)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf

@@ -102,7 +102,7 @@ type ProcReport struct {
 func (r *run) newReport(drained bool) *Report {
 	rep := &Report{
 		Schema: r.schema, Procs: r.cfg.Procs, Threads: r.cfg.Threads, Posters: r.cfg.Posters,
-		TTLMs: ms(r.cfg.TTL), PollMs: ms(r.cfg.Poll), Fences: FencesString(r.cfg.fences()), Seed: r.cfg.Seed,
+		TTLMs: ms(r.cfg.TTL), PollMs: ms(r.cfg.Poll), Fences: fencesText(r.cfg.Unfenced), Seed: r.cfg.Seed,
 		ElapsedS: time.Since(r.start).Seconds(), Drained: drained, Nemesis: map[Kind]int{},
 		Problems: []string{},
 	}

@@ -41,8 +41,8 @@ type WorkerConfig struct {
 	// Ask is the chance that a run asks a question before the stalling
 	// agent's own choices (which ask one run in four): more questions,
 	// more Replies to fence. 0 to 1.
-	Ask    float64
-	Fences core.Fences // AllFences but for a mutant
+	Ask      float64
+	Unfenced core.Fences // the fences switched off, a mutant; default none
 }
 
 // MinTTL is the shortest claim TTL a fleet or a worker accepts: renewals
@@ -171,8 +171,8 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 	doubts := &doubtWriter{enc: json.NewEncoder(df)}
 	hw := tracecheck.NewHistoryWriter(f)
 	opts := []core.Option{core.WithProcess(cfg.Name), core.WithTracer(hw), core.WithDoubts(doubts.add)}
-	if cfg.Fences != core.AllFences() {
-		opts = append(opts, core.WithFencesForTesting(cfg.Fences))
+	if cfg.Unfenced != (core.Fences{}) {
+		opts = append(opts, core.WithFencesForTesting(core.AllFences().Without(cfg.Unfenced)))
 	}
 	ws := core.NewWorkspace(store, clock, opts...)
 	r, err := runner.New(runner.Config{
@@ -187,7 +187,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "worker %s: pid %d, lease clock %+v, ttl %v, fences %s\n", cfg.Name, os.Getpid(), cfg.Skew, cfg.TTL, FencesString(cfg.Fences))
+	fmt.Fprintf(log, "worker %s: pid %d, lease clock %+v, ttl %v, fences %s\n", cfg.Name, os.Getpid(), cfg.Skew, cfg.TTL, fencesText(cfg.Unfenced))
 	_ = r.Run(ctx)
 	if err := hw.Err(); err != nil {
 		return err
@@ -218,81 +218,48 @@ func askingAgent(seed uint64, ask float64, agent runner.Agent) runner.Agent {
 	})
 }
 
-// The fences, by the names -unfenced takes.
-var fenceNames = []string{"start", "reply", "abandon"}
-
-// ParseUnfenced returns the fences left on when the ones named in list
-// (comma-separated: start, reply, abandon; "all" or "true" for every one;
-// "" or "false" for none) are switched off.
-func ParseUnfenced(list string) (core.Fences, error) {
-	f := core.AllFences()
-	switch list {
-	case "", "false", "none":
-		return f, nil
-	case "true", "all":
-		return core.Fences{}, nil
-	}
-	for _, name := range strings.Split(list, ",") {
-		switch strings.TrimSpace(name) {
-		case "start":
-			f.Start = false
-		case "reply":
-			f.Reply = false
-		case "abandon":
-			f.Abandon = false
-		default:
-			return f, configErrorf("-unfenced %q: %q is not one of %s, all", list, name, strings.Join(fenceNames, ", "))
-		}
-	}
-	return f, nil
-}
-
-// FencesString names the fences that are off, as ParseUnfenced reads
-// them, or "on" when every fence is on.
-func FencesString(f core.Fences) string {
-	var off []string
-	for i, on := range []bool{f.Start, f.Reply, f.Abandon} {
-		if !on {
-			off = append(off, fenceNames[i])
-		}
-	}
-	if len(off) == 0 {
+// fencesText says which fences are off, as the report and the logs show
+// it: "on" when none is, otherwise "off: " and their names.
+func fencesText(off core.Fences) string {
+	if off == (core.Fences{}) {
 		return "on"
 	}
-	return "off: " + strings.Join(off, ",")
+	return "off: " + off.String()
 }
 
-// UnfencedFlag is a flag.Value for -unfenced: given alone it switches
-// every fence off; -unfenced=start,reply switches those off.
-type UnfencedFlag struct {
-	Fences core.Fences
-	set    bool
-}
-
-// NewUnfencedFlag returns the flag with every fence on.
-func NewUnfencedFlag() *UnfencedFlag { return &UnfencedFlag{Fences: core.AllFences()} }
+// UnfencedFlag is a flag.Value for -unfenced, the fences switched off (a
+// mutant): given alone it switches every fence off; -unfenced=start,reply
+// switches those off; "false", "none" or "" none.
+type UnfencedFlag struct{ Off core.Fences }
 
 // IsBoolFlag lets -unfenced stand alone.
 func (u *UnfencedFlag) IsBoolFlag() bool { return true }
 
-// Set parses the flag's value.
+// Set parses the flag's value: "true" or "all", "false" or "none", or
+// fences' names (core.ParseFences).
 func (u *UnfencedFlag) Set(s string) error {
-	f, err := ParseUnfenced(s)
-	if err != nil {
-		return err
+	names := s
+	switch s {
+	case "true":
+		names = "all"
+	case "false":
+		names = "none"
 	}
-	u.Fences, u.set = f, f != core.AllFences()
+	off, err := core.ParseFences(names)
+	if err != nil {
+		return configErrorf("-unfenced %q: %v", s, err)
+	}
+	u.Off = off
 	return nil
 }
 
 // String returns the value as Set takes it.
 func (u *UnfencedFlag) String() string {
-	if u == nil || !u.set {
+	if u == nil || u.Off == (core.Fences{}) {
 		return "false"
 	}
-	s := FencesString(u.Fences)
-	return strings.TrimPrefix(s, "off: ")
+	return u.Off.String()
 }
 
 // Mutant reports whether any fence is off.
-func (u *UnfencedFlag) Mutant() bool { return u.set }
+func (u *UnfencedFlag) Mutant() bool { return u.Off != (core.Fences{}) }

@@ -31,7 +31,7 @@ type ConcurrentConfig struct {
 	// Timeout bounds the execution; every message must be consumed before
 	// it. Default 10s.
 	Timeout  time.Duration
-	Unfenced bool         // the mutant: every fence off
+	Unfenced core.Fences  // the fences switched off, the mutant; default none
 	Storage  core.Storage // default a new memory.Store; must be empty
 }
 
@@ -121,8 +121,8 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 	cfg = cfg.withDefaults()
 	rec := &timedRecorder{start: time.Now()}
 	opts := []core.Option{core.WithTracer(rec)}
-	if cfg.Unfenced {
-		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
+	if cfg.Unfenced != (core.Fences{}) {
+		opts = append(opts, core.WithFencesForTesting(core.AllFences().Without(cfg.Unfenced)))
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636f6e63))
 	poster := core.NewWorkspace(cfg.Storage, core.SystemClock{}, append(opts, core.WithProcess("poster"))...)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -42,7 +43,7 @@ func TestConcurrentUnfencedMutantCaught(t *testing.T) {
 	}
 	traceCaught, linCaught := 0, 0
 	for seed := uint64(0); seed < 40 && (traceCaught == 0 || linCaught == 0); seed++ {
-		res, err := RunConcurrent(context.Background(), ConcurrentConfig{Seed: seed, Unfenced: true})
+		res, err := RunConcurrent(context.Background(), ConcurrentConfig{Seed: seed, Unfenced: core.AllFences()})
 		var inv *InvariantError
 		if err != nil && !errors.As(err, &inv) {
 			require.NoError(t, err)

@@ -30,7 +30,7 @@ func (s *Seeded) seeLapses(ctx context.Context) error {
 		var lease core.Lease
 		err := s.cfg.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
 			var err error
-			lease, err = tx.Lease(ctx, string(id))
+			lease, err = tx.Lease(ctx, id)
 			return err
 		})
 		if err != nil {

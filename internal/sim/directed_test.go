@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -37,7 +38,11 @@ func directedCover(t *testing.T, path string, per int, unfenced bool) (cov *Cove
 		if len(ws) == 0 {
 			return cov, pl, diverged, walks, rejected
 		}
-		s, err := NewSeeded(ctx, Config{Seed: seed, Walks: ws, Spec: m, Interleave: true, Unfenced: unfenced})
+		var off core.Fences
+		if unfenced {
+			off = core.AllFences()
+		}
+		s, err := NewSeeded(ctx, Config{Seed: seed, Walks: ws, Spec: m, Interleave: true, Unfenced: off})
 		require.NoError(t, err)
 		var inv *InvariantError
 		if err := s.Run(ctx); errors.As(err, &inv) {

@@ -97,8 +97,8 @@ type writeTx struct {
 	core.Transaction
 }
 
-func (t writeTx) HoldsLease(ctx context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
-	_, l, err := t.Transaction.HoldsLease(ctx, key, holder)
+func (t writeTx) HoldsLease(ctx context.Context, thread core.ThreadID, holder core.Holder) (bool, core.Lease, error) {
+	_, l, err := t.Transaction.HoldsLease(ctx, thread, holder)
 	return err == nil, l, err
 }
 

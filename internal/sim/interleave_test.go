@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -67,7 +68,7 @@ func TestSimFenceInOwnTransactionMutantCaught(t *testing.T) {
 	caught, _ := runSeeds(t, 100, cfg)
 	t.Logf("atomic steps: %v; interleaved: %v", blind, caught)
 	require.Empty(t, blind, "atomic steps should not see this mutant (else the test shows nothing)")
-	require.Positive(t, caught["I1_ConsumedAtMostOnce"]+caught["I3_OneActiveRun"], "interleaving did not catch the mutant: %v", caught)
+	require.Positive(t, caught[core.InvConsumedAtMostOnce]+caught[core.InvOneActiveRun], "interleaving did not catch the mutant: %v", caught)
 }
 
 // A runner that retries a consuming write whose commit outcome is unknown:
@@ -80,5 +81,5 @@ func TestSimRetryCommitUnknownMutantCaught(t *testing.T) {
 	caught, _ := runSeeds(t, 100, cfg)
 	t.Logf("no faults: %v; faults: %v", blind, caught)
 	require.Empty(t, blind, "without faults the retry never happens")
-	require.Positive(t, caught["I1_ConsumedAtMostOnce"], "faults did not catch the retry: %v", caught)
+	require.Positive(t, caught[core.InvConsumedAtMostOnce], "faults did not catch the retry: %v", caught)
 }

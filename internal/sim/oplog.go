@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // Log is a seeded execution written down: its configuration and the
@@ -22,7 +24,7 @@ type Log struct {
 	Threads  int
 	Messages int
 	ClaimTTL time.Duration
-	Unfenced bool
+	Unfenced core.Fences // the fences switched off
 	// Interleave, Faults and Mutants are the execution's Config's: a step
 	// may pause between its transactions, storage faults are drawn from the
 	// seed, code defects are switched on.
@@ -76,16 +78,50 @@ var ErrBadLog = errors.New("bad operation log")
 //	{"op":"step","proc":"p1","thread":"t1","asks":1}
 //	{"op":"time","by":"4s"}
 type logHeader struct {
-	Seed       uint64   `json:"seed"`
-	Procs      int      `json:"procs"`
-	Threads    int      `json:"threads"`
-	Messages   int      `json:"messages"`
-	TTL        string   `json:"ttl"`
-	Unfenced   bool     `json:"unfenced"`
-	Interleave bool     `json:"interleave,omitempty"`
-	Faults     float64  `json:"faults,omitempty"`
-	Mutants    []string `json:"mutants,omitempty"` // fence-own-tx, retry-commit-unknown
-	Quiesce    *bool    `json:"quiesce,omitempty"` // false: no quiescence after the operations
+	Seed       uint64    `json:"seed"`
+	Procs      int       `json:"procs"`
+	Threads    int       `json:"threads"`
+	Messages   int       `json:"messages"`
+	TTL        string    `json:"ttl"`
+	Unfenced   logFences `json:"unfenced"`
+	Interleave bool      `json:"interleave,omitempty"`
+	Faults     float64   `json:"faults,omitempty"`
+	Mutants    []string  `json:"mutants,omitempty"` // fence-own-tx, retry-commit-unknown
+	Quiesce    *bool     `json:"quiesce,omitempty"` // false: no quiescence after the operations
+}
+
+// logFences is a header's "unfenced": true for every fence off, false for
+// none, and otherwise the names of the fences off ("start,reply").
+type logFences core.Fences
+
+// MarshalJSON writes the fences off.
+func (f logFences) MarshalJSON() ([]byte, error) {
+	switch core.Fences(f) {
+	case core.Fences{}:
+		return []byte("false"), nil
+	case core.AllFences():
+		return []byte("true"), nil
+	}
+	return json.Marshal(core.Fences(f).String())
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (f *logFences) UnmarshalJSON(b []byte) error {
+	var all bool
+	if err := json.Unmarshal(b, &all); err == nil {
+		*f = logFences{}
+		if all {
+			*f = logFences(core.AllFences())
+		}
+		return nil
+	}
+	var names string
+	if err := json.Unmarshal(b, &names); err != nil {
+		return fmt.Errorf("unfenced %s: want true, false or the names of fences", b)
+	}
+	off, err := core.ParseFences(names)
+	*f = logFences(off)
+	return err
 }
 
 // The code mutants' names in a log.
@@ -107,7 +143,7 @@ func WriteLog(w io.Writer, l Log) error {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	if err := enc.Encode(logHeader{Seed: l.Seed, Procs: l.Procs, Threads: l.Threads, Messages: l.Messages,
-		TTL: l.ClaimTTL.String(), Unfenced: l.Unfenced, Interleave: l.Interleave, Faults: l.Faults,
+		TTL: l.ClaimTTL.String(), Unfenced: logFences(l.Unfenced), Interleave: l.Interleave, Faults: l.Faults,
 		Mutants: mutantNames(l.Mutants), Quiesce: quiesce(l.NoQuiesce)}); err != nil {
 		return err
 	}
@@ -165,7 +201,7 @@ func ReadLog(r io.Reader, name string) (Log, error) {
 			if h.Faults < 0 || h.Faults > 1 {
 				return Log{}, bad(n, "header: faults %v is not a probability", h.Faults)
 			}
-			l = Log{Seed: h.Seed, Procs: h.Procs, Threads: h.Threads, Messages: h.Messages, ClaimTTL: ttl, Unfenced: h.Unfenced,
+			l = Log{Seed: h.Seed, Procs: h.Procs, Threads: h.Threads, Messages: h.Messages, ClaimTTL: ttl, Unfenced: core.Fences(h.Unfenced),
 				Interleave: h.Interleave, Faults: h.Faults, NoQuiesce: h.Quiesce != nil && !*h.Quiesce, Ops: []Op{}}
 			for _, m := range h.Mutants {
 				switch m {

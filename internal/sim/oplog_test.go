@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // A seeded execution's log, written and read back, replays the same
@@ -18,7 +20,7 @@ import (
 func TestLogReplaysTheExecution(t *testing.T) {
 	ctx := context.Background()
 	for seed := range uint64(12) {
-		for _, unfenced := range []bool{false, true} {
+		for _, unfenced := range []core.Fences{{}, core.AllFences(), {Reply: true}} {
 			rec := &lineRecorder{}
 			// Steps paused between transactions and injected storage faults
 			// replay too: the faults are drawn from the seed as the
@@ -90,7 +92,7 @@ func TestRunLeavesNoPausedStep(t *testing.T) {
 	ctx := context.Background()
 	before := runtime.NumGoroutine()
 	for seed := range uint64(60) {
-		s, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: true, Interleave: true, Faults: 0.05})
+		s, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: core.AllFences(), Interleave: true, Faults: 0.05})
 		require.NoError(t, err)
 		_ = s.Run(ctx)
 	}

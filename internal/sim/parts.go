@@ -59,7 +59,7 @@ func snapshot(ctx context.Context, s core.Storage, id core.ThreadID) (th *core.T
 		if events, err = tx.Events(ctx, id); err != nil {
 			return err
 		}
-		lease, err = tx.Lease(ctx, string(id))
+		lease, err = tx.Lease(ctx, id)
 		return err
 	})
 	return th, events, lease, err

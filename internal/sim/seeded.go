@@ -25,8 +25,9 @@ type Config struct {
 	Messages int           // messages posted to each thread; default 4
 	Steps    int           // scheduled operations before quiescence; default 300
 	ClaimTTL time.Duration // default 10s
-	// Unfenced switches every fence off: the mutant the checks must catch.
-	Unfenced bool
+	// Unfenced are the fences switched off: the mutant the checks must
+	// catch. Default none.
+	Unfenced core.Fences
 	// Storage is where the processes meet. Default a new memory.Store.
 	// It must be empty.
 	Storage core.Storage
@@ -325,8 +326,8 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 		procStore = ps
 	}
 	procStore = cfg.Mutants.storage(procStore)
-	if cfg.Unfenced {
-		opts = append(opts, core.WithFencesForTesting(core.Fences{}))
+	if cfg.Unfenced != (core.Fences{}) {
+		opts = append(opts, core.WithFencesForTesting(core.AllFences().Without(cfg.Unfenced)))
 	}
 	s.poster = core.NewWorkspace(cfg.Storage, coretest.NewClock(epoch), append(opts, core.WithProcess("poster"))...)
 	for i := range cfg.Threads {
@@ -639,7 +640,7 @@ func (s *Seeded) Check(ctx context.Context, op int) error {
 			if err != nil {
 				return err
 			}
-			lease, err := tx.Lease(ctx, string(id))
+			lease, err := tx.Lease(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -670,17 +671,17 @@ func checkThread(th *core.Thread, fresh []core.Event, lease core.Lease, op int) 
 		}
 	}
 	if times > 0 {
-		return &InvariantError{Invariant: "I1_ConsumedAtMostOnce", Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", twice, times)}
+		return &InvariantError{Invariant: core.InvConsumedAtMostOnce, Thread: th.ID, Op: op, Detail: fmt.Sprintf("message %d consumed %d times", twice, times)}
 	}
 	if active := th.ActiveRuns(); len(active) > 1 {
-		return &InvariantError{Invariant: "I3_OneActiveRun", Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}
+		return &InvariantError{Invariant: core.InvOneActiveRun, Thread: th.ID, Op: op, Detail: fmt.Sprintf("%d runs active: %v", len(active), active)}
 	}
 	for _, e := range fresh {
 		if e.Kind != core.RunAbandoned {
 			continue
 		}
 		if r, _ := th.Run(e.Run); r.Holder == lease.Holder {
-			return &InvariantError{Invariant: "NoLiveAbandon", Thread: th.ID, Op: op, Detail: fmt.Sprintf("run %d abandoned while its holder %s held the lease", e.Run, r.Holder)}
+			return &InvariantError{Invariant: core.InvNoLiveAbandon, Thread: th.ID, Op: op, Detail: fmt.Sprintf("run %d abandoned while its holder %s held the lease", e.Run, r.Holder)}
 		}
 	}
 	return nil

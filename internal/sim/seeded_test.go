@@ -101,7 +101,7 @@ func TestSimSeedsUnfencedMutantCaught(t *testing.T) {
 	ctx := context.Background()
 	caught := map[string]int{}
 	for seed := range uint64(300) {
-		sim, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: true})
+		sim, err := NewSeeded(ctx, Config{Seed: seed, Unfenced: core.AllFences()})
 		require.NoError(t, err)
 		err = sim.Run(ctx)
 		var inv *InvariantError
@@ -112,7 +112,7 @@ func TestSimSeedsUnfencedMutantCaught(t *testing.T) {
 		require.NoError(t, err)
 	}
 	t.Logf("unfenced mutant caught by: %v", caught)
-	require.Positive(t, caught["I1_ConsumedAtMostOnce"]+caught["I3_OneActiveRun"], "the mutant went uncaught")
+	require.Positive(t, caught[core.InvConsumedAtMostOnce]+caught[core.InvOneActiveRun], "the mutant went uncaught")
 }
 
 type lineRecorder struct{ lines []core.TraceEvent }

@@ -123,9 +123,9 @@ func (t *Tree) Parts(cut int) []Part {
 
 // TreeConfig configures the executions a Tree drives.
 type TreeConfig struct {
-	Seed       uint64 // names the holders
-	Unfenced   bool
-	Interleave bool // must be true: a run's questions pause for others' steps
+	Seed       uint64      // names the holders
+	Unfenced   core.Fences // the fences switched off; default none
+	Interleave bool        // must be true: a run's questions pause for others' steps
 	Mutants    Mutants
 	// Keep is how many failing forks a part keeps (TreeResult.Failed);
 	// default 1.

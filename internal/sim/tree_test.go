@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 )
 
@@ -113,7 +114,7 @@ func TestForkIsItsLog(t *testing.T) {
 // replays from its log.
 func TestTreeCatchesUnfenced(t *testing.T) {
 	g, tr := smallTree(t)
-	_, sum := driveAll(t, g, tr, 3, TreeConfig{Interleave: true, Unfenced: true, Keep: 4})
+	_, sum := driveAll(t, g, tr, 3, TreeConfig{Interleave: true, Unfenced: core.AllFences(), Keep: 4})
 	t.Logf("fences off: %d edges as planned, %d left their plan, %d broke an invariant, %d rejected", sum.Edges, sum.Diverged, sum.Broken, sum.Rejected)
 	require.Positive(t, sum.Broken)
 	require.Positive(t, sum.Rejected)

@@ -50,23 +50,29 @@ func (m *Model) clone(s *State) State {
 // New returns the model of cfg.
 func New(cfg Config) *Model {
 	m := &Model{cfg: cfg, cStart: cFenceStart, cReply: cFenceReply, cStartOn: cFenceStartOn, cReplyOn: cFenceReplyOn,
-		takeover: cfg.checks(PropNoLiveTakeover)}
+		takeover: cfg.checks(core.PropNoLiveTakeover)}
 	if cfg.OneFenced {
 		m.cStart, m.cReply, m.cStartOn, m.cReplyOn = cFenced, cFenced, cFencedOn, cFencedOn
 	}
-	m.steps = append(m.steps, Step{core.ActionPost, -1, 0}, Step{core.ActionLapse, -1, 0})
-	for p := range cfg.Procs {
-		add := func(a core.Action) { m.steps = append(m.steps, Step{a, p, 0}) }
-		add(core.ActionClaim)
-		add(core.ActionRenew)
-		add(core.ActionRelease)
-		for r := 1; r <= cfg.MaxRuns(); r++ {
-			m.steps = append(m.steps, Step{core.ActionAbandon, p, r})
+	// Next's order: the actions of no process, then each process's
+	// (ProcNext), each in the action table's order.
+	table := core.ActionTable()
+	for _, info := range table {
+		if !info.ByProcess {
+			m.steps = append(m.steps, Step{info.Action, -1, 0})
 		}
-		for _, a := range []core.Action{core.ActionAbandonFenced, core.ActionPlan, core.ActionRunStart,
-			core.ActionStartFenced, core.ActionReply, core.ActionReplyFenced, core.ActionAsk,
-			core.ActionRunEnd, core.ActionEndRefused, core.ActionCrash} {
-			add(a)
+	}
+	for p := range cfg.Procs {
+		for _, info := range table {
+			switch {
+			case !info.ByProcess:
+			case info.Action == core.ActionAbandon: // \E r \in 1..MaxRuns
+				for r := 1; r <= cfg.MaxRuns(); r++ {
+					m.steps = append(m.steps, Step{core.ActionAbandon, p, r})
+				}
+			default:
+				m.steps = append(m.steps, Step{info.Action, p, 0})
+			}
 		}
 	}
 	return m
@@ -143,6 +149,86 @@ func (m *Model) Do(s *State, st Step) Outcome {
 		return m.Crash(s, st.P)
 	}
 	panic(fmt.Sprintf("specmodel: unknown action %q", st.Action))
+}
+
+// TraceLine is the trace line (tracecheck/doc.go's format) that the Go
+// code writes for the step taken in state s, whose version (the count of
+// writes so far) is version. For a step the spec does not enable in s, it
+// is the line Go would write if it took the step anyway, from the values
+// in s (such as the next run's id, the process's planned message): a trace
+// checker must refuse it. Lapse has no line; TraceLine panics on it.
+func (m *Model) TraceLine(s *State, st Step, version uint64) core.TraceEvent {
+	if st.Action == core.ActionLapse {
+		panic("specmodel: Lapse is never traced")
+	}
+	ev := core.TraceEvent{Action: st.Action, Thread: TraceThread, Taken: core.Seq(s.Taken)}
+	if IsWrite(s, st) {
+		ev.Tick = version + 1
+	} else {
+		ev.Tick, ev.Read = version, true
+	}
+	if st.P < 0 {
+		ev.Proc = "poster"
+	} else {
+		ev.Proc = m.cfg.Procs[st.P]
+		ev.Holder = HolderName(s.Procs[st.P].Hold)
+	}
+	var pr Proc
+	if st.P >= 0 {
+		pr = s.Procs[st.P]
+	}
+	lease := HolderName(s.Lease.Holder)
+	planMsg := pr.Plan.Msg
+	if planMsg == 0 {
+		planMsg = s.Taken + 1
+	}
+	switch st.Action {
+	case core.ActionPost:
+		ev.Msg = core.Seq(s.Msgs + 1)
+	case core.ActionClaim:
+		ev.Holder = HolderName(s.NextHolder)
+		ev.Lease = ev.Holder
+	case core.ActionRenew:
+		ev.Lease = ev.Holder // core writes the renewed lease's holder, p's
+	case core.ActionRelease:
+		ev.Lease = lease
+		if HasLease(s, st.P) {
+			ev.Lease = ""
+		}
+	case core.ActionAbandon:
+		ev.Run = core.RunID(st.R)
+		ev.Lease = lease
+	case core.ActionAbandonFenced:
+		ev.Lease = lease
+		for i, r := range s.Runs {
+			if r.State == Active && r.Holder != pr.Hold {
+				ev.Run = core.RunID(i + 1)
+				break
+			}
+		}
+	case core.ActionPlan:
+		ev.Msg = core.Seq(s.Taken + 1)
+		ev.Kind = core.PlanKindRun
+		if q := OldestOpen(s); q != 0 {
+			ev.Kind, ev.Req = core.PlanKindReply, core.RequestID(q)
+		}
+	case core.ActionRunStart:
+		ev.Msg, ev.Run, ev.Taken, ev.Lease = core.Seq(planMsg), core.RunID(len(s.Runs)+1), core.Seq(planMsg), lease
+	case core.ActionStartFenced:
+		ev.Msg, ev.Lease = core.Seq(planMsg), lease
+	case core.ActionReply:
+		ev.Msg, ev.Req, ev.Taken, ev.Lease = core.Seq(planMsg), core.RequestID(pr.Plan.Req), core.Seq(planMsg), lease
+		if ev.Req == 0 {
+			ev.Req = core.RequestID(OldestOpen(s))
+		}
+	case core.ActionReplyFenced:
+		ev.Msg, ev.Req, ev.Lease = core.Seq(planMsg), core.RequestID(pr.Plan.Req), lease
+	case core.ActionAsk:
+		ev.Run, ev.Req = core.RunID(pr.Run), core.RequestID(len(s.Reqs)+1)
+	case core.ActionRunEnd, core.ActionEndRefused:
+		ev.Run = core.RunID(pr.Run)
+	}
+	return ev
 }
 
 // HasLease is the spec's HasLease(p).
@@ -266,7 +352,7 @@ func (m *Model) Abandon(s *State, p, r int) Outcome {
 		return refused(cRIsActive)
 	case s.Runs[r-1].Holder == s.Procs[p].Hold:
 		return refused(cRNotOwn)
-	case m.cfg.FenceAbandon && !HasLease(s, p):
+	case m.cfg.Fences.Abandon && !HasLease(s, p):
 		return refused(cFenceAbandon)
 	}
 	n := m.clone(s)
@@ -280,7 +366,7 @@ func (m *Model) AbandonFenced(s *State, p int) Outcome {
 	switch {
 	case s.Procs[p].PC != Claimed:
 		return refused(cPCClaimed)
-	case !m.cfg.FenceAbandon:
+	case !m.cfg.Fences.Abandon:
 		return refused(cFenceAbandOn)
 	case HasLease(s, p):
 		return refused(cNotHasLease)
@@ -342,7 +428,7 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 		return refused(cPCPlanned)
 	case pr.Plan.Kind != PlanRun:
 		return refused(cPlanRun)
-	case m.cfg.FenceStart && !HasLease(s, p):
+	case m.cfg.Fences.Start && !HasLease(s, p):
 		return refused(m.cStart)
 	}
 	n := m.clone(s)
@@ -357,12 +443,12 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 
 // StartFenced(p): the fence refuses p's start; p's round is over.
 func (m *Model) StartFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanRun, cPlanRun, m.cStartOn, m.cfg.FenceStart)
+	return m.fenced(s, p, PlanRun, cPlanRun, m.cStartOn, m.cfg.Fences.Start)
 }
 
 // ReplyFenced(p): the fence refuses p's answer; p's round is over.
 func (m *Model) ReplyFenced(s *State, p int) Outcome {
-	return m.fenced(s, p, PlanReply, cPlanReply, m.cReplyOn, m.cfg.FenceReply)
+	return m.fenced(s, p, PlanReply, cPlanReply, m.cReplyOn, m.cfg.Fences.Reply)
 }
 
 func (m *Model) fenced(s *State, p int, kind PlanKind, kindConjunct, onConjunct string, on bool) Outcome {
@@ -392,7 +478,7 @@ func (m *Model) Reply(s *State, p int) Outcome {
 		return refused(cPCPlanned)
 	case pr.Plan.Kind != PlanReply:
 		return refused(cPlanReply)
-	case m.cfg.FenceReply && !HasLease(s, p):
+	case m.cfg.Fences.Reply && !HasLease(s, p):
 		return refused(m.cReply)
 	case s.Reqs[pr.Plan.Req-1].State != Open:
 		return refused(cReqOpen)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // ErrConfig: a cfg file is malformed or names something the model does not
@@ -19,11 +21,10 @@ type Config struct {
 	MaxMsgs   int
 	MaxClaims int
 	MaxAsks   int
-	// FenceStart and FenceReply are the spec's Fenced (RunStart and Reply
-	// require HasLease(p)); a cfg that sets Fenced sets both.
-	FenceStart   bool
-	FenceReply   bool
-	FenceAbandon bool // Abandon requires HasLease(p)
+	// Fences are the constants FenceStart, FenceReply and FenceAbandon:
+	// the writes that require HasLease(p). A cfg that sets the older
+	// single constant Fenced sets Start and Reply.
+	Fences core.Fences
 	// OneFenced is true when the cfg sets the older single constant Fenced
 	// (for RunStart and Reply) rather than FenceStart and FenceReply; the
 	// failing conjuncts are then named with it.
@@ -38,19 +39,16 @@ type Config struct {
 	// reported. Empty when the cfg declares none.
 	Expect []string
 	// Fires lists the actions the cfg's `\* fires:` comment says must each
-	// take at least one step in the reachable graph.
+	// take at least one step in the reachable graph ("all": every action
+	// of core.ActionTable).
 	Fires []string
 }
 
-// Invariant names the model evaluates.
+// The model evaluates the invariants core.InvTypeOK,
+// core.InvConsumedAtMostOnce, core.InvOneActiveRun and
+// core.InvNoLiveAbandon, and checks the action property
+// core.PropNoLiveTakeover on every transition when the cfg lists it.
 const (
-	InvTypeOK             = "TypeOK"
-	InvConsumedAtMostOnce = "I1_ConsumedAtMostOnce"
-	InvOneActiveRun       = "I3_OneActiveRun"
-	InvNoLiveAbandon      = "NoLiveAbandon"
-	// PropNoLiveTakeover is the action property [][~LiveTakeover]_vars,
-	// which the model checks on every transition when the cfg lists it.
-	PropNoLiveTakeover     = "NoLiveTakeover"
 	maxSmall               = 200 // values are stored in bytes
 	livenessPropertyOfSpec = "EveryPostConsumed"
 )
@@ -73,7 +71,7 @@ var sections = map[string]string{
 	"PROPERTY": "PROPERTY", "PROPERTIES": "PROPERTY",
 }
 
-var knownInvariants = []string{InvTypeOK, InvConsumedAtMostOnce, InvOneActiveRun, InvNoLiveAbandon}
+var knownInvariants = []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon}
 
 // ReadConfig reads and parses a cfg file.
 func ReadConfig(path string) (Config, error) {
@@ -111,6 +109,12 @@ func ParseConfig(name, text string) (Config, error) {
 			}
 			if rest, ok := strings.CutPrefix(comment, "fires:"); ok && c.Fires == nil {
 				c.Fires = strings.Fields(rest)
+				if len(c.Fires) == 1 && c.Fires[0] == "all" {
+					c.Fires = nil
+					for _, a := range core.Actions() {
+						c.Fires = append(c.Fires, string(a))
+					}
+				}
 			}
 			line = line[:j]
 		}
@@ -225,14 +229,14 @@ func (c *Config) setConstant(k, v string) error {
 	case "MaxAsks":
 		c.MaxAsks, err = num()
 	case "Fenced":
-		c.FenceStart, err = boolean()
-		c.FenceReply, c.OneFenced = c.FenceStart, true
+		c.Fences.Start, err = boolean()
+		c.Fences.Reply, c.OneFenced = c.Fences.Start, true
 	case "FenceStart":
-		c.FenceStart, err = boolean()
+		c.Fences.Start, err = boolean()
 	case "FenceReply":
-		c.FenceReply, err = boolean()
+		c.Fences.Reply, err = boolean()
 	case "FenceAbandon":
-		c.FenceAbandon, err = boolean()
+		c.Fences.Abandon, err = boolean()
 	default:
 		return fmt.Errorf("unknown constant %s", k)
 	}
@@ -300,7 +304,7 @@ func (c Config) MaxRuns() int { return c.MaxClaims * c.MaxMsgs }
 func (c Config) Unchecked() []string {
 	var out []string
 	for _, p := range c.Properties {
-		if p != PropNoLiveTakeover {
+		if p != core.PropNoLiveTakeover {
 			out = append(out, p)
 		}
 	}

@@ -27,7 +27,7 @@ import (
 // exceed them: a step refused only by a bound is judged with the bound
 // raised. TypeOK, which bounds values the same way, is not asked of the
 // checker either.
-func crossCheck(t *testing.T, g *specmodel.Graph, spec tracecheck.Spec, keep int) (checked int, bad []string) {
+func crossCheck(t *testing.T, g *specmodel.Graph, fences core.Fences, keep int) (checked int, bad []string) {
 	m := g.Model()
 	rc := m.Config()
 	rc.MaxClaims++
@@ -61,13 +61,13 @@ states:
 				}
 			}
 			line := m.TraceLine(&s, st, version)
-			_, err := tracecheck.Check(append(lines[:len(lines):len(lines)], line), tracecheck.WithSpec(spec))
+			_, err := tracecheck.Check(append(lines[:len(lines):len(lines)], line), tracecheck.WithFences(fences))
 			checked++
 			// A step the spec refuses must be refused for the spec's
 			// reason: the conjunct that fails is among the checker's.
 			if out := relaxed.Do(&s, st); err != nil && !want && !lapsed && !out.Enabled && st.Action != core.ActionPost {
-				// The checker switches RunStart's and Reply's fences
-				// together, as Fenced.
+				// The checker names RunStart's and Reply's fences with
+				// the spec's older single constant, Fenced.
 				why := strings.NewReplacer("FenceStart", "Fenced", "FenceReply", "Fenced").Replace(out.Failed)
 				var v *tracecheck.Violation
 				if !errors.As(err, &v) || v.Kind != tracecheck.ErrGuard || !slices.Contains(v.Failed, why) {
@@ -107,7 +107,7 @@ func legal(m *specmodel.Model, s *specmodel.State, st specmodel.Step) bool {
 
 // keeps reports whether s keeps the invariants the checker evaluates.
 func keeps(m *specmodel.Model, s *specmodel.State) bool {
-	for _, inv := range []string{specmodel.InvConsumedAtMostOnce, specmodel.InvOneActiveRun, specmodel.InvNoLiveAbandon} {
+	for _, inv := range []string{core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon} {
 		if !m.Invariant(inv, s) {
 			return false
 		}
@@ -126,14 +126,14 @@ func TestCrossCheckCatchesWrongChecker(t *testing.T) {
 	}
 	c.MaxClaims, c.MaxMsgs, c.MaxAsks = 3, 1, 1
 	g := specmodel.New(c).Explore()
-	for _, wrong := range []tracecheck.Spec{{Fenced: false, FenceAbandon: true}, {Fenced: true, FenceAbandon: false}} {
+	for _, wrong := range []core.Fences{{Abandon: true}, {Start: true, Reply: true}} {
 		if _, bad := crossCheck(t, g, wrong, 1); len(bad) == 0 {
 			t.Errorf("checker with %+v agrees with the fenced spec everywhere", wrong)
 		}
 	}
-	c.FenceStart, c.FenceReply = false, false
+	c.Fences.Start, c.Fences.Reply = false, false
 	g = specmodel.New(c).ExploreWith(specmodel.Options{Continue: true, MaxDepth: 10})
-	if _, bad := crossCheck(t, g, tracecheck.Spec{Fenced: true, FenceAbandon: true}, 1); len(bad) == 0 {
+	if _, bad := crossCheck(t, g, core.AllFences(), 1); len(bad) == 0 {
 		t.Errorf("the fenced checker agrees with the unfenced spec everywhere")
 	}
 }
@@ -166,22 +166,21 @@ func smallCfg(t *testing.T, file string) specmodel.Config {
 // TestCheckerIsTheSpec: the Go trace checker accepts a step exactly where
 // the spec enables it, in every reachable state, fenced and unfenced.
 func TestCheckerIsTheSpec(t *testing.T) {
-	// tracecheck.Spec switches RunStart's and Reply's fences together
-	// (Fenced): the cfg with RunStart's alone off is run with Reply's off
-	// too.
+	// The checker is held to the cfg's own fences.
 	for _, tc := range []struct {
-		cfg       string
-		spec      tracecheck.Spec
-		noConsume bool // switch FenceStart and FenceReply off
+		cfg    string
+		fences core.Fences // the cfg's
 	}{
-		{"../../spec/ThreadClaimLapse.cfg", tracecheck.Spec{Fenced: true, FenceAbandon: true}, false},
-		{"../../spec/ThreadClaimLapseUnfenced.cfg", tracecheck.Spec{Fenced: false, FenceAbandon: true}, true},
-		{"../../spec/ThreadClaimLapseAbandonUnfenced.cfg", tracecheck.Spec{Fenced: true, FenceAbandon: false}, false},
+		{"../../spec/ThreadClaimLapse.cfg", core.AllFences()},
+		{"../../spec/ThreadClaimLapseUnfenced.cfg", core.Fences{Abandon: true}},
+		{"../../spec/ThreadClaimLapseAbandonUnfenced.cfg", core.Fences{Start: true, Reply: true}},
+		{"../../spec/ThreadClaimLapseStartUnfencedI3.cfg", core.Fences{Reply: true, Abandon: true}},
+		{"../../spec/ThreadClaimLapseReplyUnfenced.cfg", core.Fences{Start: true, Abandon: true}},
 	} {
 		t.Run(tc.cfg[strings.LastIndex(tc.cfg, "/")+1:], func(t *testing.T) {
 			c := smallCfg(t, tc.cfg)
-			if tc.noConsume {
-				c.FenceStart, c.FenceReply = false, false
+			if c.Fences != tc.fences {
+				t.Fatalf("%s sets the fences %v, want %v", tc.cfg, c.Fences, tc.fences)
 			}
 			m := specmodel.New(c)
 			g := m.Explore()
@@ -190,7 +189,7 @@ func TestCheckerIsTheSpec(t *testing.T) {
 				// every state up to the violation's depth.
 				g = m.ExploreWith(specmodel.Options{Continue: true, MaxDepth: v.Depth})
 			}
-			checked, bad := crossCheck(t, g, tc.spec, 10)
+			checked, bad := crossCheck(t, g, c.Fences, 10)
 			t.Logf("%d states, %d (state, step) pairs checked, %d disagreements", g.Len(), checked, len(bad))
 			for _, b := range bad {
 				if b != "" {

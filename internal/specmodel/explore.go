@@ -51,7 +51,7 @@ type Result struct {
 // path to it.
 type Violation struct {
 	// Invariant is the cfg's first invariant that fails there, InvDeadlock,
-	// or PropNoLiveTakeover for a step that takes a live lease.
+	// or core.PropNoLiveTakeover for a step that takes a live lease.
 	Invariant string
 	Depth     int         // the path's length in states (Init is 1): TLC's depth
 	Trace     []TraceStep // from Init to the violating state
@@ -233,7 +233,7 @@ func (g *Graph) violateStep(i, j, si int32) {
 	g.finish()
 	tr := g.Path(int(i))
 	tr = append(tr, TraceStep{Step: g.model.steps[si], State: g.model.Decode(g.keys[j])})
-	g.result.Violation = &Violation{Invariant: PropNoLiveTakeover, Depth: len(tr), Trace: tr}
+	g.result.Violation = &Violation{Invariant: core.PropNoLiveTakeover, Depth: len(tr), Trace: tr}
 }
 
 // Result returns what the exploration found.

@@ -20,13 +20,13 @@ var tlcFigures = map[string]struct {
 }{
 	"ThreadClaimLapse.cfg":                {228049, 1044027, 30, ""},
 	"ThreadClaimLapseLiveness.cfg":        {88820, 404386, 27, ""},
-	"ThreadClaimLapseAbandonUnfenced.cfg": {272, 0, 8, InvNoLiveAbandon},
+	"ThreadClaimLapseAbandonUnfenced.cfg": {272, 0, 8, core.InvNoLiveAbandon},
 	// the cfgs that come with one switch per fence (FenceStart,
 	// FenceReply), measured the same way
 	"ThreadClaimLapseReplyUnfenced.cfg":   {4927, 0, 19, ""},
 	"ThreadClaimLapseSmall.cfg":           {4859, 21297, 19, ""},
-	"ThreadClaimLapseUnfenced.cfg":        {390, 1184, 9, InvConsumedAtMostOnce},
-	"ThreadClaimLapseStartUnfencedI3.cfg": {390, 1184, 9, InvOneActiveRun},
+	"ThreadClaimLapseUnfenced.cfg":        {390, 1184, 9, core.InvConsumedAtMostOnce},
+	"ThreadClaimLapseStartUnfencedI3.cfg": {390, 1184, 9, core.InvOneActiveRun},
 }
 
 func specCfgs(t testing.TB) []string {

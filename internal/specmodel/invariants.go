@@ -1,16 +1,18 @@
 package specmodel
 
+import "github.com/threadclaim/threadclaim/core"
+
 // Invariant evaluates the named invariant in s. It reports false for a
 // name the model does not know (ParseConfig refuses those).
 func (m *Model) Invariant(name string, s *State) bool {
 	switch name {
-	case InvTypeOK:
+	case core.InvTypeOK:
 		return m.TypeOK(s)
-	case InvConsumedAtMostOnce:
+	case core.InvConsumedAtMostOnce:
 		return ConsumedAtMostOnce(s)
-	case InvOneActiveRun:
+	case core.InvOneActiveRun:
 		return ActiveRuns(s) <= 1
-	case InvNoLiveAbandon:
+	case core.InvNoLiveAbandon:
 		return !s.LiveAbandoned
 	}
 	return false

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // PC is a process's pc.
@@ -17,7 +19,7 @@ const (
 	Running
 )
 
-var pcNames = [...]string{"idle", "claimed", "planned", "running"}
+var pcNames = [...]string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning}
 
 func (p PC) String() string { return pcNames[p] }
 
@@ -31,7 +33,7 @@ const (
 	Abandoned
 )
 
-var runStateNames = [...]string{"active", "ended", "abandoned"}
+var runStateNames = [...]string{string(core.StateActive), string(core.StateEnded), string(core.StateAbandoned)}
 
 func (r RunState) String() string { return runStateNames[r] }
 
@@ -44,7 +46,7 @@ const (
 	Answered
 )
 
-var reqStateNames = [...]string{"open", "answered"}
+var reqStateNames = [...]string{string(core.RequestOpen), string(core.RequestAnswered)}
 
 func (r ReqState) String() string { return reqStateNames[r] }
 
@@ -58,7 +60,7 @@ const (
 	PlanReply
 )
 
-var planKindNames = [...]string{"none", "run", "reply"}
+var planKindNames = [...]string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply}
 
 func (k PlanKind) String() string { return planKindNames[k] }
 

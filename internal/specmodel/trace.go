@@ -20,98 +20,18 @@ func HolderName(h uint8) core.Holder {
 }
 
 // IsWrite reports whether the step's trace line is a write (it bumps the
-// thread's version) in state s, as tracecheck/doc.go's format says: Post,
-// Claim, Renew, Abandon, RunStart, Reply, Ask and RunEnd always, Release
-// when the lease is the process's; Plan, the refusals and Crash never.
+// thread's version) in state s, as the action table's Line says: a
+// LineWrite always, Release (LineWriteOrRead) when the lease is the
+// process's.
 func IsWrite(s *State, st Step) bool {
-	switch st.Action {
-	case core.ActionPost, core.ActionClaim, core.ActionRenew, core.ActionAbandon,
-		core.ActionRunStart, core.ActionReply, core.ActionAsk, core.ActionRunEnd:
+	info, _ := core.Info(st.Action)
+	switch info.Line {
+	case core.LineWrite:
 		return true
-	case core.ActionRelease:
+	case core.LineWriteOrRead:
 		return HasLease(s, st.P)
 	}
 	return false
-}
-
-// TraceLine is the trace line (tracecheck/doc.go's format) that the Go
-// code writes for the step taken in state s, whose version (the count of
-// writes so far) is version. For a step the spec does not enable in s, it
-// is the line Go would write if it took the step anyway, from the values
-// in s (such as the next run's id, the process's planned message): a trace
-// checker must refuse it. Lapse has no line; TraceLine panics on it.
-func (m *Model) TraceLine(s *State, st Step, version uint64) core.TraceEvent {
-	if st.Action == core.ActionLapse {
-		panic("specmodel: Lapse is never traced")
-	}
-	ev := core.TraceEvent{Action: st.Action, Thread: TraceThread, Taken: core.Seq(s.Taken)}
-	if IsWrite(s, st) {
-		ev.Tick = version + 1
-	} else {
-		ev.Tick, ev.Read = version, true
-	}
-	if st.P < 0 {
-		ev.Proc = "poster"
-	} else {
-		ev.Proc = m.cfg.Procs[st.P]
-		ev.Holder = HolderName(s.Procs[st.P].Hold)
-	}
-	var pr Proc
-	if st.P >= 0 {
-		pr = s.Procs[st.P]
-	}
-	lease := HolderName(s.Lease.Holder)
-	planMsg := pr.Plan.Msg
-	if planMsg == 0 {
-		planMsg = s.Taken + 1
-	}
-	switch st.Action {
-	case core.ActionPost:
-		ev.Msg = core.Seq(s.Msgs + 1)
-	case core.ActionClaim:
-		ev.Holder = HolderName(s.NextHolder)
-		ev.Lease = ev.Holder
-	case core.ActionRenew:
-		ev.Lease = ev.Holder // core writes the renewed lease's holder, p's
-	case core.ActionRelease:
-		ev.Lease = lease
-		if HasLease(s, st.P) {
-			ev.Lease = ""
-		}
-	case core.ActionAbandon:
-		ev.Run = core.RunID(st.R)
-		ev.Lease = lease
-	case core.ActionAbandonFenced:
-		ev.Lease = lease
-		for i, r := range s.Runs {
-			if r.State == Active && r.Holder != pr.Hold {
-				ev.Run = core.RunID(i + 1)
-				break
-			}
-		}
-	case core.ActionPlan:
-		ev.Msg = core.Seq(s.Taken + 1)
-		ev.Kind = core.PlanKindRun
-		if q := OldestOpen(s); q != 0 {
-			ev.Kind, ev.Req = core.PlanKindReply, core.RequestID(q)
-		}
-	case core.ActionRunStart:
-		ev.Msg, ev.Run, ev.Taken, ev.Lease = core.Seq(planMsg), core.RunID(len(s.Runs)+1), core.Seq(planMsg), lease
-	case core.ActionStartFenced:
-		ev.Msg, ev.Lease = core.Seq(planMsg), lease
-	case core.ActionReply:
-		ev.Msg, ev.Req, ev.Taken, ev.Lease = core.Seq(planMsg), core.RequestID(pr.Plan.Req), core.Seq(planMsg), lease
-		if ev.Req == 0 {
-			ev.Req = core.RequestID(OldestOpen(s))
-		}
-	case core.ActionReplyFenced:
-		ev.Msg, ev.Req, ev.Lease = core.Seq(planMsg), core.RequestID(pr.Plan.Req), lease
-	case core.ActionAsk:
-		ev.Run, ev.Req = core.RunID(pr.Run), core.RequestID(len(s.Reqs)+1)
-	case core.ActionRunEnd, core.ActionEndRefused:
-		ev.Run = core.RunID(pr.Run)
-	}
-	return ev
 }
 
 // TraceLines renders a path (Graph.Path) as the trace the Go code writes

@@ -23,6 +23,10 @@ const (
 	EnvTraceFences = "TRACE_FENCES" // the fences that stay on, e.g. "start abandon"; unset: all
 )
 
+// TraceFences is TRACE_FENCES for the fences f: their names separated by
+// spaces ("start abandon"), or "none".
+func TraceFences(f core.Fences) string { return strings.ReplaceAll(f.String(), ",", " ") }
+
 // ErrBatch is a batch run that did not give a verdict for every trace:
 // TLC reported an error, or its result file is missing or malformed.
 var ErrBatch = errors.New("tlc: trace batch gave no verdicts")
@@ -34,9 +38,9 @@ type Batch struct {
 	Dir string
 	// SpecDir holds spec/ThreadClaimLapse.tla (a scratch copy). Required.
 	SpecDir string
-	// Fences are the fences the traces are held to, by name ("start",
-	// "reply", "abandon"); nil means all of them.
-	Fences []string
+	// Unfenced are the fences the traces are not held to; zero holds
+	// them to every fence.
+	Unfenced core.Fences
 	// Workers is TLC's -workers; 0 means Env.Workers. The result does not
 	// depend on it: every trace is a chain of its own.
 	Workers int
@@ -103,12 +107,8 @@ func (e Env) ValidateBatch(ctx context.Context, b Batch, traces [][]core.TraceEv
 	job.Spec, job.Config, job.Dir = TraceModule, TraceBatchCfg, b.Dir
 	job.Library = []string{b.SpecDir}
 	job.Env = append(append([]string(nil), job.Env...), EnvTraceBatch+"="+in, EnvTraceResult+"="+out)
-	if b.Fences != nil {
-		f := strings.Join(b.Fences, " ")
-		if f == "" {
-			f = "none"
-		}
-		job.Env = append(job.Env, EnvTraceFences+"="+f)
+	if b.Unfenced != (core.Fences{}) {
+		job.Env = append(job.Env, EnvTraceFences+"="+TraceFences(core.AllFences().Without(b.Unfenced)))
 	}
 	if b.Workers > 0 {
 		job.Workers = b.Workers

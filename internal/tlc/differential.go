@@ -3,9 +3,7 @@ package tlc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -70,10 +68,7 @@ func GoVerdict(lines []core.TraceEvent, opts ...tracecheck.Option) (int, string)
 // run, through TLC, both held to the batch's fences, and returns both
 // verdicts for each.
 func (e Env) Differential(ctx context.Context, b Batch, cases []DiffCase) ([]DiffResult, error) {
-	opts, err := goSpec(b.Fences)
-	if err != nil {
-		return nil, err
-	}
+	opts := goSpec(b.Unfenced)
 	out := make([]DiffResult, len(cases))
 	var threads []Thread
 	var owner []int
@@ -99,15 +94,7 @@ func (e Env) Differential(ctx context.Context, b Batch, cases []DiffCase) ([]Dif
 }
 
 // goSpec is the Go checker's option for the fences a batch holds its
-// traces to (nil: all of them). The Go checker fences RunStart and Reply
-// together (tracecheck.Spec.Fenced): fences that part them are an error.
-func goSpec(fences []string) ([]tracecheck.Option, error) {
-	if fences == nil {
-		return nil, nil
-	}
-	start, reply := slices.Contains(fences, "start"), slices.Contains(fences, "reply")
-	if start != reply {
-		return nil, fmt.Errorf("tlc: the Go checker fences RunStart and Reply together; fences %q part them", fences)
-	}
-	return []tracecheck.Option{tracecheck.WithSpec(tracecheck.Spec{Fenced: start, FenceAbandon: slices.Contains(fences, "abandon")})}, nil
+// traces to: every fence but the batch's Unfenced.
+func goSpec(unfenced core.Fences) []tracecheck.Option {
+	return []tracecheck.Option{tracecheck.WithFences(core.AllFences().Without(unfenced))}
 }

@@ -96,7 +96,7 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.FenceStart, c.FenceReply, c.FenceAbandon = false, false, false
+	c.Fences = core.Fences{}
 	m := specmodel.New(c)
 	rng := rand.New(rand.NewPCG(41, 43))
 	var walks [][]core.TraceEvent
@@ -105,10 +105,7 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 			walks = append(walks, l)
 		}
 	}
-	abandonOnly, err := goSpec([]string{"abandon"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	abandonOnly := goSpec(core.Fences{Start: true, Reply: true})
 	lapsedAbandons := 0
 	for range 40000 {
 		if lapsedAbandons == 150 {
@@ -125,10 +122,10 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 	}
 	t.Logf("%d walks, %d of them with an Abandon past its fence", len(walks), lapsedAbandons)
 	for _, set := range []struct {
-		fences []string
-		blind  []string // the fences a Go checker that must disagree somewhere is held to (nil: all)
-		name   string   // blind's name
-	}{{[]string{}, nil, "all"}, {[]string{"abandon"}, []string{}, "none"}, {[]string{"start", "reply"}, []string{}, "none"}} {
+		fences core.Fences // the fences the batch holds its traces to
+		blind  core.Fences // the fences a Go checker that must disagree somewhere is held to
+		name   string      // blind's name
+	}{{core.Fences{}, core.AllFences(), "all"}, {core.Fences{Abandon: true}, core.Fences{}, "none"}, {core.Fences{Start: true, Reply: true}, core.Fences{}, "none"}} {
 		fences := set.fences
 		cases := MakeCases(rng, func(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, string) {
 			for range rng.IntN(3) {
@@ -138,16 +135,13 @@ func TestDifferentialWithFencesOff(t *testing.T) {
 		}, make([]string, len(walks)), walks, 800)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		b := testBatch(scratch(t))
-		b.Fences = fences
+		b.Unfenced = core.AllFences().Without(fences)
 		rs, err := env.Differential(ctx, b, cases)
 		cancel()
 		if err != nil {
 			t.Fatalf("fences %v: TLC (deadline 5 min): %v", fences, err)
 		}
-		blind, err := goSpec(set.blind)
-		if err != nil {
-			t.Fatal(err)
-		}
+		blind := goSpec(core.AllFences().Without(set.blind))
 		bad, accepted, blindBad := 0, 0, 0
 		for _, r := range rs {
 			if r.Go == 0 {

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // Expectation is what a model cfg declares about itself in its leading
@@ -15,7 +17,9 @@ import (
 //	\* expect: ok                  (the first line) TLC must report no error
 //	\* expect: violation NAME      (the first line) TLC must report NAME violated
 //	\* fires: ACTION ACTION ...    (any later leading line) each action must
-//	                               take at least one step (TLC's -coverage)
+//	                               take at least one step (TLC's -coverage);
+//	                               "all" alone names every action of
+//	                               core.ActionTable
 //
 // A refusal action's step (StartFenced, say) is also a Crash step, so
 // only the action's name, not the states it reaches, shows that it is
@@ -37,6 +41,19 @@ var (
 	expectLineRe = regexp.MustCompile(`^\\\* expect: (?:(ok)|violation ([A-Za-z_][A-Za-z0-9_]*))\s*$`)
 	firesLineRe  = regexp.MustCompile(`^\\\* fires:((?:\s+[A-Za-z_][A-Za-z0-9_]*)+)\s*$`)
 )
+
+// FiresNames returns the actions a fires line names: the names, or for
+// "all" alone every action of the action table.
+func FiresNames(names []string) []string {
+	if len(names) != 1 || names[0] != "all" {
+		return names
+	}
+	var all []string
+	for _, a := range core.Actions() {
+		all = append(all, string(a))
+	}
+	return all
+}
 
 // ReadExpectation reads a cfg's declared outcome: its first line must be
 // an expect line naming exactly one outcome.
@@ -68,7 +85,7 @@ func ReadExpectation(path string) (Expectation, error) {
 			break // the leading comment ends
 		}
 		if m := firesLineRe.FindStringSubmatch(l); m != nil {
-			e.Fires = append(e.Fires, strings.Fields(m[1])...)
+			e.Fires = append(e.Fires, FiresNames(strings.Fields(m[1]))...)
 		} else if strings.HasPrefix(l, `\* fires:`) {
 			return e, fmt.Errorf(`%s:%d: want "\* fires: ACTION ACTION ...", got %q`, path, n, l)
 		}

@@ -23,8 +23,8 @@ import (
 type Fixture struct {
 	Path       string
 	Accept     bool
-	ExpectLine int      // 0: any line
-	Fences     []string // nil: all on
+	ExpectLine int         // 0: any line
+	Fences     core.Fences // the fences its traces are held to
 	Threads    []Thread
 	// ReaderErr is set when the Go reader rejects the file (a malformed
 	// bad-* fixture): TLC never sees it.
@@ -107,27 +107,21 @@ func ReadExpectedLines(path string) (map[string]int, error) {
 }
 
 // ReadFences reads a fixture directory's "fences" file: the fences its
-// traces are held to ("start", "reply", "abandon", or "none" alone),
-// whitespace-separated. A missing file is nil (all on); "none" is an
-// empty list; an unknown name is an error.
-func ReadFences(path string) ([]string, error) {
+// traces are held to, as core.ParseFences reads them ("reply abandon",
+// "none"). A missing file is every fence; an unknown name is an error.
+func ReadFences(path string) (core.Fences, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return core.AllFences(), nil
 	}
 	if err != nil {
-		return nil, err
+		return core.Fences{}, err
 	}
-	fs := strings.Fields(string(b))
-	for _, f := range fs {
-		if f != "start" && f != "reply" && f != "abandon" && f != "none" {
-			return nil, fmt.Errorf("%s: unknown fence %q (want start, reply, abandon or none)", path, f)
-		}
+	f, err := core.ParseFences(string(b))
+	if err != nil {
+		return core.Fences{}, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(fs) == 1 && fs[0] == "none" {
-		return []string{}, nil
-	}
-	return fs, nil
+	return f, nil
 }
 
 // FixtureVerdict is TLC's verdict on one fixture: the file line of the
@@ -165,10 +159,7 @@ func (e Env) CheckFixtures(ctx context.Context, b Batch, fxs []Fixture) ([]Fixtu
 			out[i].RejectedAt = -1
 			continue
 		}
-		k := "all"
-		if fx.Fences != nil {
-			k = "fences:" + strings.Join(fx.Fences, " ")
-		}
+		k := fx.Fences.String()
 		if _, ok := groups[k]; !ok {
 			keys = append(keys, k)
 		}
@@ -177,7 +168,7 @@ func (e Env) CheckFixtures(ctx context.Context, b Batch, fxs []Fixture) ([]Fixtu
 	for _, k := range keys {
 		var traces [][]Thread
 		var batch = b
-		batch.Fences = fxs[groups[k][0]].Fences
+		batch.Unfenced = core.AllFences().Without(fxs[groups[k][0]].Fences)
 		var flat []Thread
 		for _, i := range groups[k] {
 			traces = append(traces, fxs[i].Threads)

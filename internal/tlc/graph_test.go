@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 )
 
@@ -26,7 +27,7 @@ func TestSummarize(t *testing.T) {
 	}
 	res := parseFile(t, filepath.Join("testdata", "invariant.out"))
 	s := Summarize(res)
-	if s.Violated != specmodel.InvConsumedAtMostOnce || s.Depth != 9 || len(s.Trace) != 9 || s.Distinct != int(res.Distinct) {
+	if s.Violated != core.InvConsumedAtMostOnce || s.Depth != 9 || len(s.Trace) != 9 || s.Distinct != int(res.Distinct) {
 		t.Fatalf("invariant.out: %+v", s)
 	}
 	if s.Trace[0] != "Init" || s.Trace[1] != "Post" || s.Trace[2] != "Claim(p1)" {
@@ -58,7 +59,7 @@ func TestSummarize(t *testing.T) {
 	if d := CompareOutcome(g, other); len(d) != 1 || !strings.Contains(d[0], "counterexample step 3: TLC Claim(p2)") {
 		t.Errorf("a counterexample with another step 3: %q", d)
 	}
-	other.Trace, other.Violated = nil, specmodel.InvOneActiveRun
+	other.Trace, other.Violated = nil, core.InvOneActiveRun
 	if d := CompareOutcome(g, other); len(d) != 1 || !strings.Contains(d[0], "I3_OneActiveRun") {
 		t.Errorf("another invariant: %q", d)
 	}

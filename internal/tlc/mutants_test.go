@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // Every spec mutant in spec/mutants is caught by the check it names, on
@@ -106,8 +108,14 @@ func TestMutantStaleAndMalformed(t *testing.T) {
 
 func TestReadExpectation(t *testing.T) {
 	dir := t.TempDir()
+	var names []string
+	for _, a := range core.Actions() {
+		names = append(names, string(a))
+	}
+	allActions := strings.Join(names, " ")
 	for body, want := range map[string]string{
 		"\\* expect: ok\n\\* fires: Post Claim\nSPECIFICATION Spec\n": "ok [Post Claim]",
+		"\\* expect: ok\n\\* fires: all\n":                            "ok [" + allActions + "]",
 		"\\* expect: violation I1\nSPECIFICATION Spec\n":              "violation I1 []",
 		"\\* expect: violation I1 I3\n":                               "error",
 		"SPECIFICATION Spec\n":                                        "error",

@@ -18,15 +18,15 @@ type Store struct {
 	mu      sync.Mutex
 	order   []core.ThreadID
 	threads map[core.ThreadID]*thread
-	leases  map[string]core.Lease
-	// held records every (key, holder) that acquired a lease: a holder
-	// acquires a key once (core.ErrHolderReused).
+	leases  map[core.ThreadID]core.Lease
+	// held records every (thread, holder) that acquired a lease: a holder
+	// acquires a thread's lease once (core.ErrHolderReused).
 	held        map[heldLease]struct{}
 	reuseHolder bool // the mutant: holder freshness not enforced
 }
 
 type heldLease struct {
-	key    string
+	thread core.ThreadID
 	holder core.Holder
 }
 
@@ -46,7 +46,7 @@ type thread struct {
 
 // New returns an empty Store.
 func New(opts ...Option) *Store {
-	s := &Store{threads: map[core.ThreadID]*thread{}, leases: map[string]core.Lease{}, held: map[heldLease]struct{}{}}
+	s := &Store{threads: map[core.ThreadID]*thread{}, leases: map[core.ThreadID]core.Lease{}, held: map[heldLease]struct{}{}}
 	for _, o := range opts {
 		o(s)
 	}
@@ -63,7 +63,7 @@ func (s *Store) Clone() *Store {
 	c := &Store{
 		order:       append([]core.ThreadID(nil), s.order...),
 		threads:     make(map[core.ThreadID]*thread, len(s.threads)),
-		leases:      make(map[string]core.Lease, len(s.leases)),
+		leases:      make(map[core.ThreadID]core.Lease, len(s.leases)),
 		held:        make(map[heldLease]struct{}, len(s.held)),
 		reuseHolder: s.reuseHolder,
 	}
@@ -203,47 +203,53 @@ func (t *txn) SaveTaken(_ context.Context, id core.ThreadID, taken core.Seq) err
 	return nil
 }
 
-func (t *txn) Lease(_ context.Context, key string) (core.Lease, error) {
-	return t.s.leases[key], nil
+func (t *txn) Lease(_ context.Context, id core.ThreadID) (core.Lease, error) {
+	return t.s.leases[id], nil
 }
 
-func (t *txn) HoldsLease(_ context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
-	l := t.s.leases[key]
+func (t *txn) HoldsLease(_ context.Context, id core.ThreadID, holder core.Holder) (bool, core.Lease, error) {
+	l := t.s.leases[id]
 	return holder != "" && l.Holder == holder, l, nil
 }
 
 func (t *txn) PutLease(_ context.Context, l core.Lease) error {
-	if l.Key == "" || l.Holder == "" {
-		return fmt.Errorf("%w: lease with empty key or holder", core.ErrInvalidArgument)
+	if l.Thread == "" || l.Holder == "" {
+		return fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
 	}
-	if old := t.s.leases[l.Key]; old.Holder != l.Holder {
-		h := heldLease{l.Key, l.Holder}
+	if _, err := t.read(l.Thread); err != nil {
+		return err
+	}
+	if old := t.s.leases[l.Thread]; old.Holder != l.Holder {
+		h := heldLease{l.Thread, l.Holder}
 		switch _, ok := t.s.held[h]; {
 		case ok && !t.s.reuseHolder:
-			return fmt.Errorf("holder %q of lease %q: %w", l.Holder, l.Key, core.ErrHolderReused)
+			return fmt.Errorf("holder %q of thread %q's lease: %w", l.Holder, l.Thread, core.ErrHolderReused)
 		case !ok:
 			t.s.held[h] = struct{}{}
 			t.undo = append(t.undo, func() { delete(t.s.held, h) })
 		}
 	}
-	t.saveLease(l.Key)
-	t.s.leases[l.Key] = l
+	t.saveLease(l.Thread)
+	t.s.leases[l.Thread] = l
 	return nil
 }
 
-func (t *txn) DeleteLease(_ context.Context, key string) error {
-	t.saveLease(key)
-	delete(t.s.leases, key)
+func (t *txn) DeleteLease(_ context.Context, id core.ThreadID) error {
+	if _, err := t.read(id); err != nil {
+		return err
+	}
+	t.saveLease(id)
+	delete(t.s.leases, id)
 	return nil
 }
 
-func (t *txn) saveLease(key string) {
-	old, had := t.s.leases[key]
+func (t *txn) saveLease(id core.ThreadID) {
+	old, had := t.s.leases[id]
 	t.undo = append(t.undo, func() {
 		if had {
-			t.s.leases[key] = old
+			t.s.leases[id] = old
 		} else {
-			delete(t.s.leases, key)
+			delete(t.s.leases, id)
 		}
 	})
 }
@@ -260,7 +266,7 @@ func (s *Store) PendingThreads(ctx context.Context) ([]core.PendingThread, error
 	for _, id := range s.order {
 		t := s.threads[id].state
 		if t.Unconsumed() || len(t.ActiveRuns()) > 0 {
-			out = append(out, core.PendingThread{ID: id, Lease: s.leases[string(id)]})
+			out = append(out, core.PendingThread{ID: id, Lease: s.leases[id]})
 		}
 	}
 	return out, nil

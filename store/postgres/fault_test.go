@@ -84,7 +84,7 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 		require.ErrorIs(t, err, core.ErrThreadBusy, "the lost claim's write, had its runner retried it")
 	}
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		held, _, err := tx.HoldsLease(ctx, string(id), "ha")
+		held, _, err := tx.HoldsLease(ctx, id, "ha")
 		require.False(t, held, "the lost claim's holder passes the fence")
 		return err
 	}))

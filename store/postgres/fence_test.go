@@ -144,7 +144,7 @@ func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 			if _, err := tx.Thread(ctx, id); err != nil {
 				return err
 			}
-			l, err := tx.Lease(ctx, string(id))
+			l, err := tx.Lease(ctx, id)
 			if err != nil {
 				return err
 			}
@@ -154,7 +154,7 @@ func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 			if _, err := tx.Bump(ctx, id); err != nil {
 				return err
 			}
-			if err := tx.PutLease(ctx, core.Lease{Key: string(id), Holder: "hb", ExpiresAt: b.clock.Now().Add(ttl)}); err != nil {
+			if err := tx.PutLease(ctx, core.Lease{Thread: id, Holder: "hb", ExpiresAt: b.clock.Now().Add(ttl)}); err != nil {
 				return err
 			}
 			if _, err := tx.Events(ctx, id); err != nil { // a round trip: the locks are taken

@@ -297,7 +297,7 @@ func TestMigrationLeaseOnThread(t *testing.T) {
 		l, err = tx.Lease(ctx, "t")
 		return err
 	}))
-	require.Equal(t, core.Lease{Key: "t", Holder: "h0", ExpiresAt: exp}, l)
+	require.Equal(t, core.Lease{Thread: "t", Holder: "h0", ExpiresAt: exp}, l)
 
 	// The binary before: its one-statement write under t's lease, its
 	// lease upsert and its lease delete.

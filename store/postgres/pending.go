@@ -42,7 +42,7 @@ func (s *Store) PendingThreads(ctx context.Context) ([]core.PendingThread, error
 		}
 		p := core.PendingThread{ID: core.ThreadID(id)}
 		if holder != nil && expires != nil {
-			p.Lease = core.Lease{Key: id, Holder: core.Holder(*holder), ExpiresAt: expires.UTC()}
+			p.Lease = core.Lease{Thread: p.ID, Holder: core.Holder(*holder), ExpiresAt: expires.UTC()}
 		}
 		out = append(out, p)
 	}

@@ -157,7 +157,7 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 		speculate: !opts.LockingReads && opts.CachedThreads > 0,
 	}
 	s.txns.New = func() any {
-		return &txn{threads: map[core.ThreadID]*txThread{}, leases: map[string]core.Lease{}}
+		return &txn{threads: map[core.ThreadID]*txThread{}, leases: map[core.ThreadID]core.Lease{}}
 	}
 	return s, nil
 }
@@ -290,7 +290,7 @@ func (s *Store) remember(t *txn) {
 		if had && old.created == th.created && old.state.Version > th.state.Version {
 			continue // a later transaction already left a newer state
 		}
-		l, known := t.leases[string(id)]
+		l, known := t.leases[id]
 		e := th.entry(l, known)
 		if had && e == old {
 			continue

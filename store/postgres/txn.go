@@ -42,12 +42,12 @@ type txn struct {
 	// (again) is run again with a transaction that stays open.
 	oneShot, shot, again bool
 	pending              []statement
-	buf                  []byte                      // the arguments of a statement sent in one round trip, encoded
-	formats              [maxParams]int16            // their format codes (text or binary)
-	threads              map[core.ThreadID]*txThread // locked by this transaction
-	leases               map[string]core.Lease       // locked (or seen absent) by this transaction
-	err                  error                       // the first failure: the transaction is lost
-	spare                [2]txThread                 // the first threads' values, reused
+	buf                  []byte                       // the arguments of a statement sent in one round trip, encoded
+	formats              [maxParams]int16             // their format codes (text or binary)
+	threads              map[core.ThreadID]*txThread  // locked by this transaction
+	leases               map[core.ThreadID]core.Lease // locked (or seen absent) by this transaction
+	err                  error                        // the first failure: the transaction is lost
+	spare                [2]txThread                  // the first threads' values, reused
 	nSpare               int
 }
 
@@ -363,14 +363,13 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		return nil, t.err
 	}
 	c := t.s.cached(id)
-	key := string(id)
 	if c != nil && t.speculate && !t.begun && c.ownLease {
-		if _, seen := t.leases[key]; !seen {
+		if _, seen := t.leases[id]; !seen {
 			th := t.newThread()
 			*th = txThread{created: c.created, n: c.n, state: c.state, base: c, cow: c.cow, ownLease: true}
 			t.threads[id] = th
-			t.leases[key] = c.lease
-			t.assumed = append(t.assumed, assumption{id: key, created: c.created, version: int64(c.state.Version), lease: c.lease})
+			t.leases[id] = c.lease
+			t.assumed = append(t.assumed, assumption{id: string(id), created: c.created, version: int64(c.state.Version), lease: c.lease})
 			return th, nil
 		}
 	}
@@ -395,8 +394,8 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		row.found = err == nil
 		return err
 	})
-	if _, ok := t.leases[key]; !ok {
-		t.queueLockLease(b, key)
+	if _, ok := t.leases[id]; !ok {
+		t.queueLockLease(b, id)
 	}
 	var evs []eventRow
 	b.Queue(t.s.q.eventsAfter, string(id), after).Query(func(rows pgx.Rows) error {
@@ -414,7 +413,7 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	th.created = row.created
 	if c != nil && c.created == row.created {
 		th.state, th.n, th.base, th.cow = c.state, c.n, c, c.cow
-		th.ownLease = c.ownLease && t.leases[key].Holder == c.lease.Holder && c.lease.Holder != ""
+		th.ownLease = c.ownLease && t.leases[id].Holder == c.lease.Holder && c.lease.Holder != ""
 	} else {
 		th.state = core.NewThread(id)
 		if after > 0 { // the cache knew another thread of that id: read its whole log
@@ -448,24 +447,24 @@ func (t *txn) corrupt(err error) error {
 	return t.err
 }
 
-func (t *txn) queueLockLease(b *pgx.Batch, key string) {
+func (t *txn) queueLockLease(b *pgx.Batch, id core.ThreadID) {
 	q := t.s.q.lockLease
 	if t.readOnly {
 		q = t.s.q.readLease
 	}
-	b.Queue(q, key).QueryRow(func(r pgx.Row) error {
+	b.Queue(q, string(id)).QueryRow(func(r pgx.Row) error {
 		var l core.Lease
 		var holder string
 		err := r.Scan(&holder, &l.ExpiresAt)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
-			t.leases[key] = core.Lease{}
+			t.leases[id] = core.Lease{}
 			return nil
 		case err != nil:
 			return err
 		}
-		l.Key, l.Holder, l.ExpiresAt = key, core.Holder(holder), l.ExpiresAt.UTC()
-		t.leases[key] = l
+		l.Thread, l.Holder, l.ExpiresAt = id, core.Holder(holder), l.ExpiresAt.UTC()
+		t.leases[id] = l
 		return nil
 	})
 }
@@ -478,29 +477,29 @@ func (t *txn) thread(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	return th, err
 }
 
-// lease locks the lease row under key. Lock order: the thread row of the
-// same id first (when the thread exists), then the lease row; so a
-// lease's writers serialise on the thread row even while the lease row
-// does not exist.
-func (t *txn) lease(ctx context.Context, key string) (core.Lease, error) {
-	if l, ok := t.leases[key]; ok {
+// lease locks the thread's lease (its row in the leases view). Lock
+// order: the thread's row first (when the thread exists), then the lease
+// row; so a lease's writers serialise on the thread row even while the
+// lease row does not exist.
+func (t *txn) lease(ctx context.Context, id core.ThreadID) (core.Lease, error) {
+	if l, ok := t.leases[id]; ok {
 		return l, nil
 	}
 	if t.err != nil {
 		return core.Lease{}, t.err
 	}
-	if _, ok := t.threads[core.ThreadID(key)]; !ok {
-		if _, err := t.load(ctx, core.ThreadID(key)); err != nil {
+	if _, ok := t.threads[id]; !ok {
+		if _, err := t.load(ctx, id); err != nil {
 			return core.Lease{}, err
 		}
 	} else {
 		b := t.batch()
-		t.queueLockLease(b, key)
+		t.queueLockLease(b, id)
 		if err := t.send(ctx, b); err != nil {
 			return core.Lease{}, err
 		}
 	}
-	return t.leases[key], nil
+	return t.leases[id], nil
 }
 
 func (t *txn) CreateThread(ctx context.Context, id core.ThreadID) error {
@@ -640,12 +639,12 @@ func (t *txn) SaveTaken(ctx context.Context, id core.ThreadID, taken core.Seq) e
 	return nil
 }
 
-func (t *txn) Lease(ctx context.Context, key string) (core.Lease, error) {
-	return t.lease(ctx, key)
+func (t *txn) Lease(ctx context.Context, id core.ThreadID) (core.Lease, error) {
+	return t.lease(ctx, id)
 }
 
-func (t *txn) HoldsLease(ctx context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
-	l, err := t.lease(ctx, key)
+func (t *txn) HoldsLease(ctx context.Context, id core.ThreadID, holder core.Holder) (bool, core.Lease, error) {
+	l, err := t.lease(ctx, id)
 	if err != nil {
 		return false, core.Lease{}, err
 	}
@@ -653,39 +652,43 @@ func (t *txn) HoldsLease(ctx context.Context, key string, holder core.Holder) (b
 }
 
 func (t *txn) PutLease(ctx context.Context, l core.Lease) error {
-	if l.Key == "" || l.Holder == "" {
-		return fmt.Errorf("%w: lease with empty key or holder", core.ErrInvalidArgument)
+	if l.Thread == "" || l.Holder == "" {
+		return fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
 	}
-	if _, err := t.lease(ctx, l.Key); err != nil {
+	th, err := t.thread(ctx, l.Thread) // a lease lives on its thread's row
+	if err != nil {
+		return err
+	}
+	if _, err := t.lease(ctx, l.Thread); err != nil {
 		return err
 	}
 	l.ExpiresAt = leaseExpiry(l.ExpiresAt)
-	if t.leases[l.Key].Holder != l.Holder {
+	if t.leases[l.Thread].Holder != l.Holder {
 		// An acquire: the holders table refuses a holder's second one.
-		t.queue(t.s.q.acquired, str(l.Key), str(string(l.Holder)))
+		t.queue(t.s.q.acquired, str(string(l.Thread)), str(string(l.Holder)))
 	}
-	t.queue(t.s.q.putLease, str(l.Key), str(string(l.Holder)), tm(l.ExpiresAt))
-	t.leases[l.Key] = l
-	if th, ok := t.threads[core.ThreadID(l.Key)]; ok {
-		th.ownLease = true
-	}
+	t.queue(t.s.q.putLease, str(string(l.Thread)), str(string(l.Holder)), tm(l.ExpiresAt))
+	t.leases[l.Thread] = l
+	th.ownLease = true
 	return nil
 }
 
-func (t *txn) DeleteLease(ctx context.Context, key string) error {
-	if _, err := t.lease(ctx, key); err != nil {
+func (t *txn) DeleteLease(ctx context.Context, id core.ThreadID) error {
+	th, err := t.thread(ctx, id)
+	if err != nil {
 		return err
 	}
-	t.queue(t.s.q.deleteLease, str(key))
-	t.leases[key] = core.Lease{}
-	if th, ok := t.threads[core.ThreadID(key)]; ok {
-		th.ownLease = false
-		if th.state.Unconsumed() || activeRuns(th.state) > 0 {
-			// Released with work left (a message posted after the
-			// holder's last plan, a turn that yielded): wake the runners,
-			// which may have left the thread alone while it was claimed.
-			t.queueWake(key)
-		}
+	if _, err := t.lease(ctx, id); err != nil {
+		return err
+	}
+	t.queue(t.s.q.deleteLease, str(string(id)))
+	t.leases[id] = core.Lease{}
+	th.ownLease = false
+	if th.state.Unconsumed() || activeRuns(th.state) > 0 {
+		// Released with work left (a message posted after the holder's
+		// last plan, a turn that yielded): wake the runners, which may
+		// have left the thread alone while it was claimed.
+		t.queueWake(string(id))
 	}
 	return nil
 }

@@ -99,7 +99,7 @@ func (s unleased) Update(ctx context.Context, fn func(context.Context, core.Tran
 
 type unleasedTx struct{ core.Transaction }
 
-func (unleasedTx) HoldsLease(context.Context, string, core.Holder) (bool, core.Lease, error) {
+func (unleasedTx) HoldsLease(context.Context, core.ThreadID, core.Holder) (bool, core.Lease, error) {
 	return true, core.Lease{}, nil
 }
 

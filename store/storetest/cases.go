@@ -57,6 +57,35 @@ func testUnknownThread(t *testing.T, s core.Storage) {
 	require.Empty(t, ids, "a refused write created a thread")
 }
 
+// A lease is its thread's: writing or removing the lease of a thread that
+// does not exist is refused with ErrUnknownThread, and leaves nothing
+// behind (no lease, no holder that acquired it); reading it finds none.
+func testLeaseNeedsItsThread(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	newThread(t, a) // another thread exists
+	const id core.ThreadID = "no-such-thread"
+	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		return tx.PutLease(ctx, core.Lease{Thread: id, Holder: "h1", ExpiresAt: epoch.Add(ttl)})
+	})
+	require.ErrorIs(t, err, core.ErrUnknownThread, "a lease was written for a thread that does not exist")
+	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error { return tx.DeleteLease(ctx, id) })
+	require.ErrorIs(t, err, core.ErrUnknownThread, "a lease was removed from a thread that does not exist")
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		l, err := tx.Lease(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, core.Lease{}, l, "a thread that does not exist has a lease")
+		return nil
+	}))
+
+	require.NoError(t, a.ws.CreateThread(ctx, id))
+	l, err := a.ws.Lease(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, core.Lease{}, l, "the refused lease was kept for the thread made later")
+	_, err = a.ws.Claim(ctx, id, "h1", ttl)
+	require.NoError(t, err, "the refused lease's holder was kept as having acquired it")
+}
+
 func testClaimRenewRelease(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
@@ -105,7 +134,7 @@ func holds(t *testing.T, s core.Storage, id core.ThreadID, holder core.Holder) b
 	var held bool
 	require.NoError(t, s.Update(context.Background(), func(ctx context.Context, tx core.Transaction) error {
 		var err error
-		held, _, err = tx.HoldsLease(ctx, string(id), holder)
+		held, _, err = tx.HoldsLease(ctx, id, holder)
 		return err
 	}))
 	return held
@@ -167,14 +196,14 @@ func testHoldsLeaseExpiredNotTaken(t *testing.T, s core.Storage) {
 	plan(t, a, ca, core.PlanRun)
 	a.clock.Advance(10 * ttl)
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		held, l, err := tx.HoldsLease(ctx, string(id), "ha")
+		held, l, err := tx.HoldsLease(ctx, id, "ha")
 		require.NoError(t, err)
 		require.True(t, held, "an expired lease nobody took must still fence its holder in")
 		require.Equal(t, core.Holder("ha"), l.Holder)
-		held, _, err = tx.HoldsLease(ctx, string(id), "other")
+		held, _, err = tx.HoldsLease(ctx, id, "other")
 		require.NoError(t, err)
 		require.False(t, held)
-		held, _, err = tx.HoldsLease(ctx, "no-such-key", "ha")
+		held, _, err = tx.HoldsLease(ctx, "no-such-thread", "ha")
 		require.NoError(t, err)
 		require.False(t, held)
 		return nil
@@ -194,11 +223,11 @@ func testHoldsLeaseAfterTakeover(t *testing.T, s core.Storage) {
 	_, err = b.ws.Claim(ctx, id, "hb", ttl)
 	require.NoError(t, err)
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		held, l, err := tx.HoldsLease(ctx, string(id), "ha")
+		held, l, err := tx.HoldsLease(ctx, id, "ha")
 		require.NoError(t, err)
 		require.False(t, held, "the old holder still holds a lease another took")
 		require.Equal(t, core.Holder("hb"), l.Holder)
-		held, _, err = tx.HoldsLease(ctx, string(id), "hb")
+		held, _, err = tx.HoldsLease(ctx, id, "hb")
 		require.NoError(t, err)
 		require.True(t, held)
 		return nil
@@ -261,7 +290,7 @@ func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 		require.NoError(t, err)
 		require.NoError(t, tx.Append(ctx, id, core.Event{Version: v, Kind: core.MessagePosted, Message: 2, Text: "m2"}))
 		require.NoError(t, tx.SaveTaken(ctx, id, 2))
-		require.NoError(t, tx.PutLease(ctx, core.Lease{Key: string(id), Holder: "x", ExpiresAt: epoch}))
+		require.NoError(t, tx.PutLease(ctx, core.Lease{Thread: id, Holder: "x", ExpiresAt: epoch}))
 		require.NoError(t, tx.CreateThread(ctx, "other-"+id))
 		th, err := tx.Thread(ctx, id)
 		require.NoError(t, err)
@@ -579,7 +608,7 @@ func testHolderReused(t *testing.T, s core.Storage) {
 	require.ErrorIs(t, err, core.ErrHolderReused, "a claim by a holder whose lease lapsed and was taken")
 
 	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		return tx.PutLease(ctx, core.Lease{Key: string(id), Holder: "h1", ExpiresAt: epoch.Add(ttl)})
+		return tx.PutLease(ctx, core.Lease{Thread: id, Holder: "h1", ExpiresAt: epoch.Add(ttl)})
 	})
 	require.ErrorIs(t, err, core.ErrHolderReused, "a raw PutLease for a holder that held the lease")
 

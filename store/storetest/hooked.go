@@ -81,8 +81,8 @@ func (x hookedTx) LogTrace(ctx context.Context, ev core.TraceEvent) error {
 	return nil
 }
 
-func (x hookedTx) HoldsLease(ctx context.Context, key string, holder core.Holder) (bool, core.Lease, error) {
-	held, l, err := x.Transaction.HoldsLease(ctx, key, holder)
+func (x hookedTx) HoldsLease(ctx context.Context, id core.ThreadID, holder core.Holder) (bool, core.Lease, error) {
+	held, l, err := x.Transaction.HoldsLease(ctx, id, holder)
 	if f := take(x.h, &x.h.AfterHoldsLease); f != nil && err == nil {
 		f(ctx, x.Transaction)
 	}

@@ -27,6 +27,7 @@ func Run(t *testing.T, newStorage Factory) {
 	}{
 		{"ThreadsAndMessages", testThreadsAndMessages},
 		{"UnknownThread", testUnknownThread},
+		{"LeaseNeedsItsThread", testLeaseNeedsItsThread},
 		{"ClaimRenewRelease", testClaimRenewRelease},
 		{"ExpiryByClaimantsClock", testExpiryByClaimantsClock},
 		{"SkewedClocks", testSkewedClocks},
@@ -106,7 +107,7 @@ func Snapshot(t testing.TB, s core.Storage, id core.ThreadID) State {
 		if st.Events, err = tx.Events(ctx, id); err != nil {
 			return err
 		}
-		st.Lease, err = tx.Lease(ctx, string(id))
+		st.Lease, err = tx.Lease(ctx, id)
 		return err
 	}))
 	return st

@@ -135,7 +135,7 @@ func TestShrinkConcurrentExecutions(t *testing.T) {
 	model := tracecheck.LeaseModel()
 	histories, traces := 0, 0
 	for seed := uint64(0); seed < 12 && (histories < 2 || traces < 2); seed++ {
-		res, err := sim.RunConcurrent(ctx, sim.ConcurrentConfig{Seed: seed, Procs: 3, Threads: 2, Messages: 6, ClaimTTL: 40 * time.Millisecond, Unfenced: true})
+		res, err := sim.RunConcurrent(ctx, sim.ConcurrentConfig{Seed: seed, Procs: 3, Threads: 2, Messages: 6, ClaimTTL: 40 * time.Millisecond, Unfenced: core.AllFences()})
 		if err != nil && !errors.As(err, new(*sim.InvariantError)) {
 			require.NoError(t, err)
 		}

@@ -18,7 +18,7 @@ import (
 // under spec/ThreadClaimLapseAbandonUnfenced.cfg is Init and seven (Post,
 // Claim, Lapse, Claim, Plan, RunStart, Abandon). A Go story of n lines
 // with k inferred Lapses is 1+n+k states.
-var tlcShortest = map[string]int{"I1_ConsumedAtMostOnce": 9, "NoLiveAbandon": 8}
+var tlcShortest = map[string]int{core.InvConsumedAtMostOnce: 9, core.InvNoLiveAbandon: 8}
 
 // Every failure the unfenced mutant shows in the first seeds shrinks to a
 // story that still fails the same way when replayed, and is short: the I1
@@ -27,7 +27,7 @@ func TestShrinkUnfencedStories(t *testing.T) {
 	ctx := context.Background()
 	seen := map[Failure]bool{}
 	for seed := range uint64(80) {
-		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: true})
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
 		require.NoError(t, err)
 		for _, f := range e.Failures() {
 			if seen[f] {
@@ -54,8 +54,8 @@ func TestShrinkUnfencedStories(t *testing.T) {
 		}
 	}
 	for _, want := range []Failure{
-		{Check: CheckInvariant, Invariant: "I1_ConsumedAtMostOnce"},
-		{Check: CheckInvariant, Invariant: "NoLiveAbandon"},
+		{Check: CheckInvariant, Invariant: core.InvConsumedAtMostOnce},
+		{Check: CheckInvariant, Invariant: core.InvNoLiveAbandon},
 		{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"},
 		{Check: CheckTrace, Action: core.ActionAbandon, Rule: "FenceAbandon => HasLease(p)"},
 	} {
@@ -67,14 +67,14 @@ func TestShrinkUnfencedStories(t *testing.T) {
 // not show it is refused, and a fenced (passing) log has nothing to shrink.
 func TestShrinkKeepsTheSameFailure(t *testing.T) {
 	ctx := context.Background()
-	e, err := Execute(ctx, sim.Config{Seed: 0, Unfenced: true})
+	e, err := Execute(ctx, sim.Config{Seed: 0, Unfenced: core.AllFences()})
 	require.NoError(t, err)
-	_, err = Shrink(ctx, e.Log, Failure{Check: CheckInvariant, Invariant: "I3_OneActiveRun"})
+	_, err = Shrink(ctx, e.Log, Failure{Check: CheckInvariant, Invariant: core.InvOneActiveRun})
 	require.ErrorIs(t, err, ErrNotReproduced)
 
 	ok, err := Execute(ctx, sim.Config{Seed: 0})
 	require.NoError(t, err)
 	require.Empty(t, ok.Failures())
-	_, err = Shrink(ctx, ok.Log, Failure{Check: CheckInvariant, Invariant: "I1_ConsumedAtMostOnce"})
+	_, err = Shrink(ctx, ok.Log, Failure{Check: CheckInvariant, Invariant: core.InvConsumedAtMostOnce})
 	require.ErrorIs(t, err, ErrNotReproduced)
 }

@@ -19,10 +19,10 @@ import (
 // invariants themselves, as the unfenced spec's checker finds them, have
 // the same bounds.
 var tlcShortestGuard = map[Failure]int{
-	{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"}:          tlcShortest[tracecheck.InvConsumedAtMostOnce],
-	{Check: CheckTrace, Action: core.ActionAbandon, Rule: "FenceAbandon => HasLease(p)"}:     tlcShortest[tracecheck.InvNoLiveAbandon],
-	{Check: CheckTrace, Action: core.ActionRunStart, Rule: tracecheck.InvConsumedAtMostOnce}: tlcShortest[tracecheck.InvConsumedAtMostOnce],
-	{Check: CheckTrace, Action: core.ActionAbandon, Rule: tracecheck.InvNoLiveAbandon}:       tlcShortest[tracecheck.InvNoLiveAbandon],
+	{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"}:      tlcShortest[core.InvConsumedAtMostOnce],
+	{Check: CheckTrace, Action: core.ActionAbandon, Rule: "FenceAbandon => HasLease(p)"}: tlcShortest[core.InvNoLiveAbandon],
+	{Check: CheckTrace, Action: core.ActionRunStart, Rule: core.InvConsumedAtMostOnce}:   tlcShortest[core.InvConsumedAtMostOnce],
+	{Check: CheckTrace, Action: core.ActionAbandon, Rule: core.InvNoLiveAbandon}:         tlcShortest[core.InvNoLiveAbandon],
 }
 
 // Fences-off traces of seeded executions, rejected by the checker of the
@@ -32,11 +32,11 @@ var tlcShortestGuard = map[Failure]int{
 // longer than TLC's shortest counterexample for that property.
 func TestShrinkTraceUnfenced(t *testing.T) {
 	ctx := context.Background()
-	unfenced := tracecheck.WithSpec(tracecheck.Spec{})
+	unfenced := tracecheck.WithFences(core.Fences{})
 	seen := map[Failure]bool{}
 	shrunk := 0
 	for seed := range uint64(60) {
-		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: true})
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
 		require.NoError(t, err)
 		for _, opts := range [][]tracecheck.Option{nil, {unfenced}} {
 			_, err := tracecheck.Check(e.Lines, opts...)
@@ -75,8 +75,8 @@ func TestShrinkTraceUnfenced(t *testing.T) {
 	for _, want := range []Failure{
 		{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"},
 		{Check: CheckTrace, Action: core.ActionAbandon, Rule: "FenceAbandon => HasLease(p)"},
-		{Check: CheckTrace, Action: core.ActionRunStart, Rule: tracecheck.InvConsumedAtMostOnce},
-		{Check: CheckTrace, Action: core.ActionAbandon, Rule: tracecheck.InvNoLiveAbandon},
+		{Check: CheckTrace, Action: core.ActionRunStart, Rule: core.InvConsumedAtMostOnce},
+		{Check: CheckTrace, Action: core.ActionAbandon, Rule: core.InvNoLiveAbandon},
 	} {
 		require.True(t, seen[want], "no seed showed %s", want)
 	}

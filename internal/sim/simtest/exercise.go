@@ -46,7 +46,7 @@ func Exercise(t *testing.T, newStorage storetest.Factory, opts ...ExerciseOption
 	t.Run("Conformance", func(t *testing.T) { storetest.Run(t, newStorage) })
 	t.Run("Seeded", func(t *testing.T) {
 		for seed := range uint64(seeds) {
-			caught, err := seeded(t, newStorage(t), seed, false)
+			caught, err := seeded(t, newStorage(t), seed, core.Fences{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +71,7 @@ func Exercise(t *testing.T, newStorage storetest.Factory, opts ...ExerciseOption
 	})
 	t.Run("UnfencedMutantCaught", func(t *testing.T) {
 		for seed := range uint64(4 * seeds) {
-			caught, err := seeded(t, newStorage(t), seed, true)
+			caught, err := seeded(t, newStorage(t), seed, core.AllFences())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,10 +96,10 @@ func WithExecutions(seeded, concurrent int) ExerciseOption {
 	return func(o *exerciseOptions) { o.seeds, o.concurrent = max(seeded, 1), max(concurrent, 1) }
 }
 
-// seeded runs one seeded execution over s and returns what caught it (a
-// broken invariant or a rejected trace), or an error when it could not
-// run.
-func seeded(t *testing.T, s core.Storage, seed uint64, unfenced bool) (caught, err error) {
+// seeded runs one seeded execution over s, with the fences unfenced off,
+// and returns what caught it (a broken invariant or a rejected trace), or
+// an error when it could not run.
+func seeded(t *testing.T, s core.Storage, seed uint64, unfenced core.Fences) (caught, err error) {
 	ctx := context.Background()
 	exec, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Storage: s, Unfenced: unfenced, Interleave: true, Faults: 0.05})
 	if err != nil {
