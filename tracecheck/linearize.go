@@ -322,7 +322,7 @@ func (h *History) Len() int {
 
 // LinClient makes one client's calls on a core.Workspace and records them
 // in a History. The workspace's clock must move only between the client's
-// own calls (a simclock the client advances), so that the clock reading
+// own calls (a manual clock, coretest.Clock, that the client advances), so that the clock reading
 // recorded for a Claim or Renew is the one core stamps the lease with.
 type LinClient struct {
 	ID int

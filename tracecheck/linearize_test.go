@@ -21,7 +21,7 @@ import (
 )
 
 // linWorkload runs clients as real goroutines over one store/memory, each
-// with its own simclock that it alone advances (so clocks drift apart and
+// with its own manual clock that it alone advances (so clocks drift apart and
 // leases lapse under live holders), making the runner's calls in rounds:
 // claim, read taken, plan, abandon, start or reply, ask, renew, end,
 // release. Its lease and fenced-consume calls are recorded in a History
