@@ -109,23 +109,8 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError{"unexpected argument " + fs.Arg(0) + " (fleet takes flags only)"}
 	}
-	// Zero means a default inside fleet.Config; on the command line the
-	// defaults are spelled out, so a zero here is the user's, and wrong.
-	for _, c := range []struct {
-		flag, want string
-		bad        bool
-	}{
-		{"-procs", "at least 1", cfg.Procs < 1}, {"-threads", "at least 1", cfg.Threads < 1},
-		{"-messages", "at least 1", cfg.Messages < 1}, {"-posters", "at least 1", cfg.Posters < 1},
-		{"-ttl", "at least " + fleet.MinTTL.String(), cfg.TTL < fleet.MinTTL}, {"-poll", "positive", cfg.Poll <= 0},
-		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
-		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
-		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
-		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1}, {"-tlc-sample", "not negative", tlcSample < 0},
-	} {
-		if c.bad {
-			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}
-		}
+	if err := checkFleetNumbers(fs, cfg, tlcSample); err != nil {
+		return err
 	}
 	if nemesis != "default" {
 		kinds, err := fleet.ParseKinds(nemesis)
@@ -139,18 +124,8 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Sprintf("-shrink-dir %s: is not a directory", cfg.Shrink.Dir)}
 	}
 	cfg.Unfenced = unfenced.Off
-	if tlcSample > 0 {
-		if _, err := os.Stat(filepath.Join(cfg.TLCRoot, "tla", tlc.TraceModule)); err != nil {
-			return usageError{fmt.Sprintf("-root %s holds no tla/%s: run from the repository's root or give -root", cfg.TLCRoot, tlc.TraceModule)}
-		}
-		env, err := tlc.Find(ctx, findConfig(cfg.TLCRoot))
-		if err != nil {
-			return fmt.Errorf("-tlc-sample: %w", err)
-		}
-		if env.CommunityJar == "" {
-			return fmt.Errorf("-tlc-sample: no %s for the trace spec (set %s)", tlc.CommunityName, tlc.EnvCommunity)
-		}
-		cfg.TLC, cfg.TLCSample = &env, tlcSample
+	if err := fleetTLCSample(ctx, &cfg, tlcSample); err != nil {
+		return err
 	}
 	if cfg.Bin == "" {
 		exe, err := os.Executable()
@@ -199,6 +174,49 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintln(progress, "PASS")
+	return nil
+}
+
+// checkFleetNumbers refuses a numeric flag out of its range. Zero means a
+// default inside fleet.Config; on the command line the defaults are
+// spelled out, so a zero here is the user's, and wrong.
+func checkFleetNumbers(fs *flag.FlagSet, cfg fleet.Config, tlcSample int) error {
+	for _, c := range []struct {
+		flag, want string
+		bad        bool
+	}{
+		{"-procs", "at least 1", cfg.Procs < 1}, {"-threads", "at least 1", cfg.Threads < 1},
+		{"-messages", "at least 1", cfg.Messages < 1}, {"-posters", "at least 1", cfg.Posters < 1},
+		{"-ttl", "at least " + fleet.MinTTL.String(), cfg.TTL < fleet.MinTTL}, {"-poll", "positive", cfg.Poll <= 0},
+		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
+		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
+		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
+		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1}, {"-tlc-sample", "not negative", tlcSample < 0},
+	} {
+		if c.bad {
+			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}
+		}
+	}
+	return nil
+}
+
+// fleetTLCSample finds TLC's jars for -tlc-sample (n threads replayed
+// through TLC); 0 needs none.
+func fleetTLCSample(ctx context.Context, cfg *fleet.Config, tlcSample int) error {
+	if tlcSample <= 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(cfg.TLCRoot, "tla", tlc.TraceModule)); err != nil {
+		return usageError{fmt.Sprintf("-root %s holds no tla/%s: run from the repository's root or give -root", cfg.TLCRoot, tlc.TraceModule)}
+	}
+	env, err := tlc.Find(ctx, findConfig(cfg.TLCRoot))
+	if err != nil {
+		return fmt.Errorf("-tlc-sample: %w", err)
+	}
+	if env.CommunityJar == "" {
+		return fmt.Errorf("-tlc-sample: no %s for the trace spec (set %s)", tlc.CommunityName, tlc.EnvCommunity)
+	}
+	cfg.TLC, cfg.TLCSample = &env, tlcSample
 	return nil
 }
 

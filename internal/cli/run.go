@@ -224,30 +224,7 @@ type failedSeed struct {
 func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, error) {
 	start := time.Now()
 	t := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}}
-	mode := "fences on"
-	if f.unfenced != (core.Fences{}) {
-		mode = "FENCES OFF (the mutant)"
-	} else if f.mutant != "" {
-		mode = "MUTANT " + f.mutant
-	}
-	if f.interleave {
-		mode += ", steps interleaved between transactions"
-	}
-	if f.faults > 0 {
-		mode += fmt.Sprintf(", storage faults %.0f%%", 100*f.faults)
-	}
-	where := "in-memory storage"
-	if f.storageURL != "" {
-		where = "PostgreSQL storage"
-	}
-	seeds := fmt.Sprintf("%d deterministic executions", f.seeds)
-	if f.seeds > 0 {
-		seeds += fmt.Sprintf(" (seeds %d..%d)", f.seedBase, f.seedBase+f.seeds-1)
-	}
-	if f.walks > 0 {
-		seeds += fmt.Sprintf(", %d directed walks of %s", f.walks, f.cfgPath)
-	}
-	fmt.Fprintf(out, "tracecheck run: %s, %d concurrent, %s, %s\n", seeds, f.concurrent, where, mode)
+	printRunHeader(f, out)
 
 	var g *specmodel.Graph
 	if f.spec != nil {
@@ -304,42 +281,9 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 		meter.Done()
 		return t, err
 	}
-	for i := range f.concurrent {
-		seed := uint64(f.seedBase + i)
-		storage, done, err := openStorage(ctx, f.storageURL)
-		if err != nil {
-			meter.Done()
-			return t, err
-		}
-		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
-			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
-			Unfenced: f.unfenced, Storage: storage,
-		})
-		done()
-		meter.Add(1)
-		t.concurrent++
-		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
-			meter.Done()
-			return t, err
-		}
-		tracecheck.Sort(res.Lines) // in the order the processes traced them
-		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))
-		if err := t.trace(res.Lines, st, checkErr, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
-			meter.Done()
-			return t, err
-		}
-		vis := ""
-		if f.traceDir != "" {
-			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
-		}
-		illegal := t.lin.illegal
-		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
-			meter.Done()
-			return t, err
-		}
-		if f.shrink {
-			t.noteConcurrent(seed, res.Lines, checkErr, t.lin.illegal > illegal)
-		}
+	if err := t.runConcurrent(ctx, f, meter); err != nil {
+		meter.Done()
+		return t, err
 	}
 	meter.Done()
 	t.elapsed = time.Since(start)
@@ -365,6 +309,73 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 		}
 	}
 	return t, nil
+}
+
+// printRunHeader prints run's first line: what runs, where, and how.
+func printRunHeader(f runFlags, out io.Writer) {
+	mode := "fences on"
+	if f.unfenced != (core.Fences{}) {
+		mode = "FENCES OFF (the mutant)"
+	} else if f.mutant != "" {
+		mode = "MUTANT " + f.mutant
+	}
+	if f.interleave {
+		mode += ", steps interleaved between transactions"
+	}
+	if f.faults > 0 {
+		mode += fmt.Sprintf(", storage faults %.0f%%", 100*f.faults)
+	}
+	where := "in-memory storage"
+	if f.storageURL != "" {
+		where = "PostgreSQL storage"
+	}
+	seeds := fmt.Sprintf("%d deterministic executions", f.seeds)
+	if f.seeds > 0 {
+		seeds += fmt.Sprintf(" (seeds %d..%d)", f.seedBase, f.seedBase+f.seeds-1)
+	}
+	if f.walks > 0 {
+		seeds += fmt.Sprintf(", %d directed walks of %s", f.walks, f.cfgPath)
+	}
+	fmt.Fprintf(out, "tracecheck run: %s, %d concurrent, %s, %s\n", seeds, f.concurrent, where, mode)
+}
+
+// runConcurrent runs the -concurrent executions and checks each one's
+// invariants, trace and history.
+func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.Meter) error {
+	for i := range f.concurrent {
+		seed := uint64(f.seedBase + i)
+		storage, done, err := openStorage(ctx, f.storageURL)
+		if err != nil {
+			return err
+		}
+		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
+			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
+			Unfenced: f.unfenced, Storage: storage,
+		})
+		done()
+		meter.Add(1)
+		t.concurrent++
+		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
+			return err
+		}
+		tracecheck.Sort(res.Lines) // in the order the processes traced them
+		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))
+		if err := t.trace(res.Lines, st, checkErr, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
+			return err
+		}
+		vis := ""
+		if f.traceDir != "" {
+			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
+		}
+		illegal := t.lin.illegal
+		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
+			return err
+		}
+		if f.shrink {
+			t.noteConcurrent(seed, res.Lines, checkErr, t.lin.illegal > illegal)
+		}
+	}
+	return nil
 }
 
 // seeded counts one deterministic execution, in seed order.

@@ -221,6 +221,12 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := r.copySpecs(); err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
 	}
+	return r.check(mode, rest, traces, tracesNotRun)
+}
+
+// check runs mode's checks and prints the summary; tracesNotRun says why
+// the traces were not run in all mode ("" when they were).
+func (r *tlcRun) check(mode string, rest []string, traces []traceInput, tracesNotRun string) error {
 	switch mode {
 	case "mutants":
 		if err := r.checkMutants(); err != nil {
