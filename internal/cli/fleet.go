@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/internal/fleet"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/tlc"
 )
 
@@ -69,7 +71,7 @@ mutant survived.
 Flags:
 `
 
-func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var cfg fleet.Config
 	var unfenced fleet.UnfencedFlag
 	var nemesis, jsonOut, htmlOut string
@@ -103,8 +105,12 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&htmlOut, "html", "", "write the report as an HTML page with the timeline to this file")
 	fs.BoolVar(&noShrink, "no-shrink", false, "do not shrink a rejected trace or a non-linearizable history to its shortest story")
 	fs.StringVar(&cfg.Shrink.Dir, "shrink-dir", "", "where the shortest stories go (default beside the trace in -dir, removed unless -keep; another directory gets a copy of the trace and history too)")
+	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, fleetUsage); err != nil {
 		return err
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usageError{"unexpected argument " + fs.Arg(0) + " (fleet takes flags only)"}
@@ -159,7 +165,11 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	rep.WriteText(progress)
-	printFleetStories(progress, rep.Stories)
+	var stories bytes.Buffer
+	printFleetStories(io.MultiWriter(progress, &stories), rep.Stories)
+	if files.Wanted() {
+		defer func() { err = writeReports(files, fleetVerdicts(rep, stories.String(), err), err) }()
+	}
 	if err := writeReport(jsonOut, stdout, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -257,6 +267,54 @@ func fleetVerdict(rep *fleet.Report, mutant bool) error {
 		return failure{exitInconclusive, "INCONCLUSIVE: " + rep.LinResult}
 	}
 	return nil
+}
+
+// fleetVerdicts is fleet's verdicts for -junit and -summary: one per check
+// of the run (a failed one's message is the problem found; the trace's and
+// the history's stories are the shrunk ones printed), and the verdict.
+func fleetVerdicts(rep *fleet.Report, stories string, err error) *report.Report {
+	r := &report.Report{Name: "tracecheck fleet"}
+	check := func(name string, prefixes ...string) report.Verdict {
+		v := report.Verdict{Suite: "fleet: checks", Name: name, Status: report.Passed}
+		for _, p := range rep.Problems {
+			for _, pre := range prefixes {
+				if strings.HasPrefix(p, pre) {
+					v.Status = report.Failed
+					v.Message = strings.TrimPrefix(strings.TrimSpace(v.Message+"\n"+p), "\n")
+				}
+			}
+		}
+		return v
+	}
+	for _, c := range []struct{ name, prefix string }{
+		{"I1_ConsumedAtMostOnce", "I1_"}, {"I3_OneActiveRun", "I3_"}, {"NoLiveAbandon", "NoLiveAbandon"},
+		{"Liveness", "Liveness"}, {"commit unknown resolutions", "commit unknown"},
+	} {
+		r.Add(check(c.name, c.prefix))
+	}
+	trace := report.Verdict{Suite: "fleet: checks", Name: "trace (the Go trace checker)", Status: report.Passed, Story: rep.TraceFile}
+	if !rep.TraceAccepted {
+		trace.Status, trace.Message, trace.Story = report.Failed, rep.TraceError, stories
+	}
+	r.Add(trace)
+	hist := report.Verdict{Suite: "fleet: checks", Name: "history (porcupine)", Status: report.Passed, Story: rep.LinResult}
+	switch {
+	case rep.Inconclusive:
+		hist.Status, hist.Message = report.Skipped, "inconclusive: "+rep.LinResult
+	case !rep.Linearizable:
+		hist.Status, hist.Message, hist.Story = report.Failed, rep.LinResult, stories
+	}
+	r.Add(hist)
+	tlcCheck := check("TLC trace validation (-tlc-sample)", "TLC")
+	if strings.HasPrefix(rep.TLC, "not run") {
+		tlcCheck.Status, tlcCheck.Message = report.Skipped, rep.TLC
+	} else if tlcCheck.Status == report.Passed {
+		tlcCheck.Story = rep.TLC
+	}
+	r.Add(tlcCheck)
+	status, msg := verdictOf(err)
+	r.Add(report.Verdict{Suite: "fleet: verdict", Name: "fleet (fences " + rep.Fences + ")", Status: status, Message: msg})
+	return r
 }
 
 // printFleetStories prints the run's failures shrunk to their stories.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/progress"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/sim"
 	"github.com/threadclaim/threadclaim/internal/sim/shrink"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
@@ -48,6 +49,7 @@ Flags:
 `
 
 type runFlags struct {
+	report                                           bool // -junit or -summary: keep a verdict per check
 	seeds, seedBase, steps, procs, threads, messages int
 	concurrent, workers, walks                       int
 	cfgPath                                          string
@@ -92,11 +94,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Float64Var(&f.minEdgeCoverage, "min-edge-coverage", 0, "with -cfg: fail (exit 1) when the executions take less than this percentage of the cfg's edges")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
 	jsonOut := jsonFlag(fs)
+	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, runUsage); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	if f.seeds < 0 || f.concurrent < 0 {
 		return usageError{"-seeds and -concurrent must not be negative"}
@@ -163,7 +169,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.json {
 		out = io.Discard
 	}
+	f.report = files.Wanted()
 	t, err := runAll(ctx, f, out, stderr)
+	if t != nil && t.rep != nil {
+		status, msg := verdictOf(err)
+		t.rep.Add(report.Verdict{Suite: "run: verdict", Name: "run (" + runMode(f) + ")", Status: status, Message: msg, Time: t.elapsed})
+		err = writeReports(files, t.rep, err)
+	}
 	if f.json {
 		return writeJSON(stdout, "run", err, t.figures())
 	}
@@ -206,6 +218,9 @@ type tally struct {
 	// invariant or had their trace rejected.
 	forkEdges, forkReach, forks int
 	forkDiverged, forkFailed    int
+
+	// rep holds a verdict per check (-junit, -summary); nil without them.
+	rep *report.Report
 }
 
 // coverage returns the percentages of the cfg's states and edges visited.
@@ -224,6 +239,9 @@ type failedSeed struct {
 func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, error) {
 	start := time.Now()
 	t := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}}
+	if f.report {
+		t.rep = &report.Report{Name: "tracecheck run"}
+	}
 	printRunHeader(f, out)
 
 	var g *specmodel.Graph
@@ -313,12 +331,7 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 
 // printRunHeader prints run's first line: what runs, where, and how.
 func printRunHeader(f runFlags, out io.Writer) {
-	mode := "fences on"
-	if f.unfenced != (core.Fences{}) {
-		mode = "FENCES OFF (the mutant)"
-	} else if f.mutant != "" {
-		mode = "MUTANT " + f.mutant
-	}
+	mode := runMode(f)
 	if f.interleave {
 		mode += ", steps interleaved between transactions"
 	}
@@ -339,6 +352,17 @@ func printRunHeader(f runFlags, out io.Writer) {
 	fmt.Fprintf(out, "tracecheck run: %s, %d concurrent, %s, %s\n", seeds, f.concurrent, where, mode)
 }
 
+// runMode says which fences are on, or which mutant runs.
+func runMode(f runFlags) string {
+	switch {
+	case f.unfenced != (core.Fences{}):
+		return "FENCES OFF (the mutant)"
+	case f.mutant != "":
+		return "MUTANT " + f.mutant
+	}
+	return "fences on"
+}
+
 // runConcurrent runs the -concurrent executions and checks each one's
 // invariants, trace and history.
 func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.Meter) error {
@@ -355,6 +379,10 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 		done()
 		meter.Add(1)
 		t.concurrent++
+		var inv *sim.InvariantError
+		if runErr == nil || errors.As(runErr, &inv) {
+			t.record("run: invariants", fmt.Sprintf("concurrent-%d", seed), runErr)
+		}
 		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
 			return err
 		}
@@ -367,10 +395,11 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 		if f.traceDir != "" {
 			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
 		}
-		illegal := t.lin.illegal
+		illegal, unknown := t.lin.illegal, t.lin.unknown
 		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
 			return err
 		}
+		t.recordHistory(fmt.Sprintf("concurrent-%d", seed), t.lin.illegal > illegal, t.lin.unknown > unknown)
 		if f.shrink {
 			t.noteConcurrent(seed, res.Lines, checkErr, t.lin.illegal > illegal)
 		}
@@ -378,11 +407,45 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 	return nil
 }
 
+// record keeps one check's verdict for -junit and -summary: err nil
+// passed, else failed with err's text.
+func (t *tally) record(suite, name string, err error) {
+	if t.rep == nil {
+		return
+	}
+	v := report.Verdict{Suite: suite, Name: name, Status: report.Passed}
+	if err != nil {
+		v.Status, v.Message = report.Failed, err.Error()
+	}
+	t.rep.Add(v)
+}
+
+// recordHistory keeps porcupine's verdict on a concurrent execution's
+// history.
+func (t *tally) recordHistory(name string, illegal, unknown bool) {
+	if t.rep == nil {
+		return
+	}
+	v := report.Verdict{Suite: "run: histories", Name: name, Status: report.Passed}
+	switch {
+	case illegal:
+		v.Status, v.Message = report.Failed, "not linearizable: "+t.lin.last
+	case unknown:
+		v.Status, v.Message = report.Skipped, "inconclusive: porcupine timed out"
+	}
+	t.rep.Add(v)
+}
+
 // seeded counts one deterministic execution, in seed order.
 func (t *tally) seeded(f runFlags, name string, e *shrink.Execution) error {
 	seed := e.Log.Seed
 	t.executions++
 	t.invariantChecks += e.Sim.InvariantChecks
+	var invErr error // not the typed nil of a *sim.InvariantError
+	if e.Invariant != nil {
+		invErr = e.Invariant
+	}
+	t.record("run: invariants", name, invErr)
 	if e.Invariant != nil {
 		if err := t.invariant(e.Invariant, strings.Replace(name, "-", " ", 1)); err != nil {
 			return err
@@ -705,6 +768,9 @@ func (t *tally) trace(lines []core.TraceEvent, st tracecheck.Stats, err error, n
 		t.perAction[a] += n
 	}
 	var v *tracecheck.Violation
+	if err == nil || errors.As(err, &v) {
+		t.record("run: traces", name, err)
+	}
 	switch {
 	case errors.As(err, &v):
 		t.traceFails++

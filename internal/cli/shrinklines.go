@@ -61,7 +61,9 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 		}
 		head()
 		orig := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d.ndjson", c.seed))
-		st, err := shrinkTraceStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, orig, false)
+		w, told := t.storyWriter(out)
+		st, err := shrinkTraceStory(ctx, w, fmt.Sprintf("concurrent %d", c.seed), c.lines, orig, false)
+		t.attachStory(fmt.Sprintf("concurrent-%d", c.seed), told)
 		if notShrunk(out, c.failure.String(), err) {
 			continue
 		}
@@ -74,7 +76,9 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 	if c := t.concLin; c != nil {
 		head()
 		base := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d", c.seed))
-		st, err := shrinkLinStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, f.porcupineTimeout, base)
+		w, told := t.storyWriter(out)
+		st, err := shrinkLinStory(ctx, w, fmt.Sprintf("concurrent %d", c.seed), c.lines, f.porcupineTimeout, base)
+		t.attachStory(fmt.Sprintf("concurrent-%d", c.seed), told)
 		if err != nil && !notShrunk(out, "not linearizable", err) {
 			return err
 		}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/sim/apimachine"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/internal/tlc"
@@ -117,14 +118,16 @@ type tlcOptions struct {
 	timeout  time.Duration
 	parallel int
 	keepLogs string
-	skip     []string // cfg file names not to run
-	mutated  int      // differential: mutated traces compared
-	seed     uint64   // differential: the mutations' seed
+	skip     []string       // cfg file names not to run
+	mutated  int            // differential: mutated traces compared
+	seed     uint64         // differential: the mutations' seed
+	rep      *report.Report // -junit, -summary: a verdict per check
 }
 
-func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("tlc", flag.ContinueOnError)
 	var o tlcOptions
+	files := reportFlags(fs)
 	fs.StringVar(&o.root, "root", ".", "the repository's root (holds spec/ and tla/)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "spec mutants checked at once (each a JVM with one worker); a batch of traces is one JVM with TLC's workers")
@@ -141,6 +144,9 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	})
 	if err := parse(fs, args, stdout, stderr, tlcUsage); err != nil {
 		return err
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	// Each JVM runs in a process group of its own (package tlc), out of
 	// reach of the terminal's Ctrl-C: an interrupt cancels the runs, which
@@ -159,6 +165,16 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			}
 			rest = fs.Args()
 		}
+	}
+	if files.Wanted() {
+		o.rep = &report.Report{Name: "tracecheck tlc"}
+		defer func() {
+			if exitCode(err) != exitUsage {
+				status, msg := verdictOf(err)
+				o.rep.Add(report.Verdict{Suite: "tlc: verdict", Name: "tlc " + mode, Status: status, Message: msg})
+				err = writeReports(files, o.rep, err)
+			}
+		}()
 	}
 	if len(rest) > 0 && mode != "trace" && mode != "batch" {
 		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
@@ -229,29 +245,35 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func (r *tlcRun) check(mode string, rest []string, traces []traceInput, tracesNotRun string) error {
 	switch mode {
 	case "mutants":
+		r.begin("spec mutants")
 		if err := r.checkMutants(); err != nil {
 			return err
 		}
 		return r.summary("")
 	case "differential":
+		r.begin("differential")
 		if err := r.checkDifferential(); err != nil {
 			return err
 		}
 		return r.summary("")
 	case "batch":
+		r.begin("batch")
 		if err := r.checkBatch(rest); err != nil {
 			return err
 		}
 		return r.summary("")
 	}
 	if mode == "spec" || mode == "all" {
+		r.begin("models")
 		r.checkModels()
 	}
 	if tracesNotRun == "" {
 		if mode == "trace" || mode == "all" {
+			r.begin("trace fixtures")
 			r.checkTraces("trace fixtures", traces)
 		}
 		if mode == "generated" || mode == "all" {
+			r.begin("generated traces")
 			if err := r.checkGenerated(); err != nil {
 				return err
 			}
@@ -260,9 +282,11 @@ func (r *tlcRun) check(mode string, rest []string, traces []traceInput, tracesNo
 			// The spec mutants (each must be caught) and the differential
 			// (mutated traces: both checkers agree on every verdict and
 			// line).
+			r.begin("spec mutants")
 			if err := r.checkMutants(); err != nil {
 				return err
 			}
+			r.begin("differential")
 			if err := r.checkDifferential(); err != nil {
 				return err
 			}
@@ -326,6 +350,40 @@ type tlcRun struct {
 	models, accepted, rejected  int
 	readerRejected, lines       int
 	skipped                     int
+	suite                       string // the checks' kind, for the report
+}
+
+// begin names the kind of the checks that follow, for -junit and -summary.
+func (r *tlcRun) begin(suite string) {
+	r.mu.Lock()
+	r.suite = "tlc: " + suite
+	r.mu.Unlock()
+}
+
+// verdict keeps one check's verdict for the report; r.mu is held.
+func (r *tlcRun) verdict(status report.Status, what, detail string, log *bytes.Buffer) {
+	if r.opts.rep == nil {
+		return
+	}
+	v := report.Verdict{Suite: r.suite, Name: what, Status: status}
+	if status != report.Passed {
+		v.Message = detail
+		if log != nil && log.Len() > 0 {
+			v.Story = "the last lines of TLC's output:\n" + lastLines(log.String(), 40)
+		}
+	} else {
+		v.Story = detail
+	}
+	r.opts.rep.Add(v)
+}
+
+// lastLines is s's last n lines.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 func (r *tlcRun) copySpecs() error {
@@ -392,9 +450,11 @@ func (r *tlcRun) report(ok bool, what, detail string, log *bytes.Buffer) {
 	defer r.mu.Unlock()
 	r.checked++
 	if ok {
+		r.verdict(report.Passed, what, detail, nil)
 		fmt.Fprintf(r.out, "PASS  %s: %s\n", what, detail)
 		return
 	}
+	r.verdict(report.Failed, what, detail, log)
 	r.failed++
 	fmt.Fprintf(r.out, "FAIL  %s: %s\n", what, detail)
 	if log != nil && log.Len() > 0 {
@@ -415,6 +475,9 @@ func (r *tlcRun) couldNotRun(what string, err error, log *bytes.Buffer) {
 	r.mu.Lock()
 	r.failed--
 	r.incomplete++
+	if rep := r.opts.rep; rep != nil {
+		rep.Verdicts[len(rep.Verdicts)-1].Status = report.Errored
+	}
 	r.mu.Unlock()
 }
 
@@ -466,6 +529,7 @@ func (r *tlcRun) checkModels() {
 		if slices.Contains(r.opts.skip, filepath.Base(cfg)) {
 			r.mu.Lock()
 			r.skipped++
+			r.verdict(report.Skipped, what, "-skip", nil)
 			r.mu.Unlock()
 			fmt.Fprintf(r.out, "SKIP  %s: -skip\n", what)
 			continue

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -42,16 +44,46 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Var(everyFenceOff{&v.unfencedSpec}, "unfenced-spec", "check against the spec with Fenced = FenceAbandon = FALSE")
 	shrinkOut := fs.Bool("shrink", false, "shrink each rejected trace to its shortest story, printed and written beside the file")
 	jsonOut := jsonFlag(fs)
+	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, validateUsage); err != nil {
 		return err
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	v.shrink = *shrinkOut
 	var figs []validateFigure
 	if *jsonOut {
 		err := v.run(ctx, fs, io.Discard, io.Discard, &figs)
-		return writeJSON(stdout, "validate", err, figs)
+		return writeJSON(stdout, "validate", writeReports(files, validateReport(figs), err), figs)
 	}
-	return v.run(ctx, fs, stdout, stderr, &figs)
+	err := v.run(ctx, fs, stdout, stderr, &figs)
+	if exitCode(err) == exitUsage && len(figs) == 0 {
+		return err // no file to report on
+	}
+	return writeReports(files, validateReport(figs), err)
+}
+
+// validateReport is validate's verdicts for -junit and -summary: one per
+// file (a rejected file's story is the checker's: the rejected line, the
+// guard, the state).
+func validateReport(figs []validateFigure) *report.Report {
+	r := &report.Report{Name: "tracecheck validate"}
+	for _, f := range figs {
+		v := report.Verdict{Suite: "validate: files", Name: f.File, Status: report.Passed,
+			Story: fmt.Sprintf("%d lines, %d threads, %d lapses inferred", f.Lines, f.Threads, f.Lapses)}
+		switch {
+		case f.bad:
+			v.Status, v.Message, v.Story = report.Errored, "not valid trace input: "+f.Rejected, ""
+		case !f.Accepted:
+			v.Status, v.Message, v.Story = report.Failed, f.Rejected, ""
+			if f.Story != nil {
+				v.Story = "shrunk to " + strings.Join(f.Story.Files[1:], ", ")
+			}
+		}
+		r.Add(v)
+	}
+	return r
 }
 
 // validation is what validate was asked to do.
@@ -69,6 +101,7 @@ type validateFigure struct {
 	Lapses   int    `json:"lapses_inferred"`
 	Rejected string `json:"rejected,omitempty"` // the violation, or why the input is bad
 	Story    *story `json:"story,omitempty"`    // with -shrink: the rejection's shortest story
+	bad      bool   // not valid trace input
 }
 
 func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr io.Writer, figs *[]validateFigure) error {
@@ -104,9 +137,11 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 				}
 			}
 		case errors.As(err, &le):
+			(*figs)[len(*figs)-1].bad = true
 			bad++
 			fmt.Fprintf(stderr, "%v\n", le)
 		default:
+			(*figs)[len(*figs)-1].bad = true
 			bad++
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
 		}
