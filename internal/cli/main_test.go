@@ -232,6 +232,15 @@ func TestMutateCommand(t *testing.T) {
 // A mutant that no check catches exits 5, not 1: a CI step that expects
 // exit 1 from -unfenced fails when the checks are blind. With no scheduled
 // operations (only the fair drain) the unfenced code has nothing to race.
+// -unfenced with a code mutant is two mutants at once: bad usage, not
+// silently the code mutant's run.
+func TestRunUnfencedWithMutantRefused(t *testing.T) {
+	code, out, errs := runCLI("run", "-seeds", "1", "-concurrent", "0", "-unfenced", "-mutant", "fence-own-tx")
+	require.Equal(t, exitUsage, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, errs, "one mutant at a time")
+	require.Empty(t, out)
+}
+
 func TestRunUnfencedSurvivorExit5(t *testing.T) {
 	code, out, errs := runCLI("run", "-seeds", "2", "-steps", "1", "-concurrent", "0", "-unfenced")
 	require.Equal(t, exitSurvived, code, "stdout:\n%s\nstderr:\n%s", out, errs)
@@ -251,8 +260,11 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 		code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant)
 		require.Equal(t, exitFailed, code, "%s: stdout:\n%s\nstderr:\n%s", tc.mutant, out, errs)
 		require.Contains(t, errs, "the mutant was caught")
+		require.Contains(t, errs, "FAIL (as it must with the mutant "+tc.mutant+")")
 		code, out, errs = runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant, tc.off)
 		require.Equal(t, exitSurvived, code, "%s %s: stdout:\n%s\nstderr:\n%s", tc.mutant, tc.off, out, errs)
+		require.Contains(t, errs, "SURVIVED: the mutant "+tc.mutant+" is on", "a code mutant's fences are on: its survivor message names it")
+		require.NotContains(t, errs, "fences are off")
 	}
 }
 

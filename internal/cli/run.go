@@ -153,6 +153,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return usageError{fmt.Sprintf("-mutant %q: want unfenced, fence-own-tx or retry-commit-unknown", f.mutant)}
 	}
+	if f.unfenced != (core.Fences{}) && f.mutant != "" && f.mutant != "unfenced" {
+		return usageError{fmt.Sprintf("-unfenced and -mutant %s: one mutant at a time (-unfenced is -mutant unfenced)", f.mutant)}
+	}
 	if f.unfenced != (core.Fences{}) && f.mutant == "" {
 		f.mutant = "unfenced"
 	}
@@ -314,7 +317,7 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 			return t, err
 		}
 	}
-	if err := t.verdict(f.mutant != "", out); err != nil {
+	if err := t.verdict(f.mutant, out); err != nil {
 		return t, err
 	}
 	if t.cov != nil {
@@ -864,7 +867,13 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 	fmt.Fprintf(out, "time                %v\n", elapsed.Round(time.Millisecond))
 }
 
-func (t *tally) verdict(unfenced bool, out io.Writer) error {
+// verdict is the run's exit: with mutant (unfenced, or a code mutant)
+// a failure is the mutant caught, a pass the mutant surviving.
+func (t *tally) verdict(mutant string, out io.Writer) error {
+	what, on := "the mutant "+mutant, "the mutant "+mutant+" is on"
+	if mutant == "unfenced" {
+		what, on = "the fences off", "the fences are off"
+	}
 	caught := len(t.invariantFails) > 0 || t.traceFails > 0 || t.lin.illegal > 0 || t.diverged > 0 || t.forkFailed > 0
 	var b strings.Builder
 	if t.firstInvariant != nil {
@@ -883,11 +892,11 @@ func (t *tally) verdict(unfenced bool, out io.Writer) error {
 		fmt.Fprintf(&b, "\nforked executions: %d of %d forks failed (left their plan, broke an invariant, or had their trace rejected)", t.forkFailed, t.forks)
 	}
 	switch {
-	case unfenced && caught:
-		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with the fences off): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable, %d walks left their plan, %d forks failed%s",
-			countList(t.invariantFails), t.traceFails, t.lin.illegal, t.diverged, t.forkFailed, b.String())}
-	case unfenced:
-		return failure{exitSurvived, "SURVIVED: the fences are off and no check caught it: the checks are blind"}
+	case mutant != "" && caught:
+		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with %s): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable, %d walks left their plan, %d forks failed%s",
+			what, countList(t.invariantFails), t.traceFails, t.lin.illegal, t.diverged, t.forkFailed, b.String())}
+	case mutant != "":
+		return failure{exitSurvived, "SURVIVED: " + on + " and no check caught it: the checks are blind"}
 	case caught:
 		return failure{exitFailed, "FAIL" + b.String()}
 	case t.lin.unknown > 0:

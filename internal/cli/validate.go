@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -27,7 +28,7 @@ With -shrink, a rejected trace is also shrunk to its shortest story: the
 rejected thread's lines, dropped while the checker still rejects the same
 action at the same rule (lines kept keep their order; ticks, messages,
 runs and requests renumbered over them). The story is printed and written
-beside the file as FILE.shrunk-ACTION-RULE.ndjson.
+to -shrink-dir (never beside the input) as FILE.shrunk-ACTION-RULE.ndjson.
 
 Every file is checked; the exit code is the worst outcome:
   0  every file accepted
@@ -42,7 +43,8 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	var v validation
 	fs.Var(everyFenceOff{&v.unfencedSpec}, "unfenced-spec", "check against the spec with Fenced = FenceAbandon = FALSE")
-	shrinkOut := fs.Bool("shrink", false, "shrink each rejected trace to its shortest story, printed and written beside the file")
+	shrinkOut := fs.Bool("shrink", false, "shrink each rejected trace to its shortest story, printed and written to -shrink-dir")
+	fs.StringVar(&v.shrinkDir, "shrink-dir", "tracecheck-out", "where -shrink writes the stories (FILE.shrunk-ACTION-RULE.ndjson)")
 	jsonOut := jsonFlag(fs)
 	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, validateUsage); err != nil {
@@ -90,6 +92,7 @@ func validateReport(figs []validateFigure) *report.Report {
 type validation struct {
 	unfencedSpec core.Fences // the fences the spec has off
 	shrink       bool
+	shrinkDir    string // where the stories go
 }
 
 // validateFigure is one file's verdict, for -json.
@@ -127,7 +130,7 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 			rejected++
 			fmt.Fprintf(stdout, "%s: REJECTED\n  %v\n", path, err)
 			if val.shrink {
-				st, err := shrinkFile(ctx, stdout, path, spec)
+				st, err := shrinkFile(ctx, stdout, path, val.shrinkDir, spec)
 				switch {
 				case notShrunk(stdout, path, err):
 				case err != nil:
@@ -155,12 +158,15 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 	return nil
 }
 
-// shrinkFile shrinks a rejected trace file to its story, written beside
-// it.
-func shrinkFile(ctx context.Context, out io.Writer, path string, opts ...tracecheck.Option) (story, error) {
+// shrinkFile shrinks a rejected trace file to its story, written to dir
+// (not beside the input: a story there would be read as a fixture).
+func shrinkFile(ctx context.Context, out io.Writer, path, dir string, opts ...tracecheck.Option) (story, error) {
 	lines, err := tracecheck.ReadFile(path)
 	if err != nil {
 		return story{}, err
 	}
-	return shrinkTraceStory(ctx, out, path, lines, path, true, append([]tracecheck.Option{tracecheck.WithFile(path)}, opts...)...)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return story{}, err
+	}
+	return shrinkTraceStory(ctx, out, path, lines, path, true, dir, append([]tracecheck.Option{tracecheck.WithFile(path)}, opts...)...)
 }
