@@ -39,11 +39,13 @@ func TestExportITF(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "nothing written for bad input")
 }
 
-// show reads a TLC counterexample in the same view as a Go trace.
+// show reads a TLC counterexample in the same view as a Go trace; one
+// that violates an invariant exits 1, as a rejected Go trace does.
 func TestShowTLCAndJSON(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "tlc.html")
 	code, out, errs := runCLI("show", "-html", page, tlcFixture)
-	require.Equal(t, exitOK, code, "%s\n%s", out, errs)
+	require.Equal(t, exitFailed, code, "%s\n%s", out, errs)
+	require.Contains(t, errs, "invariant I1_ConsumedAtMostOnce violated in state")
 	require.Contains(t, out, "RunStart(p2)")
 	require.Contains(t, out, "I1_ConsumedAtMostOnce violated")
 	b, err := os.ReadFile(page)
@@ -73,4 +75,11 @@ func TestShowTLCAndJSON(t *testing.T) {
 	dir := t.TempDir()
 	code, _, _ = runCLI("show", dir)
 	require.Equal(t, exitUsage, code, "a directory is bad input")
+
+	// An -html that cannot be written is bad usage, found before the
+	// timeline is printed.
+	code, out, errs = runCLI("show", "-html", filepath.Join(dir, "no", "such", "dir", "page.html"), goFixture)
+	require.Equal(t, exitUsage, code, "%s\n%s", out, errs)
+	require.Empty(t, out, "nothing printed before the error")
+	require.Contains(t, errs, "-html")
 }

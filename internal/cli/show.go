@@ -39,6 +39,11 @@ own. A concurrent execution's page links its porcupine visualisation
 (run -trace-dir writes one beside its traces; or give -porcupine). Open
 the page in any browser: xdg-open OUT.
 
+Exit codes: 0 a Go trace accepted, or a TLC counterexample whose states
+violate no invariant; 1 a Go trace rejected, or a TLC counterexample that
+violates an invariant; 2 bad input, or an -html file that cannot be
+written (found before anything is printed).
+
 Flags:
 `
 
@@ -133,6 +138,13 @@ func show(path, only string, width int, htmlOut, specPath, porcupineHTML string,
 		}
 		t.Threads = keep
 	}
+	if htmlOut != "" {
+		// An output that cannot be written is found before the timeline
+		// is printed.
+		if err := checkWritable(htmlOut); err != nil {
+			return fig, usageError{fmt.Sprintf("-html %s: %v", htmlOut, err)}
+		}
+	}
 	fig.Threads = len(t.Threads)
 	for _, th := range t.Threads {
 		fig.Steps += len(th.Steps)
@@ -161,7 +173,50 @@ func show(path, only string, width int, htmlOut, specPath, porcupineHTML string,
 		fig.Rejected = fmt.Sprintf("%s:%d: %s %s", v.File, v.Line, v.Action, v.Rule)
 		return fig, failure{exitFailed, fmt.Sprintf("%s: rejected at line %d", path, v.Line)}
 	}
+	if r, line := brokenInvariant(t); r != nil {
+		// A TLC counterexample that violates an invariant fails as a
+		// rejected Go trace does.
+		fig.Rejected = fmt.Sprintf("%s: state %d: invariant %s", path, line, r.Rule)
+		return fig, failure{exitFailed, fmt.Sprintf("%s: TLC counterexample: invariant %s violated in state %d", path, r.Rule, line)}
+	}
 	return fig, nil
+}
+
+// brokenInvariant is the invariant a TLC counterexample's state violates,
+// and that state's line; nil when none is.
+func brokenInvariant(t explore.Trace) (*explore.Rejection, int) {
+	if t.Source != explore.SourceTLC {
+		return nil, 0
+	}
+	for _, th := range t.Threads {
+		for _, st := range th.Steps {
+			if st.Rejected != nil && st.Rejected.Kind == "invariant" {
+				return st.Rejected, st.Line
+			}
+		}
+	}
+	return nil, 0
+}
+
+// checkWritable reports whether path can be written (a file there is
+// left as it was; one that was not there is not left behind).
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return errors.New("is a directory")
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(path)
 }
 
 // porcupineLink returns the porcupine visualisation to link: the one
