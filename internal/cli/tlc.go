@@ -153,12 +153,12 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	// kills their groups.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	mode := "all"
+	mode, explicitAll := "all", false
 	rest := fs.Args()
 	if len(rest) > 0 {
 		switch rest[0] {
 		case "all", "spec", "trace", "generated", "mutants", "batch", "differential":
-			mode = rest[0]
+			mode, explicitAll = rest[0], rest[0] == "all"
 			// Flags may follow the mode too.
 			if err := parse(fs, rest[1:], stdout, stderr, tlcUsage); err != nil {
 				return err
@@ -175,6 +175,11 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 				err = writeReports(files, o.rep, err)
 			}
 		}()
+	}
+	if len(rest) > 0 && mode == "all" && !explicitAll {
+		if _, err := os.Stat(rest[0]); err != nil {
+			return usageError{fmt.Sprintf("unknown mode %q: want all, spec, trace, generated, mutants, differential or batch (paths follow trace or batch)", rest[0])}
+		}
 	}
 	if len(rest) > 0 && mode != "trace" && mode != "batch" {
 		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
