@@ -375,3 +375,13 @@ func TestNoTestSwitchesInCore(t *testing.T) {
 		}
 	}
 }
+
+// TestTLCTraceFilesIgnored: the _TTrace_ files TLC run by hand leaves in
+// spec/ are ignored by git, so they are never committed by mistake.
+func TestTLCTraceFilesIgnored(t *testing.T) {
+	for _, name := range []string{"spec/ThreadClaimLapse_TTrace_1764650000.tla", "spec/ThreadClaimLapse_TTrace_1764650000.bin"} {
+		if !ignored(t, name) {
+			t.Errorf("git does not ignore %s (a file TLC leaves behind)", name)
+		}
+	}
+}
