@@ -220,7 +220,12 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	if err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
 	}
-	fmt.Fprintf(stdout, "tlc: %s\ntlc: %s (from %s)\n", version, env.Jar, env.Source)
+	digest, err := tlc.FileSHA256(env.Jar)
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	// A local jar is used without a digest to check: its own is printed.
+	fmt.Fprintf(stdout, "tlc: %s\ntlc: %s (from %s; sha256 %s)\n", version, env.Jar, env.Source, digest)
 	tracesNotRun := ""
 	if mode != "spec" {
 		if env.CommunityJar == "" {
