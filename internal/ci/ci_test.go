@@ -319,3 +319,26 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// TestWithPostgresBadURL: a DATABASE_URL that cannot be reached is one
+// error and exit 2 from scripts/with-postgres, and the command (a test
+// run that would print the error once per test) does not run.
+func TestWithPostgresBadURL(t *testing.T) {
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("no psql on PATH: scripts/with-postgres checks the URL with it")
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(filepath.Join(root, "scripts", "with-postgres"), "touch", marker)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "PGCONNECT_TIMEOUT=5")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "cannot connect"); n != 1 {
+		t.Errorf("%d errors, want one:\n%s", n, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran against a database that cannot be reached")
+	}
+}
