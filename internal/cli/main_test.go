@@ -378,3 +378,12 @@ func TestRunForks(t *testing.T) {
 		require.Equal(t, exitUsage, code, "%v: %s", args, errs)
 	}
 }
+
+// Two failures of one seed that shrink to the same operations are one
+// story, told once; the second names the first instead of repeating it.
+func TestRunSameStoryOnce(t *testing.T) {
+	code, out, errs := runCLI("run", "-seeds", "10", "-concurrent", "0", "-unfenced", "-shrink-dir", t.TempDir())
+	require.Equal(t, exitFailed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, out, "trace: Abandon rejected, FenceAbandon => HasLease(p) — seed 9: 12 operations shrunk to the same 8 as invariant NoLiveAbandon — seed 9, the story above")
+	require.Equal(t, 4, strings.Count(out, "states as TLC counts them"), "four stories told in full, not five:\n%s", out)
+}

@@ -45,6 +45,14 @@ func (t *tally) shrinkAll(ctx context.Context, f runFlags, outAll io.Writer) err
 		return err
 	}
 	fmt.Fprintf(outAll, "\nshortest stories (each failure's first seed, shrunk by delta debugging on the in-memory storage)\n")
+	// Two failures of one seed often shrink to the same operations: the
+	// story is told once, and the second names the first.
+	type firstStory struct {
+		heading string
+		text    *bytes.Buffer
+		states  int
+	}
+	seen := map[string]firstStory{}
 	for _, fs := range t.failed {
 		out, told := t.storyWriter(outAll)
 		res, err := shrink.Shrink(ctx, fs.exec.Log, fs.failure)
@@ -71,16 +79,26 @@ func (t *tally) shrinkAll(ctx context.Context, f runFlags, outAll io.Writer) err
 				return fmt.Errorf("%s: %w", st.Files[i], err)
 			}
 		}
-		t.stories = append(t.stories, st)
-		fmt.Fprintf(out, "\n%s — seed %d: %d operations shrunk to %d (%d executions tried)\n",
-			fs.failure, fs.seed, st.Ops, st.ShrunkOp, st.Runs)
+		heading := fmt.Sprintf("%s — seed %d", fs.failure, fs.seed)
+		key := fmt.Sprintf("%d %v", fs.seed, res.Log.Ops)
+		if prev, ok := seen[key]; ok {
+			st.States = prev.states
+			t.stories = append(t.stories, st)
+			fmt.Fprintf(out, "\n%s: %d operations shrunk to the same %d as %s, the story above (%d executions tried)\nwrote %s\n",
+				heading, st.Ops, st.ShrunkOp, prev.heading, st.Runs, strings.Join(st.Files, ", "))
+			t.attachStory(fmt.Sprintf("seed-%d", fs.seed), prev.text)
+			continue
+		}
+		fmt.Fprintf(out, "\n%s: %d operations shrunk to %d (%d executions tried)\n", heading, st.Ops, st.ShrunkOp, st.Runs)
 		for _, o := range res.Log.Ops {
 			fmt.Fprintf(out, "  op  %v\n", o)
 		}
 		lapses := printStory(out, lines, st.Files[3])
 		st.States = 1 + st.Lines + lapses
+		t.stories = append(t.stories, st)
 		fmt.Fprintf(out, "shrunk to %d lines (%d states as TLC counts them: Init, the lines and %d inferred Lapse(s))\n", st.Lines, st.States, lapses)
 		fmt.Fprintf(out, "wrote %s\n", strings.Join(st.Files, ", "))
+		seen[key] = firstStory{heading: heading, text: told, states: st.States}
 		t.attachStory(fmt.Sprintf("seed-%d", fs.seed), told)
 	}
 	return nil
