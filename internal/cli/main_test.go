@@ -387,3 +387,33 @@ func TestRunSameStoryOnce(t *testing.T) {
 	require.Contains(t, out, "trace: Abandon rejected, FenceAbandon => HasLease(p) — seed 9: 12 operations shrunk to the same 8 as invariant NoLiveAbandon — seed 9, the story above")
 	require.Equal(t, 4, strings.Count(out, "states as TLC counts them"), "four stories told in full, not five:\n%s", out)
 }
+
+// sort -json and mutate -json print the one object every command prints;
+// sort -json needs -o (stdout carries the object, not the trace).
+func TestSortAndMutateJSON(t *testing.T) {
+	dir := t.TempDir()
+	fixture := "../../tracecheck/testdata/ok-run-ask-reply.ndjson"
+	code, out, errs := runCLI("sort", "-json", "-o", filepath.Join(dir, "sorted.ndjson"), fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	var s struct {
+		Command, Verdict string
+		Figures          sortFigures
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &s), out)
+	require.Equal(t, "sort", s.Command)
+	require.Positive(t, s.Figures.Lines)
+	code, _, errs = runCLI("sort", "-json", fixture)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "-json needs -o")
+
+	code, out, errs = runCLI("mutate", "-json", "-n", "5", "-dir", filepath.Join(dir, "mut"), fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	var m struct {
+		Command, Verdict string
+		Figures          mutateFigures
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+	require.Equal(t, "mutate", m.Command)
+	require.Equal(t, 5, m.Figures.Mutants)
+	require.Equal(t, 5, m.Figures.Rejected+m.Figures.Accepted)
+}

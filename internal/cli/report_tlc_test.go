@@ -3,9 +3,14 @@
 package cli
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/threadclaim/threadclaim/internal/report"
 )
 
 // TestTLCJUnit: tlc -junit writes valid JUnit XML, a case per trace; the
@@ -39,5 +44,32 @@ func TestTLCJUnit(t *testing.T) {
 	x = readJUnit(t, junit)
 	if !strings.Contains(x, `<skipped message="-skip">`) || !strings.Contains(x, `<testcase name="spec/M.cfg"`) {
 		t.Errorf("spec: want M.cfg passed and MLong.cfg skipped:\n%s", x)
+	}
+}
+
+// TestTLCJSON: tlc -json prints the one object every command prints on
+// stdout (the progress goes to stderr), its figures every check's verdict.
+func TestTLCJSON(t *testing.T) {
+	root, _ := tlcRepo(t, map[string]string{"M.cfg": "\\* expect: ok\n\\* fake: ok\n"})
+	var out, errb bytes.Buffer
+	code := Main(context.Background(), []string{"tlc", "-root", root, "spec", "-json"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s\n%s", code, out.String(), errb.String())
+	}
+	var obj struct {
+		Command, Verdict string
+		Figures          struct {
+			Mode   string
+			Checks []report.Verdict
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &obj); err != nil {
+		t.Fatalf("stdout is not one JSON object: %v\n%s", err, out.String())
+	}
+	if obj.Command != "tlc" || obj.Verdict != "pass" || obj.Figures.Mode != "spec" || len(obj.Figures.Checks) != 2 || obj.Figures.Checks[0].Name != "spec/M.cfg" {
+		t.Errorf("got %+v", obj)
+	}
+	if !strings.Contains(errb.String(), "PASS  spec/M.cfg") {
+		t.Errorf("the progress is not on stderr:\n%s", errb.String())
 	}
 }

@@ -121,13 +121,37 @@ type tlcOptions struct {
 	skip     []string       // cfg file names not to run
 	mutated  int            // differential: mutated traces compared
 	seed     uint64         // differential: the mutations' seed
-	rep      *report.Report // -junit, -summary: a verdict per check
+	rep      *report.Report // -junit, -summary, -json: a verdict per check
+	json     io.Writer      // -json: where the object goes
+}
+
+// finish writes the verdicts to -junit, -summary and -json (-json: the
+// object every command prints, its figures the checks' verdicts) after
+// the checks have run; bad usage writes nothing.
+func (o tlcOptions) finish(files *report.Files, mode string, err error) error {
+	if exitCode(err) == exitUsage {
+		if o.json != nil {
+			return writeJSON(o.json, "tlc", err, nil)
+		}
+		return err
+	}
+	status, msg := verdictOf(err)
+	o.rep.Add(report.Verdict{Suite: "tlc: verdict", Name: "tlc " + mode, Status: status, Message: msg})
+	err = writeReports(files, o.rep, err)
+	if o.json != nil {
+		return writeJSON(o.json, "tlc", err, struct {
+			Mode   string           `json:"mode"`
+			Checks []report.Verdict `json:"checks"`
+		}{mode, o.rep.Verdicts})
+	}
+	return err
 }
 
 func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("tlc", flag.ContinueOnError)
 	var o tlcOptions
 	files := reportFlags(fs)
+	jsonOut := jsonFlag(fs)
 	fs.StringVar(&o.root, "root", ".", "the repository's root (holds spec/ and tla/)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "spec mutants checked at once (each a JVM with one worker); a batch of traces is one JVM with TLC's workers")
@@ -166,37 +190,16 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 			rest = fs.Args()
 		}
 	}
-	if files.Wanted() {
+	if *jsonOut {
+		// stdout carries the JSON object; the progress goes to stderr.
+		stdout, o.json = stderr, stdout
+	}
+	if files.Wanted() || *jsonOut {
 		o.rep = &report.Report{Name: "tracecheck tlc"}
-		defer func() {
-			if exitCode(err) != exitUsage {
-				status, msg := verdictOf(err)
-				o.rep.Add(report.Verdict{Suite: "tlc: verdict", Name: "tlc " + mode, Status: status, Message: msg})
-				err = writeReports(files, o.rep, err)
-			}
-		}()
+		defer func() { err = o.finish(files, mode, err) }()
 	}
-	if len(rest) > 0 && mode == "all" && !explicitAll {
-		if _, err := os.Stat(rest[0]); err != nil {
-			return usageError{fmt.Sprintf("unknown mode %q: want all, spec, trace, generated, mutants, differential or batch (paths follow trace or batch)", rest[0])}
-		}
-	}
-	if len(rest) > 0 && mode != "trace" && mode != "batch" {
-		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
-	}
-	if o.parallel < 1 {
-		return usageError{"-parallel must be at least 1"}
-	}
-	if o.timeout <= 0 {
-		return usageError{"-timeout must be positive"}
-	}
-	if _, err := os.Stat(filepath.Join(o.root, "spec")); err != nil {
-		return usageError{fmt.Sprintf("%s is not the repository's root (no spec/): run from there or give -root", o.root)}
-	}
-	for _, name := range o.skip {
-		if fi, err := os.Stat(filepath.Join(o.root, "spec", name)); err != nil || !strings.HasSuffix(name, ".cfg") || fi.IsDir() {
-			return usageError{fmt.Sprintf("-skip %s: no such spec/*.cfg", name)}
-		}
+	if err := checkTLCArgs(o, mode, explicitAll, rest); err != nil {
+		return err
 	}
 
 	// Every trace's shape is checked before any TLC runs.
@@ -303,6 +306,35 @@ func (r *tlcRun) check(mode string, rest []string, traces []traceInput, tracesNo
 		}
 	}
 	return r.summary(tracesNotRun)
+}
+
+// checkTLCArgs refuses bad usage before anything runs: an unknown mode,
+// paths outside trace and batch, bad numbers, no spec/ under -root, a
+// -skip naming no cfg.
+func checkTLCArgs(o tlcOptions, mode string, explicitAll bool, rest []string) error {
+	if len(rest) > 0 && mode == "all" && !explicitAll {
+		if _, err := os.Stat(rest[0]); err != nil {
+			return usageError{fmt.Sprintf("unknown mode %q: want all, spec, trace, generated, mutants, differential or batch (paths follow trace or batch)", rest[0])}
+		}
+	}
+	if len(rest) > 0 && mode != "trace" && mode != "batch" {
+		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
+	}
+	if o.parallel < 1 {
+		return usageError{"-parallel must be at least 1"}
+	}
+	if o.timeout <= 0 {
+		return usageError{"-timeout must be positive"}
+	}
+	if _, err := os.Stat(filepath.Join(o.root, "spec")); err != nil {
+		return usageError{fmt.Sprintf("%s is not the repository's root (no spec/): run from there or give -root", o.root)}
+	}
+	for _, name := range o.skip {
+		if fi, err := os.Stat(filepath.Join(o.root, "spec", name)); err != nil || !strings.HasSuffix(name, ".cfg") || fi.IsDir() {
+			return usageError{fmt.Sprintf("-skip %s: no such spec/*.cfg", name)}
+		}
+	}
+	return nil
 }
 
 // findConfig is where tracecheck tlc looks for the jars: the environment,

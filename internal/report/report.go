@@ -25,12 +25,12 @@ const (
 
 // Verdict is one check: a test case in a suite.
 type Verdict struct {
-	Suite   string // the kind of check, e.g. "run: traces"
-	Name    string // what was checked, e.g. "seed-7"
-	Status  Status
-	Message string // one line: what failed, or why it was skipped
-	Story   string // the failure's story: the shrunk timeline, the rejected line, guard and state
-	Time    time.Duration
+	Suite   string        `json:"suite"`             // the kind of check, e.g. "run: traces"
+	Name    string        `json:"name"`              // what was checked, e.g. "seed-7"
+	Status  Status        `json:"status"`            // passed, failed, error, skipped
+	Message string        `json:"message,omitempty"` // one line: what failed, or why it was skipped
+	Story   string        `json:"story,omitempty"`   // the failure's story: the shrunk timeline, the rejected line, guard and state
+	Time    time.Duration `json:"time_ns,omitempty"`
 }
 
 // Report is a command's verdicts, in the order the checks ran.
