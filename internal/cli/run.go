@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -173,6 +175,13 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		out = io.Discard
 	}
 	f.report = files.Wanted()
+	if f.storageURL != "" {
+		// Ctrl-C or SIGTERM cancels the executions, whose schemas are
+		// dropped as each one ends, rather than leave them behind.
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
 	t, err := runAll(ctx, f, out, stderr)
 	if t != nil && t.rep != nil {
 		status, msg := verdictOf(err)
