@@ -385,3 +385,18 @@ func TestTLCTraceFilesIgnored(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeSaysWhatGoRunHides: the README, whose examples use go run,
+// says that go run turns every exit code into 1 and how to build the
+// binary whose codes are its own.
+func TestReadmeSaysWhatGoRunHides(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"`go run` turns\nevery exit code but 0 into 1", "go build -o tracecheck ./cmd/tracecheck"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("README.md does not say %q", want)
+		}
+	}
+}
