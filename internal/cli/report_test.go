@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/threadclaim/threadclaim/internal/fleet"
 	"github.com/threadclaim/threadclaim/internal/report"
 )
 
@@ -92,4 +93,32 @@ func TestConformJUnit(t *testing.T) {
 	require.Contains(t, x, `<testsuite name="conform: divergences"`)
 	require.Contains(t, x, "path: ")
 	require.True(t, strings.Count(x, "<failure") >= 2, "a divergence and the verdict fail:\n%s", x)
+}
+
+// TestFleetVerdicts: fleet's report as verdicts: a check that found a
+// problem fails with it (the rejected trace's case carries the printed
+// story), a porcupine timeout is skipped, the sample TLC did not run is
+// skipped with why; the XML is valid.
+func TestFleetVerdicts(t *testing.T) {
+	rep := &fleet.Report{
+		Fences: "all on", TraceFile: "trace.ndjson", TraceError: "trace.ndjson:7: RunStart by p1: guard Fenced => HasLease(p) fails",
+		Inconclusive: true, LinResult: "timed out after 1m", TLC: "not run (no -tlc-sample)",
+		Problems: []string{"I1_ConsumedAtMostOnce: 1 messages consumed more than once", "trace.ndjson:7: RunStart by p1: guard Fenced => HasLease(p) fails"},
+	}
+	r := fleetVerdicts(rep, "the story: ✗ REJECTED at line 7", failure{exitFailed, "FAIL"})
+	var b strings.Builder
+	require.NoError(t, r.WriteJUnit(&b))
+	require.NoError(t, report.CheckJUnit([]byte(b.String())), b.String())
+	byName := map[string]report.Verdict{}
+	for _, v := range r.Verdicts {
+		byName[v.Name] = v
+	}
+	require.Equal(t, report.Failed, byName["I1_ConsumedAtMostOnce"].Status)
+	require.Equal(t, report.Passed, byName["NoLiveAbandon"].Status)
+	tr := byName["trace (the Go trace checker)"]
+	require.Equal(t, report.Failed, tr.Status)
+	require.Contains(t, tr.Story, "✗ REJECTED at line 7")
+	require.Equal(t, report.Skipped, byName["history (porcupine)"].Status)
+	require.Equal(t, report.Skipped, byName["TLC trace validation (-tlc-sample)"].Status)
+	require.Equal(t, report.Failed, byName["fleet (fences all on)"].Status)
 }
