@@ -83,3 +83,24 @@ func TestShowTLCAndJSON(t *testing.T) {
 	require.Empty(t, out, "nothing printed before the error")
 	require.Contains(t, errs, "-html")
 }
+
+// show -lines A:B pages a long trace: only those lines are printed (and
+// drawn with -html); a range with no line, or a bad one, is bad usage.
+func TestShowLines(t *testing.T) {
+	fixture := "../../tracecheck/testdata/ok-run-ask-reply.ndjson"
+	code, out, errs := runCLI("show", "-lines", "2:3", fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	require.Regexp(t, `(?m)^\s+2\s+\d+ │`, out)
+	require.Regexp(t, `(?m)^\s+3\s+\d+ │`, out)
+	require.NotRegexp(t, `(?m)^\s+1\s+\d+ │`, out)
+	require.NotRegexp(t, `(?m)^\s+4\s+\d+ │`, out)
+	page := filepath.Join(t.TempDir(), "page.html")
+	code, out, errs = runCLI("show", "-lines", "3:", "-html", page, fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	require.FileExists(t, page)
+	for _, bad := range []string{"5:2", "x:3", "3", "9999:"} {
+		code, out, errs = runCLI("show", "-lines", bad, fixture)
+		require.Equal(t, exitUsage, code, "-lines %s: %s%s", bad, out, errs)
+		require.Empty(t, out, "-lines %s: nothing printed", bad)
+	}
+}
