@@ -169,12 +169,17 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usageError{err.Error()}
 		}
 	}
-	f.json = *jsonOut
+	f.json, f.report = *jsonOut, files.Wanted()
+	return runAndReport(ctx, f, files, stdout, stderr)
+}
+
+// runAndReport runs the checks f asks for and writes what they found:
+// the text, or -json's object, and -junit's and -summary's files.
+func runAndReport(ctx context.Context, f runFlags, files *report.Files, stdout, stderr io.Writer) error {
 	out := stdout
 	if f.json {
 		out = io.Discard
 	}
-	f.report = files.Wanted()
 	if f.storageURL != "" {
 		// Ctrl-C or SIGTERM cancels the executions, whose schemas are
 		// dropped as each one ends, rather than leave them behind.
