@@ -228,7 +228,12 @@ func describeLinOp(input, output any) string {
 	var call string
 	switch in.Kind {
 	case LinClaim, LinRenew:
-		call = fmt.Sprintf("%s(%s, now=%d, ttl=%v)", in.Kind, in.Holder, in.Now, in.TTL)
+		// A history read from a trace does not know the time (TTL 0):
+		// the label says so rather than show now=0, ttl=0s.
+		call = fmt.Sprintf("%s(%s, time unknown)", in.Kind, in.Holder)
+		if in.TTL != 0 {
+			call = fmt.Sprintf("%s(%s, now=%d, ttl=%v)", in.Kind, in.Holder, in.Now, in.TTL)
+		}
 	case LinRelease:
 		call = fmt.Sprintf("Release(%s)", in.Holder)
 	case LinRunStart:

@@ -13,6 +13,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/conform"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/store/postgres"
 )
@@ -44,7 +45,7 @@ reached.
 Flags:
 `
 
-func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
 	cfgPath := fs.String("cfg", "spec/ThreadClaimLapse.cfg", "the cfg whose state graph is driven (it must have no violation)")
 	storage := fs.String("storage", "memory", `"memory" (a fresh store per path) or a postgres:// URL (a schema of its own, dropped after)`)
@@ -53,8 +54,12 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var off core.Fences
 	fs.Var(everyFenceOff{&off}, "unfenced", "run the Workspaces with every fence off (the mutant): it must diverge")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, conformUsage); err != nil {
 		return err
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
@@ -101,6 +106,9 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *sample > 0 {
 		total = *sample
 	}
+	if files.Wanted() {
+		defer func() { err = writeReports(files, conformReport(*cfgPath, rep, total, err), err) }()
+	}
 	if *asJSON {
 		b, _ := json.Marshal(map[string]any{
 			"cfg": *cfgPath, "storage": storageName(*storage), "unfenced": unfenced, "states": rep.States,
@@ -133,6 +141,27 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return failure{exitFailed, fmt.Sprintf("FAIL: %d of %d edges driven", rep.Driven, total)}
 	}
 	return nil
+}
+
+// conformReport is conform's verdicts for -junit and -summary: the edges
+// driven, each divergence kept (its path the story), and the verdict.
+func conformReport(cfg string, rep conform.Report, total int, err error) *report.Report {
+	r := &report.Report{Name: "tracecheck conform"}
+	edges := report.Verdict{Suite: "conform: edges", Name: cfg, Status: report.Passed, Time: rep.Elapsed,
+		Story: fmt.Sprintf("%d of %d edges driven, %d refusals asked, %d divergences", rep.Driven, total, rep.Refusals, rep.Divergences)}
+	if rep.Driven < total {
+		edges.Status, edges.Message = report.Failed, fmt.Sprintf("%d of %d edges driven", rep.Driven, total)
+	}
+	r.Add(edges)
+	for _, d := range rep.First {
+		r.Add(report.Verdict{Suite: "conform: divergences", Name: d.Step, Status: report.Failed, Message: d.Detail, Story: d.String()})
+	}
+	if n := rep.Divergences - len(rep.First); n > 0 {
+		r.Add(report.Verdict{Suite: "conform: divergences", Name: "the others", Status: report.Failed, Message: fmt.Sprintf("%d more divergences, not kept", n)})
+	}
+	status, msg := verdictOf(err)
+	r.Add(report.Verdict{Suite: "conform: verdict", Name: "conform " + cfg, Status: status, Message: msg})
+	return r
 }
 
 func storageName(s string) string {

@@ -39,11 +39,13 @@ func TestExportITF(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "nothing written for bad input")
 }
 
-// show reads a TLC counterexample in the same view as a Go trace.
+// show reads a TLC counterexample in the same view as a Go trace; one
+// that violates an invariant exits 1, as a rejected Go trace does.
 func TestShowTLCAndJSON(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "tlc.html")
 	code, out, errs := runCLI("show", "-html", page, tlcFixture)
-	require.Equal(t, exitOK, code, "%s\n%s", out, errs)
+	require.Equal(t, exitFailed, code, "%s\n%s", out, errs)
+	require.Contains(t, errs, "invariant I1_ConsumedAtMostOnce violated in state")
 	require.Contains(t, out, "RunStart(p2)")
 	require.Contains(t, out, "I1_ConsumedAtMostOnce violated")
 	b, err := os.ReadFile(page)
@@ -73,4 +75,32 @@ func TestShowTLCAndJSON(t *testing.T) {
 	dir := t.TempDir()
 	code, _, _ = runCLI("show", dir)
 	require.Equal(t, exitUsage, code, "a directory is bad input")
+
+	// An -html that cannot be written is bad usage, found before the
+	// timeline is printed.
+	code, out, errs = runCLI("show", "-html", filepath.Join(dir, "no", "such", "dir", "page.html"), goFixture)
+	require.Equal(t, exitUsage, code, "%s\n%s", out, errs)
+	require.Empty(t, out, "nothing printed before the error")
+	require.Contains(t, errs, "-html")
+}
+
+// show -lines A:B pages a long trace: only those lines are printed (and
+// drawn with -html); a range with no line, or a bad one, is bad usage.
+func TestShowLines(t *testing.T) {
+	fixture := "../../tracecheck/testdata/ok-run-ask-reply.ndjson"
+	code, out, errs := runCLI("show", "-lines", "2:3", fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	require.Regexp(t, `(?m)^\s+2\s+\d+ │`, out)
+	require.Regexp(t, `(?m)^\s+3\s+\d+ │`, out)
+	require.NotRegexp(t, `(?m)^\s+1\s+\d+ │`, out)
+	require.NotRegexp(t, `(?m)^\s+4\s+\d+ │`, out)
+	page := filepath.Join(t.TempDir(), "page.html")
+	code, out, errs = runCLI("show", "-lines", "3:", "-html", page, fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	require.FileExists(t, page)
+	for _, bad := range []string{"5:2", "x:3", "3", "9999:"} {
+		code, out, errs = runCLI("show", "-lines", bad, fixture)
+		require.Equal(t, exitUsage, code, "-lines %s: %s%s", bad, out, errs)
+		require.Empty(t, out, "-lines %s: nothing printed", bad)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/report"
 )
 
 var errHelp = errors.New("help shown")
@@ -56,4 +57,42 @@ func (f everyFenceOff) Set(s string) error {
 // String returns "true" when every fence is off, and "false" otherwise.
 func (f everyFenceOff) String() string {
 	return strconv.FormatBool(f.off != nil && *f.off == core.AllFences())
+}
+
+// reportFlags registers -junit and -summary, which run, tlc, validate,
+// conform and fleet share.
+func reportFlags(fs *flag.FlagSet) *report.Files {
+	var f report.Files
+	fs.StringVar(&f.JUnit, "junit", "", "write the verdicts as JUnit XML to this file, one test case per check, a failing case's story in its failure (for CI test reports)")
+	fs.StringVar(&f.Summary, "summary", "", "append the verdicts as a short Markdown page to this file (e.g. $GITHUB_STEP_SUMMARY)")
+	return &f
+}
+
+// writeReports writes rep to files after the command's checks, and
+// returns the command's err unchanged (or, if that is nil, the error
+// writing them).
+func writeReports(files *report.Files, rep *report.Report, err error) error {
+	if files == nil || !files.Wanted() || rep == nil {
+		return err
+	}
+	if werr := files.Write(rep); werr != nil {
+		if err == nil {
+			return werr
+		}
+		return fmt.Errorf("%w (and %v)", err, werr)
+	}
+	return err
+}
+
+// verdictOf is the report's status for a command's err (its exit code).
+func verdictOf(err error) (report.Status, string) {
+	switch exitCode(err) {
+	case exitOK:
+		return report.Passed, ""
+	case exitFailed, exitSurvived:
+		return report.Failed, err.Error()
+	case exitInconclusive:
+		return report.Skipped, err.Error()
+	}
+	return report.Errored, err.Error()
 }

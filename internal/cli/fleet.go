@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/internal/fleet"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/tlc"
 )
 
@@ -69,7 +71,7 @@ mutant survived.
 Flags:
 `
 
-func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	var cfg fleet.Config
 	var unfenced fleet.UnfencedFlag
 	var nemesis, jsonOut, htmlOut string
@@ -103,29 +105,18 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.StringVar(&htmlOut, "html", "", "write the report as an HTML page with the timeline to this file")
 	fs.BoolVar(&noShrink, "no-shrink", false, "do not shrink a rejected trace or a non-linearizable history to its shortest story")
 	fs.StringVar(&cfg.Shrink.Dir, "shrink-dir", "", "where the shortest stories go (default beside the trace in -dir, removed unless -keep; another directory gets a copy of the trace and history too)")
+	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, fleetUsage); err != nil {
 		return err
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	if fs.NArg() > 0 {
 		return usageError{"unexpected argument " + fs.Arg(0) + " (fleet takes flags only)"}
 	}
-	// Zero means a default inside fleet.Config; on the command line the
-	// defaults are spelled out, so a zero here is the user's, and wrong.
-	for _, c := range []struct {
-		flag, want string
-		bad        bool
-	}{
-		{"-procs", "at least 1", cfg.Procs < 1}, {"-threads", "at least 1", cfg.Threads < 1},
-		{"-messages", "at least 1", cfg.Messages < 1}, {"-posters", "at least 1", cfg.Posters < 1},
-		{"-ttl", "at least " + fleet.MinTTL.String(), cfg.TTL < fleet.MinTTL}, {"-poll", "positive", cfg.Poll <= 0},
-		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
-		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
-		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
-		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1}, {"-tlc-sample", "not negative", tlcSample < 0},
-	} {
-		if c.bad {
-			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}
-		}
+	if err := checkFleetNumbers(fs, cfg, tlcSample); err != nil {
+		return err
 	}
 	if nemesis != "default" {
 		kinds, err := fleet.ParseKinds(nemesis)
@@ -139,18 +130,8 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return usageError{fmt.Sprintf("-shrink-dir %s: is not a directory", cfg.Shrink.Dir)}
 	}
 	cfg.Unfenced = unfenced.Off
-	if tlcSample > 0 {
-		if _, err := os.Stat(filepath.Join(cfg.TLCRoot, "tla", tlc.TraceModule)); err != nil {
-			return usageError{fmt.Sprintf("-root %s holds no tla/%s: run from the repository's root or give -root", cfg.TLCRoot, tlc.TraceModule)}
-		}
-		env, err := tlc.Find(ctx, findConfig(cfg.TLCRoot))
-		if err != nil {
-			return fmt.Errorf("-tlc-sample: %w", err)
-		}
-		if env.CommunityJar == "" {
-			return fmt.Errorf("-tlc-sample: no %s for the trace spec (set %s)", tlc.CommunityName, tlc.EnvCommunity)
-		}
-		cfg.TLC, cfg.TLCSample = &env, tlcSample
+	if err := fleetTLCSample(ctx, &cfg, tlcSample); err != nil {
+		return err
 	}
 	if cfg.Bin == "" {
 		exe, err := os.Executable()
@@ -184,7 +165,11 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	rep.WriteText(progress)
-	printFleetStories(progress, rep.Stories)
+	var stories bytes.Buffer
+	printFleetStories(io.MultiWriter(progress, &stories), rep.Stories)
+	if files.Wanted() {
+		defer func() { err = writeReports(files, fleetVerdicts(rep, stories.String(), err), err) }()
+	}
 	if err := writeReport(jsonOut, stdout, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
@@ -199,6 +184,49 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintln(progress, "PASS")
+	return nil
+}
+
+// checkFleetNumbers refuses a numeric flag out of its range. Zero means a
+// default inside fleet.Config; on the command line the defaults are
+// spelled out, so a zero here is the user's, and wrong.
+func checkFleetNumbers(fs *flag.FlagSet, cfg fleet.Config, tlcSample int) error {
+	for _, c := range []struct {
+		flag, want string
+		bad        bool
+	}{
+		{"-procs", "at least 1", cfg.Procs < 1}, {"-threads", "at least 1", cfg.Threads < 1},
+		{"-messages", "at least 1", cfg.Messages < 1}, {"-posters", "at least 1", cfg.Posters < 1},
+		{"-ttl", "at least " + fleet.MinTTL.String(), cfg.TTL < fleet.MinTTL}, {"-poll", "positive", cfg.Poll <= 0},
+		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
+		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
+		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
+		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1}, {"-tlc-sample", "not negative", tlcSample < 0},
+	} {
+		if c.bad {
+			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}
+		}
+	}
+	return nil
+}
+
+// fleetTLCSample finds TLC's jars for -tlc-sample (n threads replayed
+// through TLC); 0 needs none.
+func fleetTLCSample(ctx context.Context, cfg *fleet.Config, tlcSample int) error {
+	if tlcSample <= 0 {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(cfg.TLCRoot, "tla", tlc.TraceModule)); err != nil {
+		return usageError{fmt.Sprintf("-root %s holds no tla/%s: run from the repository's root or give -root", cfg.TLCRoot, tlc.TraceModule)}
+	}
+	env, err := tlc.Find(ctx, findConfig(cfg.TLCRoot))
+	if err != nil {
+		return fmt.Errorf("-tlc-sample: %w", err)
+	}
+	if env.CommunityJar == "" {
+		return fmt.Errorf("-tlc-sample: no %s for the trace spec (set %s)", tlc.CommunityName, tlc.EnvCommunity)
+	}
+	cfg.TLC, cfg.TLCSample = &env, tlcSample
 	return nil
 }
 
@@ -239,6 +267,54 @@ func fleetVerdict(rep *fleet.Report, mutant bool) error {
 		return failure{exitInconclusive, "INCONCLUSIVE: " + rep.LinResult}
 	}
 	return nil
+}
+
+// fleetVerdicts is fleet's verdicts for -junit and -summary: one per check
+// of the run (a failed one's message is the problem found; the trace's and
+// the history's stories are the shrunk ones printed), and the verdict.
+func fleetVerdicts(rep *fleet.Report, stories string, err error) *report.Report {
+	r := &report.Report{Name: "tracecheck fleet"}
+	check := func(name string, prefixes ...string) report.Verdict {
+		v := report.Verdict{Suite: "fleet: checks", Name: name, Status: report.Passed}
+		for _, p := range rep.Problems {
+			for _, pre := range prefixes {
+				if strings.HasPrefix(p, pre) {
+					v.Status = report.Failed
+					v.Message = strings.TrimPrefix(strings.TrimSpace(v.Message+"\n"+p), "\n")
+				}
+			}
+		}
+		return v
+	}
+	for _, c := range []struct{ name, prefix string }{
+		{"I1_ConsumedAtMostOnce", "I1_"}, {"I3_OneActiveRun", "I3_"}, {"NoLiveAbandon", "NoLiveAbandon"},
+		{"Liveness", "Liveness"}, {"commit unknown resolutions", "commit unknown"},
+	} {
+		r.Add(check(c.name, c.prefix))
+	}
+	trace := report.Verdict{Suite: "fleet: checks", Name: "trace (the Go trace checker)", Status: report.Passed, Story: rep.TraceFile}
+	if !rep.TraceAccepted {
+		trace.Status, trace.Message, trace.Story = report.Failed, rep.TraceError, stories
+	}
+	r.Add(trace)
+	hist := report.Verdict{Suite: "fleet: checks", Name: "history (porcupine)", Status: report.Passed, Story: rep.LinResult}
+	switch {
+	case rep.Inconclusive:
+		hist.Status, hist.Message = report.Skipped, "inconclusive: "+rep.LinResult
+	case !rep.Linearizable:
+		hist.Status, hist.Message, hist.Story = report.Failed, rep.LinResult, stories
+	}
+	r.Add(hist)
+	tlcCheck := check("TLC trace validation (-tlc-sample)", "TLC")
+	if strings.HasPrefix(rep.TLC, "not run") {
+		tlcCheck.Status, tlcCheck.Message = report.Skipped, rep.TLC
+	} else if tlcCheck.Status == report.Passed {
+		tlcCheck.Story = rep.TLC
+	}
+	r.Add(tlcCheck)
+	status, msg := verdictOf(err)
+	r.Add(report.Verdict{Suite: "fleet: verdict", Name: "fleet (fences " + rep.Fences + ")", Status: status, Message: msg})
+	return r
 }
 
 // printFleetStories prints the run's failures shrunk to their stories.

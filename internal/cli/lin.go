@@ -20,6 +20,7 @@ type linTally struct {
 	ok, illegal, unknown int
 	elapsed              time.Duration
 	first                string
+	last                 string // the last illegal history's error
 }
 
 // check runs porcupine on one concurrent execution's history: its lease
@@ -53,6 +54,7 @@ func (l *linTally) check(res sim.ConcurrentResult, timeout time.Duration, htmlOu
 		l.ok++
 	case errors.Is(err, tracecheck.ErrNotLinearizable):
 		l.illegal++
+		l.last = err.Error()
 		if l.first == "" {
 			l.first = err.Error()
 		}

@@ -47,6 +47,7 @@ Usage:
   tracecheck model [flags] [CFG]  enumerate a cfg's reachable states with the Go model of the spec
   tracecheck conform [flags]      drive the real code along every edge of a cfg's state graph
   tracecheck tlc [flags] [MODE]   run TLC on the models, the trace fixtures and generated traces
+  tracecheck version [flags]      the module's version, TLC's version line and jar digest, the spec's digest (also -version)
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
@@ -93,6 +94,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdConform(ctx, args[1:], stdout, stderr)
 	case "tlc":
 		err = cmdTLC(ctx, args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		err = cmdVersion(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "tracecheck: unknown command %q\n\n%s", args[0], mainUsage)
 		return exitUsage

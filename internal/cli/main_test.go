@@ -232,6 +232,15 @@ func TestMutateCommand(t *testing.T) {
 // A mutant that no check catches exits 5, not 1: a CI step that expects
 // exit 1 from -unfenced fails when the checks are blind. With no scheduled
 // operations (only the fair drain) the unfenced code has nothing to race.
+// -unfenced with a code mutant is two mutants at once: bad usage, not
+// silently the code mutant's run.
+func TestRunUnfencedWithMutantRefused(t *testing.T) {
+	code, out, errs := runCLI("run", "-seeds", "1", "-concurrent", "0", "-unfenced", "-mutant", "fence-own-tx")
+	require.Equal(t, exitUsage, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, errs, "one mutant at a time")
+	require.Empty(t, out)
+}
+
 func TestRunUnfencedSurvivorExit5(t *testing.T) {
 	code, out, errs := runCLI("run", "-seeds", "2", "-steps", "1", "-concurrent", "0", "-unfenced")
 	require.Equal(t, exitSurvived, code, "stdout:\n%s\nstderr:\n%s", out, errs)
@@ -251,8 +260,11 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 		code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant)
 		require.Equal(t, exitFailed, code, "%s: stdout:\n%s\nstderr:\n%s", tc.mutant, out, errs)
 		require.Contains(t, errs, "the mutant was caught")
+		require.Contains(t, errs, "FAIL (as it must with the mutant "+tc.mutant+")")
 		code, out, errs = runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant, tc.off)
 		require.Equal(t, exitSurvived, code, "%s %s: stdout:\n%s\nstderr:\n%s", tc.mutant, tc.off, out, errs)
+		require.Contains(t, errs, "SURVIVED: the mutant "+tc.mutant+" is on", "a code mutant's fences are on: its survivor message names it")
+		require.NotContains(t, errs, "fences are off")
 	}
 }
 
@@ -365,4 +377,43 @@ func TestRunForks(t *testing.T) {
 		code, _, errs = runCLI(append([]string{"run"}, args...)...)
 		require.Equal(t, exitUsage, code, "%v: %s", args, errs)
 	}
+}
+
+// Two failures of one seed that shrink to the same operations are one
+// story, told once; the second names the first instead of repeating it.
+func TestRunSameStoryOnce(t *testing.T) {
+	code, out, errs := runCLI("run", "-seeds", "10", "-concurrent", "0", "-unfenced", "-shrink-dir", t.TempDir())
+	require.Equal(t, exitFailed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, out, "trace: Abandon rejected, FenceAbandon => HasLease(p) — seed 9: 12 operations shrunk to the same 8 as invariant NoLiveAbandon — seed 9, the story above")
+	require.Equal(t, 4, strings.Count(out, "states as TLC counts them"), "four stories told in full, not five:\n%s", out)
+}
+
+// sort -json and mutate -json print the one object every command prints;
+// sort -json needs -o (stdout carries the object, not the trace).
+func TestSortAndMutateJSON(t *testing.T) {
+	dir := t.TempDir()
+	fixture := "../../tracecheck/testdata/ok-run-ask-reply.ndjson"
+	code, out, errs := runCLI("sort", "-json", "-o", filepath.Join(dir, "sorted.ndjson"), fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	var s struct {
+		Command, Verdict string
+		Figures          sortFigures
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &s), out)
+	require.Equal(t, "sort", s.Command)
+	require.Positive(t, s.Figures.Lines)
+	code, _, errs = runCLI("sort", "-json", fixture)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "-json needs -o")
+
+	code, out, errs = runCLI("mutate", "-json", "-n", "5", "-dir", filepath.Join(dir, "mut"), fixture)
+	require.Equal(t, exitOK, code, "%s%s", out, errs)
+	var m struct {
+		Command, Verdict string
+		Figures          mutateFigures
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &m), out)
+	require.Equal(t, "mutate", m.Command)
+	require.Equal(t, 5, m.Figures.Mutants)
+	require.Equal(t, 5, m.Figures.Rejected+m.Figures.Accepted)
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -86,7 +85,7 @@ type tlcComparison struct {
 func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("model", flag.ContinueOnError)
 	cfgPath := fs.String("cfg", "", "the cfg file (default spec/ThreadClaimLapse.cfg when no CFG argument is given)")
-	asJSON := fs.Bool("json", false, "print one JSON object per cfg instead of text")
+	asJSON := jsonFlag(fs)
 	compare := fs.Bool("compare-tlc", false, "also run TLC with -dump and compare its state graph with the model's, state for state and transition for transition")
 	jar := fs.String("jar", "", "tla2tools.jar for -compare-tlc (default: the one tracecheck tlc finds: $TLA2TOOLS_JAR, the local directory, the pinned release)")
 	if err := parse(fs, args, stdout, stderr, modelUsage); err != nil {
@@ -123,29 +122,38 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	failed := 0
+	var reps []modelReport
 	for i, c := range cfgs {
 		rep := modelRun(paths[i], c)
 		if *compare {
 			cmp, err := compareTLC(ctx, env, paths[i])
 			if err != nil {
-				return failure{exitCouldNotRun, fmt.Sprintf("tracecheck model: %s: TLC: %v", paths[i], err)}
+				err = failure{exitCouldNotRun, fmt.Sprintf("tracecheck model: %s: TLC: %v", paths[i], err)}
+				if *asJSON {
+					return writeJSON(stdout, "model", err, reps)
+				}
+				return err
 			}
 			rep.TLC = cmp
 		}
 		if !rep.AsExpected || (rep.TLC != nil && !rep.TLC.Equal) {
 			failed++
 		}
-		if *asJSON {
-			b, _ := json.Marshal(rep)
-			fmt.Fprintf(stdout, "%s\n", b)
-			continue
+		reps = append(reps, rep)
+		if !*asJSON {
+			printModelReport(stdout, rep)
 		}
-		printModelReport(stdout, rep)
 	}
+	var err error
 	if failed > 0 {
-		return failure{exitFailed, fmt.Sprintf("tracecheck model: %d of %d cfgs not as expected", failed, len(cfgs))}
+		err = failure{exitFailed, fmt.Sprintf("tracecheck model: %d of %d cfgs not as expected", failed, len(cfgs))}
 	}
-	return nil
+	if *asJSON {
+		// The one object every command's -json prints; figures is the
+		// list of the cfgs' reports.
+		return writeJSON(stdout, "model", err, reps)
+	}
+	return err
 }
 
 func modelRun(path string, c specmodel.Config) modelReport {

@@ -39,8 +39,18 @@ func TestModelCommand(t *testing.T) {
 
 	code, out, _ = runCLI("model", "-json", smallCfg(t, "ok", true))
 	require.Equal(t, exitOK, code, out)
-	var rep modelReport
-	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	// -json is the object every command prints, its figures the cfgs'
+	// reports.
+	var obj struct {
+		Command, Verdict string
+		Exit             int
+		Figures          []modelReport
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &obj), out)
+	require.Equal(t, "model", obj.Command)
+	require.Equal(t, "pass", obj.Verdict)
+	require.Len(t, obj.Figures, 1)
+	rep := obj.Figures[0]
 	require.Equal(t, 7316, rep.Distinct)
 	require.True(t, rep.AsExpected)
 	require.Nil(t, rep.Violation)

@@ -37,6 +37,7 @@ func cmdMutate(args []string, stdout, stderr io.Writer) error {
 	oneThread := fs.Bool("one-thread", true, "never make a mutant with more threads than its trace (TLC's trace spec takes one thread a file)")
 	var unfencedSpec core.Fences
 	fs.Var(everyFenceOff{&unfencedSpec}, "unfenced-spec", "give the Go checker's verdict under the spec with Fenced = FenceAbandon = FALSE")
+	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, mutateUsage); err != nil {
 		return err
 	}
@@ -99,8 +100,19 @@ func cmdMutate(args []string, stdout, stderr io.Writer) error {
 			return failure{4, err.Error()} // could not run
 		}
 	}
+	if *jsonOut {
+		return writeJSON(stdout, "mutate", nil, mutateFigures{Dir: *dir, Mutants: *n, Rejected: rejected, Accepted: *n - rejected})
+	}
 	fmt.Fprintf(stdout, "%d mutants in %s: %d rejected by the Go checker, %d accepted\n", *n, *dir, rejected, *n-rejected)
 	return nil
+}
+
+// mutateFigures is mutate's -json summary.
+type mutateFigures struct {
+	Dir      string `json:"dir"`
+	Mutants  int    `json:"mutants"`
+	Rejected int    `json:"rejected"` // by the Go checker
+	Accepted int    `json:"accepted"`
 }
 
 func threadCount(lines []core.TraceEvent) int {

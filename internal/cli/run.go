@@ -8,16 +8,19 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/progress"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/sim"
 	"github.com/threadclaim/threadclaim/internal/sim/shrink"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
@@ -48,6 +51,7 @@ Flags:
 `
 
 type runFlags struct {
+	report                                           bool // -junit or -summary: keep a verdict per check
 	seeds, seedBase, steps, procs, threads, messages int
 	concurrent, workers, walks                       int
 	cfgPath                                          string
@@ -92,11 +96,15 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Float64Var(&f.minEdgeCoverage, "min-edge-coverage", 0, "with -cfg: fail (exit 1) when the executions take less than this percentage of the cfg's edges")
 	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
 	jsonOut := jsonFlag(fs)
+	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, runUsage); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	if f.seeds < 0 || f.concurrent < 0 {
 		return usageError{"-seeds and -concurrent must not be negative"}
@@ -147,6 +155,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return usageError{fmt.Sprintf("-mutant %q: want unfenced, fence-own-tx or retry-commit-unknown", f.mutant)}
 	}
+	if f.unfenced != (core.Fences{}) && f.mutant != "" && f.mutant != "unfenced" {
+		return usageError{fmt.Sprintf("-unfenced and -mutant %s: one mutant at a time (-unfenced is -mutant unfenced)", f.mutant)}
+	}
 	if f.unfenced != (core.Fences{}) && f.mutant == "" {
 		f.mutant = "unfenced"
 	}
@@ -158,12 +169,30 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return usageError{err.Error()}
 		}
 	}
-	f.json = *jsonOut
+	f.json, f.report = *jsonOut, files.Wanted()
+	return runAndReport(ctx, f, files, stdout, stderr)
+}
+
+// runAndReport runs the checks f asks for and writes what they found:
+// the text, or -json's object, and -junit's and -summary's files.
+func runAndReport(ctx context.Context, f runFlags, files *report.Files, stdout, stderr io.Writer) error {
 	out := stdout
 	if f.json {
 		out = io.Discard
 	}
+	if f.storageURL != "" {
+		// Ctrl-C or SIGTERM cancels the executions, whose schemas are
+		// dropped as each one ends, rather than leave them behind.
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+	}
 	t, err := runAll(ctx, f, out, stderr)
+	if t != nil && t.rep != nil {
+		status, msg := verdictOf(err)
+		t.rep.Add(report.Verdict{Suite: "run: verdict", Name: "run (" + runMode(f) + ")", Status: status, Message: msg, Time: t.elapsed})
+		err = writeReports(files, t.rep, err)
+	}
 	if f.json {
 		return writeJSON(stdout, "run", err, t.figures())
 	}
@@ -206,6 +235,9 @@ type tally struct {
 	// invariant or had their trace rejected.
 	forkEdges, forkReach, forks int
 	forkDiverged, forkFailed    int
+
+	// rep holds a verdict per check (-junit, -summary); nil without them.
+	rep *report.Report
 }
 
 // coverage returns the percentages of the cfg's states and edges visited.
@@ -224,30 +256,10 @@ type failedSeed struct {
 func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, error) {
 	start := time.Now()
 	t := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}}
-	mode := "fences on"
-	if f.unfenced != (core.Fences{}) {
-		mode = "FENCES OFF (the mutant)"
-	} else if f.mutant != "" {
-		mode = "MUTANT " + f.mutant
+	if f.report {
+		t.rep = &report.Report{Name: "tracecheck run"}
 	}
-	if f.interleave {
-		mode += ", steps interleaved between transactions"
-	}
-	if f.faults > 0 {
-		mode += fmt.Sprintf(", storage faults %.0f%%", 100*f.faults)
-	}
-	where := "in-memory storage"
-	if f.storageURL != "" {
-		where = "PostgreSQL storage"
-	}
-	seeds := fmt.Sprintf("%d deterministic executions", f.seeds)
-	if f.seeds > 0 {
-		seeds += fmt.Sprintf(" (seeds %d..%d)", f.seedBase, f.seedBase+f.seeds-1)
-	}
-	if f.walks > 0 {
-		seeds += fmt.Sprintf(", %d directed walks of %s", f.walks, f.cfgPath)
-	}
-	fmt.Fprintf(out, "tracecheck run: %s, %d concurrent, %s, %s\n", seeds, f.concurrent, where, mode)
+	printRunHeader(f, out)
 
 	var g *specmodel.Graph
 	if f.spec != nil {
@@ -304,42 +316,9 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 		meter.Done()
 		return t, err
 	}
-	for i := range f.concurrent {
-		seed := uint64(f.seedBase + i)
-		storage, done, err := openStorage(ctx, f.storageURL)
-		if err != nil {
-			meter.Done()
-			return t, err
-		}
-		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
-			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
-			Unfenced: f.unfenced, Storage: storage,
-		})
-		done()
-		meter.Add(1)
-		t.concurrent++
-		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
-			meter.Done()
-			return t, err
-		}
-		tracecheck.Sort(res.Lines) // in the order the processes traced them
-		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))
-		if err := t.trace(res.Lines, st, checkErr, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
-			meter.Done()
-			return t, err
-		}
-		vis := ""
-		if f.traceDir != "" {
-			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
-		}
-		illegal := t.lin.illegal
-		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
-			meter.Done()
-			return t, err
-		}
-		if f.shrink {
-			t.noteConcurrent(seed, res.Lines, checkErr, t.lin.illegal > illegal)
-		}
+	if err := t.runConcurrent(ctx, f, meter); err != nil {
+		meter.Done()
+		return t, err
 	}
 	meter.Done()
 	t.elapsed = time.Since(start)
@@ -352,7 +331,7 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 			return t, err
 		}
 	}
-	if err := t.verdict(f.mutant != "", out); err != nil {
+	if err := t.verdict(f.mutant, out); err != nil {
 		return t, err
 	}
 	if t.cov != nil {
@@ -367,11 +346,123 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 	return t, nil
 }
 
+// printRunHeader prints run's first line: what runs, where, and how.
+func printRunHeader(f runFlags, out io.Writer) {
+	mode := runMode(f)
+	if f.interleave {
+		mode += ", steps interleaved between transactions"
+	}
+	if f.faults > 0 {
+		mode += fmt.Sprintf(", storage faults %.0f%%", 100*f.faults)
+	}
+	where := "in-memory storage"
+	if f.storageURL != "" {
+		where = "PostgreSQL storage"
+	}
+	seeds := fmt.Sprintf("%d deterministic executions", f.seeds)
+	if f.seeds > 0 {
+		seeds += fmt.Sprintf(" (seeds %d..%d)", f.seedBase, f.seedBase+f.seeds-1)
+	}
+	if f.walks > 0 {
+		seeds += fmt.Sprintf(", %d directed walks of %s", f.walks, f.cfgPath)
+	}
+	fmt.Fprintf(out, "tracecheck run: %s, %d concurrent, %s, %s\n", seeds, f.concurrent, where, mode)
+}
+
+// runMode says which fences are on, or which mutant runs.
+func runMode(f runFlags) string {
+	switch {
+	case f.unfenced != (core.Fences{}):
+		return "FENCES OFF (the mutant)"
+	case f.mutant != "":
+		return "MUTANT " + f.mutant
+	}
+	return "fences on"
+}
+
+// runConcurrent runs the -concurrent executions and checks each one's
+// invariants, trace and history.
+func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.Meter) error {
+	for i := range f.concurrent {
+		seed := uint64(f.seedBase + i)
+		storage, done, err := openStorage(ctx, f.storageURL)
+		if err != nil {
+			return err
+		}
+		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
+			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
+			Unfenced: f.unfenced, Storage: storage,
+		})
+		done()
+		meter.Add(1)
+		t.concurrent++
+		var inv *sim.InvariantError
+		if runErr == nil || errors.As(runErr, &inv) {
+			t.record("run: invariants", fmt.Sprintf("concurrent-%d", seed), runErr)
+		}
+		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
+			return err
+		}
+		tracecheck.Sort(res.Lines) // in the order the processes traced them
+		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))
+		if err := t.trace(res.Lines, st, checkErr, fmt.Sprintf("concurrent-%d", seed), f.traceDir); err != nil {
+			return err
+		}
+		vis := ""
+		if f.traceDir != "" {
+			vis = filepath.Join(f.traceDir, porcupineFile(fmt.Sprint(seed)))
+		}
+		illegal, unknown := t.lin.illegal, t.lin.unknown
+		if err := t.lin.check(res, f.porcupineTimeout, f.htmlOut, vis); err != nil {
+			return err
+		}
+		t.recordHistory(fmt.Sprintf("concurrent-%d", seed), t.lin.illegal > illegal, t.lin.unknown > unknown)
+		if f.shrink {
+			t.noteConcurrent(seed, res.Lines, checkErr, t.lin.illegal > illegal)
+		}
+	}
+	return nil
+}
+
+// record keeps one check's verdict for -junit and -summary: err nil
+// passed, else failed with err's text.
+func (t *tally) record(suite, name string, err error) {
+	if t.rep == nil {
+		return
+	}
+	v := report.Verdict{Suite: suite, Name: name, Status: report.Passed}
+	if err != nil {
+		v.Status, v.Message = report.Failed, err.Error()
+	}
+	t.rep.Add(v)
+}
+
+// recordHistory keeps porcupine's verdict on a concurrent execution's
+// history.
+func (t *tally) recordHistory(name string, illegal, unknown bool) {
+	if t.rep == nil {
+		return
+	}
+	v := report.Verdict{Suite: "run: histories", Name: name, Status: report.Passed}
+	switch {
+	case illegal:
+		v.Status, v.Message = report.Failed, "not linearizable: "+t.lin.last
+	case unknown:
+		v.Status, v.Message = report.Skipped, "inconclusive: porcupine timed out"
+	}
+	t.rep.Add(v)
+}
+
 // seeded counts one deterministic execution, in seed order.
 func (t *tally) seeded(f runFlags, name string, e *shrink.Execution) error {
 	seed := e.Log.Seed
 	t.executions++
 	t.invariantChecks += e.Sim.InvariantChecks
+	var invErr error // not the typed nil of a *sim.InvariantError
+	if e.Invariant != nil {
+		invErr = e.Invariant
+	}
+	t.record("run: invariants", name, invErr)
 	if e.Invariant != nil {
 		if err := t.invariant(e.Invariant, strings.Replace(name, "-", " ", 1)); err != nil {
 			return err
@@ -694,6 +785,9 @@ func (t *tally) trace(lines []core.TraceEvent, st tracecheck.Stats, err error, n
 		t.perAction[a] += n
 	}
 	var v *tracecheck.Violation
+	if err == nil || errors.As(err, &v) {
+		t.record("run: traces", name, err)
+	}
 	switch {
 	case errors.As(err, &v):
 		t.traceFails++
@@ -787,7 +881,13 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 	fmt.Fprintf(out, "time                %v\n", elapsed.Round(time.Millisecond))
 }
 
-func (t *tally) verdict(unfenced bool, out io.Writer) error {
+// verdict is the run's exit: with mutant (unfenced, or a code mutant)
+// a failure is the mutant caught, a pass the mutant surviving.
+func (t *tally) verdict(mutant string, out io.Writer) error {
+	what, on := "the mutant "+mutant, "the mutant "+mutant+" is on"
+	if mutant == "unfenced" {
+		what, on = "the fences off", "the fences are off"
+	}
 	caught := len(t.invariantFails) > 0 || t.traceFails > 0 || t.lin.illegal > 0 || t.diverged > 0 || t.forkFailed > 0
 	var b strings.Builder
 	if t.firstInvariant != nil {
@@ -806,11 +906,11 @@ func (t *tally) verdict(unfenced bool, out io.Writer) error {
 		fmt.Fprintf(&b, "\nforked executions: %d of %d forks failed (left their plan, broke an invariant, or had their trace rejected)", t.forkFailed, t.forks)
 	}
 	switch {
-	case unfenced && caught:
-		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with the fences off): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable, %d walks left their plan, %d forks failed%s",
-			countList(t.invariantFails), t.traceFails, t.lin.illegal, t.diverged, t.forkFailed, b.String())}
-	case unfenced:
-		return failure{exitSurvived, "SURVIVED: the fences are off and no check caught it: the checks are blind"}
+	case mutant != "" && caught:
+		return failure{exitFailed, fmt.Sprintf("FAIL (as it must with %s): the mutant was caught: invariants %s, %d traces rejected, %d histories not linearizable, %d walks left their plan, %d forks failed%s",
+			what, countList(t.invariantFails), t.traceFails, t.lin.illegal, t.diverged, t.forkFailed, b.String())}
+	case mutant != "":
+		return failure{exitSurvived, "SURVIVED: " + on + " and no check caught it: the checks are blind"}
 	case caught:
 		return failure{exitFailed, "FAIL" + b.String()}
 	case t.lin.unknown > 0:

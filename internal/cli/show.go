@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -39,6 +41,11 @@ own. A concurrent execution's page links its porcupine visualisation
 (run -trace-dir writes one beside its traces; or give -porcupine). Open
 the page in any browser: xdg-open OUT.
 
+Exit codes: 0 a Go trace accepted, or a TLC counterexample whose states
+violate no invariant; 1 a Go trace rejected, or a TLC counterexample that
+violates an invariant; 2 bad input, or an -html file that cannot be
+written (found before anything is printed).
+
 Flags:
 `
 
@@ -60,6 +67,8 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	width := fs.Int("width", 28, "characters per lane")
 	specPath := fs.String("spec", "", "the spec whose actions' TLA+ text the page shows (default spec/ThreadClaimLapse.tla in the working directory or a parent)")
 	porcupineHTML := fs.String("porcupine", "", "link this porcupine visualisation from the page (default the one run -trace-dir wrote beside a concurrent execution's trace)")
+	var lines lineRange
+	fs.Var(&lines, "lines", "show only the trace's lines A to B (A:B, A: or :B; file line numbers, a TLC counterexample's state numbers): a page of a long trace")
 	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, showUsage); err != nil {
 		return err
@@ -74,7 +83,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	if *jsonOut {
 		out = io.Discard
 	}
-	fig, err := show(fs.Arg(0), *only, *width, *htmlOut, *specPath, *porcupineHTML, out)
+	fig, err := show(fs.Arg(0), showOptions{only: *only, lines: lines, width: *width, htmlOut: *htmlOut, specPath: *specPath, porcupineHTML: *porcupineHTML}, out)
 	if *jsonOut {
 		return writeJSON(stdout, "show", err, fig)
 	}
@@ -114,7 +123,75 @@ func readExplorerTrace(path string) (explore.Trace, []core.TraceEvent, *traceche
 	return explore.FromGo(path, lines, v), lines, v, nil
 }
 
-func show(path, only string, width int, htmlOut, specPath, porcupineHTML string, stdout io.Writer) (showFigures, error) {
+// showOptions are show's flags.
+type showOptions struct {
+	only                             string    // -thread
+	lines                            lineRange // -lines
+	width                            int
+	htmlOut, specPath, porcupineHTML string
+}
+
+// lineRange is -lines A:B, inclusive; 0 is open.
+type lineRange struct{ lo, hi int }
+
+func (r *lineRange) String() string {
+	if r == nil || *r == (lineRange{}) {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", r.lo, r.hi)
+}
+
+func (r *lineRange) Set(v string) error {
+	a, b, ok := strings.Cut(v, ":")
+	if !ok {
+		return errors.New("want A:B, A: or :B")
+	}
+	var err error
+	for _, p := range []struct {
+		s  string
+		to *int
+	}{{a, &r.lo}, {b, &r.hi}} {
+		if p.s == "" {
+			continue
+		}
+		if *p.to, err = strconv.Atoi(p.s); err != nil || *p.to < 1 {
+			return fmt.Errorf("%q is not a line number", p.s)
+		}
+	}
+	if r.hi != 0 && r.lo > r.hi {
+		return fmt.Errorf("%d:%d is an empty range", r.lo, r.hi)
+	}
+	return nil
+}
+
+func (r lineRange) has(n int) bool { return n >= r.lo && (r.hi == 0 || n <= r.hi) }
+
+// keepLines keeps the steps of t's threads in r (a step of no line, Init
+// or an inferred Lapse, is kept when the next step with a line is), and
+// reports how many are left.
+func keepLines(t *explore.Trace, r lineRange) int {
+	n := 0
+	for i := range t.Threads {
+		var kept, pending []explore.Step
+		for _, st := range t.Threads[i].Steps {
+			switch {
+			case st.Line == 0:
+				pending = append(pending, st)
+				continue
+			case r.has(st.Line):
+				kept = append(kept, pending...)
+				kept = append(kept, st)
+				n++
+			}
+			pending = nil
+		}
+		t.Threads[i].Steps = kept
+	}
+	return n
+}
+
+func show(path string, o showOptions, stdout io.Writer) (showFigures, error) {
+	only, width, htmlOut, specPath, porcupineHTML := o.only, o.width, o.htmlOut, o.specPath, o.porcupineHTML
 	fig := showFigures{File: path}
 	t, lines, v, err := readExplorerTrace(path)
 	if err != nil {
@@ -133,6 +210,16 @@ func show(path, only string, width int, htmlOut, specPath, porcupineHTML string,
 		}
 		t.Threads = keep
 	}
+	if o.lines != (lineRange{}) && keepLines(&t, o.lines) == 0 {
+		return fig, usageError{fmt.Sprintf("-lines %s: no line of %s in that range", o.lines.String(), path)}
+	}
+	if htmlOut != "" {
+		// An output that cannot be written is found before the timeline
+		// is printed.
+		if err := checkWritable(htmlOut); err != nil {
+			return fig, usageError{fmt.Sprintf("-html %s: %v", htmlOut, err)}
+		}
+	}
 	fig.Threads = len(t.Threads)
 	for _, th := range t.Threads {
 		fig.Steps += len(th.Steps)
@@ -142,7 +229,11 @@ func show(path, only string, width int, htmlOut, specPath, porcupineHTML string,
 	} else {
 		for _, th := range tracecheck.Order(lines) {
 			if only == "" || string(th.Thread) == only {
-				textView(stdout, explore.BuildView(th, v), width)
+				tv := explore.BuildView(th, v)
+				if o.lines != (lineRange{}) {
+					tv.Cells = slices.DeleteFunc(tv.Cells, func(c explore.Cell) bool { return !o.lines.has(c.N) })
+				}
+				textView(stdout, tv, width)
 			}
 		}
 		if v != nil {
@@ -161,7 +252,50 @@ func show(path, only string, width int, htmlOut, specPath, porcupineHTML string,
 		fig.Rejected = fmt.Sprintf("%s:%d: %s %s", v.File, v.Line, v.Action, v.Rule)
 		return fig, failure{exitFailed, fmt.Sprintf("%s: rejected at line %d", path, v.Line)}
 	}
+	if r, line := brokenInvariant(t); r != nil {
+		// A TLC counterexample that violates an invariant fails as a
+		// rejected Go trace does.
+		fig.Rejected = fmt.Sprintf("%s: state %d: invariant %s", path, line, r.Rule)
+		return fig, failure{exitFailed, fmt.Sprintf("%s: TLC counterexample: invariant %s violated in state %d", path, r.Rule, line)}
+	}
 	return fig, nil
+}
+
+// brokenInvariant is the invariant a TLC counterexample's state violates,
+// and that state's line; nil when none is.
+func brokenInvariant(t explore.Trace) (*explore.Rejection, int) {
+	if t.Source != explore.SourceTLC {
+		return nil, 0
+	}
+	for _, th := range t.Threads {
+		for _, st := range th.Steps {
+			if st.Rejected != nil && st.Rejected.Kind == "invariant" {
+				return st.Rejected, st.Line
+			}
+		}
+	}
+	return nil, 0
+}
+
+// checkWritable reports whether path can be written (a file there is
+// left as it was; one that was not there is not left behind).
+func checkWritable(path string) error {
+	if fi, err := os.Stat(path); err == nil {
+		if fi.IsDir() {
+			return errors.New("is a directory")
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		return f.Close()
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(path)
 }
 
 // porcupineLink returns the porcupine visualisation to link: the one

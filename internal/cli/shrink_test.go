@@ -123,14 +123,17 @@ func requireHistoryStory(t *testing.T, path string, n int) {
 	require.Equal(t, porcupine.Illegal, porcupine.CheckOperationsTimeout(tracecheck.LeaseModel(), ops, 0))
 }
 
-// validate -shrink: a rejected trace file's story is written beside it,
+// validate -shrink: a rejected trace file's story is written to
+// -shrink-dir, never beside it (there it would be read as a fixture),
 // rejected again at the same action and rule, and no longer; an accepted
 // file is not shrunk (nothing written). A failure of the order rule keeps
 // its line out of order in the story.
 func TestValidateShrink(t *testing.T) {
-	dir := t.TempDir()
+	dir, outDir := t.TempDir(), t.TempDir()
+	fixtures, err := filepath.Abs("../../tracecheck/testdata")
+	require.NoError(t, err)
 	copyFixture := func(name string) string {
-		b, err := os.ReadFile(filepath.Join("../../tracecheck/testdata", name))
+		b, err := os.ReadFile(filepath.Join(fixtures, name))
 		require.NoError(t, err)
 		path := filepath.Join(dir, name)
 		require.NoError(t, os.WriteFile(path, b, 0o644))
@@ -147,10 +150,10 @@ func TestValidateShrink(t *testing.T) {
 		_, err := tracecheck.CheckFile(path)
 		var want *tracecheck.Violation
 		require.ErrorAs(t, err, &want)
-		code, out, errs := runCLI("validate", "-shrink", path)
+		code, out, errs := runCLI("validate", "-shrink", "-shrink-dir", outDir, path)
 		require.Equal(t, exitFailed, code, "%s%s", out, errs)
 		require.Contains(t, out, "shrunk to "+strconv.Itoa(c.lines)+" lines")
-		story := filepath.Join(dir, c.story)
+		story := filepath.Join(outDir, c.story)
 		lines, err := tracecheck.ReadFile(story)
 		require.NoError(t, err)
 		require.Len(t, lines, c.lines)
@@ -162,12 +165,26 @@ func TestValidateShrink(t *testing.T) {
 	}
 
 	ok := copyFixture("ok-run-ask-reply.ndjson")
-	code, out, errs := runCLI("validate", "-shrink", ok)
+	code, out, errs := runCLI("validate", "-shrink", "-shrink-dir", outDir, ok)
 	require.Equal(t, 0, code, "%s%s", out, errs)
 	require.NotContains(t, out, "shrunk")
-	written, err := filepath.Glob(filepath.Join(dir, "*.shrunk-*"))
+	written, err := filepath.Glob(filepath.Join(outDir, "*.shrunk-*"))
 	require.NoError(t, err)
 	require.Len(t, written, 2, "only the rejected files' stories: %v", written)
+	beside, err := filepath.Glob(filepath.Join(dir, "*.shrunk-*"))
+	require.NoError(t, err)
+	require.Empty(t, beside, "nothing is written beside the input")
+
+	// Without -shrink-dir the story goes to ./tracecheck-out, not beside
+	// the input.
+	t.Chdir(t.TempDir())
+	code, out, errs = runCLI("validate", "-shrink", copyFixture("bad-consumed-twice.ndjson"))
+	require.Equal(t, exitFailed, code, "%s%s", out, errs)
+	beside, err = filepath.Glob(filepath.Join(dir, "*.shrunk-*"))
+	require.NoError(t, err)
+	require.Empty(t, beside, "nothing is written beside the input")
+	_, err = os.Stat(filepath.Join("tracecheck-out", "bad-consumed-twice.shrunk-RunStart-Fenced-HasLease-p.ndjson"))
+	require.NoError(t, err)
 }
 
 // -shrink-dir is checked before the fleet runs: a file is bad usage

@@ -61,7 +61,9 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 		}
 		head()
 		orig := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d.ndjson", c.seed))
-		st, err := shrinkTraceStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, orig, false)
+		w, told := t.storyWriter(out)
+		st, err := shrinkTraceStory(ctx, w, fmt.Sprintf("concurrent %d", c.seed), c.lines, orig, false, "")
+		t.attachStory(fmt.Sprintf("concurrent-%d", c.seed), told)
 		if notShrunk(out, c.failure.String(), err) {
 			continue
 		}
@@ -74,7 +76,9 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 	if c := t.concLin; c != nil {
 		head()
 		base := filepath.Join(f.shrinkDir, fmt.Sprintf("concurrent-%d", c.seed))
-		st, err := shrinkLinStory(ctx, out, fmt.Sprintf("concurrent %d", c.seed), c.lines, f.porcupineTimeout, base)
+		w, told := t.storyWriter(out)
+		st, err := shrinkLinStory(ctx, w, fmt.Sprintf("concurrent %d", c.seed), c.lines, f.porcupineTimeout, base)
+		t.attachStory(fmt.Sprintf("concurrent-%d", c.seed), told)
 		if err != nil && !notShrunk(out, "not linearizable", err) {
 			return err
 		}
@@ -88,9 +92,9 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 
 // shrinkTraceStory shrinks a rejected trace (its lines in check order),
 // writes the original to orig unless it is there already (written false),
-// and the story beside it as BASE.shrunk-FAILURE.ndjson (BASE: orig less
-// .ndjson), and prints the story.
-func shrinkTraceStory(ctx context.Context, out io.Writer, name string, lines []core.TraceEvent, orig string, written bool, opts ...tracecheck.Option) (story, error) {
+// and the story as BASE.shrunk-FAILURE.ndjson (BASE: orig less .ndjson)
+// in dir, or beside orig when dir is "", and prints the story.
+func shrinkTraceStory(ctx context.Context, out io.Writer, name string, lines []core.TraceEvent, orig string, written bool, dir string, opts ...tracecheck.Option) (story, error) {
 	res, err := shrink.ShrinkTrace(ctx, lines, opts...)
 	if err != nil {
 		return story{}, err
@@ -101,6 +105,9 @@ func shrinkTraceStory(ctx context.Context, out io.Writer, name string, lines []c
 		}
 	}
 	shrunk := strings.TrimSuffix(orig, ".ndjson") + ".shrunk-" + res.Failure.Slug() + ".ndjson"
+	if dir != "" {
+		shrunk = filepath.Join(dir, filepath.Base(shrunk))
+	}
 	if err := shrink.WriteTraceFile(shrunk, res.Lines); err != nil {
 		return story{}, err
 	}

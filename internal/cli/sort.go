@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -27,21 +28,52 @@ Flags:
 func cmdSort(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sort", flag.ContinueOnError)
 	out := fs.String("o", "", "write to this file (replaced whole, only once the input read well) instead of stdout")
+	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, sortUsage); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError{"want exactly one trace file"}
 	}
-	lines, err := tracecheck.ReadFile(fs.Arg(0))
+	if *jsonOut && *out == "" {
+		return usageError{"-json needs -o: stdout carries the JSON summary, not the trace"}
+	}
+	fig := sortFigures{File: fs.Arg(0), Out: *out}
+	err := sortFile(fs.Arg(0), *out, stdout, &fig)
+	if *jsonOut {
+		return writeJSON(stdout, "sort", err, fig)
+	}
+	return err
+}
+
+// sortFigures is sort's -json summary.
+type sortFigures struct {
+	File    string `json:"file"`
+	Out     string `json:"out"`
+	Lines   int    `json:"lines"`
+	Threads int    `json:"threads"`
+	Moved   int    `json:"moved"` // lines not where they were
+}
+
+func sortFile(path, out string, stdout io.Writer, fig *sortFigures) error {
+	lines, err := tracecheck.ReadFile(path)
 	if err != nil {
 		return failure{exitUsage, err.Error()}
 	}
+	before := slices.Clone(lines)
 	tracecheck.Sort(lines)
-	if *out == "" {
+	threads := map[core.ThreadID]bool{}
+	for i := range lines {
+		threads[lines[i].Thread] = true
+		if lines[i] != before[i] {
+			fig.Moved++
+		}
+	}
+	fig.Lines, fig.Threads = len(lines), len(threads)
+	if out == "" {
 		return tracecheck.WriteLines(stdout, lines)
 	}
-	return writeTraceFile(*out, lines)
+	return writeTraceFile(out, lines)
 }
 
 // writeTraceFile writes lines to path through a temporary file beside it,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/explore"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/sim"
 	"github.com/threadclaim/threadclaim/internal/sim/shrink"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -35,15 +37,24 @@ type story struct {
 
 // shrinkAll shrinks, for each failure in the order first seen, the first
 // seed that showed it, prints the story and writes the logs and traces.
-func (t *tally) shrinkAll(ctx context.Context, f runFlags, out io.Writer) error {
+func (t *tally) shrinkAll(ctx context.Context, f runFlags, outAll io.Writer) error {
 	if len(t.failed) == 0 {
 		return nil
 	}
 	if err := os.MkdirAll(f.shrinkDir, 0o755); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nshortest stories (each failure's first seed, shrunk by delta debugging on the in-memory storage)\n")
+	fmt.Fprintf(outAll, "\nshortest stories (each failure's first seed, shrunk by delta debugging on the in-memory storage)\n")
+	// Two failures of one seed often shrink to the same operations: the
+	// story is told once, and the second names the first.
+	type firstStory struct {
+		heading string
+		text    *bytes.Buffer
+		states  int
+	}
+	seen := map[string]firstStory{}
 	for _, fs := range t.failed {
+		out, told := t.storyWriter(outAll)
 		res, err := shrink.Shrink(ctx, fs.exec.Log, fs.failure)
 		if errors.Is(err, shrink.ErrNotReproduced) {
 			// On PostgreSQL an execution may fail where the in-memory
@@ -68,18 +79,53 @@ func (t *tally) shrinkAll(ctx context.Context, f runFlags, out io.Writer) error 
 				return fmt.Errorf("%s: %w", st.Files[i], err)
 			}
 		}
-		t.stories = append(t.stories, st)
-		fmt.Fprintf(out, "\n%s — seed %d: %d operations shrunk to %d (%d executions tried)\n",
-			fs.failure, fs.seed, st.Ops, st.ShrunkOp, st.Runs)
+		heading := fmt.Sprintf("%s — seed %d", fs.failure, fs.seed)
+		key := fmt.Sprintf("%d %v", fs.seed, res.Log.Ops)
+		if prev, ok := seen[key]; ok {
+			st.States = prev.states
+			t.stories = append(t.stories, st)
+			fmt.Fprintf(out, "\n%s: %d operations shrunk to the same %d as %s, the story above (%d executions tried)\nwrote %s\n",
+				heading, st.Ops, st.ShrunkOp, prev.heading, st.Runs, strings.Join(st.Files, ", "))
+			t.attachStory(fmt.Sprintf("seed-%d", fs.seed), prev.text)
+			continue
+		}
+		fmt.Fprintf(out, "\n%s: %d operations shrunk to %d (%d executions tried)\n", heading, st.Ops, st.ShrunkOp, st.Runs)
 		for _, o := range res.Log.Ops {
 			fmt.Fprintf(out, "  op  %v\n", o)
 		}
 		lapses := printStory(out, lines, st.Files[3])
 		st.States = 1 + st.Lines + lapses
+		t.stories = append(t.stories, st)
 		fmt.Fprintf(out, "shrunk to %d lines (%d states as TLC counts them: Init, the lines and %d inferred Lapse(s))\n", st.Lines, st.States, lapses)
 		fmt.Fprintf(out, "wrote %s\n", strings.Join(st.Files, ", "))
+		seen[key] = firstStory{heading: heading, text: told, states: st.States}
+		t.attachStory(fmt.Sprintf("seed-%d", fs.seed), told)
 	}
 	return nil
+}
+
+// storyWriter is where one story is printed: out, and with -junit or
+// -summary also the buffer it returns, which attachStory hands to the
+// report.
+func (t *tally) storyWriter(out io.Writer) (io.Writer, *bytes.Buffer) {
+	if t.rep == nil {
+		return out, nil
+	}
+	var b bytes.Buffer
+	return io.MultiWriter(out, &b), &b
+}
+
+// attachStory gives the story told to every failed check of the
+// execution name.
+func (t *tally) attachStory(name string, told *bytes.Buffer) {
+	if t.rep == nil || told == nil {
+		return
+	}
+	for i := range t.rep.Verdicts {
+		if v := &t.rep.Verdicts[i]; v.Name == name && v.Status == report.Failed {
+			v.Story += strings.TrimLeft(told.String(), "\n")
+		}
+	}
 }
 
 // printStory prints lines as show's timeline, the rejected line marked,

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/sim/apimachine"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/internal/tlc"
@@ -117,14 +118,40 @@ type tlcOptions struct {
 	timeout  time.Duration
 	parallel int
 	keepLogs string
-	skip     []string // cfg file names not to run
-	mutated  int      // differential: mutated traces compared
-	seed     uint64   // differential: the mutations' seed
+	skip     []string       // cfg file names not to run
+	mutated  int            // differential: mutated traces compared
+	seed     uint64         // differential: the mutations' seed
+	rep      *report.Report // -junit, -summary, -json: a verdict per check
+	json     io.Writer      // -json: where the object goes
 }
 
-func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// finish writes the verdicts to -junit, -summary and -json (-json: the
+// object every command prints, its figures the checks' verdicts) after
+// the checks have run; bad usage writes nothing.
+func (o tlcOptions) finish(files *report.Files, mode string, err error) error {
+	if exitCode(err) == exitUsage {
+		if o.json != nil {
+			return writeJSON(o.json, "tlc", err, nil)
+		}
+		return err
+	}
+	status, msg := verdictOf(err)
+	o.rep.Add(report.Verdict{Suite: "tlc: verdict", Name: "tlc " + mode, Status: status, Message: msg})
+	err = writeReports(files, o.rep, err)
+	if o.json != nil {
+		return writeJSON(o.json, "tlc", err, struct {
+			Mode   string           `json:"mode"`
+			Checks []report.Verdict `json:"checks"`
+		}{mode, o.rep.Verdicts})
+	}
+	return err
+}
+
+func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("tlc", flag.ContinueOnError)
 	var o tlcOptions
+	files := reportFlags(fs)
+	jsonOut := jsonFlag(fs)
 	fs.StringVar(&o.root, "root", ".", "the repository's root (holds spec/ and tla/)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
 	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "spec mutants checked at once (each a JVM with one worker); a batch of traces is one JVM with TLC's workers")
@@ -142,17 +169,20 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args, stdout, stderr, tlcUsage); err != nil {
 		return err
 	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
+	}
 	// Each JVM runs in a process group of its own (package tlc), out of
 	// reach of the terminal's Ctrl-C: an interrupt cancels the runs, which
 	// kills their groups.
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	mode := "all"
+	mode, explicitAll := "all", false
 	rest := fs.Args()
 	if len(rest) > 0 {
 		switch rest[0] {
 		case "all", "spec", "trace", "generated", "mutants", "batch", "differential":
-			mode = rest[0]
+			mode, explicitAll = rest[0], rest[0] == "all"
 			// Flags may follow the mode too.
 			if err := parse(fs, rest[1:], stdout, stderr, tlcUsage); err != nil {
 				return err
@@ -160,22 +190,16 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			rest = fs.Args()
 		}
 	}
-	if len(rest) > 0 && mode != "trace" && mode != "batch" {
-		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
+	if *jsonOut {
+		// stdout carries the JSON object; the progress goes to stderr.
+		stdout, o.json = stderr, stdout
 	}
-	if o.parallel < 1 {
-		return usageError{"-parallel must be at least 1"}
+	if files.Wanted() || *jsonOut {
+		o.rep = &report.Report{Name: "tracecheck tlc"}
+		defer func() { err = o.finish(files, mode, err) }()
 	}
-	if o.timeout <= 0 {
-		return usageError{"-timeout must be positive"}
-	}
-	if _, err := os.Stat(filepath.Join(o.root, "spec")); err != nil {
-		return usageError{fmt.Sprintf("%s is not the repository's root (no spec/): run from there or give -root", o.root)}
-	}
-	for _, name := range o.skip {
-		if fi, err := os.Stat(filepath.Join(o.root, "spec", name)); err != nil || !strings.HasSuffix(name, ".cfg") || fi.IsDir() {
-			return usageError{fmt.Sprintf("-skip %s: no such spec/*.cfg", name)}
-		}
+	if err := checkTLCArgs(o, mode, explicitAll, rest); err != nil {
+		return err
 	}
 
 	// Every trace's shape is checked before any TLC runs.
@@ -199,7 +223,12 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
 	}
-	fmt.Fprintf(stdout, "tlc: %s\ntlc: %s (from %s)\n", version, env.Jar, env.Source)
+	digest, err := tlc.FileSHA256(env.Jar)
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
+	}
+	// A local jar is used without a digest to check: its own is printed.
+	fmt.Fprintf(stdout, "tlc: %s\ntlc: %s (from %s; sha256 %s)\n", version, env.Jar, env.Source, digest)
 	tracesNotRun := ""
 	if mode != "spec" {
 		if env.CommunityJar == "" {
@@ -221,31 +250,43 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := r.copySpecs(); err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tracecheck tlc: %v", err)}
 	}
+	return r.check(mode, rest, traces, tracesNotRun)
+}
+
+// check runs mode's checks and prints the summary; tracesNotRun says why
+// the traces were not run in all mode ("" when they were).
+func (r *tlcRun) check(mode string, rest []string, traces []traceInput, tracesNotRun string) error {
 	switch mode {
 	case "mutants":
+		r.begin("spec mutants")
 		if err := r.checkMutants(); err != nil {
 			return err
 		}
 		return r.summary("")
 	case "differential":
+		r.begin("differential")
 		if err := r.checkDifferential(); err != nil {
 			return err
 		}
 		return r.summary("")
 	case "batch":
+		r.begin("batch")
 		if err := r.checkBatch(rest); err != nil {
 			return err
 		}
 		return r.summary("")
 	}
 	if mode == "spec" || mode == "all" {
+		r.begin("models")
 		r.checkModels()
 	}
 	if tracesNotRun == "" {
 		if mode == "trace" || mode == "all" {
+			r.begin("trace fixtures")
 			r.checkTraces("trace fixtures", traces)
 		}
 		if mode == "generated" || mode == "all" {
+			r.begin("generated traces")
 			if err := r.checkGenerated(); err != nil {
 				return err
 			}
@@ -254,15 +295,46 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			// The spec mutants (each must be caught) and the differential
 			// (mutated traces: both checkers agree on every verdict and
 			// line).
+			r.begin("spec mutants")
 			if err := r.checkMutants(); err != nil {
 				return err
 			}
+			r.begin("differential")
 			if err := r.checkDifferential(); err != nil {
 				return err
 			}
 		}
 	}
 	return r.summary(tracesNotRun)
+}
+
+// checkTLCArgs refuses bad usage before anything runs: an unknown mode,
+// paths outside trace and batch, bad numbers, no spec/ under -root, a
+// -skip naming no cfg.
+func checkTLCArgs(o tlcOptions, mode string, explicitAll bool, rest []string) error {
+	if len(rest) > 0 && mode == "all" && !explicitAll {
+		if _, err := os.Stat(rest[0]); err != nil {
+			return usageError{fmt.Sprintf("unknown mode %q: want all, spec, trace, generated, mutants, differential or batch (paths follow trace or batch)", rest[0])}
+		}
+	}
+	if len(rest) > 0 && mode != "trace" && mode != "batch" {
+		return usageError{fmt.Sprintf("paths (%s) are for the trace mode only", strings.Join(rest, " "))}
+	}
+	if o.parallel < 1 {
+		return usageError{"-parallel must be at least 1"}
+	}
+	if o.timeout <= 0 {
+		return usageError{"-timeout must be positive"}
+	}
+	if _, err := os.Stat(filepath.Join(o.root, "spec")); err != nil {
+		return usageError{fmt.Sprintf("%s is not the repository's root (no spec/): run from there or give -root", o.root)}
+	}
+	for _, name := range o.skip {
+		if fi, err := os.Stat(filepath.Join(o.root, "spec", name)); err != nil || !strings.HasSuffix(name, ".cfg") || fi.IsDir() {
+			return usageError{fmt.Sprintf("-skip %s: no such spec/*.cfg", name)}
+		}
+	}
+	return nil
 }
 
 // findConfig is where tracecheck tlc looks for the jars: the environment,
@@ -320,6 +392,40 @@ type tlcRun struct {
 	models, accepted, rejected  int
 	readerRejected, lines       int
 	skipped                     int
+	suite                       string // the checks' kind, for the report
+}
+
+// begin names the kind of the checks that follow, for -junit and -summary.
+func (r *tlcRun) begin(suite string) {
+	r.mu.Lock()
+	r.suite = "tlc: " + suite
+	r.mu.Unlock()
+}
+
+// verdict keeps one check's verdict for the report; r.mu is held.
+func (r *tlcRun) verdict(status report.Status, what, detail string, log *bytes.Buffer) {
+	if r.opts.rep == nil {
+		return
+	}
+	v := report.Verdict{Suite: r.suite, Name: what, Status: status}
+	if status != report.Passed {
+		v.Message = detail
+		if log != nil && log.Len() > 0 {
+			v.Story = "the last lines of TLC's output:\n" + lastLines(log.String(), 40)
+		}
+	} else {
+		v.Story = detail
+	}
+	r.opts.rep.Add(v)
+}
+
+// lastLines is s's last n lines.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
 
 func (r *tlcRun) copySpecs() error {
@@ -386,9 +492,11 @@ func (r *tlcRun) report(ok bool, what, detail string, log *bytes.Buffer) {
 	defer r.mu.Unlock()
 	r.checked++
 	if ok {
+		r.verdict(report.Passed, what, detail, nil)
 		fmt.Fprintf(r.out, "PASS  %s: %s\n", what, detail)
 		return
 	}
+	r.verdict(report.Failed, what, detail, log)
 	r.failed++
 	fmt.Fprintf(r.out, "FAIL  %s: %s\n", what, detail)
 	if log != nil && log.Len() > 0 {
@@ -409,6 +517,9 @@ func (r *tlcRun) couldNotRun(what string, err error, log *bytes.Buffer) {
 	r.mu.Lock()
 	r.failed--
 	r.incomplete++
+	if rep := r.opts.rep; rep != nil {
+		rep.Verdicts[len(rep.Verdicts)-1].Status = report.Errored
+	}
 	r.mu.Unlock()
 }
 
@@ -460,6 +571,7 @@ func (r *tlcRun) checkModels() {
 		if slices.Contains(r.opts.skip, filepath.Base(cfg)) {
 			r.mu.Lock()
 			r.skipped++
+			r.verdict(report.Skipped, what, "-skip", nil)
 			r.mu.Unlock()
 			fmt.Fprintf(r.out, "SKIP  %s: -skip\n", what)
 			continue

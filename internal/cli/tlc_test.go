@@ -424,6 +424,9 @@ func TestTLCUsage(t *testing.T) {
 			t.Errorf("%v: exit %d, want 2:\n%s", args, code, out)
 		}
 	}
+	if code, out := runTLCCmd(t, root, "bogusmode"); code != exitUsage || !strings.Contains(out, `unknown mode "bogusmode": want all, spec, trace`) {
+		t.Errorf("bogusmode: exit %d, want 2 naming the modes:\n%s", code, out)
+	}
 	var out bytes.Buffer
 	if code := Main(context.Background(), []string{"tlc", "-h"}, &out, &out); code != exitOK || !strings.Contains(out.String(), "usage: tracecheck tlc") {
 		t.Errorf("-h: exit %d:\n%s", code, out.String())

@@ -6,8 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -25,7 +28,7 @@ With -shrink, a rejected trace is also shrunk to its shortest story: the
 rejected thread's lines, dropped while the checker still rejects the same
 action at the same rule (lines kept keep their order; ticks, messages,
 runs and requests renumbered over them). The story is printed and written
-beside the file as FILE.shrunk-ACTION-RULE.ndjson.
+to -shrink-dir (never beside the input) as FILE.shrunk-ACTION-RULE.ndjson.
 
 Every file is checked; the exit code is the worst outcome:
   0  every file accepted
@@ -40,24 +43,56 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	var v validation
 	fs.Var(everyFenceOff{&v.unfencedSpec}, "unfenced-spec", "check against the spec with Fenced = FenceAbandon = FALSE")
-	shrinkOut := fs.Bool("shrink", false, "shrink each rejected trace to its shortest story, printed and written beside the file")
+	shrinkOut := fs.Bool("shrink", false, "shrink each rejected trace to its shortest story, printed and written to -shrink-dir")
+	fs.StringVar(&v.shrinkDir, "shrink-dir", "tracecheck-out", "where -shrink writes the stories (FILE.shrunk-ACTION-RULE.ndjson)")
 	jsonOut := jsonFlag(fs)
+	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, validateUsage); err != nil {
 		return err
+	}
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
 	}
 	v.shrink = *shrinkOut
 	var figs []validateFigure
 	if *jsonOut {
 		err := v.run(ctx, fs, io.Discard, io.Discard, &figs)
-		return writeJSON(stdout, "validate", err, figs)
+		return writeJSON(stdout, "validate", writeReports(files, validateReport(figs), err), figs)
 	}
-	return v.run(ctx, fs, stdout, stderr, &figs)
+	err := v.run(ctx, fs, stdout, stderr, &figs)
+	if exitCode(err) == exitUsage && len(figs) == 0 {
+		return err // no file to report on
+	}
+	return writeReports(files, validateReport(figs), err)
+}
+
+// validateReport is validate's verdicts for -junit and -summary: one per
+// file (a rejected file's story is the checker's: the rejected line, the
+// guard, the state).
+func validateReport(figs []validateFigure) *report.Report {
+	r := &report.Report{Name: "tracecheck validate"}
+	for _, f := range figs {
+		v := report.Verdict{Suite: "validate: files", Name: f.File, Status: report.Passed,
+			Story: fmt.Sprintf("%d lines, %d threads, %d lapses inferred", f.Lines, f.Threads, f.Lapses)}
+		switch {
+		case f.bad:
+			v.Status, v.Message, v.Story = report.Errored, "not valid trace input: "+f.Rejected, ""
+		case !f.Accepted:
+			v.Status, v.Message, v.Story = report.Failed, f.Rejected, ""
+			if f.Story != nil {
+				v.Story = "shrunk to " + strings.Join(f.Story.Files[1:], ", ")
+			}
+		}
+		r.Add(v)
+	}
+	return r
 }
 
 // validation is what validate was asked to do.
 type validation struct {
 	unfencedSpec core.Fences // the fences the spec has off
 	shrink       bool
+	shrinkDir    string // where the stories go
 }
 
 // validateFigure is one file's verdict, for -json.
@@ -69,6 +104,7 @@ type validateFigure struct {
 	Lapses   int    `json:"lapses_inferred"`
 	Rejected string `json:"rejected,omitempty"` // the violation, or why the input is bad
 	Story    *story `json:"story,omitempty"`    // with -shrink: the rejection's shortest story
+	bad      bool   // not valid trace input
 }
 
 func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr io.Writer, figs *[]validateFigure) error {
@@ -94,7 +130,7 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 			rejected++
 			fmt.Fprintf(stdout, "%s: REJECTED\n  %v\n", path, err)
 			if val.shrink {
-				st, err := shrinkFile(ctx, stdout, path, spec)
+				st, err := shrinkFile(ctx, stdout, path, val.shrinkDir, spec)
 				switch {
 				case notShrunk(stdout, path, err):
 				case err != nil:
@@ -104,9 +140,11 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 				}
 			}
 		case errors.As(err, &le):
+			(*figs)[len(*figs)-1].bad = true
 			bad++
 			fmt.Fprintf(stderr, "%v\n", le)
 		default:
+			(*figs)[len(*figs)-1].bad = true
 			bad++
 			fmt.Fprintf(stderr, "%s: %v\n", path, err)
 		}
@@ -120,12 +158,15 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 	return nil
 }
 
-// shrinkFile shrinks a rejected trace file to its story, written beside
-// it.
-func shrinkFile(ctx context.Context, out io.Writer, path string, opts ...tracecheck.Option) (story, error) {
+// shrinkFile shrinks a rejected trace file to its story, written to dir
+// (not beside the input: a story there would be read as a fixture).
+func shrinkFile(ctx context.Context, out io.Writer, path, dir string, opts ...tracecheck.Option) (story, error) {
 	lines, err := tracecheck.ReadFile(path)
 	if err != nil {
 		return story{}, err
 	}
-	return shrinkTraceStory(ctx, out, path, lines, path, true, append([]tracecheck.Option{tracecheck.WithFile(path)}, opts...)...)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return story{}, err
+	}
+	return shrinkTraceStory(ctx, out, path, lines, path, true, dir, append([]tracecheck.Option{tracecheck.WithFile(path)}, opts...)...)
 }

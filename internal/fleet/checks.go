@@ -47,6 +47,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		return nil, err
 	}
 	rep.TraceFile = tracePath
+	rep.TraceRemoved = r.cfg.Dir == "" && !r.cfg.Keep
 	rep.TraceLines, rep.StoredWrites = len(ordered), len(stored)
 	rep.TraceAccepted = checkErr == nil
 	rep.Actions = map[core.Action]int{}

@@ -64,7 +64,10 @@ type Report struct {
 	Events     []Event            `json:"events"`
 	Throughput []ThroughputBucket `json:"throughput"`
 
-	TraceFile       string              `json:"trace_file"`
+	TraceFile string `json:"trace_file"`
+	// TraceRemoved: the trace went with the run's temporary directory
+	// (no -keep, no -dir).
+	TraceRemoved    bool                `json:"trace_removed,omitempty"`
 	TraceLines      int                 `json:"trace_lines"`
 	StoredWrites    int                 `json:"stored_writes"`
 	Actions         map[core.Action]int `json:"actions"`
@@ -178,7 +181,11 @@ func (rep *Report) WriteText(w io.Writer) {
 	} else {
 		fmt.Fprintf(w, "handover after kill none measured (no SIGKILL of a process holding a lease)\n")
 	}
-	fmt.Fprintf(w, "trace lines         %d (%d writes as storage committed them) in %s\n", rep.TraceLines, rep.StoredWrites, rep.TraceFile)
+	where := rep.TraceFile
+	if rep.TraceRemoved {
+		where += ", removed with the run's temporary directory (-keep or -dir keeps it)"
+	}
+	fmt.Fprintf(w, "trace lines         %d (%d writes as storage committed them) in %s\n", rep.TraceLines, rep.StoredWrites, where)
 	var parts []string
 	for _, a := range core.Actions() {
 		if n := rep.Actions[a]; n > 0 {

@@ -375,3 +375,28 @@ func TestNoTestSwitchesInCore(t *testing.T) {
 		}
 	}
 }
+
+// TestTLCTraceFilesIgnored: the _TTrace_ files TLC run by hand leaves in
+// spec/ are ignored by git, so they are never committed by mistake.
+func TestTLCTraceFilesIgnored(t *testing.T) {
+	for _, name := range []string{"spec/ThreadClaimLapse_TTrace_1764650000.tla", "spec/ThreadClaimLapse_TTrace_1764650000.bin"} {
+		if !ignored(t, name) {
+			t.Errorf("git does not ignore %s (a file TLC leaves behind)", name)
+		}
+	}
+}
+
+// TestReadmeSaysWhatGoRunHides: the README, whose examples use go run,
+// says that go run turns every exit code into 1 and how to build the
+// binary whose codes are its own.
+func TestReadmeSaysWhatGoRunHides(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"`go run` turns\nevery exit code but 0 into 1", "go build -o tracecheck ./cmd/tracecheck"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("README.md does not say %q", want)
+		}
+	}
+}

@@ -135,7 +135,7 @@ func Find(ctx context.Context, cfg FindConfig) (Env, error) {
 	}
 	rel := cfg.Release
 	if rel.SHA256 == "" {
-		return Env{}, fmt.Errorf("%w: no %s (set %s, or put one in %s)", ErrNotFound, JarName, EnvJar, local)
+		return Env{}, fmt.Errorf("%w: no %s (%s)", ErrNotFound, JarName, cfg.remedy(rel))
 	}
 	env.Jar, err = cfg.release(ctx, rel)
 	if err != nil {
@@ -175,17 +175,20 @@ func (c FindConfig) release(ctx context.Context, rel Release) (string, error) {
 		return dest, nil
 	}
 	if c.Fetch == nil || c.getenv(EnvOffline) == "1" {
-		return "", fmt.Errorf("%w: no %s (set %s, put one in %s, or run online to download %s)",
-			ErrNotFound, JarName, EnvJar, c.LocalDir(), rel.URL)
+		return "", fmt.Errorf("%w: no %s (%s)", ErrNotFound, JarName, c.remedy(rel))
 	}
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+	dir := filepath.Dir(dest)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("tlc: %w", err)
 	}
 	part := dest + ".part"
 	_ = os.Remove(part)
 	if err := c.Fetch(ctx, rel, part); err != nil {
 		_ = os.Remove(part)
-		return "", fmt.Errorf("%w: downloading %s: %v", ErrNotFound, rel.URL, err)
+		// No empty cache directory is left behind by a failed download
+		// (Remove removes only an empty one).
+		_ = os.Remove(dir)
+		return "", fmt.Errorf("%w: downloading %s: %v (%s)", ErrNotFound, rel.URL, err, c.remedy(rel))
 	}
 	if err := checkDigest(part, want); err != nil {
 		_ = os.Remove(part)
@@ -195,6 +198,16 @@ func (c FindConfig) release(ctx context.Context, rel Release) (string, error) {
 		return "", fmt.Errorf("tlc: %w", err)
 	}
 	return dest, nil
+}
+
+// remedy says how to get a tla2tools.jar when none was found.
+func (c FindConfig) remedy(rel Release) string {
+	url := "the release scripts/tlc-pins pins"
+	if rel.URL != "" {
+		url = rel.URL
+	}
+	return fmt.Sprintf("to get one: set %s to a jar; or put one in %s; or run scripts/tlc-jars release on a machine with network (it downloads %s and checks its sha256), or scripts/tlc-jars build with ant; then run again",
+		EnvJar, c.LocalDir(), url)
 }
 
 // checkDigest returns an error wrapping ErrDigest unless the file at path

@@ -203,3 +203,32 @@ func TestFindWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestFindNoJarRemedy: with no jar to be had, the error says how to get
+// one, and a failed download leaves no empty cache directory behind.
+func TestFindNoJarRemedy(t *testing.T) {
+	rel := Release{URL: "https://example.invalid/tla2tools.jar", SHA256: digest([]byte("jar"))}
+	for _, offline := range []bool{false, true} {
+		cache := t.TempDir()
+		w := &findWorld{vars: map[string]string{EnvCacheDir: cache}}
+		if offline {
+			w.vars[EnvOffline] = "1"
+		}
+		_, err := Find(context.Background(), w.config(rel))
+		if !errors.Is(err, ErrNotFound) {
+			t.Fatalf("offline %v: err %v, want ErrNotFound", offline, err)
+		}
+		for _, want := range []string{EnvJar, "scripts/tlc-jars release", filepath.Join(cache, "local")} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("offline %v: %q does not say %q", offline, err, want)
+			}
+		}
+		entries, err := os.ReadDir(cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 0 {
+			t.Errorf("offline %v: the cache holds %v after a failed download, want nothing", offline, entries)
+		}
+	}
+}

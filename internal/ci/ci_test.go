@@ -1,0 +1,346 @@
+package ci
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// root is the repository's root, relative to this package.
+const root = "../.."
+
+const workflowPath = root + "/.github/workflows/ci.yml"
+
+func readWorkflow(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(workflowPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func pins(t *testing.T) map[string]string {
+	t.Helper()
+	p, err := ReadPins(filepath.Join(root, "scripts", "tlc-pins"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestWorkflowParses: the workflow has its three jobs, each with steps.
+func TestWorkflowParses(t *testing.T) {
+	wf, err := Parse([]byte(readWorkflow(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, j := range wf.Jobs {
+		ids = append(ids, j.ID)
+	}
+	if got := strings.Join(ids, ","); got != "test,tlc-models,tlc-traces" {
+		t.Fatalf("jobs %s, want test,tlc-models,tlc-traces", got)
+	}
+}
+
+// TestWorkflowPins: what the workflow's text says of the pinned tools is
+// what scripts/tlc-pins says; a copy naming another version, commit or
+// digest fails.
+func TestWorkflowPins(t *testing.T) {
+	text, p := readWorkflow(t), pins(t)
+	if err := CheckPins(text, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct{ name, from, to string }{
+		{"version", "tla2tools v1.7.4", "tla2tools v1.7.3"},
+		{"commit", "ref: ${{ steps.pins.outputs.TLAPLUS_COMMIT }}", "ref: 0123456789abcdef0123456789abcdef01234567"},
+		{"digest", "by sha256)", "by sha256 " + strings.Repeat("ab", 32) + ")"},
+	} {
+		broken := strings.Replace(text, m.from, m.to, 1)
+		if broken == text {
+			t.Fatalf("%s: %q is not in the workflow", m.name, m.from)
+		}
+		if err := CheckPins(broken, p); err == nil {
+			t.Errorf("%s: a workflow with %q passes the pin check", m.name, m.to)
+		}
+	}
+}
+
+// stubs stand in for the project's scripts in a dry run: each logs its
+// arguments and the environment the workflow gave it; tlc-jars prints
+// what $GITHUB_ENV gets; scripts/tlc refuses an unknown mode; the
+// -junit and -summary files, and REPORT_DIR's, are written.
+var stubs = map[string]string{
+	"scripts/test": `#!/usr/bin/env bash
+echo "test $* | REPORT_DIR=${REPORT_DIR:-} DATABASE_URL=${DATABASE_URL:-} TLC_OFFLINE=${TLC_OFFLINE:-}" >>"$STUB_LOG"
+if [ -n "${REPORT_DIR:-}" ]; then mkdir -p "$REPORT_DIR"; echo "## scripts/test: PASS" >>"$REPORT_DIR/summary.md"; echo '<testsuites/>' >"$REPORT_DIR/run.xml"; fi
+`,
+	"scripts/tlc": `#!/usr/bin/env bash
+echo "tlc $* | TLA2TOOLS_JAR=${TLA2TOOLS_JAR:-} COMMUNITY_MODULES_JAR=${COMMUNITY_MODULES_JAR:-}" >>"$STUB_LOG"
+mode=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	-junit) echo '<testsuites/>' >"$2"; shift 2 ;;
+	-summary) echo "## tracecheck tlc $mode: PASS" >>"$2"; shift 2 ;;
+	-keep-logs) mkdir -p "$2"; shift 2 ;;
+	-*) shift ;;
+	*) case $1 in all|spec|trace|generated|mutants|differential|batch) mode=$1 ;; *) echo "tlc: unknown mode $1" >&2; exit 2 ;; esac; shift ;;
+	esac
+done
+`,
+	"scripts/tlc-jars": `#!/usr/bin/env bash
+echo "tlc-jars $* | TLAPLUS_SRC=${TLAPLUS_SRC:-}" >>"$STUB_LOG"
+case $1 in
+release) echo "TLA2TOOLS_JAR=/stub/release/tla2tools.jar"; echo "TLA2TOOLS_SHA256=stub" ;;
+build) echo "TLA2TOOLS_JAR=$2/tla2tools.jar"; echo "COMMUNITY_MODULES_JAR=$2/CommunityModules-deps.jar" ;;
+*) exit 2 ;;
+esac
+`,
+}
+
+// dryRunner is a Runner whose clones get the stubs, with ant on PATH.
+func dryRunner(t *testing.T) (*Runner, string) {
+	t.Helper()
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "ant"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(t.TempDir(), "stub.log")
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "DATABASE_URL=") && !strings.HasPrefix(e, "TLA2TOOLS_JAR=") && !strings.HasPrefix(e, "COMMUNITY_MODULES_JAR=") {
+			env = append(env, e)
+		}
+	}
+	env = append(env, "STUB_LOG="+log, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var out strings.Builder
+	r := &Runner{Repo: root, Work: t.TempDir(), Env: env, Pins: pins(t), Log: &out,
+		Prepare: func(_ Job, clone string) error {
+			for path, body := range stubs {
+				if err := os.WriteFile(filepath.Join(clone, path), []byte(body), 0o755); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the runner's log:\n%s", out.String())
+		}
+	})
+	return r, log
+}
+
+func runAll(t *testing.T, r *Runner, text string) (map[string]*JobRun, error) {
+	t.Helper()
+	wf, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runs := map[string]*JobRun{}
+	for _, j := range wf.Jobs {
+		jr, err := r.RunJob(ctx, j)
+		runs[j.ID] = jr
+		if err != nil {
+			return runs, err
+		}
+	}
+	return runs, nil
+}
+
+// TestWorkflowDryRun runs every job's steps in a fresh clone with the
+// project's scripts stubbed: every step runs, in order, with the env the
+// job gives it and what earlier steps exported (the jars from
+// scripts/tlc-jars), each job's summary reaches GITHUB_STEP_SUMMARY and
+// its reports are uploaded.
+func TestWorkflowDryRun(t *testing.T) {
+	r, log := dryRunner(t)
+	runs, err := runAll(t, r, readWorkflow(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(string(b)), "\n")
+	want := []string{
+		"test  | REPORT_DIR=" + runs["test"].Temp + "/reports DATABASE_URL=postgres://threadclaim:threadclaim@localhost:5432/threadclaim?sslmode=disable TLC_OFFLINE=1",
+		"tlc-jars release | TLAPLUS_SRC=",
+		"tlc spec -junit " + runs["tlc-models"].Temp + "/reports/tlc-models.xml",
+		"tlc-jars build " + runs["tlc-traces"].Temp + "/tlc-build | TLAPLUS_SRC=" + runs["tlc-traces"].Clone + "/tlc-src/tlaplus",
+		"tlc trace -junit", "tlc generated -junit", "tlc mutants -junit", "tlc differential -junit",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("the stubs ran %d times, want %d:\n%s", len(got), len(want), b)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("call %d: %q, want it to start %q", i+1, got[i], want[i])
+		}
+	}
+	if !strings.Contains(got[2], "TLA2TOOLS_JAR=/stub/release/tla2tools.jar") {
+		t.Errorf("scripts/tlc spec did not get the jar scripts/tlc-jars release exported: %s", got[2])
+	}
+	if !strings.Contains(got[4], "COMMUNITY_MODULES_JAR="+runs["tlc-traces"].Temp+"/tlc-build/CommunityModules-deps.jar") {
+		t.Errorf("scripts/tlc trace did not get the jars scripts/tlc-jars build exported: %s", got[4])
+	}
+	for id, jr := range runs {
+		if !strings.Contains(jr.Summary, "PASS") {
+			t.Errorf("job %s: GITHUB_STEP_SUMMARY holds %q, want the reports' summary", id, jr.Summary)
+		}
+		if len(jr.Artifacts) != 1 {
+			t.Errorf("job %s: artifacts %v, want its reports", id, jr.Artifacts)
+		}
+	}
+}
+
+// TestWorkflowDryRunCatches: broken copies of the workflow fail the dry
+// run: a step that fails; an output a later step needs that no step wrote
+// (the step's id changed, or the step writing only one of two); a
+// checkout at another commit than the pin. A failed step still lets the
+// if: always() steps run.
+func TestWorkflowDryRunCatches(t *testing.T) {
+	text := readWorkflow(t)
+	for _, m := range []struct {
+		name, from, to, want string
+		missing              bool
+	}{
+		{"a failing step", `scripts/tlc-pins >> "$GITHUB_OUTPUT"`, `scripts/tlc-pinz >> "$GITHUB_OUTPUT"`, `step "Read the pinned commits": run: exit status 2`, false},
+		{"a step id changed", "id: pins", "id: pin", "steps.pins.outputs.TLAPLUS_COMMIT (no step with id pins has run)", true},
+		{"an output not written", "^(TLAPLUS_COMMIT|COMMUNITY_MODULES_COMMIT)=", "^(TLAPLUS_COMMIT)=", "steps.pins.outputs.COMMUNITY_MODULES_COMMIT (step pins did not write it)", true},
+		{"a checkout off its pin", "ref: ${{ steps.pins.outputs.COMMUNITY_MODULES_COMMIT }}", "ref: ${{ steps.pins.outputs.TLAPLUS_COMMIT }}", "but scripts/tlc-pins has COMMUNITY_MODULES_COMMIT=", false},
+		{"an unknown mode", "scripts/tlc mutants -junit", "scripts/tlc mutant -junit", `step "scripts/tlc mutants (every spec mutant in spec/mutants must be caught)": run: exit status 2`, false},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			broken := strings.Replace(text, m.from, m.to, 1)
+			if broken == text {
+				t.Fatalf("%q is not in the workflow", m.from)
+			}
+			r, _ := dryRunner(t)
+			runs, err := runAll(t, r, broken)
+			if err == nil || !strings.Contains(err.Error(), m.want) {
+				t.Fatalf("dry run: %v, want an error with %q", err, m.want)
+			}
+			if m.missing != errors.Is(err, ErrMissingOutput) {
+				t.Errorf("errors.Is(err, ErrMissingOutput) = %v, want %v", !m.missing, m.missing)
+			}
+			if jr := runs["tlc-traces"]; jr != nil && !slices.Contains(jr.Ran, "Upload the reports") {
+				t.Errorf("the upload (if: always()) did not run after the failure: ran %q", jr.Ran)
+			}
+		})
+	}
+}
+
+// TestWorkflowFull runs every job for real (opt-in: THREADCLAIM_CI_FULL=1;
+// it runs scripts/test and TLC): the test job's PostgreSQL service is a
+// throwaway cluster (scripts/with-postgres, DATABASE_URL unset); the
+// models job's release is downloaded by scripts/tlc-jars release, or
+// taken from this machine's TLC cache where it was downloaded before
+// (verified by its sha256 either way); the trace job's jars built from
+// the pins are ../shared/tlc's, as a cache hit.
+func TestWorkflowFull(t *testing.T) {
+	if os.Getenv("THREADCLAIM_CI_FULL") != "1" {
+		t.Skip("THREADCLAIM_CI_FULL is not 1: the whole workflow (scripts/test and TLC) runs only when asked")
+	}
+	shared, err := filepath.Abs(filepath.Join(root, "..", "shared", "tlc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jar := range []string{"tla2tools.jar", "CommunityModules-deps.jar"} {
+		if _, err := os.Stat(filepath.Join(shared, jar)); err != nil {
+			t.Fatalf("the full run needs the pinned jars in %s: %v", shared, err)
+		}
+	}
+	var env []string
+	for _, e := range os.Environ() {
+		// The job's go test must not start a full run of its own.
+		if !strings.HasPrefix(e, "DATABASE_URL=") && !strings.HasPrefix(e, "THREADCLAIM_CI_FULL=") {
+			env = append(env, e)
+		}
+	}
+	withPG, err := filepath.Abs(filepath.Join(root, "scripts", "with-postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Runner{Repo: root, Work: t.TempDir(), Env: env, Pins: pins(t), Log: testWriter{t}}
+	r.Command = func(j Job, script string) []string {
+		argv := []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", script}
+		if slices.Contains(j.Services, "postgres") {
+			return append([]string{withPG}, argv...)
+		}
+		return argv
+	}
+	r.Uses = func(ctx context.Context, j *JobRun, st Step, with map[string]string) error {
+		if strings.HasPrefix(st.Uses, "actions/cache@") {
+			// The jars built from the pins, as a cache hit.
+			if err := os.MkdirAll(with["path"], 0o755); err != nil {
+				return err
+			}
+			for _, jar := range []string{"tla2tools.jar", "CommunityModules-deps.jar"} {
+				if out, err := exec.CommandContext(ctx, "cp", filepath.Join(shared, jar), with["path"]).CombinedOutput(); err != nil {
+					return errors.New(string(out))
+				}
+			}
+			j.SetOutput("cache-hit", "true")
+			return nil
+		}
+		return r.StandIn(ctx, j, st, with)
+	}
+	wf, err := Parse([]byte(readWorkflow(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range wf.Jobs {
+		if slices.Contains(j.Services, "postgres") {
+			// The service's URL is replaced by the throwaway cluster's.
+			j.Env = slices.DeleteFunc(slices.Clone(j.Env), func(v Var) bool { return v.Name == "DATABASE_URL" })
+		}
+		start := time.Now()
+		if _, err := r.RunJob(context.Background(), j); err != nil {
+			t.Errorf("job %s: %v", j.ID, err)
+		}
+		t.Logf("job %s: %v", j.ID, time.Since(start).Round(time.Second))
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	if s := strings.TrimRight(string(p), "\n"); strings.TrimSpace(s) != "" {
+		w.t.Log(s)
+	}
+	return len(p), nil
+}
+
+// TestWithPostgresBadURL: a DATABASE_URL that cannot be reached is one
+// error and exit 2 from scripts/with-postgres, and the command (a test
+// run that would print the error once per test) does not run.
+func TestWithPostgresBadURL(t *testing.T) {
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("no psql on PATH: scripts/with-postgres checks the URL with it")
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(filepath.Join(root, "scripts", "with-postgres"), "touch", marker)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "PGCONNECT_TIMEOUT=5")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	}
+	if n := strings.Count(string(out), "cannot connect"); n != 1 {
+		t.Errorf("%d errors, want one:\n%s", n, out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran against a database that cannot be reached")
+	}
+}
