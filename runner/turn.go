@@ -498,7 +498,7 @@ func (t *Turn) stepRunEnd(ctx context.Context) {
 		t.runEndThenPlan(ctx)
 		return
 	}
-	if t.runEnded(ctx, t.r.ws.RunEnd(ctx, t.claim, t.handle.Run())) {
+	if t.runEnded(ctx, t.r.ws.RunEnd(ctx, t.claim, t.handle.Run(), t.session.output())) {
 		t.next = StepPlan
 	}
 }
@@ -527,7 +527,7 @@ func (t *Turn) runEnded(ctx context.Context, err error) bool {
 // transaction: the turn would plan next anyway (it is not lost, stopping
 // or due to yield), so the two steps are one.
 func (t *Turn) runEndThenPlan(ctx context.Context) {
-	p, ended, err := t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.Run())
+	p, ended, err := t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.Run(), t.session.output())
 	if !ended {
 		t.runEnded(ctx, err)
 		return

@@ -197,7 +197,7 @@ func (g *traceGen) step() error {
 			}
 			return nil
 		}
-		err := p.ws.RunEnd(g.ctx, p.claim, p.run)
+		err := p.ws.RunEnd(g.ctx, p.claim, p.run, "")
 		switch {
 		case errors.Is(err, core.ErrRunAbandoned):
 			p.st = genIdle
@@ -313,7 +313,7 @@ func (s *fixtureScript) Ask(p string, r core.RunID) {
 }
 
 func (s *fixtureScript) RunEnd(p string, r core.RunID) error {
-	return s.ws[p].RunEnd(s.ctx, s.claim[p], r)
+	return s.ws[p].RunEnd(s.ctx, s.claim[p], r, "")
 }
 
 func (s *fixtureScript) Abandon(p string, r core.RunID) error {

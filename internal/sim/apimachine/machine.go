@@ -211,7 +211,7 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 		}
 	case 9:
 		what = "RunEnd"
-		if err = ws.RunEnd(m.ctx, claim, run); err == nil {
+		if err = ws.RunEnd(m.ctx, claim, run, ""); err == nil {
 			m.next[claim.Holder] = 5
 		}
 	case 10:
@@ -224,7 +224,7 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 		what = "RunEndThenPlan"
 		var pl core.Plan
 		var ended bool
-		pl, ended, err = ws.RunEndThenPlan(m.ctx, claim, run)
+		pl, ended, err = ws.RunEndThenPlan(m.ctx, claim, run, "")
 		switch {
 		case ended && err == nil:
 			m.plans[claim.Holder] = pl
