@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 func receive(t *testing.T, ch <-chan core.ThreadID) core.ThreadID {
@@ -82,4 +84,47 @@ func TestListenReconnects(t *testing.T) {
 	_, err = ws.Post(ctx, "t", "m")
 	require.NoError(t, err)
 	require.Equal(t, core.ThreadID("t"), receive(t, wake))
+}
+
+// A follower of a thread's events (core.Workspace.Follow, on WatchEvents)
+// whose listening connection is terminated reads the log again once
+// WatchEvents has reconnected: the events committed meanwhile come, each
+// once, in order. A follower stopped and resumed from the last position it
+// handled sees the events written while it was away, and none twice. The
+// workspace's clock is manual, so Follow's own poll never fires: only
+// notices wake it.
+func TestFollowAcrossKilledListener(t *testing.T) {
+	ctx := context.Background()
+	app := randomName("tc_")
+	s := openStore(t, poolConfig(t, app), testSchema(t))
+	ws := core.NewWorkspace(s, coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	f := storetest.Follow(ws, "t", 0)
+	post := func(text string) {
+		t.Helper()
+		_, err := ws.Post(ctx, "t", text)
+		require.NoError(t, err)
+	}
+	post("m1")
+	storetest.CheckPositions(t, f.Next(t, 1, "m1's event"), 1, core.MessagePosted)
+
+	look := admin(t)
+	var pid int32
+	require.NoError(t, look.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`, app).Scan(&pid))
+	terminate(t, look, uint32(pid))
+	post("m2") // while the listener is gone or reconnecting: its notice may be lost
+	post("m3")
+	storetest.CheckPositions(t, f.Next(t, 2, "m2's and m3's events after the listener's backend was terminated"), 2, core.MessagePosted, core.MessagePosted)
+	post("m4")
+	storetest.CheckPositions(t, f.Next(t, 1, "m4's event on the new connection"), 4, core.MessagePosted)
+	f.Quiet(t, 300*time.Millisecond)
+	require.NoError(t, f.Stop())
+
+	post("m5") // nobody follows
+	g := storetest.Follow(ws, "t", 4)
+	evs := g.Next(t, 1, "m5's event, resumed after position 4")
+	storetest.CheckPositions(t, evs, 5, core.MessagePosted)
+	require.Equal(t, "m5", evs[0].Text)
+	g.Quiet(t, 300*time.Millisecond)
+	require.NoError(t, g.Stop())
 }

@@ -17,7 +17,10 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-var _ core.Storage = (*Store)(nil)
+var (
+	_ core.Storage      = (*Store)(nil)
+	_ core.EventWatcher = (*Store)(nil)
+)
 
 // Options configures a Store.
 type Options struct {
