@@ -50,7 +50,7 @@ func ExampleRunner_Run() {
 	// planned a run for message 1
 	// agent: deploy staging
 	// turn: t1 done consumed 1
-	// Run: context canceled
+	// Run: <nil>
 }
 
 // An agent asks the person a question and waits for the answer: Await

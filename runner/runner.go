@@ -131,8 +131,10 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 }
 
 // Run works every thread with messages to consume until ctx ends; then it
-// waits for its turns to stop gracefully (see Work) and returns ctx's
-// error. It keeps up to MaxConcurrentTurns turns going at once, each on
+// waits for its turns to stop gracefully (see Work) and returns nil: a
+// runner stopped by its context (cancelled or past its deadline) is not a
+// failure. (Before issue 24 it returned ctx's error; a caller that wants
+// to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread, and looks for work every PollEvery, at once when Wake
 // delivers (once Wake is closed, it polls), and whenever a turn ends.
 //
@@ -184,7 +186,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Every slot is taken: nothing found could start. A turn's
 			// end makes Run look.
 			if !r.wait(ctx, &noWake, s.ended) {
-				return ctx.Err()
+				return nil
 			}
 			continue
 		}
@@ -204,7 +206,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			w = &noWake // a wake-up brings no expired lease
 		}
 		if !r.wait(ctx, w, s.ended) {
-			return ctx.Err()
+			return nil
 		}
 	}
 }

@@ -255,7 +255,7 @@ func TestRunWakesAndConsumes(t *testing.T) {
 	wake <- struct{}{}
 	waitUntil(t, func() bool { return taken("t2") == 1 }, "Run, woken, to consume t2's message")
 	cancel()
-	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
 
 // countingStorage counts transactions.
@@ -286,7 +286,7 @@ func TestRunClosedWakePolls(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // a spinning Run would make thousands of transactions here
 	require.Equal(t, before, s.n.Load(), "Run spins on a closed Wake channel")
 	cancel()
-	require.ErrorIs(t, waitFor(t, done, "Run to return once its context ended"), context.Canceled)
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
 
 // A claim whose commit outcome is unknown but that did commit is given up
