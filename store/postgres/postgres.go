@@ -49,6 +49,12 @@ type Options struct {
 	// one round trip (see the package comment). Either way the same
 	// writes commit.
 	LockingReads bool
+
+	// PgxDefaults lets Open take an empty url as pgx's defaults (the PG*
+	// environment variables, else the local socket as the current user).
+	// Default off: Open refuses an empty url, which is most often an
+	// unset variable (DATABASE_URL) rather than a choice.
+	PgxDefaults bool
 }
 
 const maxSchemaLen = 55
@@ -102,8 +108,14 @@ type stats struct {
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
 // string, as pgx parses it), creates the schema and applies the migrations
-// it lacks. Close the Store when done.
+// it lacks. Close the Store when done. It refuses an empty url unless
+// opts.PgxDefaults is set. An error says which step failed: parsing the
+// url, connecting to the server ("postgres: connect to host:port"), or
+// migrating the schema.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if url == "" && !opts.PgxDefaults {
+		return nil, errors.New("postgres: empty database url (is DATABASE_URL set?); set Options.PgxDefaults to use pgx's defaults")
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse database url: %w", err)
@@ -144,6 +156,10 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
 	if err := migrate(ctx, pool, opts.Schema); err != nil {
 		pool.Close()
