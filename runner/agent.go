@@ -153,8 +153,8 @@ func newRunHandle(c core.Claim, prompt core.Seq) *RunHandle {
 	return &RunHandle{Claim: c, Prompt: prompt, done: make(chan struct{})}
 }
 
-// Run returns the run's id, 0 until its start is recorded.
-func (h *RunHandle) Run() core.RunID {
+// RunID returns the run's id, 0 until its start is recorded.
+func (h *RunHandle) RunID() core.RunID {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.run

@@ -56,7 +56,7 @@ type Config struct {
 	Wake <-chan struct{}
 
 	// ShutdownGrace is how long a turn in progress may go on, recording
-	// its run's end and releasing its claim, after Run's or Work's context
+	// its run's end and releasing its claim, after Run's or TakeTurn's context
 	// ends; past it, its storage calls are cut off. Default 5s.
 	ShutdownGrace time.Duration
 

@@ -55,7 +55,7 @@
 // logged (Config.Logger) and reported (Config.OnTurn, a TurnReport); each
 // run's handle is handed to Config.OnRun as soon as it is planned.
 //
-// A program that embeds the runner uses New, Run (or Work for one turn),
+// A program that embeds the runner uses New, Run (or TakeTurn for one turn),
 // Config, Agent, Session and RunHandle. Turn, NewTurn, Step, the Step
 // constants and Steps serve the deterministic simulator (internal/sim),
 // which interleaves many processes' turns one step at a time.

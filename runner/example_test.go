@@ -90,10 +90,10 @@ func ExampleSession_Await() {
 			return nil
 		}),
 	})
-	o, _ := r.Work(ctx, "t1") // runs the agent, which asks and waits
+	o, _ := r.TakeTurn(ctx, "t1") // runs the agent, which asks and waits
 	fmt.Println("first turn:", o)
 	_, _ = ws.Post(ctx, "t1", "staging")
-	o, _ = r.Work(ctx, "t1") // replies: the answer reaches the agent
+	o, _ = r.TakeTurn(ctx, "t1") // replies: the answer reaches the agent
 	fmt.Println("second turn:", o)
 	select {
 	case text := <-heard:
@@ -135,7 +135,7 @@ func ExampleSession_Await_queuedMessageAnswers() {
 			return err
 		}),
 	})
-	_, _ = r.Work(ctx, "t1") // the run asks; the same turn answers with message 2
+	_, _ = r.TakeTurn(ctx, "t1") // the run asks; the same turn answers with message 2
 	select {
 	case text := <-heard:
 		fmt.Println("agent heard:", text)
