@@ -11,13 +11,13 @@ import (
 // for them instead of polling.
 type EventWatcher interface {
 	// WatchEvents returns a channel that receives after each commit that
-	// appended events to a thread's log: that thread's id, or the empty
-	// ThreadID when storage does not say which (any thread may have new
-	// events: after a reconnection, or when receives are coalesced).
-	// Receives may be coalesced but never lost: after a commit appends,
-	// some receive comes after that commit. The channel is closed when
-	// ctx ends. It returns an error when storage cannot watch.
-	WatchEvents(ctx context.Context) (<-chan ThreadID, error)
+	// appended events to the thread's log, once the watch has begun (when
+	// WatchEvents returned). A receive may also come for no new event
+	// (another thread's, a reconnection), and receives may be coalesced,
+	// but none is lost: after such a commit, some receive comes after it.
+	// The channel is closed when ctx ends. It returns an error when
+	// storage cannot watch.
+	WatchEvents(ctx context.Context, id ThreadID) (<-chan struct{}, error)
 }
 
 // Position is where an event sits in its thread's log: 1 for the first
@@ -56,12 +56,12 @@ const followPoll = time.Second
 // It returns nil when ctx ends, fn's error when fn returns one,
 // ErrUnknownThread, and storage's errors.
 func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn func(ThreadEvent) error) error {
-	var notices <-chan ThreadID
+	var notices <-chan struct{}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if ew, ok := w.storage.(EventWatcher); ok {
 		var err error
-		if notices, err = ew.WatchEvents(wctx); err != nil {
+		if notices, err = ew.WatchEvents(wctx, id); err != nil {
 			return fmt.Errorf("follow thread %q: %w", id, err)
 		}
 	}
@@ -86,16 +86,16 @@ func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn 
 			}
 			after = Position(i + 1)
 		}
-		if !w.awaitNotice(ctx, id, &notices) {
+		if !w.awaitNotice(ctx, &notices) {
 			return nil
 		}
 	}
 }
 
-// awaitNotice waits for a notice that thread id may have new events (or
-// any thread may), or for followPoll; it reports false when ctx ended. A
-// closed notice channel leaves polling.
-func (w *Workspace) awaitNotice(ctx context.Context, id ThreadID, notices *<-chan ThreadID) bool {
+// awaitNotice waits for a notice that the thread may have new events, or
+// for followPoll; it reports false when ctx ended. A closed notice channel
+// leaves polling.
+func (w *Workspace) awaitNotice(ctx context.Context, notices *<-chan struct{}) bool {
 	poll := w.clock.After(followPoll)
 	for {
 		select {
@@ -103,14 +103,11 @@ func (w *Workspace) awaitNotice(ctx context.Context, id ThreadID, notices *<-cha
 			return false
 		case <-poll:
 			return true
-		case t, ok := <-*notices:
-			if !ok {
-				*notices = nil
-				continue
-			}
-			if t == id || t == "" {
+		case _, ok := <-*notices:
+			if ok {
 				return true
 			}
+			*notices = nil
 		}
 	}
 }

@@ -26,7 +26,7 @@ type Store struct {
 	reuseHolder bool // the mutant: holder freshness not enforced
 
 	watchMu  sync.Mutex
-	watchers map[chan core.ThreadID]struct{} // WatchEvents' channels
+	watchers map[chan struct{}]struct{} // WatchEvents' channels
 }
 
 type heldLease struct {
@@ -105,15 +105,15 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, core.Transa
 	return nil
 }
 
-// WatchEvents returns a channel that receives the empty ThreadID after
-// each commit that appended events (coalesced: while a receive is
-// pending, later commits add none, and the pending one comes after
-// them). It is closed when ctx ends.
-func (s *Store) WatchEvents(ctx context.Context) (<-chan core.ThreadID, error) {
-	ch := make(chan core.ThreadID, 1)
+// WatchEvents returns a channel that receives after each commit that
+// appended events to any thread (coalesced: while a receive is pending,
+// later commits add none, and the pending one comes after them). It is
+// closed when ctx ends.
+func (s *Store) WatchEvents(ctx context.Context, _ core.ThreadID) (<-chan struct{}, error) {
+	ch := make(chan struct{}, 1)
 	s.watchMu.Lock()
 	if s.watchers == nil {
-		s.watchers = map[chan core.ThreadID]struct{}{}
+		s.watchers = map[chan struct{}]struct{}{}
 	}
 	s.watchers[ch] = struct{}{}
 	s.watchMu.Unlock()
@@ -133,7 +133,7 @@ func (s *Store) notify() {
 	defer s.watchMu.Unlock()
 	for ch := range s.watchers {
 		select {
-		case ch <- "":
+		case ch <- struct{}{}:
 		default: // one is pending, and comes after this commit
 		}
 	}

@@ -71,8 +71,10 @@
 // holder's second acquire of a thread (core.ErrHolderReused). A post, and
 // a Release that leaves work, NOTIFY the channel Options.Schema+".posted"
 // inside their transaction, so a wake-up is sent only for what committed;
-// every event appended NOTIFYs Options.Schema+".events" with its thread
-// (a trigger, migration 0008), which WatchEvents listens to.
+// a write to a thread that WatchEvents follows NOTIFYs
+// Options.Schema+".events" with its thread (a trigger whose WHEN reads the
+// thread row's followed_until, migration 0008), and a write to a thread
+// nobody follows notifies nothing.
 //
 // The schema, the lock order, the statement, the cache and the commit
 // outcomes are described in store/postgres/DESIGN.md, and the benchmarks'

@@ -27,18 +27,76 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
 	return s.listenOn(ctx, s.channel)
 }
 
-// WatchEvents delivers, for every commit that appended events to a
-// thread's log (by any process), the thread's id, through LISTEN on the
-// channel Options.Schema+".events" (migration 0008's trigger NOTIFYs it).
-// It is core.EventWatcher, which core.Workspace.Follow waits on. Like
-// Listen, it holds a connection of its own until ctx ends, then closes
-// the channel; when the connection breaks it reconnects and delivers the
-// empty ThreadID once it has (events committed in between were not
-// notified: a follower reads its thread's log again). It returns an error
-// when the first connection or its LISTEN fails.
-func (s *Store) WatchEvents(ctx context.Context) (<-chan core.ThreadID, error) {
-	return s.listenOn(ctx, s.schema+".events")
+// WatchEvents delivers a notice after each commit, by any process, that
+// appended events to the thread's log: it is core.EventWatcher, which
+// core.Workspace.Follow waits on. It LISTENs on the channel
+// Options.Schema+".events" on a connection of its own, and marks the
+// thread followed (its row's followed_until, set followerTTL ahead and
+// renewed every followerRenew; migration 0008): only a followed thread's
+// writes NOTIFY, so the writes of threads nobody follows do not wait for
+// PostgreSQL's notification queue at commit. A thread stays followed up
+// to followerTTL after its last follower stopped. A write whose statement
+// ran before the mark committed and that commits after the follower's
+// first read is not notified; Follow's own poll finds it. When the
+// connection breaks it reconnects and delivers a notice once it has
+// (events committed in between were not notified: a follower reads its
+// thread's log again). The channel is closed when ctx ends. It returns an
+// error when the first connection, its LISTEN or the mark fails.
+func (s *Store) WatchEvents(ctx context.Context, id core.ThreadID) (<-chan struct{}, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	ids, err := s.listenOn(ctx, s.schema+".events")
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	mark := func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, s.q.follow, string(id), followerTTL.Seconds())
+		return err
+	}
+	if err := mark(ctx); err != nil {
+		cancel()
+		return nil, fmt.Errorf("postgres: watch events of thread %q: %w", id, err)
+	}
+	out := make(chan struct{}, 1)
+	notice := func() {
+		select {
+		case out <- struct{}{}:
+		default: // one is pending, and comes after this commit
+		}
+	}
+	go func() {
+		defer close(out)
+		defer cancel()
+		renew := time.NewTicker(followerRenew)
+		defer renew.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-renew.C:
+				_ = mark(ctx) // a failure is retried at the next tick; the row lasts followerTTL
+			case t, ok := <-ids:
+				if !ok {
+					return
+				}
+				if t == "" { // reconnected: the mark may have expired meanwhile
+					_ = mark(ctx)
+				}
+				if t == id || t == "" {
+					notice()
+				}
+			}
+		}
+	}()
+	return out, nil
 }
+
+// followerTTL is how long a mark of a followed thread lasts unrenewed, and
+// followerRenew how often WatchEvents renews it.
+const (
+	followerTTL   = 2 * time.Minute
+	followerRenew = 30 * time.Second
+)
 
 // listenOn delivers the payloads of channel's notifications, as Listen
 // says.

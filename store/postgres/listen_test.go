@@ -128,3 +128,34 @@ func TestFollowAcrossKilledListener(t *testing.T) {
 	g.Quiet(t, 300*time.Millisecond)
 	require.NoError(t, g.Stop())
 }
+
+// Only a followed thread's writes NOTIFY the events channel: a thread
+// nobody follows pays for no NOTIFY at commit (migration 0008), and one
+// that WatchEvents follows is notified of each write.
+func TestEventNoticesOnlyForFollowedThreads(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newStore(t)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	require.NoError(t, ws.CreateThread(ctx, "quiet"))
+	require.NoError(t, ws.CreateThread(ctx, "followed"))
+	raw, err := s.listenOn(ctx, s.schema+".events")
+	require.NoError(t, err)
+	_, err = ws.Post(ctx, "quiet", "m")
+	require.NoError(t, err)
+	select {
+	case id := <-raw:
+		t.Fatalf("a write to a thread nobody follows notified %q", id)
+	case <-time.After(300 * time.Millisecond):
+	}
+	notices, err := s.WatchEvents(ctx, "followed")
+	require.NoError(t, err)
+	_, err = ws.Post(ctx, "followed", "m")
+	require.NoError(t, err)
+	require.Equal(t, core.ThreadID("followed"), receive(t, raw), "the followed thread's write, on the channel")
+	select {
+	case <-notices:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WatchEvents delivered no notice for the followed thread's write within 30s")
+	}
+}

@@ -354,6 +354,7 @@ type queries struct {
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
 	unchanged, saveUnchanged, saveLease, acquired string
+	follow                                        string // WatchEvents' mark of a followed thread
 }
 
 func newQueries(schema string) queries {
@@ -384,6 +385,7 @@ func newQueries(schema string) queries {
 		saveUnchanged: f(checkedWriteSQL),
 		saveLease:     f(checkedLeaseSQL),
 		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
+		follow:        f(`UPDATE %s.threads SET followed_until = greatest(followed_until, now() + make_interval(secs => $2)) WHERE id = $1`),
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.insertMessage, q.notify,
