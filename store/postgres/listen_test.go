@@ -108,9 +108,14 @@ func TestFollowAcrossKilledListener(t *testing.T) {
 	post("m1")
 	storetest.CheckPositions(t, f.Next(t, 1, "m1's event"), 1, core.MessagePosted)
 
+	require.NoError(t, ws.CreateThread(ctx, "t2"))
+	f2 := storetest.Follow(ws, "t2", 0) // a second follower shares the LISTEN connection
+	defer func() { require.NoError(t, f2.Stop()) }()
 	look := admin(t)
 	var pid int32
-	require.NoError(t, look.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`, app).Scan(&pid))
+	var listeners int
+	require.NoError(t, look.QueryRow(ctx, `SELECT count(*), min(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`, app).Scan(&listeners, &pid))
+	require.Equal(t, 1, listeners, "the Store's followers share one LISTEN connection")
 	terminate(t, look, uint32(pid))
 	post("m2") // while the listener is gone or reconnecting: its notice may be lost
 	post("m3")

@@ -92,6 +92,8 @@ type Store struct {
 
 	stats stats
 
+	hub eventHub // WatchEvents' shared listener
+
 	// txns are transactions' values, reused: a write allocates little.
 	// A txn holds nothing that outlives its transaction (the cache
 	// entries it leaves are allocated apart).
@@ -181,8 +183,16 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 	return s, nil
 }
 
-// Close closes the Store's connections. Transactions still running fail.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the Store's connections: the pool's, and the one
+// WatchEvents' watchers share (they get no more notices). Transactions
+// still running fail.
+func (s *Store) Close() {
+	s.hub.close()
+	s.pool.Close()
+}
+
+// errStoreClosed is WatchEvents' error once the Store is closed.
+var errStoreClosed = errors.New("postgres: the store is closed")
 
 // Schema returns the schema the Store's tables are in.
 func (s *Store) Schema() string { return s.schema }
