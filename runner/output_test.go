@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -69,4 +70,13 @@ func TestOutputIsNoPrompt(t *testing.T) {
 	}
 	th = runAgent(t, loops, func(th *core.Thread) bool { return len(th.Runs) >= 10 }, 10*time.Second)
 	require.GreaterOrEqual(t, len(th.Runs), 10, "waited 10 s for the posting agent's loop: its own posts are its next prompts")
+}
+
+// A Config without a Logger logs to slog.Default(), so that a failed turn
+// (Warn) is not silent.
+func TestLoggerDefault(t *testing.T) {
+	ws := core.NewWorkspace(memory.New(), core.SystemClock{})
+	r, err := runner.New(runner.Config{Workspace: ws, Agent: runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })})
+	require.NoError(t, err)
+	require.Same(t, slog.Default(), r.Config().Logger)
 }

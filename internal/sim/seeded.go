@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -359,6 +360,7 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			SeparatePlans: true,
 			Agent:         p.agent(),
 			NewHolder:     s.newHolder(p),
+			Logger:        slog.New(slog.DiscardHandler), // the checks report what the turns did
 		})
 		if err != nil {
 			return nil, err
