@@ -20,9 +20,11 @@ import (
 // its own, outside the pool, open while any watches; when it breaks it
 // reconnects and every watcher gets a notice once it has (writes
 // committed in between were not notified: a follower reads its log
-// again). A write whose statement ran before the mark committed and that
-// commits after the follower's first read is not notified; Follow's own
-// poll finds it. The channel is closed when ctx ends. It returns an error
+// again). The mark is an UPDATE of the thread's row, which every write
+// locks: a write either committed before the mark did (and a read after
+// WatchEvents returns sees it) or updates the row after it, and its
+// trigger sees the mark; so no write falls between. The channel is closed
+// when ctx ends. It returns an error
 // when the shared connection cannot be opened or the mark fails.
 func (s *Store) WatchEvents(ctx context.Context, id core.ThreadID) (<-chan struct{}, error) {
 	out, err := s.hub.subscribe(s, id)
