@@ -25,6 +25,12 @@
 // action with what it reads, writes and refuses: the trace checkers, the
 // trace viewer, the runner's steps and the simulations read it from there.
 //
+// RunEnd records a run's output (its answer to the person) with its end,
+// as a RunOutput event: no message, so never a prompt. Follow delivers a
+// thread's events from a Position, on the storage's EventWatcher when it
+// is one; a follower that resumes from the last position it handled
+// misses nothing and sees nothing twice.
+//
 // A claim knows its round: the Workspace that made it follows the round as
 // the specification follows pc[p] (claimed, planned, running) and refuses,
 // with ErrOutOfOrder or ErrRoundOver and nothing written or traced, every

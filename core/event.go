@@ -13,6 +13,11 @@ const (
 	Answered      EventKind = "answered"       // a reply answered a request; consumes the answer
 	RunEnded      EventKind = "run_ended"      // a run ended
 	RunAbandoned  EventKind = "run_abandoned"  // a later claim abandoned a run its holder left
+	// RunOutput is a run's output, its answer to the person (Text),
+	// written with its end in the same transaction and at the same
+	// version. It is no message: nothing consumes it, so it can never
+	// become a prompt.
+	RunOutput EventKind = "run_output"
 )
 
 // Event is one entry of a thread's append-only log. Which fields are set
@@ -22,7 +27,7 @@ type Event struct {
 	Kind    EventKind `json:"kind"`
 	At      time.Time `json:"at"`                // the writer's clock
 	Message Seq       `json:"message,omitempty"` // posted, prompt, or answer
-	Text    string    `json:"text,omitempty"`    // a message's text or a request's question
+	Text    string    `json:"text,omitempty"`    // a message's text, a request's question or a run's output
 	Run     RunID     `json:"run,omitempty"`
 	Request RequestID `json:"request,omitempty"`
 	Holder  Holder    `json:"holder,omitempty"` // the claim that wrote a fenced event

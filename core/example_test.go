@@ -34,7 +34,7 @@ func ExampleWorkspace() {
 	p, _ := ws.Plan(ctx, c)
 	fmt.Println("plan:", p.Kind, p.Posted.Text)
 	run, _ := ws.RunStart(ctx, c, p.Message)
-	_ = ws.RunEnd(ctx, c, run)
+	_ = ws.RunEnd(ctx, c, run, "")
 	_ = ws.Release(ctx, c)
 	// Output:
 	// 1 Post

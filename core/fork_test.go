@@ -52,7 +52,7 @@ func TestWorkspaceFork(t *testing.T) {
 	require.Equal(t, lines+1, w.rec.Len())
 	w.valid(t)
 	// The fork's claim is the fork's: the original refuses it.
-	require.ErrorIs(t, w.a.RunEnd(w.ctx, fc, run), core.ErrInvalidArgument)
+	require.ErrorIs(t, w.a.RunEnd(w.ctx, fc, run, ""), core.ErrInvalidArgument)
 
 	// A round in doubt is copied in doubt: only Crash may follow.
 	core.MarkRoundInDoubt(c)

@@ -20,6 +20,12 @@ type Mutants struct {
 	// RetryCommitUnknownForTesting) is the defect this protection
 	// hides: the simulations switch both on to show that they catch it.
 	DoubtIgnored bool
+
+	// OutputOfAbandonedRun records a run's output even when its end is
+	// refused because a later claim abandoned the run: the output is
+	// written (and traced as the RunEnd that wrote it) as if the end had
+	// been recorded. The person would see an abandoned run's answer.
+	OutputOfAbandonedRun bool
 }
 
 // WithMutantsForTesting switches mutants on. It exists for mutation tests;

@@ -101,7 +101,7 @@ func TestOutOfOrderRefused(t *testing.T) {
 	w.refused(t, core.ErrOutOfOrder, func() error { _, err := w.a.Ask(w.ctx, c, run+1, "q"); return err })
 	req, err := w.a.Ask(w.ctx, c, run, "q")
 	require.NoError(t, err)
-	require.NoError(t, w.a.RunEnd(w.ctx, c, run))
+	require.NoError(t, w.a.RunEnd(w.ctx, c, run, ""))
 	p, err = w.a.Plan(w.ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1, Posted: p.Posted}, p)

@@ -67,6 +67,10 @@ type Run struct {
 	Prompt    Seq
 	State     RunState
 	StartedAt time.Time
+	// Output is what the run answered the person, recorded with its end
+	// (runner.Session.Output); "" when it wrote none. An abandoned run's
+	// end is refused, so it has none.
+	Output string
 }
 
 // RequestState says whether a request has its answer.
@@ -211,6 +215,17 @@ func (t *Thread) Check(ev Event) error {
 		}
 	case RunEnded, RunAbandoned:
 		return t.checkActive(ev.Run)
+	case RunOutput:
+		// Storage checks only that the run exists and has ended or been
+		// abandoned; the Workspace writes it after the run's end, in the
+		// same transaction, and never for an abandoned run.
+		r, ok := t.Run(ev.Run)
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: run %d of thread %q", ErrUnknownRun, ev.Run, t.ID)
+		case r.State == StateActive:
+			return fmt.Errorf("%w: output of run %d of thread %q before its end", ErrOutOfOrder, ev.Run, t.ID)
+		}
 	default:
 		return fmt.Errorf("%w: event kind %q", ErrInvalidArgument, ev.Kind)
 	}
@@ -251,6 +266,8 @@ func (t *Thread) Apply(ev Event) {
 		t.Runs[ev.Run-1].State = StateEnded
 	case RunAbandoned:
 		t.Runs[ev.Run-1].State = StateAbandoned
+	case RunOutput:
+		t.Runs[ev.Run-1].Output = ev.Text
 	}
 	if ev.Version > t.Version {
 		t.Version = ev.Version

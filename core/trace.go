@@ -41,6 +41,11 @@ type TraceEvent struct {
 	Expires  int64 `json:"expires,omitempty"`
 	Replaced int64 `json:"replaced,omitempty"`
 
+	// Output is set on a RunEnd line whose write recorded the run's
+	// output with its end (core.RunOutput). Only RunEnd carries it: the
+	// output belongs to an active run of the writer, ended by that line.
+	Output bool `json:"output,omitempty"`
+
 	// Call and Return are when the Workspace call began and returned, read
 	// from the Tracer's own clock when it implements TraceClock (a
 	// linearizability check needs them). They are not part of the trace

@@ -812,44 +812,69 @@ func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string
 	return id, nil
 }
 
-// RunEnd records the end of the round's run. It is not fenced: core
-// refuses it with ErrRunAbandoned once a later claim abandoned the run
-// (traced as EndRefused; the round is then over), and an end recorded
-// under a lapsed claim consumes nothing. It returns ErrRunNotActive for a
-// run that already ended, ErrUnknownRun, and ErrOutOfOrder for a run other
-// than the round's own.
-func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID) error {
+// RunEnd records the end of the round's run and, when output is not
+// empty, the run's output (its answer to the person) with it, in the same
+// transaction: a RunOutput event, which no plan consumes, so it can never
+// become a prompt; the thread's Run has it as Output. It is not fenced:
+// core refuses it with ErrRunAbandoned once a later claim abandoned the
+// run (traced as EndRefused; the round is then over), and then records no
+// output either; an end recorded under a lapsed claim consumes nothing.
+// It returns ErrRunNotActive for a run that already ended,
+// ErrUnknownRun, and ErrOutOfOrder for a run other than the round's own.
+func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID, output string) error {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
 		return err
 	}
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		return runEnd(ctx, tx, c, run, w.clock, line)
+		return w.runEnd(ctx, tx, c, run, output, line)
 	})
 	r.leave(line, traced, err, nil)
 	return err
 }
 
-// runEnd records the end of run in tx and leaves RunEnd's line (or
-// EndRefused's) in line.
-func runEnd(ctx context.Context, tx Transaction, c Claim, run RunID, clock Clock, line **TraceEvent) error {
+// runEnd records the end of run, and its output, in tx and leaves
+// RunEnd's line (or EndRefused's) in line.
+func (w *Workspace) runEnd(ctx context.Context, tx Transaction, c Claim, run RunID, output string, line **TraceEvent) error {
 	t, err := tx.Thread(ctx, c.Thread)
 	if err != nil {
 		return err
 	}
-	ev := Event{Kind: RunEnded, At: clock.Now(), Run: run}
+	ev := Event{Kind: RunEnded, At: w.clock.Now(), Run: run}
 	if err := record(ctx, tx, t, &ev); err != nil {
 		if errors.Is(err, ErrRunAbandoned) {
+			if w.mutants.OutputOfAbandonedRun {
+				return w.outputOfAbandoned(ctx, tx, t, c, run, output, line)
+			}
 			*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionEndRefused, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
 		}
 		return err
 	}
-	*line = &TraceEvent{Tick: ev.Version, Action: ActionRunEnd, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken}
+	if output != "" {
+		out := Event{Version: ev.Version, Kind: RunOutput, At: ev.At, Run: run, Text: output}
+		if err := tx.Append(ctx, c.Thread, out); err != nil {
+			return err
+		}
+	}
+	*line = &TraceEvent{Tick: ev.Version, Action: ActionRunEnd, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken, Output: output != ""}
+	return nil
+}
+
+// outputOfAbandoned is the mutant Mutants.OutputOfAbandonedRun: the
+// output of a run whose end was refused is written anyway, as a write of
+// its own, and traced as the RunEnd that wrote it.
+func (w *Workspace) outputOfAbandoned(ctx context.Context, tx Transaction, t *Thread, c Claim, run RunID, output string, line **TraceEvent) error {
+	out := Event{Kind: RunOutput, At: w.clock.Now(), Run: run, Text: output}
+	if err := record(ctx, tx, t, &out); err != nil {
+		return err
+	}
+	*line = &TraceEvent{Tick: out.Version, Action: ActionRunEnd, Thread: c.Thread, Holder: c.Holder, Run: run, Taken: t.Taken, Output: true}
 	return nil
 }
 
 // RunEndThenPlan is RunEnd followed by Plan with nothing between them: it
-// records the end of the round's run and, in the same transaction, plans
+// records the end of the round's run (with its output, as RunEnd does)
+// and, in the same transaction, plans
 // the claim's next write from the thread as that write left it. The plan
 // reads the thread at the instant the end commits, so its trace line
 // carries the RunEnd's call and return; nothing another process writes
@@ -861,7 +886,7 @@ func runEnd(ctx context.Context, tx Transaction, c Claim, run RunID, clock Clock
 // is RunEnd's error, and nothing was planned. When it was, err is the
 // plan's, and is nil unless the round ended meanwhile (a Crash of the
 // round began).
-func (w *Workspace) RunEndThenPlan(ctx context.Context, c Claim, run RunID) (p Plan, ended bool, err error) {
+func (w *Workspace) RunEndThenPlan(ctx context.Context, c Claim, run RunID, output string) (p Plan, ended bool, err error) {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
 		return Plan{}, false, err
@@ -869,7 +894,7 @@ func (w *Workspace) RunEndThenPlan(ctx context.Context, c Claim, run RunID) (p P
 	var planLine *TraceEvent
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		planLine = nil
-		if err := runEnd(ctx, tx, c, run, w.clock, line); err != nil {
+		if err := w.runEnd(ctx, tx, c, run, output, line); err != nil {
 			return err
 		}
 		t, err := tx.Thread(ctx, c.Thread) // the transaction's own write read back

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -37,9 +38,39 @@ type Session struct {
 	r         *Runner
 
 	keep    func() // takes the agent's context from its turn
+	outMu   sync.Mutex
+	out     string // the run's output, recorded with its end
 	endOnce sync.Once
 	ended   chan struct{} // closed once Await recorded the run's end
 	endErr  error
+}
+
+// Output sets the run's output: what the agent answers the person. It is
+// recorded with the run's end, in the same transaction (the thread's Run
+// has it as Output, and Workspace.Follow delivers it as a RunOutput
+// event), and is no message of the thread: it never becomes a prompt.
+// A later call replaces the text. The run's end is recorded when the
+// agent returns, or by Await; after that Output returns
+// core.ErrOutOfOrder and the text is not recorded. An abandoned run's end
+// is refused, and its output with it.
+func (s *Session) Output(text string) error {
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	if s.endedRun() {
+		return fmt.Errorf("output of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
+	}
+	s.out = text
+	return nil
+}
+
+// output returns the run's output so far.
+func (s *Session) output() string {
+	if s == nil {
+		return ""
+	}
+	s.outMu.Lock()
+	defer s.outMu.Unlock()
+	return s.out
 }
 
 // Ask opens a request of the run. It returns core.ErrRunAbandoned once a
@@ -68,8 +99,10 @@ func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, 
 		if s.keep != nil {
 			s.keep()
 		}
-		s.endErr = s.ws.RunEnd(ctx, s.Delivered.Claim, s.Delivered.Run)
+		s.outMu.Lock() // no Output between the end and its record
+		s.endErr = s.ws.RunEnd(ctx, s.Delivered.Claim, s.Delivered.Run, s.out)
 		close(s.ended)
+		s.outMu.Unlock()
 	})
 	if s.endErr != nil {
 		return core.Message{}, s.endErr
@@ -120,8 +153,8 @@ func newRunHandle(c core.Claim, prompt core.Seq) *RunHandle {
 	return &RunHandle{Claim: c, Prompt: prompt, done: make(chan struct{})}
 }
 
-// Run returns the run's id, 0 until its start is recorded.
-func (h *RunHandle) Run() core.RunID {
+// RunID returns the run's id, 0 until its start is recorded.
+func (h *RunHandle) RunID() core.RunID {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.run

@@ -56,7 +56,7 @@ type Config struct {
 	Wake <-chan struct{}
 
 	// ShutdownGrace is how long a turn in progress may go on, recording
-	// its run's end and releasing its claim, after Run's or Work's context
+	// its run's end and releasing its claim, after Run's or TakeTurn's context
 	// ends; past it, its storage calls are cut off. Default 5s.
 	ShutdownGrace time.Duration
 
@@ -109,7 +109,9 @@ type Config struct {
 	SeparatePlans bool
 
 	// Logger receives a record per turn (Debug; Warn for a failed turn)
-	// and Run's storage errors (Warn). Default: discard.
+	// and Run's storage errors (Warn). Default: slog.Default(), so a
+	// failed turn is not silent (before issue 24 the default discarded
+	// them); slog.New(slog.DiscardHandler) discards.
 	Logger *slog.Logger
 
 	// OnTurn, when set, is called with each turn's report once the turn is
@@ -181,7 +183,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.MaxTurnDuration = c.ClaimTTL
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	if c.NewHolder == nil {
 		c.NewHolder = RandomHolder

@@ -18,7 +18,7 @@
 //
 // Stopping is graceful: when Run's context ends, the running agent's
 // context is cancelled, its run's end is recorded and the claim released
-// (OutcomeStopped). Storage calls are not cut off by that context, since a
+// (OutcomeStopped), and Run returns nil: a stop is not an error. Storage calls are not cut off by that context, since a
 // write cut off in flight may or may not have committed; only a turn still
 // going ShutdownGrace later is.
 //
@@ -42,12 +42,23 @@
 // stops (OpenRounds counts them). The retry is never a loop inside the
 // turn, which a deterministic scheduler drives step by step.
 //
+// An agent answers the person with Session.Output: the text is recorded
+// with its run's end, in the same transaction, as the run's output
+// (core.Run.Output, a core.RunOutput event). It is no message, so it never
+// becomes a prompt: an agent that posted its reply to the thread instead
+// would start a run on it, and on that run's reply, without end. A
+// service sees the reply, a question asked and everything else that
+// happens to a thread by following its events from a position
+// (core.Workspace.Follow), without polling.
+//
 // An agent may ask the person a question and wait for the answer
 // (Session.Await): its run's end is recorded, since a request is answered
 // only while no run of the thread is active, and whichever runner next
 // holds the thread answers it with the next message through a fenced
 // Reply; the waiting agent hears it at once from its own runner, or at
-// its next poll from another process's.
+// its next poll from another process's. The answer is the thread's next
+// unconsumed message, whatever it says: one posted before the question
+// was asked answers it (ExampleSession_Await_queuedMessageAnswers).
 //
 // A turn is a span ("threadclaim.turn"); the runner counts turns by
 // outcome, fenced refusals by write, runs started, ended and abandoned, and
@@ -55,8 +66,9 @@
 // logged (Config.Logger) and reported (Config.OnTurn, a TurnReport); each
 // run's handle is handed to Config.OnRun as soon as it is planned.
 //
-// A program that embeds the runner uses New, Run (or Work for one turn),
-// Config, Agent, Session and RunHandle. Turn, NewTurn, Step, the Step
+// A program that embeds the runner uses New, Run (or TakeTurn for one
+// turn, TakeTurns for one on each thread with work), Config, Agent,
+// Session and RunHandle; ExampleRunner_Run is the quick start. Turn, NewTurn, Step, the Step
 // constants and Steps serve the deterministic simulator (internal/sim),
 // which interleaves many processes' turns one step at a time.
 package runner

@@ -11,46 +11,54 @@ import (
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
-// A runner over a workspace (the README shows this Example). Run works
-// threads until its context ends. Here its one turn claims t1 under a
-// fresh holder, plans a run for the posted message, starts it (the
-// fenced write that consumes the message), runs the agent, records the
-// run's end and releases the thread. OnRun hands over each run's handle
-// as soon as it is planned; OnTurn reports each turn, and here ends Run
-// after the first.
+// The quick start, on memory and the machine's clock: an agent that
+// replies to the person (Session.Output) and asks a question, and a
+// service that follows the thread's events (Workspace.Follow), answers
+// the question when it is asked, and stops the runner cleanly.
 func ExampleRunner_Run() {
-	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
-	ws := core.NewWorkspace(memory.New(), clock, core.WithProcess("runner-1"))
-	_ = ws.CreateThread(context.Background(), "t1")
-	_, _ = ws.Post(context.Background(), "t1", "deploy staging")
-
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	ws := core.NewWorkspace(memory.New(), core.SystemClock{})
+	_ = ws.CreateThread(ctx, "t1")
 	r, err := runner.New(runner.Config{
 		Workspace: ws, // its clock is the runner's
+		ClaimTTL:  30 * time.Second,
+		PollEvery: 20 * time.Millisecond, // memory wakes no runner on a post
 		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
-			fmt.Println("agent:", s.Delivered.Prompt.Text)
-			return nil
+			_ = s.Output("deploying " + s.Delivered.Prompt.Text) // the reply the person sees
+			req, err := s.Ask(ctx, "which environment?")
+			if err == nil {
+				_, err = s.Await(ctx, req) // ends the run; the thread's next message answers
+			}
+			return err
 		}),
-		ClaimTTL: 30 * time.Second,
-		OnRun: func(h *runner.RunHandle) {
-			fmt.Println("planned a run for message", h.Prompt)
-		},
-		OnTurn: func(rep runner.TurnReport) {
-			fmt.Println("turn:", rep.Thread, rep.Outcome, "consumed", rep.Consumed)
-			cancel()
-		},
 	})
 	if err != nil {
 		fmt.Println(err) // a config error names the field
 		return
 	}
-	err = r.Run(ctx)
-	fmt.Println("Run:", err)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	_, _ = ws.Post(ctx, "t1", "the web app")
+	_ = ws.Follow(ctx, "t1", 0, func(ev core.ThreadEvent) error {
+		switch ev.Kind {
+		case core.Asked:
+			fmt.Println("agent asks:", ev.Text)
+			_, _ = ws.Post(ctx, "t1", "staging")
+		case core.RunOutput:
+			fmt.Println("agent replies:", ev.Text)
+		case core.Answered:
+			fmt.Println("answered by message", ev.Message)
+			stop() // Follow and Run return nil
+		}
+		return nil
+	})
+	fmt.Println("Run:", <-done)
 	// Output:
-	// planned a run for message 1
-	// agent: deploy staging
-	// turn: t1 done consumed 1
-	// Run: context canceled
+	// agent asks: which environment?
+	// agent replies: deploying the web app
+	// answered by message 2
+	// Run: <nil>
 }
 
 // An agent asks the person a question and waits for the answer: Await
@@ -82,10 +90,10 @@ func ExampleSession_Await() {
 			return nil
 		}),
 	})
-	o, _ := r.Work(ctx, "t1") // runs the agent, which asks and waits
+	o, _ := r.TakeTurn(ctx, "t1") // runs the agent, which asks and waits
 	fmt.Println("first turn:", o)
 	_, _ = ws.Post(ctx, "t1", "staging")
-	o, _ = r.Work(ctx, "t1") // replies: the answer reaches the agent
+	o, _ = r.TakeTurn(ctx, "t1") // replies: the answer reaches the agent
 	fmt.Println("second turn:", o)
 	select {
 	case text := <-heard:
@@ -97,4 +105,43 @@ func ExampleSession_Await() {
 	// first turn: done
 	// second turn: done
 	// agent heard: staging
+}
+
+// The answer to a request is the thread's next unconsumed message,
+// whatever it says: a message posted before the question was asked (here
+// "also, what's the weather?") answers it. That is the spec's rule (Plan
+// answers the oldest open request with the oldest unconsumed message).
+func ExampleSession_Await_queuedMessageAnswers() {
+	ctx := context.Background()
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	ws := core.NewWorkspace(memory.New(), clock)
+	_ = ws.CreateThread(ctx, "t1")
+	_, _ = ws.Post(ctx, "t1", "deploy")
+	_, _ = ws.Post(ctx, "t1", "also, what's the weather?") // queued before the question
+	heard := make(chan string, 1)
+	r, _ := runner.New(runner.Config{
+		Workspace: ws,
+		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+			req, err := s.Ask(ctx, "which environment?")
+			if err != nil {
+				return err
+			}
+			actx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			m, err := s.Await(actx, req)
+			if err == nil {
+				heard <- m.Text
+			}
+			return err
+		}),
+	})
+	_, _ = r.TakeTurn(ctx, "t1") // the run asks; the same turn answers with message 2
+	select {
+	case text := <-heard:
+		fmt.Println("agent heard:", text)
+	case <-time.After(10 * time.Second):
+		fmt.Println("timed out waiting for the agent to hear the answer")
+	}
+	// Output:
+	// agent heard: also, what's the weather?
 }

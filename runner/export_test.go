@@ -13,7 +13,7 @@ func TurnFields(t *Turn) (map[string]any, int) {
 		if h == nil {
 			return nil
 		}
-		return [3]any{h.Claim.Holder, h.Prompt, h.Run()}
+		return [3]any{h.Claim.Holder, h.Prompt, h.RunID()}
 	}
 	var handles []any
 	for _, h := range t.handles {

@@ -43,7 +43,7 @@ func TestClockFromWorkspace(t *testing.T) {
 	b := newProc(t, s, "B", procOpts{skew: ttl + time.Second})
 	done := make(chan runner.Outcome, 1)
 	go func() {
-		o, _ := r.Work(ctx, "t")
+		o, _ := r.TakeTurn(ctx, "t")
 		done <- o
 	}()
 	waitFor(t, started, "the agent to start")
@@ -86,7 +86,7 @@ func TestRunReportsTurns(t *testing.T) {
 		wcancel()
 	}
 	cancel()
-	require.ErrorIs(t, waitFor(t, done, "Run to return"), context.Canceled)
+	require.NoError(t, waitFor(t, done, "Run to return"), "a stopped runner returns nil")
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -140,7 +140,7 @@ func TestAgentAwaitsAnswer(t *testing.T) {
 	wake <- struct{}{}
 	require.Equal(t, "staging", waitFor(t, answers, "the agent to hear the answer"))
 	cancel()
-	require.ErrorIs(t, waitFor(t, done, "Run to return"), context.Canceled)
+	require.NoError(t, waitFor(t, done, "Run to return"), "a stopped runner returns nil")
 
 	th, err := a.ws.Thread(context.Background(), "t")
 	require.NoError(t, err)
@@ -178,14 +178,14 @@ func TestAgentAwaitsAnswerFromAnotherProcess(t *testing.T) {
 	b := newProc(t, s, "B", procOpts{tracer: rec})
 	newThread(t, a.ws, "t", "deploy?")
 
-	outcome, err := a.r.Work(ctx, "t")
+	outcome, err := a.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome, "A's turn ends while its agent waits")
 	waitFor(t, asked, "A's agent to ask")
 
 	_, err = a.ws.Post(ctx, "t", "staging")
 	require.NoError(t, err)
-	outcome, err = b.r.Work(ctx, "t")
+	outcome, err = b.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome)
 	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "A's agent to wait for its next poll")
@@ -246,7 +246,7 @@ func TestTurnBoundedByMessages(t *testing.T) {
 	// A turn that reached its bound yields without looking for more work:
 	// the third yields too, and a fourth finds nothing.
 	for i, want := range []runner.Outcome{runner.OutcomeYielded, runner.OutcomeYielded, runner.OutcomeYielded} {
-		outcome, err := a.r.Work(ctx, "t")
+		outcome, err := a.r.TakeTurn(ctx, "t")
 		require.NoError(t, err)
 		require.Equal(t, want, outcome, "turn %d", i+1)
 		th, err := a.ws.Thread(ctx, "t")
@@ -256,7 +256,7 @@ func TestTurnBoundedByMessages(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, core.Lease{}, l, "a bounded turn releases its claim")
 	}
-	outcome, err := a.r.Work(ctx, "t")
+	outcome, err := a.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome)
 	require.False(t, runner.OutcomeYielded.Failed())
@@ -272,7 +272,7 @@ func TestTurnBoundedByDuration(t *testing.T) {
 		cfg:   func(c *runner.Config) { c.MaxTurnDuration = 7 * time.Second },
 	})
 	newThread(t, a.ws, "t", "m1", "m2", "m3")
-	outcome, err := a.r.Work(ctx, "t")
+	outcome, err := a.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeYielded, outcome)
 	th, err := a.ws.Thread(ctx, "t")
@@ -320,7 +320,7 @@ func TestRunConcurrentTurns(t *testing.T) {
 		}
 		close(release)
 		cancel()
-		require.ErrorIs(t, waitFor(t, done, "Run to return"), context.Canceled)
+		require.NoError(t, waitFor(t, done, "Run to return"), "a stopped runner returns nil")
 	}
 }
 
@@ -359,7 +359,7 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 		return nil
 	})})
 	newThread(t, a.ws, "t", "m1", "m2")
-	outcome, err := a.r.Work(ctx, "t")
+	outcome, err := a.r.TakeTurn(ctx, "t")
 	require.Equal(t, runner.OutcomeError, outcome)
 	require.ErrorIs(t, err, errUnreachable)
 	lines := rec.Lines()
@@ -369,7 +369,7 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 
 	f.setDown(false)
 	a.clock.Advance(ttl)
-	outcome, err = a.r.Work(ctx, "t")
+	outcome, err = a.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome)
 	_, err = tracecheck.Check(rec.Lines())
@@ -399,7 +399,7 @@ func TestTurnTransactions(t *testing.T) {
 				})})
 			newThread(t, a.ws, "t", "m1", "m2")
 			before := s.n.Load()
-			outcome, err := a.r.Work(context.Background(), "t")
+			outcome, err := a.r.TakeTurn(context.Background(), "t")
 			require.NoError(t, err)
 			require.Equal(t, runner.OutcomeDone, outcome)
 			require.Equal(t, c.want, s.n.Load()-before)

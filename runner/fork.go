@@ -61,6 +61,9 @@ func (t *Turn) ForkForTesting(ctx context.Context, r *Runner, claim func(core.Cl
 			f.handle = t.handle.fork(claim)
 		}
 	}
+	if t.session != nil {
+		f.session = t.session.fork(r, claim)
+	}
 	if t.base != nil {
 		f.base = context.WithoutCancel(ctx)
 	}
@@ -83,6 +86,19 @@ func (h *RunHandle) fork(claim func(core.Claim) core.Claim) *RunHandle {
 	case <-h.done:
 		close(c.done)
 	default:
+	}
+	return c
+}
+
+// fork copies the session of an agent that has returned, on r, its claim
+// mapped by claim: the output its run's end is to record goes with it.
+func (s *Session) fork(r *Runner, claim func(core.Claim) core.Claim) *Session {
+	c := &Session{Delivered: s.Delivered, ws: r.ws, r: r, out: s.output(), ended: make(chan struct{})}
+	c.Delivered.Claim = claim(s.Delivered.Claim)
+	if s.endedRun() {
+		c.endOnce.Do(func() {})
+		c.endErr = s.endErr
+		close(c.ended)
 	}
 	return c
 }

@@ -73,7 +73,7 @@ func TestTurnFork(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, runner.OutcomeDone, o)
 		require.NoError(t, tt.Handle().Wait(ctx))
-		require.Equal(t, core.RunID(1), tt.Handle().Run())
+		require.Equal(t, core.RunID(1), tt.Handle().RunID())
 	}
 	for _, s := range []*memory.Store{store, fstore} {
 		th, err := core.NewWorkspace(s, clock).Thread(ctx, "t")

@@ -70,7 +70,7 @@ func New(cfg Config) (*Runner, error) {
 // Config returns the runner's configuration with its defaults filled in.
 func (r *Runner) Config() Config { return r.cfg }
 
-// Work takes one turn on the thread to its end, renewing the claim every
+// TakeTurn takes one turn on the thread to its end, renewing the claim every
 // RenewEvery while it lasts, and returns the turn's outcome. The error is
 // the one behind a failed or busy turn: errors.Is(err, core.ErrThreadBusy)
 // for a fenced refusal.
@@ -80,11 +80,11 @@ func (r *Runner) Config() Config { return r.cfg }
 // (OutcomeStopped). Storage calls are not cut off by ctx, since a write
 // cut off in flight may or may not have committed; they are cut off only
 // if the turn has not ended ShutdownGrace after ctx did.
-func (r *Runner) Work(ctx context.Context, thread core.ThreadID) (Outcome, error) {
+func (r *Runner) TakeTurn(ctx context.Context, thread core.ThreadID) (Outcome, error) {
 	return r.work(ctx, thread, false)
 }
 
-// work is Work; a takeover turn plans once (Config.TakeoverTurns).
+// work is TakeTurn; a takeover turn plans once (Config.TakeoverTurns).
 func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) (Outcome, error) {
 	if err := ctx.Err(); err != nil {
 		return OutcomeStopped, err
@@ -131,8 +131,10 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 }
 
 // Run works every thread with messages to consume until ctx ends; then it
-// waits for its turns to stop gracefully (see Work) and returns ctx's
-// error. It keeps up to MaxConcurrentTurns turns going at once, each on
+// waits for its turns to stop gracefully (see TakeTurn) and returns nil: a
+// runner stopped by its context (cancelled or past its deadline) is not a
+// failure. (Before issue 24 it returned ctx's error; a caller that wants
+// to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread, and looks for work every PollEvery, at once when Wake
 // delivers (once Wake is closed, it polls), and whenever a turn ends.
 //
@@ -184,7 +186,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Every slot is taken: nothing found could start. A turn's
 			// end makes Run look.
 			if !r.wait(ctx, &noWake, s.ended) {
-				return ctx.Err()
+				return nil
 			}
 			continue
 		}
@@ -204,7 +206,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			w = &noWake // a wake-up brings no expired lease
 		}
 		if !r.wait(ctx, w, s.ended) {
-			return ctx.Err()
+			return nil
 		}
 	}
 }
@@ -336,12 +338,12 @@ func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan s
 	return true
 }
 
-// RunOnce takes a turn, one at a time, on each thread that has a message
+// TakeTurns takes a turn, one at a time, on each thread that has a message
 // to consume or a run an earlier claim left active
 // (core.Workspace.Pending), whoever holds it, and returns the storage
 // error listing them, if any. It first tries again to end the rounds
 // whose Crash storage did not answer.
-func (r *Runner) RunOnce(ctx context.Context) error {
+func (r *Runner) TakeTurns(ctx context.Context) error {
 	r.retryCrashes(ctx)
 	list, err := r.ws.Pending(ctx)
 	if err != nil {
@@ -351,7 +353,7 @@ func (r *Runner) RunOnce(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		_, _ = r.Work(ctx, p.ID)
+		_, _ = r.TakeTurn(ctx, p.ID)
 	}
 	return nil
 }
@@ -366,7 +368,7 @@ func (r *Runner) leftOpen(c core.Claim) {
 
 // OpenRounds counts the rounds this runner gave up whose Crash storage has
 // not answered yet: each had a write whose commit is unknown, and waits
-// for Run (or RunOnce) to trace its end, or for a claim of its thread by
+// for Run (or TakeTurns) to trace its end, or for a claim of its thread by
 // this runner's workspace, which tries first.
 func (r *Runner) OpenRounds() int {
 	r.openMu.Lock()

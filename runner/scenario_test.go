@@ -51,7 +51,7 @@ func TestADRScenarioFenced(t *testing.T) {
 	require.Equal(t, runner.OutcomeFenced, outcome)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
 	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrThreadBusy, "RunHandle.Wait of a refused start")
-	require.Equal(t, core.RunID(0), ta.Handle().Run(), "a refused start has no run")
+	require.Equal(t, core.RunID(0), ta.Handle().RunID(), "a refused start has no run")
 	require.Equal(t, runner.StepAgent, tb.Next(), "B's start must succeed")
 
 	f := readFacts(t, s, "t")
@@ -178,7 +178,7 @@ func TestTurnRepliesThenRuns(t *testing.T) {
 		return err
 	})})
 	newThread(t, a.ws, "t", "m1")
-	outcome, err := a.r.Work(ctx, "t")
+	outcome, err := a.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome)
 
@@ -186,7 +186,7 @@ func TestTurnRepliesThenRuns(t *testing.T) {
 		_, err := a.ws.Post(ctx, "t", m)
 		require.NoError(t, err)
 	}
-	outcome, err = a.r.Work(ctx, "t")
+	outcome, err = a.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome)
 

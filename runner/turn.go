@@ -73,11 +73,11 @@ func Steps() []Step {
 // Turn is one claim on one thread, taken one step at a time: claim, abandon
 // what earlier claims left, plan, start a run (fenced) or answer a request
 // (fenced), run the agent, record the run's end (not fenced), plan again
-// while messages remain, release. Runner.Work drives a turn to its end and
+// while messages remain, release. Runner.TakeTurn drives a turn to its end and
 // renews its claim on a timer; a simulation may drive Step and Renew itself
 // to interleave many processes' turns (NewTurn, Step, Next and the Step
 // constants exist for that: a program that embeds the runner uses Run or
-// Work). Step must not be called concurrently with itself; Renew may be
+// TakeTurn). Step must not be called concurrently with itself; Renew may be
 // called at any time.
 type Turn struct {
 	r      *Runner
@@ -101,7 +101,7 @@ type Turn struct {
 	// Run's takeover slots; it plans once (see Config.TakeoverTurns).
 	takeover bool
 	planned  bool
-	outer    context.Context // Work's context: a detached agent stops with it
+	outer    context.Context // TakeTurn's context: a detached agent stops with it
 
 	agentCancel context.CancelFunc // the agent's context, once Await kept it
 	base        context.Context    // the turn's context without cancellation: runs' contexts derive from it
@@ -173,7 +173,7 @@ func (t *Turn) lose() {
 
 // Stop asks the turn to end gracefully: the running agent's context is
 // cancelled, and the turn releases its claim at its next plan instead of
-// planning again, even when its thread still has work. Work calls it when
+// planning again, even when its thread still has work. TakeTurn calls it when
 // its context ends; a scheduler that drives turns step by step calls it to
 // end a turn early (the spec lets a claimed process Release at any time).
 func (t *Turn) Stop() {
@@ -404,7 +404,7 @@ func (t *Turn) stepAgent() {
 	s := &Session{
 		ws:        t.r.ws,
 		r:         t.r,
-		Delivered: Delivered{Claim: t.claim, Run: t.handle.Run(), Prompt: t.plan.Posted, Taken: t.plan.Message},
+		Delivered: Delivered{Claim: t.claim, Run: t.handle.RunID(), Prompt: t.plan.Posted, Taken: t.plan.Message},
 		ended:     make(chan struct{}),
 		keep:      t.keepAgent,
 	}
@@ -441,7 +441,7 @@ func (t *Turn) afterAwait(s *Session) {
 		t.crash(context.Background(), err)
 	default:
 		t.r.metrics.ended.Add(context.Background(), 1)
-		t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
+		t.event("run_ended", attribute.Int64("run", int64(t.handle.RunID())))
 		// The waiting agent kept its context: the turn's next runs get a
 		// fresh one, cancelled as ever when the claim is lost.
 		t.mu.Lock()
@@ -498,7 +498,7 @@ func (t *Turn) stepRunEnd(ctx context.Context) {
 		t.runEndThenPlan(ctx)
 		return
 	}
-	if t.runEnded(ctx, t.r.ws.RunEnd(ctx, t.claim, t.handle.Run())) {
+	if t.runEnded(ctx, t.r.ws.RunEnd(ctx, t.claim, t.handle.RunID(), t.session.output())) {
 		t.next = StepPlan
 	}
 }
@@ -519,7 +519,7 @@ func (t *Turn) runEnded(ctx context.Context, err error) bool {
 	}
 	t.r.metrics.ended.Add(ctx, 1)
 	t.handle.finish(t.runErr)
-	t.event("run_ended", attribute.Int64("run", int64(t.handle.Run())))
+	t.event("run_ended", attribute.Int64("run", int64(t.handle.RunID())))
 	return true
 }
 
@@ -527,7 +527,7 @@ func (t *Turn) runEnded(ctx context.Context, err error) bool {
 // transaction: the turn would plan next anyway (it is not lost, stopping
 // or due to yield), so the two steps are one.
 func (t *Turn) runEndThenPlan(ctx context.Context) {
-	p, ended, err := t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.Run())
+	p, ended, err := t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.RunID(), t.session.output())
 	if !ended {
 		t.runEnded(ctx, err)
 		return

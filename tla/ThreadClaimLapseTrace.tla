@@ -142,8 +142,10 @@ Ticks ==
 
 \* The values a line carries, all of them: msg, req, run, taken (after the
 \* action), the process's holder (after a Claim; before anything else),
-\* the lease's holder ("" where the action does not read the lease) and
-\* the plan's kind ("" but for Plan).
+\* the lease's holder ("" where the action does not read the lease), the
+\* plan's kind ("" but for Plan), and output (true only on a RunEnd that
+\* recorded the run's output: the output of an active run of the writer,
+\* which RunEnd(P) requires).
 Values(msg, req, rn, holder, ls, kind) ==
     /\ line.msg = msg
     /\ line.req = req
@@ -152,6 +154,7 @@ Values(msg, req, rn, holder, ls, kind) ==
     /\ line.holder = holder
     /\ line.lease = ls
     /\ Field(line, "kind", "") = kind
+    /\ Field(line, "output", FALSE) => line.action = "RunEnd"
 
 Own == Name(hold[P])   \* the process's holder, as a string
 

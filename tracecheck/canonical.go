@@ -188,7 +188,7 @@ func (r *Reader) canonical(b []byte) int {
 	// Every field is set below, the optional ones here (cheaper than
 	// clearing the struct, pointers and all).
 	ev := &r.ev
-	ev.Kind, ev.Now, ev.TTL, ev.Expires, ev.Replaced, ev.Call, ev.Return = "", 0, 0, 0, 0, 0, 0
+	ev.Kind, ev.Now, ev.TTL, ev.Expires, ev.Replaced, ev.Call, ev.Return, ev.Output = "", 0, 0, 0, 0, 0, 0, false
 	if len(b) < 8 || string(b[:8]) != `{"tick":` {
 		return -1
 	}
@@ -340,6 +340,10 @@ func (r *Reader) canonTail(b []byte, i int) int {
 		if ev.Replaced, i = canonInt(b, i+12); i < 0 {
 			return -1
 		}
+	}
+	if len(b)-i >= 14 && string(b[i:i+14]) == `,"output":true` {
+		ev.Output = true
+		i += 14
 	}
 	if i < len(b) && b[i] == '}' {
 		return i + 1

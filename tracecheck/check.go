@@ -555,6 +555,7 @@ const (
 	cKind
 	cTiming   // now, ttl, expires: Claim and Renew
 	cReplaced // replaced: Claim
+	cOutput   // output: RunEnd
 )
 
 // lineRule is what the checker reads of an action's row in core's action
@@ -585,6 +586,7 @@ var lineRules = func() (rules [numActions]lineRule) {
 	}
 	rules[actionIndex(core.ActionClaim)].carries |= cTiming | cReplaced
 	rules[actionIndex(core.ActionRenew)].carries |= cTiming
+	rules[actionIndex(core.ActionRunEnd)].carries |= cOutput
 	return rules
 }()
 
@@ -613,6 +615,8 @@ func unexpected(ev *core.TraceEvent, ai int) (string, any) {
 		return "line.expires", ev.Expires
 	case has&cReplaced == 0 && ev.Replaced != 0:
 		return "line.replaced", ev.Replaced
+	case has&cOutput == 0 && ev.Output:
+		return "line.output", true
 	}
 	return "", nil
 }

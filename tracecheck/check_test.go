@@ -197,7 +197,7 @@ func (g *traceGen) step() error {
 			}
 			return nil
 		}
-		err := p.ws.RunEnd(g.ctx, p.claim, p.run)
+		err := p.ws.RunEnd(g.ctx, p.claim, p.run, "")
 		switch {
 		case errors.Is(err, core.ErrRunAbandoned):
 			p.st = genIdle
@@ -313,7 +313,12 @@ func (s *fixtureScript) Ask(p string, r core.RunID) {
 }
 
 func (s *fixtureScript) RunEnd(p string, r core.RunID) error {
-	return s.ws[p].RunEnd(s.ctx, s.claim[p], r)
+	return s.ws[p].RunEnd(s.ctx, s.claim[p], r, "")
+}
+
+// RunEndWith records the end of run r with the run's output.
+func (s *fixtureScript) RunEndWith(p string, r core.RunID, output string) error {
+	return s.ws[p].RunEnd(s.ctx, s.claim[p], r, output)
 }
 
 func (s *fixtureScript) Abandon(p string, r core.RunID) error {
@@ -364,6 +369,38 @@ var fixtureScripts = map[string]func(t *testing.T) []byte{
 		s.must(s.Reply("p1", 1, 2))
 		s.Plan("p1") // nothing left: not traced
 		s.Release("p1")
+		return s.bytes()
+	},
+	// A run that writes its output (the agent's reply to the person) with
+	// its end: the RunEnd line says output.
+	"ok-run-output.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-0a7e")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.must(s.RunEndWith("p1", 1, "deploying"))
+		s.Plan("p1") // nothing left: not traced
+		s.Release("p1")
+		return s.bytes()
+	},
+	// p1's claim lapses while its run is active; p2 takes the lease and
+	// abandons the run; p1's end of it, with its output, is refused and
+	// writes nothing (EndRefused).
+	"ok-end-refused.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-e001")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-e002")
+		s.Plan("p2")
+		s.must(s.Abandon("p2", 1))
+		if err := s.RunEndWith("p1", 1, "deploying"); err == nil {
+			t.Fatal("the end of an abandoned run was not refused")
+		}
+		s.Release("p2")
 		return s.bytes()
 	},
 	// p1 dies with its run active; p2 takes the lapsed lease, abandons the
@@ -524,6 +561,33 @@ var fixtureEdits = map[string]struct {
 	"bad-tick-backwards.ndjson": {"ok-run-ask-reply.ndjson", func(t *testing.T, lines []string) []string {
 		return append(lines, lines[4])
 	}},
+	// The EndRefused of p1's abandoned run becomes the write of its output
+	// (what core.Mutants.OutputOfAbandonedRun does): a RunEnd, with
+	// output, of a run a later claim abandoned. The lines after it go.
+	"bad-output-abandoned-run.ndjson": {"ok-end-refused.ndjson", func(t *testing.T, lines []string) []string {
+		for i, l := range lines {
+			var ev core.TraceEvent
+			if err := json.Unmarshal([]byte(l), &ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Action != core.ActionEndRefused {
+				continue
+			}
+			ev.Action, ev.Read, ev.Tick, ev.Output = core.ActionRunEnd, false, ev.Tick+1, true
+			b, err := json.Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return append(lines[:i], string(b))
+		}
+		t.Fatal("ok-end-refused.ndjson has no EndRefused")
+		return nil
+	}},
+	// The Ask (line 6) says it wrote an output: only RunEnd does.
+	"bad-output-on-ask.ndjson": {"ok-run-ask-reply.ndjson", func(t *testing.T, lines []string) []string {
+		lines[5] = strings.TrimSuffix(lines[5], "}") + `,"output":true}`
+		return lines
+	}},
 	// Line 5 cut short.
 	"bad-malformed.ndjson": {"ok-run-ask-reply.ndjson", func(t *testing.T, lines []string) []string {
 		lines[4] = lines[4][:len(lines[4])/2]
@@ -604,6 +668,10 @@ var fixtureTable = []struct {
 	{file: "bad-tick-gap.ndjson", line: 6, kind: tracecheck.ErrOrder, rule: "tick", unfenced: "tick"},
 	{file: "bad-tick-backwards.ndjson", line: 12, kind: tracecheck.ErrOrder, rule: "tick", unfenced: "tick"},
 	{file: "bad-malformed.ndjson", line: 5, kind: tracecheck.ErrMalformed},
+	{file: "ok-run-output.ndjson"},
+	{file: "ok-end-refused.ndjson"},
+	{file: "bad-output-abandoned-run.ndjson", line: 7, kind: tracecheck.ErrGuard, rule: `runs[run[p]].state = "active"`, unfenced: `runs[run[p]].state = "active"`},
+	{file: "bad-output-on-ask.ndjson", line: 6, kind: tracecheck.ErrLineValue, rule: "line.output", unfenced: "line.output"},
 }
 
 func TestFixtures(t *testing.T) {

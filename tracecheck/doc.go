@@ -30,9 +30,9 @@
 // after the object, an empty line other than none after the last
 // newline); an unknown key (keys match exactly, case and all); a key given
 // twice; a missing required key (every key is required but kind, now,
-// ttl, expires and replaced); a value of the wrong type (integers without
+// ttl, expires, replaced and output); a value of the wrong type (integers without
 // sign, fraction or exponent, except the timing fields, which may be
-// negative); an unknown action, or Lapse; a kind other than "", "run" or
+// negative; output is a boolean); an unknown action, or Lapse; a kind other than "", "run" or
 // "reply"; an empty thread; a line longer than MaxLineBytes. A trace with
 // no line at all (an empty file, /dev/null) is ErrEmpty at line 1, also exit 2; so
 // is a file that cannot be read (a directory, a missing file, no
@@ -91,6 +91,14 @@
 //     the claimant's clock; Rule "lease.expired by the claimant's clock").
 //     A line without them (traces written before they existed) skips the
 //     timing checks. 0 means absent: clocks read Unix time, never 0.
+//   - output (RunEnd only, optional, a boolean): true when the RunEnd's
+//     write recorded the run's output with its end (core.RunOutput, what
+//     the agent answered the person). RunEnd requires run[p] active and
+//     p's own, so the output the line records belongs to an active run of
+//     the writer; any other action with output true is rejected (Rule
+//     "line.output"), and so is a RunEnd of a run a later claim abandoned
+//     (the mutant core.Mutants.OutputOfAbandonedRun writes one). Absent
+//     and false are the same: traces written before it existed hold.
 //
 // # The order rule
 //

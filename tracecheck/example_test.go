@@ -57,7 +57,7 @@ func ExampleRecorder() {
 	c, _ := ws.Claim(ctx, "t1", "9f3c2a", 30*time.Second)
 	p, _ := ws.Plan(ctx, c)
 	run, _ := ws.RunStart(ctx, c, p.Message)
-	_ = ws.RunEnd(ctx, c, run)
+	_ = ws.RunEnd(ctx, c, run, "")
 	_ = ws.Release(ctx, c)
 
 	stats, err := tracecheck.Check(rec.Lines())

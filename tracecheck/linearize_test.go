@@ -145,7 +145,7 @@ func (wl *linWorkload) round(ctx context.Context, lc *tracecheck.LinClient, cloc
 					return err
 				}
 			}
-			if err := lc.W.RunEnd(ctx, cl, run); errors.Is(err, core.ErrRunAbandoned) {
+			if err := lc.W.RunEnd(ctx, cl, run, ""); errors.Is(err, core.ErrRunAbandoned) {
 				return nil
 			} else if err != nil {
 				return err
@@ -331,7 +331,7 @@ func TestOperationsFromTrace(t *testing.T) {
 		pb, _ := b.Plan(ctx, cb)
 		_, _ = b.RunStart(ctx, cb, pb.Message)
 		_, _ = a.RunStart(ctx, ca, pa.Message)
-		_ = b.RunEnd(ctx, cb, 1)
+		_ = b.RunEnd(ctx, cb, 1, "")
 		_ = b.Release(ctx, cb)
 		ops := tracecheck.OperationsFromTrace(rec.lines)
 		if len(ops) != 5 {

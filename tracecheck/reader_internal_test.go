@@ -118,7 +118,7 @@ func jsonReference(line []byte) (core.TraceEvent, error) {
 		case fTick:
 			var u uint64
 			err2 = json.Unmarshal(raw, &u)
-		case fRead:
+		case fRead, fOutput:
 			var b bool
 			err2 = json.Unmarshal(raw, &b)
 		case fMsg, fReq, fRun, fTaken, fNow, fTTL, fExpires, fReplaced:

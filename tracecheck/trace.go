@@ -315,8 +315,8 @@ func openTrace(path string) (*os.File, error) {
 	return f, nil
 }
 
-// The fields of a trace line, in core.TraceEvent's order. kind and the
-// timing fields are optional.
+// The fields of a trace line, in core.TraceEvent's order. kind, the
+// timing fields and output are optional.
 const (
 	fTick = iota
 	fRead
@@ -334,11 +334,12 @@ const (
 	fTTL
 	fExpires
 	fReplaced
+	fOutput
 	numFields
 )
 
 var fieldNames = [numFields]string{"tick", "read", "action", "thread", "proc", "holder", "msg", "req", "run",
-	"taken", "lease", "kind", "now", "ttl", "expires", "replaced"}
+	"taken", "lease", "kind", "now", "ttl", "expires", "replaced", "output"}
 
 // quotedKeys are the keys as core writes them, with their colon.
 var quotedKeys = func() (q [numFields][]byte) {
@@ -385,6 +386,8 @@ func fieldIndex(key []byte) int {
 		return fExpires
 	case "replaced":
 		return fReplaced
+	case "output":
+		return fOutput
 	}
 	return -1
 }
@@ -666,6 +669,9 @@ func (r *Reader) value(d *decoder, f int, ev *core.TraceEvent) error {
 		return err
 	case fRead:
 		ev.Read, err = d.bool()
+		return err
+	case fOutput:
+		ev.Output, err = d.bool()
 		return err
 	case fMsg, fReq, fRun, fTaken:
 		if n, err = d.nat(); err != nil {

@@ -250,17 +250,23 @@ func TestRunUnfencedSurvivorExit5(t *testing.T) {
 // The two code mutants the seeded scheduler must catch beyond the fences:
 // a fence checked in its own transaction (seen only because steps are
 // interleaved between transactions) and a retry after an unknown commit
-// (seen only because storage faults are injected). Each exits 1; with the
-// feature that exposes it off, each survives (exit 5).
+// (seen only because storage faults are injected), and an abandoned run's
+// output recorded (its RunEnd line after the Abandon). Each exits 1; with
+// the feature that exposes it off, each of the first two survives (exit 5).
 func TestRunCodeMutantsCaught(t *testing.T) {
 	for _, tc := range []struct{ mutant, off string }{
 		{"fence-own-tx", "-interleave=false"},
 		{"retry-commit-unknown", "-faults=0"},
+		{"output-abandoned", ""}, // the checkers see it in any execution with an EndRefused
 	} {
 		code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant)
 		require.Equal(t, exitFailed, code, "%s: stdout:\n%s\nstderr:\n%s", tc.mutant, out, errs)
 		require.Contains(t, errs, "the mutant was caught")
 		require.Contains(t, errs, "FAIL (as it must with the mutant "+tc.mutant+")")
+		if tc.off == "" {
+			require.Contains(t, errs, `"action":"RunEnd"`, "the output of an abandoned run, traced as its RunEnd, is what is rejected")
+			continue
+		}
 		code, out, errs = runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant, tc.off)
 		require.Equal(t, exitSurvived, code, "%s %s: stdout:\n%s\nstderr:\n%s", tc.mutant, tc.off, out, errs)
 		require.Contains(t, errs, "SURVIVED: the mutant "+tc.mutant+" is on", "a code mutant's fences are on: its survivor message names it")

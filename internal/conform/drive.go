@@ -270,7 +270,7 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 		}
 		return outcome{core.ActionAsk, nil}
 	case core.ActionRunEnd, core.ActionEndRefused:
-		err := ws.RunEnd(ctx, d.claim(p), pr.Run)
+		err := ws.RunEnd(ctx, d.claim(p), pr.Run, "")
 		switch {
 		case err == nil:
 			pr.PC, pr.Run = specmodel.Claimed, 0

@@ -86,7 +86,7 @@ type logHeader struct {
 	Unfenced   logFences `json:"unfenced"`
 	Interleave bool      `json:"interleave,omitempty"`
 	Faults     float64   `json:"faults,omitempty"`
-	Mutants    []string  `json:"mutants,omitempty"` // fence-own-tx, retry-commit-unknown
+	Mutants    []string  `json:"mutants,omitempty"` // fence-own-tx, retry-commit-unknown, output-abandoned
 	Quiesce    *bool     `json:"quiesce,omitempty"` // false: no quiescence after the operations
 }
 
@@ -128,6 +128,7 @@ func (f *logFences) UnmarshalJSON(b []byte) error {
 const (
 	mutantFenceOwnTx         = "fence-own-tx"
 	mutantRetryCommitUnknown = "retry-commit-unknown"
+	mutantOutputAbandoned    = "output-abandoned"
 )
 
 type logOp struct {
@@ -209,6 +210,8 @@ func ReadLog(r io.Reader, name string) (Log, error) {
 					l.Mutants.FenceInOwnTransaction = true
 				case mutantRetryCommitUnknown:
 					l.Mutants.RetryCommitUnknown = true
+				case mutantOutputAbandoned:
+					l.Mutants.OutputOfAbandonedRun = true
 				default:
 					return Log{}, bad(n, "header: unknown mutant %q", m)
 				}
@@ -241,6 +244,9 @@ func mutantNames(m Mutants) []string {
 	}
 	if m.RetryCommitUnknown {
 		out = append(out, mutantRetryCommitUnknown)
+	}
+	if m.OutputOfAbandonedRun {
+		out = append(out, mutantOutputAbandoned)
 	}
 	return out
 }

@@ -43,7 +43,7 @@ func StallingAgent(seed uint64, maxStall time.Duration) runner.Agent {
 		case <-t.C:
 		case <-ctx.Done():
 		}
-		return nil
+		return s.Output("done: " + s.Delivered.Prompt.Text)
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -89,6 +90,10 @@ type Mutants struct {
 	// and core lets it (core.Mutants.DoubtIgnored). Caught only with
 	// Faults.
 	RetryCommitUnknown bool
+	// OutputOfAbandonedRun: a run's output is recorded even when its end
+	// is refused because a later claim abandoned the run
+	// (core.Mutants.OutputOfAbandonedRun).
+	OutputOfAbandonedRun bool
 }
 
 // storage returns the storage a process's Workspace writes through, s
@@ -310,11 +315,12 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	}
 	s.rec = &recorder{next: cfg.Tracer, perThread: map[core.ThreadID]int{}}
 	opts := []core.Option{core.WithTracer(s.rec)}
-	if cfg.Mutants.RetryCommitUnknown {
+	if cfg.Mutants.RetryCommitUnknown || cfg.Mutants.OutputOfAbandonedRun {
 		// Core refuses the retry itself (a round whose write's commit is
 		// unknown takes only Crash): the mutant is the runner's defect
 		// with that protection off too.
-		opts = append(opts, core.WithMutantsForTesting(core.Mutants{DoubtIgnored: true}))
+		opts = append(opts, core.WithMutantsForTesting(core.Mutants{
+			DoubtIgnored: cfg.Mutants.RetryCommitUnknown, OutputOfAbandonedRun: cfg.Mutants.OutputOfAbandonedRun}))
 	}
 	var procStore core.Storage = cfg.Storage
 	if cfg.Interleave || cfg.Faults > 0 {
@@ -354,6 +360,7 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			SeparatePlans: true,
 			Agent:         p.agent(),
 			NewHolder:     s.newHolder(p),
+			Logger:        slog.New(slog.DiscardHandler), // the checks report what the turns did
 		})
 		if err != nil {
 			return nil, err
@@ -373,7 +380,7 @@ func (p *simProc) agent() runner.Agent {
 				return err
 			}
 		}
-		return nil
+		return sess.Output("done: " + sess.Delivered.Prompt.Text)
 	})
 }
 

@@ -32,6 +32,7 @@ type batchLine struct {
 	Lease  string      `json:"lease"`
 	Kind   string      `json:"kind,omitempty"`
 	Clock  *batchClock `json:"clock,omitempty"`
+	Output bool        `json:"output,omitempty"`
 }
 
 // batchClock is a line's timing, each value as clockValue encodes it.
@@ -70,7 +71,7 @@ func toBatchLine(ev core.TraceEvent) batchLine {
 	l := batchLine{
 		Tick: tlcInt(ev.Tick), Read: ev.Read, Action: ev.Action, Thread: string(ev.Thread), Proc: ev.Proc,
 		Holder: string(ev.Holder), Msg: tlcInt(uint64(ev.Msg)), Req: tlcInt(uint64(ev.Req)), Run: tlcInt(uint64(ev.Run)),
-		Taken: tlcInt(uint64(ev.Taken)), Lease: string(ev.Lease), Kind: ev.Kind,
+		Taken: tlcInt(uint64(ev.Taken)), Lease: string(ev.Lease), Kind: ev.Kind, Output: ev.Output,
 	}
 	if ev.Now != 0 || ev.TTL != 0 || ev.Expires != 0 || ev.Replaced != 0 {
 		l.Clock = &batchClock{encodeClock(ev.Now), encodeClock(ev.TTL), encodeClock(ev.Expires), encodeClock(ev.Replaced)}

@@ -39,7 +39,7 @@ func TestClone(t *testing.T) {
 	// Writes to the original: the clone keeps its copy.
 	_, err = w.Post(ctx, "t", "m2")
 	require.NoError(t, err)
-	require.NoError(t, w.RunEnd(ctx, c, 1))
+	require.NoError(t, w.RunEnd(ctx, c, 1, ""))
 	require.NoError(t, w.Release(ctx, c))
 	require.Equal(t, before, storetest.Snapshot(t, c2, "t"), "a write to the store changed its clone")
 

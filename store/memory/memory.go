@@ -11,6 +11,7 @@ import (
 var (
 	_ core.Storage       = (*Store)(nil)
 	_ core.PendingLister = (*Store)(nil)
+	_ core.EventWatcher  = (*Store)(nil)
 )
 
 // Store holds threads and leases in memory. It is safe for concurrent use.
@@ -23,6 +24,9 @@ type Store struct {
 	// acquires a thread's lease once (core.ErrHolderReused).
 	held        map[heldLease]struct{}
 	reuseHolder bool // the mutant: holder freshness not enforced
+
+	watchMu  sync.Mutex
+	watchers map[chan struct{}]struct{} // WatchEvents' channels
 }
 
 type heldLease struct {
@@ -95,13 +99,51 @@ func (s *Store) Update(ctx context.Context, fn func(context.Context, core.Transa
 		}
 		return err
 	}
+	if tx.appended {
+		s.notify()
+	}
 	return nil
+}
+
+// WatchEvents returns a channel that receives after each commit that
+// appended events to any thread (coalesced: while a receive is pending,
+// later commits add none, and the pending one comes after them). It is
+// closed when ctx ends.
+func (s *Store) WatchEvents(ctx context.Context, _ core.ThreadID) (<-chan struct{}, error) {
+	ch := make(chan struct{}, 1)
+	s.watchMu.Lock()
+	if s.watchers == nil {
+		s.watchers = map[chan struct{}]struct{}{}
+	}
+	s.watchers[ch] = struct{}{}
+	s.watchMu.Unlock()
+	go func() {
+		<-ctx.Done()
+		s.watchMu.Lock()
+		delete(s.watchers, ch)
+		close(ch)
+		s.watchMu.Unlock()
+	}()
+	return ch, nil
+}
+
+// notify wakes every watcher; it is called holding s.mu, after a commit.
+func (s *Store) notify() {
+	s.watchMu.Lock()
+	defer s.watchMu.Unlock()
+	for ch := range s.watchers {
+		select {
+		case ch <- struct{}{}:
+		default: // one is pending, and comes after this commit
+		}
+	}
 }
 
 // txn is one transaction, holding the store's lock.
 type txn struct {
-	s    *Store
-	undo []func()
+	s        *Store
+	undo     []func()
+	appended bool // an event was appended: watchers are told at commit
 }
 
 var _ core.Transaction = (*txn)(nil)
@@ -173,7 +215,7 @@ func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
 	header, events := *st, len(th.events)
 	var restore func()
 	switch ev.Kind {
-	case core.RunEnded, core.RunAbandoned:
+	case core.RunEnded, core.RunAbandoned, core.RunOutput:
 		i, old := ev.Run-1, st.Runs[ev.Run-1]
 		restore = func() { st.Runs[i] = old }
 	case core.Answered:
@@ -189,6 +231,7 @@ func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
 	})
 	st.Apply(ev)
 	th.events = append(th.events, ev)
+	t.appended = true
 	return nil
 }
 

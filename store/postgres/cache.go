@@ -76,7 +76,7 @@ func (th *txThread) apply(ev core.Event) {
 			appendable(th, sliceRuns, &th.state.Runs)
 		case core.Asked:
 			appendable(th, sliceRequests, &th.state.Requests)
-		case core.RunEnded, core.RunAbandoned:
+		case core.RunEnded, core.RunAbandoned, core.RunOutput:
 			own(th, sliceRuns, &th.state.Runs)
 		case core.Answered:
 			own(th, sliceRequests, &th.state.Requests)

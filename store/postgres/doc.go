@@ -8,7 +8,9 @@
 // Open connects, creates the schema (Options.Schema, default
 // "threadclaim") and applies the migrations embedded in the binary that
 // the schema lacks; opening from several processes at once is safe, and a
-// schema a newer binary migrated is refused. The Store is safe for
+// schema a newer binary migrated is refused. An empty url is refused
+// unless Options.PgxDefaults is set, and a server Open cannot reach is
+// reported as a connection failure. The Store is safe for
 // concurrent use: give one to each process's core.Workspace, and Close it
 // when done.
 //
@@ -22,7 +24,11 @@
 //
 // Wakeups turns each committed post (from any process) into a wake-up for
 // runner.Config.Wake, so a runner starts work soon after a post; wake-ups
-// are hints that can be lost, so keep the runner's polling on. The zero
+// are hints that can be lost, so keep the runner's polling on. The Store
+// is a core.EventWatcher: core.Workspace.Follow follows a thread's events
+// (a run's output among them) on LISTEN/NOTIFY, and reads the log again
+// after a reconnection, so a follower misses nothing. The program
+// internal/quickstart is the whole quick start on PostgreSQL. The zero
 // Options are a deployment's: KeepTrace is for many-process trace
 // validation, LockingReads makes every write read under lock (two round
 // trips, for comparison), CachedThreads sizes the cache of folded thread
@@ -64,7 +70,11 @@
 // A holder names one claim: the holders table's primary key refuses a
 // holder's second acquire of a thread (core.ErrHolderReused). A post, and
 // a Release that leaves work, NOTIFY the channel Options.Schema+".posted"
-// inside their transaction, so a wake-up is sent only for what committed.
+// inside their transaction, so a wake-up is sent only for what committed;
+// a write to a thread that WatchEvents follows NOTIFYs
+// Options.Schema+".events" with its thread (a trigger whose WHEN reads the
+// thread row's followed_until, migration 0008), and a write to a thread
+// nobody follows notifies nothing.
 //
 // The schema, the lock order, the statement, the cache and the commit
 // outcomes are described in store/postgres/DESIGN.md, and the benchmarks'

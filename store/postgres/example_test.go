@@ -45,7 +45,7 @@ func ExampleOpen() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := r.Run(ctx); err != nil && ctx.Err() == nil {
+	if err := r.Run(ctx); err != nil {
 		log.Print(err)
 	}
 }

@@ -24,7 +24,13 @@ import (
 //
 // It returns an error when the first connection or its LISTEN fails.
 func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
-	conn, err := s.listen(ctx)
+	return s.listenOn(ctx, s.channel)
+}
+
+// listenOn delivers the payloads of channel's notifications, as Listen
+// says.
+func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.ThreadID, error) {
+	conn, err := s.listen(ctx, channel)
 	if err != nil {
 		return nil, err
 	}
@@ -52,7 +58,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
 				return
 			}
 			closeConn(conn)
-			for conn, err = s.listen(ctx); err != nil; conn, err = s.listen(ctx) {
+			for conn, err = s.listen(ctx, channel); err != nil; conn, err = s.listen(ctx, channel) {
 				t := time.NewTimer(time.Second)
 				select {
 				case <-ctx.Done():
@@ -69,12 +75,12 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
 	return out, nil
 }
 
-func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+func (s *Store) listen(ctx context.Context, channel string) (*pgx.Conn, error) {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return nil, fmt.Errorf("postgres: listen: connect: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		closeConn(conn)
 		return nil, fmt.Errorf("postgres: listen: %w", err)
 	}

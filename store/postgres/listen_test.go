@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 func receive(t *testing.T, ch <-chan core.ThreadID) core.ThreadID {
@@ -82,4 +84,83 @@ func TestListenReconnects(t *testing.T) {
 	_, err = ws.Post(ctx, "t", "m")
 	require.NoError(t, err)
 	require.Equal(t, core.ThreadID("t"), receive(t, wake))
+}
+
+// A follower of a thread's events (core.Workspace.Follow, on WatchEvents)
+// whose listening connection is terminated reads the log again once
+// WatchEvents has reconnected: the events committed meanwhile come, each
+// once, in order. A follower stopped and resumed from the last position it
+// handled sees the events written while it was away, and none twice. The
+// workspace's clock is manual, so Follow's own poll never fires: only
+// notices wake it.
+func TestFollowAcrossKilledListener(t *testing.T) {
+	ctx := context.Background()
+	app := randomName("tc_")
+	s := openStore(t, poolConfig(t, app), testSchema(t))
+	ws := core.NewWorkspace(s, coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	f := storetest.Follow(ws, "t", 0)
+	post := func(text string) {
+		t.Helper()
+		_, err := ws.Post(ctx, "t", text)
+		require.NoError(t, err)
+	}
+	post("m1")
+	storetest.CheckPositions(t, f.Next(t, 1, "m1's event"), 1, core.MessagePosted)
+
+	require.NoError(t, ws.CreateThread(ctx, "t2"))
+	f2 := storetest.Follow(ws, "t2", 0) // a second follower shares the LISTEN connection
+	defer func() { require.NoError(t, f2.Stop()) }()
+	look := admin(t)
+	var pid int32
+	var listeners int
+	require.NoError(t, look.QueryRow(ctx, `SELECT count(*), min(pid) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`, app).Scan(&listeners, &pid))
+	require.Equal(t, 1, listeners, "the Store's followers share one LISTEN connection")
+	terminate(t, look, uint32(pid))
+	post("m2") // while the listener is gone or reconnecting: its notice may be lost
+	post("m3")
+	storetest.CheckPositions(t, f.Next(t, 2, "m2's and m3's events after the listener's backend was terminated"), 2, core.MessagePosted, core.MessagePosted)
+	post("m4")
+	storetest.CheckPositions(t, f.Next(t, 1, "m4's event on the new connection"), 4, core.MessagePosted)
+	f.Quiet(t, 300*time.Millisecond)
+	require.NoError(t, f.Stop())
+
+	post("m5") // nobody follows
+	g := storetest.Follow(ws, "t", 4)
+	evs := g.Next(t, 1, "m5's event, resumed after position 4")
+	storetest.CheckPositions(t, evs, 5, core.MessagePosted)
+	require.Equal(t, "m5", evs[0].Text)
+	g.Quiet(t, 300*time.Millisecond)
+	require.NoError(t, g.Stop())
+}
+
+// Only a followed thread's writes NOTIFY the events channel: a thread
+// nobody follows pays for no NOTIFY at commit (migration 0008), and one
+// that WatchEvents follows is notified of each write.
+func TestEventNoticesOnlyForFollowedThreads(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newStore(t)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	require.NoError(t, ws.CreateThread(ctx, "quiet"))
+	require.NoError(t, ws.CreateThread(ctx, "followed"))
+	raw, err := s.listenOn(ctx, s.schema+".events")
+	require.NoError(t, err)
+	_, err = ws.Post(ctx, "quiet", "m")
+	require.NoError(t, err)
+	select {
+	case id := <-raw:
+		t.Fatalf("a write to a thread nobody follows notified %q", id)
+	case <-time.After(300 * time.Millisecond):
+	}
+	notices, err := s.WatchEvents(ctx, "followed")
+	require.NoError(t, err)
+	_, err = ws.Post(ctx, "followed", "m")
+	require.NoError(t, err)
+	require.Equal(t, core.ThreadID("followed"), receive(t, raw), "the followed thread's write, on the channel")
+	select {
+	case <-notices:
+	case <-time.After(30 * time.Second):
+		t.Fatal("WatchEvents delivered no notice for the followed thread's write within 30s")
+	}
 }

@@ -17,7 +17,10 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-var _ core.Storage = (*Store)(nil)
+var (
+	_ core.Storage      = (*Store)(nil)
+	_ core.EventWatcher = (*Store)(nil)
+)
 
 // Options configures a Store.
 type Options struct {
@@ -46,6 +49,12 @@ type Options struct {
 	// one round trip (see the package comment). Either way the same
 	// writes commit.
 	LockingReads bool
+
+	// PgxDefaults lets Open take an empty url as pgx's defaults (the PG*
+	// environment variables, else the local socket as the current user).
+	// Default off: Open refuses an empty url, which is most often an
+	// unset variable (DATABASE_URL) rather than a choice.
+	PgxDefaults bool
 }
 
 const maxSchemaLen = 55
@@ -83,6 +92,8 @@ type Store struct {
 
 	stats stats
 
+	hub eventHub // WatchEvents' shared listener
+
 	// txns are transactions' values, reused: a write allocates little.
 	// A txn holds nothing that outlives its transaction (the cache
 	// entries it leaves are allocated apart).
@@ -99,8 +110,14 @@ type stats struct {
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
 // string, as pgx parses it), creates the schema and applies the migrations
-// it lacks. Close the Store when done.
+// it lacks. Close the Store when done. It refuses an empty url unless
+// opts.PgxDefaults is set. An error says which step failed: parsing the
+// url, connecting to the server ("postgres: connect to host:port"), or
+// migrating the schema.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	if url == "" && !opts.PgxDefaults {
+		return nil, errors.New("postgres: empty database url (is DATABASE_URL set?); set Options.PgxDefaults to use pgx's defaults")
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse database url: %w", err)
@@ -142,6 +159,10 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 	if err != nil {
 		return nil, fmt.Errorf("postgres: connect: %w", err)
 	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
 	if err := migrate(ctx, pool, opts.Schema); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: migrate schema %q: %w", opts.Schema, err)
@@ -162,8 +183,16 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 	return s, nil
 }
 
-// Close closes the Store's connections. Transactions still running fail.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the Store's connections: the pool's, and the one
+// WatchEvents' watchers share (they get no more notices). Transactions
+// still running fail.
+func (s *Store) Close() {
+	s.hub.close()
+	s.pool.Close()
+}
+
+// errStoreClosed is WatchEvents' error once the Store is closed.
+var errStoreClosed = errors.New("postgres: the store is closed")
 
 // Schema returns the schema the Store's tables are in.
 func (s *Store) Schema() string { return s.schema }
@@ -335,6 +364,7 @@ type queries struct {
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
 	unchanged, saveUnchanged, saveLease, acquired string
+	follow                                        string // WatchEvents' mark of a followed thread
 }
 
 func newQueries(schema string) queries {
@@ -365,6 +395,7 @@ func newQueries(schema string) queries {
 		saveUnchanged: f(checkedWriteSQL),
 		saveLease:     f(checkedLeaseSQL),
 		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
+		follow:        f(`UPDATE %s.threads SET followed_until = greatest(followed_until, now() + make_interval(secs => $2)) WHERE id = $1`),
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.insertMessage, q.notify,

@@ -43,8 +43,8 @@ func TestKeepTrace(t *testing.T) {
 	require.NoError(t, err)
 	run, err := b.RunStart(ctx, cb, 1)
 	require.NoError(t, err)
-	require.NoError(t, b.RunEnd(ctx, cb, run))
-	require.ErrorIs(t, b.RunEnd(ctx, cb, run), core.ErrOutOfOrder) // refused: nothing stored
+	require.NoError(t, b.RunEnd(ctx, cb, run, ""))
+	require.ErrorIs(t, b.RunEnd(ctx, cb, run, ""), core.ErrOutOfOrder) // refused: nothing stored
 
 	var writes []core.TraceEvent
 	for _, l := range rec.got {

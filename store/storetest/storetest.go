@@ -49,6 +49,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"ViewReadsCommitted", testViewReadsCommitted},
 		{"ViewRefusesWrites", testViewRefusesWrites},
 		{"TraceLogKeepsCommittedWrites", testTraceLog},
+		{"Follow", testFollow},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

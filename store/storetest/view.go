@@ -109,7 +109,7 @@ func testTraceLog(t *testing.T, s core.Storage) {
 	require.NoError(t, err)
 	plan(t, c, cc, core.PlanAbandon)
 	require.NoError(t, c.ws.Abandon(ctx, cc, run))
-	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run), core.ErrRunAbandoned)
+	require.ErrorIs(t, a.ws.RunEnd(ctx, ca, run, ""), core.ErrRunAbandoned)
 	plan(t, c, cc, core.PlanRun)
 	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
 	require.NoError(t, err)

@@ -93,13 +93,38 @@ func protocolRefusal(err error) bool {
 // Step makes one call chosen by ch and checks its effect.
 func (m *Machine) Step(ch Chooser) error {
 	m.calls++
+	a := m.chooseArgs(ch)
+	before, err := m.versions()
+	if err != nil {
+		return err
+	}
+	lines := m.rec.Len()
+	what, err, broken := m.call(ch, a)
+	if broken != nil {
+		return broken
+	}
+	return m.checkEffect(fmt.Sprintf("call %d: p%d %s on %s (claim %s/%s)", m.calls, a.p+1, what, a.thread, a.claim.Thread, a.claim.Holder), err, before, lines)
+}
+
+// stepArgs are a step's chosen call and its arguments.
+type stepArgs struct {
+	call   int // Step's numbering: Post, Claim, Renew, ... RunEndThenPlan
+	p      int // the calling process
+	ws     *core.Workspace
+	thread core.ThreadID
+	claim  core.Claim
+	plan   core.Plan
+	run    core.RunID
+}
+
+// chooseArgs picks a step's process, thread, claim, call and arguments.
+func (m *Machine) chooseArgs(ch Chooser) stepArgs {
 	p := ch.IntN("proc", len(m.procs))
 	thread := m.threads[ch.IntN("thread", len(m.threads))]
 	claim, owner := m.pickClaim(ch, thread)
 	if owner >= 0 && ch.IntN("by-owner", 4) > 0 {
 		p = owner // mostly the claim's own process; else another's
 	}
-	ws := m.procs[p]
 	call := ch.IntN("call", 13)
 	if n, ok := m.next[claim.Holder]; ok && ch.IntN("protocol", 2) == 0 {
 		call = n
@@ -112,13 +137,14 @@ func (m *Machine) Step(ch Chooser) error {
 		plan.Message, plan.Request = core.Seq(small("msg")), core.RequestID(small("req"))
 		run = core.RunID(small("run"))
 	}
-	before, err := m.versions()
-	if err != nil {
-		return err
-	}
-	lines := m.rec.Len()
-	var what string
-	switch call {
+	return stepArgs{call: call, p: p, ws: m.procs[p], thread: thread, claim: claim, plan: plan, run: run}
+}
+
+// call makes the step's call. err is the call's; broken is a broken
+// promise of the call itself (RunEndThenPlan's ended and err disagree).
+func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) {
+	p, ws, thread, claim, plan, run := a.p, a.ws, a.thread, a.claim, a.plan, a.run
+	switch a.call {
 	case 0:
 		what = "Post"
 		_, err = m.poster.Post(m.ctx, thread, "m")
@@ -185,7 +211,7 @@ func (m *Machine) Step(ch Chooser) error {
 		}
 	case 9:
 		what = "RunEnd"
-		if err = ws.RunEnd(m.ctx, claim, run); err == nil {
+		if err = ws.RunEnd(m.ctx, claim, run, ""); err == nil {
 			m.next[claim.Holder] = 5
 		}
 	case 10:
@@ -198,18 +224,23 @@ func (m *Machine) Step(ch Chooser) error {
 		what = "RunEndThenPlan"
 		var pl core.Plan
 		var ended bool
-		pl, ended, err = ws.RunEndThenPlan(m.ctx, claim, run)
+		pl, ended, err = ws.RunEndThenPlan(m.ctx, claim, run, "")
 		switch {
 		case ended && err == nil:
 			m.plans[claim.Holder] = pl
 			m.next[claim.Holder] = nextAfter(pl)
 		case ended:
-			return fmt.Errorf("call %d: RunEndThenPlan recorded the end but did not plan: %w", m.calls, err)
+			return what, err, fmt.Errorf("call %d: RunEndThenPlan recorded the end but did not plan: %w", m.calls, err)
 		case err == nil:
-			return fmt.Errorf("call %d: RunEndThenPlan returned no error but recorded no end", m.calls)
+			return what, err, fmt.Errorf("call %d: RunEndThenPlan returned no error but recorded no end", m.calls)
 		}
 	}
-	what = fmt.Sprintf("call %d: p%d %s on %s (claim %s/%s)", m.calls, p+1, what, thread, claim.Thread, claim.Holder)
+	return what, err, nil
+}
+
+// checkEffect checks that the trace so far is accepted, and that a call
+// refused as out of the protocol wrote and traced nothing.
+func (m *Machine) checkEffect(what string, err error, before []uint64, lines int) error {
 	if _, cerr := tracecheck.Check(m.rec.Lines()); cerr != nil {
 		return fmt.Errorf("%s returned %v; the trace is rejected: %w", what, err, cerr)
 	}

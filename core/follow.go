@@ -1,0 +1,113 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// EventWatcher is implemented by a Storage that tells when threads' logs
+// grow, so that a follower of a thread's events (Workspace.Follow) waits
+// for them instead of polling.
+type EventWatcher interface {
+	// WatchEvents returns a channel that receives after each commit that
+	// appended events to the thread's log, once the watch has begun (when
+	// WatchEvents returned). A receive may also come for no new event
+	// (another thread's, a reconnection), and receives may be coalesced,
+	// but none is lost: after such a commit, some receive comes after it.
+	// The channel is closed when ctx ends. It returns an error when
+	// storage cannot watch.
+	WatchEvents(ctx context.Context, id ThreadID) (<-chan struct{}, error)
+}
+
+// Position is where an event sits in its thread's log: 1 for the first
+// event, one more for each after it. The log is append-only, so a
+// position names one event forever; a follower that resumes after the
+// last position it handled (Workspace.Follow) misses none and sees none
+// twice.
+type Position int64
+
+// ThreadEvent is one event of a thread's log with its position.
+type ThreadEvent struct {
+	Thread   ThreadID
+	Position Position
+	Event
+}
+
+// followPoll is how often Follow reads the log when storage is no
+// EventWatcher, or as a safety net when it is one.
+const followPoll = time.Second
+
+// Follow calls fn with each event of the thread's log after position
+// after (0: from the first), in log order, and then with each event
+// appended later, until ctx ends or fn returns an error. The events are
+// the thread's story as a person sees it: MessagePosted, RunStarted,
+// Asked, Answered (a Reply consumed an answer), RunEnded, RunOutput (the
+// run's answer to the person, written with its end), RunAbandoned. A
+// refused write (StartFenced, ReplyFenced, AbandonFenced, EndRefused)
+// writes nothing and so is no event: the runner's OnTurn reports it.
+//
+// To resume, call Follow again with the Position of the last event fn
+// handled: the log is append-only, so nothing is missed or repeated. When
+// storage is an EventWatcher, Follow waits for its notices (and reads the
+// log every second as well); otherwise it reads the log every second, on
+// the workspace's clock. Follow writes nothing and traces nothing.
+//
+// It returns nil when ctx ends, fn's error when fn returns one,
+// ErrUnknownThread, and storage's errors.
+func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn func(ThreadEvent) error) error {
+	var notices <-chan struct{}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if ew, ok := w.storage.(EventWatcher); ok {
+		var err error
+		if notices, err = ew.WatchEvents(wctx, id); err != nil {
+			return fmt.Errorf("follow thread %q: %w", id, err)
+		}
+	}
+	for {
+		// The watch began before this read: a commit after the read
+		// sends a notice this loop waits for.
+		var evs []Event
+		err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
+			var err error
+			evs, err = tx.Events(ctx, id)
+			return err
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("follow thread %q: %w", id, err)
+		}
+		for i := int(after); i < len(evs); i++ {
+			if err := fn(ThreadEvent{Thread: id, Position: Position(i + 1), Event: evs[i]}); err != nil {
+				return err
+			}
+			after = Position(i + 1)
+		}
+		if !w.awaitNotice(ctx, &notices) {
+			return nil
+		}
+	}
+}
+
+// awaitNotice waits for a notice that the thread may have new events, or
+// for followPoll; it reports false when ctx ended. A closed notice channel
+// leaves polling.
+func (w *Workspace) awaitNotice(ctx context.Context, notices *<-chan struct{}) bool {
+	poll := w.clock.After(followPoll)
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-poll:
+			return true
+		case _, ok := <-*notices:
+			if ok {
+				return true
+			}
+			*notices = nil
+		}
+	}
+}

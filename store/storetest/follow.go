@@ -1,0 +1,134 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// followWait bounds each wait of the Follow cases for an event.
+const followWait = 10 * time.Second
+
+// Follower follows one thread's events (core.Workspace.Follow) into a
+// channel, for a test to read with Next.
+type Follower struct {
+	events chan core.ThreadEvent
+	done   chan error
+	cancel context.CancelFunc
+}
+
+// Follow starts following the thread from after (0: from its first event)
+// through ws. Stop ends it.
+func Follow(ws *core.Workspace, id core.ThreadID, after core.Position) *Follower {
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Follower{events: make(chan core.ThreadEvent, 1024), done: make(chan error, 1), cancel: cancel}
+	go func() {
+		f.done <- ws.Follow(ctx, id, after, func(ev core.ThreadEvent) error {
+			select {
+			case f.events <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	return f
+}
+
+// Next returns the next n events the follower delivers, failing the test
+// when they do not come within followWait each, naming what it waited
+// for.
+func (f *Follower) Next(t testing.TB, n int, what string) []core.ThreadEvent {
+	t.Helper()
+	out := make([]core.ThreadEvent, 0, n)
+	for len(out) < n {
+		select {
+		case ev := <-f.events:
+			out = append(out, ev)
+		case err := <-f.done:
+			t.Fatalf("Follow returned %v while waiting for %s (%d of %d events came)", err, what, len(out), n)
+		case <-time.After(followWait):
+			t.Fatalf("no event in %v while waiting for %s (%d of %d events came)", followWait, what, len(out), n)
+		}
+	}
+	return out
+}
+
+// Quiet fails the test when the follower delivers an event within d: an
+// event seen twice, or one that was never written.
+func (f *Follower) Quiet(t testing.TB, d time.Duration) {
+	t.Helper()
+	select {
+	case ev := <-f.events:
+		t.Fatalf("an event no write made, or one delivered twice: %+v", ev)
+	case <-time.After(d):
+	}
+}
+
+// Stop ends the follower and returns Follow's error (nil when it ended
+// with its context).
+func (f *Follower) Stop() error {
+	f.cancel()
+	return <-f.done
+}
+
+// CheckPositions fails the test unless evs are the thread's events from
+// position first on, one after the other, of the kinds given.
+func CheckPositions(t testing.TB, evs []core.ThreadEvent, first core.Position, kinds ...core.EventKind) {
+	t.Helper()
+	got := make([]string, len(evs))
+	want := make([]string, len(kinds))
+	for i, ev := range evs {
+		got[i] = fmt.Sprintf("%d:%s", ev.Position, ev.Kind)
+	}
+	for i, k := range kinds {
+		want[i] = fmt.Sprintf("%d:%s", first+core.Position(i), k)
+	}
+	require.Equal(t, want, got, "the thread's events, by position")
+}
+
+// testFollow: a follower sees every event of the thread in log order with
+// its position, the run's output with its end, and the events written
+// after it started without polling for them; one resumed from a position
+// sees the events after it, none twice.
+func testFollow(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	f := Follow(a.ws, id, 0)
+	CheckPositions(t, f.Next(t, 1, "the message posted before Follow"), 1, core.MessagePosted)
+	c, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	plan(t, a, c, core.PlanRun)
+	run, err := a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	_, err = a.ws.Ask(ctx, c, run, "which one?")
+	require.NoError(t, err)
+	require.NoError(t, a.ws.RunEnd(ctx, c, run, "I need to know which one"))
+	evs := f.Next(t, 4, "RunStarted, Asked, RunEnded and RunOutput")
+	CheckPositions(t, evs, 2, core.RunStarted, core.Asked, core.RunEnded, core.RunOutput)
+	require.Equal(t, "which one?", evs[1].Text)
+	require.Equal(t, "I need to know which one", evs[3].Text)
+	require.Equal(t, "I need to know which one", Snapshot(t, s, id).Thread.Runs[0].Output, "the run's output, as the thread shows it")
+	_, err = a.ws.Post(ctx, id, "the blue one")
+	require.NoError(t, err)
+	CheckPositions(t, f.Next(t, 1, "the answer posted"), 6, core.MessagePosted)
+	require.NoError(t, f.Stop())
+
+	// Resumed after position 6: the Reply's event, and nothing before.
+	g := Follow(a.ws, id, 6)
+	p := plan(t, a, c, core.PlanReply)
+	require.NoError(t, a.ws.Reply(ctx, c, p.Request, p.Message))
+	CheckPositions(t, g.Next(t, 1, "the Reply's Answered"), 7, core.Answered)
+	g.Quiet(t, 50*time.Millisecond)
+	require.NoError(t, g.Stop())
+
+	// A thread that does not exist is an error, not a wait.
+	err = a.ws.Follow(ctx, "no-such-thread", 0, func(core.ThreadEvent) error { return nil })
+	require.ErrorIs(t, err, core.ErrUnknownThread)
+}
