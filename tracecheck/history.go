@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,35 +110,112 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // MergeHistories makes one trace of a many-process run: the writes as
 // storage committed them (stored), and the reads and refusals from the
 // processes' histories. A write takes its call and return times from the
-// history line of the same thread and tick; a write no history has (its
+// history line of the same write (thread, tick, action, process, holder
+// and the write's message, request and run); a write no history has (its
 // process was killed after the commit, or its commit's outcome was
 // unknown to it) is pending: called at no known time (0), returned at no
 // known time. Its call is not bounded by the process's other lines: a
 // process works several threads and renews beside its turns, so a write
 // in flight may have begun before every line the process recorded.
-func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) []core.TraceEvent {
+//
+// lost are the writes a history records as committed (their process was
+// told so) that stored does not hold: storage lost commits it had
+// acknowledged (synchronous_commit = off and a crash, say). The trace is
+// what storage kept: a lost write lends its times to no stored write,
+// though the same thread and tick may since be another write's, and the
+// reads and refusals of a lost write's claim (its holder) from the lost
+// write's call on are left out, since they were decided from a state
+// storage no longer has; a Crash of the claim's process follows its last
+// line kept (see lostCrashes).
+func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (merged, lost []core.TraceEvent) {
 	type key struct {
 		thread core.ThreadID
 		tick   uint64
 	}
-	times := map[key][2]int64{}
+	written := map[key][]core.TraceEvent{} // the histories' writes
+	for _, h := range histories {
+		for _, ev := range h {
+			if !ev.Read {
+				k := key{ev.Thread, ev.Tick}
+				written[k] = append(written[k], ev)
+			}
+		}
+	}
+	writes := make([]core.TraceEvent, 0, len(stored))
+	for _, ev := range stored {
+		ev.Call, ev.Return = 0, math.MaxInt64
+		k := key{ev.Thread, ev.Tick}
+		for i, h := range written[k] {
+			if sameWrite(h, ev) {
+				ev.Call, ev.Return = h.Call, h.Return
+				written[k] = slices.Delete(written[k], i, i+1)
+				break
+			}
+		}
+		writes = append(writes, ev)
+	}
+	since := map[core.Holder]int64{} // a lost write's holder: the earliest call of its lost writes
+	for _, h := range histories {
+		for _, ev := range h {
+			if ev.Read || !slices.ContainsFunc(written[key{ev.Thread, ev.Tick}], func(w core.TraceEvent) bool { return sameWrite(w, ev) }) {
+				continue
+			}
+			lost = append(lost, ev)
+			if c, ok := since[ev.Holder]; ev.Holder != "" && (!ok || ev.Call < c) {
+				since[ev.Holder] = ev.Call
+			}
+		}
+	}
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
-			if ev.Read {
-				out = append(out, ev)
+			if !ev.Read {
 				continue
 			}
-			times[key{ev.Thread, ev.Tick}] = [2]int64{ev.Call, ev.Return}
+			if c, ok := since[ev.Holder]; ok && ev.Holder != "" && ev.Call >= c {
+				continue // decided from what storage lost
+			}
+			out = append(out, ev)
 		}
 	}
-	for _, ev := range stored {
-		if t, ok := times[key{ev.Thread, ev.Tick}]; ok {
-			ev.Call, ev.Return = t[0], t[1]
-		} else {
-			ev.Call, ev.Return = 0, math.MaxInt64
+	out = append(out, writes...)
+	return append(out, lostCrashes(out, since)...), lost
+}
+
+// lostCrashes returns a Crash for each claim that lost writes (since's
+// holders) and whose last line kept leaves its round open. Storage that
+// loses commits loses a suffix of them: what it kept is what it would
+// hold had each process whose writes it lost crashed right after its
+// last write kept, and the spec's Crash says so. Without it the process's
+// next claim would find it still in its old round.
+func lostCrashes(lines []core.TraceEvent, since map[core.Holder]int64) []core.TraceEvent {
+	last := map[core.Holder]int{}
+	for i, ev := range lines {
+		if _, ok := since[ev.Holder]; !ok || ev.Holder == "" {
+			continue
 		}
-		out = append(out, ev)
+		if j, ok := last[ev.Holder]; !ok || orderKey(&lines[j]) <= orderKey(&ev) {
+			last[ev.Holder] = i
+		}
 	}
+	var out []core.TraceEvent
+	for h, i := range last {
+		ev := lines[i]
+		switch ev.Action {
+		case core.ActionRelease, core.ActionCrash, core.ActionAbandonFenced, core.ActionStartFenced,
+			core.ActionReplyFenced, core.ActionEndRefused:
+			continue // the round is over
+		}
+		out = append(out, core.TraceEvent{Tick: ev.Tick, Read: true, Action: core.ActionCrash, Thread: ev.Thread,
+			Proc: ev.Proc, Holder: h, Taken: ev.Taken, Call: since[h], Return: math.MaxInt64})
+	}
+	slices.SortFunc(out, func(a, b core.TraceEvent) int { return strings.Compare(string(a.Holder), string(b.Holder)) })
 	return out
+}
+
+// sameWrite reports whether a history's write and a stored one are the
+// same write.
+func sameWrite(a, b core.TraceEvent) bool {
+	return a.Thread == b.Thread && a.Tick == b.Tick && a.Action == b.Action && a.Proc == b.Proc &&
+		a.Holder == b.Holder && a.Msg == b.Msg && a.Req == b.Req && a.Run == b.Run
 }

@@ -1,6 +1,7 @@
 package tracecheck_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -34,7 +35,8 @@ func TestMergeHistoriesPendingWriteCalledEarly(t *testing.T) {
 	p2 := []core.TraceEvent{
 		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Call: 10, Return: 20},
 	}
-	lines := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	require.Empty(t, lost)
 	var renew core.TraceEvent
 	for _, l := range lines {
 		if l.Action == core.ActionRenew {
@@ -52,4 +54,50 @@ func TestMergeHistoriesPendingWriteCalledEarly(t *testing.T) {
 	require.Equal(t, int64(math.MaxInt64), claim.Return, "p1's Claim, with no history line either, is pending")
 	_, err := tracecheck.CheckLinearizable(tracecheck.OperationsFromTrace(lines), 10*time.Second, "")
 	require.NoError(t, err)
+}
+
+// A write its process was told committed that storage no longer has
+// (storage lost acknowledged commits) is returned as lost, lends its
+// times to no stored write, though another write took its thread and
+// tick since, and the reads its claim made from its call on are left
+// out. Before, the lost Abandon's times went to the Claim that took its
+// tick, and its claim's reads stayed in the trace.
+func TestMergeHistoriesLostWrite(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		// p1's Abandon at tick 2 was acknowledged, then lost: p2's Claim
+		// took tick 2.
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 2, Action: core.ActionAbandon, Thread: "t1", Proc: "p1", Holder: h1, Run: 1, Lease: h1, Call: 30, Return: 40},
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Call: 50, Return: 60},
+	}
+	p2 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Call: 500, Return: 600},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	require.Len(t, lost, 1)
+	require.Equal(t, core.ActionAbandon, lost[0].Action)
+	require.Len(t, lines, 3, "the two stored writes and p1's Crash, without the lost claim's Plan")
+	for _, l := range lines {
+		require.False(t, l.Read && l.Action != core.ActionCrash, "a read of the lost write's claim: %+v", l)
+		if l.Proc == "p2" {
+			require.Equal(t, [2]int64{500, 600}, [2]int64{l.Call, l.Return}, "p2's Claim keeps its own times")
+		}
+	}
+	// What storage kept is a behaviour of the spec: p1 crashed after its
+	// Claim, and p2 took the lapsed lease.
+	crash := lines[2]
+	require.Equal(t, [4]string{"Crash", "p1", "h1", "1"}, [4]string{string(crash.Action), crash.Proc, string(crash.Holder), fmt.Sprint(crash.Tick)})
+	var ordered []core.TraceEvent
+	for _, th := range tracecheck.Order(lines) {
+		for _, l := range th.Lines {
+			ordered = append(ordered, *l.Ev)
+		}
+	}
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
 }

@@ -35,8 +35,10 @@ names:
   latency    add 1/4 to 1 TTL to each of a worker's round trips
   commit     hold a worker's COMMITs back past the TTL
   restart    pg_ctl restart, fast or immediate (not in the default set)
+  lose       synchronous_commit off, then pg_ctl restart -m immediate:
+             PostgreSQL loses acknowledged commits (not in the default set)
 
-Workers reconnect by themselves. restart needs a cluster the fleet may
+Workers reconnect by themselves. restart and lose need a cluster the fleet may
 restart: on this machine, its data directory (-pgdata, or the server's
 SHOW data_directory as a superuser) owned by this user (or by anyone, as
 root); give it only a cluster of the fleet's own (scripts/with-postgres

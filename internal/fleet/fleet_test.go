@@ -223,6 +223,7 @@ func TestUnfencedFlagAndKinds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Kinds(), ks)
 	require.NotContains(t, DefaultKinds(), KindRestart)
+	require.NotContains(t, DefaultKinds(), KindLose)
 	_, err = ParseKinds("flood")
 	require.ErrorIs(t, err, ErrConfig)
 }
