@@ -356,8 +356,11 @@ func (r *run) createThreads(ctx context.Context, p *poster) error {
 // mod Posters, paced to spread them over cfg.Duration. A post that fails
 // (the server restarting, a session ended) is tried again until ctx ends:
 // one whose commit was unknown may then be posted twice, which is two
-// messages, each to be consumed once.
+// messages, each to be consumed once. A message whose post has failed
+// for cfg.Timeout ends the posting: post returns that post's last error.
 func (r *run) post(ctx context.Context, posters []*poster) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(posters))
 	for k, p := range posters {
@@ -370,6 +373,7 @@ func (r *run) post(ctx context.Context, posters []*poster) error {
 					hold(ctx, time.Until(at))
 				}
 				id := r.threads[i%len(r.threads)]
+				deadline := time.Now().Add(r.cfg.Timeout)
 				for {
 					_, err := p.ws.Post(ctx, id, fmt.Sprintf("message %d", i+1))
 					if err == nil {
@@ -377,6 +381,11 @@ func (r *run) post(ctx context.Context, posters []*poster) error {
 					}
 					if ctx.Err() != nil {
 						errs <- ctx.Err()
+						return
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("fleet: posting message %d to thread %s failed for %v (-timeout); the last error: %w", i+1, id, r.cfg.Timeout, err)
+						cancel() // the other posters stop
 						return
 					}
 					hold(ctx, 20*time.Millisecond)

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -272,4 +274,19 @@ func TestDueAt(t *testing.T) {
 	due, idle := dueAt([]workChange{{0, true}, {10, false}}, 50)
 	require.Equal(t, int64(50), due, "claimed with no work at all since: from the expiry")
 	require.True(t, idle)
+}
+
+// A post that keeps failing ends the posting after -timeout, with its
+// last error; before, the posters retried for ever and printed nothing.
+func TestPostingDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := memory.New()
+	r := &run{cfg: Config{Messages: 3, Timeout: 100 * time.Millisecond}, threads: []core.ThreadID{"no-such-thread"}, start: time.Now()}
+	posters := []*poster{{ws: core.NewWorkspace(st, core.SystemClock{})}, {ws: core.NewWorkspace(st, core.SystemClock{})}}
+	err := r.post(ctx, posters)
+	require.NoError(t, ctx.Err(), "the posting did not end within 10 s of a post that kept failing")
+	require.Error(t, err)
+	require.ErrorIs(t, err, core.ErrUnknownThread, "the last error")
+	require.Contains(t, err.Error(), "failed for 100ms (-timeout)")
 }
