@@ -125,8 +125,9 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // though the same thread and tick may since be another write's, and the
 // reads and refusals of a lost write's claim (its holder) from the lost
 // write's call on are left out, since they were decided from a state
-// storage no longer has; a Crash of the claim's process follows its last
-// line kept (see lostCrashes).
+// storage no longer has, and so are the reads of any claim that saw a
+// state storage then lost (staleRead); a Crash of such a claim's process
+// follows its last line kept (see lostCrashes).
 func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (merged, lost []core.TraceEvent) {
 	type key struct {
 		thread core.ThreadID
@@ -145,19 +146,24 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 	for _, ev := range stored {
 		ev.Call, ev.Return = 0, math.MaxInt64
 		k := key{ev.Thread, ev.Tick}
+		match := -1 // of writes alike, the last called: any before it was lost
 		for i, h := range written[k] {
-			if sameWrite(h, ev) {
-				ev.Call, ev.Return = h.Call, h.Return
-				written[k] = slices.Delete(written[k], i, i+1)
-				break
+			if sameWrite(h, ev) && (match < 0 || h.Call > written[k][match].Call) {
+				match = i
 			}
+		}
+		if match >= 0 {
+			ev.Call, ev.Return = written[k][match].Call, written[k][match].Return
+			written[k] = slices.Delete(written[k], match, match+1)
 		}
 		writes = append(writes, ev)
 	}
 	since := map[core.Holder]int64{} // a lost write's holder: the earliest call of its lost writes
 	for _, h := range histories {
 		for _, ev := range h {
-			if ev.Read || !slices.ContainsFunc(written[key{ev.Thread, ev.Tick}], func(w core.TraceEvent) bool { return sameWrite(w, ev) }) {
+			if ev.Read || !slices.ContainsFunc(written[key{ev.Thread, ev.Tick}], func(w core.TraceEvent) bool {
+				return sameWrite(w, ev) && w.Call == ev.Call && w.Return == ev.Return
+			}) {
 				continue
 			}
 			lost = append(lost, ev)
@@ -166,6 +172,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			}
 		}
 	}
+	byThread := lostByThread(lost, writes)
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
@@ -175,11 +182,57 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			if c, ok := since[ev.Holder]; ok && ev.Holder != "" && ev.Call >= c {
 				continue // decided from what storage lost
 			}
+			if staleRead(ev, byThread) {
+				if _, ok := since[ev.Holder]; ev.Holder != "" && !ok {
+					since[ev.Holder] = ev.Call // its round read what storage lost: a Crash ends it
+				}
+				continue
+			}
 			out = append(out, ev)
 		}
 	}
 	out = append(out, writes...)
 	return append(out, lostCrashes(out, since)...), lost
+}
+
+// lostWrite is a lost write w and when storage had a state again at its
+// tick or later: the call of the first write storage kept there whose call
+// came after w's return.
+type lostWrite struct {
+	w     core.TraceEvent
+	again int64
+}
+
+// lostByThread returns the lost writes of each thread, each with its
+// again.
+func lostByThread(lost, writes []core.TraceEvent) map[core.ThreadID][]lostWrite {
+	out := map[core.ThreadID][]lostWrite{}
+	for _, w := range lost {
+		out[w.Thread] = append(out[w.Thread], lostWrite{w: w, again: math.MaxInt64})
+	}
+	for _, k := range writes {
+		for i := range out[k.Thread] {
+			l := &out[k.Thread][i]
+			if k.Tick >= l.w.Tick && k.Call >= l.w.Return && k.Call < l.again {
+				l.again = k.Call
+			}
+		}
+	}
+	return out
+}
+
+// staleRead reports whether the read ev saw a state that storage then
+// lost: on the thread of a lost write w, at w's tick or later, returned
+// after w's call, and called before storage had a state there again
+// (lostWrite.again). A read after the loss and before that saw a tick
+// below w's.
+func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite) bool {
+	for _, l := range lost[ev.Thread] {
+		if ev.Tick >= l.w.Tick && ev.Return > l.w.Call && ev.Call < l.again {
+			return true
+		}
+	}
+	return false
 }
 
 // lostCrashes returns a Crash for each claim that lost writes (since's

@@ -101,3 +101,37 @@ func TestMergeHistoriesLostWrite(t *testing.T) {
 	_, err := tracecheck.Check(ordered)
 	require.NoError(t, err, "the trace of what storage kept")
 }
+
+// A read that saw a state storage then lost (here p1's Plan, which saw
+// the lost Post of message 2) is left out, and its claim's round ends
+// with a Crash; a read made after storage had a state again is kept.
+// Before, the stale Plan was checked against what storage kept and
+// rejected (its taken, its tick), or made porcupine find no
+// linearization.
+func TestMergeHistoriesStaleRead(t *testing.T) {
+	h1 := core.Holder("h1")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		// The lost Post was tick 3; the poster's next post took it.
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+	}
+	poster := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 30, Return: 40}, // lost
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
+	require.Len(t, lost, 1)
+	var actions []string
+	for _, l := range tracecheck.Order(lines) {
+		for _, x := range l.Lines {
+			actions = append(actions, string(x.Ev.Action))
+		}
+	}
+	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the stale Plan left out, p1's round ended by a Crash")
+}
