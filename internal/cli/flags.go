@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/threadclaim/threadclaim/core"
 )
 
@@ -56,4 +58,18 @@ func (f everyFenceOff) Set(s string) error {
 // String returns "true" when every fence is off, and "false" otherwise.
 func (f everyFenceOff) String() string {
 	return strconv.FormatBool(f.off != nil && *f.off == core.AllFences())
+}
+
+// checkStorageURL refuses a -storage URL that does not parse as a
+// PostgreSQL connection string: bad input (exit 2), before anything runs
+// or is written, where connecting would fail as "could not run". The
+// parser's error shows no password.
+func checkStorageURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	if _, err := pgconn.ParseConfig(url); err != nil {
+		return usageError{fmt.Sprintf("-storage: %v", err)}
+	}
+	return nil
 }

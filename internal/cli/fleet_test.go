@@ -433,3 +433,24 @@ func TestRunOnPostgres(t *testing.T) {
 	require.Equal(t, exitFailed, code, "%s%s", out, errs)
 	require.Contains(t, errs, "the mutant was caught")
 }
+
+// An unparsable database URL is bad input (exit 2), for every command
+// that takes -storage, and nothing is written; it exited 4, "could not
+// run", from the failed connection.
+func TestUnparsableStorageURL(t *testing.T) {
+	dir := t.TempDir()
+	bad := "postgres://user:secret@%zz/db"
+	for _, args := range [][]string{
+		{"run", "-storage", bad, "-seeds", "1", "-trace-dir", filepath.Join(dir, "traces")},
+		{"fleet", "-storage", bad, "-bin", "/bin/true", "-json", filepath.Join(dir, "fleet.json")},
+		{"conform", "-storage", bad, "-cfg", "../../spec/ThreadClaimLapseSmall.cfg"},
+	} {
+		code, out, errs := runCLI(args...)
+		require.Equal(t, exitUsage, code, "%v: %s%s", args, out, errs)
+		require.Contains(t, errs, "-storage", "%v names the flag", args)
+		require.NotContains(t, out+errs, "secret", "%v shows the password", args)
+	}
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing written")
+}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/tlc"
 )
@@ -196,6 +198,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.URL == "":
 		return configErrorf("no PostgreSQL: give -storage URL or set DATABASE_URL (scripts/with-postgres starts a throwaway one)")
+	case badURL(c.URL) != nil:
+		return configErrorf("-storage: %v", badURL(c.URL))
 	case c.Bin == "":
 		return configErrorf("-bin: no tracecheck binary for the workers")
 	case c.Procs < 1:
@@ -230,4 +234,11 @@ func (c Config) Validate() error {
 		return configErrorf("-nemesis-every %v: must be positive", c.NemesisEvery)
 	}
 	return nil
+}
+
+// badURL returns why url does not parse as a PostgreSQL connection string
+// (without its password), or nil.
+func badURL(url string) error {
+	_, err := pgconn.ParseConfig(url)
+	return err
 }

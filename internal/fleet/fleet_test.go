@@ -234,22 +234,23 @@ func TestConfigValidate(t *testing.T) {
 	good := Config{URL: "postgres://x", Bin: "/bin/true"}
 	require.NoError(t, good.Validate())
 	for flag, c := range map[string]Config{
-		"-ttl":      {URL: "u", Bin: "b", TTL: 2 * time.Nanosecond},
-		"-procs":    {URL: "u", Bin: "b", Procs: -1},
-		"-threads":  {URL: "u", Bin: "b", Threads: -1},
-		"-messages": {URL: "u", Bin: "b", Messages: -1},
-		"-posters":  {URL: "u", Bin: "b", Posters: -1},
-		"-duration": {URL: "u", Bin: "b", Duration: -time.Second},
-		"-bin":      {URL: "u"},
-		"storage":   {Bin: "b"},
+		"-ttl":                   {URL: "postgres://u", Bin: "b", TTL: 2 * time.Nanosecond},
+		"-procs":                 {URL: "postgres://u", Bin: "b", Procs: -1},
+		"-threads":               {URL: "postgres://u", Bin: "b", Threads: -1},
+		"-messages":              {URL: "postgres://u", Bin: "b", Messages: -1},
+		"-posters":               {URL: "postgres://u", Bin: "b", Posters: -1},
+		"-duration":              {URL: "postgres://u", Bin: "b", Duration: -time.Second},
+		"-bin":                   {URL: "postgres://u"},
+		"storage":                {Bin: "b"},
+		"-storage: cannot parse": {URL: "postgres://%zz", Bin: "b"}, // exit 2, where connecting said 4
 	} {
 		err := c.Validate()
 		require.ErrorIs(t, err, ErrConfig, flag)
 		require.Contains(t, err.Error(), flag)
 	}
-	err := Config{URL: "u", Bin: "b", Procs: 1, Nemesis: []Kind{KindKill}}.Validate()
+	err := Config{URL: "postgres://u", Bin: "b", Procs: 1, Nemesis: []Kind{KindKill}}.Validate()
 	require.ErrorContains(t, err, "-procs 1")
-	require.NoError(t, Config{URL: "u", Bin: "b", Procs: 1, NoNemesis: true}.Validate())
+	require.NoError(t, Config{URL: "postgres://u", Bin: "b", Procs: 1, NoNemesis: true}.Validate())
 }
 
 // A claim is due at the lease's expiry when the thread had work then, even
