@@ -127,7 +127,8 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // write's call on are left out, since they were decided from a state
 // storage no longer has, and so are the reads of any claim that saw a
 // state storage then lost (staleRead); a Crash of such a claim's process
-// follows its last line kept (see lostCrashes).
+// follows its last line kept (see lostCrashes). A Crash also follows the
+// writes of its claim that committed after it (crashAfterLateWrites).
 func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (merged, lost []core.TraceEvent) {
 	type key struct {
 		thread core.ThreadID
@@ -191,8 +192,43 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			out = append(out, ev)
 		}
 	}
+	crashAfterLateWrites(out, writes)
 	out = append(out, writes...)
 	return append(out, lostCrashes(out, since)...), lost
+}
+
+// crashAfterLateWrites moves each Crash in reads after the last stored
+// write of its claim (holder) on its thread, when that write's tick is
+// later. A write whose commit the process could not learn (a Renew whose
+// COMMIT a slow network held past the caller's deadline) may commit after
+// the process gave its round up with a Crash: the process crashed after
+// that write, as the spec has it, and the write was in flight when it
+// did. Read at its own tick, the Crash would put the process idle before
+// its own claim's write.
+func crashAfterLateWrites(reads, writes []core.TraceEvent) {
+	type key struct {
+		thread core.ThreadID
+		holder core.Holder
+	}
+	last := map[key]int{}
+	for i, w := range writes {
+		if w.Holder == "" {
+			continue
+		}
+		k := key{w.Thread, w.Holder}
+		if j, ok := last[k]; !ok || writes[j].Tick < w.Tick {
+			last[k] = i
+		}
+	}
+	for i := range reads {
+		c := &reads[i]
+		if c.Action != core.ActionCrash || c.Holder == "" {
+			continue
+		}
+		if j, ok := last[key{c.Thread, c.Holder}]; ok && writes[j].Tick > c.Tick {
+			c.Tick, c.Taken = writes[j].Tick, writes[j].Taken
+		}
+	}
 }
 
 // lostWrite is a lost write w and when storage had a state again at its

@@ -135,3 +135,35 @@ func TestMergeHistoriesStaleRead(t *testing.T) {
 	}
 	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the stale Plan left out, p1's round ended by a Crash")
 }
+
+// A Renew whose commit its process could not learn (its COMMIT held past
+// the caller's deadline), so that the round ended with a Crash, and which
+// then committed: the Crash follows it in the trace, since the process
+// crashed with the Renew in flight. Before, the Crash was placed at the
+// tick it read, and the trace was rejected with `Renew by p1: guard
+// pc[p] # "idle" fails` (the fences-on TestFleetSoak failure).
+func TestMergeHistoriesCrashAfterLateWrite(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+		// The Renew's COMMIT reached the server after p1's Crash read tick 3.
+		{Tick: 4, Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 5, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionCrash, Thread: "t1", Proc: "p1", Holder: h1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1})
+	require.Empty(t, lost)
+	var ordered []core.TraceEvent
+	for _, th := range tracecheck.Order(lines) {
+		for _, l := range th.Lines {
+			ordered = append(ordered, *l.Ev)
+		}
+	}
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the Crash after the late Renew")
+}

@@ -102,7 +102,15 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	for _, k := range kills {
 		killed[k.proc.name] = true
 	}
-	rep.CommitUnknown = countDoubts(doubts, stored, killed)
+	crashedAt := map[core.Holder]uint64{}
+	for _, h := range histories {
+		for _, ev := range h {
+			if ev.Action == core.ActionCrash && ev.Holder != "" {
+				crashedAt[ev.Holder] = ev.Tick
+			}
+		}
+	}
+	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt)
 	if n := rep.CommitUnknown.Disagreements; n > 0 {
 		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n)))
 	}
