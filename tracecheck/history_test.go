@@ -1,8 +1,10 @@
 package tracecheck_test
 
 import (
+	"bytes"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -166,4 +168,19 @@ func TestMergeHistoriesCrashAfterLateWrite(t *testing.T) {
 	}
 	_, err := tracecheck.Check(ordered)
 	require.NoError(t, err, "the Crash after the late Renew")
+}
+
+// The trace writer never writes a line its reader refuses: a line with
+// every id as long as the Workspace takes (core.MaxIDBytes), each byte
+// one JSON escapes to six, is read back. (An id the Workspace refuses is
+// core's test: storetest's InvalidInputRefused.)
+func TestLongestIDsReadBack(t *testing.T) {
+	id := strings.Repeat("\x01", core.MaxIDBytes)
+	ev := core.TraceEvent{Tick: 1, Action: core.ActionClaim, Thread: core.ThreadID(id), Proc: id, Holder: core.Holder(id), Lease: core.Holder(id)}
+	var b bytes.Buffer
+	require.NoError(t, tracecheck.WriteLines(&b, []core.TraceEvent{ev}))
+	require.Less(t, b.Len(), tracecheck.MaxLineBytes, "the line's length")
+	lines, err := tracecheck.Read(&b, "long")
+	require.NoError(t, err)
+	require.Equal(t, []core.TraceEvent{ev}, lines)
 }

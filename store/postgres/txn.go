@@ -523,6 +523,9 @@ func (t *txn) CreateThread(ctx context.Context, id core.ThreadID) error {
 	if t.err != nil {
 		return t.err
 	}
+	if err := core.CheckText("thread id", string(id)); err != nil {
+		return err // before the server refuses it, with the in-memory storage's error
+	}
 	if _, ok := t.threads[id]; ok {
 		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
 	}
@@ -624,6 +627,12 @@ func (t *txn) Bump(ctx context.Context, id core.ThreadID) (uint64, error) {
 const maxPayload = 7999
 
 func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error {
+	if err := core.CheckText("event text", ev.Text); err != nil {
+		return err
+	}
+	if err := core.CheckText("event holder", string(ev.Holder)); err != nil {
+		return err
+	}
 	th, err := t.thread(ctx, id)
 	if err != nil {
 		return err
@@ -671,6 +680,9 @@ func (t *txn) HoldsLease(ctx context.Context, id core.ThreadID, holder core.Hold
 func (t *txn) PutLease(ctx context.Context, l core.Lease) error {
 	if l.Thread == "" || l.Holder == "" {
 		return fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
+	}
+	if err := core.CheckText("holder", string(l.Holder)); err != nil {
+		return err
 	}
 	th, err := t.thread(ctx, l.Thread) // a lease lives on its thread's row
 	if err != nil {
