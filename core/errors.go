@@ -41,8 +41,9 @@ var (
 	ErrAlreadyAnswered = errors.New("request already answered")
 
 	// ErrInvalidArgument: the call's arguments are malformed (an empty
-	// holder or thread id, a non-positive TTL, a holder that already holds
-	// the lease).
+	// holder or thread id, or one longer than MaxIDBytes; an id, text or
+	// holder with a NUL byte or invalid UTF-8, CheckText; a non-positive
+	// TTL; a holder that already holds the lease).
 	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrHolderReused: a lease was to be acquired by a holder that has

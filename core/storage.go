@@ -37,7 +37,8 @@ type Storage interface {
 // DeleteLease) to the transaction's end, no other transaction writes that
 // thread or its lease. A transaction reads its own writes.
 type Transaction interface {
-	// CreateThread adds an empty thread. It returns ErrThreadExists.
+	// CreateThread adds an empty thread. It returns ErrThreadExists, and
+	// CheckText's error (ErrInvalidArgument) for an id it refuses.
 	CreateThread(ctx context.Context, id ThreadID) error
 
 	// ThreadIDs lists every thread, in creation order.
@@ -58,7 +59,8 @@ type Transaction interface {
 
 	// Append adds ev to the thread's log and folds it into the thread's
 	// state (Thread.Apply). The caller has checked it (Thread.Check). It
-	// returns ErrUnknownThread.
+	// returns ErrUnknownThread, and CheckText's error (ErrInvalidArgument)
+	// for an event whose text or holder it refuses.
 	Append(ctx context.Context, id ThreadID, ev Event) error
 
 	// SaveTaken sets the thread's taken cursor. It returns ErrUnknownThread.
@@ -81,7 +83,7 @@ type Transaction interface {
 	// that thread's lease before (now or in any earlier claim), from
 	// PutLease or from Update when the transaction commits. It returns
 	// ErrUnknownThread, and ErrInvalidArgument for an empty thread or
-	// holder.
+	// holder, or a holder CheckText refuses.
 	PutLease(ctx context.Context, l Lease) error
 
 	// DeleteLease removes the thread's lease; removing none is no error.

@@ -2,7 +2,9 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ThreadID names a thread.
@@ -34,11 +36,41 @@ type Claim struct {
 }
 
 func (c Claim) validate() error {
-	if c.Thread == "" {
-		return fmt.Errorf("%w: empty thread id", ErrInvalidArgument)
+	if err := checkID("thread id", string(c.Thread)); err != nil {
+		return err
 	}
-	if c.Holder == "" {
-		return fmt.Errorf("%w: empty holder", ErrInvalidArgument)
+	return checkID("holder", string(c.Holder))
+}
+
+// MaxIDBytes is the longest thread id or holder the Workspace takes. A
+// trace line names a thread and up to two holders: ids this long, even
+// with every byte escaped as JSON escapes it (six bytes at worst), keep
+// the line well under the longest line tracecheck reads (64 KiB), so the
+// trace writer never writes a line its reader refuses.
+const MaxIDBytes = 1024
+
+// checkID refuses an empty id, one longer than MaxIDBytes, and one
+// CheckText refuses, with an error wrapping ErrInvalidArgument.
+func checkID(what, id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalidArgument, what)
+	case len(id) > MaxIDBytes:
+		return fmt.Errorf("%w: %s of %d bytes, longer than %d", ErrInvalidArgument, what, len(id), MaxIDBytes)
+	}
+	return CheckText(what, id)
+}
+
+// CheckText refuses a string that storage could not keep as it is: one
+// with a NUL byte or that is not valid UTF-8, which PostgreSQL's text
+// refuses. Both storages refuse it, with this error (it wraps
+// ErrInvalidArgument), and so does the Workspace before storage sees it.
+func CheckText(what, s string) error {
+	if strings.IndexByte(s, 0) >= 0 {
+		return fmt.Errorf("%w: %s holds a NUL byte", ErrInvalidArgument, what)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalidArgument, what)
 	}
 	return nil
 }

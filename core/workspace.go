@@ -183,11 +183,12 @@ func record(ctx context.Context, tx Transaction, t *Thread, ev *Event) error {
 	return nil
 }
 
-// CreateThread adds an empty thread. It returns ErrThreadExists or
-// ErrInvalidArgument for an empty id.
+// CreateThread adds an empty thread. It returns ErrThreadExists, or
+// ErrInvalidArgument for an id that is empty, longer than MaxIDBytes, or
+// that CheckText refuses.
 func (w *Workspace) CreateThread(ctx context.Context, id ThreadID) error {
-	if id == "" {
-		return fmt.Errorf("%w: empty thread id", ErrInvalidArgument)
+	if err := checkID("thread id", string(id)); err != nil {
+		return err
 	}
 	return w.storage.Update(ctx, func(ctx context.Context, tx Transaction) error {
 		return tx.CreateThread(ctx, id)
@@ -266,8 +267,15 @@ func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
 }
 
 // Post appends a message to the thread and returns its seq. Anyone may
-// post: it is not fenced. It returns ErrUnknownThread.
+// post: it is not fenced. It returns ErrUnknownThread, or
+// ErrInvalidArgument for a text (or id) CheckText refuses.
 func (w *Workspace) Post(ctx context.Context, id ThreadID, text string) (Seq, error) {
+	if err := CheckText("thread id", string(id)); err != nil {
+		return 0, err
+	}
+	if err := CheckText("message text", text); err != nil {
+		return 0, err
+	}
 	var seq Seq
 	_, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, id)
@@ -783,10 +791,14 @@ func ownRun(run RunID) func(r *round) error {
 
 // Ask opens a request of the round's run with the question and returns
 // its id. It consumes nothing and is not fenced. It returns
-// ErrRunAbandoned, ErrRunNotActive and ErrUnknownRun, and ErrOutOfOrder
-// for a run other than the round's own; a refused Ask is not traced, since
+// ErrRunAbandoned, ErrRunNotActive and ErrUnknownRun, ErrOutOfOrder for
+// a run other than the round's own, and ErrInvalidArgument for a question
+// CheckText refuses; a refused Ask is not traced, since
 // it changes nothing the specification follows.
 func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string) (RequestID, error) {
+	if err := CheckText("question", question); err != nil {
+		return 0, err
+	}
 	r, err := w.enter(c, ActionAsk, ownRun(run))
 	if err != nil {
 		return 0, err

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -108,35 +110,201 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // MergeHistories makes one trace of a many-process run: the writes as
 // storage committed them (stored), and the reads and refusals from the
 // processes' histories. A write takes its call and return times from the
-// history line of the same thread and tick; a write no history has (its
+// history line of the same write (thread, tick, action, process, holder
+// and the write's message, request and run); a write no history has (its
 // process was killed after the commit, or its commit's outcome was
 // unknown to it) is pending: called at no known time (0), returned at no
 // known time. Its call is not bounded by the process's other lines: a
 // process works several threads and renews beside its turns, so a write
 // in flight may have begun before every line the process recorded.
-func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) []core.TraceEvent {
+//
+// lost are the writes a history records as committed (their process was
+// told so) that stored does not hold: storage lost commits it had
+// acknowledged (synchronous_commit = off and a crash, say). The trace is
+// what storage kept: a lost write lends its times to no stored write,
+// though the same thread and tick may since be another write's, and the
+// reads and refusals of a lost write's claim (its holder) from the lost
+// write's call on are left out, since they were decided from a state
+// storage no longer has, and so are the reads of any claim that saw a
+// state storage then lost (staleRead); a Crash of such a claim's process
+// follows its last line kept (see lostCrashes). A Crash also follows the
+// writes of its claim that committed after it (crashAfterLateWrites).
+func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (merged, lost []core.TraceEvent) {
 	type key struct {
 		thread core.ThreadID
 		tick   uint64
 	}
-	times := map[key][2]int64{}
+	written := map[key][]core.TraceEvent{} // the histories' writes
+	for _, h := range histories {
+		for _, ev := range h {
+			if !ev.Read {
+				k := key{ev.Thread, ev.Tick}
+				written[k] = append(written[k], ev)
+			}
+		}
+	}
+	writes := make([]core.TraceEvent, 0, len(stored))
+	for _, ev := range stored {
+		ev.Call, ev.Return = 0, math.MaxInt64
+		k := key{ev.Thread, ev.Tick}
+		match := -1 // of writes alike, the last called: any before it was lost
+		for i, h := range written[k] {
+			if sameWrite(h, ev) && (match < 0 || h.Call > written[k][match].Call) {
+				match = i
+			}
+		}
+		if match >= 0 {
+			ev.Call, ev.Return = written[k][match].Call, written[k][match].Return
+			written[k] = slices.Delete(written[k], match, match+1)
+		}
+		writes = append(writes, ev)
+	}
+	since := map[core.Holder]int64{} // a lost write's holder: the earliest call of its lost writes
+	for _, h := range histories {
+		for _, ev := range h {
+			if ev.Read || !slices.ContainsFunc(written[key{ev.Thread, ev.Tick}], func(w core.TraceEvent) bool {
+				return sameWrite(w, ev) && w.Call == ev.Call && w.Return == ev.Return
+			}) {
+				continue
+			}
+			lost = append(lost, ev)
+			if c, ok := since[ev.Holder]; ev.Holder != "" && (!ok || ev.Call < c) {
+				since[ev.Holder] = ev.Call
+			}
+		}
+	}
+	byThread := lostByThread(lost, writes)
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
-			if ev.Read {
-				out = append(out, ev)
+			if !ev.Read {
 				continue
 			}
-			times[key{ev.Thread, ev.Tick}] = [2]int64{ev.Call, ev.Return}
+			if c, ok := since[ev.Holder]; ok && ev.Holder != "" && ev.Call >= c {
+				continue // decided from what storage lost
+			}
+			if staleRead(ev, byThread) {
+				if _, ok := since[ev.Holder]; ev.Holder != "" && !ok {
+					since[ev.Holder] = ev.Call // its round read what storage lost: a Crash ends it
+				}
+				continue
+			}
+			out = append(out, ev)
 		}
 	}
-	for _, ev := range stored {
-		if t, ok := times[key{ev.Thread, ev.Tick}]; ok {
-			ev.Call, ev.Return = t[0], t[1]
-		} else {
-			ev.Call, ev.Return = 0, math.MaxInt64
+	crashAfterLateWrites(out, writes)
+	out = append(out, writes...)
+	return append(out, lostCrashes(out, since)...), lost
+}
+
+// crashAfterLateWrites moves each Crash in reads after the last stored
+// write of its claim (holder) on its thread, when that write's tick is
+// later. A write whose commit the process could not learn (a Renew whose
+// COMMIT a slow network held past the caller's deadline) may commit after
+// the process gave its round up with a Crash: the process crashed after
+// that write, as the spec has it, and the write was in flight when it
+// did. Read at its own tick, the Crash would put the process idle before
+// its own claim's write.
+func crashAfterLateWrites(reads, writes []core.TraceEvent) {
+	type key struct {
+		thread core.ThreadID
+		holder core.Holder
+	}
+	last := map[key]int{}
+	for i, w := range writes {
+		if w.Holder == "" {
+			continue
 		}
-		out = append(out, ev)
+		k := key{w.Thread, w.Holder}
+		if j, ok := last[k]; !ok || writes[j].Tick < w.Tick {
+			last[k] = i
+		}
+	}
+	for i := range reads {
+		c := &reads[i]
+		if c.Action != core.ActionCrash || c.Holder == "" {
+			continue
+		}
+		if j, ok := last[key{c.Thread, c.Holder}]; ok && writes[j].Tick > c.Tick {
+			c.Tick, c.Taken = writes[j].Tick, writes[j].Taken
+		}
+	}
+}
+
+// lostWrite is a lost write w and when storage had a state again at its
+// tick or later: the call of the first write storage kept there whose call
+// came after w's return.
+type lostWrite struct {
+	w     core.TraceEvent
+	again int64
+}
+
+// lostByThread returns the lost writes of each thread, each with its
+// again.
+func lostByThread(lost, writes []core.TraceEvent) map[core.ThreadID][]lostWrite {
+	out := map[core.ThreadID][]lostWrite{}
+	for _, w := range lost {
+		out[w.Thread] = append(out[w.Thread], lostWrite{w: w, again: math.MaxInt64})
+	}
+	for _, k := range writes {
+		for i := range out[k.Thread] {
+			l := &out[k.Thread][i]
+			if k.Tick >= l.w.Tick && k.Call >= l.w.Return && k.Call < l.again {
+				l.again = k.Call
+			}
+		}
 	}
 	return out
+}
+
+// staleRead reports whether the read ev saw a state that storage then
+// lost: on the thread of a lost write w, at w's tick or later, returned
+// after w's call, and called before storage had a state there again
+// (lostWrite.again). A read after the loss and before that saw a tick
+// below w's.
+func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite) bool {
+	for _, l := range lost[ev.Thread] {
+		if ev.Tick >= l.w.Tick && ev.Return > l.w.Call && ev.Call < l.again {
+			return true
+		}
+	}
+	return false
+}
+
+// lostCrashes returns a Crash for each claim that lost writes (since's
+// holders) and whose last line kept leaves its round open. Storage that
+// loses commits loses a suffix of them: what it kept is what it would
+// hold had each process whose writes it lost crashed right after its
+// last write kept, and the spec's Crash says so. Without it the process's
+// next claim would find it still in its old round.
+func lostCrashes(lines []core.TraceEvent, since map[core.Holder]int64) []core.TraceEvent {
+	last := map[core.Holder]int{}
+	for i, ev := range lines {
+		if _, ok := since[ev.Holder]; !ok || ev.Holder == "" {
+			continue
+		}
+		if j, ok := last[ev.Holder]; !ok || orderKey(&lines[j]) <= orderKey(&ev) {
+			last[ev.Holder] = i
+		}
+	}
+	var out []core.TraceEvent
+	for h, i := range last {
+		ev := lines[i]
+		switch ev.Action {
+		case core.ActionRelease, core.ActionCrash, core.ActionAbandonFenced, core.ActionStartFenced,
+			core.ActionReplyFenced, core.ActionEndRefused:
+			continue // the round is over
+		}
+		out = append(out, core.TraceEvent{Tick: ev.Tick, Read: true, Action: core.ActionCrash, Thread: ev.Thread,
+			Proc: ev.Proc, Holder: h, Taken: ev.Taken, Call: since[h], Return: math.MaxInt64})
+	}
+	slices.SortFunc(out, func(a, b core.TraceEvent) int { return strings.Compare(string(a.Holder), string(b.Holder)) })
+	return out
+}
+
+// sameWrite reports whether a history's write and a stored one are the
+// same write.
+func sameWrite(a, b core.TraceEvent) bool {
+	return a.Thread == b.Thread && a.Tick == b.Tick && a.Action == b.Action && a.Proc == b.Proc &&
+		a.Holder == b.Holder && a.Msg == b.Msg && a.Req == b.Req && a.Run == b.Run
 }

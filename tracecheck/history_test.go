@@ -1,7 +1,10 @@
 package tracecheck_test
 
 import (
+	"bytes"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +37,8 @@ func TestMergeHistoriesPendingWriteCalledEarly(t *testing.T) {
 	p2 := []core.TraceEvent{
 		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Call: 10, Return: 20},
 	}
-	lines := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	require.Empty(t, lost)
 	var renew core.TraceEvent
 	for _, l := range lines {
 		if l.Action == core.ActionRenew {
@@ -52,4 +56,131 @@ func TestMergeHistoriesPendingWriteCalledEarly(t *testing.T) {
 	require.Equal(t, int64(math.MaxInt64), claim.Return, "p1's Claim, with no history line either, is pending")
 	_, err := tracecheck.CheckLinearizable(tracecheck.OperationsFromTrace(lines), 10*time.Second, "")
 	require.NoError(t, err)
+}
+
+// A write its process was told committed that storage no longer has
+// (storage lost acknowledged commits) is returned as lost, lends its
+// times to no stored write, though another write took its thread and
+// tick since, and the reads its claim made from its call on are left
+// out. Before, the lost Abandon's times went to the Claim that took its
+// tick, and its claim's reads stayed in the trace.
+func TestMergeHistoriesLostWrite(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		// p1's Abandon at tick 2 was acknowledged, then lost: p2's Claim
+		// took tick 2.
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 2, Action: core.ActionAbandon, Thread: "t1", Proc: "p1", Holder: h1, Run: 1, Lease: h1, Call: 30, Return: 40},
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Call: 50, Return: 60},
+	}
+	p2 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Call: 500, Return: 600},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	require.Len(t, lost, 1)
+	require.Equal(t, core.ActionAbandon, lost[0].Action)
+	require.Len(t, lines, 3, "the two stored writes and p1's Crash, without the lost claim's Plan")
+	for _, l := range lines {
+		require.False(t, l.Read && l.Action != core.ActionCrash, "a read of the lost write's claim: %+v", l)
+		if l.Proc == "p2" {
+			require.Equal(t, [2]int64{500, 600}, [2]int64{l.Call, l.Return}, "p2's Claim keeps its own times")
+		}
+	}
+	// What storage kept is a behaviour of the spec: p1 crashed after its
+	// Claim, and p2 took the lapsed lease.
+	crash := lines[2]
+	require.Equal(t, [4]string{"Crash", "p1", "h1", "1"}, [4]string{string(crash.Action), crash.Proc, string(crash.Holder), fmt.Sprint(crash.Tick)})
+	var ordered []core.TraceEvent
+	for _, th := range tracecheck.Order(lines) {
+		for _, l := range th.Lines {
+			ordered = append(ordered, *l.Ev)
+		}
+	}
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
+}
+
+// A read that saw a state storage then lost (here p1's Plan, which saw
+// the lost Post of message 2) is left out, and its claim's round ends
+// with a Crash; a read made after storage had a state again is kept.
+// Before, the stale Plan was checked against what storage kept and
+// rejected (its taken, its tick), or made porcupine find no
+// linearization.
+func TestMergeHistoriesStaleRead(t *testing.T) {
+	h1 := core.Holder("h1")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		// The lost Post was tick 3; the poster's next post took it.
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+	}
+	poster := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 30, Return: 40}, // lost
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
+	require.Len(t, lost, 1)
+	var actions []string
+	for _, l := range tracecheck.Order(lines) {
+		for _, x := range l.Lines {
+			actions = append(actions, string(x.Ev.Action))
+		}
+	}
+	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the stale Plan left out, p1's round ended by a Crash")
+}
+
+// A Renew whose commit its process could not learn (its COMMIT held past
+// the caller's deadline), so that the round ended with a Crash, and which
+// then committed: the Crash follows it in the trace, since the process
+// crashed with the Renew in flight. Before, the Crash was placed at the
+// tick it read, and the trace was rejected with `Renew by p1: guard
+// pc[p] # "idle" fails` (the fences-on TestFleetSoak failure).
+func TestMergeHistoriesCrashAfterLateWrite(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+		// The Renew's COMMIT reached the server after p1's Crash read tick 3.
+		{Tick: 4, Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 5, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionCrash, Thread: "t1", Proc: "p1", Holder: h1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1})
+	require.Empty(t, lost)
+	var ordered []core.TraceEvent
+	for _, th := range tracecheck.Order(lines) {
+		for _, l := range th.Lines {
+			ordered = append(ordered, *l.Ev)
+		}
+	}
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the Crash after the late Renew")
+}
+
+// The trace writer never writes a line its reader refuses: a line with
+// every id as long as the Workspace takes (core.MaxIDBytes), each byte
+// one JSON escapes to six, is read back. (An id the Workspace refuses is
+// core's test: storetest's InvalidInputRefused.)
+func TestLongestIDsReadBack(t *testing.T) {
+	id := strings.Repeat("\x01", core.MaxIDBytes)
+	ev := core.TraceEvent{Tick: 1, Action: core.ActionClaim, Thread: core.ThreadID(id), Proc: id, Holder: core.Holder(id), Lease: core.Holder(id)}
+	var b bytes.Buffer
+	require.NoError(t, tracecheck.WriteLines(&b, []core.TraceEvent{ev}))
+	require.Less(t, b.Len(), tracecheck.MaxLineBytes, "the line's length")
+	lines, err := tracecheck.Read(&b, "long")
+	require.NoError(t, err)
+	require.Equal(t, []core.TraceEvent{ev}, lines)
 }

@@ -85,6 +85,9 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	switch {
 	case *storage == "memory":
 	case strings.HasPrefix(*storage, "postgres://") || strings.HasPrefix(*storage, "postgresql://"):
+		if err := checkStorageURL(*storage); err != nil {
+			return err
+		}
 		var suffix [4]byte
 		_, _ = rand.Read(suffix[:])
 		schema := fmt.Sprintf("tcconform_%d_%s", os.Getpid(), hex.EncodeToString(suffix[:]))

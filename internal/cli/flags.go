@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/report"
 )
@@ -95,4 +97,18 @@ func verdictOf(err error) (report.Status, string) {
 		return report.Skipped, err.Error()
 	}
 	return report.Errored, err.Error()
+}
+
+// checkStorageURL refuses a -storage URL that does not parse as a
+// PostgreSQL connection string: bad input (exit 2), before anything runs
+// or is written, where connecting would fail as "could not run". The
+// parser's error shows no password.
+func checkStorageURL(url string) error {
+	if url == "" {
+		return nil
+	}
+	if _, err := pgconn.ParseConfig(url); err != nil {
+		return usageError{fmt.Sprintf("-storage: %v", err)}
+	}
+	return nil
 }

@@ -37,8 +37,10 @@ names:
   latency    add 1/4 to 1 TTL to each of a worker's round trips
   commit     hold a worker's COMMITs back past the TTL
   restart    pg_ctl restart, fast or immediate (not in the default set)
+  lose       synchronous_commit off, then pg_ctl restart -m immediate:
+             PostgreSQL loses acknowledged commits (not in the default set)
 
-Workers reconnect by themselves. restart needs a cluster the fleet may
+Workers reconnect by themselves. restart and lose need a cluster the fleet may
 restart: on this machine, its data directory (-pgdata, or the server's
 SHOW data_directory as a superuser) owned by this user (or by anyone, as
 root); give it only a cluster of the fleet's own (scripts/with-postgres
@@ -92,7 +94,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.DurationVar(&cfg.MaxSkew, "max-skew", 0, "lease clocks spread over [0, this] (default 2 TTLs)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "every message must be consumed within this after the last post")
 	fs.DurationVar(&cfg.PorcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit")
-	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,restart; all; none; default (all but restart)")
+	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,restart,lose; all; none; default (all but restart and lose)")
 	fs.DurationVar(&cfg.NemesisEvery, "nemesis-every", 0, "mean time between faults (default the TTL)")
 	fs.StringVar(&cfg.Restart, "pgdata", "", "the data directory of the cluster, for -nemesis restart (default: ask the server)")
 	fs.IntVar(&tlcSample, "tlc-sample", 0, "replay this many threads, drawn from the seed, through TLC's trace validation (needs java and the jars, as tracecheck tlc finds them)")

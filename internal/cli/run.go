@@ -127,6 +127,9 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		f.spec, f.procs, f.messages = &c, len(c.Procs), c.MaxMsgs
 	}
+	if err := checkStorageURL(f.storageURL); err != nil {
+		return err
+	}
 	if f.walks < 0 || f.walks > 0 && f.spec == nil {
 		return usageError{fmt.Sprintf("-walks %d must not be negative, and needs -cfg", f.walks)}
 	}

@@ -117,6 +117,13 @@ func (val validation) run(ctx context.Context, fs *flag.FlagSet, stdout, stderr 
 		st, err := tracecheck.CheckFile(path, spec)
 		var v *tracecheck.Violation
 		var le *tracecheck.LineError
+		if errors.As(err, &v) {
+			// The checker stops at the first violation: a line after it
+			// that is not trace input still makes the file bad input.
+			if _, rerr := tracecheck.ReadFile(path); rerr != nil {
+				err = rerr
+			}
+		}
 		fig := validateFigure{File: path, Accepted: err == nil, Lines: st.Lines, Threads: st.Threads, Lapses: st.LapsesInferred}
 		if err != nil {
 			fig.Rejected = err.Error()

@@ -37,7 +37,9 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		return nil, err
 	}
 	tracePath := filepath.Join(r.dir, "trace.ndjson")
-	ordered, st, checkErr, err := checkTrace(tracePath, tracecheck.MergeHistories(stored, histories))
+	merged, lost := tracecheck.MergeHistories(stored, histories)
+	rep.noteStorageLost(lost)
+	ordered, st, checkErr, err := checkTrace(tracePath, merged)
 	if err != nil {
 		return nil, err
 	}
@@ -58,8 +60,8 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	rep.LapsesInferred, rep.InvariantChecks = st.LapsesInferred, st.InvariantChecks
 	if checkErr != nil {
-		rep.TraceError = checkErr.Error()
-		rep.Problems = append(rep.Problems, checkErr.Error())
+		rep.TraceError = rep.blame(checkErr.Error())
+		rep.Problems = append(rep.Problems, rep.TraceError)
 	}
 
 	ops := tracecheck.OperationsFromTrace(ordered)
@@ -71,8 +73,8 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	case errors.Is(linErr, tracecheck.ErrLinearizabilityUnknown):
 		rep.LinResult, rep.Inconclusive = linErr.Error(), true
 	default:
-		rep.LinResult = linErr.Error()
-		rep.Problems = append(rep.Problems, linErr.Error())
+		rep.LinResult = rep.blame(linErr.Error())
+		rep.Problems = append(rep.Problems, rep.LinResult)
 	}
 
 	r.checkTLC(ctx, rep, ordered, tracePath)
@@ -101,9 +103,17 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	for _, k := range kills {
 		killed[k.proc.name] = true
 	}
-	rep.CommitUnknown = countDoubts(doubts, stored, killed)
+	crashedAt := map[core.Holder]uint64{}
+	for _, h := range histories {
+		for _, ev := range h {
+			if ev.Action == core.ActionCrash && ev.Holder != "" {
+				crashedAt[ev.Holder] = ev.Tick
+			}
+		}
+	}
+	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt)
 	if n := rep.CommitUnknown.Disagreements; n > 0 {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n))
+		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n)))
 	}
 
 	rep.Handovers = r.handovers(ordered, kills)

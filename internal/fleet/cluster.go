@@ -143,6 +143,33 @@ func (c *cluster) prepareRestart(ctx context.Context, dataDir string) error {
 	return nil
 }
 
+// asyncCommits sets synchronous_commit = off on the cluster, and
+// wal_writer_delay to a second, so that an immediate restart loses the
+// commits of up to three seconds before it (KindLose); restore resets
+// both. The server must let this user ALTER SYSTEM (a superuser).
+func (c *cluster) asyncCommits(ctx context.Context) (restore func(), err error) {
+	set := func(ctx context.Context, stmts ...string) error {
+		return c.admin(ctx, func(conn *pgx.Conn) error {
+			for _, s := range append(stmts, "SELECT pg_reload_conf()") {
+				if _, err := conn.Exec(ctx, s); err != nil {
+					return fmt.Errorf("%s: %w", s, err)
+				}
+			}
+			return nil
+		})
+	}
+	if err := set(ctx, "ALTER SYSTEM SET synchronous_commit = off", "ALTER SYSTEM SET wal_writer_delay = '1s'"); err != nil {
+		return nil, fmt.Errorf("%w: to lose commits: %w", ErrNoRestart, err)
+	}
+	return func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for set(rctx, "ALTER SYSTEM RESET synchronous_commit", "ALTER SYSTEM RESET wal_writer_delay") != nil && rctx.Err() == nil {
+			hold(rctx, 200*time.Millisecond) // the server may be restarting
+		}
+	}, nil
+}
+
 // restart restarts the server with pg_ctl in mode "fast" or "immediate"
 // and waits until it accepts connections again.
 func (c *cluster) restart(ctx context.Context, mode string) error {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/tlc"
 )
@@ -36,17 +38,25 @@ const (
 	// KindCommit holds a worker's COMMITs back past the TTL before the
 	// server sees them: the transaction keeps its locks meanwhile.
 	KindCommit Kind = "commit"
+	// KindLose makes PostgreSQL lose commits it acknowledged: the run
+	// sets synchronous_commit = off (and a longer wal_writer_delay) on
+	// the cluster, and each fault is an immediate restart, a crash that
+	// loses the commits whose WAL was not yet written. It breaks what the
+	// spec assumes of storage (spec/README.md); the report counts what
+	// storage lost. It needs a cluster the fleet may restart, as
+	// KindRestart does.
+	KindLose Kind = "lose"
 )
 
 // Kinds returns every kind, in the report's order.
 func Kinds() []Kind {
-	return []Kind{KindStop, KindKill, KindClock, KindTerminate, KindRestart, KindPartition, KindLatency, KindCommit}
+	return []Kind{KindStop, KindKill, KindClock, KindTerminate, KindRestart, KindPartition, KindLatency, KindCommit, KindLose}
 }
 
 // DefaultKinds are the kinds a fleet injects unless told: all but
-// KindRestart, which needs a cluster of the fleet's own.
+// KindRestart and KindLose, which need a cluster of the fleet's own.
 func DefaultKinds() []Kind {
-	return slices.DeleteFunc(Kinds(), func(k Kind) bool { return k == KindRestart })
+	return slices.DeleteFunc(Kinds(), func(k Kind) bool { return k == KindRestart || k == KindLose })
 }
 
 // ParseKinds reads a comma-separated list of kinds; "all" is every kind,
@@ -188,6 +198,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.URL == "":
 		return configErrorf("no PostgreSQL: give -storage URL or set DATABASE_URL (scripts/with-postgres starts a throwaway one)")
+	case badURL(c.URL) != nil:
+		return configErrorf("-storage: %v", badURL(c.URL))
 	case c.Bin == "":
 		return configErrorf("-bin: no tracecheck binary for the workers")
 	case c.Procs < 1:
@@ -222,4 +234,11 @@ func (c Config) Validate() error {
 		return configErrorf("-nemesis-every %v: must be positive", c.NemesisEvery)
 	}
 	return nil
+}
+
+// badURL returns why url does not parse as a PostgreSQL connection string
+// (without its password), or nil.
+func badURL(url string) error {
+	_, err := pgconn.ParseConfig(url)
+	return err
 }

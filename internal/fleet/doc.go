@@ -10,15 +10,18 @@
 //   - the nemesis (nemesis.go, cluster.go): faults drawn from the seed
 //     until every message is consumed: SIGSTOP past the TTL, SIGKILL and a
 //     replacement, lease-clock jumps, pg_terminate_backend mid-transaction,
-//     PostgreSQL restarts, partitions, latency and COMMITs held back past
-//     the TTL;
+//     PostgreSQL restarts, partitions, latency, COMMITs held back past
+//     the TTL, and PostgreSQL losing acknowledged commits (KindLose);
 //   - the checks (checks.go): every message consumed exactly once (from
 //     storage), at most one run active per thread and no live run
 //     abandoned (replayed from the trace), the whole trace by the Go trace
 //     checker, the history by porcupine, the handover after each SIGKILL,
 //     and the writes whose commit was unknown (doubts.go: each worker
 //     reports them, core.WithDoubts, and the fleet checks each resolution
-//     against storage's log);
+//     against storage's log), and what storage lost: the writes a
+//     process was told committed that storage's log no longer holds
+//     (tracecheck.MergeHistories), by action; the checks judge what
+//     storage kept;
 //   - the report (report.go, html.go): text, JSON and an HTML timeline of
 //     the faults against throughput and handovers.
 //

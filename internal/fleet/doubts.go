@@ -40,6 +40,11 @@ type CommitUnknown struct {
 	// Disagreements counts resolutions whose outcome is not what
 	// storage's log says (must be 0).
 	Disagreements int `json:"disagreements"`
+	// CommittedAfterCrash counts the writes its Crash resolved as not
+	// committed, rightly when it read storage's log, that committed after
+	// that read (their COMMIT was still on its way to the server): the
+	// trace has the Crash after them (tracecheck.MergeHistories).
+	CommittedAfterCrash int `json:"committed_after_crash"`
 }
 
 // doubtsPath is where a worker whose history is at history writes its
@@ -114,8 +119,8 @@ func decodeDoubts(r io.Reader, name string) ([]core.Doubt, error) {
 // countDoubts counts the writes in doubt, each once (a worker reports it
 // when the write returns and again when its Crash resolves it), against
 // the writes storage committed; killed names the processes that were
-// SIGKILLed.
-func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bool) CommitUnknown {
+// SIGKILLed, and crashedAt the tick each claim's Crash read.
+func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bool, crashedAt map[core.Holder]uint64) CommitUnknown {
 	type key struct {
 		proc   string
 		thread core.ThreadID
@@ -170,6 +175,10 @@ func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bo
 		case k.action == core.ActionClaim && d.Outcome == core.DoubtNotCommitted:
 			cu.NoRound++
 		}
+		if at, ok := crashedAt[k.holder]; ok && d.Crashed && d.Outcome == core.DoubtNotCommitted && committed && k.tick > at {
+			cu.CommittedAfterCrash++ // not yet committed when the Crash read the log
+			continue
+		}
 		if d.Outcome != core.DoubtUndecided && (d.Outcome == core.DoubtCommitted) != committed {
 			cu.Disagreements++
 		}
@@ -188,6 +197,6 @@ func (cu CommitUnknown) Line() string {
 			parts = append(parts, fmt.Sprintf("%s %d", a, n))
 		}
 	}
-	return fmt.Sprintf("%d writes (%s): %d committed, %d not; resolved by a Crash %d, by the Release's own line %d, no round (Claim not committed) %d, from storage's log after a SIGKILL took the process first %d, open when the process stopped %d; %d resolutions disagree with storage's log",
-		cu.Events, strings.Join(parts, ", "), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.KilledFirst, cu.Unresolved, cu.Disagreements)
+	return fmt.Sprintf("%d writes (%s): %d committed, %d not; resolved by a Crash %d, by the Release's own line %d, no round (Claim not committed) %d, from storage's log after a SIGKILL took the process first %d, open when the process stopped %d; %d committed after their Crash read the log; %d resolutions disagree with storage's log",
+		cu.Events, strings.Join(parts, ", "), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.KilledFirst, cu.Unresolved, cu.CommittedAfterCrash, cu.Disagreements)
 }

@@ -88,29 +88,22 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		return nil, err
 	}
 	r.schema = fmt.Sprintf("tcfleet_%d_%x", os.Getpid(), suffix)
-	if cfg.Dir == "" {
-		d, err := os.MkdirTemp("", "tracecheck-fleet-")
-		if err != nil {
-			return nil, err
-		}
-		r.dir = d
-		if !cfg.Keep {
-			defer os.RemoveAll(d)
-		}
-	} else {
-		// Histories are appended to: another run's would be merged in.
-		if entries, err := os.ReadDir(cfg.Dir); err == nil && len(entries) > 0 {
-			return nil, configErrorf("-dir %s is not empty", cfg.Dir)
-		}
-		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
-			return nil, err
-		}
-		r.dir = cfg.Dir
+	cleanup, err := r.makeDir()
+	if err != nil {
+		return nil, err
 	}
-	if slices.Contains(cfg.Nemesis, KindRestart) {
+	defer cleanup()
+	if slices.Contains(cfg.Nemesis, KindRestart) || slices.Contains(cfg.Nemesis, KindLose) {
 		if err := r.cluster.prepareRestart(ctx, cfg.Restart); err != nil {
 			return nil, err
 		}
+	}
+	if slices.Contains(cfg.Nemesis, KindLose) {
+		restore, err := r.cluster.asyncCommits(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer restore()
 	}
 	if r.store, err = postgres.Open(ctx, cfg.URL, postgres.Options{Schema: r.schema, KeepTrace: true}); err != nil {
 		return nil, err
@@ -149,21 +142,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	}
 	fmt.Fprintf(progress, "tracecheck fleet: %d runner processes, %d threads, %d messages by %d posters, ttl %v, fences %s, nemesis %s, schema %s, directory %s\n",
 		cfg.Procs, cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, fencesText(cfg.Unfenced), nemesisString(cfg.Nemesis), r.schema, r.dir)
-	for i := range cfg.Procs {
-		skew := time.Duration(0)
-		if cfg.Procs > 1 {
-			skew = time.Duration(i) * cfg.MaxSkew / time.Duration(cfg.Procs-1)
-		}
-		s := &slot{skew: skew}
-		p, err := proxyFor(cfg.URL)
-		if err != nil {
-			return nil, err
-		}
-		s.proxy, s.url = p.proxy, p.url
-		r.slots = append(r.slots, s)
-		if _, err := r.startWorker(s); err != nil {
-			return nil, err
-		}
+	if err := r.startSlots(); err != nil {
+		return nil, err
 	}
 
 	// Post, with the nemesis running, until every message is consumed.
@@ -192,6 +172,55 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		return nil, ErrInterrupted
 	}
 	return r.check(ctx, drained)
+}
+
+// makeDir makes the run's directory: cfg.Dir, which must be empty, or a
+// temporary one, removed by cleanup unless cfg.Keep.
+func (r *run) makeDir() (cleanup func(), err error) {
+	cleanup = func() {}
+	if r.cfg.Dir == "" {
+		d, err := os.MkdirTemp("", "tracecheck-fleet-")
+		if err != nil {
+			return cleanup, err
+		}
+		r.dir = d
+		if !r.cfg.Keep {
+			cleanup = func() { os.RemoveAll(d) }
+		}
+		return cleanup, nil
+	}
+	// Histories are appended to: another run's would be merged in.
+	if entries, err := os.ReadDir(r.cfg.Dir); err == nil && len(entries) > 0 {
+		return cleanup, configErrorf("-dir %s is not empty", r.cfg.Dir)
+	}
+	if err := os.MkdirAll(r.cfg.Dir, 0o755); err != nil {
+		return cleanup, err
+	}
+	r.dir = r.cfg.Dir
+	return cleanup, nil
+}
+
+// startSlots starts the cfg.Procs workers, each behind a proxy of its
+// own, their clocks skewed evenly up to cfg.MaxSkew.
+func (r *run) startSlots() error {
+	cfg := r.cfg
+	for i := range cfg.Procs {
+		skew := time.Duration(0)
+		if cfg.Procs > 1 {
+			skew = time.Duration(i) * cfg.MaxSkew / time.Duration(cfg.Procs-1)
+		}
+		s := &slot{skew: skew}
+		p, err := proxyFor(cfg.URL)
+		if err != nil {
+			return err
+		}
+		s.proxy, s.url = p.proxy, p.url
+		r.slots = append(r.slots, s)
+		if _, err := r.startWorker(s); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // interrupted returns ErrInterrupted when ctx ended, else err.
@@ -327,8 +356,11 @@ func (r *run) createThreads(ctx context.Context, p *poster) error {
 // mod Posters, paced to spread them over cfg.Duration. A post that fails
 // (the server restarting, a session ended) is tried again until ctx ends:
 // one whose commit was unknown may then be posted twice, which is two
-// messages, each to be consumed once.
+// messages, each to be consumed once. A message whose post has failed
+// for cfg.Timeout ends the posting: post returns that post's last error.
 func (r *run) post(ctx context.Context, posters []*poster) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(posters))
 	for k, p := range posters {
@@ -341,6 +373,7 @@ func (r *run) post(ctx context.Context, posters []*poster) error {
 					hold(ctx, time.Until(at))
 				}
 				id := r.threads[i%len(r.threads)]
+				deadline := time.Now().Add(r.cfg.Timeout)
 				for {
 					_, err := p.ws.Post(ctx, id, fmt.Sprintf("message %d", i+1))
 					if err == nil {
@@ -348,6 +381,11 @@ func (r *run) post(ctx context.Context, posters []*poster) error {
 					}
 					if ctx.Err() != nil {
 						errs <- ctx.Err()
+						return
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("fleet: posting message %d to thread %s failed for %v (-timeout); the last error: %w", i+1, id, r.cfg.Timeout, err)
+						cancel() // the other posters stop
 						return
 					}
 					hold(ctx, 20*time.Millisecond)

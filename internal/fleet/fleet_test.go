@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -223,6 +225,7 @@ func TestUnfencedFlagAndKinds(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Kinds(), ks)
 	require.NotContains(t, DefaultKinds(), KindRestart)
+	require.NotContains(t, DefaultKinds(), KindLose)
 	_, err = ParseKinds("flood")
 	require.ErrorIs(t, err, ErrConfig)
 }
@@ -231,22 +234,23 @@ func TestConfigValidate(t *testing.T) {
 	good := Config{URL: "postgres://x", Bin: "/bin/true"}
 	require.NoError(t, good.Validate())
 	for flag, c := range map[string]Config{
-		"-ttl":      {URL: "u", Bin: "b", TTL: 2 * time.Nanosecond},
-		"-procs":    {URL: "u", Bin: "b", Procs: -1},
-		"-threads":  {URL: "u", Bin: "b", Threads: -1},
-		"-messages": {URL: "u", Bin: "b", Messages: -1},
-		"-posters":  {URL: "u", Bin: "b", Posters: -1},
-		"-duration": {URL: "u", Bin: "b", Duration: -time.Second},
-		"-bin":      {URL: "u"},
-		"storage":   {Bin: "b"},
+		"-ttl":                   {URL: "postgres://u", Bin: "b", TTL: 2 * time.Nanosecond},
+		"-procs":                 {URL: "postgres://u", Bin: "b", Procs: -1},
+		"-threads":               {URL: "postgres://u", Bin: "b", Threads: -1},
+		"-messages":              {URL: "postgres://u", Bin: "b", Messages: -1},
+		"-posters":               {URL: "postgres://u", Bin: "b", Posters: -1},
+		"-duration":              {URL: "postgres://u", Bin: "b", Duration: -time.Second},
+		"-bin":                   {URL: "postgres://u"},
+		"storage":                {Bin: "b"},
+		"-storage: cannot parse": {URL: "postgres://%zz", Bin: "b"}, // exit 2, where connecting said 4
 	} {
 		err := c.Validate()
 		require.ErrorIs(t, err, ErrConfig, flag)
 		require.Contains(t, err.Error(), flag)
 	}
-	err := Config{URL: "u", Bin: "b", Procs: 1, Nemesis: []Kind{KindKill}}.Validate()
+	err := Config{URL: "postgres://u", Bin: "b", Procs: 1, Nemesis: []Kind{KindKill}}.Validate()
 	require.ErrorContains(t, err, "-procs 1")
-	require.NoError(t, Config{URL: "u", Bin: "b", Procs: 1, NoNemesis: true}.Validate())
+	require.NoError(t, Config{URL: "postgres://u", Bin: "b", Procs: 1, NoNemesis: true}.Validate())
 }
 
 // A claim is due at the lease's expiry when the thread had work then, even
@@ -271,4 +275,19 @@ func TestDueAt(t *testing.T) {
 	due, idle := dueAt([]workChange{{0, true}, {10, false}}, 50)
 	require.Equal(t, int64(50), due, "claimed with no work at all since: from the expiry")
 	require.True(t, idle)
+}
+
+// A post that keeps failing ends the posting after -timeout, with its
+// last error; before, the posters retried for ever and printed nothing.
+func TestPostingDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := memory.New()
+	r := &run{cfg: Config{Messages: 3, Timeout: 100 * time.Millisecond}, threads: []core.ThreadID{"no-such-thread"}, start: time.Now()}
+	posters := []*poster{{ws: core.NewWorkspace(st, core.SystemClock{})}, {ws: core.NewWorkspace(st, core.SystemClock{})}}
+	err := r.post(ctx, posters)
+	require.NoError(t, ctx.Err(), "the posting did not end within 10 s of a post that kept failing")
+	require.Error(t, err)
+	require.ErrorIs(t, err, core.ErrUnknownThread, "the last error")
+	require.Contains(t, err.Error(), "failed for 100ms (-timeout)")
 }

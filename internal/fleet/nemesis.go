@@ -64,7 +64,7 @@ func (r *run) nemesis(ctx context.Context) error {
 			return err
 		case <-time.After(wait):
 		}
-		if kind == KindRestart {
+		if kind == KindRestart || kind == KindLose {
 			if !restarting.TryLock() {
 				continue
 			}
@@ -205,6 +205,12 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 			break
 		}
 		ev.Detail = "pg_ctl restart -m " + mode + note
+	case KindLose:
+		if err := r.cluster.restart(ctx, "immediate"); err != nil {
+			fail(err)
+			break
+		}
+		ev.Detail = "pg_ctl restart -m immediate with synchronous_commit off: acknowledged commits lost"
 	case KindPartition:
 		d := r.between(ttl, 3*ttl)
 		s.proxy.Partition(true)

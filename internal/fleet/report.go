@@ -43,6 +43,15 @@ type Report struct {
 	// CommitUnknown counts the writes whose commit outcome was unknown
 	// and how each was resolved.
 	CommitUnknown CommitUnknown `json:"commit_unknown"`
+	// StorageLost counts, by action, the writes a process was told had
+	// committed that storage's log no longer holds: storage lost commits
+	// it acknowledged (KindLose). The checks judge what storage kept, and
+	// the messages are counted from storage, so a lost post is not a lost
+	// message, nor a lost consumption a message consumed twice.
+	// StorageLostWrites is their sum, PostsLost their Posts.
+	StorageLost       map[core.Action]int `json:"storage_lost,omitempty"`
+	StorageLostWrites int                 `json:"storage_lost_writes"`
+	PostsLost         int                 `json:"posts_lost"`
 
 	// Handovers and their figures are from when a claim was due
 	// (Handover.AfterExpiry); the raw figures count from the lease's
@@ -175,6 +184,7 @@ func (rep *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)\n",
 		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes)
 	fmt.Fprintf(w, "commit unknown      %s\n", rep.CommitUnknown.Line())
+	fmt.Fprintf(w, "storage lost        %s\n", rep.storageLostLine())
 	if len(rep.Handovers) > 0 {
 		fmt.Fprintf(w, "handover after kill %d threads: p50 %.0f ms, p99 %.0f ms, max %.0f ms after the lease expired (or, for the %d the killed process left with nothing to do, after their next post); %d of %d within TTL + one poll (%.0f ms); from the expiry alone p50 %.0f ms, p99 %.0f ms\n",
 			len(rep.Handovers), rep.HandoverP50Ms, rep.HandoverP99Ms, rep.HandoverMaxMs, rep.HandoverIdle, rep.HandoverWithin, len(rep.Handovers), rep.HandoverBoundMs, rep.HandoverRawP50Ms, rep.HandoverRawP99Ms)
@@ -222,4 +232,48 @@ func (rep *Report) nemesisLine() string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// noteStorageLost counts the acknowledged writes storage lost (lost, from
+// tracecheck.MergeHistories).
+func (rep *Report) noteStorageLost(lost []core.TraceEvent) {
+	rep.StorageLostWrites = len(lost)
+	if len(lost) == 0 {
+		return
+	}
+	rep.StorageLost = map[core.Action]int{}
+	for _, ev := range lost {
+		rep.StorageLost[ev.Action]++
+		if ev.Action == core.ActionPost {
+			rep.PostsLost++
+		}
+	}
+}
+
+// storageLostLine is the report's line on what storage lost.
+func (rep *Report) storageLostLine() string {
+	if rep.StorageLostWrites == 0 {
+		return "no acknowledged write"
+	}
+	var parts []string
+	for _, a := range core.Actions() {
+		if n := rep.StorageLost[a]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", a, n))
+		}
+	}
+	return fmt.Sprintf("%d acknowledged writes (%s); %d posts acknowledged and lost", rep.StorageLostWrites, strings.Join(parts, ", "), rep.PostsLost)
+}
+
+// storageLost says how many acknowledged writes storage lost.
+func (rep *Report) storageLost() string {
+	return fmt.Sprintf("storage lost %d acknowledged writes", rep.StorageLostWrites)
+}
+
+// blame prefixes a failure with what storage lost, when it lost any: the
+// checks judge what storage kept, and a failure then may be storage's.
+func (rep *Report) blame(failure string) string {
+	if rep.StorageLostWrites == 0 {
+		return failure
+	}
+	return rep.storageLost() + "; then: " + failure
 }

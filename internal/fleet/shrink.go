@@ -65,6 +65,9 @@ func (r *run) shrinkFailures(ctx context.Context, rep *Report, ordered []core.Tr
 	if errors.Is(linErr, tracecheck.ErrNotLinearizable) {
 		rep.Stories = append(rep.Stories, r.shrinkHistory(ctx, ordered, dir, copies))
 	}
+	for i := range rep.Stories {
+		rep.Stories[i].Failure = rep.blame(rep.Stories[i].Failure)
+	}
 }
 
 func (r *run) shrinkTrace(ctx context.Context, ordered []core.TraceEvent, dir string, copies bool) Story {

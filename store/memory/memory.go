@@ -156,6 +156,9 @@ func (t *txn) read(id core.ThreadID) (*thread, error) {
 }
 
 func (t *txn) CreateThread(_ context.Context, id core.ThreadID) error {
+	if err := core.CheckText("thread id", string(id)); err != nil {
+		return err // refused as PostgreSQL refuses it
+	}
 	if _, ok := t.s.threads[id]; ok {
 		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
 	}
@@ -204,6 +207,9 @@ func (t *txn) Bump(_ context.Context, id core.ThreadID) (uint64, error) {
 // request the event may change; appended elements past a restored length
 // are unreachable.
 func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
+	if err := checkEvent(ev); err != nil {
+		return err
+	}
 	th, err := t.read(id)
 	if err != nil {
 		return err
@@ -259,6 +265,9 @@ func (t *txn) PutLease(_ context.Context, l core.Lease) error {
 	if l.Thread == "" || l.Holder == "" {
 		return fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
 	}
+	if err := core.CheckText("holder", string(l.Holder)); err != nil {
+		return err
+	}
 	if _, err := t.read(l.Thread); err != nil {
 		return err
 	}
@@ -313,4 +322,14 @@ func (s *Store) PendingThreads(ctx context.Context) ([]core.PendingThread, error
 		}
 	}
 	return out, nil
+}
+
+// checkEvent refuses an event whose strings PostgreSQL would refuse (a
+// NUL byte, invalid UTF-8), with core.CheckText's error, as the
+// PostgreSQL storage does: the two storages take the same inputs.
+func checkEvent(ev core.Event) error {
+	if err := core.CheckText("event text", ev.Text); err != nil {
+		return err
+	}
+	return core.CheckText("event holder", string(ev.Holder))
 }

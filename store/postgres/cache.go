@@ -16,8 +16,11 @@ import (
 type cacheEntry struct {
 	created int64 // the row's identity, so a re-created thread is not mistaken
 	n       int64
-	state   *core.Thread
-	lease   core.Lease
+	// last is event n, as folded: a transaction that reads the log checks
+	// that storage still has it (see behind).
+	last  core.Event
+	state *core.Thread
+	lease core.Lease
 	// ownLease: this Store wrote the lease for its holder, so no other
 	// process is expected to write the thread until the lease is released
 	// or lapses; a transaction may speculate on the entry (see txn).
@@ -83,6 +86,7 @@ func (th *txThread) apply(ev core.Event) {
 		}
 	}
 	th.state.Apply(ev)
+	th.last = ev
 }
 
 // appendable makes slice i of the thread, s, safe to append to.
@@ -113,7 +117,7 @@ func (th *txThread) entry(lease core.Lease, leaseKnown bool) *cacheEntry {
 		th.base.lease == lease && th.base.ownLease == th.ownLease {
 		return th.base
 	}
-	e := &cacheEntry{created: th.created, n: th.n, state: th.state, lease: lease, ownLease: th.ownLease && leaseKnown}
+	e := &cacheEntry{created: th.created, n: th.n, last: th.last, state: th.state, lease: lease, ownLease: th.ownLease && leaseKnown}
 	for i := range nSlices {
 		if th.base == nil || th.cow.own[i] || th.cow.won[i] || th.cow.append[i] == nil {
 			// A new array, or new length: a new append right. (A slice
@@ -125,4 +129,26 @@ func (th *txThread) entry(lease core.Lease, leaseKnown bool) *cacheEntry {
 		}
 	}
 	return e
+}
+
+// behind reports whether storage is behind what the cache entry says this
+// Store saw committed: the log lacks the event the entry ended on (evs
+// is the log from event c.n on), or holds another there. Storage that
+// lost acknowledged commits (a crash with synchronous_commit = off, a
+// failover to an asynchronous replica, a restore) is so; the entry must
+// then be dropped and the log read anew, or a write would be appended
+// past the log's end, a gap that no Store could fold again. A lost write
+// with no event (a Renew) needs nothing: the row's version, taken and
+// lease, which the transaction reads, are storage's.
+func behind(c *cacheEntry, evs []eventRow) bool {
+	if c.n == 0 {
+		return false
+	}
+	return len(evs) == 0 || evs[0].seq != c.n || !sameEvent(evs[0].event(), c.last)
+}
+
+// sameEvent reports whether a and b are the same event of a log.
+func sameEvent(a, b core.Event) bool {
+	return a.Version == b.Version && a.Kind == b.Kind && a.At.Equal(b.At) && a.Message == b.Message &&
+		a.Text == b.Text && a.Run == b.Run && a.Request == b.Request && a.Holder == b.Holder
 }

@@ -130,6 +130,13 @@ func checkStatementLocks(t *testing.T, s *Store, stmt func(q *queries) string) e
 		// The write: the thread row's new columns, and no event.
 		args = append(args, version+1, int64(0), int64(1), int64(0), nil, nil, nil, nil, nil, nil, nil, nil, nil)
 	}
+	var logN int64
+	var logAt *time.Time
+	require.NoError(t, admin(t).QueryRow(ctx, `SELECT log_n, log_at FROM `+q+`.threads WHERE id = 't'`).Scan(&logN, &logAt))
+	args = append(args, logN, logAt) // the log's end, checked
+	if strings.Contains(sql, "$18") {
+		args = append(args, logN, logAt) // and left as it is
+	}
 	_, err = tx.Exec(ctx, sql, args...)
 	require.NoError(t, err, "the statement, under the claim it checks")
 	for _, row := range []struct{ name, sql string }{

@@ -64,7 +64,7 @@
 // the whole check, row version and lease, in its WHERE, and the event's
 // insert as a WITH. If anyone else wrote the row, the check fails and the
 // write runs again reading under lock, as core.Storage allows. A consuming
-// write is so one round trip, and makes 22 allocations whatever the
+// write is so one round trip, and makes 21 allocations whatever the
 // thread's size. A Claim, which must read another holder's lease, is two.
 //
 // A holder names one claim: the holders table's primary key refuses a

@@ -34,6 +34,7 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 		a := &t.assumed[i]
 		var argv [maxParams]arg
 		args := append(argv[:0], str(a.id), i64(a.created), i64(a.version), str(string(a.lease.Holder)), tm(a.lease.ExpiresAt))
+		end := logEnd(a.n, a.last)
 		sql := t.s.q.unchanged
 		if th := t.threads[core.ThreadID(a.id)]; th != nil && th.dirty {
 			sql = t.s.q.saveUnchanged
@@ -48,10 +49,17 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 				sql = t.s.q.saveLease
 				args = append(args, lease[:]...)
 			} else {
-				for range maxParams - len(args) {
+				for range withEvent - len(args) {
 					args = append(args, arg{kind: argNull}) // no event
 				}
 			}
+			args = append(args, end[:]...)
+			if sql == t.s.q.saveUnchanged {
+				newEnd := logEnd(th.n, th.last)
+				args = append(args, newEnd[:]...)
+			}
+		} else {
+			args = append(args, end[:]...)
 		}
 		if err := t.exec(ctx, b, sql, args...); err != nil {
 			return err
@@ -183,8 +191,12 @@ func pgMicros(t time.Time) int64 {
 }
 
 // maxParams is the most arguments a statement sent in one round trip
-// takes (checkedWriteSQL's).
-const maxParams = 18
+// takes (checkedWriteSQL's); withEvent is how many come before the log's
+// end, checked and written.
+const (
+	maxParams = 22
+	withEvent = 18
+)
 
 // pgTimeText is a timestamptz as PostgreSQL reads it as text, to the
 // microsecond it keeps.
@@ -210,14 +222,17 @@ func (s *Store) encodeBuf(t *txn) []byte {
 // the lock was granted, the lease's included.
 //
 // checkedWriteSQL is the whole of a consuming write: the thread row's
-// UPDATE ($6 to $9) with the check, and the write's event ($10 to $18;
-// none when $10 is NULL), inserted from the row the UPDATE returned. A
+// UPDATE ($6 to $9, and the log's new end, $21 and $22) with the check
+// ($1 to $5, $19 and $20), and the write's event ($10 to $18; none when
+// $10 is NULL), inserted from the row the UPDATE returned. A
 // data-modifying WITH that the query does not read runs after it, so a
 // failed check raises before anything is inserted. No PL/pgSQL runs
 // unless the check fails.
 const checkedWriteSQL = `WITH w AS (
-	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9
+	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9,
+	       log_n = $21, log_at = $22
 	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
+	   AND log_n = $19 AND log_at IS NOT DISTINCT FROM $20::timestamptz
 	RETURNING id
 ), e AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
@@ -227,12 +242,13 @@ const checkedWriteSQL = `WITH w AS (
 SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
 
 // checkedLeaseSQL is the whole of a Renew or a Release: the thread row's
-// UPDATE with the check, writing the lease on the row too (holder $10,
-// expiry $11; NULL and NULL: no lease). One row version for the write.
+// UPDATE with the check ($1 to $5, $12 and $13), writing the lease on
+// the row too (holder $10, expiry $11; NULL and NULL: no lease). One row version for the write.
 const checkedLeaseSQL = `WITH w AS (
 	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9,
 	       lease_holder = $10, lease_expires = $11
 	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
+	   AND log_n = $12 AND log_at IS NOT DISTINCT FROM $13::timestamptz
 	RETURNING id
 )
 SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
@@ -242,6 +258,16 @@ SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
 const checkedSQL = `WITH w AS (
 	SELECT FROM %[1]s.threads
 	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
+	   AND log_n = $6 AND log_at IS NOT DISTINCT FROM $7::timestamptz
 	   FOR UPDATE
 )
 SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
+
+// logEnd is a log's end as the thread's row names it (log_n, log_at):
+// n events, the last of which is last.
+func logEnd(n int64, last core.Event) [2]arg {
+	if n == 0 {
+		return [2]arg{i64(0), {kind: argNull}}
+	}
+	return [2]arg{i64(n), tm(last.At)}
+}

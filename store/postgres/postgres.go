@@ -342,8 +342,17 @@ func (s *Store) distrust(as []assumption) {
 	for _, a := range as {
 		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease {
 			// The same state and append rights, not to be speculated on.
-			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, state: e.state, lease: e.lease, cow: e.cow}
+			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, last: e.last, state: e.state, lease: e.lease, cow: e.cow}
 		}
+	}
+}
+
+// forget drops the thread's cache entry c, which is ahead of storage.
+func (s *Store) forget(id core.ThreadID, c *cacheEntry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cache[id] == c {
+		delete(s.cache, id)
 	}
 }
 
@@ -379,9 +388,10 @@ func newQueries(schema string) queries {
 		allEvents:    f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 ORDER BY seq`),
 		createThread: f(`INSERT INTO %s.threads (id) VALUES ($1) ON CONFLICT (id) DO NOTHING RETURNING created`),
 		threadIDs:    f(`SELECT id FROM %s.threads ORDER BY created`),
-		saveThread:   f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5 WHERE id = $1`),
+		saveThread: f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5,
+			log_n = $6, log_at = $7 WHERE id = $1`),
 		saveThreadLease: f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5,
-			lease_holder = $6, lease_expires = $7 WHERE id = $1`),
+			log_n = $6, log_at = $7, lease_holder = $8, lease_expires = $9 WHERE id = $1`),
 		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		insertMessage: f(`INSERT INTO %s.messages (thread_id, seq, text, posted_at) VALUES ($1, $2, $3, $4)`),
 		notify:        `SELECT pg_notify($1, $2)`,

@@ -80,6 +80,8 @@ type assumption struct {
 	id               string
 	created, version int64
 	lease            core.Lease
+	n                int64      // the events the cache folded
+	last             core.Event // event n
 }
 
 // conflictCode is the SQLSTATE a failed check raises (conflict(), and
@@ -154,7 +156,8 @@ type txThread struct {
 	// ownLease: this Store wrote the thread's lease for its holder (a
 	// PutLease of this transaction, or of the entry it came from).
 	ownLease bool
-	dirty    bool // version, taken or the log changed: the row needs its UPDATE
+	dirty    bool       // version, taken or the log changed: the row needs its UPDATE
+	last     core.Event // event n, as folded
 }
 
 // batch starts a round trip: BEGIN if the transaction has not begun, with
@@ -168,7 +171,9 @@ func (t *txn) batch() *pgx.Batch {
 			b.Queue("begin")
 		}
 		for _, a := range t.assumed {
-			b.Queue(t.s.q.unchanged, a.id, a.created, a.version, string(a.lease.Holder), a.lease.ExpiresAt)
+			end := logEnd(a.n, a.last)
+			b.Queue(t.s.q.unchanged, a.id, a.created, a.version, string(a.lease.Holder), a.lease.ExpiresAt,
+				end[0].value(), end[1].value())
 		}
 	}
 	var saves []statement // the dirty threads' rows, each with its lease's write folded in when there is one
@@ -195,12 +200,14 @@ func (t *txn) batch() *pgx.Batch {
 // DeleteLease), the lease is written by the same UPDATE, and the queued
 // statement is dropped: one row version, not two.
 func (t *txn) saveRow(id string, th *txThread) statement {
-	st := statement{sql: t.s.q.saveThread, n: 5}
+	st := statement{sql: t.s.q.saveThread, n: 7}
 	st.args[0], st.args[1], st.args[2] = str(id), i64(int64(th.state.Version)), i64(int64(th.state.Taken))
 	st.args[3], st.args[4] = i64(int64(th.state.Last())), i64(activeRuns(th.state))
+	end := logEnd(th.n, th.last)
+	st.args[5], st.args[6] = end[0], end[1]
 	if lease, ok := t.foldLease(id); ok {
-		st.sql, st.n = t.s.q.saveThreadLease, 7
-		st.args[5], st.args[6] = lease[0], lease[1]
+		st.sql, st.n = t.s.q.saveThreadLease, 9
+		st.args[7], st.args[8] = lease[0], lease[1]
 	}
 	return st
 }
@@ -366,16 +373,18 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	if c != nil && t.speculate && !t.begun && c.ownLease {
 		if _, seen := t.leases[id]; !seen {
 			th := t.newThread()
-			*th = txThread{created: c.created, n: c.n, state: c.state, base: c, cow: c.cow, ownLease: true}
+			*th = txThread{created: c.created, n: c.n, last: c.last, state: c.state, base: c, cow: c.cow, ownLease: true}
 			t.threads[id] = th
 			t.leases[id] = c.lease
-			t.assumed = append(t.assumed, assumption{id: string(id), created: c.created, version: int64(c.state.Version), lease: c.lease})
+			t.assumed = append(t.assumed, assumption{id: string(id), created: c.created, version: int64(c.state.Version), lease: c.lease,
+				n: c.n, last: c.last})
 			return th, nil
 		}
 	}
-	var after int64
+	var after, from int64
 	if c != nil {
 		after = c.n
+		from = max(after-1, 0) // event n too, to check that storage still has it (behind)
 	}
 	b := t.batch()
 	var row struct {
@@ -398,7 +407,7 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		t.queueLockLease(b, id)
 	}
 	var evs []eventRow
-	b.Queue(t.s.q.eventsAfter, string(id), after).Query(func(rows pgx.Rows) error {
+	b.Queue(t.s.q.eventsAfter, string(id), from).Query(func(rows pgx.Rows) error {
 		var err error
 		evs, err = scanEvents(rows)
 		return err
@@ -411,8 +420,16 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 	}
 	th := t.newThread()
 	th.created = row.created
+	if c != nil && c.created == row.created && behind(c, evs) {
+		// Storage lost commits this Store saw: fold what it has.
+		t.s.forget(id, c)
+		c = nil
+	}
 	if c != nil && c.created == row.created {
-		th.state, th.n, th.base, th.cow = c.state, c.n, c, c.cow
+		if c.n > 0 {
+			evs = evs[1:] // event n, which the entry folded
+		}
+		th.state, th.n, th.last, th.base, th.cow = c.state, c.n, c.last, c, c.cow
 		th.ownLease = c.ownLease && t.leases[id].Holder == c.lease.Holder && c.lease.Holder != ""
 	} else {
 		th.state = core.NewThread(id)
@@ -505,6 +522,9 @@ func (t *txn) lease(ctx context.Context, id core.ThreadID) (core.Lease, error) {
 func (t *txn) CreateThread(ctx context.Context, id core.ThreadID) error {
 	if t.err != nil {
 		return t.err
+	}
+	if err := core.CheckText("thread id", string(id)); err != nil {
+		return err // before the server refuses it, with the in-memory storage's error
 	}
 	if _, ok := t.threads[id]; ok {
 		return fmt.Errorf("thread %q: %w", id, core.ErrThreadExists)
@@ -607,6 +627,12 @@ func (t *txn) Bump(ctx context.Context, id core.ThreadID) (uint64, error) {
 const maxPayload = 7999
 
 func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error {
+	if err := core.CheckText("event text", ev.Text); err != nil {
+		return err
+	}
+	if err := core.CheckText("event holder", string(ev.Holder)); err != nil {
+		return err
+	}
 	th, err := t.thread(ctx, id)
 	if err != nil {
 		return err
@@ -654,6 +680,9 @@ func (t *txn) HoldsLease(ctx context.Context, id core.ThreadID, holder core.Hold
 func (t *txn) PutLease(ctx context.Context, l core.Lease) error {
 	if l.Thread == "" || l.Holder == "" {
 		return fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
+	}
+	if err := core.CheckText("holder", string(l.Holder)); err != nil {
+		return err
 	}
 	th, err := t.thread(ctx, l.Thread) // a lease lives on its thread's row
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -30,6 +31,46 @@ func testThreadsAndMessages(t *testing.T, s core.Storage) {
 	require.Equal(t, "world", th.Messages[1].Text)
 	require.Equal(t, core.Seq(0), th.Taken)
 	require.Equal(t, uint64(2), th.Version)
+}
+
+// Both storages refuse the same inputs, with the same error: a NUL byte
+// or invalid UTF-8 in a thread id, a message's text, a question or a
+// holder (which PostgreSQL's text refuses; the in-memory storage took
+// them), through the Workspace and through a transaction alike; and the
+// Workspace refuses an id longer than core.MaxIDBytes, so that no trace
+// line is longer than tracecheck reads. Nothing is written.
+func testInvalidInputRefused(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	before := Snapshot(t, s, id)
+	for _, bad := range []string{"nul\x00byte", "bad\xffutf8"} {
+		require.ErrorIs(t, a.ws.CreateThread(ctx, core.ThreadID(bad)), core.ErrInvalidArgument, "CreateThread %q", bad)
+		_, err := a.ws.Post(ctx, id, bad)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "Post %q", bad)
+		_, err = a.ws.Claim(ctx, id, core.Holder(bad), ttl)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "Claim by %q", bad)
+		for name, op := range map[string]func(ctx context.Context, tx core.Transaction) error{
+			"CreateThread": func(ctx context.Context, tx core.Transaction) error { return tx.CreateThread(ctx, core.ThreadID(bad)) },
+			"Append": func(ctx context.Context, tx core.Transaction) error {
+				return tx.Append(ctx, id, core.Event{Version: 99, Kind: core.MessagePosted, Message: 2, Text: bad})
+			},
+			"PutLease": func(ctx context.Context, tx core.Transaction) error {
+				return tx.PutLease(ctx, core.Lease{Thread: id, Holder: core.Holder(bad), ExpiresAt: epoch})
+			},
+		} {
+			err := s.Update(ctx, op)
+			require.ErrorIs(t, err, core.ErrInvalidArgument, "%s with %q", name, bad)
+			require.Equal(t, core.CheckText(map[string]string{"CreateThread": "thread id", "Append": "event text", "PutLease": "holder"}[name], bad).Error(),
+				err.Error(), "%s with %q: the same error from every storage", name, bad)
+		}
+	}
+	long := core.ThreadID(strings.Repeat("t", core.MaxIDBytes+1))
+	require.ErrorIs(t, a.ws.CreateThread(ctx, long), core.ErrInvalidArgument)
+	_, err := a.ws.Claim(ctx, id, core.Holder(strings.Repeat("h", core.MaxIDBytes+1)), ttl)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.NoError(t, a.ws.CreateThread(ctx, core.ThreadID(strings.Repeat("t", core.MaxIDBytes))), "an id of MaxIDBytes")
+	require.Equal(t, before, Snapshot(t, s, id), "a refused input changed storage")
 }
 
 func testUnknownThread(t *testing.T, s core.Storage) {

@@ -27,6 +27,7 @@ func Run(t *testing.T, newStorage Factory) {
 	}{
 		{"ThreadsAndMessages", testThreadsAndMessages},
 		{"UnknownThread", testUnknownThread},
+		{"InvalidInputRefused", testInvalidInputRefused},
 		{"LeaseNeedsItsThread", testLeaseNeedsItsThread},
 		{"ClaimRenewRelease", testClaimRenewRelease},
 		{"ExpiryByClaimantsClock", testExpiryByClaimantsClock},

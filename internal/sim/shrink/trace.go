@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -80,7 +81,11 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 	}
 	var r renumbering
 	r.index(th)
+	kept := ownLines(th, v)
 	same := func(keep []int) (*tracecheck.Violation, tracecheck.Stats, bool) {
+		if !holdsAll(keep, kept) {
+			return nil, tracecheck.Stats{}, false
+		}
 		cand, ok := r.apply(th, keep)
 		if !ok {
 			return nil, tracecheck.Stats{}, false
@@ -143,6 +148,38 @@ func ShrinkTrace(ctx context.Context, lines []core.TraceEvent, opts ...tracechec
 		return TraceResult{}, fmt.Errorf("shrink: the shrunk trace no longer fails with %s", want) // cannot happen: cur was accepted
 	}
 	return TraceResult{Failure: want, Lines: story, From: len(th), Violation: cv, Lapses: st.LapsesInferred, Tries: m.tries}, nil
+}
+
+// ownLines returns the lines of th (the rejected thread up to the
+// rejected line, its last) that a story must keep: when the failed guard
+// is on the process's own state (pc[p]), the earlier lines of the
+// rejected line's claim (its holder), which are what put the process in
+// that state. Without them a story can shrink to the rejected line
+// alone, failing the same guard for another reason (a process that never
+// claimed is idle too) and explaining nothing: a late Renew after its
+// claim's Crash was shrunk to `Renew ✗ pc[p] # "idle"`.
+func ownLines(th []core.TraceEvent, v *tracecheck.Violation) []int {
+	last := len(th) - 1
+	if last < 0 || !strings.Contains(v.Rule, "pc[p]") || th[last].Holder == "" {
+		return nil
+	}
+	var out []int
+	for i, ev := range th[:last] {
+		if ev.Holder == th[last].Holder && ev.Proc == th[last].Proc {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// holdsAll reports whether keep holds every index of want.
+func holdsAll(keep, want []int) bool {
+	for _, w := range want {
+		if !slices.Contains(keep, w) {
+			return false
+		}
+	}
+	return true
 }
 
 // traceCones returns, for each line, its cone: the line, the lines that

@@ -194,3 +194,27 @@ func TestFewestStates(t *testing.T) {
 	_, err = fewestStates(cancelled, make([]int, maxExactItems), func([]int) (int, bool) { return 100, true }, &tries)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+// A story whose rejected line fails a guard on its process's own state
+// keeps the lines of that line's claim that put the process there: a
+// Renew after its claim's Crash (a COMMIT that reached the server late,
+// as merged before the Crash was moved after it) shrinks to Claim,
+// Crash, Renew ✗, not to the Renew alone, which fails `pc[p] # "idle"`
+// only because a process that never claimed is idle too.
+func TestShrinkTraceKeepsTheClaimsLines(t *testing.T) {
+	h1 := core.Holder("h1")
+	lines := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 2, Read: true, Action: core.ActionCrash, Thread: "t1", Proc: "p1", Holder: h1},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+		{Tick: 4, Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+	}
+	res, err := ShrinkTrace(context.Background(), lines)
+	require.NoError(t, err)
+	var got []string
+	for _, l := range res.Lines {
+		got = append(got, string(l.Action))
+	}
+	require.Equal(t, []string{"Claim", "Crash", "Renew"}, got)
+}

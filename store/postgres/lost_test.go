@@ -1,0 +1,196 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// rowState is a thread's row as storage keeps it, every column a write
+// changes.
+type rowState struct {
+	version, taken, lastMessage, activeRuns int64
+	holder                                  *string
+	expires                                 any
+	events, messages                        int64
+}
+
+func readRow(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) rowState {
+	t.Helper()
+	q := pgx.Identifier{schema}.Sanitize()
+	var r rowState
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT version, taken, last_message, active_runs, lease_holder, lease_expires,
+		(SELECT count(*) FROM `+q+`.events WHERE thread_id = $1), (SELECT count(*) FROM `+q+`.messages WHERE thread_id = $1)
+		FROM `+q+`.threads WHERE id = $1`, string(id)).Scan(&r.version, &r.taken, &r.lastMessage, &r.activeRuns,
+		&r.holder, &r.expires, &r.events, &r.messages))
+	return r
+}
+
+// loseCommits puts the thread back as r recorded it, as a server that
+// acknowledged the commits since and then lost them (synchronous_commit
+// = off and a crash, a failover to an asynchronous replica, a restore)
+// leaves it: the events and messages since gone, the row's columns back.
+func loseCommits(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID, r rowState) {
+	t.Helper()
+	ctx := context.Background()
+	q := pgx.Identifier{schema}.Sanitize()
+	_, err := conn.Exec(ctx, `DELETE FROM `+q+`.events WHERE thread_id = $1 AND seq > $2`, string(id), r.events)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `DELETE FROM `+q+`.messages WHERE thread_id = $1 AND seq > $2`, string(id), r.messages)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, `UPDATE `+q+`.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5,
+		lease_holder = $6, lease_expires = $7 WHERE id = $1`, string(id), r.version, r.taken, r.lastMessage, r.activeRuns, r.holder, r.expires)
+	require.NoError(t, err)
+}
+
+// A Store whose cache is ahead of storage — storage lost commits the
+// Store saw acknowledged — sees it (the row's version lower than its
+// cache's, or the log without the event the cache ended on), drops the
+// thread's cached state and folds the log storage has: its next write
+// lands right after storage's last event, never past a gap, and every
+// other Store can still read and write the thread. Without the check, the
+// write went after the cache's count, and every fresh Store failed on the
+// thread for good with "stored log is inconsistent".
+func TestLostCommitsSurvived(t *testing.T) {
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		for _, lost := range []string{"run_started and a post", "a post only", "overtaken by another Store"} {
+			t.Run(lost, func(t *testing.T) {
+				testLostCommits(t, opts, lost == "a post only", lost == "overtaken by another Store")
+			})
+		}
+	})
+}
+
+// overtaken: after the loss, another Store posts until the row's version
+// is back where the first Store's cache has it, so that only the log's
+// last event tells the cache is not storage's.
+func testLostCommits(t *testing.T, opts Options, postOnly, overtaken bool) {
+	ctx := context.Background()
+	s := newStoreWith(t, opts)
+	look := admin(t)
+	a, c := claimedThread(t, s)
+	id := c.Thread
+	if postOnly {
+		_, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+	}
+	kept := readRow(t, look, s.Schema(), id)
+	if !postOnly {
+		_, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+	}
+	_, err := a.ws.Post(ctx, id, "m2")
+	require.NoError(t, err)
+	seen := readRow(t, look, s.Schema(), id)
+	loseCommits(t, look, s.Schema(), id, kept)
+	cfg, err := pgxpool.ParseConfig(databaseURL(t))
+	require.NoError(t, err)
+	s2 := openStore(t, cfg, s.Schema())
+	b := newProc(s2, "b")
+	if overtaken {
+		b.clock.Advance(time.Millisecond) // b's events are b's: their times are not a's
+		for readRow(t, look, s.Schema(), id).version < seen.version {
+			_, err := b.ws.Post(ctx, id, "by b")
+			require.NoError(t, err)
+			kept.events++
+			kept.messages++
+		}
+	}
+
+	// The Store that saw the lost commits writes the thread again.
+	seq, err := a.ws.Post(ctx, id, "m3")
+	require.NoError(t, err, "a post through the Store whose cache is ahead of storage")
+	require.Equal(t, core.Seq(kept.messages+1), seq, "the post's number follows storage's last message, not the lost one")
+	after := readRow(t, look, s.Schema(), id)
+	require.Equal(t, kept.events+1, after.events, "the post's event follows storage's last event")
+
+	// Another Store reads the thread and writes it.
+	evs := events(t, s2, id)
+	for i, ev := range evs {
+		if i > 0 {
+			require.Greater(t, ev.Version, evs[i-1].Version, "event %d", i+1)
+		}
+	}
+	require.Len(t, evs, int(kept.events)+1)
+	require.Equal(t, "m3", evs[len(evs)-1].Text)
+	_, err = b.ws.Post(ctx, id, "m4")
+	require.NoError(t, err, "a fresh Store posts on the thread")
+	b.clock.Advance(2 * ttl)
+	cb, err := b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err, "a fresh Store claims the thread")
+	p, err := b.ws.Plan(ctx, cb)
+	require.NoError(t, err)
+	if postOnly {
+		require.NoError(t, b.ws.Abandon(ctx, cb, 1), "the kept run, left by a's lapsed claim")
+		p, err = b.ws.Plan(ctx, cb)
+		require.NoError(t, err)
+		require.Equal(t, [2]int{int(core.PlanRun), 2}, [2]int{int(p.Kind), int(p.Message)})
+	} else {
+		require.Equal(t, [2]int{int(core.PlanRun), 1}, [2]int{int(p.Kind), int(p.Message)}, "the lost run's prompt is unconsumed in storage")
+	}
+	_, err = b.ws.RunStart(ctx, cb, p.Message)
+	require.NoError(t, err, "a fresh Store starts a run on the thread")
+
+	// And the first Store, again, reads what storage has.
+	_, err = a.ws.Post(ctx, id, "m5")
+	require.NoError(t, err, "the first Store posts again")
+	require.Equal(t, events(t, s2, id), events(t, s, id), "both Stores read the same log")
+}
+
+// events reads the thread's whole log through s.
+func events(t *testing.T, s *Store, id core.ThreadID) []core.Event {
+	t.Helper()
+	var evs []core.Event
+	require.NoError(t, s.Update(context.Background(), func(ctx context.Context, tx core.Transaction) error {
+		var err error
+		evs, err = tx.Events(ctx, id)
+		return err
+	}))
+	return evs
+}
+
+// Migration 0009 sets each thread's log end (log_n, log_at) from its
+// events, and a write decided from the cache on a migrated thread is one
+// round trip.
+func TestMigrationLogEnd(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema, pool := schemaAt(ctx, t, 7)
+	q := pgx.Identifier{schema}.Sanitize()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	for _, sql := range []string{
+		`INSERT INTO ` + q + `.threads (id, version, taken, last_message) VALUES ('t', 2, 0, 2), ('v', 0, 0, 0)`,
+		`INSERT INTO ` + q + `.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1'),
+			('t', 2, 2, 'message_posted', $1, 2, 'm2')`,
+		`INSERT INTO ` + q + `.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now()), ('t', 2, 'm2', $1)`,
+	} {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = []any{at}
+		}
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+	}
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	for id, want := range map[string][2]any{"t": {int64(2), &at}, "v": {int64(0), (*time.Time)(nil)}} {
+		var n int64
+		var last *time.Time
+		require.NoError(t, pool.QueryRow(ctx, `SELECT log_n, log_at FROM `+q+`.threads WHERE id = $1`, id).Scan(&n, &last))
+		require.Equal(t, want[0], n, "thread %s", id)
+		if want[1].(*time.Time) == nil {
+			require.Nil(t, last, "thread %s", id)
+		} else {
+			require.True(t, last.Equal(at), "thread %s: log_at %v", id, last)
+		}
+	}
+	runStartInOneTrip(ctx, t, s)
+}
