@@ -127,7 +127,8 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // write's call on are left out, since they were decided from a state
 // storage no longer has, and so are the reads of any claim that saw a
 // state storage then lost (staleRead); a Crash of such a claim's process
-// follows its last line kept (see lostCrashes). A Crash also follows the
+// follows its last line kept (see lostCrashes; MergedCrash tells those
+// Crash lines, which no process traced, apart). A Crash also follows the
 // writes of its claim that committed after it (crashAfterLateWrites).
 func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (merged, lost []core.TraceEvent) {
 	type key struct {
@@ -277,6 +278,13 @@ func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite) bool {
 // hold had each process whose writes it lost crashed right after its
 // last write kept, and the spec's Crash says so. Without it the process's
 // next claim would find it still in its old round.
+// MergedCrash reports whether ev is a Crash line MergeHistories added
+// after storage lost a claim's writes, rather than one a process traced:
+// it returns at no known time.
+func MergedCrash(ev core.TraceEvent) bool {
+	return ev.Action == core.ActionCrash && ev.Return == math.MaxInt64
+}
+
 func lostCrashes(lines []core.TraceEvent, since map[core.Holder]int64) []core.TraceEvent {
 	last := map[core.Holder]int{}
 	for i, ev := range lines {

@@ -90,7 +90,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	if rep.LiveAbandoned > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("NoLiveAbandon: %d runs abandoned while their own claim held the lease", rep.LiveAbandoned))
 	}
-	rep.Crashes = st.PerAction[core.ActionCrash]
+	rep.Crashes, rep.CrashesAfterLoss = countCrashes(ordered)
 	doubts, err := readDoubts(r.dir)
 	if err != nil {
 		return nil, err
@@ -513,4 +513,19 @@ func (r *run) describeProcs(rep *Report) {
 		})
 		p.mu.Unlock()
 	}
+}
+
+// countCrashes counts the Crash lines the processes traced (turns given
+// up on an error) and, apart, those the merge added to end a round whose
+// writes storage lost (tracecheck.MergedCrash).
+func countCrashes(lines []core.TraceEvent) (turns, afterLoss int) {
+	for _, ev := range lines {
+		switch {
+		case tracecheck.MergedCrash(ev):
+			afterLoss++
+		case ev.Action == core.ActionCrash:
+			turns++
+		}
+	}
+	return turns, afterLoss
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // Each write in doubt is counted once, whether storage's log has it
@@ -84,4 +85,27 @@ func TestDecodeDoubts(t *testing.T) {
 	_, err = decodeDoubts(strings.NewReader(good[:20]+"\n"+good+"\n"), "p1.doubts")
 	require.ErrorContains(t, err, "p1.doubts:1:")
 	require.Equal(t, "/d/p1.doubts", doubtsPath("/d/p1.history"))
+}
+
+// TestCountCrashes: the Crash lines the merge adds after storage lost a
+// claim's writes are not turns a process gave up, and are counted apart.
+func TestCountCrashes(t *testing.T) {
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Call: 10, Return: 11},
+	}
+	histories := [][]core.TraceEvent{{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Call: 10, Return: 11},
+		// A Renew p1 was told committed, which storage then lost.
+		{Tick: 2, Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: "h1", Call: 20, Return: 21},
+	}, {
+		{Tick: 1, Read: true, Action: core.ActionCrash, Thread: "t2", Proc: "p2", Holder: "h2", Call: 30, Return: 31},
+	}}
+	merged, lost := tracecheck.MergeHistories(stored, histories)
+	if len(lost) != 1 {
+		t.Fatalf("lost %d writes, want the Renew: %v", len(lost), lost)
+	}
+	turns, afterLoss := countCrashes(merged)
+	if turns != 1 || afterLoss != 1 {
+		t.Errorf("countCrashes = %d turns, %d after loss; want 1 and 1 (merged: %v)", turns, afterLoss, merged)
+	}
 }

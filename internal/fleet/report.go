@@ -40,6 +40,10 @@ type Report struct {
 	// most writes whose commit outcome was unknown (the runner gives the
 	// claim up; the next claimant abandons what did start).
 	Crashes int `json:"crashes"`
+	// CrashesAfterLoss counts the rounds the trace's merge ended with a
+	// Crash of its own, because storage lost writes they had made: no
+	// process traced those, so Crashes leaves them out.
+	CrashesAfterLoss int `json:"crashes_after_loss,omitempty"`
 	// CommitUnknown counts the writes whose commit outcome was unknown
 	// and how each was resolved.
 	CommitUnknown CommitUnknown `json:"commit_unknown"`
@@ -181,8 +185,8 @@ func (rep *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "nemesis             %s\n", rep.nemesisLine())
 	fmt.Fprintf(w, "messages            %d posted, %d consumed exactly once, %d more than once, %d lost\n",
 		rep.Posted, rep.ConsumedOnce, rep.ConsumedTwice, rep.Lost)
-	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)\n",
-		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes)
+	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)%s\n",
+		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes, rep.crashesAfterLossNote())
 	fmt.Fprintf(w, "commit unknown      %s\n", rep.CommitUnknown.Line())
 	fmt.Fprintf(w, "storage lost        %s\n", rep.storageLostLine())
 	if len(rep.Handovers) > 0 {
@@ -276,4 +280,13 @@ func (rep *Report) blame(failure string) string {
 		return failure
 	}
 	return rep.storageLost() + "; then: " + failure
+}
+
+// crashesAfterLossNote names the rounds the merge ended after storage lost
+// their writes, when there are any.
+func (rep *Report) crashesAfterLossNote() string {
+	if rep.CrashesAfterLoss == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d more rounds ended by the merge, their writes lost by storage", rep.CrashesAfterLoss)
 }
