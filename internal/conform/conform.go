@@ -74,7 +74,7 @@ func Run(ctx context.Context, g *specmodel.Graph, o Options) (Report, error) {
 		return Report{}, fmt.Errorf("conform: the cfg's spec violates %s: drive the fenced cfg", g.Result().Violation.Invariant)
 	}
 	if o.NewStorage == nil {
-		o.NewStorage = func(context.Context) (core.Storage, error) { return memory.New(), nil }
+		o.NewStorage = func(context.Context) (core.Storage, error) { return memory.New(memory.WithCopiedReads()), nil }
 	}
 	if o.Keep == 0 {
 		o.Keep = 10

@@ -33,7 +33,7 @@ type ConcurrentConfig struct {
 	// it. Default 10s.
 	Timeout  time.Duration
 	Unfenced core.Fences  // the fences switched off, the mutant; default none
-	Storage  core.Storage // default a new memory.Store; must be empty
+	Storage  core.Storage // default a new memory.Store with copied reads (memory.WithCopiedReads); must be empty
 }
 
 func (c ConcurrentConfig) withDefaults() ConcurrentConfig {
@@ -59,7 +59,7 @@ func (c ConcurrentConfig) withDefaults() ConcurrentConfig {
 		c.Timeout = 10 * time.Second
 	}
 	if c.Storage == nil {
-		c.Storage = memory.New()
+		c.Storage = memory.New(memory.WithCopiedReads())
 	}
 	return c
 }

@@ -29,7 +29,7 @@ type Config struct {
 	// Unfenced are the fences switched off: the mutant the checks must
 	// catch. Default none.
 	Unfenced core.Fences
-	// Storage is where the processes meet. Default a new memory.Store.
+	// Storage is where the processes meet. Default a new memory.Store with copied reads (memory.WithCopiedReads).
 	// It must be empty.
 	Storage core.Storage
 	// Tracer receives every trace line as its process traces it. Default
@@ -119,7 +119,7 @@ func (c Config) withDefaults() Config {
 		c.ClaimTTL = 10 * time.Second
 	}
 	if c.Storage == nil {
-		c.Storage = memory.New()
+		c.Storage = memory.New(memory.WithCopiedReads())
 	}
 	return c
 }

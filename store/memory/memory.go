@@ -24,6 +24,7 @@ type Store struct {
 	// acquires a thread's lease once (core.ErrHolderReused).
 	held        map[heldLease]struct{}
 	reuseHolder bool // the mutant: holder freshness not enforced
+	copyReads   bool // WithCopiedReads
 
 	watchMu  sync.Mutex
 	watchers map[chan struct{}]struct{} // WatchEvents' channels
@@ -42,6 +43,16 @@ type Option func(*Store)
 // shows what freshness prevents (a round left behind passing a later
 // claim's fence); no deployment reaches it.
 func WithHolderReuseForTesting() Option { return func(s *Store) { s.reuseHolder = true } }
+
+// WithCopiedReads makes a transaction's Thread return a copy of the
+// thread as it is at the read, as a storage that reads rows (PostgreSQL)
+// does, where by default it returns the Store's own state, which later
+// writes of the same transaction change in place. With copies, code that
+// reads a thread and then writes it sees what it read, not what it wrote:
+// a plan made from a read taken before its own write (a fused plan's
+// defect) shows on memory as it would on PostgreSQL. The simulations use
+// it; a program gains nothing from it.
+func WithCopiedReads() Option { return func(s *Store) { s.copyReads = true } }
 
 type thread struct {
 	state  *core.Thread
@@ -70,6 +81,7 @@ func (s *Store) Clone() *Store {
 		leases:      make(map[core.ThreadID]core.Lease, len(s.leases)),
 		held:        make(map[heldLease]struct{}, len(s.held)),
 		reuseHolder: s.reuseHolder,
+		copyReads:   s.copyReads,
 	}
 	for id, th := range s.threads {
 		c.threads[id] = &thread{state: th.state.Clone(), events: append([]core.Event(nil), th.events...)}
@@ -179,6 +191,9 @@ func (t *txn) Thread(_ context.Context, id core.ThreadID) (*core.Thread, error) 
 	th, err := t.read(id)
 	if err != nil {
 		return nil, err
+	}
+	if t.s.copyReads {
+		return th.state.Clone(), nil
 	}
 	return th.state, nil
 }
