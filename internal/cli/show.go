@@ -35,8 +35,9 @@ network) with the lanes, and for the line selected (a click, the arrow
 keys or j/k, or the URL's #line=N) the spec's state after it — lease,
 taken, runs, requests, each process's pc, hold, plan and run — with the
 variables that line changed highlighted, and the action's TLA+ text, read
-from spec/ThreadClaimLapse.tla when the page is written (-spec), with the
-failing guard of a rejected line marked. Inferred lapses are rows of their
+from spec/ThreadClaimLapse.tla when the page is written (-spec; outside
+the repository, the copy built into tracecheck: the page says which), with
+the failing guard of a rejected line marked. Inferred lapses are rows of their
 own. A concurrent execution's page links its porcupine visualisation
 (run -trace-dir writes one beside its traces; or give -porcupine). Open
 the page in any browser: xdg-open OUT.
@@ -65,7 +66,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	htmlOut := fs.String("html", "", "also write the trace explorer, a self-contained HTML page, to this file")
 	only := fs.String("thread", "", "show only this thread")
 	width := fs.Int("width", 28, "characters per lane")
-	specPath := fs.String("spec", "", "the spec whose actions' TLA+ text the page shows (default spec/ThreadClaimLapse.tla in the working directory or a parent)")
+	specPath := fs.String("spec", "", "the spec whose actions' TLA+ text the page shows (default spec/ThreadClaimLapse.tla in the working directory or a parent, else the copy built into tracecheck)")
 	porcupineHTML := fs.String("porcupine", "", "link this porcupine visualisation from the page (default the one run -trace-dir wrote beside a concurrent execution's trace)")
 	var lines lineRange
 	fs.Var(&lines, "lines", "show only the trace's lines A to B (A:B, A: or :B; file line numbers, a TLC counterexample's state numbers): a page of a long trace")
@@ -339,20 +340,13 @@ func porcupineFile(seed string) string { return "concurrent-" + seed + ".porcupi
 
 // writeExplorer writes the explorer page, with the spec's actions' text.
 func writeExplorer(out string, t explore.Trace, specPath string) error {
-	if specPath == "" {
-		wd, err := os.Getwd()
-		if err == nil {
-			specPath, _ = explore.FindSpec(wd)
-		}
+	wd, _ := os.Getwd()
+	text, from, err := explore.LoadSpec(specPath, wd)
+	if err != nil {
+		return usageError{err.Error()}
 	}
-	var actions map[string]string
-	if specPath != "" {
-		b, err := os.ReadFile(specPath)
-		if err != nil {
-			return usageError{err.Error()}
-		}
-		actions = explore.ActionTexts(string(b))
-	}
+	t.SpecFrom = from
+	actions := explore.ActionTexts(text)
 	f, err := os.Create(out)
 	if err != nil {
 		return usageError{err.Error()}

@@ -200,3 +200,22 @@ func readTLCFile(t *testing.T, path string) Trace {
 	require.NoError(t, err)
 	return tr
 }
+
+// A page says where its TLA+ text came from: the repository's spec, or
+// outside the repository the copy built into the binary; a page written
+// without any says so in red.
+func TestExplorerSpecTextInChromium(t *testing.T) {
+	browser := chromium(t)
+	tr := readTLCFile(t, "testdata/tlc-abandon-NoLiveAbandon.json")
+
+	text, from, err := LoadSpec("", t.TempDir())
+	require.NoError(t, err)
+	tr.SpecFrom = from
+	dom := dumpDOM(t, browser, "file://"+writePageWith(t, tr, ActionTexts(text))+"#line=8")
+	require.Contains(t, dom, `TLA+ text: the copy of spec/ThreadClaimLapse.tla built into this binary`)
+	require.Contains(t, dom, `FenceAbandon =&gt; HasLease(p)`, "the action's text from the embedded copy")
+
+	tr.SpecFrom = ""
+	dom = dumpDOM(t, browser, "file://"+writePageWith(t, tr, nil)+"#line=8")
+	require.Contains(t, dom, `<span class="missing">no TLA+ text: the page was written without the spec</span>`)
+}

@@ -49,6 +49,8 @@ type Trace struct {
 	// Porcupine is the path of the execution's porcupine visualisation,
 	// "" when there is none.
 	Porcupine string
+	// SpecFrom says where the page's TLA+ text came from (LoadSpec's from).
+	SpecFrom string
 }
 
 // Thread is one thread's steps (a TLC counterexample has one).

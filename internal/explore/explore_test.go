@@ -208,3 +208,31 @@ func TestEveryAcceptedLineHasAState(t *testing.T) {
 		}
 	}
 }
+
+// The copy of the spec built into the binary is the spec: refresh it with
+// the command the failure prints.
+func TestEmbeddedSpecIsTheSpec(t *testing.T) {
+	spec, err := os.ReadFile("../../" + SpecPath)
+	require.NoError(t, err)
+	require.True(t, embeddedSpec == string(spec),
+		"%s differs from %s: refresh it with\n\tcp %s %s\n(from the repository's root) and rebuild", EmbeddedSpecPath, SpecPath, SpecPath, EmbeddedSpecPath)
+}
+
+// LoadSpec: a given path is read (an unreadable one is an error); else
+// the repository's spec is found from a directory inside it; else the
+// embedded copy, and it says so.
+func TestLoadSpec(t *testing.T) {
+	text, from, err := LoadSpec("", ".")
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(from, SpecPath), from)
+	require.Contains(t, text, "RunStart(p) ==")
+
+	text, from, err = LoadSpec("", t.TempDir())
+	require.NoError(t, err)
+	require.Contains(t, from, "built into this binary")
+	require.Equal(t, embeddedSpec, text)
+	require.NotEmpty(t, ActionTexts(text)["RunStart"])
+
+	_, _, err = LoadSpec(filepath.Join(t.TempDir(), "nope.tla"), ".")
+	require.Error(t, err)
+}
