@@ -203,8 +203,9 @@ func readTLCFile(t *testing.T, path string) Trace {
 
 // A page says where its TLA+ text came from: the repository's spec, or
 // outside the repository the copy built into the binary; a page written
-// without any says so in red.
-func TestExplorerSpecTextInChromium(t *testing.T) {
+// without any says so in red. A TLC counterexample's page shows the
+// constants its states reveal: the fence a step proves off.
+func TestExplorerSpecAndConstantsInChromium(t *testing.T) {
 	browser := chromium(t)
 	tr := readTLCFile(t, "testdata/tlc-abandon-NoLiveAbandon.json")
 
@@ -214,6 +215,9 @@ func TestExplorerSpecTextInChromium(t *testing.T) {
 	dom := dumpDOM(t, browser, "file://"+writePageWith(t, tr, ActionTexts(text))+"#line=8")
 	require.Contains(t, dom, `TLA+ text: the copy of spec/ThreadClaimLapse.tla built into this binary`)
 	require.Contains(t, dom, `FenceAbandon =&gt; HasLease(p)`, "the action's text from the embedded copy")
+	require.Regexp(t, `id="c-FenceAbandon"[^>]*>[^<]*FenceAbandon = FALSE \(state 8: Abandon by p1 without the lease\)`, dom)
+	require.Regexp(t, `id="c-FenceStart"[^>]*>[^<]*FenceStart = unknown`, dom)
+	require.Contains(t, dom, `Procs = {"p1", "p2"}`)
 
 	tr.SpecFrom = ""
 	dom = dumpDOM(t, browser, "file://"+writePageWith(t, tr, nil)+"#line=8")
