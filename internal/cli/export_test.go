@@ -104,3 +104,46 @@ func TestShowLines(t *testing.T) {
 		require.Empty(t, out, "-lines %s: nothing printed", bad)
 	}
 }
+
+// A TLC counterexample's constants: the cfg -cfg names (or X.cfg beside
+// X.json), else what the states reveal; a cfg whose fence a step proves
+// off is marked. A -cfg that cannot be read, or given with a Go trace, is
+// bad usage, and nothing is printed or written.
+func TestShowCfgConstants(t *testing.T) {
+	code, out, errs := runCLI("show", tlcFixture)
+	require.Equal(t, exitFailed, code, "%s%s", out, errs)
+	require.Contains(t, out, `constants (read from the states`)
+	require.Contains(t, out, `FenceStart = FALSE (state 8: RunStart by p1 without the lease)`)
+
+	dir := t.TempDir()
+	page := filepath.Join(dir, "page.html")
+	code, out, errs = runCLI("show", "-cfg", "../../spec/ThreadClaimLapseUnfenced.cfg", "-html", page, tlcFixture)
+	require.Equal(t, exitFailed, code, "%s%s", out, errs)
+	require.Contains(t, out, `constants (../../spec/ThreadClaimLapseUnfenced.cfg): Procs = {"p1", "p2"}, MaxMsgs = 2, MaxClaims = 3, MaxAsks = 1, FenceStart = FALSE, FenceReply = FALSE, FenceAbandon = TRUE`)
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `{"name":"FenceAbandon","value":"TRUE"}`)
+
+	// X.cfg beside X.json is the counterexample's cfg.
+	data, err := os.ReadFile(tlcFixture)
+	require.NoError(t, err)
+	cfg, err := os.ReadFile("../../spec/ThreadClaimLapseAbandonUnfenced.cfg")
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ce.json"), data, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "ce.cfg"), cfg, 0o644))
+	code, out, errs = runCLI("show", filepath.Join(dir, "ce.json"))
+	require.Equal(t, exitFailed, code, "%s%s", out, errs)
+	require.Contains(t, out, "ce.cfg): ")
+	require.Contains(t, out, "FenceStart = TRUE (but state 8: RunStart by p1 without the lease: not a counterexample of this cfg?)")
+
+	for _, args := range [][]string{
+		{"show", "-cfg", filepath.Join(dir, "nope.cfg"), "-html", filepath.Join(dir, "bad.html"), tlcFixture},
+		{"show", "-cfg", "../../spec/ThreadClaimLapseUnfenced.cfg", "-html", filepath.Join(dir, "bad.html"), goFixture},
+	} {
+		code, out, errs = runCLI(args...)
+		require.Equal(t, exitUsage, code, "%v: %s%s", args, out, errs)
+		require.Empty(t, out, "%v: nothing printed", args)
+		require.Contains(t, errs, "-cfg")
+		require.NoFileExists(t, filepath.Join(dir, "bad.html"))
+	}
+}

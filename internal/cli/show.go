@@ -15,6 +15,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/explore"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -35,8 +36,12 @@ network) with the lanes, and for the line selected (a click, the arrow
 keys or j/k, or the URL's #line=N) the spec's state after it — lease,
 taken, runs, requests, each process's pc, hold, plan and run — with the
 variables that line changed highlighted, and the action's TLA+ text, read
-from spec/ThreadClaimLapse.tla when the page is written (-spec), with the
-failing guard of a rejected line marked. Inferred lapses are rows of their
+from spec/ThreadClaimLapse.tla when the page is written (-spec; outside
+the repository, the copy built into tracecheck: the page says which), with
+the failing guard of a rejected line marked. A TLC counterexample's page and
+timeline show its constants: those of its cfg (-cfg, or X.cfg beside
+X.json), else those its states reveal (Procs, and each fence a step
+proves off). Inferred lapses are rows of their
 own. A concurrent execution's page links its porcupine visualisation
 (run -trace-dir writes one beside its traces; or give -porcupine). Open
 the page in any browser: xdg-open OUT.
@@ -65,7 +70,8 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	htmlOut := fs.String("html", "", "also write the trace explorer, a self-contained HTML page, to this file")
 	only := fs.String("thread", "", "show only this thread")
 	width := fs.Int("width", 28, "characters per lane")
-	specPath := fs.String("spec", "", "the spec whose actions' TLA+ text the page shows (default spec/ThreadClaimLapse.tla in the working directory or a parent)")
+	cfgPath := fs.String("cfg", "", "a TLC counterexample's cfg, whose constants the page and the timeline show (default X.cfg beside X.json, else the constants the states reveal)")
+	specPath := fs.String("spec", "", "the spec whose actions' TLA+ text the page shows (default spec/ThreadClaimLapse.tla in the working directory or a parent, else the copy built into tracecheck)")
 	porcupineHTML := fs.String("porcupine", "", "link this porcupine visualisation from the page (default the one run -trace-dir wrote beside a concurrent execution's trace)")
 	var lines lineRange
 	fs.Var(&lines, "lines", "show only the trace's lines A to B (A:B, A: or :B; file line numbers, a TLC counterexample's state numbers): a page of a long trace")
@@ -83,7 +89,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	if *jsonOut {
 		out = io.Discard
 	}
-	fig, err := show(fs.Arg(0), showOptions{only: *only, lines: lines, width: *width, htmlOut: *htmlOut, specPath: *specPath, porcupineHTML: *porcupineHTML}, out)
+	fig, err := show(fs.Arg(0), showOptions{only: *only, lines: lines, width: *width, htmlOut: *htmlOut, specPath: *specPath, cfgPath: *cfgPath, porcupineHTML: *porcupineHTML}, out)
 	if *jsonOut {
 		return writeJSON(stdout, "show", err, fig)
 	}
@@ -129,6 +135,7 @@ type showOptions struct {
 	lines                            lineRange // -lines
 	width                            int
 	htmlOut, specPath, porcupineHTML string
+	cfgPath                          string // -cfg
 }
 
 // lineRange is -lines A:B, inclusive; 0 is open.
@@ -198,6 +205,9 @@ func show(path string, o showOptions, stdout io.Writer) (showFigures, error) {
 		return fig, err
 	}
 	fig.Source, fig.Verdict = t.Source, t.Verdict
+	if err := useCfg(&t, path, o.cfgPath); err != nil {
+		return fig, err
+	}
 	if only != "" {
 		var keep []explore.Thread
 		for _, th := range t.Threads {
@@ -277,6 +287,32 @@ func brokenInvariant(t explore.Trace) (*explore.Rejection, int) {
 	return nil, 0
 }
 
+// useCfg gives a TLC counterexample the constants of its cfg: -cfg, or
+// else X.cfg beside X.json when there is one (TLC's counterexample does
+// not name its cfg). Without either, the page shows the constants the
+// states reveal.
+func useCfg(t *explore.Trace, tracePath, cfgPath string) error {
+	if t.Source != explore.SourceTLC {
+		if cfgPath != "" {
+			return usageError{fmt.Sprintf("-cfg %s: %s is not a TLC counterexample", cfgPath, tracePath)}
+		}
+		return nil
+	}
+	if cfgPath == "" {
+		beside := strings.TrimSuffix(tracePath, filepath.Ext(tracePath)) + ".cfg"
+		if fi, err := os.Stat(beside); err != nil || fi.IsDir() {
+			return nil
+		}
+		cfgPath = beside
+	}
+	c, err := specmodel.ReadConfig(cfgPath)
+	if err != nil {
+		return usageError{fmt.Sprintf("-cfg %s: %v", cfgPath, err)}
+	}
+	explore.UseCfg(t, cfgPath, explore.CfgConstants(c))
+	return nil
+}
+
 // checkWritable reports whether path can be written (a file there is
 // left as it was; one that was not there is not left behind).
 func checkWritable(path string) error {
@@ -339,20 +375,13 @@ func porcupineFile(seed string) string { return "concurrent-" + seed + ".porcupi
 
 // writeExplorer writes the explorer page, with the spec's actions' text.
 func writeExplorer(out string, t explore.Trace, specPath string) error {
-	if specPath == "" {
-		wd, err := os.Getwd()
-		if err == nil {
-			specPath, _ = explore.FindSpec(wd)
-		}
+	wd, _ := os.Getwd()
+	text, from, err := explore.LoadSpec(specPath, wd)
+	if err != nil {
+		return usageError{err.Error()}
 	}
-	var actions map[string]string
-	if specPath != "" {
-		b, err := os.ReadFile(specPath)
-		if err != nil {
-			return usageError{err.Error()}
-		}
-		actions = explore.ActionTexts(string(b))
-	}
+	t.SpecFrom = from
+	actions := explore.ActionTexts(text)
 	f, err := os.Create(out)
 	if err != nil {
 		return usageError{err.Error()}
@@ -369,6 +398,16 @@ func writeExplorer(out string, t explore.Trace, specPath string) error {
 func printTLC(w io.Writer, t explore.Trace) {
 	th := t.Threads[0]
 	fmt.Fprintf(w, "%s: %s, %d states, processes %s\n", t.File, t.Source, len(th.Steps), strings.Join(th.Lanes[:len(th.Lanes)-1], " "))
+	if len(t.Constants) > 0 {
+		cs := make([]string, len(t.Constants))
+		for i, c := range t.Constants {
+			cs[i] = c.Name + " = " + c.Value
+			if c.Why != "" && c.Value != "unknown" {
+				cs[i] += " (" + c.Why + ")"
+			}
+		}
+		fmt.Fprintf(w, "constants (%s): %s\n", t.ConstantsFrom, strings.Join(cs, ", "))
+	}
 	for _, s := range th.Steps {
 		fmt.Fprintf(w, "%6d  %-22s %-26s %s\n", s.Line, s.Label(), s.Text, strings.Join(s.Changed, " "))
 		if s.Rejected != nil {

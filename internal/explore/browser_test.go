@@ -3,15 +3,21 @@ package explore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"html"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/internal/itf"
 )
 
 // chromium returns the headless browser's path. Without one the test is
@@ -30,14 +36,14 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-// dumpDOM loads the page at url in headless Chromium and returns the DOM
-// after its script ran. It waits at most a minute, and fails naming what
+// dumpDOM loads the page at url in headless Chromium, in a 1400x1000
+// window, and returns the DOM after its script ran. It waits at most a minute, and fails naming what
 // it waited for.
 func dumpDOM(t *testing.T, browser, url string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", url)
+		"--user-data-dir="+t.TempDir(), "--window-size=1400,1000", "--virtual-time-budget=5000", "--dump-dom", url)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -53,10 +59,14 @@ func dumpDOM(t *testing.T, browser, url string) string {
 func writePage(t *testing.T, tr Trace) string {
 	spec, err := os.ReadFile("../../" + SpecPath)
 	require.NoError(t, err)
+	return writePageWith(t, tr, ActionTexts(string(spec)))
+}
+
+func writePageWith(t *testing.T, tr Trace, actions map[string]string) string {
 	path := filepath.Join(t.TempDir(), "page.html")
 	f, err := os.Create(path)
 	require.NoError(t, err)
-	require.NoError(t, WriteHTML(f, tr, ActionTexts(string(spec))))
+	require.NoError(t, WriteHTML(f, tr, actions))
 	require.NoError(t, f.Close())
 	return path
 }
@@ -106,4 +116,110 @@ func TestExplorerInChromium(t *testing.T) {
 	require.Contains(t, dom, `<td id="v-consumed" class="changed">&lt;&lt;2, 0, 0&gt;&gt;</td>`)
 	require.Contains(t, dom, `<code>I1_ConsumedAtMostOnce</code>`)
 	require.True(t, strings.Contains(dom, `id="v-run-p2" class="changed">2</td>`), "run[p2] after the second RunStart")
+}
+
+// layout is what the page's #layout hook measured.
+type layout struct {
+	TimelineFits, PanelFits, Scrolled, TheadAtTop bool
+	SelectedOffCenter, RowHeight, HeaderTop       int
+	Clipped                                       int
+}
+
+var layoutAttr = regexp.MustCompile(`data-layout="([^"]*)"`)
+
+func measureLayout(t *testing.T, browser, url string) layout {
+	dom := dumpDOM(t, browser, url)
+	m := layoutAttr.FindStringSubmatch(dom)
+	require.NotNil(t, m, "the page wrote no data-layout: %s", url)
+	var l layout
+	require.NoError(t, json.Unmarshal([]byte(html.UnescapeString(m[1])), &l), m[1])
+	return l
+}
+
+// longTrace is a thread of n steps over three processes, the poster and
+// the lapse lane, one step's cell and one state's value far longer than
+// a lane or the panel is wide.
+func longTrace(n int) Trace {
+	th := Thread{Name: "t1", Lanes: []string{"p1", "p2", "p3", "poster", LapseLane}}
+	long := strings.Repeat("m1234567890", 30)
+	for i := 0; i < n; i++ {
+		st := map[string]itf.Value{}
+		for _, v := range Vars {
+			st[v] = itf.Int(int64(i))
+		}
+		for _, v := range ProcVars {
+			st[v] = itf.Map([]itf.Value{itf.Str("p1"), itf.Str("p2"), itf.Str("p3")}, []itf.Value{itf.Int(0), itf.Int(1), itf.Str(long)})
+		}
+		s := Step{Line: i + 1, Tick: uint64(i + 1), Action: "Post", Lane: i % len(th.Lanes), Text: fmt.Sprintf("Post m%d", i+1), Class: "plain", State: st}
+		if i == n/2 {
+			s.Text = "Post " + long
+			st["reqs"] = itf.Str(long)
+		}
+		th.Steps = append(th.Steps, s)
+	}
+	return Trace{Title: "long", Source: SourceGo, File: "long.ndjson", Verdict: "accepted", Threads: []Thread{th}}
+}
+
+// At 1400x1000 the page fits: every lane of the fixtures' timelines (the
+// lapse lane last) is in view without scrolling sideways; a long value
+// wraps in the panel and is cut with an ellipsis in its lane, the whole
+// value in its title; #line=N brings line N to the timeline's middle;
+// and with the timeline scrolled to its end, the page header and the
+// table header have not moved.
+func TestExplorerLayoutInChromium(t *testing.T) {
+	browser := chromium(t)
+	goPage := writePage(t, readGo(t, "testdata/go-shrunk-I1.ndjson"))
+	l := measureLayout(t, browser, "file://"+goPage+"#line=6&layout")
+	require.True(t, l.TimelineFits, "the Go fixture's lanes (the lapse lane last) do not fit the timeline: %+v", l)
+	require.True(t, l.PanelFits, "%+v", l)
+	for _, f := range []string{"testdata/tlc-unfenced-I1.json", "testdata/tlc-abandon-NoLiveAbandon.json"} {
+		l := measureLayout(t, browser, "file://"+writePage(t, readTLCFile(t, f))+"#layout")
+		require.True(t, l.TimelineFits, "%s: %+v", f, l)
+		require.True(t, l.PanelFits, "%s: %+v", f, l)
+	}
+
+	page := writePage(t, longTrace(300))
+	l = measureLayout(t, browser, "file://"+page+"#line=150&layout")
+	require.True(t, l.TimelineFits, "a long value widens the timeline: %+v", l)
+	require.True(t, l.PanelFits, "a long value widens the panel: %+v", l)
+	require.Zero(t, l.Clipped, "a cell cut short without its whole value in its title")
+	require.LessOrEqual(t, l.SelectedOffCenter, l.RowHeight, "#line=150 is not brought to the timeline's middle: %+v", l)
+	require.True(t, l.Scrolled, "the timeline does not scroll on its own: %+v", l)
+	require.Zero(t, l.HeaderTop, "the page header scrolled away with the timeline")
+	require.True(t, l.TheadAtTop, "the table header did not stick to the timeline's top")
+
+	dom := dumpDOM(t, browser, "file://"+page+"#line=151")
+	require.Contains(t, dom, `title="Post m1234567890m1234567890`, "the long cell's title holds the whole value")
+}
+
+func readTLCFile(t *testing.T, path string) Trace {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	tr, err := ReadTLC(f, path)
+	require.NoError(t, err)
+	return tr
+}
+
+// A page says where its TLA+ text came from: the repository's spec, or
+// outside the repository the copy built into the binary; a page written
+// without any says so in red. A TLC counterexample's page shows the
+// constants its states reveal: the fence a step proves off.
+func TestExplorerSpecAndConstantsInChromium(t *testing.T) {
+	browser := chromium(t)
+	tr := readTLCFile(t, "testdata/tlc-abandon-NoLiveAbandon.json")
+
+	text, from, err := LoadSpec("", t.TempDir())
+	require.NoError(t, err)
+	tr.SpecFrom = from
+	dom := dumpDOM(t, browser, "file://"+writePageWith(t, tr, ActionTexts(text))+"#line=8")
+	require.Contains(t, dom, `TLA+ text: the copy of spec/ThreadClaimLapse.tla built into this binary`)
+	require.Contains(t, dom, `FenceAbandon =&gt; HasLease(p)`, "the action's text from the embedded copy")
+	require.Regexp(t, `id="c-FenceAbandon"[^>]*>[^<]*FenceAbandon = FALSE \(state 8: Abandon by p1 without the lease\)`, dom)
+	require.Regexp(t, `id="c-FenceStart"[^>]*>[^<]*FenceStart = unknown`, dom)
+	require.Contains(t, dom, `Procs = {"p1", "p2"}`)
+
+	tr.SpecFrom = ""
+	dom = dumpDOM(t, browser, "file://"+writePageWith(t, tr, nil)+"#line=8")
+	require.Contains(t, dom, `<span class="missing">no TLA+ text: the page was written without the spec</span>`)
 }

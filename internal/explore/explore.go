@@ -49,6 +49,13 @@ type Trace struct {
 	// Porcupine is the path of the execution's porcupine visualisation,
 	// "" when there is none.
 	Porcupine string
+	// SpecFrom says where the page's TLA+ text came from (LoadSpec's from).
+	SpecFrom string
+	// Constants are a TLC counterexample's constants, as far as they are
+	// known (ReadTLC reads them from the states; UseCfg from a cfg), and
+	// ConstantsFrom says from where.
+	Constants     []Constant
+	ConstantsFrom string
 }
 
 // Thread is one thread's steps (a TLC counterexample has one).

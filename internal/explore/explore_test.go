@@ -13,6 +13,7 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/itf"
 	"github.com/threadclaim/threadclaim/internal/sim"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -207,4 +208,80 @@ func TestEveryAcceptedLineHasAState(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The copy of the spec built into the binary is the spec: refresh it with
+// the command the failure prints.
+func TestEmbeddedSpecIsTheSpec(t *testing.T) {
+	spec, err := os.ReadFile("../../" + SpecPath)
+	require.NoError(t, err)
+	require.True(t, embeddedSpec == string(spec),
+		"%s differs from %s: refresh it with\n\tcp %s %s\n(from the repository's root) and rebuild", EmbeddedSpecPath, SpecPath, SpecPath, EmbeddedSpecPath)
+}
+
+// LoadSpec: a given path is read (an unreadable one is an error); else
+// the repository's spec is found from a directory inside it; else the
+// embedded copy, and it says so.
+func TestLoadSpec(t *testing.T) {
+	text, from, err := LoadSpec("", ".")
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(from, SpecPath), from)
+	require.Contains(t, text, "RunStart(p) ==")
+
+	text, from, err = LoadSpec("", t.TempDir())
+	require.NoError(t, err)
+	require.Contains(t, from, "built into this binary")
+	require.Equal(t, embeddedSpec, text)
+	require.NotEmpty(t, ActionTexts(text)["RunStart"])
+
+	_, _, err = LoadSpec(filepath.Join(t.TempDir(), "nope.tla"), ".")
+	require.Error(t, err)
+}
+
+// The constants a counterexample's states reveal: Procs, and each fence
+// a step proves off (its action by a process without the lease); the
+// others unknown.
+func TestTLCConstants(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		want map[string]string
+	}{
+		{"testdata/tlc-unfenced-I1.json", map[string]string{"Procs": `{"p1", "p2"}`, "FenceStart": "FALSE", "FenceReply": "unknown", "FenceAbandon": "unknown"}},
+		{"testdata/tlc-abandon-NoLiveAbandon.json", map[string]string{"Procs": `{"p1", "p2"}`, "FenceStart": "unknown", "FenceReply": "unknown", "FenceAbandon": "FALSE"}},
+	} {
+		f, err := os.Open(c.file)
+		require.NoError(t, err)
+		tr, err := ReadTLC(f, c.file)
+		f.Close()
+		require.NoError(t, err)
+		got := map[string]string{}
+		for _, k := range tr.Constants {
+			got[k.Name] = k.Value
+		}
+		require.Equal(t, c.want, got, c.file)
+		require.NotEmpty(t, tr.ConstantsFrom)
+	}
+}
+
+// A cfg's constants replace those the states reveal; a fence the cfg
+// turns on that a step proves off is marked.
+func TestUseCfg(t *testing.T) {
+	c, err := specmodel.ReadConfig("../../spec/ThreadClaimLapseUnfenced.cfg")
+	require.NoError(t, err)
+	f, err := os.Open("testdata/tlc-abandon-NoLiveAbandon.json")
+	require.NoError(t, err)
+	defer f.Close()
+	tr, err := ReadTLC(f, "abandon")
+	require.NoError(t, err)
+	UseCfg(&tr, "Unfenced.cfg", CfgConstants(c))
+	require.Equal(t, "Unfenced.cfg", tr.ConstantsFrom)
+	got := map[string]Constant{}
+	for _, k := range tr.Constants {
+		got[k.Name] = k
+	}
+	require.Equal(t, Constant{Name: "MaxMsgs", Value: "2"}, got["MaxMsgs"])
+	require.Equal(t, Constant{Name: "FenceStart", Value: "FALSE"}, got["FenceStart"])
+	require.Equal(t, "TRUE", got["FenceAbandon"].Value)
+	require.Contains(t, got["FenceAbandon"].Why, "state 8: Abandon by p1 without the lease: not a counterexample of this cfg?")
+	require.Len(t, tr.Constants, 7)
 }

@@ -25,6 +25,9 @@ type pageData struct {
 	Vars      []string          `json:"vars"`
 	ProcVars  []string          `json:"procVars"`
 	Actions   map[string]string `json:"actions"`
+	SpecFrom  string            `json:"specFrom"`
+	Constants []Constant        `json:"constants,omitempty"`
+	ConstFrom string            `json:"constantsFrom,omitempty"`
 	Threads   []pageThread      `json:"threads"`
 }
 
@@ -91,10 +94,12 @@ func stateText(st map[string]itf.Value) *pageState {
 // the arrow keys, or the URL's #line=N) the spec's state after it with
 // the variables it changed highlighted, the action's TLA+ text (actions,
 // from ActionTexts; may be nil) and, on a rejected line, the failing guard
-// marked in it.
+// marked in it. The header says where the TLA+ text came from (t.SpecFrom)
+// or, when actions is empty, that the page has none; and a TLC
+// counterexample's constants (t.Constants).
 func WriteHTML(w io.Writer, t Trace, actions map[string]string) error {
 	d := pageData{Title: t.Title, Source: t.Source, File: t.File, Verdict: t.Verdict, Porcupine: t.Porcupine,
-		Vars: Vars, ProcVars: ProcVars, Actions: actions}
+		Vars: Vars, ProcVars: ProcVars, Actions: actions, SpecFrom: t.SpecFrom, Constants: t.Constants, ConstFrom: t.ConstantsFrom}
 	if d.Actions == nil {
 		d.Actions = map[string]string{}
 	}

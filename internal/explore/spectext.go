@@ -1,6 +1,7 @@
 package explore
 
 import (
+	_ "embed"
 	"errors"
 	"os"
 	"path/filepath"
@@ -35,6 +36,35 @@ func FindSpec(dir string) (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// EmbeddedSpecPath is the copy of SpecPath built into the binary, for a
+// page written outside the repository. TestEmbeddedSpecIsTheSpec fails
+// when it differs from SpecPath; refresh it with
+//
+//	cp spec/ThreadClaimLapse.tla internal/explore/spec/ThreadClaimLapse.tla
+const EmbeddedSpecPath = "internal/explore/spec/ThreadClaimLapse.tla"
+
+//go:embed spec/ThreadClaimLapse.tla
+var embeddedSpec string
+
+// LoadSpec returns the spec's text and says where it came from: the file
+// path when path is given; else SpecPath found from dir or a parent (the
+// spec as it is now); else the copy built into the binary, as it was
+// when the binary was built. An error only for a given path that cannot
+// be read: the text is never silently missing.
+func LoadSpec(path, dir string) (text, from string, err error) {
+	if path == "" {
+		path, _ = FindSpec(dir)
+	}
+	if path == "" {
+		return embeddedSpec, "the copy of " + SpecPath + " built into this binary (no " + SpecPath + " in " + dir + " or a parent)", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	return string(b), path, nil
 }
 
 var definition = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\s*(\([^)]*\))?\s*==`)

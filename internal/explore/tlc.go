@@ -11,6 +11,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/itf"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
 )
 
 // ErrTLC: a file is not a TLC counterexample as -dumpTrace json writes it.
@@ -129,6 +130,7 @@ func ReadTLC(r io.Reader, name string) (Trace, error) {
 		t.Verdict = fmt.Sprintf("%d states; no invariant this view knows is violated in the last", len(states))
 	}
 	t.Threads = []Thread{th}
+	t.Constants, t.ConstantsFrom = tlcConstants(th, procs), "read from the states: TLC's counterexample does not name its cfg"
 	return t, nil
 }
 
@@ -277,4 +279,95 @@ func recordOrder(names []string) []string {
 	}
 	sort.SliceStable(names, func(i, j int) bool { return rank(names[i]) < rank(names[j]) })
 	return names
+}
+
+// Constant is one of the spec's constants as a page shows it: its name,
+// its value in TLA+, and why the value is known when it was read from the
+// states rather than a cfg.
+type Constant struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+	Why   string `json:"why,omitempty"`
+}
+
+// fences are the spec's fence constants and the actions they guard.
+var fences = []struct{ constant, action string }{
+	{"FenceStart", string(core.ActionRunStart)},
+	{"FenceReply", string(core.ActionReply)},
+	{"FenceAbandon", string(core.ActionAbandon)},
+}
+
+// tlcConstants reads from a counterexample's states what they show of the
+// constants: Procs (pc's domain), and each fence that a step proves off —
+// its action taken by a process that did not hold the lease (HasLease(p)
+// false in the state before), which the fence's conjunct forbids. A fence
+// no step proves off is "unknown": the states cannot tell it on.
+func tlcConstants(th Thread, procs []string) []Constant {
+	quoted := make([]string, len(procs))
+	for i, p := range procs {
+		quoted[i] = fmt.Sprintf("%q", p)
+	}
+	out := []Constant{{Name: "Procs", Value: "{" + strings.Join(quoted, ", ") + "}"}}
+	for _, f := range fences {
+		c := Constant{Name: f.constant, Value: "unknown", Why: "no " + f.action + " without the lease in these states"}
+		for i := 1; i < len(th.Steps); i++ {
+			s, before := th.Steps[i], th.Steps[i-1].State
+			if s.Action != f.action || s.Proc == "" || hasLease(before, s.Proc) {
+				continue
+			}
+			c.Value, c.Why = "FALSE", fmt.Sprintf("state %d: %s by %s without the lease", s.Line, f.action, s.Proc)
+			break
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// hasLease is the spec's HasLease(p): hold[p] # 0 /\ lease.holder = hold[p].
+func hasLease(st map[string]itf.Value, p string) bool {
+	h, _ := st["hold"].Field(p)
+	l, _ := st["lease"].Field("holder")
+	return h.Int != 0 && l.Int == h.Int
+}
+
+// CfgConstants are the constants of a cfg as specmodel.ParseConfig reads
+// them, in the spec's order.
+func CfgConstants(c specmodel.Config) []Constant {
+	quoted := make([]string, len(c.Procs))
+	for i, p := range c.Procs {
+		quoted[i] = fmt.Sprintf("%q", p)
+	}
+	b := func(on bool) string {
+		if on {
+			return "TRUE"
+		}
+		return "FALSE"
+	}
+	return []Constant{
+		{Name: "Procs", Value: "{" + strings.Join(quoted, ", ") + "}"},
+		{Name: "MaxMsgs", Value: fmt.Sprint(c.MaxMsgs)},
+		{Name: "MaxClaims", Value: fmt.Sprint(c.MaxClaims)},
+		{Name: "MaxAsks", Value: fmt.Sprint(c.MaxAsks)},
+		{Name: "FenceStart", Value: b(c.Fences.Start)},
+		{Name: "FenceReply", Value: b(c.Fences.Reply)},
+		{Name: "FenceAbandon", Value: b(c.Fences.Abandon)},
+	}
+}
+
+// UseCfg sets t's constants to a cfg's (CfgConstants'), read from path.
+// A fence the cfg turns on that a step of the counterexample proves off is
+// marked: the counterexample is not one of that cfg.
+func UseCfg(t *Trace, path string, cfg []Constant) {
+	seen := map[string]Constant{}
+	for _, c := range t.Constants {
+		seen[c.Name] = c
+	}
+	out := make([]Constant, len(cfg))
+	for i, c := range cfg {
+		if s, ok := seen[c.Name]; ok && s.Value == "FALSE" && c.Value != "FALSE" {
+			c.Why = "but " + s.Why + ": not a counterexample of this cfg?"
+		}
+		out[i] = c
+	}
+	t.Constants, t.ConstantsFrom = out, path
 }
