@@ -177,9 +177,11 @@ func (o Op) String() string {
 	return fmt.Sprintf("%s p%d", o.Kind, o.Proc+1)
 }
 
-// InvariantError is a broken invariant found in storage after an operation.
+// InvariantError is a broken invariant found in storage after an operation,
+// or, at the end, the spec's state of a process disagreeing with Go's
+// (InvRoundsAgree).
 type InvariantError struct {
-	Invariant string // I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness
+	Invariant string // I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree (InvRoundsAgree)
 	Thread    core.ThreadID
 	Op        int // the operation's index, -1 in quiescence
 	Detail    string
@@ -414,8 +416,9 @@ func (s *Seeded) Stats() Stats {
 }
 
 // Run schedules cfg.Steps operations (or applies cfg.Ops), checking the
-// invariants after each, then quiesces and checks liveness. It returns the
-// first violation.
+// invariants after each, then quiesces and checks liveness, and at the
+// end that the spec's state of each process agrees with Go's rounds
+// (InvRoundsAgree). It returns the first violation.
 func (s *Seeded) Run(ctx context.Context) error {
 	// A step still paused between its transactions when the execution
 	// ends (a broken invariant, the end of a replayed log) is ended too:
@@ -440,6 +443,9 @@ func (s *Seeded) Run(ctx context.Context) error {
 		err = s.Quiesce(ctx)
 		var inv *InvariantError
 		s.liveness = errors.As(err, &inv) && inv.Invariant == "Liveness"
+	}
+	if err == nil {
+		err = s.checkRounds(s.TraceLines())
 	}
 	if s.guide != nil {
 		s.guide.feed(s.rec.lines)

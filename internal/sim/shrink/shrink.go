@@ -44,7 +44,7 @@ const (
 // or a line's field).
 type Failure struct {
 	Check     string      // CheckInvariant or CheckTrace
-	Invariant string      // CheckInvariant: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness
+	Invariant string      // CheckInvariant: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree
 	Action    core.Action // CheckTrace: the action the line names
 	Rule      string      // CheckTrace: what failed (tracecheck.Violation.Rule)
 }
