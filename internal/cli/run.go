@@ -66,6 +66,9 @@ type runFlags struct {
 	faults                                           float64
 	traceDir, htmlOut, storageURL, opsOut, shrinkDir string
 	porcupineTimeout                                 time.Duration
+	// openStorage, when set, gives each execution its storage in place
+	// of -storage's (tests: a storage with a defect written into it).
+	openStorage func(ctx context.Context) (core.Storage, func(), error)
 }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -396,7 +399,7 @@ func runMode(f runFlags) string {
 func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.Meter) error {
 	for i := range f.concurrent {
 		seed := uint64(f.seedBase + i)
-		storage, done, err := openStorage(ctx, f.storageURL)
+		storage, done, err := f.storage(ctx)
 		if err != nil {
 			return err
 		}
@@ -554,7 +557,7 @@ func runWalks(ctx context.Context, f runFlags, g *specmodel.Graph, cov *sim.Cove
 		n++
 		return job{n: n - 1, walks: ws}, true
 	}, func(j job) (*shrink.Execution, error) {
-		storage, done, err := openStorage(ctx, f.storageURL)
+		storage, done, err := f.storage(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -726,7 +729,7 @@ func (t *tally) forked(ctx context.Context, f runFlags, j int, r *sim.TreeResult
 
 // runSeed runs and checks the deterministic execution of one seed.
 func runSeed(ctx context.Context, f runFlags, seed uint64) (*shrink.Execution, error) {
-	storage, done, err := openStorage(ctx, f.storageURL)
+	storage, done, err := f.storage(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -746,6 +749,15 @@ func (f runFlags) simMutants() sim.Mutants {
 		RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
 		OutputOfAbandonedRun:  f.mutant == "output-abandoned",
 	}
+}
+
+// storage returns the storage of one execution: f.openStorage's, else
+// openStorage's for -storage.
+func (f runFlags) storage(ctx context.Context) (core.Storage, func(), error) {
+	if f.openStorage != nil {
+		return f.openStorage(ctx)
+	}
+	return openStorage(ctx, f.storageURL)
 }
 
 // openStorage returns the storage of one execution: nil (the default,

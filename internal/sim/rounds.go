@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -84,4 +87,43 @@ func (s *Seeded) checkRounds(lines []core.TraceEvent) error {
 		}
 	}
 	return nil
+}
+
+// InvNoDefectError names the check that no call of the execution fails
+// with an error only a defect in the code under test explains: one of
+// core's errors for a call the spec allows (ErrInvalidArgument,
+// ErrHolderReused, ErrOutOfOrder, ErrRoundOver, an unknown run, ...) or a
+// stored log that no longer folds ("stored log is inconsistent", which
+// the PostgreSQL store returns without a sentinel). The scheduler makes
+// only calls the spec allows, so such an error is a check failure
+// (an InvariantError), with its execution's story. ErrThreadBusy and
+// ErrCommitUnknown are the spec's refusals and storage's faults, and
+// other errors (storage unreachable, a deadline, a bad operation in a
+// replayed log) end the execution as errors: it could not run.
+const InvNoDefectError = "NoDefectError"
+
+// defectErrors are core's errors a call the spec allows never returns
+// from a correct implementation.
+var defectErrors = [...]error{
+	core.ErrInvalidArgument, core.ErrOutOfOrder, core.ErrRoundOver, core.ErrUnknownThread,
+	core.ErrThreadExists, core.ErrUnknownMessage, core.ErrUnknownRun, core.ErrUnknownRequest,
+	core.ErrRunAbandoned, core.ErrRunNotActive, core.ErrAlreadyAnswered,
+}
+
+// asDefect returns err as an InvNoDefectError failure of operation op on
+// thread when a defect explains it (InvNoDefectError), else err.
+func asDefect(err error, thread core.ThreadID, op int) error {
+	var inv *InvariantError
+	if err == nil || errors.As(err, &inv) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	for _, d := range defectErrors {
+		if errors.Is(err, d) {
+			return &InvariantError{Invariant: InvNoDefectError, Thread: thread, Op: op, Detail: "a call failed: " + err.Error()}
+		}
+	}
+	if strings.Contains(err.Error(), "stored log is inconsistent") {
+		return &InvariantError{Invariant: InvNoDefectError, Thread: thread, Op: op, Detail: "a call failed: " + err.Error()}
+	}
+	return err
 }

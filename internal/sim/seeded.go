@@ -418,7 +418,8 @@ func (s *Seeded) Stats() Stats {
 // Run schedules cfg.Steps operations (or applies cfg.Ops), checking the
 // invariants after each, then quiesces and checks liveness, and at the
 // end that the spec's state of each process agrees with Go's rounds
-// (InvRoundsAgree). It returns the first violation.
+// (InvRoundsAgree). It returns the first violation; an error a defect
+// explains is one too (InvNoDefectError).
 func (s *Seeded) Run(ctx context.Context) error {
 	// A step still paused between its transactions when the execution
 	// ends (a broken invariant, the end of a replayed log) is ended too:
@@ -432,15 +433,15 @@ func (s *Seeded) Run(ctx context.Context) error {
 		next = next.normal()
 		s.log = append(s.log, next)
 		if err := s.Apply(ctx, next); err != nil {
-			return err
+			return asDefect(err, s.opThread(next), i)
 		}
 		if err := s.Check(ctx, i); err != nil {
-			return err
+			return asDefect(err, s.opThread(next), i)
 		}
 	}
 	var err error
 	if !s.cfg.NoQuiesce {
-		err = s.Quiesce(ctx)
+		err = asDefect(s.Quiesce(ctx), "", -1)
 		var inv *InvariantError
 		s.liveness = errors.As(err, &inv) && inv.Invariant == "Liveness"
 	}
@@ -451,6 +452,18 @@ func (s *Seeded) Run(ctx context.Context) error {
 		s.guide.feed(s.rec.lines)
 	}
 	return err
+}
+
+// opThread is the thread op acts on: its process's turn's, for the
+// operations of a process that name none.
+func (s *Seeded) opThread(op Op) core.ThreadID {
+	switch op.Kind {
+	case OpStep, OpPost:
+		return s.threads[op.Thread]
+	case OpRenew, OpYield, OpCrash:
+		return s.procs[op.Proc].thread
+	}
+	return ""
 }
 
 // next returns operation i: the log's, the directed scheduler's, or the
