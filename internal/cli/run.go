@@ -880,7 +880,7 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 	}
 	fmt.Fprintf(out, "invariant checks    %d (storage after every operation, and the checker after every line)\n", t.invariantChecks)
 	if len(t.invariantFails) == 0 {
-		fmt.Fprintf(out, "invariants          held: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree (the spec's pc[p] of each process agrees with Go's rounds at the end)\n")
+		fmt.Fprintf(out, "invariants          held: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree (the spec's pc[p] of each process agrees with Go's rounds at the end), NoDefectError (no call failed with an error only a defect explains)\n")
 	} else {
 		fmt.Fprintf(out, "invariants          BROKEN %s\n", countList(t.invariantFails))
 	}
