@@ -55,7 +55,11 @@ func (t *tally) shrinkAll(ctx context.Context, f runFlags, outAll io.Writer) err
 	seen := map[string]firstStory{}
 	for _, fs := range t.failed {
 		out, told := t.storyWriter(outAll)
-		res, err := shrink.Shrink(ctx, fs.exec.Log, fs.failure)
+		var opts []shrink.Option
+		if f.openStorage != nil {
+			opts = append(opts, shrink.OnStorage(f.openStorage))
+		}
+		res, err := shrink.Shrink(ctx, fs.exec.Log, fs.failure, opts...)
 		if errors.Is(err, shrink.ErrNotReproduced) {
 			// On PostgreSQL an execution may fail where the in-memory
 			// replay does not; say so rather than shrink something else.

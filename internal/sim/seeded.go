@@ -177,9 +177,11 @@ func (o Op) String() string {
 	return fmt.Sprintf("%s p%d", o.Kind, o.Proc+1)
 }
 
-// InvariantError is a broken invariant found in storage after an operation.
+// InvariantError is a broken invariant found in storage after an operation,
+// or, at the end, the spec's state of a process disagreeing with Go's
+// (InvRoundsAgree).
 type InvariantError struct {
-	Invariant string // I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness
+	Invariant string // I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree (InvRoundsAgree)
 	Thread    core.ThreadID
 	Op        int // the operation's index, -1 in quiescence
 	Detail    string
@@ -414,8 +416,10 @@ func (s *Seeded) Stats() Stats {
 }
 
 // Run schedules cfg.Steps operations (or applies cfg.Ops), checking the
-// invariants after each, then quiesces and checks liveness. It returns the
-// first violation.
+// invariants after each, then quiesces and checks liveness, and at the
+// end that the spec's state of each process agrees with Go's rounds
+// (InvRoundsAgree). It returns the first violation; an error a defect
+// explains is one too (InvNoDefectError).
 func (s *Seeded) Run(ctx context.Context) error {
 	// A step still paused between its transactions when the execution
 	// ends (a broken invariant, the end of a replayed log) is ended too:
@@ -429,22 +433,37 @@ func (s *Seeded) Run(ctx context.Context) error {
 		next = next.normal()
 		s.log = append(s.log, next)
 		if err := s.Apply(ctx, next); err != nil {
-			return err
+			return asDefect(err, s.opThread(next), i)
 		}
 		if err := s.Check(ctx, i); err != nil {
-			return err
+			return asDefect(err, s.opThread(next), i)
 		}
 	}
 	var err error
 	if !s.cfg.NoQuiesce {
-		err = s.Quiesce(ctx)
+		err = asDefect(s.Quiesce(ctx), "", -1)
 		var inv *InvariantError
 		s.liveness = errors.As(err, &inv) && inv.Invariant == "Liveness"
+	}
+	if err == nil {
+		err = s.checkRounds(s.TraceLines())
 	}
 	if s.guide != nil {
 		s.guide.feed(s.rec.lines)
 	}
 	return err
+}
+
+// opThread is the thread op acts on: its process's turn's, for the
+// operations of a process that name none.
+func (s *Seeded) opThread(op Op) core.ThreadID {
+	switch op.Kind {
+	case OpStep, OpPost:
+		return s.threads[op.Thread]
+	case OpRenew, OpYield, OpCrash:
+		return s.procs[op.Proc].thread
+	}
+	return ""
 }
 
 // next returns operation i: the log's, the directed scheduler's, or the

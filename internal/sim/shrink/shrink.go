@@ -44,7 +44,7 @@ const (
 // or a line's field).
 type Failure struct {
 	Check     string      // CheckInvariant or CheckTrace
-	Invariant string      // CheckInvariant: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness
+	Invariant string      // CheckInvariant: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree
 	Action    core.Action // CheckTrace: the action the line names
 	Rule      string      // CheckTrace: what failed (tracecheck.Violation.Rule)
 }
@@ -158,10 +158,24 @@ type Result struct {
 	Runs int        // executions tried
 }
 
+// Option configures Shrink.
+type Option func(*shrinker)
+
+// OnStorage makes Shrink run each execution it tries on a storage open
+// gives (and closes with the func it returns), in place of a fresh
+// in-memory storage: a storage under test whose defect memory lacks.
+func OnStorage(open func(context.Context) (core.Storage, func(), error)) Option {
+	return func(s *shrinker) { s.open = open }
+}
+
 // Shrink shrinks log while it fails with want. The log runs on the
-// in-memory storage, whatever storage it first ran on.
-func Shrink(ctx context.Context, log sim.Log, want Failure) (Result, error) {
+// in-memory storage, whatever storage it first ran on, unless OnStorage
+// says otherwise.
+func Shrink(ctx context.Context, log sim.Log, want Failure, opts ...Option) (Result, error) {
 	s := &shrinker{ctx: ctx, want: want}
+	for _, o := range opts {
+		o(s)
+	}
 	if want.Invariant != "Liveness" {
 		// The log holds its quiescence as operations, if it got there:
 		// the story is those operations alone.
@@ -219,12 +233,22 @@ type shrinker struct {
 	want Failure
 	runs int
 	err  error // the first execution that could not run
+	open func(context.Context) (core.Storage, func(), error)
 }
 
 // try runs l and reports whether it fails with the wanted failure.
 func (s *shrinker) try(l sim.Log) (*Execution, bool, error) {
 	s.runs++
-	e, err := Execute(s.ctx, l.Config())
+	cfg := l.Config()
+	if s.open != nil {
+		st, done, err := s.open(s.ctx)
+		if err != nil {
+			return nil, false, err
+		}
+		defer done()
+		cfg.Storage = st
+	}
+	e, err := Execute(s.ctx, cfg)
 	switch {
 	case errors.Is(err, sim.ErrBadOp):
 		return nil, false, nil // a candidate that no longer fits its config

@@ -1,0 +1,82 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/memory"
+)
+
+// A run that never exercises a spec action fails naming it, and the
+// floor follows the run's size: the default run is held to it, a narrow
+// one is not unless asked.
+func TestRunFailsOnActionNeverExercised(t *testing.T) {
+	tl := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}, lapses: 3}
+	for _, a := range core.Actions() {
+		tl.perAction[a] = 5
+	}
+	require.NoError(t, tl.verdict("", 1, io.Discard))
+	delete(tl.perAction, core.ActionStartFenced)
+	err := tl.verdict("", 1, io.Discard)
+	var f failure
+	require.ErrorAs(t, err, &f)
+	require.Equal(t, exitFailed, f.code)
+	require.Contains(t, f.msg, "StartFenced 0")
+	require.NoError(t, tl.verdict("", 0, io.Discard), "-min-actions 0 asks for nothing")
+
+	require.Equal(t, 1, autoMinActions(runFlags{seeds: 200, steps: 300, procs: 3}), "the default run")
+	require.Equal(t, 0, autoMinActions(runFlags{seeds: 1, steps: 300, procs: 3}), "-seeds 1")
+	require.Equal(t, 0, autoMinActions(runFlags{seeds: 200, steps: 300, procs: 1}), "-procs 1 fences no one")
+
+	// End to end: one process never fences anyone, so -min-actions 1
+	// fails naming the fenced actions; without it the run passes.
+	code, out, errs := runCLI("run", "-seeds", "3", "-concurrent", "0", "-procs", "1", "-min-actions", "1", "-shrink=false")
+	require.Equal(t, exitFailed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, errs, "AbandonFenced 0")
+	code, out, errs = runCLI("run", "-seeds", "3", "-concurrent", "0", "-procs", "1", "-shrink=false")
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	code, _, _ = runCLI("run", "-seeds", "1", "-min-actions", "-2")
+	require.Equal(t, exitUsage, code)
+}
+
+// holderBlind is memory storage whose HoldsLease ignores the holder: any
+// claim holds any thread's lease, as long as someone holds it. A defect
+// written into the storage, not switched on by a flag.
+type holderBlind struct{ core.Storage }
+
+func (s holderBlind) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return s.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		return fn(ctx, holderBlindTx{tx})
+	})
+}
+
+type holderBlindTx struct{ core.Transaction }
+
+func (tx holderBlindTx) HoldsLease(ctx context.Context, id core.ThreadID, holder core.Holder) (bool, core.Lease, error) {
+	_, l, err := tx.Transaction.HoldsLease(ctx, id, holder)
+	return err == nil && l.Holder != "", l, err
+}
+
+// A defect in the storage under test is a check failure (exit 1) with
+// the execution's story, never "could not run" (exit 4).
+func TestRunDefectInStorageIsAFailure(t *testing.T) {
+	f := runFlags{seeds: 20, steps: 300, procs: 3, threads: 2, messages: 4, workers: 2, ttl: 40 * time.Millisecond,
+		interleave: true, faults: 0.05, shrink: true, shrinkDir: t.TempDir(), porcupineTimeout: time.Minute,
+		openStorage: func(context.Context) (core.Storage, func(), error) {
+			return holderBlind{memory.New()}, func() {}, nil
+		}}
+	var out, errb bytes.Buffer
+	_, err := runAll(context.Background(), f, &out, &errb)
+	var fl failure
+	require.ErrorAs(t, err, &fl, "stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
+	require.Equal(t, exitFailed, fl.code, "%v\nstdout:\n%s", err, out.String())
+	require.Contains(t, fl.msg, "NoDefectError violated", "the check is named")
+	require.Contains(t, out.String(), "invariant NoDefectError — seed", "its story is told, shrunk on the same storage")
+	require.Contains(t, out.String(), "shrunk to")
+}
