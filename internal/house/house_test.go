@@ -167,12 +167,25 @@ func TestExportedIdentifiers(t *testing.T) {
 // exported counts a package's exported identifiers, test files left out.
 func exported(t *testing.T, dir string) int {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	n := 0
+	for _, f := range parseProduction(t, dir) {
+		for _, d := range f.Decls {
+			n += exportedIn(d)
+		}
+	}
+	return n
+}
+
+// parseProduction parses a package's non-test files, keyed by their base
+// names.
+func parseProduction(t *testing.T, dir string) map[string]*ast.File {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := 0
-	for _, path := range files {
+	files := map[string]*ast.File{}
+	for _, path := range paths {
 		if strings.HasSuffix(path, "_test.go") {
 			continue
 		}
@@ -180,11 +193,9 @@ func exported(t *testing.T, dir string) int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, d := range f.Decls {
-			n += exportedIn(d)
-		}
+		files[filepath.Base(path)] = f
 	}
-	return n
+	return files
 }
 
 func exportedIn(d ast.Decl) int {
@@ -355,22 +366,11 @@ var allowedForTesting = []string{"WithFencesForTesting", "WithMutantsForTesting"
 // TestNoTestSwitchesInCore: core's production code has no ForTesting
 // switch but the allowed ones.
 func TestNoTestSwitchesInCore(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(root, "core", "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for name, f := range parseProduction(t, filepath.Join(root, "core")) {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
 			if ok && strings.HasSuffix(fn.Name.Name, "ForTesting") && !slices.Contains(allowedForTesting, fn.Name.Name) {
-				t.Errorf("%s: %s is a test switch on core's production path", filepath.Base(path), fn.Name.Name)
+				t.Errorf("%s: %s is a test switch on core's production path", name, fn.Name.Name)
 			}
 		}
 	}
