@@ -339,25 +339,35 @@ func TestFleetSignalCleansUp(t *testing.T) {
 // the process's next Claim of the thread is rejected; that failed before
 // a Crash asked storage's log (core.TraceLogReader). It takes 15-20 s.
 func TestFleetPostgresRestart(t *testing.T) {
-	bin := buildSelf(t)
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	script, err := filepath.Abs("../../scripts/with-postgres")
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, script, bin, "fleet", "-bin", bin, "-nemesis", "restart,kill",
-		"-nemesis-every", "1s", "-threads", "8", "-messages", "160", "-duration", "4s", "-json", jsonPath)
-	cmd.Env = slicesWithout(os.Environ(), "DATABASE_URL=")
-	out, err := cmd.CombinedOutput()
-	t.Logf("\n%s", out)
-	require.NoError(t, err, "within 4 minutes")
-	rep := readReport(t, jsonPath)
+	rep, _, _ := fleetOnOwnCluster(t, "-nemesis", "restart,kill",
+		"-nemesis-every", "1s", "-threads", "8", "-messages", "160", "-duration", "4s")
 	require.GreaterOrEqual(t, rep.Nemesis["restart"], 1, "PostgreSQL was restarted")
 	require.Equal(t, rep.Posted, rep.ConsumedOnce)
 	require.Zero(t, rep.ConsumedTwice)
 	require.True(t, rep.TraceAccepted)
 	require.True(t, rep.Linearizable)
 	require.Zero(t, rep.CommitUnknown.Disagreements)
+}
+
+// fleetOnOwnCluster runs a fleet with args on a throwaway cluster of the
+// test's own (scripts/with-postgres, DATABASE_URL unset, so that the
+// nemesis may restart it), which must pass within 4 minutes, and returns
+// its report, the report's JSON file and its output.
+func fleetOnOwnCluster(t *testing.T, args ...string) (rep fleetReport, jsonPath, out string) {
+	t.Helper()
+	bin := buildSelf(t)
+	jsonPath = filepath.Join(t.TempDir(), "report.json")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	script, err := filepath.Abs("../../scripts/with-postgres")
+	require.NoError(t, err)
+	args = append(append([]string{bin, "fleet", "-bin", bin}, args...), "-json", jsonPath)
+	cmd := exec.CommandContext(ctx, script, args...)
+	cmd.Env = slicesWithout(os.Environ(), "DATABASE_URL=")
+	b, err := cmd.CombinedOutput()
+	t.Logf("\n%s", b)
+	require.NoError(t, err, "the run, within 4 minutes")
+	return readReport(t, jsonPath), jsonPath, string(b)
 }
 
 // PostgreSQL that loses acknowledged commits (the lose nemesis:
@@ -370,19 +380,8 @@ func TestFleetPostgresRestart(t *testing.T) {
 // never ended; before the merge knew lost writes, the trace was rejected
 // with a misleading story. It takes 15-25 s.
 func TestFleetLosesCommits(t *testing.T) {
-	bin := buildSelf(t)
-	jsonPath := filepath.Join(t.TempDir(), "report.json")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	script, err := filepath.Abs("../../scripts/with-postgres")
-	require.NoError(t, err)
-	cmd := exec.CommandContext(ctx, script, bin, "fleet", "-bin", bin, "-nemesis", "lose,kill", "-seed", "1",
-		"-nemesis-every", "1s", "-threads", "8", "-messages", "400", "-duration", "6s", "-timeout", "60s", "-json", jsonPath)
-	cmd.Env = slicesWithout(os.Environ(), "DATABASE_URL=")
-	out, err := cmd.CombinedOutput()
-	t.Logf("\n%s", out)
-	require.NoError(t, err, "the run, within 4 minutes")
-	rep := readReport(t, jsonPath)
+	rep, jsonPath, out := fleetOnOwnCluster(t, "-nemesis", "lose,kill", "-seed", "1",
+		"-nemesis-every", "1s", "-threads", "8", "-messages", "400", "-duration", "6s", "-timeout", "60s")
 	var lost struct {
 		Writes int            `json:"storage_lost_writes"`
 		By     map[string]int `json:"storage_lost"`
@@ -399,7 +398,7 @@ func TestFleetLosesCommits(t *testing.T) {
 		sum += n
 	}
 	require.Equal(t, lost.Writes, sum, "storage_lost by action adds up")
-	require.Contains(t, string(out), fmt.Sprintf("storage lost        %d acknowledged writes", lost.Writes))
+	require.Contains(t, out, fmt.Sprintf("storage lost        %d acknowledged writes", lost.Writes))
 	require.Equal(t, rep.Posted, rep.ConsumedOnce)
 	require.Zero(t, rep.ConsumedTwice)
 	require.Zero(t, rep.Lost)
