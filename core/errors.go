@@ -67,4 +67,9 @@ var (
 	// committed (the connection broke during COMMIT). A caller must treat
 	// its claim as lost and never retry the write under the same holder.
 	ErrCommitUnknown = errors.New("commit outcome unknown")
+
+	// ErrInconsistentLog: a storage read a thread's stored events and they
+	// do not fold into a thread (an event that does not follow the one
+	// before it): storage holds what no sequence of writes makes.
+	ErrInconsistentLog = errors.New("stored log is inconsistent")
 )

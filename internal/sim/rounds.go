@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -93,8 +92,7 @@ func (s *Seeded) checkRounds(lines []core.TraceEvent) error {
 // with an error only a defect in the code under test explains: one of
 // core's errors for a call the spec allows (ErrInvalidArgument,
 // ErrHolderReused, ErrOutOfOrder, ErrRoundOver, an unknown run, ...) or a
-// stored log that no longer folds ("stored log is inconsistent", which
-// the PostgreSQL store returns without a sentinel). The scheduler makes
+// stored log that no longer folds (ErrInconsistentLog). The scheduler makes
 // only calls the spec allows, so such an error is a check failure
 // (an InvariantError), with its execution's story. ErrThreadBusy and
 // ErrCommitUnknown are the spec's refusals and storage's faults, and
@@ -107,7 +105,7 @@ const InvNoDefectError = "NoDefectError"
 var defectErrors = [...]error{
 	core.ErrInvalidArgument, core.ErrOutOfOrder, core.ErrRoundOver, core.ErrUnknownThread,
 	core.ErrThreadExists, core.ErrUnknownMessage, core.ErrUnknownRun, core.ErrUnknownRequest,
-	core.ErrRunAbandoned, core.ErrRunNotActive, core.ErrAlreadyAnswered,
+	core.ErrRunAbandoned, core.ErrRunNotActive, core.ErrAlreadyAnswered, core.ErrInconsistentLog,
 }
 
 // asDefect returns err as an InvNoDefectError failure of operation op on
@@ -121,9 +119,6 @@ func asDefect(err error, thread core.ThreadID, op int) error {
 		if errors.Is(err, d) {
 			return &InvariantError{Invariant: InvNoDefectError, Thread: thread, Op: op, Detail: "a call failed: " + err.Error()}
 		}
-	}
-	if strings.Contains(err.Error(), "stored log is inconsistent") {
-		return &InvariantError{Invariant: InvNoDefectError, Thread: thread, Op: op, Detail: "a call failed: " + err.Error()}
 	}
 	return err
 }

@@ -460,7 +460,7 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 }
 
 func (t *txn) corrupt(err error) error {
-	t.err = fmt.Errorf("postgres: stored log is inconsistent: %w", err)
+	t.err = fmt.Errorf("postgres: %w: %w", core.ErrInconsistentLog, err)
 	return t.err
 }
 
