@@ -160,7 +160,9 @@ func (c FindConfig) given(name, shaName string) (string, error) {
 			return "", fmt.Errorf("%s=%s: %w", name, path, err)
 		}
 	}
-	return path, nil
+	// TLC runs in a work directory of its own: a path relative to this
+	// process's would name nothing there.
+	return filepath.Abs(path)
 }
 
 // release returns a verified copy of rel in the cache, downloading it

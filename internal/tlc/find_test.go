@@ -232,3 +232,22 @@ func TestFindNoJarRemedy(t *testing.T) {
 		}
 	}
 }
+
+// TestFindRelativeJar: a jar named by a path relative to the working
+// directory is returned absolute, since TLC runs in a directory of its
+// own (scripts/tlc with TLA2TOOLS_JAR=../shared/tlc/tla2tools.jar found no
+// class to run before).
+func TestFindRelativeJar(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "jars", "t.jar"), []byte("mine"))
+	t.Chdir(dir)
+	vars := map[string]string{EnvJar: filepath.Join("jars", "t.jar")}
+	c := FindConfig{Getenv: func(k string) string { return vars[k] }}
+	jar, err := c.given(EnvJar, EnvJarSHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "jars", "t.jar"); jar != want {
+		t.Errorf("the jar is %q, want %q", jar, want)
+	}
+}
