@@ -31,6 +31,9 @@ const (
 	ActionAsk           Action = "Ask"
 	ActionRunEnd        Action = "RunEnd"
 	ActionEndRefused    Action = "EndRefused"
+	ActionSteer         Action = "Steer"
+	ActionSteerRecord   Action = "SteerRecord"
+	ActionSteerRefused  Action = "SteerRefused"
 	ActionCrash         Action = "Crash"
 )
 
@@ -107,7 +110,9 @@ type ActionInfo struct {
 	// WritesLease is true for the actions that change the lease.
 	WritesLease bool
 	// Consumes is true for the writes that consume a message: they save the
-	// taken cursor at it, and the fence guards them.
+	// taken cursor at it. The fence guards those a plan leads to (RunStart,
+	// Reply); SteerRecord, like RunEnd, is refused once its run is
+	// abandoned instead.
 	Consumes bool
 	// Fenced is true for the writes that check, inside their own
 	// transaction, that the claim's holder has the lease.
@@ -118,7 +123,7 @@ type ActionInfo struct {
 	// claim's round is over.
 	EndsRound bool
 	// PC is the pc[p] the spec's guard requires (PCIdle, PCClaimed,
-	// PCPlanned or PCRunning); "" when it requires pc[p] # "idle" (Renew,
+	// PCPlanned, PCRunning or PCSteered); "" when it requires pc[p] # "idle" (Renew,
 	// Crash) or the action has no process (Post, Lapse).
 	PC string
 	// NextPC is pc'[p] after the action; "" when it leaves pc[p] as it was.
@@ -153,6 +158,9 @@ var actionTable = [...]ActionInfo{
 	{Action: ActionAsk, Line: LineWrite, ByProcess: true, Event: Asked, PC: PCRunning, Carries: FieldHolder | FieldReq | FieldRun},
 	{Action: ActionRunEnd, Line: LineWrite, ByProcess: true, Event: RunEnded, PC: PCRunning, NextPC: PCClaimed, Carries: FieldHolder | FieldRun},
 	{Action: ActionEndRefused, Line: LineRead, ByProcess: true, Refuses: ActionRunEnd, EndsRound: true, PC: PCRunning, NextPC: PCIdle, Carries: FieldHolder | FieldRun},
+	{Action: ActionSteer, Line: LineRead, ByProcess: true, PC: PCRunning, NextPC: PCSteered, Carries: FieldHolder | FieldMsg | FieldRun},
+	{Action: ActionSteerRecord, Line: LineWrite, ByProcess: true, Consumes: true, Event: RunSteered, PC: PCSteered, NextPC: PCRunning, Carries: FieldHolder | FieldMsg | FieldRun},
+	{Action: ActionSteerRefused, Line: LineRead, ByProcess: true, Refuses: ActionSteerRecord, EndsRound: true, PC: PCSteered, NextPC: PCIdle, Carries: FieldHolder | FieldMsg | FieldRun},
 	{Action: ActionCrash, Line: LineRead, ByProcess: true, EndsRound: true, NextPC: PCIdle, Carries: FieldHolder},
 }
 

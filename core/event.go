@@ -13,6 +13,10 @@ const (
 	Answered      EventKind = "answered"       // a reply answered a request; consumes the answer
 	RunEnded      EventKind = "run_ended"      // a run ended
 	RunAbandoned  EventKind = "run_abandoned"  // a later claim abandoned a run its holder left
+	// RunSteered records that an active run was given a message as
+	// steering (SteerRecord); it consumes the message. Not fenced: storage
+	// refuses it once the run is abandoned.
+	RunSteered EventKind = "run_steered"
 	// RunOutput is a run's output, its answer to the person (Text),
 	// written with its end in the same transaction and at the same
 	// version. It is no message: nothing consumes it, so it can never
@@ -34,4 +38,6 @@ type Event struct {
 }
 
 // Consumes reports whether the event consumes a message.
-func (e Event) Consumes() bool { return e.Kind == RunStarted || e.Kind == Answered }
+func (e Event) Consumes() bool {
+	return e.Kind == RunStarted || e.Kind == Answered || e.Kind == RunSteered
+}

@@ -62,7 +62,7 @@ func (f *forked) round(r *round) *round {
 	r.mu.Lock()
 	c := &round{
 		ws: f.to, thread: r.thread, holder: r.holder,
-		phase: r.phase, plan: r.plan, run: r.run,
+		phase: r.phase, plan: r.plan, run: r.run, steer: r.steer,
 		doubt: r.doubt, claimDoubt: r.claimDoubt,
 		crashing: r.crashing, crashFailed: r.crashFailed,
 		tick: r.tick, taken: r.taken,

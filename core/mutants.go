@@ -26,6 +26,26 @@ type Mutants struct {
 	// written (and traced as the RunEnd that wrote it) as if the end had
 	// been recorded. The person would see an abandoned run's answer.
 	OutputOfAbandonedRun bool
+
+	// SteerRecordAfterAbandon records steering whose run a later claim
+	// abandoned: instead of SteerRefused, the taken cursor moves to the
+	// message (no event: storage refuses one for an abandoned run), traced
+	// as the SteerRecord that wrote it. The message the next holder
+	// consumes is consumed again.
+	SteerRecordAfterAbandon bool
+
+	// SteerRecordKeepsCursor records steering without moving the taken
+	// cursor: the message stays the oldest unconsumed one and is given
+	// and consumed again.
+	SteerRecordKeepsCursor bool
+
+	// SteerConsumed gives as steering the last consumed message (the
+	// cursor's), not the next unconsumed one, once a message is consumed.
+	SteerConsumed bool
+
+	// SteerInactiveRun gives steering to a run that is no longer active
+	// (abandoned by a later claim, or ended).
+	SteerInactiveRun bool
 }
 
 // WithMutantsForTesting switches mutants on. It exists for mutation tests;

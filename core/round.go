@@ -16,6 +16,7 @@ const (
 	phaseClaimed phase = iota + 1
 	phasePlanned
 	phaseRunning
+	phaseSteered
 	phaseOver
 )
 
@@ -27,6 +28,8 @@ func (p phase) String() string {
 		return PCPlanned
 	case phaseRunning:
 		return PCRunning
+	case phaseSteered:
+		return PCSteered
 	case phaseOver:
 		return "over"
 	}
@@ -87,8 +90,11 @@ type round struct {
 	phase phase
 	// plan is the current plan (phasePlanned): kind, message, request.
 	plan Plan
-	// run is the round's run (phaseRunning).
+	// run is the round's run (phaseRunning, phaseSteered).
 	run RunID
+	// steer is the message given to the run as steering and not yet
+	// recorded (phaseSteered): plan[p].msg of the spec's "steer" plan.
+	steer Seq
 	// doubt: a write's commit outcome is unknown; only Crash may follow.
 	// doubtLine is that write's line (the first such write's), which
 	// storage's trace log has exactly when it committed.
@@ -226,6 +232,10 @@ func (r *round) follow(line *TraceEvent) {
 		r.plan = Plan{}
 	case ActionRunEnd:
 		r.run = 0
+	case ActionSteer:
+		r.steer = line.Msg
+	case ActionSteerRecord:
+		r.steer = 0
 	}
 	info, _ := Info(line.Action)
 	switch info.NextPC {
@@ -238,6 +248,8 @@ func (r *round) follow(line *TraceEvent) {
 		r.phase = phasePlanned
 	case PCRunning:
 		r.phase = phaseRunning
+	case PCSteered:
+		r.phase = phaseSteered
 	}
 }
 

@@ -14,6 +14,13 @@ const (
 	InvConsumedAtMostOnce = "I1_ConsumedAtMostOnce"
 	InvOneActiveRun       = "I3_OneActiveRun"
 	InvNoLiveAbandon      = "NoLiveAbandon"
+	// InvSteeringException is ADR-0069's one exception, stated exactly: a
+	// message is given to a model more than once only by steering that
+	// its run's abandonment kept from being recorded.
+	InvSteeringException = "SteeringException"
+	// InvGivenAtMostOnce is negated in a cfg (ThreadClaimLapseGivenTwice)
+	// to show that the exception is reachable.
+	InvGivenAtMostOnce = "GivenAtMostOnce"
 	// PropNoLiveTakeover is the action property [][~LiveTakeover]_vars.
 	PropNoLiveTakeover = "NoLiveTakeover"
 )
@@ -25,6 +32,9 @@ const (
 	PCClaimed = "claimed"
 	PCPlanned = "planned"
 	PCRunning = "running"
+	// PCSteered: the run was given a message as steering (Steer) that
+	// is not recorded yet (SteerRecord).
+	PCSteered = "steered"
 )
 
 // The values of plan[p].kind. A Plan trace line's Kind is PlanKindRun or
@@ -33,4 +43,7 @@ const (
 	PlanKindNone  = "none"
 	PlanKindRun   = "run"
 	PlanKindReply = "reply"
+	// PlanKindSteer is plan[p].kind between Steer and its record: the
+	// message given as steering. No Plan line carries it.
+	PlanKindSteer = "steer"
 )

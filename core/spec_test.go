@@ -27,7 +27,7 @@ func readFile(t *testing.T, path string) string {
 // reqs[q].state are exactly the ones the spec's TypeOK and RunStates give.
 func TestNamesAreTheSpecs(t *testing.T) {
 	spec := readFile(t, specFile)
-	for _, name := range []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon, core.PropNoLiveTakeover} {
+	for _, name := range []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon, core.InvSteeringException, core.InvGivenAtMostOnce, core.PropNoLiveTakeover} {
 		if !regexp.MustCompile(`(?m)^` + name + ` ==`).MatchString(spec) {
 			t.Errorf("%s is not defined in %s", name, specFile)
 		}
@@ -37,8 +37,8 @@ func TestNamesAreTheSpecs(t *testing.T) {
 		re   string // its set of values in the spec
 		want []string
 	}{
-		{"pc", `pc \\in \[Procs -> \{([^}]*)\}\]`, []string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning}},
-		{"plan[p].kind", `kind : \{([^}]*)\}`, []string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply}},
+		{"pc", `pc \\in \[Procs -> \{([^}]*)\}\]`, []string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning, core.PCSteered}},
+		{"plan[p].kind", `kind : \{([^}]*)\}`, []string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply, core.PlanKindSteer}},
 		{"runs[r].state", `RunStates == \{([^}]*)\}`, []string{string(core.StateActive), string(core.StateEnded), string(core.StateAbandoned)}},
 		{"reqs[q].state", `reqs \\in Seq\(\[run : [^,]*, state : \{([^}]*)\}`, []string{string(core.RequestOpen), string(core.RequestAnswered)}},
 	} {

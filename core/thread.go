@@ -103,6 +103,9 @@ type Run struct {
 	// (runner.Session.Output); "" when it wrote none. An abandoned run's
 	// end is refused, so it has none.
 	Output string
+	// Steering lists the messages the run was given while it worked and
+	// recorded (SteerRecord), oldest first; each is consumed by it.
+	Steering []Seq
 }
 
 // RequestState says whether a request has its answer.
@@ -247,6 +250,13 @@ func (t *Thread) Check(ev Event) error {
 		}
 	case RunEnded, RunAbandoned:
 		return t.checkActive(ev.Run)
+	case RunSteered:
+		if err := t.checkActive(ev.Run); err != nil {
+			return err
+		}
+		if ev.Message < 1 || ev.Message > t.Last() {
+			return fmt.Errorf("%w: steering %d of thread %q", ErrUnknownMessage, ev.Message, t.ID)
+		}
 	case RunOutput:
 		// Storage checks only that the run exists and has ended or been
 		// abandoned; the Workspace writes it after the run's end, in the
@@ -298,6 +308,10 @@ func (t *Thread) Apply(ev Event) {
 		t.Runs[ev.Run-1].State = StateEnded
 	case RunAbandoned:
 		t.Runs[ev.Run-1].State = StateAbandoned
+	case RunSteered:
+		// a new array: a Clone shares the old one
+		r := &t.Runs[ev.Run-1]
+		r.Steering = append(r.Steering[:len(r.Steering):len(r.Steering)], ev.Message)
 	case RunOutput:
 		t.Runs[ev.Run-1].Output = ev.Text
 	}

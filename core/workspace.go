@@ -884,6 +884,125 @@ func (w *Workspace) outputOfAbandoned(ctx context.Context, tx Transaction, t *Th
 	return nil
 }
 
+// steering checks that run is the round's run and msg the steering it
+// was given.
+func steering(run RunID, msg Seq) func(r *round) error {
+	return func(r *round) error {
+		if r.run != run || r.steer != msg {
+			return fmt.Errorf("%w: the round's run %d was given steering %d, not run %d steering %d",
+				ErrOutOfOrder, r.run, r.steer, run, msg)
+		}
+		return nil
+	}
+}
+
+// Steer reads the thread and gives the round's active run the oldest
+// unconsumed message as steering: a message posted after the run's prompt,
+// while the run works. ok is false, and nothing is traced, when there is
+// none to give, or when a request is open (the oldest unconsumed message
+// answers the oldest open request: Plan). A read: it writes nothing, and
+// the message is not consumed until SteerRecord records it; the caller
+// gives it to the run's agent first and records it after. Until then the
+// round takes only SteerRecord, Renew and Crash. It returns
+// ErrRunAbandoned once a later claim abandoned the run, ErrRunNotActive
+// once it ended, and ErrOutOfOrder for a run other than the round's own;
+// those are not traced.
+func (w *Workspace) Steer(ctx context.Context, c Claim, run RunID) (m Message, ok bool, err error) {
+	r, err := w.enter(c, ActionSteer, ownRun(run))
+	if err != nil {
+		return Message{}, false, err
+	}
+	line, traced, err := w.read(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		t, err := tx.Thread(ctx, c.Thread)
+		if err != nil {
+			return err
+		}
+		if err := t.checkActive(run); err != nil && !w.mutants.SteerInactiveRun {
+			return err
+		}
+		next := t.Taken + 1
+		if w.mutants.SteerConsumed && t.Taken > 0 {
+			next = t.Taken
+		}
+		if len(t.OpenRequests()) > 0 || next > t.Last() {
+			return nil
+		}
+		m, ok = t.Messages[next-1], true
+		*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionSteer, Thread: c.Thread, Holder: c.Holder, Msg: next, Run: run, Taken: t.Taken}
+		return nil
+	})
+	r.leave(line, traced, err, nil)
+	if err != nil {
+		return Message{}, false, err
+	}
+	return m, ok, nil
+}
+
+// SteerRecord records that the round's run was given msg as steering
+// (Steer): the message is consumed, the taken cursor saved at it, and the
+// thread's Run lists it in Steering. It is not fenced by the claim: like
+// RunEnd, core refuses it with ErrRunAbandoned once a later claim
+// abandoned the run (traced as SteerRefused; the round is then over, and
+// msg stays unconsumed: the next holder gives it again, which is ADR-0069's
+// one exception). Since that claim abandons the run before it plans, a
+// stalled run's record cannot consume a message another turn took. It
+// returns ErrOutOfOrder unless msg is the steering the round's run was
+// given.
+func (w *Workspace) SteerRecord(ctx context.Context, c Claim, run RunID, msg Seq) error {
+	r, err := w.enter(c, ActionSteerRecord, steering(run, msg))
+	if err != nil {
+		return err
+	}
+	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		t, err := tx.Thread(ctx, c.Thread)
+		if err != nil {
+			return err
+		}
+		ev := Event{Kind: RunSteered, At: w.clock.Now(), Message: msg, Run: run}
+		switch err := t.Check(ev); {
+		case errors.Is(err, ErrRunAbandoned) && w.mutants.SteerRecordAfterAbandon:
+			return w.steerUnchecked(ctx, tx, t, c, run, msg, line)
+		case errors.Is(err, ErrRunAbandoned):
+			*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionSteerRefused, Thread: c.Thread, Holder: c.Holder, Msg: msg, Run: run, Taken: t.Taken}
+			return err
+		case err != nil:
+			return err
+		case w.mutants.SteerRecordKeepsCursor:
+			return w.steerUnchecked(ctx, tx, t, c, run, msg, line)
+		}
+		if err := record(ctx, tx, t, &ev); err != nil {
+			return err
+		}
+		*line = &TraceEvent{Tick: ev.Version, Action: ActionSteerRecord, Thread: c.Thread, Holder: c.Holder, Msg: msg, Run: run, Taken: msg}
+		return nil
+	})
+	r.leave(line, traced, err, nil)
+	return err
+}
+
+// steerUnchecked is the mutants Mutants.SteerRecordAfterAbandon (the
+// cursor moves to msg, with no event, for an abandoned run) and
+// Mutants.SteerRecordKeepsCursor (the event, with no cursor), traced as
+// the SteerRecord that wrote them.
+func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Thread, c Claim, run RunID, msg Seq, line **TraceEvent) error {
+	v, err := tx.Bump(ctx, t.ID)
+	if err != nil {
+		return err
+	}
+	taken := t.Taken
+	if w.mutants.SteerRecordKeepsCursor {
+		err = tx.Append(ctx, t.ID, Event{Version: v, Kind: RunSteered, At: w.clock.Now(), Message: msg, Run: run})
+	} else {
+		taken = msg
+		err = tx.SaveTaken(ctx, t.ID, msg)
+	}
+	if err != nil {
+		return err
+	}
+	*line = &TraceEvent{Tick: v, Action: ActionSteerRecord, Thread: c.Thread, Holder: c.Holder, Msg: msg, Run: run, Taken: taken}
+	return nil
+}
+
 // RunEndThenPlan is RunEnd followed by Plan with nothing between them: it
 // records the end of the round's run (with its output, as RunEnd does)
 // and, in the same transaction, plans
