@@ -187,12 +187,15 @@ func (t *Thread) OpenRequests() []Request {
 }
 
 // Consumed counts how many times each message was consumed, as a run's
-// prompt or as a request's answer. Every count is 1 while
-// I1_ConsumedAtMostOnce holds.
+// prompt, as a request's answer or as a run's steering. Every count is 1
+// while I1_ConsumedAtMostOnce holds.
 func (t *Thread) Consumed() map[Seq]int {
 	n := map[Seq]int{}
 	for _, r := range t.Runs {
 		n[r.Prompt]++
+		for _, m := range r.Steering {
+			n[m]++
+		}
 	}
 	for _, q := range t.Requests {
 		if q.State == RequestAnswered {
