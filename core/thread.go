@@ -187,12 +187,15 @@ func (t *Thread) OpenRequests() []Request {
 }
 
 // Consumed counts how many times each message was consumed, as a run's
-// prompt or as a request's answer. Every count is 1 while
-// I1_ConsumedAtMostOnce holds.
+// prompt, as a run's recorded steering or as a request's answer. Every
+// count is 1 while I1_ConsumedAtMostOnce holds.
 func (t *Thread) Consumed() map[Seq]int {
 	n := map[Seq]int{}
 	for _, r := range t.Runs {
 		n[r.Prompt]++
+		for _, m := range r.Steering {
+			n[m]++
+		}
 	}
 	for _, q := range t.Requests {
 		if q.State == RequestAnswered {
@@ -202,7 +205,8 @@ func (t *Thread) Consumed() map[Seq]int {
 	return n
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy. A run's Steering is shared with t, never
+// changed in place: Apply appends to a new array.
 func (t *Thread) Clone() *Thread {
 	c := *t
 	c.Messages = append([]Message(nil), t.Messages...)
