@@ -65,6 +65,23 @@ func (h *hookTracer) after(t *testing.T, a core.Action) []core.Action {
 	return nil
 }
 
+// takeTurn takes one turn of p on the thread, failing the test, naming
+// the turn, when it does not end within waitLimit.
+func takeTurn(t *testing.T, p *proc, thread core.ThreadID) (runner.Outcome, error) {
+	t.Helper()
+	type result struct {
+		o   runner.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, err := p.r.TakeTurn(context.Background(), thread)
+		done <- result{o, err}
+	}()
+	r := waitFor(t, done, fmt.Sprintf("%s's turn on thread %q to end", p.name, thread))
+	return r.o, r.err
+}
+
 // sums reads the runner's counters: "name" or "name attr=value", to the
 // sum.
 func sums(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
@@ -118,7 +135,7 @@ func TestSteerGivenThenRecorded(t *testing.T) {
 		c.OnTurn = func(r runner.TurnReport) { reports = append(reports, r) }
 	}})
 	newThread(t, a.ws, "t", "m1", "m2", "m3")
-	o, err := a.r.TakeTurn(ctx, "t")
+	o, err := takeTurn(t, a, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, o)
 
@@ -193,7 +210,7 @@ func TestSteerRecordBeforeTheRunsNextCall(t *testing.T) {
 				tr := &hookTracer{}
 				a := newProc(t, memory.New(), "A", procOpts{tracer: tr, agent: runner.AgentFunc(agent)})
 				newThread(t, a.ws, "t", "m1", "m2", "m3")
-				o, err := a.r.TakeTurn(ctx, "t")
+				o, err := takeTurn(t, a, "t")
 				require.NoError(t, err)
 				require.Equal(t, runner.OutcomeDone, o, "run %d", i)
 				after := tr.after(t, core.ActionSteer)
@@ -274,7 +291,7 @@ func TestSteerRecordRefused(t *testing.T) {
 				c.OnRun = func(h *runner.RunHandle) { handles <- h }
 			}})
 			newThread(t, a.ws, "t", "m1", "m2")
-			o, err := a.r.TakeTurn(ctx, "t")
+			o, err := takeTurn(t, a, "t")
 			require.ErrorIs(t, err, core.ErrRunAbandoned)
 			require.Equal(t, runner.OutcomeLost, o)
 			errs := waitFor(t, results, "the agent's calls after the refused record")
@@ -356,7 +373,6 @@ func TestSteerLeaseLostWhileSteered(t *testing.T) {
 // Steer after the run's end was taken up (Await) is out of order, and
 // gives nothing.
 func TestSteerAfterAwaitOutOfOrder(t *testing.T) {
-	ctx := context.Background()
 	errs := make(chan error, 1)
 	a := newProc(t, memory.New(), "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
 		req, err := s.Ask(ctx, "which one?")
@@ -373,7 +389,7 @@ func TestSteerAfterAwaitOutOfOrder(t *testing.T) {
 		return nil
 	})})
 	newThread(t, a.ws, "t", "m1", "m2", "m3")
-	o, err := a.r.TakeTurn(ctx, "t")
+	o, err := takeTurn(t, a, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, o)
 	require.ErrorIs(t, waitFor(t, errs, "the agent's Steer after Await"), core.ErrOutOfOrder)
