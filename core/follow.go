@@ -43,9 +43,10 @@ const followPoll = time.Second
 // appended later, until ctx ends or fn returns an error. The events are
 // the thread's story as a person sees it: MessagePosted, RunStarted,
 // Asked, Answered (a Reply consumed an answer), RunEnded, RunOutput (the
-// run's answer to the person, written with its end), RunAbandoned. A
-// refused write (StartFenced, ReplyFenced, AbandonFenced, EndRefused)
-// writes nothing and so is no event: the runner's OnTurn reports it.
+// run's answer to the person, written with its end), RunAbandoned,
+// RunSteered (a message a run was given while it worked, recorded). A
+// refused write (StartFenced, ReplyFenced, AbandonFenced, EndRefused,
+// SteerRefused) writes nothing and so is no event: the runner's OnTurn reports it.
 //
 // To resume, call Follow again with the Position of the last event fn
 // handled: the log is append-only, so nothing is missed or repeated. When

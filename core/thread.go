@@ -187,8 +187,8 @@ func (t *Thread) OpenRequests() []Request {
 }
 
 // Consumed counts how many times each message was consumed, as a run's
-// prompt, as a request's answer or as a run's steering. Every count is 1
-// while I1_ConsumedAtMostOnce holds.
+// prompt, as a run's recorded steering or as a request's answer. Every
+// count is 1 while I1_ConsumedAtMostOnce holds.
 func (t *Thread) Consumed() map[Seq]int {
 	n := map[Seq]int{}
 	for _, r := range t.Runs {
@@ -205,7 +205,8 @@ func (t *Thread) Consumed() map[Seq]int {
 	return n
 }
 
-// Clone returns a deep copy.
+// Clone returns a deep copy. A run's Steering is shared with t, never
+// changed in place: Apply appends to a new array.
 func (t *Thread) Clone() *Thread {
 	c := *t
 	c.Messages = append([]Message(nil), t.Messages...)

@@ -30,12 +30,25 @@ type Delivered struct {
 }
 
 // Session is an agent's view of its run. ctx passed to Agent.Run is
-// cancelled when the runner loses the claim, until the agent waits for an
-// answer (Await); then only when the runner stops.
+// cancelled when the runner loses the claim, or when the record of the
+// run's steering fails (Steer), until the agent waits for an answer
+// (Await); then only when the runner stops.
+//
+// While its run works, the agent may ask the person a question (Ask) and
+// wait for the answer (Await), hear the messages posted after its prompt
+// (Steer), and set its answer to the person (Output). The run's calls
+// keep the specification's order: Ask, Steer and the run's end each wait
+// for the record of the steering last given.
 type Session struct {
 	Delivered Delivered
 	ws        *core.Workspace
 	r         *Runner
+	turn      *Turn
+
+	// callMu orders the run's calls that give or write (Ask, Steer, the
+	// run's end) and guards steer.
+	callMu sync.Mutex
+	steer  steering
 
 	keep    func() // takes the agent's context from its turn
 	outMu   sync.Mutex
@@ -74,9 +87,18 @@ func (s *Session) output() string {
 }
 
 // Ask opens a request of the run. It returns core.ErrRunAbandoned once a
-// later claim abandoned the run, and core.ErrOutOfOrder once the run has
-// ended (after Await).
+// later claim abandoned the run (or refused the record of its steering),
+// and core.ErrOutOfOrder once the run has ended (after Await). It waits
+// for the record of the steering last given (Steer) first.
 func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, error) {
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	if err := s.waitRecord(); err != nil {
+		return 0, err
+	}
+	if s.steer.closed {
+		return 0, fmt.Errorf("question of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
+	}
 	return s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question)
 }
 
@@ -87,7 +109,8 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // active, so Await first records the run's end (RunEnd, not fenced): the
 // agent goes on waiting outside its run, and can ask nothing more. It
 // returns core.ErrRunAbandoned if a later claim abandoned the run before
-// that. The runner's turn then goes on: when the answer is posted, the
+// that, or refused the record of its steering (Steer), whose record it
+// waits for first. The runner's turn then goes on: when the answer is posted, the
 // turn that holds the thread (this runner's, or another process's once
 // this one released it) commits the Reply, fenced as ever. This runner
 // wakes Await as soon as it commits the Reply itself; otherwise Await
@@ -96,6 +119,13 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // ends only when the runner stops, so give ctx a deadline.
 func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
 	s.endOnce.Do(func() {
+		if err := s.closeRun(); err != nil {
+			// The steering's record failed: the run's end is not
+			// recorded, and the turn ends as the record's error says.
+			s.endErr = err
+			close(s.ended)
+			return
+		}
 		if s.keep != nil {
 			s.keep()
 		}
@@ -181,7 +211,8 @@ func (h *RunHandle) finish(err error) {
 // Wait waits for the run to finish. It returns nil once the run's end is
 // recorded; an error for which errors.Is(err, core.ErrThreadBusy) holds
 // when the fence refused its start (it consumed nothing);
-// core.ErrRunAbandoned when a later claim abandoned it; the agent's error,
+// core.ErrRunAbandoned when a later claim abandoned it (its end, or the
+// record of its steering, was refused); the agent's error,
 // or another storage error, otherwise; ctx's error if ctx ends first.
 func (h *RunHandle) Wait(ctx context.Context) error {
 	select {

@@ -60,9 +60,24 @@
 // unconsumed message, whatever it says: one posted before the question
 // was asked answers it (ExampleSession_Await_queuedMessageAnswers).
 //
+// While its run works, an agent hears the messages the person posts after
+// its prompt, oldest first, as steering (Session.Steer,
+// ExampleSession_Steer). Steering is given first and recorded after: the
+// record, which consumes the message and lists it in the run's Steering,
+// starts as Steer returns, and the run's next call (Ask, Await, Steer, its
+// end) waits for it. Like the run's end, the record is not fenced by the
+// claim, and is refused once a later claim abandoned the run: the message
+// was given and not consumed, and the thread's next holder gives it again
+// (ADR-0069's one exception: given twice, consumed once). A refused record
+// ends the turn as a refused end does (OutcomeLost): the agent's ctx is
+// cancelled, and its later calls and its run's handle return
+// core.ErrRunAbandoned.
+//
 // A turn is a span ("threadclaim.turn"); the runner counts turns by
-// outcome, fenced refusals by write, runs started, ended and abandoned, and
-// records how long messages waited to be consumed. Each turn is also
+// outcome, fenced refusals by write, runs started, ended and abandoned,
+// steering given, recorded and refused (each also an event of the turn's
+// span: "steer", "steer_recorded", "steer_refused"), and records how long
+// messages waited to be consumed. Each turn is also
 // logged (Config.Logger) and reported (Config.OnTurn, a TurnReport); each
 // run's handle is handed to Config.OnRun as soon as it is planned.
 //

@@ -145,3 +145,63 @@ func ExampleSession_Await_queuedMessageAnswers() {
 	// Output:
 	// agent heard: also, what's the weather?
 }
+
+// An agent hears a message the person posted while it worked: between
+// steps of its work it asks Steer for what was posted after its prompt,
+// oldest first. Each message it is given is recorded as the run's
+// steering, which consumes it: no later run takes it as a prompt.
+func ExampleSession_Steer() {
+	ctx := context.Background()
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	ws := core.NewWorkspace(memory.New(), clock)
+	_ = ws.CreateThread(ctx, "t1")
+	_, _ = ws.Post(ctx, "t1", "deploy the web app")
+
+	working, posted := make(chan struct{}), make(chan struct{})
+	r, _ := runner.New(runner.Config{
+		Workspace: ws,
+		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+			target := "production"
+			close(working)
+			<-posted // a step of the work, while the person posts
+			for {
+				m, ok, err := s.Steer(ctx)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					break // nothing more was posted
+				}
+				fmt.Println("agent hears:", m.Text)
+				target = "staging"
+			}
+			return s.Output("deployed to " + target)
+		}),
+	})
+	done := make(chan runner.Outcome, 1)
+	go func() {
+		o, _ := r.TakeTurn(ctx, "t1")
+		done <- o
+	}()
+	select {
+	case <-working:
+	case <-time.After(10 * time.Second):
+		fmt.Println("timed out waiting for the agent to start")
+		return
+	}
+	_, _ = ws.Post(ctx, "t1", "use staging, not production")
+	close(posted)
+	select {
+	case o := <-done:
+		fmt.Println("turn:", o)
+	case <-time.After(10 * time.Second):
+		fmt.Println("timed out waiting for the turn")
+		return
+	}
+	th, _ := ws.Thread(ctx, "t1")
+	fmt.Println("run 1:", th.Runs[0].Output, "- steering", th.Runs[0].Steering, "- taken", th.Taken)
+	// Output:
+	// agent hears: use staging, not production
+	// turn: done
+	// run 1: deployed to staging - steering [2] - taken 2
+}

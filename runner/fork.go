@@ -63,6 +63,7 @@ func (t *Turn) ForkForTesting(ctx context.Context, r *Runner, claim func(core.Cl
 	}
 	if t.session != nil {
 		f.session = t.session.fork(r, claim)
+		f.session.turn = f
 	}
 	if t.base != nil {
 		f.base = context.WithoutCancel(ctx)
@@ -91,10 +92,15 @@ func (h *RunHandle) fork(claim func(core.Claim) core.Claim) *RunHandle {
 }
 
 // fork copies the session of an agent that has returned, on r, its claim
-// mapped by claim: the output its run's end is to record goes with it.
+// mapped by claim: the output its run's end is to record goes with it, and
+// its steering (whose record returned before the agent's step ended).
 func (s *Session) fork(r *Runner, claim func(core.Claim) core.Claim) *Session {
 	c := &Session{Delivered: s.Delivered, ws: r.ws, r: r, out: s.output(), ended: make(chan struct{})}
 	c.Delivered.Claim = claim(s.Delivered.Claim)
+	s.callMu.Lock()
+	_ = s.waitRecord()
+	c.steer = steering{closed: s.steer.closed, err: s.steer.err, recorded: s.steer.recorded, counted: s.steer.counted}
+	s.callMu.Unlock()
 	if s.endedRun() {
 		c.endOnce.Do(func() {})
 		c.endErr = s.endErr

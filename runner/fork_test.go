@@ -89,3 +89,57 @@ func TestTurnFork(t *testing.T) {
 	_, err = tracecheck.Check(append(append([]core.TraceEvent(nil), before...), frec.Lines()...))
 	require.NoError(t, err)
 }
+
+// A turn forked after its agent was given steering and returned: the
+// step that ran the agent ended once the record returned, so the fork's
+// copy of storage has it, and both turns end their runs and count the
+// steering as consumed.
+func TestTurnForkAfterSteering(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	clock := coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC))
+	ws := core.NewWorkspace(store, clock, core.WithProcess("p1"))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	for _, m := range []string{"m1", "m2"} {
+		_, err := ws.Post(ctx, "t", m)
+		require.NoError(t, err)
+	}
+	agent := runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+		_, ok, err := s.Steer(ctx)
+		if err == nil && !ok {
+			err = fmt.Errorf("no steering given")
+		}
+		return err
+	})
+	holders := 0
+	newHolder := func() (core.Holder, error) {
+		holders++
+		return core.Holder(fmt.Sprintf("h%d", holders)), nil
+	}
+	r, err := runner.New(runner.Config{Workspace: ws, Clock: clock, Agent: agent, NewHolder: newHolder, ClaimTTL: time.Minute, SeparatePlans: true})
+	require.NoError(t, err)
+	turn := r.NewTurn("t")
+	stepTo(t, turn, runner.StepAgent)
+	require.False(t, turn.Step(ctx)) // the agent, given m2, and its record
+	require.Equal(t, runner.StepRunEnd, turn.Next())
+
+	fclock := coretest.NewClock(clock.Now())
+	fstore := store.Clone()
+	fws, claim := ws.ForkForTesting(fstore, fclock, nil)
+	fturn := turn.ForkForTesting(ctx, r.ForkForTesting(fws, fclock, agent, newHolder, claim), claim)
+	for _, tt := range []*runner.Turn{fturn, turn} {
+		stepTo(t, tt, runner.StepOver)
+		o, err := tt.Outcome()
+		require.NoError(t, err)
+		require.Equal(t, runner.OutcomeDone, o)
+		require.NoError(t, tt.Handle().Wait(ctx))
+		require.Equal(t, 2, tt.Report().Consumed, "the prompt and the steering")
+	}
+	for _, s := range []*memory.Store{store, fstore} {
+		th, err := core.NewWorkspace(s, clock).Thread(ctx, "t")
+		require.NoError(t, err)
+		require.Equal(t, core.Seq(2), th.Taken)
+		require.Equal(t, []core.Seq{2}, th.Runs[0].Steering)
+		require.Equal(t, core.StateEnded, th.Runs[0].State)
+	}
+}

@@ -59,7 +59,7 @@ const (
 	StepAbandon       = Step(core.ActionAbandon)
 	StepRunStart      = Step(core.ActionRunStart)
 	StepReply         = Step(core.ActionReply)
-	StepAgent    Step = "Agent" // the agent runs; its questions are Ask actions
+	StepAgent    Step = "Agent" // the agent runs; its questions are Ask actions, its steering Steer and SteerRecord (or SteerRefused)
 	StepRunEnd        = Step(core.ActionRunEnd)
 	StepRelease       = Step(core.ActionRelease)
 	StepOver     Step = "" // the turn is over
@@ -407,6 +407,7 @@ func (t *Turn) stepAgent() {
 		Delivered: Delivered{Claim: t.claim, Run: t.handle.RunID(), Prompt: t.plan.Posted, Taken: t.plan.Message},
 		ended:     make(chan struct{}),
 		keep:      t.keepAgent,
+		turn:      t,
 	}
 	t.session = s
 	done := make(chan error, 1)
@@ -414,6 +415,14 @@ func (t *Turn) stepAgent() {
 	select {
 	case t.runErr = <-done:
 		if !s.endedRun() {
+			// The step ends once the record of the run's steering has
+			// returned: nothing of the run is in flight between steps.
+			err := s.closeRun()
+			t.consumes += s.steeringRecorded()
+			if err != nil {
+				t.runEnded(context.Background(), err)
+				return
+			}
 			t.next = StepRunEnd
 			return
 		}
@@ -431,6 +440,7 @@ func (t *Turn) stepAgent() {
 // afterAwait takes the turn on from the run's end that Session.Await
 // recorded.
 func (t *Turn) afterAwait(s *Session) {
+	t.consumes += s.steeringRecorded()
 	err := s.endErr
 	switch {
 	case errors.Is(err, core.ErrRunAbandoned):
@@ -618,7 +628,8 @@ type TurnReport struct {
 	Outcome Outcome
 	Err     error // behind a failed or busy turn
 	// Consumed counts the messages the turn consumed: prompts of runs it
-	// started and answers of replies it wrote.
+	// started, answers of replies it wrote, and steering its runs'
+	// records consumed.
 	Consumed int
 	// Runs are the handles of the runs the turn planned, in order.
 	Runs []*RunHandle

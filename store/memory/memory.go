@@ -236,7 +236,7 @@ func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
 	header, events := *st, len(th.events)
 	var restore func()
 	switch ev.Kind {
-	case core.RunEnded, core.RunAbandoned, core.RunOutput:
+	case core.RunEnded, core.RunAbandoned, core.RunOutput, core.RunSteered:
 		i, old := ev.Run-1, st.Runs[ev.Run-1]
 		restore = func() { st.Runs[i] = old }
 	case core.Answered:

@@ -47,8 +47,9 @@ const (
 // len: the one whose transaction wins that slice's append right, an
 // atomic flag shared by every state with the same array and length. A
 // transaction that loses it, or that changes an element below len (an
-// ended run, an answered request), copies the slice first. A write thus
-// costs O(1) however long the thread's log, with no lock.
+// ended run, a run's steering, an answered request), copies the slice
+// first. A write thus costs O(1) however long the thread's log, with no
+// lock.
 type cow struct {
 	header bool                  // the state's header is the transaction's own
 	own    [nSlices]bool         // the slice's array is the transaction's own
@@ -79,7 +80,7 @@ func (th *txThread) apply(ev core.Event) {
 			appendable(th, sliceRuns, &th.state.Runs)
 		case core.Asked:
 			appendable(th, sliceRequests, &th.state.Requests)
-		case core.RunEnded, core.RunAbandoned, core.RunOutput:
+		case core.RunEnded, core.RunAbandoned, core.RunOutput, core.RunSteered:
 			own(th, sliceRuns, &th.state.Runs)
 		case core.Answered:
 			own(th, sliceRequests, &th.state.Requests)

@@ -10,9 +10,9 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// WaitLimit bounds every wait of the suite: a wait that outlasts it fails,
+// waitLimit bounds every wait of the suite: a wait that outlasts it fails,
 // naming what it waited for, rather than hanging until go test's timeout.
-const WaitLimit = 30 * time.Second
+const waitLimit = 30 * time.Second
 
 // explore is how long CheckAcquireWaits gives the other holder's claim to
 // finish while the fenced write is paused. It only widens the
@@ -20,15 +20,15 @@ const WaitLimit = 30 * time.Second
 // never from how long anything took.
 const explore = 200 * time.Millisecond
 
-// Await receives from ch, or gives up after WaitLimit with an error that
+// Await receives from ch, or gives up after waitLimit with an error that
 // names what it waited for.
 func Await[T any](ch <-chan T, what string) (T, error) {
 	select {
 	case v := <-ch:
 		return v, nil
-	case <-time.After(WaitLimit):
+	case <-time.After(waitLimit):
 		var zero T
-		return zero, fmt.Errorf("storetest: gave up after %v waiting for %s", WaitLimit, what)
+		return zero, fmt.Errorf("storetest: gave up after %v waiting for %s", waitLimit, what)
 	}
 }
 
@@ -63,7 +63,7 @@ func (t *lines) find(a core.Action) (core.TraceEvent, bool) {
 // has expired, then claims the thread; a is let go. The check reads the
 // order the two writes committed in (the versions they wrote) and returns
 // an error if a's run started after b's claim, or if a wait outlasted
-// WaitLimit. fences are a's (a mutation test switches them off).
+// waitLimit (30 seconds). fences are a's (a mutation test switches them off).
 func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) error {
 	ha, hb := &Hooked{Storage: s}, &Hooked{Storage: s}
 	ta, tb := &lines{}, &lines{}

@@ -22,6 +22,7 @@
 // test can require it to fail; ReuseHolder and CheckReuseHolderMutant
 // play a holder reused across claims; BenchmarkConsumingWrite is the
 // benchmark of the consuming write every storage runs, beside its own
-// baselines. Every wait is bounded by WaitLimit and fails naming what it
+// baselines; Follow follows a thread's events for a test to read. Every
+// wait is bounded (30 seconds; Follow's, 10) and fails naming what it
 // waited for.
 package storetest

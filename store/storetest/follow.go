@@ -14,9 +14,11 @@ import (
 // followWait bounds each wait of the Follow cases for an event.
 const followWait = 10 * time.Second
 
-// Follower follows one thread's events (core.Workspace.Follow) into a
-// channel, for a test to read with Next.
-type Follower struct {
+// follower follows one thread's events (core.Workspace.Follow) into a
+// channel, for a test to read with Next. It is unexported, to keep the
+// library's exported identifiers within the house budget; Follow returns
+// it, and its methods serve a storage's own tests.
+type follower struct {
 	events chan core.ThreadEvent
 	done   chan error
 	cancel context.CancelFunc
@@ -24,9 +26,9 @@ type Follower struct {
 
 // Follow starts following the thread from after (0: from its first event)
 // through ws. Stop ends it.
-func Follow(ws *core.Workspace, id core.ThreadID, after core.Position) *Follower {
+func Follow(ws *core.Workspace, id core.ThreadID, after core.Position) *follower {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &Follower{events: make(chan core.ThreadEvent, 1024), done: make(chan error, 1), cancel: cancel}
+	f := &follower{events: make(chan core.ThreadEvent, 1024), done: make(chan error, 1), cancel: cancel}
 	go func() {
 		f.done <- ws.Follow(ctx, id, after, func(ev core.ThreadEvent) error {
 			select {
@@ -43,7 +45,7 @@ func Follow(ws *core.Workspace, id core.ThreadID, after core.Position) *Follower
 // Next returns the next n events the follower delivers, failing the test
 // when they do not come within followWait each, naming what it waited
 // for.
-func (f *Follower) Next(t testing.TB, n int, what string) []core.ThreadEvent {
+func (f *follower) Next(t testing.TB, n int, what string) []core.ThreadEvent {
 	t.Helper()
 	out := make([]core.ThreadEvent, 0, n)
 	for len(out) < n {
@@ -61,7 +63,7 @@ func (f *Follower) Next(t testing.TB, n int, what string) []core.ThreadEvent {
 
 // Quiet fails the test when the follower delivers an event within d: an
 // event seen twice, or one that was never written.
-func (f *Follower) Quiet(t testing.TB, d time.Duration) {
+func (f *follower) Quiet(t testing.TB, d time.Duration) {
 	t.Helper()
 	select {
 	case ev := <-f.events:
@@ -72,7 +74,7 @@ func (f *Follower) Quiet(t testing.TB, d time.Duration) {
 
 // Stop ends the follower and returns Follow's error (nil when it ended
 // with its context).
-func (f *Follower) Stop() error {
+func (f *follower) Stop() error {
 	f.cancel()
 	return <-f.done
 }

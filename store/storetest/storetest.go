@@ -51,6 +51,8 @@ func Run(t *testing.T, newStorage Factory) {
 		{"ViewRefusesWrites", testViewRefusesWrites},
 		{"TraceLogKeepsCommittedWrites", testTraceLog},
 		{"Follow", testFollow},
+		{"SteerRecord", testSteerRecord},
+		{"SteerRefusedWhenAbandoned", testSteerRefusedWhenAbandoned},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -41,7 +41,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 
 	// Were these to wait for a's write, which waits for the test, the
 	// deadline turns that into a failure, not a hang.
-	rctx, cancel := context.WithTimeout(ctx, WaitLimit)
+	rctx, cancel := context.WithTimeout(ctx, waitLimit)
 	defer cancel()
 	p, err := b.ws.Plan(rctx, cb)
 	require.NoError(t, err, "Plan waited for the fenced write")
