@@ -93,7 +93,7 @@ func (s *Session) output() string {
 func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, error) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
-	if err := s.waitRecord(); err != nil {
+	if err := s.recordPending(ctx); err != nil {
 		return 0, err
 	}
 	if s.steer.closed {
@@ -119,7 +119,7 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // ends only when the runner stops, so give ctx a deadline.
 func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
 	s.endOnce.Do(func() {
-		if err := s.closeRun(); err != nil {
+		if err := s.closeRun(ctx); err != nil {
 			// The steering's record failed: the run's end is not
 			// recorded, and the turn ends as the record's error says.
 			s.endErr = err

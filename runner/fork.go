@@ -93,13 +93,17 @@ func (h *RunHandle) fork(claim func(core.Claim) core.Claim) *RunHandle {
 
 // fork copies the session of an agent that has returned, on r, its claim
 // mapped by claim: the output its run's end is to record goes with it, and
-// its steering (whose record returned before the agent's step ended).
+// its steering (the message given last and not recorded yet, which the
+// fork's StepSteerRecord records).
 func (s *Session) fork(r *Runner, claim func(core.Claim) core.Claim) *Session {
 	c := &Session{Delivered: s.Delivered, ws: r.ws, r: r, out: s.output(), ended: make(chan struct{})}
 	c.Delivered.Claim = claim(s.Delivered.Claim)
 	s.callMu.Lock()
-	_ = s.waitRecord()
-	c.steer = steering{closed: s.steer.closed, err: s.steer.err, recorded: s.steer.recorded, counted: s.steer.counted}
+	c.steer = s.steer
+	if s.steer.pending != nil {
+		m := *s.steer.pending
+		c.steer.pending = &m
+	}
 	s.callMu.Unlock()
 	if s.endedRun() {
 		c.endOnce.Do(func() {})

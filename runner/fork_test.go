@@ -120,14 +120,16 @@ func TestTurnForkAfterSteering(t *testing.T) {
 	require.NoError(t, err)
 	turn := r.NewTurn("t")
 	stepTo(t, turn, runner.StepAgent)
-	require.False(t, turn.Step(ctx)) // the agent, given m2, and its record
-	require.Equal(t, runner.StepRunEnd, turn.Next())
+	require.False(t, turn.Step(ctx)) // the agent, given m2
+	require.Equal(t, runner.StepSteerRecord, turn.Next(), "the steering given last is recorded by a step of its own")
 
 	fclock := coretest.NewClock(clock.Now())
 	fstore := store.Clone()
 	fws, claim := ws.ForkForTesting(fstore, fclock, nil)
 	fturn := turn.ForkForTesting(ctx, r.ForkForTesting(fws, fclock, agent, newHolder, claim), claim)
 	for _, tt := range []*runner.Turn{fturn, turn} {
+		require.False(t, tt.Step(ctx)) // the record of m2
+		require.Equal(t, runner.StepRunEnd, tt.Next())
 		stepTo(t, tt, runner.StepOver)
 		o, err := tt.Outcome()
 		require.NoError(t, err)

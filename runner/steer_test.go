@@ -271,19 +271,23 @@ func TestSteerRecordRefused(t *testing.T) {
 				if err != nil || !ok {
 					errs = append(errs, fmt.Errorf("steering was not given: ok %v, err %w", ok, err))
 				}
+				if then == "returns" {
+					// The turn records the steering (StepSteerRecord).
+					results <- []error{core.ErrRunAbandoned, core.ErrRunAbandoned}
+					return nil
+				}
+				// The run's next write records the steering first.
+				_, err = s.Ask(ctx, "q")
+				errs = append(errs, err)
 				select {
 				case <-ctx.Done():
 				case <-time.After(waitLimit):
 					errs = append(errs, errors.New("the agent's ctx was not cancelled after its steering's record was refused"))
 				}
-				_, err = s.Ask(ctx, "q")
-				errs = append(errs, err)
 				_, _, err = s.Steer(ctx)
 				errs = append(errs, err)
-				if then == "awaits" {
-					_, err = s.Await(ctx, 1)
-					errs = append(errs, err)
-				}
+				_, err = s.Await(ctx, 1)
+				errs = append(errs, err)
 				results <- errs
 				return ctx.Err()
 			}), cfg: func(c *runner.Config) {

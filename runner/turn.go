@@ -59,15 +59,19 @@ const (
 	StepAbandon       = Step(core.ActionAbandon)
 	StepRunStart      = Step(core.ActionRunStart)
 	StepReply         = Step(core.ActionReply)
-	StepAgent    Step = "Agent" // the agent runs; its questions are Ask actions, its steering Steer and SteerRecord (or SteerRefused)
-	StepRunEnd        = Step(core.ActionRunEnd)
-	StepRelease       = Step(core.ActionRelease)
-	StepOver     Step = "" // the turn is over
+	StepAgent    Step = "Agent" // the agent runs; its questions are Ask actions, its steering Steer (each recorded by the run's next write)
+	// StepSteerRecord records the steering the agent was given last, once
+	// it returned (SteerRecord, or SteerRefused when the run was
+	// abandoned meanwhile).
+	StepSteerRecord      = Step(core.ActionSteerRecord)
+	StepRunEnd           = Step(core.ActionRunEnd)
+	StepRelease          = Step(core.ActionRelease)
+	StepOver        Step = "" // the turn is over
 )
 
 // Steps returns the steps a turn can take, in order (not StepOver).
 func Steps() []Step {
-	return []Step{StepClaim, StepPlan, StepAbandon, StepRunStart, StepReply, StepAgent, StepRunEnd, StepRelease}
+	return []Step{StepClaim, StepPlan, StepAbandon, StepRunStart, StepReply, StepAgent, StepSteerRecord, StepRunEnd, StepRelease}
 }
 
 // Turn is one claim on one thread, taken one step at a time: claim, abandon
@@ -212,6 +216,8 @@ func (t *Turn) Step(ctx context.Context) bool {
 		t.stepReply(ctx)
 	case StepAgent:
 		t.stepAgent()
+	case StepSteerRecord:
+		t.stepSteerRecord(ctx)
 	case StepRunEnd:
 		t.stepRunEnd(ctx)
 	case StepRelease:
@@ -415,15 +421,14 @@ func (t *Turn) stepAgent() {
 	select {
 	case t.runErr = <-done:
 		if !s.endedRun() {
-			// The step ends once the record of the run's steering has
-			// returned: nothing of the run is in flight between steps.
-			err := s.closeRun()
-			t.consumes += s.steeringRecorded()
-			if err != nil {
-				t.runEnded(context.Background(), err)
+			// The steering given last, if any, is recorded by a step of
+			// its own, before the run's end.
+			t.next = StepRunEnd
+			if s.closeAgent() {
+				t.next = StepSteerRecord
 				return
 			}
-			t.next = StepRunEnd
+			t.consumes += s.steeringRecorded()
 			return
 		}
 		t.afterAwait(s)
@@ -501,6 +506,18 @@ func (t *Turn) detach(done <-chan error) {
 			h.finish(<-done)
 		}
 	}()
+}
+
+// stepSteerRecord records the steering the agent was given last, before
+// the run's end; a refused record ends the turn as a refused end does.
+func (t *Turn) stepSteerRecord(ctx context.Context) {
+	err := t.session.closeRun(ctx)
+	t.consumes += t.session.steeringRecorded()
+	if err != nil {
+		t.runEnded(ctx, err)
+		return
+	}
+	t.next = StepRunEnd
 }
 
 func (t *Turn) stepRunEnd(ctx context.Context) {
