@@ -660,17 +660,17 @@ func testHolderReused(t *testing.T, s core.Storage) {
 	require.NoError(t, err)
 }
 
-// ReuseHolder plays, through the public API alone, what a caller that
+// reuseHolder plays, through the public API alone, what a caller that
 // reuses a holder across claims does: process a claims the thread as
 // "h" and plans a run for message 1, then stalls; b takes the thread over
 // after the TTL and starts that run; a restarted a (a new Workspace, which
 // remembers no holder), once b's lease has lapsed too, claims again as
 // "h"; and the stalled round then finishes the start it planned. Storage
-// that enforces holder freshness refuses the second claim: ReuseHolder
+// that enforces holder freshness refuses the second claim: reuseHolder
 // returns that error. Storage that does not lets the stale start pass the
-// fence: ReuseHolder returns the thread, in which message 1 was consumed
+// fence: reuseHolder returns the thread, in which message 1 was consumed
 // twice and two runs are active.
-func ReuseHolder(ctx context.Context, s core.Storage) (*core.Thread, error) {
+func reuseHolder(ctx context.Context, s core.Storage) (*core.Thread, error) {
 	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
 	id := core.ThreadID("reused-holder")
 	if err := a.ws.CreateThread(ctx, id); err != nil {
@@ -713,18 +713,18 @@ func ReuseHolder(ctx context.Context, s core.Storage) (*core.Thread, error) {
 }
 
 // CheckReuseHolderMutant requires that s, a storage with holder freshness
-// switched off, lets ReuseHolder consume a message twice with two runs
+// switched off, lets reuseHolder consume a message twice with two runs
 // active: the mutant the HolderReused case exists to catch.
 func CheckReuseHolderMutant(t *testing.T, s core.Storage) {
 	t.Helper()
-	th, err := ReuseHolder(context.Background(), s)
+	th, err := reuseHolder(context.Background(), s)
 	require.NoError(t, err, "without freshness the reused holder's claim must pass")
 	require.Equal(t, 2, th.Consumed()[1], "message 1 consumed twice")
 	require.Len(t, th.ActiveRuns(), 2, "two runs active")
 }
 
 func testReuseHolderRefused(t *testing.T, s core.Storage) {
-	_, err := ReuseHolder(context.Background(), s)
+	_, err := reuseHolder(context.Background(), s)
 	require.ErrorIs(t, err, core.ErrHolderReused)
 }
 

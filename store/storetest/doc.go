@@ -19,10 +19,9 @@
 // transaction at a point (after HoldsLease, after Append) for a test to
 // act while it is there; CheckAcquireWaits is the fence's central
 // property as a check that returns what it found, so that a mutation
-// test can require it to fail; ReuseHolder and CheckReuseHolderMutant
-// play a holder reused across claims; BenchmarkConsumingWrite is the
-// benchmark of the consuming write every storage runs, beside its own
-// baselines; Follow follows a thread's events for a test to read. Every
-// wait is bounded (30 seconds; Follow's, 10) and fails naming what it
-// waited for.
+// test can require it to fail; CheckReuseHolderMutant plays a holder
+// reused across claims; BenchmarkConsumingWrite is the benchmark of the
+// consuming write every storage runs, beside its own baselines; Follow
+// follows a thread's events for a test to read. Every wait is bounded (30
+// seconds; Follow's, 10) and fails naming what it waited for.
 package storetest
