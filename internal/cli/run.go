@@ -84,7 +84,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "deterministic executions run at once; the output is the same for any number")
 	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
 	fs.Var(everyFenceOff{&f.unfenced}, "unfenced", "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
-	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown), output-abandoned (a run's output is recorded although its end was refused: the run was abandoned)")
+	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown), output-abandoned (a run's output is recorded although its end was refused: the run was abandoned), steer-after-abandon (a steering record accepted after its run was abandoned), steer-keeps-cursor (a steering record that does not move the taken cursor), steer-consumed (steering given from a message already consumed), steer-inactive (steering given to a run that is not active)")
 	fs.BoolVar(&f.interleave, "interleave", true, "let the scheduler run other operations between any two storage transactions of one process's step")
 	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply or RunEnd in the deterministic executions")
 	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
@@ -162,12 +162,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.faults < 0 || f.faults > 1 {
 		return usageError{fmt.Sprintf("-faults %v must be a probability, in [0, 1]", f.faults)}
 	}
-	switch f.mutant {
-	case "", "fence-own-tx", "retry-commit-unknown", "output-abandoned":
-	case "unfenced":
+	if _, ok := sim.ParseMutant(f.mutant); !ok && f.mutant != "" {
+		if f.mutant != "unfenced" {
+			return usageError{fmt.Sprintf("-mutant %q: want unfenced or one of %s", f.mutant, strings.Join(sim.MutantNames(), ", "))}
+		}
 		f.unfenced = core.AllFences()
-	default:
-		return usageError{fmt.Sprintf("-mutant %q: want unfenced, fence-own-tx, retry-commit-unknown or output-abandoned", f.mutant)}
 	}
 	if f.unfenced != (core.Fences{}) && f.mutant != "" && f.mutant != "unfenced" {
 		return usageError{fmt.Sprintf("-unfenced and -mutant %s: one mutant at a time (-unfenced is -mutant unfenced)", f.mutant)}
@@ -405,7 +404,7 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 		}
 		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
 			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
-			Unfenced: f.unfenced, Storage: storage,
+			Unfenced: f.unfenced, Mutants: f.simMutants(), Storage: storage,
 		})
 		done()
 		meter.Add(1)
@@ -744,11 +743,8 @@ func runSeed(ctx context.Context, f runFlags, seed uint64) (*shrink.Execution, e
 
 // simMutants are the code defects -mutant switches on in the simulations.
 func (f runFlags) simMutants() sim.Mutants {
-	return sim.Mutants{
-		FenceInOwnTransaction: f.mutant == "fence-own-tx",
-		RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
-		OutputOfAbandonedRun:  f.mutant == "output-abandoned",
-	}
+	m, _ := sim.ParseMutant(f.mutant) // none for "" and unfenced
+	return m
 }
 
 // storage returns the storage of one execution: f.openStorage's, else
