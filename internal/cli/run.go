@@ -220,6 +220,11 @@ type tally struct {
 	lapses, liveLapses     int
 	invariantChecks        int
 	threads                int
+	// givenTwice counts the messages given to a model more than once
+	// (ADR-0069's one exception), and givenAgain those of them first given
+	// as steering that was never recorded: a steered run abandoned, its
+	// message given again by the next holder (gives.go).
+	givenTwice, givenAgain int
 
 	invariantFails map[string]int // broken invariants in storage, by name
 	firstInvariant error
@@ -801,6 +806,9 @@ func (t *tally) trace(lines []core.TraceEvent, st tracecheck.Stats, err error, n
 	t.lapses += st.LapsesInferred
 	t.liveLapses += st.LiveLapses
 	t.invariantChecks += st.InvariantChecks
+	twice, again := givenTwice(lines)
+	t.givenTwice += twice
+	t.givenAgain += again
 	for a, n := range st.PerAction {
 		t.perAction[a] += n
 	}
@@ -874,6 +882,7 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 		}
 		fmt.Fprintf(out, "  %-15s %8d%s\n", a, n, note)
 	}
+	fmt.Fprintf(out, "given twice         %d messages given to a model twice (the exception: steering to a run abandoned before its record); %d of them given again by the next holder after such steering; each consumed once\n", t.givenTwice, t.givenAgain)
 	fmt.Fprintf(out, "invariant checks    %d (storage after every operation, and the checker after every line)\n", t.invariantChecks)
 	if len(t.invariantFails) == 0 {
 		fmt.Fprintf(out, "invariants          held: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree (the spec's pc[p] of each process agrees with Go's rounds at the end), NoDefectError (no call failed with an error only a defect explains)\n")
@@ -939,6 +948,9 @@ func (t *tally) verdict(mutant string, minActions int, out io.Writer) error {
 	if rare := t.rareActions(minActions); len(rare) > 0 {
 		return failure{exitFailed, fmt.Sprintf("FAIL: spec actions exercised fewer than %d times (-min-actions): %s", minActions, strings.Join(rare, ", "))}
 	}
+	if minActions > 0 && t.givenAgain == 0 {
+		return failure{exitFailed, "FAIL: the run never reached the exception (-min-actions): no message given as steering to a run abandoned before its record and given again"}
+	}
 	if t.lin.unknown > 0 {
 		return failure{exitInconclusive, fmt.Sprintf("INCONCLUSIVE: porcupine timed out on %d histories", t.lin.unknown)}
 	}
@@ -995,6 +1007,8 @@ type runFigures struct {
 	Histories        int            `json:"histories"`
 	NotLinearizable  int            `json:"not_linearizable"`
 	Inconclusive     int            `json:"inconclusive"`
+	GivenTwice       int            `json:"given_twice"`
+	GivenAgain       int            `json:"given_again_after_steering"`
 	Stories          []story        `json:"stories,omitempty"`
 	// With -cfg: the percentages of the cfg's states and edges visited,
 	// and the directed walks.
@@ -1015,7 +1029,7 @@ func (t *tally) figures() runFigures {
 	r := runFigures{Executions: t.executions, Concurrent: t.concurrent, Threads: t.threads, Lines: t.lines,
 		Actions: map[string]int{}, LapsesInferred: t.lapses, LiveLapses: t.liveLapses, InvariantChecks: t.invariantChecks,
 		InvariantsBroken: t.invariantFails, TracesRejected: t.traceFails, Histories: t.lin.histories,
-		NotLinearizable: t.lin.illegal, Inconclusive: t.lin.unknown, Stories: t.stories, Seconds: t.elapsed.Seconds()}
+		NotLinearizable: t.lin.illegal, Inconclusive: t.lin.unknown, GivenTwice: t.givenTwice, GivenAgain: t.givenAgain, Stories: t.stories, Seconds: t.elapsed.Seconds()}
 	for a, n := range t.perAction {
 		r.Actions[string(a)] = n
 	}
