@@ -84,7 +84,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.IntVar(&f.workers, "workers", runtime.GOMAXPROCS(0), "deterministic executions run at once; the output is the same for any number")
 	fs.DurationVar(&f.ttl, "ttl", 40*time.Millisecond, "claim TTL of the concurrent executions")
 	fs.Var(everyFenceOff{&f.unfenced}, "unfenced", "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
-	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown), output-abandoned (a run's output is recorded although its end was refused: the run was abandoned)")
+	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown), output-abandoned (a run's output is recorded although its end was refused: the run was abandoned), steer-after-abandon (a steering record accepted after its run was abandoned), steer-keeps-cursor (a steering record that does not move the taken cursor), steer-consumed (steering given from a message already consumed), steer-inactive (steering given to a run that is not active)")
 	fs.BoolVar(&f.interleave, "interleave", true, "let the scheduler run other operations between any two storage transactions of one process's step")
 	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply or RunEnd in the deterministic executions")
 	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
@@ -162,12 +162,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.faults < 0 || f.faults > 1 {
 		return usageError{fmt.Sprintf("-faults %v must be a probability, in [0, 1]", f.faults)}
 	}
-	switch f.mutant {
-	case "", "fence-own-tx", "retry-commit-unknown", "output-abandoned":
-	case "unfenced":
+	if _, ok := sim.ParseMutant(f.mutant); !ok && f.mutant != "" {
+		if f.mutant != "unfenced" {
+			return usageError{fmt.Sprintf("-mutant %q: want unfenced or one of %s", f.mutant, strings.Join(sim.MutantNames(), ", "))}
+		}
 		f.unfenced = core.AllFences()
-	default:
-		return usageError{fmt.Sprintf("-mutant %q: want unfenced, fence-own-tx, retry-commit-unknown or output-abandoned", f.mutant)}
 	}
 	if f.unfenced != (core.Fences{}) && f.mutant != "" && f.mutant != "unfenced" {
 		return usageError{fmt.Sprintf("-unfenced and -mutant %s: one mutant at a time (-unfenced is -mutant unfenced)", f.mutant)}
@@ -221,6 +220,11 @@ type tally struct {
 	lapses, liveLapses     int
 	invariantChecks        int
 	threads                int
+	// givenTwice counts the messages given to a model more than once
+	// (ADR-0069's one exception), and givenAgain those of them first given
+	// as steering that was never recorded: a steered run abandoned, its
+	// message given again by the next holder (gives.go).
+	givenTwice, givenAgain int
 
 	invariantFails map[string]int // broken invariants in storage, by name
 	firstInvariant error
@@ -405,7 +409,7 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 		}
 		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
 			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
-			Unfenced: f.unfenced, Storage: storage,
+			Unfenced: f.unfenced, Mutants: f.simMutants(), Storage: storage,
 		})
 		done()
 		meter.Add(1)
@@ -744,11 +748,8 @@ func runSeed(ctx context.Context, f runFlags, seed uint64) (*shrink.Execution, e
 
 // simMutants are the code defects -mutant switches on in the simulations.
 func (f runFlags) simMutants() sim.Mutants {
-	return sim.Mutants{
-		FenceInOwnTransaction: f.mutant == "fence-own-tx",
-		RetryCommitUnknown:    f.mutant == "retry-commit-unknown",
-		OutputOfAbandonedRun:  f.mutant == "output-abandoned",
-	}
+	m, _ := sim.ParseMutant(f.mutant) // none for "" and unfenced
+	return m
 }
 
 // storage returns the storage of one execution: f.openStorage's, else
@@ -805,6 +806,9 @@ func (t *tally) trace(lines []core.TraceEvent, st tracecheck.Stats, err error, n
 	t.lapses += st.LapsesInferred
 	t.liveLapses += st.LiveLapses
 	t.invariantChecks += st.InvariantChecks
+	twice, again := givenTwice(lines)
+	t.givenTwice += twice
+	t.givenAgain += again
 	for a, n := range st.PerAction {
 		t.perAction[a] += n
 	}
@@ -878,6 +882,7 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 		}
 		fmt.Fprintf(out, "  %-15s %8d%s\n", a, n, note)
 	}
+	fmt.Fprintf(out, "given twice         %d messages given to a model twice (the exception: steering to a run abandoned before its record); %d of them given again by the next holder after such steering; each consumed once\n", t.givenTwice, t.givenAgain)
 	fmt.Fprintf(out, "invariant checks    %d (storage after every operation, and the checker after every line)\n", t.invariantChecks)
 	if len(t.invariantFails) == 0 {
 		fmt.Fprintf(out, "invariants          held: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree (the spec's pc[p] of each process agrees with Go's rounds at the end), NoDefectError (no call failed with an error only a defect explains)\n")
@@ -943,6 +948,9 @@ func (t *tally) verdict(mutant string, minActions int, out io.Writer) error {
 	if rare := t.rareActions(minActions); len(rare) > 0 {
 		return failure{exitFailed, fmt.Sprintf("FAIL: spec actions exercised fewer than %d times (-min-actions): %s", minActions, strings.Join(rare, ", "))}
 	}
+	if minActions > 0 && t.givenAgain == 0 {
+		return failure{exitFailed, "FAIL: the run never reached the exception (-min-actions): no message given as steering to a run abandoned before its record and given again"}
+	}
 	if t.lin.unknown > 0 {
 		return failure{exitInconclusive, fmt.Sprintf("INCONCLUSIVE: porcupine timed out on %d histories", t.lin.unknown)}
 	}
@@ -999,6 +1007,8 @@ type runFigures struct {
 	Histories        int            `json:"histories"`
 	NotLinearizable  int            `json:"not_linearizable"`
 	Inconclusive     int            `json:"inconclusive"`
+	GivenTwice       int            `json:"given_twice"`
+	GivenAgain       int            `json:"given_again_after_steering"`
 	Stories          []story        `json:"stories,omitempty"`
 	// With -cfg: the percentages of the cfg's states and edges visited,
 	// and the directed walks.
@@ -1019,7 +1029,7 @@ func (t *tally) figures() runFigures {
 	r := runFigures{Executions: t.executions, Concurrent: t.concurrent, Threads: t.threads, Lines: t.lines,
 		Actions: map[string]int{}, LapsesInferred: t.lapses, LiveLapses: t.liveLapses, InvariantChecks: t.invariantChecks,
 		InvariantsBroken: t.invariantFails, TracesRejected: t.traceFails, Histories: t.lin.histories,
-		NotLinearizable: t.lin.illegal, Inconclusive: t.lin.unknown, Stories: t.stories, Seconds: t.elapsed.Seconds()}
+		NotLinearizable: t.lin.illegal, Inconclusive: t.lin.unknown, GivenTwice: t.givenTwice, GivenAgain: t.givenAgain, Stories: t.stories, Seconds: t.elapsed.Seconds()}
 	for a, n := range t.perAction {
 		r.Actions[string(a)] = n
 	}

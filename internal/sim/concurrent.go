@@ -33,6 +33,7 @@ type ConcurrentConfig struct {
 	// it. Default 10s.
 	Timeout  time.Duration
 	Unfenced core.Fences  // the fences switched off, the mutant; default none
+	Mutants  Mutants      // the code mutants switched on (core's; the others have no effect here); default none
 	Storage  core.Storage // default a new memory.Store with copied reads (memory.WithCopiedReads); must be empty
 }
 
@@ -124,6 +125,9 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 	opts := []core.Option{core.WithTracer(rec)}
 	if cfg.Unfenced != (core.Fences{}) {
 		opts = append(opts, core.WithFencesForTesting(core.AllFences().Without(cfg.Unfenced)))
+	}
+	if cm := cfg.Mutants.core(); cm != (core.Mutants{}) {
+		opts = append(opts, core.WithMutantsForTesting(cm))
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x636f6e63))
 	poster := core.NewWorkspace(cfg.Storage, core.SystemClock{}, append(opts, core.WithProcess("poster"))...)

@@ -86,7 +86,7 @@ type logHeader struct {
 	Unfenced   logFences `json:"unfenced"`
 	Interleave bool      `json:"interleave,omitempty"`
 	Faults     float64   `json:"faults,omitempty"`
-	Mutants    []string  `json:"mutants,omitempty"` // fence-own-tx, retry-commit-unknown, output-abandoned
+	Mutants    []string  `json:"mutants,omitempty"` // the code mutants' names (MutantNames)
 	Quiesce    *bool     `json:"quiesce,omitempty"` // false: no quiescence after the operations
 }
 
@@ -124,13 +124,6 @@ func (f *logFences) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// The code mutants' names in a log.
-const (
-	mutantFenceOwnTx         = "fence-own-tx"
-	mutantRetryCommitUnknown = "retry-commit-unknown"
-	mutantOutputAbandoned    = "output-abandoned"
-)
-
 type logOp struct {
 	Op     string `json:"op"`
 	Proc   string `json:"proc,omitempty"`
@@ -145,7 +138,7 @@ func WriteLog(w io.Writer, l Log) error {
 	enc := json.NewEncoder(bw)
 	if err := enc.Encode(logHeader{Seed: l.Seed, Procs: l.Procs, Threads: l.Threads, Messages: l.Messages,
 		TTL: l.ClaimTTL.String(), Unfenced: logFences(l.Unfenced), Interleave: l.Interleave, Faults: l.Faults,
-		Mutants: mutantNames(l.Mutants), Quiesce: quiesce(l.NoQuiesce)}); err != nil {
+		Mutants: l.Mutants.names(), Quiesce: quiesce(l.NoQuiesce)}); err != nil {
 		return err
 	}
 	for _, op := range l.Ops {
@@ -205,14 +198,7 @@ func ReadLog(r io.Reader, name string) (Log, error) {
 			l = Log{Seed: h.Seed, Procs: h.Procs, Threads: h.Threads, Messages: h.Messages, ClaimTTL: ttl, Unfenced: core.Fences(h.Unfenced),
 				Interleave: h.Interleave, Faults: h.Faults, NoQuiesce: h.Quiesce != nil && !*h.Quiesce, Ops: []Op{}}
 			for _, m := range h.Mutants {
-				switch m {
-				case mutantFenceOwnTx:
-					l.Mutants.FenceInOwnTransaction = true
-				case mutantRetryCommitUnknown:
-					l.Mutants.RetryCommitUnknown = true
-				case mutantOutputAbandoned:
-					l.Mutants.OutputOfAbandonedRun = true
-				default:
+				if !l.Mutants.set(m) {
 					return Log{}, bad(n, "header: unknown mutant %q", m)
 				}
 			}
@@ -235,20 +221,6 @@ func ReadLog(r io.Reader, name string) (Log, error) {
 		return Log{}, bad(1, "empty: no header")
 	}
 	return l, nil
-}
-
-func mutantNames(m Mutants) []string {
-	var out []string
-	if m.FenceInOwnTransaction {
-		out = append(out, mutantFenceOwnTx)
-	}
-	if m.RetryCommitUnknown {
-		out = append(out, mutantRetryCommitUnknown)
-	}
-	if m.OutputOfAbandonedRun {
-		out = append(out, mutantOutputAbandoned)
-	}
-	return out
 }
 
 func quiesce(no bool) *bool {

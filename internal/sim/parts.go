@@ -22,8 +22,13 @@ func (c SkewedClock) After(d time.Duration) <-chan time.Time { return time.After
 
 // StallingAgent returns an agent that asks one question one run in four
 // and then runs for a random time in [0, maxStall], or until its context
-// ends: a run that may outlast its claim's TTL. Its choices come from a
-// source seeded with seed, so the same seed makes the same choices.
+// ends: a run that may outlast its claim's TTL. Halfway through, a run
+// that asked nothing takes the messages posted since it started as
+// steering (Session.Steer), so that the second half of its stall lies
+// between a steering's give and its record: where a lapse, a takeover and
+// an Abandon make the exception (given twice, consumed once). Its choices
+// come from a source seeded with seed, so the same seed makes the same
+// choices.
 func StallingAgent(seed uint64, maxStall time.Duration) runner.Agent {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	var mu sync.Mutex
@@ -32,19 +37,50 @@ func StallingAgent(seed uint64, maxStall time.Duration) runner.Agent {
 		stall := time.Duration(rng.Int64N(int64(maxStall) + 1))
 		ask := rng.IntN(4) == 0
 		mu.Unlock()
+		out := "done: " + s.Delivered.Prompt.Text
 		if ask {
 			if _, err := s.Ask(ctx, "which one?"); err != nil {
 				return err
 			}
 		}
-		t := time.NewTimer(stall)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
+		if !sleep(ctx, stall/2) {
+			return s.Output(out)
 		}
-		return s.Output("done: " + s.Delivered.Prompt.Text)
+		if !ask {
+			steered, err := takeSteering(ctx, s)
+			if err != nil {
+				return err
+			}
+			out += steered
+		}
+		sleep(ctx, stall-stall/2)
+		return s.Output(out)
 	})
+}
+
+// takeSteering takes every message Session.Steer has for the run now,
+// oldest first, and says which, for the run's output.
+func takeSteering(ctx context.Context, s *runner.Session) (string, error) {
+	out := ""
+	for {
+		m, ok, err := s.Steer(ctx)
+		if err != nil || !ok {
+			return out, err
+		}
+		out += "; steered: " + m.Text
+	}
+}
+
+// sleep waits for d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // snapshot reads a thread's state, its log and its lease in one

@@ -94,6 +94,84 @@ type Mutants struct {
 	// is refused because a later claim abandoned the run
 	// (core.Mutants.OutputOfAbandonedRun).
 	OutputOfAbandonedRun bool
+	// The steering mutants, core's of the same names: a steering record
+	// accepted after its run was abandoned, a record that does not move
+	// the taken cursor, steering given from a message already consumed,
+	// and steering given to a run that is not active.
+	SteerRecordAfterAbandon bool
+	SteerRecordKeepsCursor  bool
+	SteerConsumed           bool
+	SteerInactiveRun        bool
+}
+
+// core returns the core mutants m switches on in each process's
+// Workspace.
+func (m Mutants) core() core.Mutants {
+	return core.Mutants{
+		// Core refuses the retry itself (a round whose write's commit is
+		// unknown takes only Crash): the mutant is the runner's defect
+		// with that protection off too.
+		DoubtIgnored:            m.RetryCommitUnknown,
+		OutputOfAbandonedRun:    m.OutputOfAbandonedRun,
+		SteerRecordAfterAbandon: m.SteerRecordAfterAbandon,
+		SteerRecordKeepsCursor:  m.SteerRecordKeepsCursor,
+		SteerConsumed:           m.SteerConsumed,
+		SteerInactiveRun:        m.SteerInactiveRun,
+	}
+}
+
+// codeMutants names each code mutant, as a log's header and tracecheck
+// run's -mutant name it, with the field of Mutants it switches on.
+var codeMutants = [...]struct {
+	name string
+	on   func(*Mutants) *bool
+}{
+	{"fence-own-tx", func(m *Mutants) *bool { return &m.FenceInOwnTransaction }},
+	{"retry-commit-unknown", func(m *Mutants) *bool { return &m.RetryCommitUnknown }},
+	{"output-abandoned", func(m *Mutants) *bool { return &m.OutputOfAbandonedRun }},
+	{"steer-after-abandon", func(m *Mutants) *bool { return &m.SteerRecordAfterAbandon }},
+	{"steer-keeps-cursor", func(m *Mutants) *bool { return &m.SteerRecordKeepsCursor }},
+	{"steer-consumed", func(m *Mutants) *bool { return &m.SteerConsumed }},
+	{"steer-inactive", func(m *Mutants) *bool { return &m.SteerInactiveRun }},
+}
+
+// MutantNames returns the code mutants' names, in a fixed order.
+func MutantNames() []string {
+	out := make([]string, len(codeMutants))
+	for i, c := range codeMutants {
+		out[i] = c.name
+	}
+	return out
+}
+
+// ParseMutant returns the Mutants that the code mutant named name
+// switches on, and false for a name that is none.
+func ParseMutant(name string) (Mutants, bool) {
+	var m Mutants
+	ok := m.set(name)
+	return m, ok
+}
+
+// set switches the mutant named name on; false for an unknown name.
+func (m *Mutants) set(name string) bool {
+	for _, c := range codeMutants {
+		if c.name == name {
+			*c.on(m) = true
+			return true
+		}
+	}
+	return false
+}
+
+// names returns the names of the mutants m switches on.
+func (m Mutants) names() []string {
+	var out []string
+	for _, c := range codeMutants {
+		if *c.on(&m) {
+			out = append(out, c.name)
+		}
+	}
+	return out
 }
 
 // storage returns the storage a process's Workspace writes through, s
@@ -317,12 +395,8 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	}
 	s.rec = &recorder{next: cfg.Tracer, perThread: map[core.ThreadID]int{}}
 	opts := []core.Option{core.WithTracer(s.rec)}
-	if cfg.Mutants.RetryCommitUnknown || cfg.Mutants.OutputOfAbandonedRun {
-		// Core refuses the retry itself (a round whose write's commit is
-		// unknown takes only Crash): the mutant is the runner's defect
-		// with that protection off too.
-		opts = append(opts, core.WithMutantsForTesting(core.Mutants{
-			DoubtIgnored: cfg.Mutants.RetryCommitUnknown, OutputOfAbandonedRun: cfg.Mutants.OutputOfAbandonedRun}))
+	if cm := cfg.Mutants.core(); cm != (core.Mutants{}) {
+		opts = append(opts, core.WithMutantsForTesting(cm))
 	}
 	var procStore core.Storage = cfg.Storage
 	if cfg.Interleave || cfg.Faults > 0 {
@@ -374,7 +448,11 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 }
 
 // agent is p's agent: it asks the questions the operation that runs it
-// asks for (Op.Asks), then returns.
+// asks for (Op.Asks); a run that asks none takes the messages posted
+// since it started as steering (Session.Steer). Then it returns. The last
+// steering's record is then the turn's next step (StepSteerRecord), which
+// the scheduler may put off past a lapse, a takeover and an Abandon: the
+// exception, given twice and consumed once.
 func (p *simProc) agent() runner.Agent {
 	return runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
 		for range p.asks {
@@ -382,7 +460,15 @@ func (p *simProc) agent() runner.Agent {
 				return err
 			}
 		}
-		return sess.Output("done: " + sess.Delivered.Prompt.Text)
+		out := "done: " + sess.Delivered.Prompt.Text
+		if p.asks == 0 {
+			steered, err := takeSteering(ctx, sess)
+			if err != nil {
+				return err
+			}
+			out += steered
+		}
+		return sess.Output(out)
 	})
 }
 
