@@ -129,6 +129,11 @@ func (s *Seeded) candidates() []Op {
 			st = core.ActionReply
 		case runner.StepAgent:
 			st, asks = core.ActionAsk, 1
+			if g.novel(p.thread, specmodel.Step{Action: core.ActionSteer, P: pi}) {
+				st, asks = core.ActionSteer, 0
+			}
+		case runner.StepSteerRecord:
+			st = core.ActionSteerRecord
 		case runner.StepRunEnd:
 			st = core.ActionRunEnd
 		case runner.StepRelease:

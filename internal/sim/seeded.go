@@ -448,11 +448,11 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 }
 
 // agent is p's agent: it asks the questions the operation that runs it
-// asks for (Op.Asks); a run that asks none takes the messages posted
-// since it started as steering (Session.Steer). Then it returns. The last
-// steering's record is then the turn's next step (StepSteerRecord), which
-// the scheduler may put off past a lapse, a takeover and an Abandon: the
-// exception, given twice and consumed once.
+// asks for (Op.Asks); a run that asks none takes the oldest message posted
+// since it started, if there is one, as steering (Session.Steer). Then it
+// returns. The steering's record is then the turn's next step
+// (StepSteerRecord), which the scheduler may put off past a lapse, a
+// takeover and an Abandon: the exception, given twice and consumed once.
 func (p *simProc) agent() runner.Agent {
 	return runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
 		for range p.asks {
@@ -462,11 +462,13 @@ func (p *simProc) agent() runner.Agent {
 		}
 		out := "done: " + sess.Delivered.Prompt.Text
 		if p.asks == 0 {
-			steered, err := takeSteering(ctx, sess)
+			m, ok, err := sess.Steer(ctx)
 			if err != nil {
 				return err
 			}
-			out += steered
+			if ok {
+				out += "; steered: " + m.Text
+			}
 		}
 		return sess.Output(out)
 	})
