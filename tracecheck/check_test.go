@@ -51,6 +51,7 @@ type genProc struct {
 	claim core.Claim
 	plan  core.Plan
 	run   core.RunID
+	steer core.Seq // the steering given to run and not recorded (genSteered)
 }
 
 type genState int
@@ -60,6 +61,7 @@ const (
 	genClaimed
 	genPlanned
 	genRunning
+	genSteered
 )
 
 type genConfig struct {
@@ -190,10 +192,24 @@ func (g *traceGen) step() error {
 			p.st = genClaimed
 		}
 	case genRunning:
-		if g.rng.IntN(3) == 0 {
+		switch g.rng.IntN(6) {
+		case 0, 1:
 			_, err := p.ws.Ask(g.ctx, p.claim, p.run, "q")
 			if err != nil && !errors.Is(err, core.ErrRunAbandoned) {
 				return err
+			}
+			return nil
+		case 2:
+			// Steering: none when nothing is left or a request is open;
+			// not traced when the run was abandoned (its end is refused
+			// next).
+			m, ok, err := p.ws.Steer(g.ctx, p.claim, p.run)
+			switch {
+			case errors.Is(err, core.ErrRunAbandoned):
+			case err != nil:
+				return err
+			case ok:
+				p.steer, p.st = m.Seq, genSteered
 			}
 			return nil
 		}
@@ -205,6 +221,16 @@ func (g *traceGen) step() error {
 			return err
 		default:
 			p.st = genClaimed
+		}
+	case genSteered:
+		err := p.ws.SteerRecord(g.ctx, p.claim, p.run, p.steer)
+		switch {
+		case errors.Is(err, core.ErrRunAbandoned):
+			p.st = genIdle // SteerRefused
+		case err != nil:
+			return err
+		default:
+			p.st = genRunning
 		}
 	}
 	return nil
