@@ -287,7 +287,11 @@ const (
 	cNoOpenReqs   = `OpenReqs = {}`
 	cRecordActive = `RefuseSteerAbandoned => runs[run[p]].state = "active"`
 	cFenceSteer   = `FenceSteer => HasLease(p)`
-	cRecordRefuse = `\/ RefuseSteerAbandoned /\ runs[run[p]].state # "active" \/ FenceSteer /\ ~HasLease(p)`
+	// SteerRefused's disjunction, and its first disjunct alone: with
+	// FenceSteer FALSE (the Go code's) the second cannot hold, and the
+	// trace checker names the first.
+	cRecordRefuse   = `\/ RefuseSteerAbandoned /\ runs[run[p]].state # "active" \/ FenceSteer /\ ~HasLease(p)`
+	cRecordRefused1 = `RefuseSteerAbandoned /\ runs[run[p]].state # "active"`
 )
 
 var noPlan = Plan{}
@@ -616,6 +620,9 @@ func (m *Model) SteerRefused(s *State, p int) Outcome {
 		return refused(cPCSteered)
 	case !(m.cfg.RefuseSteerAbandoned && s.Runs[pr.Run-1].State != Active ||
 		m.cfg.FenceSteer && !HasLease(s, p)):
+		if !m.cfg.FenceSteer {
+			return refused(cRecordRefused1)
+		}
 		return refused(cRecordRefuse)
 	}
 	n := m.clone(s)
