@@ -7,12 +7,13 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// SteeringException cannot be the only invariant a trace of the Go code
-// breaks while the checker's guards hold (with the fences off, a stale
-// start breaks I1 or I3 first; TLC finds no other way either: the cfg
-// ThreadClaimLapseSteerStartUnfenced checks it alone). So its evaluation
-// is tested here, on the checker's state after the fixtures' lines, each
-// conjunct broken by hand.
+// No trace found breaks SteeringException alone while the checker's
+// guards hold: with RunStart unfenced, a stale start breaks I3 (or I1)
+// first, and the cfg ThreadClaimLapseSteerStartUnfenced, which checks
+// SteeringException alone, reaches it only after that; with the other
+// fences off nothing moves the cursor under a run waiting for its
+// record. So its evaluation is tested here, on the checker's state after
+// the fixtures' lines, each conjunct broken by hand.
 func TestSteeringExceptionEvaluated(t *testing.T) {
 	follow := func(t *testing.T, file string, upTo int) *threadState {
 		t.Helper()
