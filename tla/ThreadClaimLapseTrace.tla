@@ -131,7 +131,7 @@ Name(h) ==
 \* Release is a write when it clears the writer's own lease, and a read
 \* when the lease was no longer the writer's.
 ReadActions  == {"Plan", "StartFenced", "ReplyFenced", "AbandonFenced",
-                 "EndRefused", "Crash"}
+                 "EndRefused", "Steer", "SteerRefused", "Crash"}
 IsRead == line.read
 
 Ticks ==
@@ -212,6 +212,15 @@ Step(a) ==
       [] a = "EndRefused" ->
             /\ EndRefused(P)
             /\ Values(0, 0, run[P], Own, "", "")
+      [] a = "Steer" ->
+            /\ Steer(P)
+            /\ Values(plan'[P].msg, 0, run[P], Own, "", "")
+      [] a = "SteerRecord" ->
+            /\ SteerRecord(P)
+            /\ Values(plan[P].msg, 0, run[P], Own, "", "")
+      [] a = "SteerRefused" ->
+            /\ SteerRefused(P)
+            /\ Values(plan[P].msg, 0, run[P], Own, "", "")
       [] a = "Crash" ->
             /\ Crash(P)
             /\ Values(0, 0, 0, IF line.holder = "" THEN "" ELSE Own, "", "")
@@ -268,7 +277,8 @@ Timing ==
 \* (refinement), it keeps the spec's invariants, and takes no live lease.
 Refines ==
     /\ [Next]_vars
-    /\ (TypeOK /\ I1_ConsumedAtMostOnce /\ I3_OneActiveRun /\ NoLiveAbandon)'
+    /\ (TypeOK /\ I1_ConsumedAtMostOnce /\ I3_OneActiveRun /\ NoLiveAbandon
+        /\ SteeringException)'
     /\ ~LiveTakeover
 
 \* Explain line l with the action it names, and move on.
@@ -342,6 +352,7 @@ TraceAlias ==
      lines |-> Len(Log),
      msgs |-> msgs, taken |-> taken, lease |-> lease,
      runs |-> runs, reqs |-> reqs,
+     given |-> given, steered |-> steered,
      pc |-> pc, hold |-> hold, plan |-> plan, run |-> run,
      nextHolder |-> nextHolder]
 

@@ -100,7 +100,7 @@ type Stats struct {
 	// each is a violation.
 	EarlyClaims     int
 	TimedLines      int // Claim and Renew lines whose timing was checked
-	InvariantChecks int // invariant evaluations: three per line applied
+	InvariantChecks int // invariant evaluations: four per line applied
 	Threads         int // threads seen
 }
 
@@ -276,6 +276,9 @@ const (
 	aAsk
 	aRunEnd
 	aEndRefused
+	aSteer
+	aSteerRecord
+	aSteerRefused
 	aCrash
 	numActions
 )
@@ -283,10 +286,10 @@ const (
 // actionIndex is the action's place in core.Actions(), or -1. Step
 // computes it once a line: the rest of the check switches on it.
 func actionIndex(a core.Action) int {
-	if a == "" {
+	if len(a) < 2 {
 		return -1
 	}
-	i := actionSlots[actionKey(a[0], a[len(a)-1], len(a))]
+	i := actionSlots[actionKey(a[0], a[len(a)-2], len(a))]
 	if i < 0 || actionNames[i] != a {
 		return -1
 	}
@@ -303,23 +306,27 @@ var actionNames = [numActions]core.Action{
 	aRelease: core.ActionRelease, aAbandon: core.ActionAbandon, aAbandonFenced: core.ActionAbandonFenced,
 	aPlan: core.ActionPlan, aRunStart: core.ActionRunStart, aStartFenced: core.ActionStartFenced,
 	aReply: core.ActionReply, aReplyFenced: core.ActionReplyFenced, aAsk: core.ActionAsk,
-	aRunEnd: core.ActionRunEnd, aEndRefused: core.ActionEndRefused, aCrash: core.ActionCrash,
+	aRunEnd: core.ActionRunEnd, aEndRefused: core.ActionEndRefused, aSteer: core.ActionSteer,
+	aSteerRecord: core.ActionSteerRecord, aSteerRefused: core.ActionSteerRefused, aCrash: core.ActionCrash,
 }
 
-// actionKey hashes an action's name by its first and last bytes and its
-// length: the sixteen names take sixteen different slots of actionSlots
-// (a perfect hash), so that finding a name's index costs one string
-// comparison. A name core adds that collides stops the package at start.
-func actionKey(first, last byte, n int) int { return (n + int(first) + 18*int(last)) & 31 }
+// actionKey hashes an action's name (of two bytes or more) by its first
+// byte, its last byte but one, and its length: the nineteen names take
+// nineteen different slots of actionSlots (a perfect hash), so that
+// finding a name's index costs one string comparison. (The last byte
+// does not do: StartFenced and SteerRecord share their first and last
+// bytes and their length.) A name core adds that collides stops the
+// package at start.
+func actionKey(first, penult byte, n int) int { return (n + int(first) + 2*int(penult)) & 63 }
 
 // actionSlots maps an actionKey to the index of the one action that has
 // it, or -1.
-var actionSlots = func() (slots [32]int8) {
+var actionSlots = func() (slots [64]int8) {
 	for k := range slots {
 		slots[k] = -1
 	}
 	for i, a := range actionNames {
-		k := actionKey(a[0], a[len(a)-1], len(a))
+		k := actionKey(a[0], a[len(a)-2], len(a))
 		if slots[k] >= 0 {
 			panic(fmt.Sprintf("tracecheck: actions %s and %s share a slot: change actionKey", actionNames[slots[k]], a))
 		}
@@ -334,18 +341,20 @@ const (
 	pcClaimed
 	pcPlanned
 	pcRunning
+	pcSteered
 )
 
-var pcNames = [...]string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning}
+var pcNames = [...]string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning, core.PCSteered}
 
 // Plan kinds, as the spec's plan[p].kind.
 const (
 	planNone uint8 = iota
 	planRun
 	planReply
+	planSteer
 )
 
-var planNames = [...]string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply}
+var planNames = [...]string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply, core.PlanKindSteer}
 
 // Run states, as the spec's runs[r].state.
 const (
@@ -367,6 +376,9 @@ type specReq struct {
 	answered bool
 	answer   int64
 }
+
+// steerPair is an element <<run, msg>> of the ghost steered.
+type steerPair struct{ run, msg int64 }
 
 type specProc struct {
 	name     string
@@ -401,6 +413,16 @@ type threadState struct {
 	consumed     []int32 // consumed[m], m from 1; index 0 unused
 	overConsumed int     // messages with consumed[m] > 1
 	liveAband    bool    // liveAbandoned
+	// The ghosts given and steered: given[m] (index 0 unused), the number
+	// of steered pairs of each message (steeredOf[m]), and the pairs
+	// whose run is not abandoned (an abandoned run's pair stays in
+	// steered for good and keeps SteeringException's second conjunct:
+	// only steeredOf counts it). misgiven counts the messages with
+	// given[m] # consumed[m] + steeredOf[m].
+	given     []int32
+	steeredOf []int32
+	steered   []steerPair
+	misgiven  int
 
 	holders holderSet      // every holder in names, for Claim's freshness guard
 	names   []core.Holder  // names[h] is abstract holder h's string; names[0] = ""
@@ -417,7 +439,7 @@ type threadState struct {
 func newThreadState(id core.ThreadID, seed maphash.Seed) *threadState {
 	return &threadState{
 		id: id, holders: holderSet{seed: seed}, names: []core.Holder{""},
-		consumed: []int32{0},
+		consumed: []int32{0}, given: []int32{0}, steeredOf: []int32{0},
 	}
 }
 
@@ -725,6 +747,12 @@ func (c *Checker) step(t *threadState, n int, ev *core.TraceEvent, ai int) *Viol
 		v = c.runEnd(t, p, ev)
 	case aEndRefused:
 		v = c.endRefused(t, p, ev)
+	case aSteer:
+		v = c.steer(t, p, ev)
+	case aSteerRecord:
+		v = c.steerRecord(t, p, ev)
+	case aSteerRefused:
+		v = c.steerRefused(t, p, ev)
 	case aCrash:
 		v = c.crash(t, p, ev)
 	}
@@ -748,6 +776,8 @@ func (c *Checker) post(t *threadState, ev *core.TraceEvent) *Violation {
 	}
 	t.msgs++
 	t.consumed = append(t.consumed, 0)
+	t.given = append(t.given, 0)
+	t.steeredOf = append(t.steeredOf, 0)
 	return nil
 }
 
@@ -903,6 +933,7 @@ func (c *Checker) abandon(t *threadState, p *specProc, ev *core.TraceEvent) *Vio
 	run := &t.runs[r-1]
 	run.state = runAbandoned
 	t.active--
+	t.steered = slices.DeleteFunc(t.steered, func(x steerPair) bool { return x.run == r })
 	if t.lease == run.holder {
 		t.liveAband = true
 	}
@@ -997,6 +1028,7 @@ func (c *Checker) runStart(t *threadState, p *specProc, ev *core.TraceEvent) *Vi
 	t.active++
 	t.taken = p.planMsg
 	t.consume(p.planMsg)
+	t.give(p.planMsg)
 	p.run = int64(len(t.runs))
 	p.pc, p.planKind, p.planMsg, p.planReq = pcRunning, planNone, 0, 0
 	return nil
@@ -1049,6 +1081,7 @@ func (c *Checker) reply(t *threadState, p *specProc, ev *core.TraceEvent) *Viola
 	t.reqs[q-1].answered, t.reqs[q-1].answer = true, p.planMsg
 	t.taken = p.planMsg
 	t.consume(p.planMsg)
+	t.give(p.planMsg)
 	p.pc, p.planKind, p.planMsg, p.planReq = pcClaimed, planNone, 0, 0
 	return nil
 }
@@ -1109,6 +1142,85 @@ func (c *Checker) endRefused(t *threadState, p *specProc, ev *core.TraceEvent) *
 	return nil
 }
 
+// steer: Steer(p): p's active run is given message taken + 1 as
+// steering, while no request is open. A read.
+func (c *Checker) steer(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	c.guard(p.pc == pcRunning, `pc[p] = "running"`)
+	c.guard(t.runState(p.run) == runActive, `runs[run[p]].state = "active"`)
+	c.guard(t.oldestOpen() == 0, `OpenReqs = {}`)
+	c.guard(t.taken < t.msgs, `taken < msgs`)
+	if v := c.guardFailed(t, func() string {
+		return fmt.Sprintf("%s; oldest open request %d; taken %d, msgs %d", p.describe(t), t.oldestOpen(), t.taken, t.msgs)
+	}); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, "", t.taken); v != nil {
+		return v
+	}
+	m := t.taken + 1
+	if int64(ev.Msg) != m {
+		return valueViolation(t, "line.msg", ev.Msg, fmt.Sprintf("%d (taken + 1)", m))
+	}
+	if int64(ev.Run) != p.run {
+		return valueViolation(t, "line.run", ev.Run, fmt.Sprintf("%d (run[p])", p.run))
+	}
+	t.give(m)
+	t.addSteered(p.run, m)
+	p.pc, p.planKind, p.planMsg, p.planReq = pcSteered, planSteer, m, 0
+	return nil
+}
+
+// steered checks the guard SteerRecord and SteerRefused share, pc[p] =
+// "steered", with the record's run state (RefuseSteerAbandoned is TRUE and
+// FenceSteer FALSE, as in the Go code: the record is refused exactly when
+// the run is not active), then the line's values: its msg is plan[p].msg,
+// its run run[p], its taken the cursor after the action.
+func (c *Checker) steered(t *threadState, p *specProc, ev *core.TraceEvent, record bool, taken int64) *Violation {
+	c.guard(p.pc == pcSteered, `pc[p] = "steered"`)
+	if record {
+		c.guard(t.runState(p.run) == runActive, `RefuseSteerAbandoned => runs[run[p]].state = "active"`)
+	} else {
+		c.guard(t.runState(p.run) != runActive, `RefuseSteerAbandoned /\ runs[run[p]].state # "active"`)
+	}
+	if v := c.guardFailed(t, func() string { return p.describe(t) }); v != nil {
+		return v
+	}
+	if v := t.checkProc(ev, p, "", taken); v != nil {
+		return v
+	}
+	if int64(ev.Msg) != p.planMsg {
+		return valueViolation(t, "line.msg", ev.Msg, fmt.Sprintf("%d (plan[p].msg)", p.planMsg))
+	}
+	if int64(ev.Run) != p.run {
+		return valueViolation(t, "line.run", ev.Run, fmt.Sprintf("%d (run[p])", p.run))
+	}
+	return nil
+}
+
+// steerRecord: SteerRecord(p): the steering p's run was given is
+// recorded, and consumed; not fenced by the claim.
+func (c *Checker) steerRecord(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	if v := c.steered(t, p, ev, true, p.planMsg); v != nil {
+		return v
+	}
+	m := p.planMsg
+	t.taken = m
+	t.consume(m)
+	t.removeSteered(p.run, m)
+	p.pc, p.planKind, p.planMsg, p.planReq = pcRunning, planNone, 0, 0
+	return nil
+}
+
+// steerRefused: SteerRefused(p): storage refuses the record, since p's run
+// was abandoned; p's round is over, and the message stays unconsumed.
+func (c *Checker) steerRefused(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
+	if v := c.steered(t, p, ev, false, t.taken); v != nil {
+		return v
+	}
+	p.pc, p.hold, p.run, p.planKind, p.planMsg, p.planReq = pcIdle, 0, 0, planNone, 0, 0
+	return nil
+}
+
 // crash: Crash(p). Its holder is hold[p], or "" from a process that died
 // before it knew it.
 func (c *Checker) crash(t *threadState, p *specProc, ev *core.TraceEvent) *Violation {
@@ -1126,11 +1238,12 @@ func (c *Checker) crash(t *threadState, p *specProc, ev *core.TraceEvent) *Viola
 	return nil
 }
 
-// invariants evaluates I1_ConsumedAtMostOnce, I3_OneActiveRun and
-// NoLiveAbandon after a line was taken.
+// invariants evaluates I1_ConsumedAtMostOnce, I3_OneActiveRun,
+// NoLiveAbandon and SteeringException after a line was taken.
 func (c *Checker) invariants(t *threadState, lapse bool) *Violation {
-	c.stats.InvariantChecks += 3
-	if t.overConsumed == 0 && t.active <= 1 && !t.liveAband {
+	c.stats.InvariantChecks += 4
+	steering := t.steeringException()
+	if t.overConsumed == 0 && t.active <= 1 && !t.liveAband && steering {
 		return nil
 	}
 	var failed []string
@@ -1142,6 +1255,9 @@ func (c *Checker) invariants(t *threadState, lapse bool) *Violation {
 	}
 	if t.liveAband {
 		failed = append(failed, core.InvNoLiveAbandon)
+	}
+	if !steering {
+		failed = append(failed, core.InvSteeringException)
 	}
 	return &Violation{Kind: ErrInvariant, Rule: failed[0], Failed: failed, Lapse: lapse,
 		Detail: t.invariantDetail(), State: t.dump()}
@@ -1178,10 +1294,82 @@ func (t *threadState) runState(r int64) uint8 {
 }
 
 func (t *threadState) consume(m int64) {
+	ok := t.givenOK(m)
 	t.consumed[m]++
 	if t.consumed[m] == 2 {
 		t.overConsumed++
 	}
+	t.regive(m, ok)
+}
+
+// give is given'[m] = given[m] + 1.
+func (t *threadState) give(m int64) {
+	ok := t.givenOK(m)
+	t.given[m]++
+	t.regive(m, ok)
+}
+
+// addSteered is steered' = steered \cup {<<r, m>>}.
+func (t *threadState) addSteered(r, m int64) {
+	x := steerPair{r, m}
+	if slices.Contains(t.steered, x) || t.runState(r) == runAbandoned {
+		return // already in the set (an abandoned run's pairs stay in it)
+	}
+	ok := t.givenOK(m)
+	t.steered = append(t.steered, x)
+	t.steeredOf[m]++
+	t.regive(m, ok)
+}
+
+// removeSteered is steered' = steered \ {<<r, m>>}.
+func (t *threadState) removeSteered(r, m int64) {
+	k := slices.Index(t.steered, steerPair{r, m})
+	if k < 0 {
+		return
+	}
+	ok := t.givenOK(m)
+	t.steered = slices.Delete(t.steered, k, k+1)
+	t.steeredOf[m]--
+	t.regive(m, ok)
+}
+
+// givenOK is SteeringException's first conjunct for message m:
+// given[m] = consumed[m] + Cardinality({x \in steered : x[2] = m}).
+func (t *threadState) givenOK(m int64) bool {
+	return t.given[m] == t.consumed[m]+t.steeredOf[m]
+}
+
+// regive counts m in misgiven by whether givenOK(m) holds now and held
+// (was) before a change.
+func (t *threadState) regive(m int64, was bool) {
+	switch now := t.givenOK(m); {
+	case was && !now:
+		t.misgiven++
+	case !was && now:
+		t.misgiven--
+	}
+}
+
+// steeringException is the spec's SteeringException: every give of a
+// message is its consumption or a steered pair, and every pair's run is
+// not ended, and when active waits for the record of message taken + 1.
+// (Pairs of abandoned runs are not in t.steered: they hold the second
+// conjunct for good.)
+func (t *threadState) steeringException() bool {
+	if t.misgiven != 0 {
+		return false
+	}
+	for _, x := range t.steered {
+		switch t.runState(x.run) {
+		case runEnded, 255:
+			return false
+		case runActive:
+			if x.msg != t.taken+1 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func (t *threadState) holderName(h int) string {
@@ -1206,6 +1394,8 @@ func (p *specProc) planString() string {
 		return fmt.Sprintf("run/m%d", p.planMsg)
 	case planReply:
 		return fmt.Sprintf("reply/m%d->q%d", p.planMsg, p.planReq)
+	case planSteer:
+		return fmt.Sprintf("steer/m%d", p.planMsg)
 	}
 	return "none"
 }
@@ -1232,6 +1422,20 @@ func (t *threadState) invariantDetail() string {
 	}
 	if t.liveAband {
 		parts = append(parts, "a run was abandoned while its own holder had the lease")
+	}
+	if !t.steeringException() {
+		var ms []string
+		for m := 1; m < len(t.given); m++ {
+			if !t.givenOK(int64(m)) {
+				ms = append(ms, fmt.Sprintf("m%d given %d times, consumed %d, steered unrecorded %d", m, t.given[m], t.consumed[m], t.steeredOf[m]))
+			}
+		}
+		for _, x := range t.steered {
+			if st := t.runState(x.run); st != runAbandoned && (st != runActive || x.msg != t.taken+1) {
+				ms = append(ms, fmt.Sprintf("run %d given m%d as steering, not recorded, with taken %d", x.run, x.msg, t.taken))
+			}
+		}
+		parts = append(parts, strings.Join(ms, ", "))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -1286,6 +1490,16 @@ func (t *threadState) dump() string {
 	}
 	if t.liveAband {
 		b.WriteString(" liveAbandoned=TRUE")
+	}
+	if len(t.steered) > 0 {
+		b.WriteString(" steered=[")
+		for i, x := range t.steered {
+			if i > 0 {
+				b.WriteByte(' ')
+			}
+			fmt.Fprintf(&b, "run%d/m%d", x.run, x.msg)
+		}
+		b.WriteString("]")
 	}
 	b.WriteString(" procs={")
 	for i, p := range t.order {

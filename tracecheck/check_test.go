@@ -51,6 +51,7 @@ type genProc struct {
 	claim core.Claim
 	plan  core.Plan
 	run   core.RunID
+	steer core.Seq // the steering given to run and not recorded (genSteered)
 }
 
 type genState int
@@ -60,6 +61,7 @@ const (
 	genClaimed
 	genPlanned
 	genRunning
+	genSteered
 )
 
 type genConfig struct {
@@ -190,10 +192,24 @@ func (g *traceGen) step() error {
 			p.st = genClaimed
 		}
 	case genRunning:
-		if g.rng.IntN(3) == 0 {
+		switch g.rng.IntN(6) {
+		case 0, 1:
 			_, err := p.ws.Ask(g.ctx, p.claim, p.run, "q")
 			if err != nil && !errors.Is(err, core.ErrRunAbandoned) {
 				return err
+			}
+			return nil
+		case 2:
+			// Steering: none when nothing is left or a request is open;
+			// not traced when the run was abandoned (its end is refused
+			// next).
+			m, ok, err := p.ws.Steer(g.ctx, p.claim, p.run)
+			switch {
+			case errors.Is(err, core.ErrRunAbandoned):
+			case err != nil:
+				return err
+			case ok:
+				p.steer, p.st = m.Seq, genSteered
 			}
 			return nil
 		}
@@ -205,6 +221,16 @@ func (g *traceGen) step() error {
 			return err
 		default:
 			p.st = genClaimed
+		}
+	case genSteered:
+		err := p.ws.SteerRecord(g.ctx, p.claim, p.run, p.steer)
+		switch {
+		case errors.Is(err, core.ErrRunAbandoned):
+			p.st = genIdle // SteerRefused
+		case err != nil:
+			return err
+		default:
+			p.st = genRunning
 		}
 	}
 	return nil
@@ -250,6 +276,13 @@ const fixtureTTL = 10 * time.Second
 
 func newFixtureScript(t *testing.T, unfenced ...string) *fixtureScript {
 	t.Helper()
+	return newFixtureScriptWith(t, core.Mutants{}, unfenced...)
+}
+
+// newFixtureScriptWith is newFixtureScript with core's mutants m on in
+// p1's workspace.
+func newFixtureScriptWith(t *testing.T, m core.Mutants, unfenced ...string) *fixtureScript {
+	t.Helper()
 	s := &fixtureScript{t: t, ctx: context.Background(), rec: &tracecheck.Recorder{},
 		ws: map[string]*core.Workspace{}, clock: map[string]*coretest.Clock{}, claim: map[string]core.Claim{}}
 	store := memory.New()
@@ -261,6 +294,9 @@ func newFixtureScript(t *testing.T, unfenced ...string) *fixtureScript {
 			if u == p {
 				opts = append(opts, core.WithFencesForTesting(core.Fences{}))
 			}
+		}
+		if p == "p1" {
+			opts = append(opts, core.WithMutantsForTesting(m))
 		}
 		s.clock[p] = coretest.NewClock(start)
 		s.ws[p] = core.NewWorkspace(store, s.clock[p], opts...)
@@ -323,6 +359,31 @@ func (s *fixtureScript) RunEndWith(p string, r core.RunID, output string) error 
 
 func (s *fixtureScript) Abandon(p string, r core.RunID) error {
 	return s.ws[p].Abandon(s.ctx, s.claim[p], r)
+}
+
+// Steer gives p's run r the oldest unconsumed message as steering; it
+// fails the test when there is none to give.
+func (s *fixtureScript) Steer(p string, r core.RunID) core.Seq {
+	s.t.Helper()
+	m, ok, err := s.ws[p].Steer(s.ctx, s.claim[p], r)
+	s.must(err)
+	if !ok {
+		s.t.Fatalf("%s: no steering to give run %d", p, r)
+	}
+	return m.Seq
+}
+
+func (s *fixtureScript) SteerRecord(p string, r core.RunID, m core.Seq) error {
+	return s.ws[p].SteerRecord(s.ctx, s.claim[p], r, m)
+}
+
+// AddRead appends a read line core would not write (a broken core's), at
+// the thread's version.
+func (s *fixtureScript) AddRead(ev core.TraceEvent) {
+	th, err := s.post.Thread(s.ctx, "t1")
+	s.must(err)
+	ev.Tick, ev.Read, ev.Thread = th.Version, true, "t1"
+	s.rec.Trace(ev)
 }
 
 // Crash logs p's death as the simulation does: a read at the version.
@@ -479,6 +540,146 @@ var fixtureScripts = map[string]func(t *testing.T) []byte{
 		s.Plan("p1")
 		s.must(s.Abandon("p1", 1))
 		s.Release("p1")
+		return s.bytes()
+	},
+	// A run is given a message posted while it works as steering (Steer),
+	// records it (SteerRecord: consumed), then ends.
+	"ok-steer-record.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-5701")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Post()
+		m := s.Steer("p1", 1)
+		s.must(s.SteerRecord("p1", 1, m))
+		s.Post()
+		m = s.Steer("p1", 1)
+		s.must(s.SteerRecord("p1", 1, m))
+		s.must(s.RunEnd("p1", 1))
+		s.Release("p1")
+		return s.bytes()
+	},
+	// ADR-0069's one exception: p1's run is given m2 as steering and p1
+	// stalls; its claim lapses, p2 takes it and abandons the run; p1's
+	// record is refused (SteerRefused), and p2 gives m2 again, as its
+	// run's prompt: given twice, consumed once.
+	"ok-steer-exception.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-5e71")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Post()
+		m := s.Steer("p1", 1) // p1 stalls
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-5e72")
+		s.Plan("p2")
+		s.must(s.Abandon("p2", 1))
+		if err := s.SteerRecord("p1", 1, m); !errors.Is(err, core.ErrRunAbandoned) {
+			t.Fatalf("the record of an abandoned run's steering: want ErrRunAbandoned, got %v", err)
+		}
+		if p := s.Plan("p2"); p.Message != m {
+			t.Fatalf("p2 plans %+v, not the steering m%d", p, m)
+		}
+		s.must(s.RunStart("p2", m))
+		s.must(s.RunEnd("p2", 2))
+		s.Release("p2")
+		return s.bytes()
+	},
+	// The mutant (core.Mutants.SteerRecordAfterAbandon in p1): as in
+	// ok-steer-exception, but p2 consumes m2 as its run's prompt first,
+	// and then p1's stalled record of m2 commits: m2 is consumed twice.
+	"bad-steer-then-consumed-by-next.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScriptWith(t, core.Mutants{SteerRecordAfterAbandon: true})
+		s.Post()
+		s.Claim("p1", "h-5c01")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Post()
+		m := s.Steer("p1", 1)
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-5c02")
+		s.Plan("p2")
+		s.must(s.Abandon("p2", 1))
+		s.Plan("p2")
+		s.must(s.RunStart("p2", m))
+		s.must(s.SteerRecord("p1", 1, m))
+		return s.bytes()
+	},
+	// The mutant (core.Mutants.SteerRecordAfterAbandon in p1): p1's record
+	// of steering commits after p2 abandoned its run.
+	"bad-steer-record-after-abandon.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScriptWith(t, core.Mutants{SteerRecordAfterAbandon: true})
+		s.Post()
+		s.Claim("p1", "h-5a01")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Post()
+		m := s.Steer("p1", 1)
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-5a02")
+		s.Plan("p2")
+		s.must(s.Abandon("p2", 1))
+		s.must(s.SteerRecord("p1", 1, m))
+		return s.bytes()
+	},
+	// The mutant (core.Mutants.SteerRecordKeepsCursor in p1): the record
+	// of steering leaves the taken cursor where it was.
+	"bad-steer-record-keeps-cursor.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScriptWith(t, core.Mutants{SteerRecordKeepsCursor: true})
+		s.Post()
+		s.Claim("p1", "h-5b01")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Post()
+		m := s.Steer("p1", 1)
+		s.must(s.SteerRecord("p1", 1, m))
+		return s.bytes()
+	},
+	// The mutant (core.Mutants.SteerConsumed in p1): the run is given as
+	// steering its own prompt, a message already consumed.
+	"bad-steer-consumed-message.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScriptWith(t, core.Mutants{SteerConsumed: true})
+		s.Post()
+		s.Post()
+		s.Claim("p1", "h-5d01")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Steer("p1", 1)
+		return s.bytes()
+	},
+	// The mutant (core.Mutants.SteerInactiveRun in p1): p1's run, which
+	// p2 abandoned, is given steering.
+	"bad-steer-inactive-run.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScriptWith(t, core.Mutants{SteerInactiveRun: true})
+		s.Post()
+		s.Claim("p1", "h-5f01")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Post()
+		s.Ahead("p2", fixtureTTL+time.Second)
+		s.Claim("p2", "h-5f02")
+		s.Plan("p2")
+		s.must(s.Abandon("p2", 1))
+		s.Steer("p1", 1)
+		return s.bytes()
+	},
+	// A broken core: p1's run is given steering while its request is open
+	// (core gives none then: the oldest unconsumed message answers the
+	// request; this line is hand-made).
+	"bad-steer-request-open.ndjson": func(t *testing.T) []byte {
+		s := newFixtureScript(t)
+		s.Post()
+		s.Claim("p1", "h-5901")
+		s.Plan("p1")
+		s.must(s.RunStart("p1", 1))
+		s.Ask("p1", 1)
+		s.Post()
+		if _, ok, err := s.ws["p1"].Steer(s.ctx, s.claim["p1"], 1); err != nil || ok {
+			t.Fatalf("steering while a request is open: got ok=%v, %v", ok, err)
+		}
+		s.AddRead(core.TraceEvent{Action: core.ActionSteer, Proc: "p1", Holder: "h-5901", Msg: 2, Run: 1, Taken: 1})
 		return s.bytes()
 	},
 	// The mutant (p1's fences off): p1's claim lapses and p2 takes it;
@@ -672,6 +873,17 @@ var fixtureTable = []struct {
 	{file: "ok-end-refused.ndjson"},
 	{file: "bad-output-abandoned-run.ndjson", line: 7, kind: tracecheck.ErrGuard, rule: `runs[run[p]].state = "active"`, unfenced: `runs[run[p]].state = "active"`},
 	{file: "bad-output-on-ask.ndjson", line: 6, kind: tracecheck.ErrLineValue, rule: "line.output", unfenced: "line.output"},
+	{file: "ok-steer-record.ndjson"},
+	{file: "ok-steer-exception.ndjson"},
+	{file: "bad-steer-then-consumed-by-next.ndjson", line: 11, kind: tracecheck.ErrGuard,
+		rule: `RefuseSteerAbandoned => runs[run[p]].state = "active"`, unfenced: `RefuseSteerAbandoned => runs[run[p]].state = "active"`},
+	{file: "bad-steer-record-after-abandon.ndjson", line: 9, kind: tracecheck.ErrGuard,
+		rule: `RefuseSteerAbandoned => runs[run[p]].state = "active"`, unfenced: `RefuseSteerAbandoned => runs[run[p]].state = "active"`},
+	{file: "bad-steer-record-keeps-cursor.ndjson", line: 7, kind: tracecheck.ErrLineValue, rule: "line.taken", unfenced: "line.taken"},
+	{file: "bad-steer-consumed-message.ndjson", line: 6, kind: tracecheck.ErrLineValue, rule: "line.msg", unfenced: "line.msg"},
+	{file: "bad-steer-inactive-run.ndjson", line: 8, kind: tracecheck.ErrGuard,
+		rule: `runs[run[p]].state = "active"`, unfenced: `runs[run[p]].state = "active"`},
+	{file: "bad-steer-request-open.ndjson", line: 7, kind: tracecheck.ErrGuard, rule: "OpenReqs = {}", unfenced: "OpenReqs = {}"},
 }
 
 func TestFixtures(t *testing.T) {
@@ -716,7 +928,7 @@ func TestFixtures(t *testing.T) {
 					if err != nil {
 						t.Errorf("%s: want accepted, got %v", mode.name, err)
 					}
-					if st.Lines != len(lines) || st.InvariantChecks != 3*len(lines) {
+					if st.Lines != len(lines) || st.InvariantChecks != 4*len(lines) {
 						t.Errorf("%s: stats %+v for %d lines", mode.name, st, len(lines))
 					}
 					continue

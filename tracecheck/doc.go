@@ -48,7 +48,8 @@
 // replaced, are rejected (Rule "line.<field>").
 //
 //   - tick, read: see The order rule. read is true exactly for Plan,
-//     StartFenced, ReplyFenced, AbandonFenced, EndRefused and Crash, and
+//     StartFenced, ReplyFenced, AbandonFenced, EndRefused, Steer,
+//     SteerRefused and Crash, and
 //     for a Release that found the lease no longer its own (it writes
 //     nothing; a Release that clears its own lease is a write).
 //   - action: the spec's action. Lapse is never logged (the reader
@@ -64,19 +65,26 @@
 //     it knew its holder).
 //   - msg: Post, msgs'; Plan, plan'[p].msg (taken + 1); RunStart and
 //     StartFenced, plan[p].msg (the prompt); Reply and ReplyFenced,
-//     plan[p].msg (the answer).
+//     plan[p].msg (the answer); Steer, plan'[p].msg (taken + 1, the
+//     message given to the run as steering); SteerRecord and
+//     SteerRefused, plan[p].msg (the steering recorded, or refused).
 //   - req: Plan, plan'[p].req (0 for a run plan); Reply and ReplyFenced,
 //     plan[p].req; Ask, the new request, Len(reqs').
 //   - run: RunStart, the new run, Len(runs'); Ask, RunEnd, EndRefused,
-//     run[p]; Abandon, the spec's parameter r. AbandonFenced carries the
+//     Steer, SteerRecord, SteerRefused, run[p]; Abandon, the spec's parameter r. AbandonFenced carries the
 //     run the caller asked to abandon; the spec's AbandonFenced has no
 //     run parameter (the fence refuses before the run is looked at), so
 //     it is not checked.
-//   - taken: taken' (the cursor after the action) on every line.
+//   - taken: taken' (the cursor after the action) on every line: for
+//     SteerRecord, the steering's message (it consumes it); for Steer and
+//     SteerRefused, the cursor as it was (a read).
 //   - lease: lease'.holder after the write for Claim, Renew, Release
 //     (both kinds), Abandon, RunStart and Reply; lease.holder as refused
 //     for AbandonFenced, StartFenced and ReplyFenced. Post, Plan, Ask,
-//     RunEnd, EndRefused and Crash do not read the lease: theirs is "".
+//     RunEnd, EndRefused, Steer, SteerRecord, SteerRefused and Crash do
+//     not read the lease: theirs is "". (SteerRecord is not fenced by
+//     the claim, like RunEnd: storage refuses it once its run was
+//     abandoned, which is SteerRefused, a read.)
 //   - kind: Plan only, plan'[p].kind ("run" or "reply").
 //   - now, ttl, expires (Claim and Renew only, optional, Unix nanoseconds
 //     and nanoseconds): the claimant's clock reading, the ttl it asked
@@ -139,13 +147,17 @@
 // Check (or a Checker fed line by line, or CheckReader over a Reader)
 // follows each thread from the spec's Init, keeping the spec's state:
 // msgs, taken, the lease's holder, runs, reqs, consumed, liveAbandoned,
-// and per process pc, hold, plan and run. For each line it takes the named
-// action, one method per action in the spec's order: it checks the order
-// rule, evaluates the action's guard (every conjunct, in the spec's
-// words), checks that the line's values are the ones the action gives
-// (above), applies the action, and then evaluates the invariants
-// I1_ConsumedAtMostOnce, I3_OneActiveRun and NoLiveAbandon. Each of these
-// is O(1) a line, so a check takes time linear in the trace, and memory
+// the ghosts given and steered, and per process pc, hold, plan and run.
+// For each line it takes the named action, one method per action in the
+// spec's order: it checks the order rule, evaluates the action's guard
+// (every conjunct, in the spec's words), checks that the line's values
+// are the ones the action gives (above), applies the action, and then
+// evaluates the invariants I1_ConsumedAtMostOnce, I3_OneActiveRun,
+// NoLiveAbandon and SteeringException (ADR-0069's one exception: a
+// message is given more than once only as steering whose run was
+// abandoned before its record). Each of these is O(1) a line (the
+// steering pairs of runs not abandoned, at most one a process, are
+// looked at), so a check takes time linear in the trace, and memory
 // that grows with a thread's messages, runs, requests and claims, not
 // with its lines.
 //
@@ -160,7 +172,8 @@
 // The checker follows the fenced spec (FenceStart, FenceReply and
 // FenceAbandon TRUE, ThreadClaimLapse.cfg) unless WithFences says
 // otherwise: with the fences off, the mutant's traces pass the guards and
-// break an invariant instead.
+// break an invariant instead. The steering record's guard is the Go
+// code's, always: FenceSteer FALSE and RefuseSteerAbandoned TRUE.
 //
 // A failure is a *Violation naming the file and the line (its number in
 // the file), the line, the action tried, whether a Lapse was inferred just
@@ -204,8 +217,11 @@
 // lease if it is the holder's; RunStart(holder, prompt) → ok with the next
 // run id | busy, and Reply(holder, request, answer) → ok | busy |
 // already-answered, both fenced: they succeed exactly when the holder has
-// the lease, and consume a message that must not have been consumed; and
-// Taken → the cursor. A fenced write that the model refuses but the
+// the lease, and consume a message that must not have been consumed;
+// SteerRecord(holder, run, msg) → ok | run-abandoned, not fenced: the
+// model follows no run, so a refusal is always allowed and changes
+// nothing, and a record that succeeds consumes a message that must not
+// have been consumed; and Taken → the cursor. A fenced write that the model refuses but the
 // history says succeeded makes the history Illegal: that is how the
 // unfenced mutant shows.
 //

@@ -298,10 +298,8 @@ func lostCrashes(lines []core.TraceEvent, since map[core.Holder]int64) []core.Tr
 	var out []core.TraceEvent
 	for h, i := range last {
 		ev := lines[i]
-		switch ev.Action {
-		case core.ActionRelease, core.ActionCrash, core.ActionAbandonFenced, core.ActionStartFenced,
-			core.ActionReplyFenced, core.ActionEndRefused:
-			continue // the round is over
+		if info, _ := core.Info(ev.Action); info.EndsRound {
+			continue // the round is over (Release, a refusal, Crash)
 		}
 		out = append(out, core.TraceEvent{Tick: ev.Tick, Read: true, Action: core.ActionCrash, Thread: ev.Thread,
 			Proc: ev.Proc, Holder: h, Taken: ev.Taken, Call: since[h], Return: math.MaxInt64})

@@ -18,18 +18,19 @@ import (
 // LinKind is an operation of the lease and fenced-consume model.
 type LinKind uint8
 
-// The model's operations: core.Workspace's Claim, Renew, Release, RunStart
-// and Reply, and a read of the taken cursor.
+// The model's operations: core.Workspace's Claim, Renew, Release,
+// RunStart, Reply and SteerRecord, and a read of the taken cursor.
 const (
-	LinClaim    LinKind = iota // acquire the lease: ok, or busy
-	LinRenew                   // extend the lease: ok, or busy
-	LinRelease                 // give the lease up if it is the holder's: ok
-	LinRunStart                // fenced: ok with the new run's id, or busy
-	LinReply                   // fenced: ok, busy, or already answered
-	LinTaken                   // read the taken cursor
+	LinClaim       LinKind = iota // acquire the lease: ok, or busy
+	LinRenew                      // extend the lease: ok, or busy
+	LinRelease                    // give the lease up if it is the holder's: ok
+	LinRunStart                   // fenced: ok with the new run's id, or busy
+	LinReply                      // fenced: ok, busy, or already answered
+	LinSteerRecord                // not fenced: ok, or refused (its run was abandoned)
+	LinTaken                      // read the taken cursor
 )
 
-var linKindNames = [...]string{"Claim", "Renew", "Release", "RunStart", "Reply", "Taken"}
+var linKindNames = [...]string{"Claim", "Renew", "Release", "RunStart", "Reply", "SteerRecord", "Taken"}
 
 // LinKinds returns every operation of the model, in order.
 func LinKinds() []LinKind {
@@ -54,8 +55,9 @@ type LinInput struct {
 	Holder core.Holder    // all but Taken
 	Now    int64          // Claim, Renew: the caller's clock reading, in Unix nanoseconds
 	TTL    time.Duration  // Claim, Renew; 0 when the time is not known (OperationsFromTrace)
-	Msg    core.Seq       // RunStart: the prompt; Reply: the answer
+	Msg    core.Seq       // RunStart: the prompt; Reply: the answer; SteerRecord: the steering
 	Req    core.RequestID // Reply
+	Run    core.RunID     // SteerRecord: the run given the steering
 }
 
 // LinStatus is how an operation ended.
@@ -64,12 +66,13 @@ type LinStatus uint8
 // The outcomes the model knows. An operation that ended any other way
 // (an unknown commit, a broken connection) is not recorded.
 const (
-	LinOK       LinStatus = iota
-	LinBusy               // core.ErrThreadBusy: another holder's lease, or a fence's refusal
-	LinAnswered           // core.ErrAlreadyAnswered
+	LinOK        LinStatus = iota
+	LinBusy                // core.ErrThreadBusy: another holder's lease, or a fence's refusal
+	LinAnswered            // core.ErrAlreadyAnswered
+	LinAbandoned           // core.ErrRunAbandoned: a SteerRecord refused (SteerRefused)
 )
 
-var linStatusNames = [...]string{"ok", "busy", "already-answered"}
+var linStatusNames = [...]string{"ok", "busy", "already-answered", "run-abandoned"}
 
 func (s LinStatus) String() string {
 	if int(s) < len(linStatusNames) {
@@ -123,6 +126,12 @@ func withBit(set string, i int64) string {
 // holder has the lease, and then consume their message, which must not
 // have been consumed before (I1); RunStart returns the next run id. Reply
 // to a request already answered is refused after the fence, as core does.
+// SteerRecord is not fenced: the model does not follow runs, so a refusal
+// (the run was abandoned) is always possible and changes nothing; a
+// record that succeeds consumes its message, which must not have been
+// consumed before (I1: steering given to an abandoned run and given again
+// by the next holder is consumed once, by whichever record or start
+// succeeds).
 func linStep(state, input, output any) (bool, any) {
 	s, in, out := state.(linState), input.(LinInput), output.(LinOutput)
 	mine := in.Holder != "" && s.holder == in.Holder
@@ -171,6 +180,16 @@ func linStep(state, input, output any) (bool, any) {
 		s.taken = in.Msg
 		s.consumed = withBit(s.consumed, int64(in.Msg))
 		s.answered = withBit(s.answered, int64(in.Req))
+		return true, s
+	case LinSteerRecord:
+		switch {
+		case out.Status == LinAbandoned:
+			return true, s
+		case out.Status != LinOK || hasBit(s.consumed, int64(in.Msg)):
+			return false, s
+		}
+		s.taken = in.Msg
+		s.consumed = withBit(s.consumed, int64(in.Msg))
 		return true, s
 	case LinTaken:
 		return out.Taken == s.taken, s
@@ -240,6 +259,8 @@ func describeLinOp(input, output any) string {
 		call = fmt.Sprintf("RunStart(%s, m%d)", in.Holder, in.Msg)
 	case LinReply:
 		call = fmt.Sprintf("Reply(%s, q%d, m%d)", in.Holder, in.Req, in.Msg)
+	case LinSteerRecord:
+		call = fmt.Sprintf("SteerRecord(%s, run %d, m%d)", in.Holder, in.Run, in.Msg)
 	case LinTaken:
 		return fmt.Sprintf("Taken() -> %d", out.Taken)
 	}
@@ -343,6 +364,8 @@ func linStatus(err error) (LinStatus, bool) {
 		return LinBusy, true
 	case errors.Is(err, core.ErrAlreadyAnswered):
 		return LinAnswered, true
+	case errors.Is(err, core.ErrRunAbandoned):
+		return LinAbandoned, true
 	}
 	return 0, false
 }
@@ -401,6 +424,13 @@ func (c *LinClient) Reply(ctx context.Context, cl core.Claim, req core.RequestID
 	})
 }
 
+// SteerRecord calls Workspace.SteerRecord and records it.
+func (c *LinClient) SteerRecord(ctx context.Context, cl core.Claim, run core.RunID, msg core.Seq) error {
+	return c.record(LinInput{Kind: LinSteerRecord, Thread: cl.Thread, Holder: cl.Holder, Msg: msg, Run: run}, func() (LinOutput, error) {
+		return LinOutput{}, c.W.SteerRecord(ctx, cl, run, msg)
+	})
+}
+
 // Taken reads the thread's taken cursor and records it.
 func (c *LinClient) Taken(ctx context.Context, id core.ThreadID) (core.Seq, error) {
 	var taken core.Seq
@@ -418,7 +448,8 @@ func (c *LinClient) Taken(ctx context.Context, id core.ThreadID) (core.Seq, erro
 // OperationsFromTrace makes a porcupine history of the lease and
 // fenced-consume operations in trace lines stamped with their call and
 // return times (core.TraceClock): Claim, Renew and Release lines; RunStart
-// and Reply (ok) and StartFenced and ReplyFenced (busy). Refused Claims and
+// and Reply (ok) and StartFenced and ReplyFenced (busy); SteerRecord (ok)
+// and SteerRefused (run-abandoned). Refused Claims and
 // Renews are not traced, and change nothing, so they are missing; a trace
 // carries no clock readings, so Claims are checked without time: one may
 // take a lease another holder has (it may have expired), as the trace
@@ -445,6 +476,10 @@ func OperationsFromTrace(lines []core.TraceEvent) []porcupine.Operation {
 			in.Kind = LinReply
 		case core.ActionReplyFenced:
 			in.Kind, out.Status = LinReply, LinBusy
+		case core.ActionSteerRecord:
+			in.Kind, in.Run = LinSteerRecord, ev.Run
+		case core.ActionSteerRefused:
+			in.Kind, in.Run, out.Status = LinSteerRecord, ev.Run, LinAbandoned
 		default:
 			continue
 		}

@@ -368,6 +368,9 @@ func TestLeaseModel(t *testing.T) {
 	release := func(h core.Holder) op {
 		return op{tracecheck.LinInput{Kind: tracecheck.LinRelease, Thread: "t", Holder: h}, tracecheck.LinOutput{}}
 	}
+	steer := func(h core.Holder, r core.RunID, m core.Seq, st tracecheck.LinStatus) op {
+		return op{tracecheck.LinInput{Kind: tracecheck.LinSteerRecord, Thread: "t", Holder: h, Run: r, Msg: m}, tracecheck.LinOutput{Status: st}}
+	}
 	for _, tc := range []struct {
 		name string
 		ops  []op
@@ -393,6 +396,19 @@ func TestLeaseModel(t *testing.T) {
 		{"reply answered", []op{claim("a", 0, tracecheck.LinOK), reply("a", 1, 2, tracecheck.LinOK), reply("a", 1, 3, tracecheck.LinAnswered)}, true},
 		{"reply twice", []op{claim("a", 0, tracecheck.LinOK), reply("a", 1, 2, tracecheck.LinOK), reply("a", 1, 3, tracecheck.LinOK)}, false},
 		{"reply under another's lease", []op{claim("a", 0, tracecheck.LinOK), claim("b", 20*s, tracecheck.LinOK), reply("a", 1, 2, tracecheck.LinOK)}, false},
+		{"steering recorded", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1), steer("a", 1, 2, tracecheck.LinOK), taken(2)}, true},
+		// not fenced: a stalled run's record commits under another's lease
+		// (storage refuses it only once its run is abandoned)
+		{"steering recorded under another's lease", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1),
+			claim("b", 20*s, tracecheck.LinOK), steer("a", 1, 2, tracecheck.LinOK), taken(2)}, true},
+		{"steering refused, given again", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1),
+			claim("b", 20*s, tracecheck.LinOK), steer("a", 1, 2, tracecheck.LinAbandoned), start("b", 2, tracecheck.LinOK, 2), taken(2)}, true},
+		{"steering consumed by the next run, then recorded", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1),
+			claim("b", 20*s, tracecheck.LinOK), start("b", 2, tracecheck.LinOK, 2), steer("a", 1, 2, tracecheck.LinOK)}, false},
+		{"steering recorded twice", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1),
+			steer("a", 1, 2, tracecheck.LinOK), steer("a", 1, 2, tracecheck.LinOK)}, false},
+		{"steering refused moves nothing", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1),
+			steer("a", 1, 2, tracecheck.LinAbandoned), taken(2)}, false},
 	} {
 		var ops []porcupine.Operation
 		for i, o := range tc.ops {

@@ -395,10 +395,10 @@ func fieldIndex(key []byte) int {
 // actionOf returns the action named b, if it is one a trace logs (not
 // Lapse).
 func actionOf(b []byte) (core.Action, bool) {
-	if len(b) == 0 {
+	if len(b) < 2 {
 		return "", false
 	}
-	i := actionSlots[actionKey(b[0], b[len(b)-1], len(b))]
+	i := actionSlots[actionKey(b[0], b[len(b)-2], len(b))]
 	if i < 0 || i == aLapse || string(actionNames[i]) != string(b) {
 		return "", false
 	}

@@ -25,7 +25,7 @@ import (
 
 // Vars are the spec's variables (spec/ThreadClaimLapse.tla), in its
 // order: the store's, then the processes'.
-var Vars = []string{"msgs", "taken", "lease", "runs", "reqs", "consumed", "liveAbandoned", "pc", "hold", "plan", "run", "nextHolder"}
+var Vars = []string{"msgs", "taken", "lease", "runs", "reqs", "consumed", "liveAbandoned", "given", "steered", "pc", "hold", "plan", "run", "nextHolder"}
 
 // ProcVars are the variables that are functions of the process.
 var ProcVars = []string{"pc", "hold", "plan", "run"}
@@ -210,7 +210,7 @@ func rejection(v *tracecheck.Violation) *Rejection {
 }
 
 // follow walks one thread's lines through the spec model (specmodel),
-// with the fences on, as the Go trace checker judges them: a model whose
+// with the fences on (and the steering record's guard the Go code's), as the Go trace checker judges them: a model whose
 // bounds are the thread's own (its messages, claims and asks), its
 // processes the thread's.
 type follow struct {
@@ -223,7 +223,9 @@ type follow struct {
 const maxBound = 200
 
 func newFollow(th tracecheck.ThreadLines) *follow {
-	cfg := specmodel.Config{Fences: core.AllFences()}
+	// The steering record as the Go code guards it: refused once its run
+	// is abandoned, not fenced.
+	cfg := specmodel.Config{Fences: core.AllFences(), RefuseSteerAbandoned: true}
 	seen := map[string]bool{}
 	for _, l := range th.Lines {
 		switch l.Ev.Action {
@@ -290,7 +292,7 @@ func (f *follow) values() map[string]itf.Value { return Values(f.m.Config().Proc
 func Values(procs []string, s *specmodel.State) map[string]itf.Value {
 	i := func(n uint8) itf.Value { return itf.Int(int64(n)) }
 	rec := func(names string, vals ...itf.Value) itf.Value { return itf.Rec(strings.Split(names, " "), vals) }
-	var runs, reqs, consumed []itf.Value
+	var runs, reqs, consumed, given, steered []itf.Value
 	for _, r := range s.Runs {
 		runs = append(runs, rec("holder prompt state", i(r.Holder), i(r.Prompt), itf.Str(r.State.String())))
 	}
@@ -299,6 +301,12 @@ func Values(procs []string, s *specmodel.State) map[string]itf.Value {
 	}
 	for _, n := range s.Consumed {
 		consumed = append(consumed, i(n))
+	}
+	for _, n := range s.Given {
+		given = append(given, i(n))
+	}
+	for _, x := range s.Steered {
+		steered = append(steered, itf.Tup(i(x.Run), i(x.Msg)))
 	}
 	perProc := func(val func(p specmodel.Proc) itf.Value) itf.Value {
 		keys := make([]itf.Value, len(procs))
@@ -316,6 +324,8 @@ func Values(procs []string, s *specmodel.State) map[string]itf.Value {
 		"reqs":          itf.Seq(reqs...),
 		"consumed":      itf.Seq(consumed...),
 		"liveAbandoned": itf.Bool(s.LiveAbandoned),
+		"given":         itf.Seq(given...),
+		"steered":       itf.Set(steered...),
 		"pc":            perProc(func(p specmodel.Proc) itf.Value { return itf.Str(p.PC.String()) }),
 		"hold":          perProc(func(p specmodel.Proc) itf.Value { return i(p.Hold) }),
 		"plan": perProc(func(p specmodel.Proc) itf.Value {

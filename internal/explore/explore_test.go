@@ -98,7 +98,7 @@ func TestFoldStopsAtTheRejectedLine(t *testing.T) {
 	require.Nil(t, last.State, "no spec state after a rejected guard")
 	prev := steps[len(steps)-2]
 	require.Equal(t, "<<1>>", prev.State["consumed"].TLA())
-	require.Equal(t, []string{"taken", "runs", "consumed", "pc[p2]", "plan[p2]", "run[p2]"}, prev.Changed)
+	require.Equal(t, []string{"taken", "runs", "consumed", "given", "pc[p2]", "plan[p2]", "run[p2]"}, prev.Changed)
 	var lapses int
 	for _, s := range steps {
 		if s.Inferred {
@@ -113,6 +113,11 @@ func TestReadTLC(t *testing.T) {
 	for _, c := range []struct{ file, inv string }{
 		{"testdata/tlc-unfenced-I1.json", core.InvConsumedAtMostOnce},
 		{"testdata/tlc-abandon-NoLiveAbandon.json", core.InvNoLiveAbandon},
+		// steering: a message given twice (the reachability cfg), and a
+		// steered run whose record the cursor passed (RunStart unfenced)
+		{"testdata/tlc-giventwice-GivenAtMostOnce.json", core.InvGivenAtMostOnce},
+		// (I1 and I3 break too, earlier: the cfg checks SteeringException alone)
+		{"testdata/tlc-steerstart-SteeringException.json", core.InvSteeringException},
 	} {
 		f, err := os.Open(c.file)
 		require.NoError(t, err)
@@ -123,11 +128,24 @@ func TestReadTLC(t *testing.T) {
 		require.Equal(t, "Init", steps[0].Action)
 		last := steps[len(steps)-1]
 		require.NotNil(t, last.Rejected, c.file)
-		require.Equal(t, c.inv, last.Rejected.Rule)
+		require.Contains(t, last.Rejected.Failed, c.inv, c.file)
 		for _, s := range steps[:len(steps)-1] {
 			require.Nil(t, s.Rejected, "%s: state %d is not the violation", c.file, s.Line)
 		}
+		// steered, an array of arrays in TLC's JSON, is a set of pairs,
+		// as the Go fold writes it
+		require.Equal(t, itf.KindSet, last.State["steered"].Kind, c.file)
 	}
+	f, err := os.Open("testdata/tlc-giventwice-GivenAtMostOnce.json")
+	require.NoError(t, err)
+	tr, err := ReadTLC(f, "given twice")
+	f.Close()
+	require.NoError(t, err)
+	steps := tr.Threads[0].Steps
+	last := steps[len(steps)-1]
+	require.Equal(t, "{<<1, 2>>}", last.State["steered"].TLA())
+	require.Equal(t, "<<1, 2, 0>>", last.State["given"].TLA())
+	require.Equal(t, []string{core.InvGivenAtMostOnce}, last.Rejected.Failed, "SteeringException holds: given twice, consumed once")
 	for _, bad := range []string{`{}`, `{"counterexample":{"state":[]}}`, `[1]`, `{"counterexample":{"state":[[1,{}]],"action":[]},"vars":["x"]}`} {
 		_, err := ReadTLC(strings.NewReader(bad), "bad.json")
 		require.ErrorIs(t, err, ErrTLC, bad)
@@ -176,6 +194,33 @@ func TestITFOfBothSources(t *testing.T) {
 	require.Len(t, tlc.ITF(0).States, 9)
 	require.Contains(t, string(doc), `"pc":{"#map":[["p1","idle"],["p2","idle"]]}`)
 	require.Contains(t, string(doc), `"lease":{"holder":{"#bigint":"0"},"expired":false}`)
+}
+
+// Steering's ghosts export as the spec has them, from both sources: given
+// a sequence, steered a set of <<run, msg>> tuples, the same values for
+// the same behaviour (ADR-0069's exception: m2 given twice, consumed once,
+// its steering pair kept with the abandoned run).
+func TestITFOfSteering(t *testing.T) {
+	tr := readGo(t, "../../tracecheck/testdata/ok-steer-exception.ndjson")
+	doc, err := tr.ITF(0).MarshalJSON()
+	require.NoError(t, err)
+	require.NoError(t, itf.Validate(doc), string(doc))
+	states := tr.ITF(0).States
+	last := states[len(states)-1].Values
+	require.Equal(t, "{<<1, 2>>}", last["steered"].TLA())
+	require.Equal(t, "<<1, 2>>", last["given"].TLA())
+	require.Equal(t, "<<1, 1>>", last["consumed"].TLA())
+	require.Contains(t, string(doc), `"steered":{"#set":[{"#tup":[{"#bigint":"1"},{"#bigint":"2"}]}]}`)
+
+	f, err := os.Open("testdata/tlc-giventwice-GivenAtMostOnce.json")
+	require.NoError(t, err)
+	defer f.Close()
+	tlc, err := ReadTLC(f, "tlc")
+	require.NoError(t, err)
+	doc, err = tlc.ITF(0).MarshalJSON()
+	require.NoError(t, err)
+	require.NoError(t, itf.Validate(doc))
+	require.Contains(t, string(doc), `"steered":{"#set":[{"#tup":[{"#bigint":"1"},{"#bigint":"2"}]}]}`)
 }
 
 // Every line the Go trace checker accepts has a spec state: the spec model
@@ -283,5 +328,6 @@ func TestUseCfg(t *testing.T) {
 	require.Equal(t, Constant{Name: "FenceStart", Value: "FALSE"}, got["FenceStart"])
 	require.Equal(t, "TRUE", got["FenceAbandon"].Value)
 	require.Contains(t, got["FenceAbandon"].Why, "state 8: Abandon by p1 without the lease: not a counterexample of this cfg?")
-	require.Len(t, tr.Constants, 7)
+	require.Equal(t, Constant{Name: "RefuseSteerAbandoned", Value: "TRUE"}, got["RefuseSteerAbandoned"])
+	require.Len(t, tr.Constants, 9)
 }

@@ -87,6 +87,9 @@ func ReadTLC(r io.Reader, name string) (Trace, error) {
 			if err != nil {
 				return Trace{}, fmt.Errorf("%w: %s: state %d: %s: %v", ErrTLC, name, i+1, v, err)
 			}
+			if v == "steered" {
+				val = pairSet(val)
+			}
 			st[v] = val
 		}
 		states = append(states, st)
@@ -176,6 +179,12 @@ func tlcCell(s Step, a tlcAction, before, after map[string]itf.Value) (string, s
 	case core.ActionReply:
 		pl, _ := before["plan"].Field(s.Proc)
 		text = fmt.Sprintf("Reply q%d ← m%d", num(pl, "req"), num(pl, "msg"))
+	case core.ActionSteer:
+		pl, _ := after["plan"].Field(s.Proc)
+		text = fmt.Sprintf("Steer r%d ← m%d", num(after["run"], s.Proc), num(pl, "msg"))
+	case core.ActionSteerRecord:
+		pl, _ := before["plan"].Field(s.Proc)
+		text = fmt.Sprintf("SteerRecord r%d ← m%d", num(before["run"], s.Proc), num(pl, "msg"))
 	case core.ActionAbandon:
 		if r, ok := a.Context["r"].(float64); ok {
 			text = fmt.Sprintf("Abandon r%d", int(r))
@@ -184,8 +193,20 @@ func tlcCell(s Step, a tlcAction, before, after map[string]itf.Value) (string, s
 	return text, class
 }
 
+// pairSet turns TLC's JSON of the set steered (an array of arrays) into a
+// set of tuples, as Values writes it.
+func pairSet(v itf.Value) itf.Value {
+	elems := make([]itf.Value, len(v.Elems))
+	for i, e := range v.Elems {
+		elems[i] = itf.Tup(e.Elems...)
+	}
+	return itf.Set(elems...)
+}
+
 // violated lists the invariants of spec/ThreadClaimLapse.tla that a state
-// breaks: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon.
+// breaks: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon,
+// SteeringException, and GivenAtMostOnce (which the reachability cfg
+// negates).
 func violated(st map[string]itf.Value) []string {
 	var out []string
 	for _, n := range st["consumed"].Elems {
@@ -206,7 +227,50 @@ func violated(st map[string]itf.Value) []string {
 	if st["liveAbandoned"].Bool {
 		out = append(out, core.InvNoLiveAbandon)
 	}
+	if !steeringException(st) {
+		out = append(out, core.InvSteeringException)
+	}
+	for _, n := range st["given"].Elems {
+		if n.Int > 1 {
+			out = append(out, core.InvGivenAtMostOnce)
+			break
+		}
+	}
 	return out
+}
+
+// steeringException is the spec's SteeringException in a state's values.
+func steeringException(st map[string]itf.Value) bool {
+	consumed, runs := st["consumed"].Elems, st["runs"].Elems
+	for m, g := range st["given"].Elems {
+		n := int64(0)
+		if m < len(consumed) {
+			n = consumed[m].Int
+		}
+		for _, x := range st["steered"].Elems {
+			if len(x.Elems) == 2 && x.Elems[1].Int == int64(m+1) {
+				n++
+			}
+		}
+		if g.Int != n {
+			return false
+		}
+	}
+	for _, x := range st["steered"].Elems {
+		if len(x.Elems) != 2 || x.Elems[0].Int < 1 || x.Elems[0].Int > int64(len(runs)) {
+			return false
+		}
+		state, _ := runs[x.Elems[0].Int-1].Field("state")
+		switch state.Str {
+		case string(core.StateEnded):
+			return false
+		case string(core.StateActive):
+			if x.Elems[1].Int != st["taken"].Int+1 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // tlcValue converts TLC's JSON of a value: numbers, strings, booleans;
@@ -351,6 +415,8 @@ func CfgConstants(c specmodel.Config) []Constant {
 		{Name: "FenceStart", Value: b(c.Fences.Start)},
 		{Name: "FenceReply", Value: b(c.Fences.Reply)},
 		{Name: "FenceAbandon", Value: b(c.Fences.Abandon)},
+		{Name: "FenceSteer", Value: b(c.FenceSteer)},
+		{Name: "RefuseSteerAbandoned", Value: b(c.RefuseSteerAbandoned)},
 	}
 }
 

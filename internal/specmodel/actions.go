@@ -2,6 +2,7 @@ package specmodel
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -103,6 +104,7 @@ func (m *Model) Describe(st Step) string {
 func (m *Model) Init() State {
 	return State{
 		Consumed:   make([]uint8, m.cfg.MaxMsgs),
+		Given:      make([]uint8, m.cfg.MaxMsgs),
 		Procs:      make([]Proc, len(m.cfg.Procs)),
 		NextHolder: 1,
 	}
@@ -145,6 +147,12 @@ func (m *Model) Do(s *State, st Step) Outcome {
 		return m.RunEnd(s, st.P)
 	case core.ActionEndRefused:
 		return m.EndRefused(s, st.P)
+	case core.ActionSteer:
+		return m.Steer(s, st.P)
+	case core.ActionSteerRecord:
+		return m.SteerRecord(s, st.P)
+	case core.ActionSteerRefused:
+		return m.SteerRefused(s, st.P)
 	case core.ActionCrash:
 		return m.Crash(s, st.P)
 	}
@@ -227,6 +235,12 @@ func (m *Model) TraceLine(s *State, st Step, version uint64) core.TraceEvent {
 		ev.Run, ev.Req = core.RunID(pr.Run), core.RequestID(len(s.Reqs)+1)
 	case core.ActionRunEnd, core.ActionEndRefused:
 		ev.Run = core.RunID(pr.Run)
+	case core.ActionSteer:
+		ev.Msg, ev.Run = core.Seq(s.Taken+1), core.RunID(pr.Run)
+	case core.ActionSteerRecord:
+		ev.Msg, ev.Run, ev.Taken = core.Seq(planMsg), core.RunID(pr.Run), core.Seq(planMsg)
+	case core.ActionSteerRefused:
+		ev.Msg, ev.Run = core.Seq(planMsg), core.RunID(pr.Run)
 	}
 	return ev
 }
@@ -243,6 +257,7 @@ const (
 	cPCClaimed    = `pc[p] = "claimed"`
 	cPCPlanned    = `pc[p] = "planned"`
 	cPCRunning    = `pc[p] = "running"`
+	cPCSteered    = `pc[p] = "steered"`
 	cHasLease     = `HasLease(p)`
 	cNotHasLease  = `~HasLease(p)`
 	cFenced       = `Fenced => HasLease(p)`
@@ -269,6 +284,14 @@ const (
 	cNoActiveRuns = `ActiveRuns = {}`
 	cUnconsumed   = `taken < msgs`
 	cAsksBound    = `Len(reqs) < MaxAsks`
+	cNoOpenReqs   = `OpenReqs = {}`
+	cRecordActive = `RefuseSteerAbandoned => runs[run[p]].state = "active"`
+	cFenceSteer   = `FenceSteer => HasLease(p)`
+	// SteerRefused's disjunction, and its first disjunct alone: with
+	// FenceSteer FALSE (the Go code's) the second cannot hold, and the
+	// trace checker names the first.
+	cRecordRefuse   = `\/ RefuseSteerAbandoned /\ runs[run[p]].state # "active" \/ FenceSteer /\ ~HasLease(p)`
+	cRecordRefused1 = `RefuseSteerAbandoned /\ runs[run[p]].state # "active"`
 )
 
 var noPlan = Plan{}
@@ -435,6 +458,7 @@ func (m *Model) RunStart(s *State, p int) Outcome {
 	n.Runs = append(n.Runs, Run{Holder: pr.Hold, Prompt: pr.Plan.Msg, State: Active})
 	n.Taken = pr.Plan.Msg
 	n.Consumed[pr.Plan.Msg-1]++
+	n.Given[pr.Plan.Msg-1]++
 	n.Procs[p].Run = uint8(len(s.Runs) + 1)
 	n.Procs[p].PC = Running
 	n.Procs[p].Plan = noPlan
@@ -488,6 +512,7 @@ func (m *Model) Reply(s *State, p int) Outcome {
 	n.Reqs[pr.Plan.Req-1].Answer = pr.Plan.Msg
 	n.Taken = pr.Plan.Msg
 	n.Consumed[pr.Plan.Msg-1]++
+	n.Given[pr.Plan.Msg-1]++
 	n.Procs[p].PC = Claimed
 	n.Procs[p].Plan = noPlan
 	return Outcome{Enabled: true, Next: n}
@@ -540,6 +565,96 @@ func (m *Model) EndRefused(s *State, p int) Outcome {
 	n.Procs[p].Run = 0
 	return Outcome{Enabled: true, Next: n}
 }
+
+// Steer(p): p's active run is given the next unconsumed message as
+// steering, while no request is open. A read.
+func (m *Model) Steer(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Running:
+		return refused(cPCRunning)
+	case s.Runs[pr.Run-1].State != Active:
+		return refused(cRunActive)
+	case OldestOpen(s) != 0:
+		return refused(cNoOpenReqs)
+	case !(s.Taken < s.Msgs):
+		return refused(cUnconsumed)
+	}
+	n := m.clone(s)
+	msg := s.Taken + 1
+	n.Given[msg-1]++
+	n.Steered = addPair(n.Steered, Pair{Run: pr.Run, Msg: msg})
+	n.Procs[p].Plan = Plan{Kind: PlanSteer, Msg: msg}
+	n.Procs[p].PC = Steered
+	return Outcome{Enabled: true, Next: n}
+}
+
+// SteerRecord(p): p records the steering its run was given; the message
+// is consumed. Not fenced (unless FenceSteer); refused once the run is
+// abandoned (unless ~RefuseSteerAbandoned).
+func (m *Model) SteerRecord(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Steered:
+		return refused(cPCSteered)
+	case m.cfg.RefuseSteerAbandoned && s.Runs[pr.Run-1].State != Active:
+		return refused(cRecordActive)
+	case m.cfg.FenceSteer && !HasLease(s, p):
+		return refused(cFenceSteer)
+	}
+	n := m.clone(s)
+	n.Taken = pr.Plan.Msg
+	n.Consumed[pr.Plan.Msg-1]++
+	n.Steered = removePair(n.Steered, Pair{Run: pr.Run, Msg: pr.Plan.Msg})
+	n.Procs[p].PC = Running
+	n.Procs[p].Plan = noPlan
+	return Outcome{Enabled: true, Next: n}
+}
+
+// SteerRefused(p): storage refuses the record (p's run was abandoned, or
+// with FenceSteer the lease is not p's); p's round is over.
+func (m *Model) SteerRefused(s *State, p int) Outcome {
+	pr := s.Procs[p]
+	switch {
+	case pr.PC != Steered:
+		return refused(cPCSteered)
+	case !(m.cfg.RefuseSteerAbandoned && s.Runs[pr.Run-1].State != Active ||
+		m.cfg.FenceSteer && !HasLease(s, p)):
+		if !m.cfg.FenceSteer {
+			return refused(cRecordRefused1)
+		}
+		return refused(cRecordRefuse)
+	}
+	n := m.clone(s)
+	n.Procs[p] = Proc{}
+	return Outcome{Enabled: true, Next: n}
+}
+
+// addPair is steered \cup {x}, kept sorted.
+func addPair(set []Pair, x Pair) []Pair {
+	i, found := slices.BinarySearchFunc(set, x, comparePairs)
+	if found {
+		return set
+	}
+	return slices.Insert(set, i, x)
+}
+
+// removePair is steered \ {x}.
+func removePair(set []Pair, x Pair) []Pair {
+	if i, found := slices.BinarySearchFunc(set, x, comparePairs); found {
+		return slices.Delete(set, i, i+1)
+	}
+	return set
+}
+
+func comparePairs(a, b Pair) int {
+	if a.Run != b.Run {
+		return int(a.Run) - int(b.Run)
+	}
+	return int(a.Msg) - int(b.Msg)
+}
+
+func sortPairs(set []Pair) { slices.SortFunc(set, comparePairs) }
 
 // Crash(p): p dies; its lease and run stay as they are in storage.
 func (m *Model) Crash(s *State, p int) Outcome {

@@ -29,6 +29,11 @@ type Config struct {
 	// (for RunStart and Reply) rather than FenceStart and FenceReply; the
 	// failing conjuncts are then named with it.
 	OneFenced bool
+	// FenceSteer and RefuseSteerAbandoned are the constants that choose
+	// SteerRecord's guard: it requires HasLease(p) (FenceSteer), and its
+	// run active (RefuseSteerAbandoned). A cfg that gives neither has the
+	// Go code's: FALSE and TRUE.
+	FenceSteer, RefuseSteerAbandoned bool
 
 	Specification string   // SPECIFICATION: Spec or LiveSpec
 	Invariants    []string // INVARIANTS, in the cfg's order
@@ -45,8 +50,9 @@ type Config struct {
 }
 
 // The model evaluates the invariants core.InvTypeOK,
-// core.InvConsumedAtMostOnce, core.InvOneActiveRun and
-// core.InvNoLiveAbandon, and checks the action property
+// core.InvConsumedAtMostOnce, core.InvOneActiveRun,
+// core.InvNoLiveAbandon, core.InvSteeringException and
+// core.InvGivenAtMostOnce, and checks the action property
 // core.PropNoLiveTakeover on every transition when the cfg lists it.
 const (
 	maxSmall               = 200 // values are stored in bytes
@@ -71,7 +77,8 @@ var sections = map[string]string{
 	"PROPERTY": "PROPERTY", "PROPERTIES": "PROPERTY",
 }
 
-var knownInvariants = []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon}
+var knownInvariants = []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon,
+	core.InvSteeringException, core.InvGivenAtMostOnce}
 
 // ReadConfig reads and parses a cfg file.
 func ReadConfig(path string) (Config, error) {
@@ -89,7 +96,7 @@ func ReadConfig(path string) (Config, error) {
 // invariant) is an error wrapping ErrConfig, since it would change what
 // the model has to enumerate. name is used in errors.
 func ParseConfig(name, text string) (Config, error) {
-	c := Config{CheckDeadlock: true}
+	c := Config{CheckDeadlock: true, RefuseSteerAbandoned: true}
 	seen := map[string]bool{}
 	bad := func(line int, format string, args ...any) error {
 		return fmt.Errorf("%w: %s:%d: %s", ErrConfig, name, line, fmt.Sprintf(format, args...))
@@ -237,6 +244,10 @@ func (c *Config) setConstant(k, v string) error {
 		c.Fences.Reply, err = boolean()
 	case "FenceAbandon":
 		c.Fences.Abandon, err = boolean()
+	case "FenceSteer":
+		c.FenceSteer, err = boolean()
+	case "RefuseSteerAbandoned":
+		c.RefuseSteerAbandoned, err = boolean()
 	default:
 		return fmt.Errorf("unknown constant %s", k)
 	}

@@ -107,7 +107,7 @@ func legal(m *specmodel.Model, s *specmodel.State, st specmodel.Step) bool {
 
 // keeps reports whether s keeps the invariants the checker evaluates.
 func keeps(m *specmodel.Model, s *specmodel.State) bool {
-	for _, inv := range []string{core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon} {
+	for _, inv := range []string{core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon, core.InvSteeringException} {
 		if !m.Invariant(inv, s) {
 			return false
 		}
@@ -176,6 +176,11 @@ func TestCheckerIsTheSpec(t *testing.T) {
 		{"../../spec/ThreadClaimLapseAbandonUnfenced.cfg", core.Fences{Start: true, Reply: true}},
 		{"../../spec/ThreadClaimLapseStartUnfencedI3.cfg", core.Fences{Reply: true, Abandon: true}},
 		{"../../spec/ThreadClaimLapseReplyUnfenced.cfg", core.Fences{Start: true, Abandon: true}},
+		// steering, as the Go code guards its record (FenceSteer FALSE,
+		// RefuseSteerAbandoned TRUE), with one ask; and with RunStart
+		// unfenced, where SteeringException breaks
+		{"../../spec/ThreadClaimLapseGivenTwice.cfg", core.AllFences()},
+		{"../../spec/ThreadClaimLapseSteerStartUnfenced.cfg", core.Fences{Reply: true, Abandon: true}},
 	} {
 		t.Run(tc.cfg[strings.LastIndex(tc.cfg, "/")+1:], func(t *testing.T) {
 			c := smallCfg(t, tc.cfg)

@@ -5,7 +5,9 @@
 // that says whether it is enabled in a state and gives the successor, or
 // else names the first conjunct of its definition that is false there, in
 // the spec's words ("Fenced => HasLease(p)"), and the invariants TypeOK,
-// I1_ConsumedAtMostOnce, I3_OneActiveRun and NoLiveAbandon.
+// I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon,
+// SteeringException and GivenAtMostOnce (over the ghosts given and
+// steered).
 //
 // Explore enumerates the reachable states breadth first, as TLC does,
 // checking the cfg's invariants in every state found and stopping at the

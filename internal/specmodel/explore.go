@@ -308,6 +308,15 @@ func (m *Model) Decode(key string) State {
 		s.Consumed[i] = next()
 	}
 	s.LiveAbandoned = next() == 1
+	s.Given = make([]uint8, m.cfg.MaxMsgs)
+	for i := range s.Given {
+		s.Given[i] = next()
+	}
+	n = int(next())
+	s.Steered = make([]Pair, n, n+1)
+	for i := range s.Steered {
+		s.Steered[i] = Pair{Run: next(), Msg: next()}
+	}
 	s.Procs = make([]Proc, len(m.cfg.Procs))
 	for i := range s.Procs {
 		s.Procs[i] = Proc{PC: PC(next()), Hold: next(), Plan: Plan{Kind: PlanKind(next()), Msg: next(), Req: next()}, Run: next()}

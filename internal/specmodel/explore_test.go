@@ -18,15 +18,20 @@ var tlcFigures = map[string]struct {
 	distinct, generated, depth int
 	violation                  string
 }{
-	"ThreadClaimLapse.cfg":                {228049, 1044027, 30, ""},
-	"ThreadClaimLapseLiveness.cfg":        {88820, 404386, 27, ""},
-	"ThreadClaimLapseAbandonUnfenced.cfg": {272, 0, 8, core.InvNoLiveAbandon},
+	"ThreadClaimLapse.cfg":                {417999, 1873491, 32, ""},
+	"ThreadClaimLapseLiveness.cfg":        {158347, 703501, 29, ""},
+	"ThreadClaimLapseAbandonUnfenced.cfg": {281, 0, 8, core.InvNoLiveAbandon},
 	// the cfgs that come with one switch per fence (FenceStart,
 	// FenceReply), measured the same way
-	"ThreadClaimLapseReplyUnfenced.cfg":   {4927, 0, 19, ""},
-	"ThreadClaimLapseSmall.cfg":           {4859, 21297, 19, ""},
-	"ThreadClaimLapseUnfenced.cfg":        {390, 1184, 9, core.InvConsumedAtMostOnce},
-	"ThreadClaimLapseStartUnfencedI3.cfg": {390, 1184, 9, core.InvOneActiveRun},
+	"ThreadClaimLapseReplyUnfenced.cfg":   {6527, 0, 20, ""},
+	"ThreadClaimLapseSmall.cfg":           {6459, 27730, 20, ""},
+	"ThreadClaimLapseUnfenced.cfg":        {411, 0, 9, core.InvConsumedAtMostOnce},
+	"ThreadClaimLapseStartUnfencedI3.cfg": {411, 0, 9, core.InvOneActiveRun},
+	// the steering cfgs (FenceSteer, RefuseSteerAbandoned)
+	"ThreadClaimLapseSteerFenced.cfg":        {103052, 458134, 28, ""},
+	"ThreadClaimLapseSteerUnguarded.cfg":     {3319, 0, 13, core.InvConsumedAtMostOnce},
+	"ThreadClaimLapseGivenTwice.cfg":         {2020, 0, 12, core.InvGivenAtMostOnce},
+	"ThreadClaimLapseSteerStartUnfenced.cfg": {3130, 0, 13, core.InvSteeringException},
 }
 
 func specCfgs(t testing.TB) []string {
@@ -245,16 +250,16 @@ func TestParseConfigErrors(t *testing.T) {
 	}
 }
 
-// BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (228,049
+// BenchmarkExploreFenced explores spec/ThreadClaimLapse.cfg (417,999
 // states): go test ./internal/specmodel -run '^$' -bench Explore -benchtime 5x
 func BenchmarkExploreFenced(b *testing.B) {
 	m := fencedModel(b)
 	for b.Loop() {
-		if r := m.Explore().Result(); r.Distinct != 228049 {
+		if r := m.Explore().Result(); r.Distinct != 417999 {
 			b.Fatalf("%d states", r.Distinct)
 		}
 	}
-	b.ReportMetric(228049, "states/op")
+	b.ReportMetric(417999, "states/op")
 }
 
 // TestEdgesAreSuccessors: the edges Options.Edges keeps are, state by

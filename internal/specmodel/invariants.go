@@ -14,6 +14,10 @@ func (m *Model) Invariant(name string, s *State) bool {
 		return ActiveRuns(s) <= 1
 	case core.InvNoLiveAbandon:
 		return !s.LiveAbandoned
+	case core.InvSteeringException:
+		return SteeringException(s)
+	case core.InvGivenAtMostOnce:
+		return GivenAtMostOnce(s)
 	}
 	return false
 }
@@ -39,6 +43,49 @@ func ConsumedAtMostOnce(s *State) bool {
 	return true
 }
 
+// SteeringException is the spec's SteeringException: every give of a
+// message is the one that consumed it or a steered pair; every pair's run
+// exists and has not ended, and an active run's pair is for message
+// taken + 1.
+func SteeringException(s *State) bool {
+	for i, g := range s.Given {
+		n := int(s.Consumed[i])
+		for _, x := range s.Steered {
+			if int(x.Msg) == i+1 {
+				n++
+			}
+		}
+		if int(g) != n {
+			return false
+		}
+	}
+	for _, x := range s.Steered {
+		if x.Run < 1 || int(x.Run) > len(s.Runs) {
+			return false
+		}
+		switch s.Runs[x.Run-1].State {
+		case Ended:
+			return false
+		case Active:
+			if x.Msg != s.Taken+1 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// GivenAtMostOnce is the spec's GivenAtMostOnce (negated in a cfg, to show
+// that the exception is reachable).
+func GivenAtMostOnce(s *State) bool {
+	for _, g := range s.Given {
+		if g > 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // TypeOK is the spec's TypeOK, conjunct by conjunct.
 func (m *Model) TypeOK(s *State) bool {
 	c := m.cfg
@@ -56,11 +103,16 @@ func (m *Model) TypeOK(s *State) bool {
 			return false
 		}
 	}
-	if len(s.Consumed) != c.MaxMsgs || len(s.Procs) != len(c.Procs) {
+	if len(s.Consumed) != c.MaxMsgs || len(s.Given) != c.MaxMsgs || len(s.Procs) != len(c.Procs) {
 		return false
 	}
+	for _, x := range s.Steered {
+		if x.Msg < 1 || x.Msg > maxMsgs {
+			return false
+		}
+	}
 	for _, p := range s.Procs {
-		if p.PC > Running || p.Hold > maxClaims || p.Plan.Kind > PlanReply || p.Plan.Msg > maxMsgs {
+		if p.PC > Steered || p.Hold > maxClaims || p.Plan.Kind > PlanSteer || p.Plan.Msg > maxMsgs {
 			return false
 		}
 	}

@@ -41,9 +41,10 @@ func ParseState(text string, cfg Config) (State, error) {
 }
 
 // value is a parsed TLA+ value: an int, a bool, a string, a sequence
-// (<<...>>), or a record/function (field or key to value).
+// (<<...>>), a set ({...}, its elements in seq), or a record/function
+// (field or key to value).
 type value struct {
-	kind byte // 'i', 'b', 's', 'q' (sequence), 'r' (record or function)
+	kind byte // 'i', 'b', 's', 'q' (sequence), 'S' (set), 'r' (record or function)
 	i    int
 	b    bool
 	s    string
@@ -134,6 +135,24 @@ func (p *tlaParser) value() (value, error) {
 				return v, errors.New("`,` or `>>` expected")
 			}
 		}
+	case p.eat("{"):
+		v := value{kind: 'S'}
+		if p.eat("}") {
+			return v, nil
+		}
+		for {
+			e, err := p.value()
+			if err != nil {
+				return v, err
+			}
+			v.seq = append(v.seq, e)
+			if p.eat("}") {
+				return v, nil
+			}
+			if !p.eat(",") {
+				return v, errors.New("`,` or `}` expected")
+			}
+		}
 	case p.eat("["):
 		v := value{kind: 'r', rec: map[string]value{}}
 		for {
@@ -197,7 +216,7 @@ func (p *tlaParser) value() (value, error) {
 
 // fromValues maps TLC's variables onto the model's State.
 func fromValues(vars map[string]value, cfg Config) (State, error) {
-	want := []string{"msgs", "taken", "lease", "runs", "reqs", "consumed", "liveAbandoned", "pc", "hold", "plan", "run", "nextHolder"}
+	want := []string{"msgs", "taken", "lease", "runs", "reqs", "consumed", "liveAbandoned", "given", "steered", "pc", "hold", "plan", "run", "nextHolder"}
 	for _, k := range want {
 		if _, ok := vars[k]; !ok {
 			return State{}, fmt.Errorf("variable %s missing", k)
@@ -269,6 +288,25 @@ func fromValues(vars map[string]value, cfg Config) (State, error) {
 	if len(s.Consumed) != cfg.MaxMsgs && err == nil {
 		err = fmt.Errorf("consumed has %d elements, MaxMsgs is %d", len(s.Consumed), cfg.MaxMsgs)
 	}
+	for _, g := range seq(vars["given"]) {
+		s.Given = append(s.Given, small(g))
+	}
+	if len(s.Given) != cfg.MaxMsgs && err == nil {
+		err = fmt.Errorf("given has %d elements, MaxMsgs is %d", len(s.Given), cfg.MaxMsgs)
+	}
+	if v := vars["steered"]; v.kind != 'S' && err == nil {
+		err = fmt.Errorf("steered: %v is not a set", v)
+	}
+	for _, x := range vars["steered"].seq {
+		if x.kind != 'q' || len(x.seq) != 2 {
+			if err == nil {
+				err = fmt.Errorf("steered: %v is not a pair <<run, msg>>", x)
+			}
+			continue
+		}
+		s.Steered = append(s.Steered, Pair{Run: small(x.seq[0]), Msg: small(x.seq[1])})
+	}
+	sortPairs(s.Steered)
 	for _, name := range cfg.Procs {
 		s.Procs = append(s.Procs, Proc{
 			PC:   PC(enum(field(vars["pc"], name), pcNames[:])),

@@ -17,9 +17,10 @@ const (
 	Claimed
 	Planned
 	Running
+	Steered
 )
 
-var pcNames = [...]string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning}
+var pcNames = [...]string{core.PCIdle, core.PCClaimed, core.PCPlanned, core.PCRunning, core.PCSteered}
 
 func (p PC) String() string { return pcNames[p] }
 
@@ -58,9 +59,10 @@ const (
 	PlanNone PlanKind = iota
 	PlanRun
 	PlanReply
+	PlanSteer
 )
 
-var planKindNames = [...]string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply}
+var planKindNames = [...]string{core.PlanKindNone, core.PlanKindRun, core.PlanKindReply, core.PlanKindSteer}
 
 func (k PlanKind) String() string { return planKindNames[k] }
 
@@ -84,6 +86,13 @@ type Req struct {
 	Answer uint8
 }
 
+// Pair is an element <<run, msg>> of steered: steering given to a run and
+// not recorded.
+type Pair struct {
+	Run uint8
+	Msg uint8
+}
+
 // Plan is plan[p].
 type Plan struct {
 	Kind PlanKind
@@ -100,8 +109,9 @@ type Proc struct {
 }
 
 // State is a state of the spec: every variable. Procs is indexed as
-// Config.Procs; Consumed[m-1] is consumed[m]. Values are small (the cfg's
-// bounds are at most 200), so they are bytes.
+// Config.Procs; Consumed[m-1] is consumed[m], Given[m-1] given[m]; Steered
+// is the set steered, sorted (by run, then message). Values are small (the
+// cfg's bounds are at most 200), so they are bytes.
 type State struct {
 	Msgs          uint8
 	Taken         uint8
@@ -110,6 +120,8 @@ type State struct {
 	Reqs          []Req
 	Consumed      []uint8
 	LiveAbandoned bool
+	Given         []uint8
+	Steered       []Pair
 	Procs         []Proc
 	NextHolder    uint8
 }
@@ -121,9 +133,12 @@ func (s *State) Clone() State {
 	// change; runs and reqs grow by append, so they get their own.
 	c.Runs = append(make([]Run, 0, len(s.Runs)+1), s.Runs...)
 	c.Reqs = append(make([]Req, 0, len(s.Reqs)+1), s.Reqs...)
-	buf := make([]uint8, len(s.Consumed))
+	buf := make([]uint8, len(s.Consumed)+len(s.Given))
 	copy(buf, s.Consumed)
-	c.Consumed = buf
+	copy(buf[len(s.Consumed):], s.Given)
+	c.Consumed = buf[:len(s.Consumed):len(s.Consumed)]
+	c.Given = buf[len(s.Consumed):]
+	c.Steered = append(make([]Pair, 0, len(s.Steered)+1), s.Steered...)
 	c.Procs = append([]Proc(nil), s.Procs...)
 	return c
 }
@@ -131,10 +146,13 @@ func (s *State) Clone() State {
 // cloneInto copies s into d, reusing d's slices.
 func (s *State) cloneInto(d *State) {
 	runs, reqs, cons, procs := d.Runs[:0], d.Reqs[:0], d.Consumed[:0], d.Procs[:0]
+	given, steered := d.Given[:0], d.Steered[:0]
 	*d = *s
 	d.Runs = append(runs, s.Runs...)
 	d.Reqs = append(reqs, s.Reqs...)
 	d.Consumed = append(cons, s.Consumed...)
+	d.Given = append(given, s.Given...)
+	d.Steered = append(steered, s.Steered...)
 	d.Procs = append(procs, s.Procs...)
 }
 
@@ -153,6 +171,11 @@ func (s *State) AppendKey(b []byte) []byte {
 	}
 	b = append(b, s.Consumed...)
 	b = append(b, bit(s.LiveAbandoned))
+	b = append(b, s.Given...)
+	b = append(b, uint8(len(s.Steered)))
+	for _, x := range s.Steered {
+		b = append(b, x.Run, x.Msg)
+	}
 	for _, p := range s.Procs {
 		b = append(b, uint8(p.PC), p.Hold, uint8(p.Plan.Kind), p.Plan.Msg, p.Plan.Req, p.Run)
 	}
@@ -212,6 +235,17 @@ func (s *State) String() string {
 	if s.LiveAbandoned {
 		b.WriteString(" liveAbandoned")
 	}
+	fmt.Fprintf(&b, " given=%v", s.Given)
+	if len(s.Steered) > 0 {
+		b.WriteString(" steered={")
+		for i, x := range s.Steered {
+			if i > 0 {
+				b.WriteString(" ")
+			}
+			fmt.Fprintf(&b, "r%d/m%d", x.Run, x.Msg)
+		}
+		b.WriteString("}")
+	}
 	for i, p := range s.Procs {
 		fmt.Fprintf(&b, " p%d:%s", i+1, p.PC)
 		if p.Hold != 0 {
@@ -257,6 +291,16 @@ func (s *State) TLA(procs []string) string {
 	}
 	line("consumed", "<<"+strings.Join(parts, ", ")+">>")
 	line("liveAbandoned", tlaBool(s.LiveAbandoned))
+	parts = parts[:0]
+	for _, n := range s.Given {
+		parts = append(parts, strconv.Itoa(int(n)))
+	}
+	line("given", "<<"+strings.Join(parts, ", ")+">>")
+	parts = parts[:0]
+	for _, x := range s.Steered {
+		parts = append(parts, fmt.Sprintf("<<%d, %d>>", x.Run, x.Msg))
+	}
+	line("steered", "{"+strings.Join(parts, ", ")+"}")
 	fn := func(f func(p Proc) string) string {
 		var ps []string
 		for i, p := range s.Procs {

@@ -13,6 +13,16 @@
 (* transaction.  Abandon is fenced the same way.  The end of a run is not *)
 (* fenced; storage refuses it once the run was abandoned (EndRefused).    *)
 (*                                                                         *)
+(* Steering: while p's run is active and no request is open, p gives the  *)
+(* run's agent the next unconsumed message (Steer, a read), then records  *)
+(* it (SteerRecord, a write that consumes it).  Like the run's end, the   *)
+(* record is not fenced: storage refuses it once the run was abandoned    *)
+(* (SteerRefused).  This is ADR-0069's one exception: a message given as  *)
+(* steering to a run abandoned before its record consumed nothing, and   *)
+(* the next holder gives it again.  Given twice, consumed once; the ghost *)
+(* given and SteeringException say exactly that.  FenceSteer and          *)
+(* RefuseSteerAbandoned choose the record's guard (see the cfgs).         *)
+(*                                                                         *)
 (* FenceStart, FenceReply and FenceAbandon = FALSE switch one fence off  *)
 (* each, so that TLC can show that each invariant is not vacuous: each    *)
 (* fence guards one invariant, and a model with that fence alone off     *)
@@ -30,12 +40,15 @@ CONSTANTS
     MaxAsks,        \* requests that runs can open
     FenceStart,     \* RunStart requires the lease to be the writer's
     FenceReply,     \* Reply requires the lease to be the writer's
-    FenceAbandon    \* Abandon requires the lease to be the writer's
+    FenceAbandon,   \* Abandon requires the lease to be the writer's
+    FenceSteer,     \* SteerRecord requires the lease to be the writer's
+    RefuseSteerAbandoned \* SteerRecord requires the writer's run active
 
 ASSUME /\ Procs # {}
        /\ MaxMsgs \in Nat /\ MaxClaims \in Nat /\ MaxAsks \in Nat
        /\ FenceStart \in BOOLEAN /\ FenceReply \in BOOLEAN
        /\ FenceAbandon \in BOOLEAN
+       /\ FenceSteer \in BOOLEAN /\ RefuseSteerAbandoned \in BOOLEAN
 
 VARIABLES
     \* storage
@@ -46,16 +59,19 @@ VARIABLES
     reqs,           \* sequence of requests; a request's id is its index
     consumed,       \* ghost: how many times each message was consumed
     liveAbandoned,  \* ghost: a run was abandoned while its holder had the lease
+    given,          \* ghost: how many times each message was given to a model
+    steered,        \* ghost: the <<run, msg>> steering given and not recorded
     \* processes
-    pc,             \* "idle", "claimed", "planned" or "running"
+    pc,             \* "idle", "claimed", "planned", "running" or "steered"
     hold,           \* the holder of the process's current claim (0 when idle)
     plan,           \* what the process read in Plan and is about to write
     run,            \* the run the process is running (0 when none)
     nextHolder      \* the holder the next Claim gets
 
 storeVars == <<msgs, taken, lease, runs, reqs, consumed, liveAbandoned>>
+giveVars  == <<given, steered>>
 procVars  == <<pc, hold, plan, run, nextHolder>>
-vars      == <<storeVars, procVars>>
+vars      == <<storeVars, giveVars, procVars>>
 
 Holders   == 1..MaxClaims
 Msgs      == 1..MaxMsgs
@@ -88,6 +104,8 @@ Init ==
     /\ reqs = << >>
     /\ consumed = [m \in Msgs |-> 0]
     /\ liveAbandoned = FALSE
+    /\ given = [m \in Msgs |-> 0]
+    /\ steered = {}
     /\ pc = [p \in Procs |-> "idle"]
     /\ hold = [p \in Procs |-> 0]
     /\ plan = [p \in Procs |-> NoPlan]
@@ -98,7 +116,7 @@ Init ==
 Post ==
     /\ msgs < MaxMsgs
     /\ msgs' = msgs + 1
-    /\ UNCHANGED <<taken, lease, runs, reqs, consumed, liveAbandoned, procVars>>
+    /\ UNCHANGED <<giveVars, taken, lease, runs, reqs, consumed, liveAbandoned, procVars>>
 
 \* p takes the lease with a fresh holder; only a free or expired lease.
 Claim(p) ==
@@ -109,7 +127,7 @@ Claim(p) ==
     /\ hold' = [hold EXCEPT ![p] = nextHolder]
     /\ pc' = [pc EXCEPT ![p] = "claimed"]
     /\ nextHolder' = nextHolder + 1
-    /\ UNCHANGED <<msgs, taken, runs, reqs, consumed, liveAbandoned, plan, run>>
+    /\ UNCHANGED <<giveVars, msgs, taken, runs, reqs, consumed, liveAbandoned, plan, run>>
 
 \* p's renewal timer extends its lease; a lease that expired and that no one
 \* took is still p's and renews fine.
@@ -117,7 +135,7 @@ Renew(p) ==
     /\ pc[p] # "idle"
     /\ HasLease(p)
     /\ lease' = [lease EXCEPT !.expired = FALSE]
-    /\ UNCHANGED <<msgs, taken, runs, reqs, consumed, liveAbandoned, procVars>>
+    /\ UNCHANGED <<giveVars, msgs, taken, runs, reqs, consumed, liveAbandoned, procVars>>
 
 \* The lease expires.  Its holder need not know: nothing in the process
 \* changes.  Not logged in traces.
@@ -125,7 +143,7 @@ Lapse ==
     /\ lease.holder # 0
     /\ ~lease.expired
     /\ lease' = [lease EXCEPT !.expired = TRUE]
-    /\ UNCHANGED <<msgs, taken, runs, reqs, consumed, liveAbandoned, procVars>>
+    /\ UNCHANGED <<giveVars, msgs, taken, runs, reqs, consumed, liveAbandoned, procVars>>
 
 \* p ends its claim.  The lease is cleared only if it is still p's.
 Release(p) ==
@@ -133,7 +151,7 @@ Release(p) ==
     /\ lease' = IF HasLease(p) THEN NoLease ELSE lease
     /\ pc' = [pc EXCEPT ![p] = "idle"]
     /\ hold' = [hold EXCEPT ![p] = 0]
-    /\ UNCHANGED <<msgs, taken, runs, reqs, consumed, liveAbandoned,
+    /\ UNCHANGED <<giveVars, msgs, taken, runs, reqs, consumed, liveAbandoned,
                    plan, run, nextHolder>>
 
 \* p abandons an active run that an earlier claim started.
@@ -145,7 +163,7 @@ Abandon(p, r) ==
     /\ FenceAbandon => HasLease(p)
     /\ runs' = [runs EXCEPT ![r].state = "abandoned"]
     /\ liveAbandoned' = (liveAbandoned \/ lease.holder = runs[r].holder)
-    /\ UNCHANGED <<msgs, taken, lease, reqs, consumed, procVars>>
+    /\ UNCHANGED <<giveVars, msgs, taken, lease, reqs, consumed, procVars>>
 
 \* The fence refuses p's abandon: p's claim is lost, its round is over.
 AbandonFenced(p) ==
@@ -154,7 +172,7 @@ AbandonFenced(p) ==
     /\ ~HasLease(p)
     /\ pc' = [pc EXCEPT ![p] = "idle"]
     /\ hold' = [hold EXCEPT ![p] = 0]
-    /\ UNCHANGED <<storeVars, plan, run, nextHolder>>
+    /\ UNCHANGED <<giveVars, storeVars, plan, run, nextHolder>>
 
 \* p reads the thread and decides its next write: the answer to the oldest
 \* open request, or else a run, for the oldest unconsumed message.  A read:
@@ -168,7 +186,7 @@ Plan(p) ==
                   THEN [kind |-> "reply", msg |-> taken + 1, req |-> Min(OpenReqs)]
                   ELSE [kind |-> "run", msg |-> taken + 1, req |-> 0]]
     /\ pc' = [pc EXCEPT ![p] = "planned"]
-    /\ UNCHANGED <<storeVars, hold, run, nextHolder>>
+    /\ UNCHANGED <<giveVars, storeVars, hold, run, nextHolder>>
 
 \* p records the start of the planned run: its prompt is consumed.
 RunStart(p) ==
@@ -179,10 +197,11 @@ RunStart(p) ==
                              state |-> "active"])
     /\ taken' = plan[p].msg
     /\ consumed' = [consumed EXCEPT ![plan[p].msg] = @ + 1]
+    /\ given' = [given EXCEPT ![plan[p].msg] = @ + 1]
     /\ run' = [run EXCEPT ![p] = Len(runs) + 1]
     /\ pc' = [pc EXCEPT ![p] = "running"]
     /\ plan' = [plan EXCEPT ![p] = NoPlan]
-    /\ UNCHANGED <<msgs, lease, reqs, liveAbandoned, hold, nextHolder>>
+    /\ UNCHANGED <<msgs, lease, reqs, liveAbandoned, steered, hold, nextHolder>>
 
 \* The fence refuses p's start: nothing is written, p's round is over.
 StartFenced(p) ==
@@ -193,7 +212,7 @@ StartFenced(p) ==
     /\ pc' = [pc EXCEPT ![p] = "idle"]
     /\ hold' = [hold EXCEPT ![p] = 0]
     /\ plan' = [plan EXCEPT ![p] = NoPlan]
-    /\ UNCHANGED <<storeVars, run, nextHolder>>
+    /\ UNCHANGED <<giveVars, storeVars, run, nextHolder>>
 
 \* p answers the planned request with the planned message, which is consumed.
 Reply(p) ==
@@ -205,9 +224,10 @@ Reply(p) ==
                   [@ EXCEPT !.state = "answered", !.answer = plan[p].msg]]
     /\ taken' = plan[p].msg
     /\ consumed' = [consumed EXCEPT ![plan[p].msg] = @ + 1]
+    /\ given' = [given EXCEPT ![plan[p].msg] = @ + 1]
     /\ pc' = [pc EXCEPT ![p] = "claimed"]
     /\ plan' = [plan EXCEPT ![p] = NoPlan]
-    /\ UNCHANGED <<msgs, lease, runs, liveAbandoned, hold, run, nextHolder>>
+    /\ UNCHANGED <<msgs, lease, runs, liveAbandoned, steered, hold, run, nextHolder>>
 
 \* The fence refuses p's answer: nothing is written, p's round is over.
 ReplyFenced(p) ==
@@ -218,7 +238,7 @@ ReplyFenced(p) ==
     /\ pc' = [pc EXCEPT ![p] = "idle"]
     /\ hold' = [hold EXCEPT ![p] = 0]
     /\ plan' = [plan EXCEPT ![p] = NoPlan]
-    /\ UNCHANGED <<storeVars, run, nextHolder>>
+    /\ UNCHANGED <<giveVars, storeVars, run, nextHolder>>
 
 \* p's running run opens a request (not fenced; it consumes nothing).
 Ask(p) ==
@@ -226,7 +246,7 @@ Ask(p) ==
     /\ runs[run[p]].state = "active"
     /\ Len(reqs) < MaxAsks
     /\ reqs' = Append(reqs, [run |-> run[p], state |-> "open", answer |-> 0])
-    /\ UNCHANGED <<msgs, taken, lease, runs, consumed, liveAbandoned, procVars>>
+    /\ UNCHANGED <<giveVars, msgs, taken, lease, runs, consumed, liveAbandoned, procVars>>
 
 \* p records the end of its run (not fenced).
 RunEnd(p) ==
@@ -235,7 +255,7 @@ RunEnd(p) ==
     /\ runs' = [runs EXCEPT ![run[p]].state = "ended"]
     /\ pc' = [pc EXCEPT ![p] = "claimed"]
     /\ run' = [run EXCEPT ![p] = 0]
-    /\ UNCHANGED <<msgs, taken, lease, reqs, consumed, liveAbandoned,
+    /\ UNCHANGED <<giveVars, msgs, taken, lease, reqs, consumed, liveAbandoned,
                    hold, plan, nextHolder>>
 
 \* Storage refuses the end of p's run, which was abandoned: the round is over.
@@ -245,7 +265,50 @@ EndRefused(p) ==
     /\ pc' = [pc EXCEPT ![p] = "idle"]
     /\ hold' = [hold EXCEPT ![p] = 0]
     /\ run' = [run EXCEPT ![p] = 0]
-    /\ UNCHANGED <<storeVars, plan, nextHolder>>
+    /\ UNCHANGED <<giveVars, storeVars, plan, nextHolder>>
+
+\* p's active run is given the next unconsumed message as steering, while
+\* no request is open (the oldest unconsumed message answers an open
+\* request: Plan).  A read: nothing in storage changes; the message is
+\* given to the agent, and p may stall for any time before it records it.
+Steer(p) ==
+    /\ pc[p] = "running"
+    /\ runs[run[p]].state = "active"
+    /\ OpenReqs = {}
+    /\ taken < msgs
+    /\ given' = [given EXCEPT ![taken + 1] = @ + 1]
+    /\ steered' = steered \cup {<<run[p], taken + 1>>}
+    /\ plan' = [plan EXCEPT ![p] = [kind |-> "steer", msg |-> taken + 1, req |-> 0]]
+    /\ pc' = [pc EXCEPT ![p] = "steered"]
+    /\ UNCHANGED <<storeVars, hold, run, nextHolder>>
+
+\* p records the steering its run was given: the message is consumed, the
+\* taken cursor moves to it.  Not fenced by the claim (unless FenceSteer);
+\* refused once the run was abandoned (unless ~RefuseSteerAbandoned).
+SteerRecord(p) ==
+    /\ pc[p] = "steered"
+    /\ RefuseSteerAbandoned => runs[run[p]].state = "active"
+    /\ FenceSteer => HasLease(p)
+    /\ taken' = plan[p].msg
+    /\ consumed' = [consumed EXCEPT ![plan[p].msg] = @ + 1]
+    /\ steered' = steered \ {<<run[p], plan[p].msg>>}
+    /\ pc' = [pc EXCEPT ![p] = "running"]
+    /\ plan' = [plan EXCEPT ![p] = NoPlan]
+    /\ UNCHANGED <<msgs, lease, runs, reqs, liveAbandoned, given, hold, run,
+                   nextHolder>>
+
+\* Storage refuses the record: p's run was abandoned (or, with FenceSteer,
+\* the lease is not p's).  Nothing is written, p's round is over, and the
+\* message it gave stays unconsumed.
+SteerRefused(p) ==
+    /\ pc[p] = "steered"
+    /\ \/ RefuseSteerAbandoned /\ runs[run[p]].state # "active"
+       \/ FenceSteer /\ ~HasLease(p)
+    /\ pc' = [pc EXCEPT ![p] = "idle"]
+    /\ hold' = [hold EXCEPT ![p] = 0]
+    /\ run' = [run EXCEPT ![p] = 0]
+    /\ plan' = [plan EXCEPT ![p] = NoPlan]
+    /\ UNCHANGED <<storeVars, giveVars, nextHolder>>
 
 \* p dies.  Its lease and its run stay as they are in storage; the lease
 \* lapses by Lapse, and the next claimant abandons the run.
@@ -255,14 +318,15 @@ Crash(p) ==
     /\ hold' = [hold EXCEPT ![p] = 0]
     /\ run' = [run EXCEPT ![p] = 0]
     /\ plan' = [plan EXCEPT ![p] = NoPlan]
-    /\ UNCHANGED <<storeVars, nextHolder>>
+    /\ UNCHANGED <<giveVars, storeVars, nextHolder>>
 
 ProcNext(p) ==
     \/ Claim(p) \/ Renew(p) \/ Release(p)
     \/ \E r \in 1..MaxRuns : Abandon(p, r)
     \/ AbandonFenced(p)
     \/ Plan(p) \/ RunStart(p) \/ StartFenced(p) \/ Reply(p) \/ ReplyFenced(p)
-    \/ Ask(p) \/ RunEnd(p) \/ EndRefused(p) \/ Crash(p)
+    \/ Ask(p) \/ RunEnd(p) \/ EndRefused(p)
+    \/ Steer(p) \/ SteerRecord(p) \/ SteerRefused(p) \/ Crash(p)
 
 Next ==
     \/ Post
@@ -284,9 +348,11 @@ TypeOK ==
                      answer : 0..MaxMsgs])
     /\ consumed \in [Msgs -> Nat]
     /\ liveAbandoned \in BOOLEAN
-    /\ pc \in [Procs -> {"idle", "claimed", "planned", "running"}]
+    /\ given \in [Msgs -> Nat]
+    /\ steered \subseteq (Nat \X Msgs)
+    /\ pc \in [Procs -> {"idle", "claimed", "planned", "running", "steered"}]
     /\ hold \in [Procs -> 0..MaxClaims]
-    /\ plan \in [Procs -> [kind : {"none", "run", "reply"},
+    /\ plan \in [Procs -> [kind : {"none", "run", "reply", "steer"},
                            msg : 0..MaxMsgs, req : Nat]]
     /\ run \in [Procs -> Nat]
     /\ nextHolder \in 1..(MaxClaims + 1)
@@ -299,6 +365,23 @@ I3_OneActiveRun == Cardinality(ActiveRuns) <= 1
 
 \* No run is abandoned while its own claim still holds the lease.
 NoLiveAbandon == ~liveAbandoned
+
+\* ADR-0069's one exception, exactly: a message is given to a model more
+\* than once only by steering that was never recorded.  Every give of m is
+\* the one that consumed it, or steering not recorded (a pair of steered):
+\* to an active run, which can only be waiting for its record of the next
+\* message, or to a run abandoned before its record; never to an ended run.
+SteeringException ==
+    /\ \A m \in Msgs :
+          given[m] = consumed[m] + Cardinality({x \in steered : x[2] = m})
+    /\ \A x \in steered :
+          /\ x[1] \in RunIds
+          /\ runs[x[1]].state # "ended"
+          /\ runs[x[1]].state = "active" => x[2] = taken + 1
+
+\* Negated in a cfg to show that the exception is reachable: TLC finds a
+\* behaviour where a message is given twice.
+GivenAtMostOnce == \A m \in Msgs : given[m] <= 1
 
 \* No one takes a live lease: the lease passes to a new holder only when it
 \* was free or had expired.  (An action property: a state alone cannot tell
@@ -336,6 +419,8 @@ Fairness ==
           /\ WF_vars(ReplyFenced(p))
           /\ WF_vars(RunEnd(p))
           /\ WF_vars(EndRefused(p))
+          /\ WF_vars(SteerRecord(p))
+          /\ WF_vars(SteerRefused(p))
     /\ WF_vars(OrphanLapse)
 
 LiveSpec == Spec /\ Fairness
