@@ -22,7 +22,8 @@ type Proc struct {
 	PC     specmodel.PC
 	Holder core.Holder // the claim's holder; "" when idle
 	Plan   core.Plan   // when planned: a PlanRun or PlanReply
-	Run    core.RunID  // when running
+	Run    core.RunID  // when running or steered
+	Steer  core.Seq    // when steered: the message given, not recorded yet
 }
 
 // Observed is a thread as Go holds it, with what the spec's variables need
@@ -44,6 +45,12 @@ type Observed struct {
 	// own holder had the lease. Storage does not keep it; the observer
 	// sets it when it sees such an Abandon.
 	LiveAbandoned bool
+	// Given and Steered are the spec's ghosts given (Given[m-1] is
+	// given[m]: how many times message m was given to a model) and
+	// steered (the steering given and not recorded, any order). The
+	// observer counts them from the Go calls that give.
+	Given   []uint8
+	Steered []specmodel.Pair
 }
 
 // Abstract maps a thread as Go holds it onto the spec's variables for cfg:
@@ -118,6 +125,17 @@ func Abstract(cfg specmodel.Config, o Observed) (specmodel.State, error) {
 		}
 		s.Consumed[m-1] = uint8(n)
 	}
+	if len(o.Given) != cfg.MaxMsgs {
+		return bad("given has %d messages for MaxMsgs %d", len(o.Given), cfg.MaxMsgs)
+	}
+	s.Given = slices.Clone(o.Given)
+	s.Steered = slices.Clone(o.Steered)
+	slices.SortFunc(s.Steered, func(a, b specmodel.Pair) int {
+		if a.Run != b.Run {
+			return int(a.Run) - int(b.Run)
+		}
+		return int(a.Msg) - int(b.Msg)
+	})
 	for i, p := range o.Procs {
 		h, ok := holder(p.Holder)
 		if !ok {
@@ -133,6 +151,9 @@ func Abstract(cfg specmodel.Config, o Observed) (specmodel.State, error) {
 			default:
 				return bad("process %s is planned with a %s plan", cfg.Procs[i], p.Plan.Kind)
 			}
+		}
+		if p.PC == specmodel.Steered {
+			sp.Plan = specmodel.Plan{Kind: specmodel.PlanSteer, Msg: uint8(p.Steer)}
 		}
 		s.Procs[i] = sp
 	}

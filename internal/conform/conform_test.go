@@ -154,20 +154,22 @@ func TestConformPostgres(t *testing.T) {
 func TestAbstract(t *testing.T) {
 	c := readCfg(t, "../../spec/ThreadClaimLapse.cfg")
 	th := core.NewThread("t")
-	th.Messages = []core.Message{{Seq: 1}, {Seq: 2}}
+	th.Messages = []core.Message{{Seq: 1}, {Seq: 2}, {Seq: 3}}
 	th.Taken = 1
 	th.Runs = []core.Run{{ID: 1, Holder: "b", Prompt: 1, State: core.StateActive}}
 	now := time.Unix(100, 0)
 	o := Observed{
 		Thread: th, Lease: core.Lease{Thread: "t", Holder: "b", ExpiresAt: now}, Now: now,
-		Procs:   []Proc{{}, {PC: specmodel.Running, Holder: "b", Run: 1}},
+		Procs:   []Proc{{}, {PC: specmodel.Steered, Holder: "b", Run: 1, Steer: 2}},
 		Holders: []core.Holder{"a", "b"},
+		Given:   []uint8{1, 1, 0},
+		Steered: []specmodel.Pair{{Run: 1, Msg: 2}},
 	}
 	s, err := Abstract(c, o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "msgs=2 taken=1 lease=h2(expired) runs=[1:h2/m1/active] reqs=[] consumed=[1 0 0] p1:idle p2:running/h2/run=1 nextHolder=3"
+	want := "msgs=3 taken=1 lease=h2(expired) runs=[1:h2/m1/active] reqs=[] consumed=[1 0 0] given=[1 1 0] steered={r1/m2} p1:idle p2:steered/h2/plan=steer(m2)/run=1 nextHolder=3"
 	if s.String() != want {
 		t.Errorf("got  %s\nwant %s", s.String(), want)
 	}
@@ -178,5 +180,9 @@ func TestAbstract(t *testing.T) {
 	o.Holders = []core.Holder{"a"}
 	if _, err := Abstract(c, o); !errors.Is(err, ErrNotAState) {
 		t.Errorf("a holder that made no claim: %v", err)
+	}
+	o.Holders, o.Given = []core.Holder{"a", "b"}, []uint8{1}
+	if _, err := Abstract(c, o); !errors.Is(err, ErrNotAState) {
+		t.Errorf("given for one message of three: %v", err)
 	}
 }

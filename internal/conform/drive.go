@@ -90,11 +90,15 @@ type driver struct {
 	procs   []Proc
 	holders []core.Holder
 	live    bool // liveAbandoned
+	// given and steered are the spec's ghosts, counted from the Go calls
+	// that give a message to a model (Observed.Given, Observed.Steered).
+	given   []uint8
+	steered []specmodel.Pair
 }
 
 func newDriver(ctx context.Context, cfg specmodel.Config, s core.Storage, thread core.ThreadID, fences core.Fences) (*driver, error) {
 	d := &driver{cfg: cfg, store: &probeStorage{inner: s, thread: thread}, thread: thread,
-		procs: make([]Proc, len(cfg.Procs)), claims: make([]core.Claim, len(cfg.Procs))}
+		procs: make([]Proc, len(cfg.Procs)), claims: make([]core.Claim, len(cfg.Procs)), given: make([]uint8, cfg.MaxMsgs)}
 	d.poster = core.NewWorkspace(d.store, coretest.NewClock(epoch), core.WithProcess("poster"))
 	for _, name := range cfg.Procs {
 		c := coretest.NewClock(epoch)
@@ -119,6 +123,7 @@ func (d *driver) probing(st specmodel.Step) *driver {
 	c := *d
 	c.procs, c.claims = slices.Clone(d.procs), slices.Clone(d.claims)
 	c.holders = slices.Clip(d.holders) // a Claim's append copies them
+	c.given, c.steered = slices.Clone(d.given), slices.Clone(d.steered)
 	switch {
 	case st.Action == core.ActionLapse:
 		c.clocks = make([]*coretest.Clock, len(d.clocks))
@@ -154,7 +159,8 @@ func (d *driver) abstract(t *core.Thread, l core.Lease) (specmodel.State, error)
 			now = c.Now()
 		}
 	}
-	return Abstract(d.cfg, Observed{Thread: t, Lease: l, Now: now, Procs: d.procs, Holders: d.holders, LiveAbandoned: d.live})
+	return Abstract(d.cfg, Observed{Thread: t, Lease: l, Now: now, Procs: d.procs, Holders: d.holders, LiveAbandoned: d.live,
+		Given: d.given, Steered: d.steered})
 }
 
 func (d *driver) claim(p int) core.Claim { return d.claims[p] }
@@ -245,6 +251,7 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 		id, err := ws.RunStart(ctx, d.claim(p), pr.Plan.Message)
 		switch {
 		case err == nil:
+			d.given[pr.Plan.Message-1]++
 			pr.PC, pr.Plan, pr.Run = specmodel.Running, core.Plan{}, id
 			return outcome{core.ActionRunStart, nil}
 		case errors.Is(err, core.ErrThreadBusy):
@@ -256,6 +263,7 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 		err := ws.Reply(ctx, d.claim(p), pr.Plan.Request, pr.Plan.Message)
 		switch {
 		case err == nil:
+			d.given[pr.Plan.Message-1]++
 			pr.PC, pr.Plan = specmodel.Claimed, core.Plan{}
 			return outcome{core.ActionReply, nil}
 		case errors.Is(err, core.ErrThreadBusy):
@@ -278,6 +286,32 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 		case errors.Is(err, core.ErrRunAbandoned):
 			idle()
 			return outcome{core.ActionEndRefused, err}
+		}
+		return outcome{"", err}
+	case core.ActionSteer:
+		m, ok, err := ws.Steer(ctx, d.claim(p), pr.Run)
+		switch {
+		case err != nil:
+			return outcome{"", err}
+		case !ok:
+			return outcome{"", errors.New("nothing to steer")}
+		}
+		d.given[m.Seq-1]++
+		d.steered = append(d.steered, specmodel.Pair{Run: uint8(pr.Run), Msg: uint8(m.Seq)})
+		pr.PC, pr.Steer = specmodel.Steered, m.Seq
+		return outcome{core.ActionSteer, nil}
+	case core.ActionSteerRecord, core.ActionSteerRefused:
+		err := ws.SteerRecord(ctx, d.claim(p), pr.Run, pr.Steer)
+		switch {
+		case err == nil:
+			d.steered = slices.DeleteFunc(d.steered, func(x specmodel.Pair) bool {
+				return x == specmodel.Pair{Run: uint8(pr.Run), Msg: uint8(pr.Steer)}
+			})
+			pr.PC, pr.Steer = specmodel.Running, 0
+			return outcome{core.ActionSteerRecord, nil}
+		case errors.Is(err, core.ErrRunAbandoned):
+			idle()
+			return outcome{core.ActionSteerRefused, err}
 		}
 		return outcome{"", err}
 	case core.ActionCrash:
