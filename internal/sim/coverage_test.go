@@ -13,14 +13,14 @@ import (
 // that TestCoverageFloor's executions visit (measured: see the test's log).
 // The executions are seeded, so the figure is exact; a change that makes
 // the scheduler reach less of the spec fails here.
-const coverageFloor = 1.8 // percent of states (measured 1.82)
+const coverageFloor = 1.1 // percent of states (measured 1.13 of 417,999 with steering; 1.82 of 228,049 before it)
 
 // TestCoverageFloor guards how much of the fenced cfg's reachable state
 // graph seeded executions with its constants visit, following each
 // thread's trace through the spec model.
 func TestCoverageFloor(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		t.Skip("explores the fenced cfg's 228,049 states and follows 150 executions (skipped with -short and under -race; scripts/test runs it without -race)")
+		t.Skip("explores the fenced cfg's 417,999 states and follows 150 executions (skipped with -short and under -race; scripts/test runs it without -race)")
 	}
 	cfg, err := specmodel.ReadConfig("../../spec/ThreadClaimLapse.cfg")
 	require.NoError(t, err)

@@ -227,24 +227,43 @@ func (s *Seeded) opFor(walk Walk, i, k int) Op {
 			op.Kind = OpYield
 			s.dir.yielded = true
 		}
-	case core.ActionAsk:
-		// The agent asks as many questions as the walk has the process
-		// ask before it ends the run; each after the first is a
-		// transaction the step pauses before (Interleave).
+	case core.ActionAsk, core.ActionSteer:
+		// The agent takes as much steering, then asks as many questions,
+		// as the walk has the process take and ask before it ends the
+		// run; each transaction after the first is one the step pauses
+		// before (Interleave). A steering's record is the agent's next
+		// call (a Steer or an Ask), or the turn's step after it.
 		op.Kind = OpStep
-		for _, next := range walk[i:] {
-			if next.P != st.P || next.Action == core.ActionRenew {
-				continue
-			}
-			if next.Action != core.ActionAsk {
-				break
-			}
-			op.Asks++
-		}
+		op.Steers, op.Asks = agentCalls(walk[i:], st.P)
 	default:
 		op.Kind = OpStep
 	}
 	return op
+}
+
+// agentCalls counts the Steer steps, then the Ask steps, that process p
+// takes in walk (from the agent's first) before it does anything else:
+// the calls one run of the agent makes. A steering's record between them
+// is the next call's; one after the last Steer with no Ask after it is the
+// turn's step after the agent.
+func agentCalls(walk Walk, p int) (steers, asks int) {
+	pending := false
+	for _, next := range walk {
+		if next.P != p || next.Action == core.ActionRenew {
+			continue
+		}
+		switch {
+		case next.Action == core.ActionSteer && asks == 0 && !pending:
+			steers, pending = steers+1, true
+		case next.Action == core.ActionSteerRecord && pending:
+			pending = false
+		case next.Action == core.ActionAsk && !pending:
+			asks++
+		default:
+			return steers, asks
+		}
+	}
+	return steers, asks
 }
 
 // RunnerSkips names the steps no plan can steer the runner along: a

@@ -119,7 +119,7 @@ func (s *Seeded) candidates() []Op {
 			}
 		}
 		var st core.Action
-		asks := 0
+		asks, steers := 0, 0
 		switch p.turn.Next() {
 		case runner.StepPlan:
 			st = core.ActionPlan
@@ -130,7 +130,7 @@ func (s *Seeded) candidates() []Op {
 		case runner.StepAgent:
 			st, asks = core.ActionAsk, 1
 			if g.novel(p.thread, specmodel.Step{Action: core.ActionSteer, P: pi}) {
-				st, asks = core.ActionSteer, 0
+				st, asks, steers = core.ActionSteer, 0, 1
 			}
 		case runner.StepSteerRecord:
 			st = core.ActionSteerRecord
@@ -152,7 +152,7 @@ func (s *Seeded) candidates() []Op {
 			continue
 		}
 		if g.novel(p.thread, specmodel.Step{Action: st, P: pi}) {
-			out = append(out, Op{Kind: OpStep, Proc: pi, Thread: ti, Asks: asks})
+			out = append(out, Op{Kind: OpStep, Proc: pi, Thread: ti, Asks: asks, Steers: steers})
 		}
 	}
 	return out

@@ -129,6 +129,7 @@ type logOp struct {
 	Proc   string `json:"proc,omitempty"`
 	Thread string `json:"thread,omitempty"`
 	Asks   int    `json:"asks,omitempty"`
+	Steers int    `json:"steers,omitempty"`
 	By     string `json:"by,omitempty"`
 }
 
@@ -147,7 +148,7 @@ func WriteLog(w io.Writer, l Log) error {
 		case OpPost:
 			lo.Thread = fmt.Sprintf("t%d", op.Thread+1)
 		case OpStep:
-			lo.Proc, lo.Thread, lo.Asks = fmt.Sprintf("p%d", op.Proc+1), fmt.Sprintf("t%d", op.Thread+1), op.Asks
+			lo.Proc, lo.Thread, lo.Asks, lo.Steers = fmt.Sprintf("p%d", op.Proc+1), fmt.Sprintf("t%d", op.Thread+1), op.Asks, op.Steers
 		case OpTime:
 			lo.By = op.By.String()
 		case OpSkew:
@@ -241,7 +242,7 @@ func parseOp(lo logOp, procs, threads int) (Op, error) {
 	if kind < 0 {
 		return Op{}, fmt.Errorf("unknown op %q", lo.Op)
 	}
-	op := Op{Kind: kind, Asks: lo.Asks}
+	op := Op{Kind: kind, Asks: lo.Asks, Steers: lo.Steers}
 	index := func(field, v, prefix string, count int) (int, error) {
 		i, err := strconv.Atoi(strings.TrimPrefix(v, prefix))
 		if !strings.HasPrefix(v, prefix) || err != nil || i < 1 || i > count {
@@ -262,6 +263,8 @@ func parseOp(lo logOp, procs, threads int) (Op, error) {
 		return Op{}, fmt.Errorf("%s op: by %q given or missing wrongly", lo.Op, lo.By)
 	case lo.Asks < 0 || lo.Asks > 0 && kind != OpStep:
 		return Op{}, fmt.Errorf("%s op: asks %d", lo.Op, lo.Asks)
+	case lo.Steers < 0 || lo.Steers > 0 && kind != OpStep:
+		return Op{}, fmt.Errorf("%s op: steers %d", lo.Op, lo.Steers)
 	}
 	if needProc {
 		if op.Proc, err = index("proc", lo.Proc, "p", procs); err != nil {
@@ -298,7 +301,7 @@ func (o Op) normal() Op {
 		o.Thread = 0
 	}
 	if o.Kind != OpStep {
-		o.Asks = 0
+		o.Asks, o.Steers = 0, 0
 	}
 	return o
 }

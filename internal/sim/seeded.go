@@ -238,6 +238,7 @@ type Op struct {
 	Proc   int
 	Thread int
 	Asks   int           // OpStep: questions the agent asks if this step runs it
+	Steers int           // OpStep: messages the agent takes as steering, before it asks, if this step runs it
 	By     time.Duration // OpTime, OpSkew
 }
 
@@ -250,6 +251,9 @@ func (o Op) String() string {
 	case OpSkew:
 		return fmt.Sprintf("skew p%d +%v", o.Proc+1, o.By)
 	case OpStep:
+		if o.Steers > 0 {
+			return fmt.Sprintf("step p%d (t%d, asks %d, steers %d)", o.Proc+1, o.Thread+1, o.Asks, o.Steers)
+		}
 		return fmt.Sprintf("step p%d (t%d, asks %d)", o.Proc+1, o.Thread+1, o.Asks)
 	}
 	return fmt.Sprintf("%s p%d", o.Kind, o.Proc+1)
@@ -293,6 +297,7 @@ type simProc struct {
 	r       *runner.Runner
 	turn    *runner.Turn
 	asks    int
+	steers  int
 	holders int
 	co      *coroutine    // the step in flight, when the execution interleaves
 	thread  core.ThreadID // the thread of the turn, when there is one
@@ -447,31 +452,44 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	return s, nil
 }
 
-// agent is p's agent: it asks the questions the operation that runs it
-// asks for (Op.Asks); a run that asks none takes the oldest message posted
-// since it started, if there is one, as steering (Session.Steer). Then it
-// returns. The steering's record is then the turn's next step
+// agent is p's agent: it takes as steering (Session.Steer) as many of the
+// messages posted since its run started as the operation that runs it
+// asks for (Op.Steers), each recorded by its next call, then asks the
+// questions the operation asks for (Op.Asks), then returns. Steering not
+// recorded by a question is recorded by the turn's next step
 // (StepSteerRecord), which the scheduler may put off past a lapse, a
 // takeover and an Abandon: the exception, given twice and consumed once.
 func (p *simProc) agent() runner.Agent {
 	return runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
+		out := "done: " + sess.Delivered.Prompt.Text
+		for range p.steers {
+			m, ok, err := sess.Steer(ctx)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				break
+			}
+			out += "; steered: " + m.Text
+		}
 		for range p.asks {
 			if _, err := sess.Ask(ctx, "which one?"); err != nil {
 				return err
 			}
 		}
-		out := "done: " + sess.Delivered.Prompt.Text
-		if p.asks == 0 {
-			m, ok, err := sess.Steer(ctx)
-			if err != nil {
-				return err
-			}
-			if ok {
-				out += "; steered: " + m.Text
-			}
-		}
 		return sess.Output(out)
 	})
+}
+
+// agentWrites is how many transactions an agent that takes steers messages
+// as steering and asks asks questions makes: a Steer each, the record of
+// each but a last one that no question follows, and a question each.
+func agentWrites(steers, asks int) int {
+	n := 2*steers + asks
+	if steers > 0 && asks == 0 {
+		n--
+	}
+	return n
 }
 
 // newHolder names p's claims' holders.
@@ -597,6 +615,9 @@ func (s *Seeded) NextOp() Op {
 		if s.rng.IntN(4) == 0 {
 			op.Asks = 1
 		}
+		if s.rng.IntN(3) == 0 {
+			op.Steers = 1
+		}
 	case n < 67:
 		op.Kind = OpPost
 	case n < 82:
@@ -636,7 +657,7 @@ func (s *Seeded) Apply(ctx context.Context, op Op) error {
 		_, err := s.ownPoster().Post(ctx, s.threads[t], fmt.Sprintf("message %d", s.posted[t]))
 		return err
 	case OpStep:
-		p.asks = op.Asks
+		p.asks, p.steers = op.Asks, op.Steers
 		s.step(ctx, p, s.threads[op.Thread])
 	case OpRenew:
 		if p.turn != nil {
@@ -686,7 +707,7 @@ func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) run
 	// coroutine in their context all the same: the agent's questions go
 	// out under the context the claim's step was given, and pause in the
 	// coroutine it names.
-	pause := s.cfg.Interleave && (s.dir == nil || p.co.active || p.turn.Next() == runner.StepAgent && p.asks > 1)
+	pause := s.cfg.Interleave && (s.dir == nil || p.co.active || p.turn.Next() == runner.StepAgent && agentWrites(p.steers, p.asks) > 1)
 	switch {
 	case pause:
 		var finished bool
@@ -865,7 +886,7 @@ func (s *Seeded) Quiesce(ctx context.Context) error {
 			}
 			s.log = append(s.log, Op{Kind: OpStep, Proc: i, Thread: thread})
 			busy = true
-			p.asks = 0
+			p.asks, p.steers = 0, 0
 			if s.step(ctx, p, "") != runner.OutcomeBusy {
 				progress = true
 			}

@@ -43,6 +43,9 @@ func (w *swarm) next(rng *rand.Rand, op Op, ttl time.Duration) Op {
 		if rng.IntN(4) < w.asks {
 			op.Asks = 1 + rng.IntN(2)
 		}
+		if rng.IntN(3) == 0 {
+			op.Steers = 1 + rng.IntN(2)
+		}
 	case OpTime:
 		op.By = time.Duration(1+rng.IntN(int(ttl/time.Second))) * time.Second
 	case OpSkew:

@@ -20,12 +20,13 @@ import (
 // edge goes on to the state it leads to. Each edge then costs one step of
 // the real code, where walks from Init cost the whole path to it.
 //
-// One exception: a process's second question in a run (an Ask after an
-// Ask of the same run) cannot go on from a fork, for the runner's agent
-// decides how many questions it asks when it starts. Such an edge is
-// driven from the fork of the state before the run's first question, with
-// an agent that asks one more, along the same path (the scheduler pauses
-// the agent between its questions for the other processes' steps).
+// One exception: an agent's call after an earlier one of the same run (an
+// Ask or a Steer after a Steer or an Ask) cannot go on from a fork, for
+// the runner's agent decides how many messages it takes as steering and
+// how many questions it asks when it starts. Such an edge is driven from
+// the fork of the state before the run's first call, with an agent that
+// makes one more, along the same path (the scheduler pauses the agent
+// between its calls for the other processes' steps).
 //
 // Each fork's trace is checked by the Go trace checker as it grows (a
 // clone of the checker of the state it forked from, tracecheck.Checker.Clone),
@@ -298,8 +299,8 @@ func (r *treeRun) drive(st specmodel.Step, v int32, count, last bool) (node, boo
 	// The node to fork: the deepest, or, for a process's second question
 	// in a run, the one before the run's first question.
 	from := len(r.stack) - 1
-	if st.Action == core.ActionAsk {
-		if a := r.firstAsk(st.P); a >= 0 {
+	if agentCall(st.Action) {
+		if a := r.firstAgentCall(st.P); a >= 0 {
 			from = a
 		}
 	}
@@ -307,7 +308,7 @@ func (r *treeRun) drive(st specmodel.Step, v int32, count, last bool) (node, boo
 	// A fork of the deepest node grows its trace in place: the node takes
 	// no operation itself, and each fork of it is done with (or is the
 	// deepest node) before the next. One of a node higher up copies it.
-	own := last && from == len(r.stack)-1 && st.Action != core.ActionAsk
+	own := last && from == len(r.stack)-1 && !agentCall(st.Action)
 	f := base.s
 	if !own {
 		var err error
@@ -383,17 +384,22 @@ func (r *treeRun) drive(st specmodel.Step, v int32, count, last bool) (node, boo
 	return node{state: v, s: f, check: check, spec: d.state}, true, nil
 }
 
-// firstAsk returns the depth of the node before process p's first
-// question of its current run, when the path's last step of p's since its
-// RunStart is an Ask; else -1.
-func (r *treeRun) firstAsk(p int) int {
+// agentCall reports whether a is a call of the run's agent: its
+// questions (Ask) and its steering (Steer).
+func agentCall(a core.Action) bool { return a == core.ActionAsk || a == core.ActionSteer }
+
+// firstAgentCall returns the depth of the node before process p's first
+// call of its agent in the run the path ends in (the first of the Steer,
+// SteerRecord and Ask steps p took last, others' steps between them
+// aside), or -1 when the path does not end in such calls of p.
+func (r *treeRun) firstAgentCall(p int) int {
 	first := -1
 	for k := len(r.path) - 1; k >= 0; k-- {
 		st := r.path[k]
 		if st.P != p || st.Action == core.ActionRenew {
 			continue
 		}
-		if st.Action != core.ActionAsk {
+		if !agentCall(st.Action) && st.Action != core.ActionSteerRecord {
 			break
 		}
 		first = k

@@ -296,7 +296,7 @@ func smaller(a, b sim.Log) bool {
 	}
 	weight := func(l sim.Log) (w time.Duration) {
 		for _, o := range l.Ops {
-			w += o.By + time.Duration(o.Asks+o.Thread)*time.Hour
+			w += o.By + time.Duration(o.Asks+o.Steers+o.Thread)*time.Hour
 		}
 		return w
 	}
@@ -373,13 +373,15 @@ func (s *shrinker) moves(cur *sim.Log) bool {
 	return changed
 }
 
-// simplify makes single operations simpler: no question asked, a step's
+// simplify makes single operations simpler: no question asked, no
+// steering taken, a step's
 // thread the first one, a time jump halved.
 func (s *shrinker) simplify(cur *sim.Log) bool {
 	changed := false
 	for i := 0; i < len(cur.Ops) && s.err == nil; i++ {
 		for _, edit := range []func(*sim.Op){
 			func(o *sim.Op) { o.Asks = 0 },
+			func(o *sim.Op) { o.Steers = 0 },
 			func(o *sim.Op) {
 				if o.Kind == sim.OpStep {
 					o.Thread = 0
