@@ -27,8 +27,8 @@ func smallCfg(t *testing.T, expect string, fenced bool) string {
 func TestModelCommand(t *testing.T) {
 	code, out, errs := runCLI("model", "../../spec/ThreadClaimLapseLiveness.cfg", "../../spec/ThreadClaimLapseAbandonUnfenced.cfg")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
-	require.Contains(t, out, "88820 distinct states (404386 generated), depth 27")
-	require.Contains(t, out, "272 distinct states")
+	require.Contains(t, out, "158347 distinct states (703501 generated), depth 29")
+	require.Contains(t, out, "281 distinct states")
 	require.Contains(t, out, "invariant NoLiveAbandon violated at depth 8")
 	require.Contains(t, out, "Abandon(p1, 1)")
 
@@ -51,7 +51,7 @@ func TestModelCommand(t *testing.T) {
 	require.Equal(t, "pass", obj.Verdict)
 	require.Len(t, obj.Figures, 1)
 	rep := obj.Figures[0]
-	require.Equal(t, 7316, rep.Distinct)
+	require.Equal(t, 9570, rep.Distinct)
 	require.True(t, rep.AsExpected)
 	require.Nil(t, rep.Violation)
 }
@@ -91,7 +91,7 @@ func TestConformCommand(t *testing.T) {
 	cfg := smallCfg(t, "ok", true)
 	code, out, errs := runCLI("conform", "-cfg", cfg)
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
-	require.Contains(t, out, "31988 of 31988 edges")
+	require.Contains(t, out, "41033 of 41033 edges")
 	require.Contains(t, out, "\n0 divergences")
 
 	// The mutant must diverge: exit 1, as the contract says for -unfenced.

@@ -31,7 +31,7 @@ func TestReplayReproducesRun(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			ops := filepath.Join(dir, "seed.ops.ndjson")
-			args := append([]string{"run", "-seeds", "1", "-seed", "3", "-concurrent", "0", "-ops-out", ops, "-trace-dir", dir}, c.flags...)
+			args := append([]string{"run", "-seeds", "1", "-seed", "57", "-concurrent", "0", "-ops-out", ops, "-trace-dir", dir}, c.flags...)
 			code, out, errs := runCLI(args...)
 			require.Contains(t, []int{exitOK, exitFailed, exitSurvived}, code, "%s\n%s", out, errs)
 			replayed := filepath.Join(dir, "replayed.ndjson")
@@ -44,7 +44,7 @@ func TestReplayReproducesRun(t *testing.T) {
 			// the same lines.
 			got, err := os.ReadFile(replayed)
 			require.NoError(t, err)
-			files, err := filepath.Glob(filepath.Join(dir, "*-seed-3-*.ndjson"))
+			files, err := filepath.Glob(filepath.Join(dir, "*-seed-57-*.ndjson"))
 			require.NoError(t, err)
 			require.NotEmpty(t, files)
 			for _, f := range files {

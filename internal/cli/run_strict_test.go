@@ -17,14 +17,22 @@ import (
 // floor follows the run's size: the default run is held to it, a narrow
 // one is not unless asked.
 func TestRunFailsOnActionNeverExercised(t *testing.T) {
-	tl := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}, lapses: 3}
+	tl := &tally{perAction: map[core.Action]int{}, invariantFails: map[string]int{}, lapses: 3, givenTwice: 1, givenAgain: 1}
 	for _, a := range core.Actions() {
 		tl.perAction[a] = 5
 	}
 	require.NoError(t, tl.verdict("", 1, io.Discard))
-	delete(tl.perAction, core.ActionStartFenced)
+	// Every action, but never the exception (a steered message given
+	// again after its run was abandoned): held to the floor, it fails.
+	tl.givenAgain = 0
 	err := tl.verdict("", 1, io.Discard)
 	var f failure
+	require.ErrorAs(t, err, &f)
+	require.Contains(t, f.msg, "never reached the exception")
+	require.NoError(t, tl.verdict("", 0, io.Discard))
+	tl.givenAgain = 1
+	delete(tl.perAction, core.ActionStartFenced)
+	err = tl.verdict("", 1, io.Discard)
 	require.ErrorAs(t, err, &f)
 	require.Equal(t, exitFailed, f.code)
 	require.Contains(t, f.msg, "StartFenced 0")

@@ -615,7 +615,7 @@ func (s *Seeded) NextOp() Op {
 		if s.rng.IntN(4) == 0 {
 			op.Asks = 1
 		}
-		if s.rng.IntN(3) == 0 {
+		if s.rng.IntN(2) == 0 {
 			op.Steers = 1
 		}
 	case n < 67:
