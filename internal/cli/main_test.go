@@ -274,6 +274,24 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 	}
 }
 
+// The four steering mutants are each caught by run (exit 1): the record
+// accepted after its run was abandoned, a record that does not move the
+// taken cursor, steering given from a message already consumed, and
+// steering given to a run that is not active. The last is the rarest (a
+// run abandoned between its start and its agent's first call): 100 seeds
+// show it.
+func TestRunSteeringMutantsCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("four runs of 100 seeds (skipped with -short)")
+	}
+	for _, m := range []string{"steer-after-abandon", "steer-keeps-cursor", "steer-consumed", "steer-inactive"} {
+		code, out, errs := runCLI("run", "-seeds", "100", "-concurrent", "0", "-shrink=false", "-mutant", m)
+		require.Equal(t, exitFailed, code, "%s: stdout:\n%s\nstderr:\n%s", m, out, errs)
+		require.Contains(t, errs, "FAIL (as it must with the mutant "+m+")")
+		require.Contains(t, errs, "Steer", "%s: the first rejected trace names a steering line", m)
+	}
+}
+
 // run -cfg reports the share of the cfg's reachable states the executions
 // visit, and -min-coverage fails the run below a floor (set just under
 // what the seeded executions alone reach: 0.99% of the fenced cfg's
