@@ -97,8 +97,11 @@ func CellText(ev core.TraceEvent, info core.ActionInfo, name func(core.Holder) s
 		parts = append(parts, fmt.Sprintf("q%d", ev.Req))
 	}
 	if info.Carries.Has(core.FieldMsg) && ev.Msg != 0 {
-		if info.Consumes || ev.Action == core.ActionPlan && ev.Kind == core.PlanKindReply {
+		switch {
+		case info.Consumes || ev.Action == core.ActionPlan && ev.Kind == core.PlanKindReply:
 			parts = append(parts, "←")
+		case ev.Action == core.ActionSteer:
+			parts = append(parts, "given") // to the run's agent; its record consumes it
 		}
 		parts = append(parts, fmt.Sprintf("m%d", ev.Msg))
 	}
