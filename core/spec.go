@@ -18,9 +18,6 @@ const (
 	// message is given to a model more than once only by steering that
 	// its run's abandonment kept from being recorded.
 	InvSteeringException = "SteeringException"
-	// InvGivenAtMostOnce is negated in a cfg (ThreadClaimLapseGivenTwice)
-	// to show that the exception is reachable.
-	InvGivenAtMostOnce = "GivenAtMostOnce"
 	// PropNoLiveTakeover is the action property [][~LiveTakeover]_vars.
 	PropNoLiveTakeover = "NoLiveTakeover"
 )

@@ -27,7 +27,7 @@ func readFile(t *testing.T, path string) string {
 // reqs[q].state are exactly the ones the spec's TypeOK and RunStates give.
 func TestNamesAreTheSpecs(t *testing.T) {
 	spec := readFile(t, specFile)
-	for _, name := range []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon, core.InvSteeringException, core.InvGivenAtMostOnce, core.PropNoLiveTakeover} {
+	for _, name := range []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon, core.InvSteeringException, "GivenAtMostOnce", core.PropNoLiveTakeover} {
 		if !regexp.MustCompile(`(?m)^` + name + ` ==`).MatchString(spec) {
 			t.Errorf("%s is not defined in %s", name, specFile)
 		}

@@ -192,36 +192,7 @@ func (g *traceGen) step() error {
 			p.st = genClaimed
 		}
 	case genRunning:
-		switch g.rng.IntN(6) {
-		case 0, 1:
-			_, err := p.ws.Ask(g.ctx, p.claim, p.run, "q")
-			if err != nil && !errors.Is(err, core.ErrRunAbandoned) {
-				return err
-			}
-			return nil
-		case 2:
-			// Steering: none when nothing is left or a request is open;
-			// not traced when the run was abandoned (its end is refused
-			// next).
-			m, ok, err := p.ws.Steer(g.ctx, p.claim, p.run)
-			switch {
-			case errors.Is(err, core.ErrRunAbandoned):
-			case err != nil:
-				return err
-			case ok:
-				p.steer, p.st = m.Seq, genSteered
-			}
-			return nil
-		}
-		err := p.ws.RunEnd(g.ctx, p.claim, p.run, "")
-		switch {
-		case errors.Is(err, core.ErrRunAbandoned):
-			p.st = genIdle
-		case err != nil:
-			return err
-		default:
-			p.st = genClaimed
-		}
+		return g.running(p)
 	case genSteered:
 		err := p.ws.SteerRecord(g.ctx, p.claim, p.run, p.steer)
 		switch {
@@ -232,6 +203,42 @@ func (g *traceGen) step() error {
 		default:
 			p.st = genRunning
 		}
+	}
+	return nil
+}
+
+// running takes a running process's next step: a question, steering, or
+// the run's end.
+func (g *traceGen) running(p *genProc) error {
+	switch g.rng.IntN(6) {
+	case 0, 1:
+		_, err := p.ws.Ask(g.ctx, p.claim, p.run, "q")
+		if err != nil && !errors.Is(err, core.ErrRunAbandoned) {
+			return err
+		}
+		return nil
+	case 2:
+		// Steering: none when nothing is left or a request is open;
+		// not traced when the run was abandoned (its end is refused
+		// next).
+		m, ok, err := p.ws.Steer(g.ctx, p.claim, p.run)
+		switch {
+		case errors.Is(err, core.ErrRunAbandoned):
+		case err != nil:
+			return err
+		case ok:
+			p.steer, p.st = m.Seq, genSteered
+		}
+		return nil
+	}
+	err := p.ws.RunEnd(g.ctx, p.claim, p.run, "")
+	switch {
+	case errors.Is(err, core.ErrRunAbandoned):
+		p.st = genIdle
+	case err != nil:
+		return err
+	default:
+		p.st = genClaimed
 	}
 	return nil
 }

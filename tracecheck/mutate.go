@@ -24,8 +24,8 @@ const (
 	MutSwap      MutationKind = "swap"
 )
 
-// MutationKinds returns every kind, in a fixed order.
-func MutationKinds() []MutationKind {
+// mutationKinds returns every kind, in a fixed order.
+func mutationKinds() []MutationKind {
 	return []MutationKind{MutValue, MutAction, MutHolder, MutTick, MutDrop, MutDuplicate, MutSwap}
 }
 
@@ -52,7 +52,7 @@ func Mutate(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, Mutatio
 	if len(lines) == 0 {
 		return nil, Mutation{Desc: "nothing to mutate"}
 	}
-	kinds := MutationKinds()
+	kinds := mutationKinds()
 	return MutateKind(rng, lines, kinds[rng.IntN(len(kinds))])
 }
 

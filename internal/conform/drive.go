@@ -288,8 +288,22 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 			return outcome{core.ActionEndRefused, err}
 		}
 		return outcome{"", err}
-	case core.ActionSteer:
-		m, ok, err := ws.Steer(ctx, d.claim(p), pr.Run)
+	case core.ActionSteer, core.ActionSteerRecord, core.ActionSteerRefused:
+		return d.steer(ctx, st, ws, pr, idle)
+	case core.ActionCrash:
+		err := ws.Crash(ctx, d.claim(p))
+		idle()
+		return outcome{core.ActionCrash, err}
+	}
+	return outcome{"", fmt.Errorf("conform: no Go call for %s", st.Action)}
+}
+
+// steer makes the Go call of a steering step of process pr: Steer gives
+// the next message (the ghosts given and steered count it), SteerRecord
+// records it (SteerRefused when the run was abandoned: the round ends).
+func (d *driver) steer(ctx context.Context, st specmodel.Step, ws *core.Workspace, pr *Proc, idle func()) outcome {
+	if st.Action == core.ActionSteer {
+		m, ok, err := ws.Steer(ctx, d.claim(st.P), pr.Run)
 		switch {
 		case err != nil:
 			return outcome{"", err}
@@ -300,26 +314,19 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 		d.steered = append(d.steered, specmodel.Pair{Run: uint8(pr.Run), Msg: uint8(m.Seq)})
 		pr.PC, pr.Steer = specmodel.Steered, m.Seq
 		return outcome{core.ActionSteer, nil}
-	case core.ActionSteerRecord, core.ActionSteerRefused:
-		err := ws.SteerRecord(ctx, d.claim(p), pr.Run, pr.Steer)
-		switch {
-		case err == nil:
-			d.steered = slices.DeleteFunc(d.steered, func(x specmodel.Pair) bool {
-				return x == specmodel.Pair{Run: uint8(pr.Run), Msg: uint8(pr.Steer)}
-			})
-			pr.PC, pr.Steer = specmodel.Running, 0
-			return outcome{core.ActionSteerRecord, nil}
-		case errors.Is(err, core.ErrRunAbandoned):
-			idle()
-			return outcome{core.ActionSteerRefused, err}
-		}
-		return outcome{"", err}
-	case core.ActionCrash:
-		err := ws.Crash(ctx, d.claim(p))
-		idle()
-		return outcome{core.ActionCrash, err}
 	}
-	return outcome{"", fmt.Errorf("conform: no Go call for %s", st.Action)}
+	err := ws.SteerRecord(ctx, d.claim(st.P), pr.Run, pr.Steer)
+	switch {
+	case err == nil:
+		pair := specmodel.Pair{Run: uint8(pr.Run), Msg: uint8(pr.Steer)}
+		d.steered = slices.DeleteFunc(d.steered, func(x specmodel.Pair) bool { return x == pair })
+		pr.PC, pr.Steer = specmodel.Running, 0
+		return outcome{core.ActionSteerRecord, nil}
+	case errors.Is(err, core.ErrRunAbandoned):
+		idle()
+		return outcome{core.ActionSteerRefused, err}
+	}
+	return outcome{"", err}
 }
 
 // someRun picks the run an abandon that the fence refuses names: an

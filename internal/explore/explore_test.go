@@ -115,7 +115,7 @@ func TestReadTLC(t *testing.T) {
 		{"testdata/tlc-abandon-NoLiveAbandon.json", core.InvNoLiveAbandon},
 		// steering: a message given twice (the reachability cfg), and a
 		// steered run whose record the cursor passed (RunStart unfenced)
-		{"testdata/tlc-giventwice-GivenAtMostOnce.json", core.InvGivenAtMostOnce},
+		{"testdata/tlc-giventwice-GivenAtMostOnce.json", specmodel.InvGivenAtMostOnce},
 		// (I1 and I3 break too, earlier: the cfg checks SteeringException alone)
 		{"testdata/tlc-steerstart-SteeringException.json", core.InvSteeringException},
 	} {
@@ -145,7 +145,7 @@ func TestReadTLC(t *testing.T) {
 	last := steps[len(steps)-1]
 	require.Equal(t, "{<<1, 2>>}", last.State["steered"].TLA())
 	require.Equal(t, "<<1, 2, 0>>", last.State["given"].TLA())
-	require.Equal(t, []string{core.InvGivenAtMostOnce}, last.Rejected.Failed, "SteeringException holds: given twice, consumed once")
+	require.Equal(t, []string{specmodel.InvGivenAtMostOnce}, last.Rejected.Failed, "SteeringException holds: given twice, consumed once")
 	for _, bad := range []string{`{}`, `{"counterexample":{"state":[]}}`, `[1]`, `{"counterexample":{"state":[[1,{}]],"action":[]},"vars":["x"]}`} {
 		_, err := ReadTLC(strings.NewReader(bad), "bad.json")
 		require.ErrorIs(t, err, ErrTLC, bad)

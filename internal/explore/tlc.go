@@ -232,7 +232,7 @@ func violated(st map[string]itf.Value) []string {
 	}
 	for _, n := range st["given"].Elems {
 		if n.Int > 1 {
-			out = append(out, core.InvGivenAtMostOnce)
+			out = append(out, specmodel.InvGivenAtMostOnce)
 			break
 		}
 	}

@@ -52,7 +52,7 @@ type Config struct {
 // The model evaluates the invariants core.InvTypeOK,
 // core.InvConsumedAtMostOnce, core.InvOneActiveRun,
 // core.InvNoLiveAbandon, core.InvSteeringException and
-// core.InvGivenAtMostOnce, and checks the action property
+// InvGivenAtMostOnce, and checks the action property
 // core.PropNoLiveTakeover on every transition when the cfg lists it.
 const (
 	maxSmall               = 200 // values are stored in bytes
@@ -78,7 +78,7 @@ var sections = map[string]string{
 }
 
 var knownInvariants = []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon,
-	core.InvSteeringException, core.InvGivenAtMostOnce}
+	core.InvSteeringException, InvGivenAtMostOnce}
 
 // ReadConfig reads and parses a cfg file.
 func ReadConfig(path string) (Config, error) {

@@ -30,7 +30,7 @@ var tlcFigures = map[string]struct {
 	// the steering cfgs (FenceSteer, RefuseSteerAbandoned)
 	"ThreadClaimLapseSteerFenced.cfg":        {103052, 458134, 28, ""},
 	"ThreadClaimLapseSteerUnguarded.cfg":     {3319, 0, 13, core.InvConsumedAtMostOnce},
-	"ThreadClaimLapseGivenTwice.cfg":         {2020, 0, 12, core.InvGivenAtMostOnce},
+	"ThreadClaimLapseGivenTwice.cfg":         {2020, 0, 12, InvGivenAtMostOnce},
 	"ThreadClaimLapseSteerStartUnfenced.cfg": {3130, 0, 13, core.InvSteeringException},
 }
 

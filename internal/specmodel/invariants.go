@@ -2,6 +2,12 @@ package specmodel
 
 import "github.com/threadclaim/threadclaim/core"
 
+// InvGivenAtMostOnce is the spec's GivenAtMostOnce (given[m] <= 1 for
+// every message): false in the spec, and negated in a cfg
+// (ThreadClaimLapseGivenTwice) to show that ADR-0069's exception, a
+// message given twice, is reachable.
+const InvGivenAtMostOnce = "GivenAtMostOnce"
+
 // Invariant evaluates the named invariant in s. It reports false for a
 // name the model does not know (ParseConfig refuses those).
 func (m *Model) Invariant(name string, s *State) bool {
@@ -16,7 +22,7 @@ func (m *Model) Invariant(name string, s *State) bool {
 		return !s.LiveAbandoned
 	case core.InvSteeringException:
 		return SteeringException(s)
-	case core.InvGivenAtMostOnce:
+	case InvGivenAtMostOnce:
 		return GivenAtMostOnce(s)
 	}
 	return false

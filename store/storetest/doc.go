@@ -13,7 +13,7 @@
 // pending, through a real core.Workspace. A storage that offers more than
 // core.Storage is checked for it: read-only transactions (core.Viewer),
 // and the trace lines its transactions keep (core.TraceLog, read back
-// through TraceReader).
+// through traceReader).
 //
 // Its pieces serve a storage's own tests too: Hooked pauses a real
 // transaction at a point (after HoldsLease, after Append) for a test to

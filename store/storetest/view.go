@@ -10,10 +10,10 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// TraceReader is implemented by a storage whose transactions keep the
+// traceReader is implemented by a storage whose transactions keep the
 // trace lines of the writes they commit (core.TraceLog), to read them
 // back: by thread, then tick.
-type TraceReader interface {
+type traceReader interface {
 	TraceLines(ctx context.Context) ([]core.TraceEvent, error)
 }
 
@@ -90,9 +90,9 @@ func testViewRefusesWrites(t *testing.T, s core.Storage) {
 // committed: every write's line as the Workspace traced it; no refusal,
 // no read, and nothing of a transaction rolled back.
 func testTraceLog(t *testing.T, s core.Storage) {
-	r, ok := s.(TraceReader)
+	r, ok := s.(traceReader)
 	if !ok {
-		t.Skip("the storage keeps no trace lines (no TraceReader)")
+		t.Skip("the storage keeps no trace lines (no traceReader)")
 	}
 	ctx := context.Background()
 	kept := &lines{}
@@ -119,7 +119,7 @@ func testTraceLog(t *testing.T, s core.Storage) {
 	boom := errors.New("boom")
 	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
 		l, ok := tx.(core.TraceLog)
-		require.True(t, ok, "a TraceReader's transactions keep lines (core.TraceLog)")
+		require.True(t, ok, "a traceReader's transactions keep lines (core.TraceLog)")
 		v, err := tx.Bump(ctx, id)
 		require.NoError(t, err)
 		require.NoError(t, l.LogTrace(ctx, core.TraceEvent{Tick: v, Action: core.ActionPost, Thread: id, Msg: 3}))

@@ -1,0 +1,4 @@
+package tracecheck
+
+// MutationKinds is mutationKinds, for the external tests.
+var MutationKinds = mutationKinds
