@@ -188,10 +188,7 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 		_, err := d.poster.Post(ctx, d.thread, "m")
 		return outcome{core.ActionPost, err}
 	case core.ActionLapse:
-		for _, c := range d.clocks {
-			c.Advance(ttl)
-		}
-		return outcome{core.ActionLapse, nil}
+		return d.lapse()
 	case core.ActionClaim:
 		h := core.Holder(fmt.Sprintf("%s-h%d", d.thread, len(d.holders)+1))
 		c, err := ws.Claim(ctx, d.thread, h, ttl)
@@ -296,6 +293,14 @@ func (d *driver) do(ctx context.Context, st specmodel.Step) outcome {
 		return outcome{core.ActionCrash, err}
 	}
 	return outcome{"", fmt.Errorf("conform: no Go call for %s", st.Action)}
+}
+
+// lapse takes every process's clock past the lease's expiry.
+func (d *driver) lapse() outcome {
+	for _, c := range d.clocks {
+		c.Advance(ttl)
+	}
+	return outcome{core.ActionLapse, nil}
 }
 
 // steer makes the Go call of a steering step of process pr: Steer gives
