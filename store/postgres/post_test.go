@@ -1,0 +1,67 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+)
+
+// A post by a process that does not hold the thread is one round trip
+// (PostMessage, postSQL), in both read modes: the same message, version
+// and trace line as the post that reads the thread first, the thread's
+// log and row as that post leaves them, and ErrUnknownThread for a
+// thread that does not exist, with nothing written.
+func TestPostOneRoundTrip(t *testing.T) {
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		ctx := context.Background()
+		for _, keep := range []bool{false, true} {
+			opts.KeepTrace = keep
+			s := newStoreWith(t, opts)
+			rec := &lines{}
+			clock := coretest.NewClock(time.Unix(0, 0))
+			ws := core.NewWorkspace(s, clock, core.WithProcess("p"), core.WithTracer(rec))
+			require.NoError(t, ws.CreateThread(ctx, "t"))
+			for i := 1; i <= 3; i++ {
+				clock.Advance(time.Millisecond)
+				trips := s.stats.roundTrips.Load()
+				seq, err := ws.Post(ctx, "t", "m")
+				require.NoError(t, err)
+				require.Equal(t, core.Seq(i), seq)
+				want := int64(1)
+				if keep {
+					want = 2 // the trace line goes with COMMIT
+				}
+				require.Equal(t, want, s.stats.roundTrips.Load()-trips, "keep trace %v", keep)
+			}
+			// The reading post, after the server's: it reads what they wrote.
+			s.readPost = true
+			seq, err := ws.Post(ctx, "t", "m")
+			require.NoError(t, err)
+			require.Equal(t, core.Seq(4), seq)
+			s.readPost = false
+			th, err := ws.Thread(ctx, "t")
+			require.NoError(t, err)
+			require.Equal(t, core.Seq(4), th.Last())
+			require.Equal(t, uint64(4), th.Version)
+			for i, l := range rec.got {
+				require.Equal(t, core.TraceEvent{Tick: uint64(i + 1), Action: core.ActionPost, Thread: "t", Msg: core.Seq(i + 1), Proc: "p"},
+					core.TraceEvent{Tick: l.Tick, Action: l.Action, Thread: l.Thread, Msg: l.Msg, Taken: l.Taken, Proc: l.Proc})
+			}
+			if keep {
+				stored, err := s.TraceLines(ctx)
+				require.NoError(t, err)
+				require.Len(t, stored, 4)
+			}
+			_, err = ws.Post(ctx, "nope", "m")
+			require.ErrorIs(t, err, core.ErrUnknownThread)
+			events, messages, version, _ := rowCounts(t, admin(t), s.Schema(), "t")
+			require.Equal(t, []int64{4, 4, 4}, []int64{int64(events), int64(messages), version})
+		}
+	})
+}
