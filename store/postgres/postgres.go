@@ -88,6 +88,9 @@ type Store struct {
 	// readPost: a post reads the thread first, as before PostMessage (a
 	// benchmark's before).
 	readPost bool
+	// wakeAll: Wakeups wakes for every thread, as before the listeners
+	// shared the threads out (a benchmark's before).
+	wakeAll bool
 
 	mu       sync.Mutex
 	cache    map[core.ThreadID]*cacheEntry
