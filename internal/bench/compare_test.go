@@ -16,11 +16,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// BenchmarkCompare runs each workload on River and on this project's
-// runner, one after the other, on the server DATABASE_URL names (run it
-// under scripts/with-postgres): with -count N the pairs alternate N
-// times. b.N is not used: each workload has its own size (run with
-// -benchtime 1x).
+// BenchmarkCompare runs each workload on River (with its defaults, and
+// with a FetchCooldown of 1ms) and on this project's runner, one after
+// the other, on the server DATABASE_URL names (run it under
+// scripts/with-postgres; go test's -count repeats each one in a row, so
+// alternate by running go test again, as BENCH.md's command does). b.N
+// is not used: each workload has its own size (run with -benchtime 1x).
 //
 //	drain       20,000 messages posted (by 16 posters) before the
 //	            workers start; timed from their start to the last start
@@ -31,7 +32,10 @@ import (
 // It reports msgs/s; post-to-start p50 and p99 (ms: from the post's
 // return to the worker's call); per message, the server's transactions
 // (pg_stat_database, every process's: the posters' included while
-// posting, not when draining), the client's CPU (this process: posters
+// posting, not when draining), River's round trips (its pools' queries
+// and batches, counted by a pgx tracer, over the same span as the CPU:
+// this project's are BenchmarkRunnerThroughput's roundtrips/msg, since
+// its Store takes a URL, not a pool), the client's CPU (this process: posters
 // and workers) and the server's CPU (every PostgreSQL process); and
 // posting-%, the share of the time the posters were posting (near 100:
 // the posters bound the figure).
@@ -41,7 +45,7 @@ func BenchmarkCompare(b *testing.B) {
 		b.Skip("DATABASE_URL is not set: run under scripts/with-postgres")
 	}
 	for _, w := range []workload{{"drain", 20000, 16, true}, {"posters=4", 10000, 4, false}, {"posters=16", 10000, 16, false}} {
-		for _, sys := range []func() system{newRiver, newThreadclaim} {
+		for _, sys := range []func() system{newRiver, newRiverFast, newThreadclaim} {
 			s := sys()
 			b.Run(w.name+"/"+s.name(), func(b *testing.B) { measure(b, url, s, w) })
 		}
@@ -126,6 +130,11 @@ func measure(b *testing.B, url string, s system, w workload) {
 		post()
 		s.donePosting()
 	}
+	counted, _ := s.(interface{ roundTrips() int64 })
+	var trips0 int64
+	if counted != nil {
+		trips0 = counted.roundTrips()
+	}
 	srv := newServer(b, url)
 	time.Sleep(300 * time.Millisecond) // closed connections' statistics flushed
 	xacts0 := srv.xacts(b)
@@ -145,6 +154,10 @@ func measure(b *testing.B, url string, s system, w workload) {
 		b.Fatalf("%d of %d messages started after 5 minutes", nStarted.Load(), w.n)
 	}
 	cpu, scpu := clientCPU()-cpu0, srv.cpu(b)-scpu0
+	var trips int64
+	if counted != nil {
+		trips = counted.roundTrips() - trips0
+	}
 	elapsed := lastStart.Sub(t0)
 	if !w.before {
 		s.donePosting()
@@ -167,6 +180,9 @@ func measure(b *testing.B, url string, s system, w workload) {
 		b.ReportMetric(100*posting.Seconds()/elapsed.Seconds(), "posting-%")
 	}
 	b.ReportMetric(float64(xacts)/n, "xacts/msg")
+	if counted != nil {
+		b.ReportMetric(float64(trips)/n, "roundtrips/msg")
+	}
 	b.ReportMetric(float64(cpu.Microseconds())/n, "client-cpu-µs/msg")
 	b.ReportMetric(float64(scpu.Microseconds())/n, "server-cpu-µs/msg")
 	b.ReportMetric(0, "ns/op") // b.N is not what is timed

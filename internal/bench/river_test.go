@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,16 +39,57 @@ func (w *msgWorker) Work(_ context.Context, job *river.Job[msgArgs]) error {
 // most every FetchCooldown, 100ms, and every FetchPollInterval, 1s); the
 // posters insert with an insert-only client of its own pool.
 type riverSystem struct {
-	poster  *river.Client[pgx.Tx]
-	pPool   *pgxpool.Pool
-	pools   []*pgxpool.Pool
-	clients []*river.Client[pgx.Tx]
-	worker  *msgWorker
+	// cooldown, when set, is every queue's FetchCooldown (River's
+	// default, 100ms, caps a client's fetches at 10 a second: 4 clients
+	// of 100 workers start at most 4,000 jobs a second).
+	cooldown time.Duration
+	poster   *river.Client[pgx.Tx]
+	pPool    *pgxpool.Pool
+	pools    []*pgxpool.Pool
+	clients  []*river.Client[pgx.Tx]
+	worker   *msgWorker
+	trips    trips
 }
+
+// trips counts the round trips a pool's connections make: each query or
+// Exec (BEGIN and COMMIT included), and each batch as one.
+type trips struct{ n atomic.Int64 }
+
+func (t *trips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	t.n.Add(1)
+	return ctx
+}
+func (*trips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (t *trips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	t.n.Add(1)
+	return ctx
+}
+func (*trips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (*trips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// newPool opens a pool whose round trips r.trips counts.
+func (r *riverSystem) newPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ConnConfig.Tracer = &r.trips
+	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+func (r *riverSystem) roundTrips() int64 { return r.trips.n.Load() }
 
 func newRiver() system { return &riverSystem{} }
 
-func (*riverSystem) name() string { return "river" }
+// newRiverFast is River with a FetchCooldown of 1ms.
+func newRiverFast() system { return &riverSystem{cooldown: time.Millisecond} }
+
+func (r *riverSystem) name() string {
+	if r.cooldown > 0 {
+		return "river-cooldown=" + r.cooldown.String()
+	}
+	return "river"
+}
 
 const riverSchema = "river_bench"
 
@@ -57,13 +99,13 @@ func (r *riverSystem) config(workers bool) *river.Config {
 	c := &river.Config{Schema: riverSchema, Logger: quiet, Workers: river.NewWorkers()}
 	river.AddWorker(c.Workers, r.worker)
 	if workers {
-		c.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}}
+		c.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100, FetchCooldown: r.cooldown}}
 	}
 	return c
 }
 
 func (r *riverSystem) setup(ctx context.Context, url string) error {
-	pool, err := pgxpool.New(ctx, url)
+	pool, err := r.newPool(ctx, url)
 	if err != nil {
 		return err
 	}
@@ -96,7 +138,7 @@ func (r *riverSystem) donePosting() { r.pPool.Close() }
 func (r *riverSystem) start(ctx context.Context, url string, started func(string)) error {
 	r.worker.started = started
 	for range workers {
-		pool, err := pgxpool.New(ctx, url)
+		pool, err := r.newPool(ctx, url)
 		if err != nil {
 			return err
 		}
