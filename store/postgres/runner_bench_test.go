@@ -214,6 +214,10 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	return br
 }
 
+// settle waits until the runners' Wakeups listeners have read one
+// another and their views have settled (Wakeups' share).
+func settle() { time.Sleep(4 * shareEvery) }
+
 // counted passes wake on, counting what it passes in br.wakes.
 func (br *benchRunners) counted(wake <-chan struct{}) <-chan struct{} {
 	out := make(chan struct{}, 1)
@@ -373,6 +377,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	base := [8]int64{3: br.posterS.stats.roundTrips.Load()}
 	start := br.started
 	if !before {
+		settle()
 		b.ResetTimer()
 		base = br.counts()
 		start = time.Now()
@@ -445,6 +450,7 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 		},
 	})
 	defer br.stop()
+	settle()
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	since := make([]int64, runners)

@@ -25,10 +25,14 @@ import (
 // reads again every shareEvery. A thread belongs to one of them, by a
 // hash of its id over the listeners ordered by backend process id, so a
 // post wakes one runner, not all: the others would look for work for
-// nothing, and claim threads the woken one claims. While the listeners'
-// views differ (one started or stopped within shareEvery), a post may wake
-// none or two; a listener that cannot read the others wakes for every
-// thread.
+// nothing, and claim threads the woken one claims. When a listener sees
+// the listeners change, it also takes the threads that were its own
+// before, until it has read the same listeners twice more: a listener
+// that has not seen the change yet decides by the listeners before it, so
+// the thread's listener by those, or by the new ones, wakes (two may). A
+// listener whose process died takes its threads' wake-ups with it until
+// the others see it gone. A listener that cannot read the others, or is
+// not among them yet, wakes for every thread.
 //
 // Wake-ups are hints, never claims, and can come late or not at all: a
 // listening connection cut off without the client noticing keeps silent
@@ -67,12 +71,32 @@ type share struct {
 	mu    sync.Mutex
 	pid   uint32   // the listening connection's backend
 	peers []uint32 // the listeners' backends, in order; nil: unknown
+	// prev is the listeners before they last changed, kept until the
+	// same listeners are read twice more; nil: none kept.
+	prev   []uint32
+	stable int // reads since peers changed
 }
 
 func (sh *share) connected(pid uint32) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	sh.pid, sh.peers = pid, nil
+	sh.pid, sh.peers, sh.prev = pid, nil, nil
+}
+
+// saw records a read of the listeners (nil: the read failed).
+func (sh *share) saw(peers []uint32) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if slices.Equal(peers, sh.peers) && (peers == nil) == (sh.peers == nil) {
+		if sh.stable++; sh.stable >= 2 {
+			sh.prev = nil
+		}
+		return
+	}
+	if sh.peers != nil {
+		sh.prev = sh.peers
+	}
+	sh.peers, sh.stable = peers, 0
 }
 
 // mine reports whether a wake-up for the thread is this listener's: the
@@ -84,11 +108,12 @@ func (sh *share) mine(id core.ThreadID) bool {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	rank := slices.Index(sh.peers, sh.pid)
-	if rank < 0 || len(sh.peers) < 2 {
-		return true
+	h := fnv32(string(id))
+	ours := func(peers []uint32) bool {
+		rank := slices.Index(peers, sh.pid)
+		return rank < 0 || len(peers) < 2 || int(h%uint32(len(peers))) == rank
 	}
-	return int(fnv32(string(id))%uint32(len(sh.peers))) == rank
+	return ours(sh.peers) || sh.prev != nil && ours(sh.prev)
 }
 
 // watchShare reads the schema's listeners every shareEvery until ctx
@@ -111,12 +136,10 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 				err = rows.Err()
 			}
 		}
-		sh.mu.Lock()
 		if err != nil {
 			peers = nil // unknown: wake for every thread
 		}
-		sh.peers = peers
-		sh.mu.Unlock()
+		sh.saw(peers)
 		t := time.NewTimer(shareEvery)
 		select {
 		case <-ctx.Done():

@@ -216,3 +216,50 @@ func TestWakeupsShared(t *testing.T) {
 		require.Positive(t, n, "listener %d got no thread of 30 (%v)", j, got)
 	}
 }
+
+// While the listeners' views of one another differ (a listener joined,
+// and some have read it, some not yet), every thread still wakes one of
+// them at least: a listener that has seen the change takes the threads
+// that were its own before too, until it has read the same listeners
+// twice more. Once every view agrees and has settled, each thread wakes
+// exactly one.
+func TestShareAcrossAChange(t *testing.T) {
+	old, now := []uint32{10, 20}, []uint32{10, 20, 30}
+	l10, l20, l30 := &share{pid: 10}, &share{pid: 20}, &share{pid: 30}
+	l10.saw(old)
+	l20.saw(old)
+	l30.saw(now)
+	l10.saw(now) // l10 saw the change, l20 not yet
+	woken := func() {
+		for i := range 200 {
+			n := 0
+			id := core.ThreadID(fmt.Sprintf("t%d", i))
+			for _, l := range []*share{l10, l20, l30} {
+				if l.mine(id) {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Fatalf("thread %s wakes no listener", id)
+			}
+		}
+	}
+	woken()
+	l20.saw(now)
+	woken()
+	for range 2 {
+		for _, l := range []*share{l10, l20, l30} {
+			l.saw(now)
+		}
+	}
+	for i := range 200 {
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		n := 0
+		for _, l := range []*share{l10, l20, l30} {
+			if l.mine(id) {
+				n++
+			}
+		}
+		require.Equal(t, 1, n, "thread %s once the views settled", id)
+	}
+}
