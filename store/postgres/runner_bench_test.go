@@ -216,7 +216,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 
 // settle waits until the runners' Wakeups listeners have read one
 // another and their views have settled (Wakeups' share).
-func settle() { time.Sleep(4 * shareEvery) }
+func settle() { time.Sleep(5 * shareEvery) }
 
 // counted passes wake on, counting what it passes in br.wakes.
 func (br *benchRunners) counted(wake <-chan struct{}) <-chan struct{} {

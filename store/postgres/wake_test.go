@@ -161,8 +161,9 @@ func TestWakeupsShared(t *testing.T) {
 	all, err := posterS.Listen(ctx)
 	require.NoError(t, err)
 	poster := core.NewWorkspace(posterS, core.SystemClock{})
-	// The listeners' views agree once each has read the others again.
-	time.Sleep(2 * shareEvery)
+	// The listeners' views agree, and have settled, once each has read
+	// the same listeners twice after the last one came.
+	time.Sleep(5 * shareEvery)
 	drain := func() {
 		for _, w := range wakes {
 			select {
