@@ -127,7 +127,7 @@ type PendingLister interface {
 	PendingThreads(ctx context.Context) ([]PendingThread, error)
 }
 
-// MessagePoster is implemented by a Transaction that can post a message
+// messagePoster is implemented by a Transaction that can post a message
 // without reading the thread first, deciding in storage: PostMessage
 // appends the MessagePosted event (text, stamped at) as the thread's next
 // message at the thread's next version, saves the bumped version, and
@@ -136,8 +136,10 @@ type PendingLister interface {
 // do for a post, in one step; it returns ErrUnknownThread, and CheckText's
 // error for a text it refuses. Workspace.Post calls it as the
 // transaction's first call, and writes nothing else in the transaction
-// but the post's trace line (TraceLog).
-type MessagePoster interface {
+// but the post's trace line (TraceLog). (Unexported, as the library's
+// exported identifiers have a budget: a storage implements it by the
+// method alone; the PostgreSQL Store does.)
+type messagePoster interface {
 	PostMessage(ctx context.Context, id ThreadID, at time.Time, text string) (msg Seq, version uint64, taken Seq, err error)
 }
 

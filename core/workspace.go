@@ -278,7 +278,7 @@ func (w *Workspace) Post(ctx context.Context, id ThreadID, text string) (Seq, er
 	}
 	var seq Seq
 	_, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		if p, ok := tx.(MessagePoster); ok {
+		if p, ok := tx.(messagePoster); ok {
 			// Storage decides the message's Seq and version itself: the
 			// same write as below, without reading the thread first.
 			msg, v, taken, err := p.PostMessage(ctx, id, w.clock.Now(), text)

@@ -12,8 +12,6 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-var _ core.MessagePoster = (*txn)(nil)
-
 // postSQL is a whole post in one statement (%[1]s is the schema): the
 // thread row's UPDATE, which locks the row and bumps its version, its
 // message count and its log's end; the message_posted event and the
@@ -35,7 +33,10 @@ const postSQL = `WITH w AS (
 )
 SELECT w.last_message, w.version, w.taken FROM w CROSS JOIN LATERAL (SELECT pg_notify($5, $6)) n`
 
-// PostMessage is a post decided in the server, postSQL: one statement and
+// PostMessage is what core.Workspace.Post calls, when a transaction has
+// it, in place of reading the thread (core's unexported messagePoster:
+// TestPostOneRoundTrip fails if the two ever part): a post decided in
+// the server, postSQL: one statement and
 // one round trip, where reading the thread first (its row under lock and
 // its new events) and then writing took two. Without KeepTrace the
 // statement is the whole transaction (autocommitted); with it the
@@ -107,7 +108,7 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 }
 
 // postRead is a post as Workspace.Post makes it on a Transaction that is
-// no MessagePoster: read the thread, check the event, bump, append.
+// without PostMessage: read the thread, check the event, bump, append.
 func (t *txn) postRead(ctx context.Context, id core.ThreadID, at time.Time, text string) (core.Seq, uint64, core.Seq, error) {
 	th, err := t.thread(ctx, id)
 	if err != nil {
