@@ -9,6 +9,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 // A post by a process that does not hold the thread is one round trip
@@ -64,4 +65,33 @@ func TestPostOneRoundTrip(t *testing.T) {
 			require.Equal(t, []int64{4, 4, 4}, []int64{int64(events), int64(messages), version})
 		}
 	})
+}
+
+// untraced is a Store as a storage that keeps no trace lines shows
+// itself: no TraceLines, so storetest skips the trace log's checks.
+type untraced struct{ s *Store }
+
+func (u untraced) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return u.s.Update(ctx, fn)
+}
+
+func (u untraced) View(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return u.s.View(ctx, fn)
+}
+
+func (u untraced) WatchEvents(ctx context.Context, id core.ThreadID) (<-chan struct{}, error) {
+	return u.s.WatchEvents(ctx, id)
+}
+
+func (u untraced) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
+	return u.s.PendingThreads(ctx)
+}
+
+// The conformance suite on a Store that keeps no trace lines, a
+// deployment's: there a post is one autocommitted statement (PostMessage),
+// where TestConformance's Stores, which keep trace lines, send the post's
+// statement with BEGIN and its trace line with COMMIT.
+func TestConformanceUntraced(t *testing.T) {
+	t.Parallel() // a schema of its own
+	storetest.Run(t, func(t *testing.T) core.Storage { return untraced{newStoreWith(t, Options{})} })
 }
