@@ -91,6 +91,9 @@ func (s *Store) listenAs(ctx context.Context, channel, app string, connected fun
 func (s *Store) listen(ctx context.Context, channel, app string) (*pgx.Conn, error) {
 	cfg := s.pool.Config().ConnConfig.Copy()
 	if app != "" {
+		if cfg.RuntimeParams == nil {
+			cfg.RuntimeParams = map[string]string{}
+		}
 		cfg.RuntimeParams["application_name"] = app
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
