@@ -127,6 +127,22 @@ type PendingLister interface {
 	PendingThreads(ctx context.Context) ([]PendingThread, error)
 }
 
+// messagePoster is implemented by a Transaction that can post a message
+// without reading the thread first, deciding in storage: PostMessage
+// appends the MessagePosted event (text, stamped at) as the thread's next
+// message at the thread's next version, saves the bumped version, and
+// returns the message's Seq, that version and the thread's taken cursor
+// as the write saw them. It is what Thread, Check, Bump and Append would
+// do for a post, in one step; it returns ErrUnknownThread, and CheckText's
+// error for a text it refuses. Workspace.Post calls it as the
+// transaction's first call, and writes nothing else in the transaction
+// but the post's trace line (TraceLog). (Unexported, as the library's
+// exported identifiers have a budget: a storage implements it by the
+// method alone; the PostgreSQL Store does.)
+type messagePoster interface {
+	PostMessage(ctx context.Context, id ThreadID, at time.Time, text string) (msg Seq, version uint64, taken Seq, err error)
+}
+
 // TraceLog is implemented by a Transaction that keeps the trace lines of
 // the writes it commits, inside the same transaction. When the Workspace
 // traces, it gives each write's line to such a transaction before commit,

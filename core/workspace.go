@@ -278,6 +278,17 @@ func (w *Workspace) Post(ctx context.Context, id ThreadID, text string) (Seq, er
 	}
 	var seq Seq
 	_, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		if p, ok := tx.(messagePoster); ok {
+			// Storage decides the message's Seq and version itself: the
+			// same write as below, without reading the thread first.
+			msg, v, taken, err := p.PostMessage(ctx, id, w.clock.Now(), text)
+			if err != nil {
+				return err
+			}
+			seq = msg
+			*line = &TraceEvent{Tick: v, Action: ActionPost, Thread: id, Msg: seq, Taken: taken}
+			return nil
+		}
 		t, err := tx.Thread(ctx, id)
 		if err != nil {
 			return err

@@ -30,9 +30,19 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
 // listenOn delivers the payloads of channel's notifications, as Listen
 // says.
 func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.ThreadID, error) {
-	conn, err := s.listen(ctx, channel)
+	return s.listenAs(ctx, channel, "", nil)
+}
+
+// listenAs is listenOn on a connection whose application_name is app
+// (unless empty); connected, when set, is told each connection's backend
+// process id, the first and each one after a reconnection.
+func (s *Store) listenAs(ctx context.Context, channel, app string, connected func(pid uint32)) (<-chan core.ThreadID, error) {
+	conn, err := s.listen(ctx, channel, app)
 	if err != nil {
 		return nil, err
+	}
+	if connected != nil {
+		connected(conn.PgConn().PID())
 	}
 	out := make(chan core.ThreadID, 16)
 	go func() {
@@ -58,7 +68,7 @@ func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.Threa
 				return
 			}
 			closeConn(conn)
-			for conn, err = s.listen(ctx, channel); err != nil; conn, err = s.listen(ctx, channel) {
+			for conn, err = s.listen(ctx, channel, app); err != nil; conn, err = s.listen(ctx, channel, app) {
 				t := time.NewTimer(time.Second)
 				select {
 				case <-ctx.Done():
@@ -66,6 +76,9 @@ func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.Threa
 					return
 				case <-t.C:
 				}
+			}
+			if connected != nil {
+				connected(conn.PgConn().PID())
 			}
 			if !send("") {
 				return
@@ -75,8 +88,15 @@ func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.Threa
 	return out, nil
 }
 
-func (s *Store) listen(ctx context.Context, channel string) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+func (s *Store) listen(ctx context.Context, channel, app string) (*pgx.Conn, error) {
+	cfg := s.pool.Config().ConnConfig.Copy()
+	if app != "" {
+		if cfg.RuntimeParams == nil {
+			cfg.RuntimeParams = map[string]string{}
+		}
+		cfg.RuntimeParams["application_name"] = app
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: listen: connect: %w", err)
 	}

@@ -36,7 +36,8 @@ func readRow(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) rowS
 // loseCommits puts the thread back as r recorded it, as a server that
 // acknowledged the commits since and then lost them (synchronous_commit
 // = off and a crash, a failover to an asynchronous replica, a restore)
-// leaves it: the events and messages since gone, the row's columns back.
+// leaves it: the events and messages since gone, the row's columns back
+// (all of them).
 func loseCommits(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID, r rowState) {
 	t.Helper()
 	ctx := context.Background()
@@ -45,8 +46,12 @@ func loseCommits(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID, 
 	require.NoError(t, err)
 	_, err = conn.Exec(ctx, `DELETE FROM `+q+`.messages WHERE thread_id = $1 AND seq > $2`, string(id), r.messages)
 	require.NoError(t, err)
+	// The log's end on the row (log_n, log_at) goes back with the rest of
+	// the row: a post decided in the server (PostMessage) appends after it.
 	_, err = conn.Exec(ctx, `UPDATE `+q+`.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5,
-		lease_holder = $6, lease_expires = $7 WHERE id = $1`, string(id), r.version, r.taken, r.lastMessage, r.activeRuns, r.holder, r.expires)
+		lease_holder = $6, lease_expires = $7, log_n = $8,
+		log_at = (SELECT at FROM `+q+`.events WHERE thread_id = $1 AND seq = $8) WHERE id = $1`,
+		string(id), r.version, r.taken, r.lastMessage, r.activeRuns, r.holder, r.expires, r.events)
 	require.NoError(t, err)
 }
 

@@ -85,6 +85,12 @@ type Store struct {
 
 	keepTrace bool
 	speculate bool // a write may decide from the cache (not LockingReads)
+	// readPost: a post reads the thread first, as before PostMessage (a
+	// benchmark's before).
+	readPost bool
+	// wakeAll: Wakeups wakes for every thread, as before the listeners
+	// shared the threads out (a benchmark's before).
+	wakeAll bool
 
 	mu       sync.Mutex
 	cache    map[core.ThreadID]*cacheEntry
@@ -374,6 +380,7 @@ type queries struct {
 	insertTrace, traceLines, traceLine, pending   string
 	unchanged, saveUnchanged, saveLease, acquired string
 	follow                                        string // WatchEvents' mark of a followed thread
+	post                                          string // a post in one statement (PostMessage)
 }
 
 func newQueries(schema string) queries {
@@ -405,6 +412,7 @@ func newQueries(schema string) queries {
 		saveUnchanged: f(checkedWriteSQL),
 		saveLease:     f(checkedLeaseSQL),
 		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
+		post:          fmt.Sprintf(postSQL, schema),
 		follow:        f(`UPDATE %s.threads SET followed_until = greatest(followed_until, now() + make_interval(secs => $2)) WHERE id = $1`),
 	}
 	q.names = map[string]string{}

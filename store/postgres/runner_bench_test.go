@@ -78,14 +78,16 @@ type benchRunners struct {
 	started time.Time    // when the first runner was started
 	turns   atomic.Int64 // turns over, whatever their outcome
 	busy    atomic.Int64 // turns whose claim found the thread claimed
+	wakes   atomic.Int64 // wake-ups the runners received
 }
 
 // reportPerMessage reports, per consumed message, the round trips and
 // transactions the runners' Stores made (and the speculating writes whose
 // check failed), the poster's round trips, the runners' polls
-// (PendingThreads), their turns and the turns that found the thread
-// claimed by another (busy), counted from zero at b.ResetTimer.
-func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [7]int64) {
+// (PendingThreads), their turns, the turns that found the thread
+// claimed by another (busy) and the wake-ups they received, counted from
+// zero at b.ResetTimer.
+func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [8]int64) {
 	now := br.counts()
 	per := func(i int) float64 { return float64(now[i]-base[i]) / float64(n) }
 	b.ReportMetric(per(0), "roundtrips/msg")
@@ -95,10 +97,11 @@ func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [7]int64) {
 	b.ReportMetric(per(4), "polls/msg")
 	b.ReportMetric(per(5), "turns/msg")
 	b.ReportMetric(per(6), "busy-turns/msg")
+	b.ReportMetric(per(7), "wakeups/msg")
 }
 
-func (br *benchRunners) counts() [7]int64 {
-	var c [7]int64
+func (br *benchRunners) counts() [8]int64 {
+	var c [8]int64
 	for _, s := range br.stores {
 		c[0] += s.stats.roundTrips.Load()
 		c[1] += s.stats.transactions.Load()
@@ -108,7 +111,7 @@ func (br *benchRunners) counts() [7]int64 {
 	for _, p := range br.probes {
 		c[4] += p.polls.Load()
 	}
-	c[5], c[6] = br.turns.Load(), br.busy.Load()
+	c[5], c[6], c[7] = br.turns.Load(), br.busy.Load(), br.wakes.Load()
 	return c
 }
 
@@ -123,6 +126,10 @@ type runnerSetup struct {
 	// before, when set, runs once the threads exist, before any runner
 	// starts (to post work the runners then drain).
 	before func(br *benchRunners)
+	// readPost and wakeAll undo a lever, for a before in the same run: the
+	// poster reads the thread before it posts (two round trips), and
+	// every post wakes every runner.
+	readPost, wakeAll bool
 }
 
 // startRunners creates the threads and starts the runners, each waiting
@@ -137,6 +144,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	if err != nil {
 		b.Fatal(err)
 	}
+	poster.readPost = cfg.readPost
 	br := &benchRunners{schema: schema, poster: core.NewWorkspace(poster, core.SystemClock{}, core.WithProcess("poster")), posterS: poster}
 	for i := range cfg.threads {
 		id := core.ThreadID(fmt.Sprintf("t%03d", i))
@@ -156,6 +164,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		if err != nil {
 			b.Fatal(err)
 		}
+		s.wakeAll = cfg.wakeAll
 		stores = append(stores, s)
 		p := &probe{Storage: s, poll: cfg.pollEvery}
 		br.probes = append(br.probes, p)
@@ -164,6 +173,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 			if wake, err = s.Wakeups(ctx); err != nil {
 				b.Fatal(err)
 			}
+			wake = br.counted(wake)
 		}
 		r, err := runner.New(runner.Config{
 			Workspace: core.NewWorkspace(p, core.SystemClock{}, core.WithProcess(fmt.Sprintf("runner-%d", i))),
@@ -204,20 +214,40 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 	return br
 }
 
+// settle waits until the runners' Wakeups listeners have read one
+// another and their views have settled (Wakeups' share).
+func settle() { time.Sleep(5 * shareEvery) }
+
+// counted passes wake on, counting what it passes in br.wakes.
+func (br *benchRunners) counted(wake <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		for range wake {
+			br.wakes.Add(1)
+			out <- struct{}{}
+		}
+	}()
+	return out
+}
+
 // awaitIdle waits until every runner waits for its next poll, and, when
-// since is given, has looked for work since since's count of its
-// transactions (a wake-up reaches every runner).
+// since is given, some runner has looked for work since since's counts of
+// their transactions (a wake-up reaches one runner: Wakeups' share).
 func (br *benchRunners) awaitIdle(b *testing.B, since []int64) {
 	b.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		idle := true
+		idle, looked := true, since == nil
 		for i, p := range br.probes {
-			if !p.waiting.Load() || (since != nil && p.updates.Load() <= since[i]) {
+			if !p.waiting.Load() {
 				idle = false
 			}
+			if since != nil && p.updates.Load() > since[i] {
+				looked = true
+			}
 		}
-		if idle {
+		if idle && looked {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -272,7 +302,7 @@ func BenchmarkRunnerThroughput(b *testing.B) {
 			if before {
 				name = m.name + "/posted=before"
 			}
-			b.Run(name, func(b *testing.B) { benchThroughput(b, m.opts, before) })
+			b.Run(name, func(b *testing.B) { benchThroughput(b, throughputCase{opts: m.opts, before: before, posters: 16}) })
 		}
 	}
 }
@@ -300,8 +330,17 @@ func postAll(b *testing.B, br *benchRunners, n, posters int) {
 	}
 }
 
-func benchThroughput(b *testing.B, opts Options, before bool) {
-	const runners, threads, posters = 4, 100, 16
+// throughputCase is one run of benchThroughput.
+type throughputCase struct {
+	opts              Options
+	before            bool
+	posters           int
+	readPost, wakeAll bool // runnerSetup's
+}
+
+func benchThroughput(b *testing.B, c throughputCase) {
+	const runners, threads = 4, 100
+	opts, before, posters := c.opts, c.before, c.posters
 	var started atomic.Int64
 	n := int64(b.N)
 	all := make(chan struct{})
@@ -312,6 +351,7 @@ func benchThroughput(b *testing.B, opts Options, before bool) {
 	setup := runnerSetup{
 		runners: runners, threads: threads, opts: opts,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
+		readPost: c.readPost, wakeAll: c.wakeAll,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(context.Context, *runner.Session) error {
 				if started.Add(1) == n {
@@ -334,9 +374,10 @@ func benchThroughput(b *testing.B, opts Options, before bool) {
 	defer br.stop()
 	// posted=before: the runners' counts start at zero; the poster's
 	// round trips are not counted.
-	base := [7]int64{3: br.posterS.stats.roundTrips.Load()}
+	base := [8]int64{3: br.posterS.stats.roundTrips.Load()}
 	start := br.started
 	if !before {
+		settle()
 		b.ResetTimer()
 		base = br.counts()
 		start = time.Now()
@@ -409,6 +450,7 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 		},
 	})
 	defer br.stop()
+	settle()
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	since := make([]int64, runners)
@@ -439,7 +481,7 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 		lat = append(lat, max(at.Sub(posted), 0))
 		b.StopTimer()
 		if wake {
-			br.awaitIdle(b, since) // every runner woke, looked, and waits again
+			br.awaitIdle(b, since) // the woken runner looked, and every runner waits again
 		}
 		b.StartTimer()
 	}
@@ -450,5 +492,39 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 	br.stop()
 	if got := br.consumed(b); got != int64(b.N) {
 		b.Fatalf("posted %d, taken sums to %d", b.N, got)
+	}
+}
+
+// BenchmarkRunnerLevers measures issue 25's levers before and after, in
+// one run, alternated with -count: BenchmarkRunnerThroughput's
+// posted=during with 4 and 16 posters, each with
+//
+//	lever=none       a post reads the thread first (two round trips), and
+//	                 wakes every runner: the code before the levers
+//	lever=post       a post is one statement (PostMessage)
+//	lever=post+wake  and wakes one runner (Wakeups' share)
+//
+// and posted=before (the drain) with and without the share.
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench RunnerLevers -benchtime 10000x -count 3
+func BenchmarkRunnerLevers(b *testing.B) {
+	speculative := readModes[0].opts
+	for _, posters := range []int{4, 16} {
+		for _, l := range []struct {
+			name              string
+			readPost, wakeAll bool
+		}{{"none", true, true}, {"post", false, true}, {"post+wake", false, false}} {
+			b.Run(fmt.Sprintf("posted=during/posters=%d/lever=%s", posters, l.name), func(b *testing.B) {
+				benchThroughput(b, throughputCase{opts: speculative, posters: posters, readPost: l.readPost, wakeAll: l.wakeAll})
+			})
+		}
+	}
+	for _, l := range []struct {
+		name    string
+		wakeAll bool
+	}{{"none", true}, {"wake", false}} {
+		b.Run("posted=before/lever="+l.name, func(b *testing.B) {
+			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll})
+		})
 	}
 }

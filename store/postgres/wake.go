@@ -2,17 +2,37 @@ package postgres
 
 import (
 	"context"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/threadclaim/threadclaim/core"
 )
 
 // Wakeups adapts Listen to runner.Config.Wake: a channel that receives
-// whenever a message is posted to the Store's schema, by any process, once
-// the post commits. It is buffered (one) and never blocks the listener: a
-// burst of posts while the runner is busy coalesces into one wake-up, which
-// is all a runner needs, since a wake-up makes it look at every thread.
-// A reconnection of the listening connection (Listen's empty ThreadID,
-// after which posts may have been missed) is a wake-up too.
+// when a message is posted to a thread of this listener's share, by any
+// process, once the post commits (and when a thread of its share is
+// released with work left). It is buffered (one) and never blocks the
+// listener: a burst of posts while the runner is busy coalesces into one
+// wake-up, which is all a runner needs, since a wake-up makes it look at
+// every thread. A reconnection of the listening connection (Listen's
+// empty ThreadID, after which posts may have been missed) is a wake-up
+// too.
+//
+// The share: every Wakeups listener of the schema, in any process, is
+// known to the others by its listening connection (whose application_name
+// is "tc-wake " and the schema, visible in pg_stat_activity), which each
+// reads again every shareEvery. A thread belongs to one of them, by a
+// hash of its id over the listeners ordered by backend process id, so a
+// post wakes one runner, not all: the others would look for work for
+// nothing, and claim threads the woken one claims. When a listener sees
+// the listeners change, it also takes the threads that were its own
+// before, until it has read the same listeners twice more: a listener
+// that has not seen the change yet decides by the listeners before it, so
+// the thread's listener by those, or by the new ones, wakes (two may). A
+// listener whose process died takes its threads' wake-ups with it until
+// the others see it gone. A listener that cannot read the others, or is
+// not among them yet, wakes for every thread.
 //
 // Wake-ups are hints, never claims, and can come late or not at all: a
 // listening connection cut off without the client noticing keeps silent
@@ -26,21 +46,131 @@ import (
 //
 // It returns Listen's error when the first connection or its LISTEN fails.
 func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
-	ids, err := s.Listen(ctx)
+	sh := &share{all: s.wakeAll}
+	ids, err := s.listenAs(ctx, s.channel, s.wakeApp(), sh.connected)
 	if err != nil {
 		return nil, err
 	}
-	return coalesce(ids), nil
+	if !sh.all {
+		go s.watchShare(ctx, sh)
+	}
+	return coalesce(ids, sh.mine), nil
 }
 
-// coalesce turns each receive from ids into a send on a channel buffered
-// one that never blocks: while a wake-up is pending, more are dropped. It
-// closes its channel once ids is closed.
-func coalesce(ids <-chan core.ThreadID) <-chan struct{} {
+// shareEvery is how often a Wakeups listener reads the schema's listeners
+// again.
+const shareEvery = 500 * time.Millisecond
+
+// wakeApp is the application_name of the schema's Wakeups listeners, at
+// most 63 bytes (PostgreSQL's NAMEDATALEN - 1).
+func (s *Store) wakeApp() string { return "tc-wake " + s.schema }
+
+// share is one Wakeups listener's view of the schema's listeners.
+type share struct {
+	all   bool // every thread is this listener's (a benchmark's before)
+	mu    sync.Mutex
+	pid   uint32   // the listening connection's backend
+	peers []uint32 // the listeners' backends, in order; nil: unknown
+	// prev is the listeners before they last changed, kept until the
+	// same listeners are read twice more; nil: none kept.
+	prev   []uint32
+	stable int // reads since peers changed
+}
+
+func (sh *share) connected(pid uint32) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	sh.pid, sh.peers, sh.prev = pid, nil, nil
+}
+
+// saw records a read of the listeners (nil: the read failed).
+func (sh *share) saw(peers []uint32) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if slices.Equal(peers, sh.peers) && (peers == nil) == (sh.peers == nil) {
+		if sh.stable++; sh.stable >= 2 {
+			sh.prev = nil
+		}
+		return
+	}
+	if sh.peers != nil {
+		sh.prev = sh.peers
+	}
+	sh.peers, sh.stable = peers, 0
+}
+
+// mine reports whether a wake-up for the thread is this listener's: the
+// empty ThreadID (any thread) always is, and every thread is while the
+// listeners are unknown or this one is not among them.
+func (sh *share) mine(id core.ThreadID) bool {
+	if id == "" || sh.all {
+		return true
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	h := fnv32(string(id))
+	ours := func(peers []uint32) bool {
+		rank := slices.Index(peers, sh.pid)
+		return rank < 0 || len(peers) < 2 || int(h%uint32(len(peers))) == rank
+	}
+	return ours(sh.peers) || sh.prev != nil && ours(sh.prev)
+}
+
+// watchShare reads the schema's listeners every shareEvery until ctx
+// ends.
+func (s *Store) watchShare(ctx context.Context, sh *share) {
+	q := `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database() ORDER BY pid`
+	for {
+		var peers []uint32
+		rows, err := s.pool.Query(ctx, q, s.wakeApp())
+		if err == nil {
+			for rows.Next() {
+				var pid int32
+				if err = rows.Scan(&pid); err != nil {
+					break
+				}
+				peers = append(peers, uint32(pid))
+			}
+			rows.Close()
+			if err == nil {
+				err = rows.Err()
+			}
+		}
+		if err != nil {
+			peers = nil // unknown: wake for every thread
+		}
+		sh.saw(peers)
+		t := time.NewTimer(shareEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fnv32 is the 32-bit FNV-1a hash of s.
+func fnv32(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// coalesce turns each receive from ids that mine accepts into a send on a
+// channel buffered one that never blocks: while a wake-up is pending, more
+// are dropped. It closes its channel once ids is closed.
+func coalesce(ids <-chan core.ThreadID, mine func(core.ThreadID) bool) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	go func() {
 		defer close(out)
-		for range ids {
+		for id := range ids {
+			if !mine(id) {
+				continue
+			}
 			select {
 			case out <- struct{}{}:
 			default: // one is pending already

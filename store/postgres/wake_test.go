@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -111,7 +112,7 @@ func TestWakeupsStartRunner(t *testing.T) {
 // channel closes after ids does.
 func TestWakeupsCoalesce(t *testing.T) {
 	ids := make(chan core.ThreadID)
-	wake := coalesce(ids)
+	wake := coalesce(ids, func(core.ThreadID) bool { return true })
 	for range 20 {
 		select {
 		case ids <- "t":
@@ -138,4 +139,128 @@ func TestWakeupsListenFails(t *testing.T) {
 	cancel()
 	_, err := s.Wakeups(ctx)
 	require.Error(t, err)
+}
+
+// Wakeups shares the threads out among a schema's listeners: once their
+// views agree, each post wakes exactly one of three listeners (three
+// Stores, as three processes), and each listener gets some of the
+// threads. A Listen listener still hears every post.
+func TestWakeupsShared(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	var wakes []<-chan struct{}
+	for i := range 3 {
+		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-share-%d", i)), schema)
+		w, err := s.Wakeups(ctx)
+		require.NoError(t, err)
+		wakes = append(wakes, w)
+	}
+	posterS := openStore(t, poolConfig(t, "tc-share-poster"), schema)
+	all, err := posterS.Listen(ctx)
+	require.NoError(t, err)
+	poster := core.NewWorkspace(posterS, core.SystemClock{})
+	// The listeners' views agree, and have settled, once each has read
+	// the same listeners twice after the last one came.
+	time.Sleep(5 * shareEvery)
+	drain := func() {
+		for _, w := range wakes {
+			select {
+			case <-w:
+			default:
+			}
+		}
+	}
+	drain()
+	got := make([]int, len(wakes))
+	for i := range 30 {
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		require.NoError(t, poster.CreateThread(ctx, id))
+		_, err := poster.Post(ctx, id, "m")
+		require.NoError(t, err)
+		select {
+		case heard := <-all:
+			require.Equal(t, id, heard, "Listen hears every post")
+		case <-time.After(30 * time.Second):
+			t.Fatal("Listen heard no post")
+		}
+		// The woken listener is woken by now, or soon: wait for one,
+		// then make sure no second one was.
+		woken := -1
+		deadline := time.After(30 * time.Second)
+		for woken < 0 {
+			for j, w := range wakes {
+				select {
+				case <-w:
+					woken = j
+				default:
+				}
+			}
+			select {
+			case <-deadline:
+				t.Fatalf("post %d woke no listener", i)
+			case <-time.After(time.Millisecond):
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+		for j, w := range wakes {
+			select {
+			case <-w:
+				t.Fatalf("post %d woke listeners %d and %d", i, woken, j)
+			default:
+			}
+		}
+		got[woken]++
+	}
+	for j, n := range got {
+		require.Positive(t, n, "listener %d got no thread of 30 (%v)", j, got)
+	}
+}
+
+// While the listeners' views of one another differ (a listener joined,
+// and some have read it, some not yet), every thread still wakes one of
+// them at least: a listener that has seen the change takes the threads
+// that were its own before too, until it has read the same listeners
+// twice more. Once every view agrees and has settled, each thread wakes
+// exactly one.
+func TestShareAcrossAChange(t *testing.T) {
+	old, now := []uint32{10, 20}, []uint32{10, 20, 30}
+	l10, l20, l30 := &share{pid: 10}, &share{pid: 20}, &share{pid: 30}
+	l10.saw(old)
+	l20.saw(old)
+	l30.saw(now)
+	l10.saw(now) // l10 saw the change, l20 not yet
+	woken := func() {
+		for i := range 200 {
+			n := 0
+			id := core.ThreadID(fmt.Sprintf("t%d", i))
+			for _, l := range []*share{l10, l20, l30} {
+				if l.mine(id) {
+					n++
+				}
+			}
+			if n == 0 {
+				t.Fatalf("thread %s wakes no listener", id)
+			}
+		}
+	}
+	woken()
+	l20.saw(now)
+	woken()
+	for range 2 {
+		for _, l := range []*share{l10, l20, l30} {
+			l.saw(now)
+		}
+	}
+	for i := range 200 {
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		n := 0
+		for _, l := range []*share{l10, l20, l30} {
+			if l.mine(id) {
+				n++
+			}
+		}
+		require.Equal(t, 1, n, "thread %s once the views settled", id)
+	}
 }

@@ -1,0 +1,296 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// BenchmarkCompare runs each workload on River (with its defaults, and
+// with a FetchCooldown of 1ms) and on this project's runner, one after
+// the other, on the server DATABASE_URL names (run it under
+// scripts/with-postgres; go test's -count repeats each one in a row, so
+// alternate by running go test again, as BENCH.md's command does). b.N
+// is not used: each workload has its own size (run with -benchtime 1x).
+//
+//	drain       20,000 messages posted (by 16 posters) before the
+//	            workers start; timed from their start to the last start
+//	posters=4   10,000 messages posted by 4 posters while the workers
+//	posters=16  run (16 posters); timed from the first post to the last
+//	            start
+//
+// It reports msgs/s; post-to-start p50 and p99 (ms: from the post's
+// return to the worker's call); per message, the server's transactions
+// (pg_stat_database, every process's: the posters' included while
+// posting, not when draining), River's round trips (its pools' queries
+// and batches, counted by a pgx tracer, over the same span as the CPU:
+// this project's are BenchmarkRunnerThroughput's roundtrips/msg, since
+// its Store takes a URL, not a pool), the client's CPU (this process: posters
+// and workers) and the server's CPU (every PostgreSQL process); and
+// posting-%, the share of the time the posters were posting (near 100:
+// the posters bound the figure).
+func BenchmarkCompare(b *testing.B) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		b.Skip("DATABASE_URL is not set: run under scripts/with-postgres")
+	}
+	for _, w := range []workload{{"drain", 20000, 16, true}, {"posters=4", 10000, 4, false}, {"posters=16", 10000, 16, false}} {
+		for _, sys := range []func() system{newRiver, newRiverFast, newThreadclaim} {
+			s := sys()
+			b.Run(w.name+"/"+s.name(), func(b *testing.B) { measure(b, url, s, w) })
+		}
+	}
+}
+
+type workload struct {
+	name    string
+	n       int
+	posters int
+	before  bool // drain: every message posted before the workers start
+}
+
+// system is River or this project's runner, each set up afresh for one
+// workload.
+type system interface {
+	name() string
+	// setup makes the tables (or clears them) and opens the posters'
+	// connection.
+	setup(ctx context.Context, url string) error
+	post(ctx context.Context, i int) error
+	// donePosting closes the posters' connection.
+	donePosting()
+	// start starts the 4 workers; each calls started with the message's
+	// text as it starts it.
+	start(ctx context.Context, url string, started func(text string)) error
+	// stop stops the workers, closes their connections and drops what
+	// setup made.
+	stop(ctx context.Context, url string)
+}
+
+const (
+	workers = 4
+	threads = 100
+)
+
+func measure(b *testing.B, url string, s system, w workload) {
+	ctx := context.Background()
+	if err := s.setup(ctx, url); err != nil {
+		b.Fatal(err)
+	}
+	postedAt := make([]time.Time, w.n)
+	startedAt := make([]time.Time, w.n)
+	var nStarted atomic.Int64
+	all := make(chan struct{})
+	var lastStart time.Time
+	started := func(text string) {
+		i, err := strconv.Atoi(text)
+		if err != nil || i < 0 || i >= w.n || !startedAt[i].IsZero() {
+			panic(fmt.Sprintf("a start of message %q: unknown, or started twice", text))
+		}
+		now := time.Now()
+		startedAt[i] = now
+		if nStarted.Add(1) == int64(w.n) {
+			lastStart = now
+			close(all)
+		}
+	}
+	post := func() time.Duration {
+		t0 := time.Now()
+		errs := make(chan error, w.posters)
+		for p := range w.posters {
+			go func() {
+				for i := p; i < w.n; i += w.posters {
+					if err := s.post(ctx, i); err != nil {
+						errs <- err
+						return
+					}
+					postedAt[i] = time.Now()
+				}
+				errs <- nil
+			}()
+		}
+		for range w.posters {
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	if w.before {
+		post()
+		s.donePosting()
+	}
+	counted, _ := s.(interface{ roundTrips() int64 })
+	var trips0 int64
+	if counted != nil {
+		trips0 = counted.roundTrips()
+	}
+	srv := newServer(b, url)
+	time.Sleep(300 * time.Millisecond) // closed connections' statistics flushed
+	xacts0 := srv.xacts(b)
+	cpu0, scpu0 := clientCPU(), srv.cpu(b)
+	t0 := time.Now()
+	if err := s.start(ctx, url, started); err != nil {
+		b.Fatal(err)
+	}
+	var posting time.Duration
+	if !w.before {
+		t0 = time.Now()
+		posting = post()
+	}
+	select {
+	case <-all:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("%d of %d messages started after 5 minutes", nStarted.Load(), w.n)
+	}
+	cpu, scpu := clientCPU()-cpu0, srv.cpu(b)-scpu0
+	var trips int64
+	if counted != nil {
+		trips = counted.roundTrips() - trips0
+	}
+	elapsed := lastStart.Sub(t0)
+	if !w.before {
+		s.donePosting()
+	}
+	s.stop(ctx, url)
+	time.Sleep(300 * time.Millisecond)
+	xacts := srv.xacts(b) - xacts0
+	srv.close()
+
+	n := float64(w.n)
+	b.ReportMetric(n/elapsed.Seconds(), "msgs/s")
+	if !w.before {
+		lat := make([]time.Duration, w.n)
+		for i := range lat {
+			lat[i] = max(startedAt[i].Sub(postedAt[i]), 0)
+		}
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		b.ReportMetric(100*posting.Seconds()/elapsed.Seconds(), "posting-%")
+	}
+	b.ReportMetric(float64(xacts)/n, "xacts/msg")
+	if counted != nil {
+		b.ReportMetric(float64(trips)/n, "roundtrips/msg")
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/n, "client-cpu-µs/msg")
+	b.ReportMetric(float64(scpu.Microseconds())/n, "server-cpu-µs/msg")
+	b.ReportMetric(0, "ns/op") // b.N is not what is timed
+}
+
+func clientCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// server reads the server's counters: its transactions, and the CPU its
+// processes used (read from /proc: the server must run on this machine).
+type server struct {
+	conn       *pgx.Conn
+	postmaster int
+}
+
+func newServer(b *testing.B, url string) *server {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		b.Fatal(err)
+	}
+	pp, err := procField(pid, "PPid:")
+	if err != nil {
+		b.Fatalf("the server's processes (is it on this machine?): %v", err)
+	}
+	return &server{conn: conn, postmaster: pp}
+}
+
+func (s *server) close() { _ = s.conn.Close(context.Background()) }
+
+// xacts is the server's transactions committed and rolled back, in every
+// database, as its statistics have them.
+func (s *server) xacts(b *testing.B) int64 {
+	var n int64
+	if err := s.conn.QueryRow(context.Background(), `SELECT sum(xact_commit + xact_rollback)::bigint FROM pg_stat_database`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// cpu is the CPU time of the postmaster, of its children that exited (it
+// waited for them) and of those running.
+func (s *server) cpu(b *testing.B) time.Duration {
+	total, err := procCPU(s.postmaster, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, err := procField(pid, "PPid:"); err == nil && pp == s.postmaster {
+			t, _ := procCPU(pid, false)
+			total += t
+		}
+	}
+	return total
+}
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat's times (100 on Linux).
+const clockTick = 100
+
+// procCPU is a process's user and system time, with its waited-for
+// children's when children is set.
+func procCPU(pid int, children bool) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command's closing parenthesis: state is the
+	// first; utime, stime, cutime and cstime are fields 14-17 of the line.
+	i := bytes.LastIndexByte(raw, ')')
+	var f [20]int64
+	var state string
+	if _, err := fmt.Sscan(string(raw[i+1:]), &state, &f[4], &f[5], &f[6], &f[7], &f[8], &f[9], &f[10], &f[11], &f[12], &f[13], &f[14], &f[15], &f[16], &f[17]); err != nil {
+		return 0, err
+	}
+	ticks := f[14] + f[15]
+	if children {
+		ticks += f[16] + f[17]
+	}
+	return time.Duration(ticks) * time.Second / clockTick, nil
+}
+
+func procField(pid int, name string) (int, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		var v int
+		if n, _ := fmt.Sscanf(line, name+"\t%d", &v); n == 1 {
+			return v, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, name)
+}

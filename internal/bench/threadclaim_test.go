@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/store/postgres"
+)
+
+// tcSystem is this project's runner: 4 runners, each with its own Store
+// (its own pool and listening connection, as 4 processes would have),
+// over 100 threads, waking on the Store's Wakeups (LISTEN/NOTIFY) and
+// polling every 50ms, ClaimTTL 2s, the runner's defaults otherwise (4
+// turns at once); the posters post round-robin over the threads through
+// a Store of their own. Each workload gets a fresh schema.
+type tcSystem struct {
+	schema  string
+	poster  *postgres.Store
+	ws      *core.Workspace
+	threads []core.ThreadID
+	stores  []*postgres.Store
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+var schemas atomic.Int64
+
+func newThreadclaim() system { return &tcSystem{} }
+
+func (*tcSystem) name() string { return "threadclaim" }
+
+func (t *tcSystem) setup(ctx context.Context, url string) error {
+	t.schema = fmt.Sprintf("tc_bench_%d_%d", time.Now().UnixNano()%1e9, schemas.Add(1))
+	s, err := postgres.Open(ctx, url, postgres.Options{Schema: t.schema})
+	if err != nil {
+		return err
+	}
+	t.poster, t.ws = s, core.NewWorkspace(s, core.SystemClock{}, core.WithProcess("poster"))
+	for i := range threads {
+		id := core.ThreadID(fmt.Sprintf("t%03d", i))
+		if err := t.ws.CreateThread(ctx, id); err != nil {
+			return err
+		}
+		t.threads = append(t.threads, id)
+	}
+	return nil
+}
+
+func (t *tcSystem) post(ctx context.Context, i int) error {
+	_, err := t.ws.Post(ctx, t.threads[i%len(t.threads)], fmt.Sprint(i))
+	return err
+}
+
+func (t *tcSystem) donePosting() { t.poster.Close() }
+
+func (t *tcSystem) start(ctx context.Context, url string, started func(string)) error {
+	ctx, t.cancel = context.WithCancel(ctx)
+	agent := runner.AgentFunc(func(_ context.Context, s *runner.Session) error {
+		started(s.Delivered.Prompt.Text)
+		return nil
+	})
+	for i := range workers {
+		s, err := postgres.Open(ctx, url, postgres.Options{Schema: t.schema})
+		if err != nil {
+			return err
+		}
+		t.stores = append(t.stores, s)
+		wake, err := s.Wakeups(ctx)
+		if err != nil {
+			return err
+		}
+		r, err := runner.New(runner.Config{
+			Workspace: core.NewWorkspace(s, core.SystemClock{}, core.WithProcess(fmt.Sprintf("runner-%d", i))),
+			Agent:     agent,
+			Clock:     core.SystemClock{},
+			ClaimTTL:  2 * time.Second,
+			PollEvery: 50 * time.Millisecond,
+			Wake:      wake,
+		})
+		if err != nil {
+			return err
+		}
+		t.wg.Add(1)
+		go func() {
+			defer t.wg.Done()
+			_ = r.Run(ctx)
+		}()
+	}
+	return nil
+}
+
+func (t *tcSystem) stop(ctx context.Context, url string) {
+	t.cancel()
+	t.wg.Wait()
+	for _, s := range t.stores {
+		s.Close()
+	}
+	if s, err := postgres.Open(ctx, url, postgres.Options{Schema: t.schema}); err == nil {
+		_ = s.DropSchema(ctx)
+		s.Close()
+	}
+}

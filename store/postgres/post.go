@@ -1,0 +1,128 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/threadclaim/threadclaim/core"
+)
+
+// postSQL is a whole post in one statement (%[1]s is the schema): the
+// thread row's UPDATE, which locks the row and bumps its version, its
+// message count and its log's end; the message_posted event and the
+// message, inserted from the row the UPDATE returned; and the wake-up's
+// NOTIFY ($5 the channel, $6 the payload), sent at commit. No row: the
+// thread does not exist, and nothing is written. It returns the message's
+// seq, the new version and the taken cursor, as the locked row has them.
+const postSQL = `WITH w AS (
+	UPDATE %[1]s.threads SET version = version + 1, last_message = last_message + 1,
+	       log_n = log_n + 1, log_at = $3
+	 WHERE id = $1
+	RETURNING id, version, last_message, taken, log_n
+), e AS (
+	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
+	SELECT id, log_n, version, $4::text, $3, last_message, $2, 0, 0, '' FROM w
+), m AS (
+	INSERT INTO %[1]s.messages (thread_id, seq, text, posted_at)
+	SELECT id, last_message, $2, $3 FROM w
+)
+SELECT w.last_message, w.version, w.taken FROM w CROSS JOIN LATERAL (SELECT pg_notify($5, $6)) n`
+
+// PostMessage is what core.Workspace.Post calls, when a transaction has
+// it, in place of reading the thread (core's unexported messagePoster:
+// TestPostOneRoundTrip fails if the two ever part): a post decided in
+// the server, postSQL: one statement and
+// one round trip, where reading the thread first (its row under lock and
+// its new events) and then writing took two. Without KeepTrace the
+// statement is the whole transaction (autocommitted); with it the
+// transaction stays open for the post's trace line, sent with COMMIT.
+//
+// A transaction that has read or written already, and a post to a thread
+// whose lease this Store holds (a write under it is one round trip
+// already, decided from the cache, and keeps the cache current), take the
+// reading path instead.
+func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, text string) (core.Seq, uint64, core.Seq, error) {
+	if err := core.CheckText("event text", text); err != nil {
+		return 0, 0, 0, err
+	}
+	if t.err != nil {
+		return 0, 0, 0, t.err
+	}
+	fresh := !t.begun && !t.shot && len(t.pending) == 0 && len(t.assumed) == 0 && len(t.threads) == 0
+	if c := t.s.cached(id); !fresh || t.readOnly || t.s.readPost || c != nil && c.ownLease && t.speculate {
+		return t.postRead(ctx, id, at, text)
+	}
+	at = eventTime(at)
+	payload := string(id)
+	if len(payload) > maxPayload {
+		payload = "" // too long to name: a wake-up for any thread
+	}
+	args := []any{string(id), text, at, string(core.MessagePosted), t.s.channel, payload}
+	var msg, version, taken int64
+	scan := func(r pgx.Row) error { return r.Scan(&msg, &version, &taken) }
+	var err error
+	if t.s.keepTrace {
+		b := t.batch() // BEGIN
+		found := false
+		b.Queue(t.s.q.post, args...).QueryRow(func(r pgx.Row) error {
+			err := scan(r)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			found = err == nil
+			return err
+		})
+		if err := t.send(ctx, b); err != nil {
+			return 0, 0, 0, err
+		}
+		if !found {
+			return 0, 0, 0, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+		}
+		return core.Seq(msg), uint64(version), core.Seq(taken), nil
+	}
+	// Autocommitted: the statement is the transaction, and once sent its
+	// outcome is COMMIT's.
+	t.shot = true
+	t.s.stats.roundTrips.Add(1)
+	err = scan(t.conn.QueryRow(ctx, t.s.q.post, args...))
+	var pgErr *pgconn.PgError
+	const uniqueViolation = "23505"
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey":
+		// The row's log end is behind its log (a binary before
+		// migration 0009 appended): nothing was written. Post reading
+		// the log, which sets the row's log end again.
+		t.shot = false
+		return t.postRead(ctx, id, at, text)
+	case errors.Is(err, pgx.ErrNoRows):
+		return 0, 0, 0, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+	case err != nil:
+		return 0, 0, 0, commitError(err)
+	}
+	return core.Seq(msg), uint64(version), core.Seq(taken), nil
+}
+
+// postRead is a post as Workspace.Post makes it on a Transaction that is
+// without PostMessage: read the thread, check the event, bump, append.
+func (t *txn) postRead(ctx context.Context, id core.ThreadID, at time.Time, text string) (core.Seq, uint64, core.Seq, error) {
+	th, err := t.thread(ctx, id)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	ev := core.Event{Kind: core.MessagePosted, At: at, Message: th.state.Last() + 1, Text: text}
+	if err := th.state.Check(ev); err != nil {
+		return 0, 0, 0, err
+	}
+	if ev.Version, err = t.Bump(ctx, id); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := t.Append(ctx, id, ev); err != nil {
+		return 0, 0, 0, err
+	}
+	return ev.Message, ev.Version, th.state.Taken, nil
+}

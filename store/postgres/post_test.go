@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/storetest"
+)
+
+// A post by a process that does not hold the thread is one round trip
+// (PostMessage, postSQL), in both read modes: the same message, version
+// and trace line as the post that reads the thread first, the thread's
+// log and row as that post leaves them, and ErrUnknownThread for a
+// thread that does not exist, with nothing written.
+func TestPostOneRoundTrip(t *testing.T) {
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		ctx := context.Background()
+		for _, keep := range []bool{false, true} {
+			opts.KeepTrace = keep
+			s := newStoreWith(t, opts)
+			rec := &lines{}
+			clock := coretest.NewClock(time.Unix(0, 0))
+			ws := core.NewWorkspace(s, clock, core.WithProcess("p"), core.WithTracer(rec))
+			require.NoError(t, ws.CreateThread(ctx, "t"))
+			for i := 1; i <= 3; i++ {
+				clock.Advance(time.Millisecond)
+				trips := s.stats.roundTrips.Load()
+				seq, err := ws.Post(ctx, "t", "m")
+				require.NoError(t, err)
+				require.Equal(t, core.Seq(i), seq)
+				want := int64(1)
+				if keep {
+					want = 2 // the trace line goes with COMMIT
+				}
+				require.Equal(t, want, s.stats.roundTrips.Load()-trips, "keep trace %v", keep)
+			}
+			// The reading post, after the server's: it reads what they wrote.
+			s.readPost = true
+			seq, err := ws.Post(ctx, "t", "m")
+			require.NoError(t, err)
+			require.Equal(t, core.Seq(4), seq)
+			s.readPost = false
+			th, err := ws.Thread(ctx, "t")
+			require.NoError(t, err)
+			require.Equal(t, core.Seq(4), th.Last())
+			require.Equal(t, uint64(4), th.Version)
+			for i, l := range rec.got {
+				require.Equal(t, core.TraceEvent{Tick: uint64(i + 1), Action: core.ActionPost, Thread: "t", Msg: core.Seq(i + 1), Proc: "p"},
+					core.TraceEvent{Tick: l.Tick, Action: l.Action, Thread: l.Thread, Msg: l.Msg, Taken: l.Taken, Proc: l.Proc})
+			}
+			if keep {
+				stored, err := s.TraceLines(ctx)
+				require.NoError(t, err)
+				require.Len(t, stored, 4)
+			}
+			_, err = ws.Post(ctx, "nope", "m")
+			require.ErrorIs(t, err, core.ErrUnknownThread)
+			events, messages, version, _ := rowCounts(t, admin(t), s.Schema(), "t")
+			require.Equal(t, []int64{4, 4, 4}, []int64{int64(events), int64(messages), version})
+		}
+	})
+}
+
+// untraced is a Store as a storage that keeps no trace lines shows
+// itself: no TraceLines, so storetest skips the trace log's checks.
+type untraced struct{ s *Store }
+
+func (u untraced) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return u.s.Update(ctx, fn)
+}
+
+func (u untraced) View(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return u.s.View(ctx, fn)
+}
+
+func (u untraced) WatchEvents(ctx context.Context, id core.ThreadID) (<-chan struct{}, error) {
+	return u.s.WatchEvents(ctx, id)
+}
+
+func (u untraced) PendingThreads(ctx context.Context) ([]core.PendingThread, error) {
+	return u.s.PendingThreads(ctx)
+}
+
+// The conformance suite on a Store that keeps no trace lines, a
+// deployment's: there a post is one autocommitted statement (PostMessage),
+// where TestConformance's Stores, which keep trace lines, send the post's
+// statement with BEGIN and its trace line with COMMIT.
+func TestConformanceUntraced(t *testing.T) {
+	t.Parallel() // a schema of its own
+	storetest.Run(t, func(t *testing.T) core.Storage { return untraced{newStoreWith(t, Options{})} })
+}
