@@ -281,8 +281,8 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 // run abandoned between its start and its agent's first call): 100 seeds
 // show it.
 func TestRunSteeringMutantsCaught(t *testing.T) {
-	if testing.Short() {
-		t.Skip("four runs of 100 seeds (skipped with -short)")
+	if testing.Short() || raceEnabled {
+		t.Skip("four runs of 100 seeds (skipped with -short and under -race; scripts/test runs it without -race)")
 	}
 	for _, m := range []string{"steer-after-abandon", "steer-keeps-cursor", "steer-consumed", "steer-inactive"} {
 		code, out, errs := runCLI("run", "-seeds", "100", "-concurrent", "0", "-shrink=false", "-mutant", m)

@@ -19,6 +19,12 @@ func TestSpecMutantsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("TLC NOT RUN: -short skips the spec mutants (about 2 minutes); run without -short, or tracecheck tlc mutants")
 	}
+	if raceEnabled {
+		// The work is TLC's, in java: the race detector has nothing of
+		// it to watch. scripts/test's TLC step (scripts/tlc) runs every
+		// mutant, and a go test without -race runs this test.
+		t.Skip("-race: the spec mutants are TLC's work, not Go's; scripts/tlc (scripts/test's TLC step) and go test without -race run them")
+	}
 	ms, err := LoadMutants(filepath.Join("../..", "spec", "mutants"))
 	if err != nil {
 		t.Fatal(err)
