@@ -882,7 +882,7 @@ func (t *tally) print(out io.Writer, elapsed time.Duration) {
 		}
 		fmt.Fprintf(out, "  %-15s %8d%s\n", a, n, note)
 	}
-	fmt.Fprintf(out, "given twice         %d messages given to a model twice (the exception: steering to a run abandoned before its record); %d of them given again by the next holder after such steering; each consumed once\n", t.givenTwice, t.givenAgain)
+	fmt.Fprintf(out, "given twice         %d messages given to a model more than once; %d of them given again after steering that was never recorded (the exception: a steered run abandoned before its record)\n", t.givenTwice, t.givenAgain)
 	fmt.Fprintf(out, "invariant checks    %d (storage after every operation, and the checker after every line)\n", t.invariantChecks)
 	if len(t.invariantFails) == 0 {
 		fmt.Fprintf(out, "invariants          held: I1_ConsumedAtMostOnce, I3_OneActiveRun, NoLiveAbandon, Liveness, RoundsAgree (the spec's pc[p] of each process agrees with Go's rounds at the end), NoDefectError (no call failed with an error only a defect explains)\n")
