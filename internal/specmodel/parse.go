@@ -118,41 +118,9 @@ func (p *tlaParser) value() (value, error) {
 		p.i = j
 		return value{kind: 'i', i: n}, err
 	case p.eat("<<"):
-		v := value{kind: 'q'}
-		if p.eat(">>") {
-			return v, nil
-		}
-		for {
-			e, err := p.value()
-			if err != nil {
-				return v, err
-			}
-			v.seq = append(v.seq, e)
-			if p.eat(">>") {
-				return v, nil
-			}
-			if !p.eat(",") {
-				return v, errors.New("`,` or `>>` expected")
-			}
-		}
+		return p.list('q', ">>")
 	case p.eat("{"):
-		v := value{kind: 'S'}
-		if p.eat("}") {
-			return v, nil
-		}
-		for {
-			e, err := p.value()
-			if err != nil {
-				return v, err
-			}
-			v.seq = append(v.seq, e)
-			if p.eat("}") {
-				return v, nil
-			}
-			if !p.eat(",") {
-				return v, errors.New("`,` or `}` expected")
-			}
-		}
+		return p.list('S', "}")
 	case p.eat("["):
 		v := value{kind: 'r', rec: map[string]value{}}
 		for {
@@ -211,6 +179,28 @@ func (p *tlaParser) value() (value, error) {
 			return value{kind: 'b', b: id == "TRUE"}, nil
 		}
 		return value{}, fmt.Errorf("unexpected %q", p.s[p.i:min(len(p.s), p.i+10)])
+	}
+}
+
+// list reads the elements of a sequence (kind 'q', closed by ">>") or a
+// set (kind 'S', closed by "}") whose opening was just read.
+func (p *tlaParser) list(kind byte, closing string) (value, error) {
+	v := value{kind: kind}
+	if p.eat(closing) {
+		return v, nil
+	}
+	for {
+		e, err := p.value()
+		if err != nil {
+			return v, err
+		}
+		v.seq = append(v.seq, e)
+		if p.eat(closing) {
+			return v, nil
+		}
+		if !p.eat(",") {
+			return v, fmt.Errorf("`,` or `%s` expected", closing)
+		}
 	}
 }
 
