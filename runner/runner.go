@@ -268,7 +268,12 @@ func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if n := len(free); n > 0 {
-		free = append(free[s.start%n:], free[:s.start%n]...)
+		// From a point drawn at each look, as for the lapsed: runners
+		// that look at once (each at its turn's end) would otherwise
+		// begin at the same thread, their turn counts being alike, and
+		// all but one find it taken.
+		k := (s.start + s.rng.IntN(n)) % n
+		free = append(free[k:], free[:k]...)
 	}
 	for id, at := range s.held {
 		if now.Sub(at) >= r.cfg.PollEvery {
