@@ -146,7 +146,7 @@ func TestAgentAwaitsAnswer(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Request{ID: 1, Run: 1, Question: "which environment?", State: core.RequestAnswered, Answer: 2}, th.Requests[0])
 	require.Equal(t, core.StateEnded, th.Runs[0].State)
-	_, err = tracecheck.Check(rec.Lines())
+	_, err = tracecheck.Check(sortedLines(rec))
 	require.NoError(t, err)
 }
 
@@ -191,7 +191,7 @@ func TestAgentAwaitsAnswerFromAnotherProcess(t *testing.T) {
 	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "A's agent to wait for its next poll")
 	a.clock.Advance(time.Second)
 	require.Equal(t, "staging", waitFor(t, answers, "A's agent to read the answer B committed"))
-	_, err = tracecheck.Check(rec.Lines())
+	_, err = tracecheck.Check(sortedLines(rec))
 	require.NoError(t, err)
 }
 
@@ -234,7 +234,7 @@ func TestAwaitAbandonedRun(t *testing.T) {
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeLost, outcome)
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
-	_, err = tracecheck.Check(rec.Lines())
+	_, err = tracecheck.Check(sortedLines(rec))
 	require.NoError(t, err)
 }
 
@@ -372,7 +372,7 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 	outcome, err = a.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome)
-	_, err = tracecheck.Check(rec.Lines())
+	_, err = tracecheck.Check(sortedLines(rec))
 	require.NoError(t, err, "the trace after the outage")
 }
 
@@ -412,7 +412,7 @@ func TestTurnTransactions(t *testing.T) {
 			}
 			require.Equal(t, []core.Action{core.ActionPost, core.ActionPost, core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionRunEnd,
 				core.ActionPlan, core.ActionRunStart, core.ActionRunEnd, core.ActionRelease}, actions)
-			_, err = tracecheck.Check(rec.Lines())
+			_, err = tracecheck.Check(sortedLines(rec))
 			require.NoError(t, err)
 		})
 	}

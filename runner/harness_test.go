@@ -12,6 +12,7 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/runner"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 const ttl = 10 * time.Second
@@ -144,4 +145,15 @@ func waitUntil(t testing.TB, cond func() bool, what string) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// sortedLines returns the recorder's lines in trace order. The runner's
+// goroutines and the test's own (a Post while an agent's Await records
+// its run's end) trace their lines as each call returns, so a later
+// write's line may come first; tracecheck.Sort is the normalising step
+// the trace's order rule names for lines of concurrent callers.
+func sortedLines(rec *tracecheck.Recorder) []core.TraceEvent {
+	lines := rec.Lines()
+	tracecheck.Sort(lines)
+	return lines
 }
