@@ -37,8 +37,8 @@ type Delivered struct {
 // While its run works, the agent may ask the person a question (Ask) and
 // wait for the answer (Await), hear the messages posted after its prompt
 // (Steer), and set its answer to the person (Output). The run's calls
-// keep the specification's order: Ask, Steer and the run's end each wait
-// for the record of the steering last given.
+// keep the specification's order: Ask, Steer and the run's end each
+// record the steering last given first.
 type Session struct {
 	Delivered Delivered
 	ws        *core.Workspace
@@ -88,8 +88,8 @@ func (s *Session) output() string {
 
 // Ask opens a request of the run. It returns core.ErrRunAbandoned once a
 // later claim abandoned the run (or refused the record of its steering),
-// and core.ErrOutOfOrder once the run has ended (after Await). It waits
-// for the record of the steering last given (Steer) first.
+// and core.ErrOutOfOrder once the run has ended (after Await). It records
+// the steering last given (Steer) first.
 func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, error) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
@@ -109,8 +109,8 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // active, so Await first records the run's end (RunEnd, not fenced): the
 // agent goes on waiting outside its run, and can ask nothing more. It
 // returns core.ErrRunAbandoned if a later claim abandoned the run before
-// that, or refused the record of its steering (Steer), whose record it
-// waits for first. The runner's turn then goes on: when the answer is posted, the
+// that, or refused the record of its steering (Steer), which it makes
+// first. The runner's turn then goes on: when the answer is posted, the
 // turn that holds the thread (this runner's, or another process's once
 // this one released it) commits the Reply, fenced as ever. This runner
 // wakes Await as soon as it commits the Reply itself; otherwise Await

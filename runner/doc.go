@@ -64,8 +64,9 @@
 // its prompt, oldest first, as steering (Session.Steer,
 // ExampleSession_Steer). Steering is given first and recorded after: the
 // record, which consumes the message and lists it in the run's Steering,
-// starts as Steer returns, and the run's next call (Ask, Await, Steer, its
-// end) waits for it. Like the run's end, the record is not fenced by the
+// is the run's next write: the next Steer, Ask or Await makes it first,
+// and when the agent returns, the turn makes it as a step of its own
+// (StepSteerRecord) before the run's end. Like the run's end, the record is not fenced by the
 // claim, and is refused once a later claim abandoned the run: the message
 // was given and not consumed, and the thread's next holder gives it again
 // (ADR-0069's one exception: given twice, consumed once). A refused record
