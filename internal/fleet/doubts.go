@@ -191,12 +191,6 @@ func (cu CommitUnknown) Line() string {
 	if cu.Events == 0 {
 		return "none"
 	}
-	var parts []string
-	for _, a := range core.Actions() {
-		if n := cu.ByAction[a]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", a, n))
-		}
-	}
 	return fmt.Sprintf("%d writes (%s): %d committed, %d not; resolved by a Crash %d, by the Release's own line %d, no round (Claim not committed) %d, from storage's log after a SIGKILL took the process first %d, open when the process stopped %d; %d committed after their Crash read the log; %d resolutions disagree with storage's log",
-		cu.Events, strings.Join(parts, ", "), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.KilledFirst, cu.Unresolved, cu.CommittedAfterCrash, cu.Disagreements)
+		cu.Events, actionCounts(cu.ByAction), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.KilledFirst, cu.Unresolved, cu.CommittedAfterCrash, cu.Disagreements)
 }

@@ -200,13 +200,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		where += ", removed with the run's temporary directory (-keep or -dir keeps it)"
 	}
 	fmt.Fprintf(w, "trace lines         %d (%d writes as storage committed them) in %s\n", rep.TraceLines, rep.StoredWrites, where)
-	var parts []string
-	for _, a := range core.Actions() {
-		if n := rep.Actions[a]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", a, n))
-		}
-	}
-	fmt.Fprintf(w, "spec actions        %s; Lapse %d inferred\n", strings.Join(parts, ", "), rep.LapsesInferred)
+	fmt.Fprintf(w, "spec actions        %s; Lapse %d inferred\n", actionCounts(rep.Actions), rep.LapsesInferred)
 	fmt.Fprintf(w, "invariant checks    %d\n", rep.InvariantChecks)
 	verdict := "accepted"
 	if !rep.TraceAccepted {
@@ -254,18 +248,24 @@ func (rep *Report) noteStorageLost(lost []core.TraceEvent) {
 	}
 }
 
+// actionCounts lists the actions counted in n, in the spec's order, as
+// "Claim 3, Renew 2"; those counted 0 are left out.
+func actionCounts(n map[core.Action]int) string {
+	var parts []string
+	for _, a := range core.Actions() {
+		if k := n[a]; k > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", a, k))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
 // storageLostLine is the report's line on what storage lost.
 func (rep *Report) storageLostLine() string {
 	if rep.StorageLostWrites == 0 {
 		return "no acknowledged write"
 	}
-	var parts []string
-	for _, a := range core.Actions() {
-		if n := rep.StorageLost[a]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", a, n))
-		}
-	}
-	return fmt.Sprintf("%d acknowledged writes (%s); %d posts acknowledged and lost", rep.StorageLostWrites, strings.Join(parts, ", "), rep.PostsLost)
+	return fmt.Sprintf("%d acknowledged writes (%s); %d posts acknowledged and lost", rep.StorageLostWrites, actionCounts(rep.StorageLost), rep.PostsLost)
 }
 
 // storageLost says how many acknowledged writes storage lost.
