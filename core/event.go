@@ -22,6 +22,14 @@ const (
 	// version. It is no message: nothing consumes it, so it can never
 	// become a prompt.
 	RunOutput EventKind = "run_output"
+	// RunRefused is a notice that a run's start was refused: the claim
+	// (Holder) had lost its lease when it would have started a run on
+	// prompt Message (StartFenced). The refused start writes nothing of
+	// the run; its transaction appends this notice instead, at the
+	// thread's version as it stands (no write of the specification, so no
+	// new version). It consumes nothing and changes none of the thread's
+	// state.
+	RunRefused EventKind = "run_refused"
 )
 
 // Event is one entry of a thread's append-only log. Which fields are set

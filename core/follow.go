@@ -20,6 +20,16 @@ type EventWatcher interface {
 	WatchEvents(ctx context.Context, id ThreadID) (<-chan struct{}, error)
 }
 
+// eventsAfterReader is implemented by a Transaction that reads the part
+// of a thread's log after a position, so that Follow reads on each wake
+// only what is new, not the whole log: EventsAfter returns the events
+// after position after, oldest first, and ErrUnknownThread. (Unexported,
+// as the library's exported identifiers have a budget: a storage
+// implements it by the method alone; both of this module's do.)
+type eventsAfterReader interface {
+	EventsAfter(ctx context.Context, id ThreadID, after Position) ([]Event, error)
+}
+
 // Position is where an event sits in its thread's log: 1 for the first
 // event, one more for each after it. The log is append-only, so a
 // position names one event forever; a follower that resumes after the
@@ -44,9 +54,12 @@ const followPoll = time.Second
 // the thread's story as a person sees it: MessagePosted, RunStarted,
 // Asked, Answered (a Reply consumed an answer), RunEnded, RunOutput (the
 // run's answer to the person, written with its end), RunAbandoned,
-// RunSteered (a message a run was given while it worked, recorded). A
-// refused write (StartFenced, ReplyFenced, AbandonFenced, EndRefused,
-// SteerRefused) writes nothing and so is no event: the runner's OnTurn reports it.
+// RunSteered (a message a run was given while it worked, recorded), and
+// RunRefused (a run's start the fence refused: a notice, which changes
+// none of the thread's state). The other refusals (ReplyFenced,
+// AbandonFenced, EndRefused, SteerRefused) are no events: a refused end
+// or steering record follows the RunAbandoned that refused it, and the
+// runner's OnTurn reports each.
 //
 // To resume, call Follow again with the Position of the last event fn
 // handled: the log is append-only, so nothing is missed or repeated. When
@@ -69,10 +82,16 @@ func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn 
 	for {
 		// The watch began before this read: a commit after the read
 		// sends a notice this loop waits for.
-		var evs []Event
+		var evs []Event // the log after position after
 		err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 			var err error
-			evs, err = tx.Events(ctx, id)
+			if r, ok := tx.(eventsAfterReader); ok {
+				evs, err = r.EventsAfter(ctx, id, after)
+				return err
+			}
+			if evs, err = tx.Events(ctx, id); err == nil {
+				evs = evs[min(int(after), len(evs)):]
+			}
 			return err
 		})
 		if ctx.Err() != nil {
@@ -81,11 +100,11 @@ func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn 
 		if err != nil {
 			return fmt.Errorf("follow thread %q: %w", id, err)
 		}
-		for i := int(after); i < len(evs); i++ {
-			if err := fn(ThreadEvent{Thread: id, Position: Position(i + 1), Event: evs[i]}); err != nil {
+		for _, ev := range evs {
+			if err := fn(ThreadEvent{Thread: id, Position: after + 1, Event: ev}); err != nil {
 				return err
 			}
-			after = Position(i + 1)
+			after++
 		}
 		if !w.awaitNotice(ctx, &notices) {
 			return nil

@@ -109,15 +109,6 @@ type PendingThread struct {
 	Lease Lease // the zero Lease when nobody holds the thread
 }
 
-// PendingIDs returns the threads' ids, in the listing's order.
-func PendingIDs(ps []PendingThread) []ThreadID {
-	ids := make([]ThreadID, len(ps))
-	for i, p := range ps {
-		ids[i] = p.ID
-	}
-	return ids
-}
-
 // PendingLister is implemented by a Storage that can list, without
 // taking locks, the threads that may have work (a message not yet taken,
 // or a run still active) with each one's lease. The answer may be stale by

@@ -272,6 +272,16 @@ func (t *Thread) Check(ev Event) error {
 		case r.State == StateActive:
 			return fmt.Errorf("%w: output of run %d of thread %q before its end", ErrOutOfOrder, ev.Run, t.ID)
 		}
+	case RunRefused:
+		if ev.Message < 1 || ev.Message > t.Last() {
+			return fmt.Errorf("%w: refused prompt %d of thread %q", ErrUnknownMessage, ev.Message, t.ID)
+		}
+		if ev.Holder == "" {
+			return fmt.Errorf("%w: a refusal with no holder", ErrInvalidArgument)
+		}
+		if ev.Version < t.Version {
+			return fmt.Errorf("%w: a refusal at version %d of a thread at %d", ErrInvalidArgument, ev.Version, t.Version)
+		}
 	default:
 		return fmt.Errorf("%w: event kind %q", ErrInvalidArgument, ev.Kind)
 	}

@@ -724,9 +724,10 @@ func planned(k PlanKind, m Seq, q RequestID) func(r *round) error {
 
 // RunStart records that a run started with prompt as its prompt, saves the
 // taken cursor at prompt, and returns the run's id. It consumes the prompt,
-// so it is fenced: it returns ErrThreadBusy, and writes nothing, when the
-// claim's holder no longer has the lease (the round is then over). It does
-// not compare the cursor: the fence alone keeps a message from being
+// so it is fenced: it returns ErrThreadBusy when the claim's holder no
+// longer has the lease (the round is then over), and writes nothing of
+// the run: only a RunRefused notice in the thread's log, which changes
+// none of its state. It does not compare the cursor: the fence alone keeps a message from being
 // consumed twice. It returns ErrOutOfOrder unless the round's current plan
 // (Plan) is a run for prompt, and ErrUnknownThread and ErrUnknownMessage.
 func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, error) {
@@ -735,13 +736,19 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		return 0, err
 	}
 	var id RunID
+	var refused error
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		refused = nil
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
 		lease, err := w.fence(ctx, tx, w.fences.Start, c, t, TraceEvent{Action: ActionStartFenced, Msg: prompt}, line)
 		if err != nil {
+			if *line != nil && noteRefused(ctx, tx, t, c, prompt, w.clock.Now()) {
+				refused = err // commit the notice, then return the refusal
+				return nil
+			}
 			return err
 		}
 		id = RunID(len(t.Runs) + 1)
@@ -752,11 +759,26 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 		*line = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: prompt, Run: id, Taken: prompt, Lease: lease}
 		return nil
 	})
+	if err == nil && refused != nil {
+		err = refused
+	}
 	r.leave(line, traced, err, nil)
 	if err != nil {
 		return 0, err
 	}
 	return id, nil
+}
+
+// noteRefused appends, in the refused start's own transaction, a
+// RunRefused notice, so that a follower of the thread (Follow) hears of
+// the refusal. It is no action of the specification: it consumes nothing,
+// leaves the thread's state and version as they are, and is not traced
+// (the refusal is, as StartFenced). It reports whether the notice was
+// written; when it was not (storage refused it), the refusal stands and
+// the transaction writes nothing.
+func noteRefused(ctx context.Context, tx Transaction, t *Thread, c Claim, prompt Seq, at time.Time) bool {
+	ev := Event{Version: t.Version, Kind: RunRefused, At: at, Message: prompt, Holder: c.Holder}
+	return t.Check(ev) == nil && tx.Append(ctx, c.Thread, ev) == nil
 }
 
 // Reply answers the request with the message and saves the taken cursor at

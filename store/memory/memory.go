@@ -206,6 +206,16 @@ func (t *txn) Events(_ context.Context, id core.ThreadID) ([]core.Event, error) 
 	return append([]core.Event(nil), th.events...), nil
 }
 
+// EventsAfter returns the thread's log after position after (the events
+// Follow has not yet delivered).
+func (t *txn) EventsAfter(_ context.Context, id core.ThreadID, after core.Position) ([]core.Event, error) {
+	th, err := t.read(id)
+	if err != nil {
+		return nil, err
+	}
+	return append([]core.Event(nil), th.events[min(max(int(after), 0), len(th.events)):]...), nil
+}
+
 func (t *txn) Bump(_ context.Context, id core.ThreadID) (uint64, error) {
 	th, err := t.read(id)
 	if err != nil {

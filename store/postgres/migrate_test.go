@@ -224,7 +224,11 @@ func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 	}
 	got, err := s.PendingThreads(ctx)
 	require.NoError(t, err)
-	require.Equal(t, pending, core.PendingIDs(got))
+	var gotIDs []core.ThreadID
+	for _, p := range got {
+		gotIDs = append(gotIDs, p.ID)
+	}
+	require.Equal(t, pending, gotIDs)
 	_, err = ws.Claim(ctx, "empty", "fresh", ttl)
 	require.NoError(t, err, "a fresh holder's claim")
 }

@@ -597,6 +597,55 @@ func (t *txn) Events(ctx context.Context, id core.ThreadID) ([]core.Event, error
 	return evs, nil
 }
 
+// EventsAfter returns the thread's log after position after, in one round
+// trip in a read-only transaction (a View, which is how Follow reads): the
+// thread's row, to tell an unknown thread, and the events after the
+// position, with no fold of the thread's state. In a transaction that
+// writes, it reads the thread as Events does.
+func (t *txn) EventsAfter(ctx context.Context, id core.ThreadID, after core.Position) ([]core.Event, error) {
+	if !t.readOnly {
+		evs, err := t.Events(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		return evs[min(max(int(after), 0), len(evs)):], nil
+	}
+	if t.err != nil {
+		return nil, t.err
+	}
+	b := t.batch()
+	found := false
+	b.Queue(t.s.q.readThread, string(id)).QueryRow(func(r pgx.Row) error {
+		var created, version, taken int64
+		err := r.Scan(&created, &version, &taken)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		found = err == nil
+		return err
+	})
+	var rows []eventRow
+	b.Queue(t.s.q.eventsAfter, string(id), int64(max(after, 0))).Query(func(r pgx.Rows) error {
+		var err error
+		rows, err = scanEvents(r)
+		return err
+	})
+	if err := t.send(ctx, b); err != nil {
+		return nil, err
+	}
+	if !found {
+		return nil, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+	}
+	evs := make([]core.Event, len(rows))
+	for i, r := range rows {
+		if r.seq != int64(after)+int64(i)+1 {
+			return nil, t.corrupt(fmt.Errorf("thread %q: event %d follows event %d", id, r.seq, int64(after)+int64(i)))
+		}
+		evs[i] = r.event()
+	}
+	return evs, nil
+}
+
 // events reads the thread's whole log, this transaction's writes included.
 func (t *txn) events(ctx context.Context, id core.ThreadID) ([]eventRow, error) {
 	b := t.batch()

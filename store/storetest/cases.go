@@ -276,7 +276,8 @@ func testHoldsLeaseAfterTakeover(t *testing.T, s core.Storage) {
 }
 
 // The ADR's scenario at the storage level: every fenced write of a claim
-// that lost its lease is refused with ErrThreadBusy and writes nothing.
+// that lost its lease is refused with ErrThreadBusy and writes nothing;
+// a refused start's transaction writes only a notice of it (RunRefused).
 // Three processes each lose their claim with a fenced write to make: st
 // a run's start, r a reply, x an abandon of the live run of b, the claim
 // that holds the lease.
@@ -317,7 +318,16 @@ func testRefusedWriteLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	require.ErrorIs(t, err, core.ErrThreadBusy)
 	require.ErrorIs(t, r.ws.Reply(ctx, cr, req, p.Message), core.ErrThreadBusy)
 	require.ErrorIs(t, x.ws.Abandon(ctx, cx, runB), core.ErrThreadBusy)
-	require.Equal(t, before, Snapshot(t, s, id), "a refused write changed storage")
+	after := Snapshot(t, s, id)
+	require.Equal(t, before.Thread, after.Thread, "a refused write changed the thread")
+	require.Equal(t, before.Lease, after.Lease, "a refused write changed the lease")
+	// The refused start, and it alone, is noticed after the fact: one
+	// RunRefused event at the version as it stood, changing nothing else.
+	require.Len(t, after.Events, len(before.Events)+1, "the log gains exactly the refused start's notice")
+	require.Equal(t, before.Events, after.Events[:len(before.Events)], "a refused write changed the log")
+	n := after.Events[len(before.Events)]
+	n.At = time.Time{}
+	require.Equal(t, core.Event{Version: before.Thread.Version, Kind: core.RunRefused, Message: 1, Holder: "hst"}, n, "the notice")
 }
 
 func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
@@ -604,7 +614,7 @@ func testPendingThreads(t *testing.T, s core.Storage) {
 	want := []core.ThreadID{"unconsumed", "active"}
 	check := func(how string, got []core.PendingThread) {
 		t.Helper()
-		require.Equal(t, want, core.PendingIDs(got), how)
+		require.Equal(t, want, pendingIDs(got), how)
 		require.Equal(t, core.Lease{}, got[0].Lease, "%s: nobody holds %q", how, got[0].ID)
 		l := got[1].Lease
 		require.Equal(t, core.Holder("h1"), l.Holder, "%s: the lease of %q", how, got[1].ID)

@@ -97,7 +97,7 @@ func CheckPositions(t testing.TB, evs []core.ThreadEvent, first core.Position, k
 // testFollow: a follower sees every event of the thread in log order with
 // its position, the run's output with its end, and the events written
 // after it started without polling for them; one resumed from a position
-// sees the events after it, none twice.
+// sees the events after it, none twice; a refused start is noticed.
 func testFollow(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a := newProc(s, "a", 0)
@@ -127,6 +127,23 @@ func testFollow(t *testing.T, s core.Storage) {
 	p := plan(t, a, c, core.PlanReply)
 	require.NoError(t, a.ws.Reply(ctx, c, p.Request, p.Message))
 	CheckPositions(t, g.Next(t, 1, "the Reply's Answered"), 7, core.Answered)
+
+	// A run's start that the fence refuses is an event too: a notice,
+	// at the version as it stood.
+	_, err = a.ws.Post(ctx, id, "m3")
+	require.NoError(t, err)
+	p = plan(t, a, c, core.PlanRun)
+	b := newProc(s, "b", 0)
+	b.clock.Advance(ttl)
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	_, err = a.ws.RunStart(ctx, c, p.Message)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	evs = g.Next(t, 2, "the message posted and the refused start's RunRefused")
+	CheckPositions(t, evs, 8, core.MessagePosted, core.RunRefused)
+	require.Equal(t, core.Holder("ha"), evs[1].Holder, "the refused claim")
+	require.Equal(t, p.Message, evs[1].Message, "the refused prompt")
+	require.Equal(t, Snapshot(t, s, id).Thread.Version, evs[1].Version, "the notice makes no version: it has the thread's")
 	g.Quiet(t, 50*time.Millisecond)
 	require.NoError(t, g.Stop())
 

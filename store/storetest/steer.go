@@ -52,7 +52,7 @@ func testSteerRecord(t *testing.T, s core.Storage) {
 	require.Equal(t, core.Event{Version: st.Thread.Version, Kind: core.RunSteered, At: epoch, Message: 2, Run: run}, last)
 	pending, err := a.ws.Pending(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []core.ThreadID{id}, core.PendingIDs(pending), "m3 is unconsumed")
+	require.Equal(t, []core.ThreadID{id}, pendingIDs(pending), "m3 is unconsumed")
 
 	m, ok, err = a.ws.Steer(ctx, c, run)
 	require.NoError(t, err)
@@ -74,11 +74,11 @@ func testSteerRecord(t *testing.T, s core.Storage) {
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1, 3: 1}, th.Consumed())
 	pending, err = a.ws.Pending(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []core.ThreadID{id}, core.PendingIDs(pending), "the run is still active")
+	require.Equal(t, []core.ThreadID{id}, pendingIDs(pending), "the run is still active")
 	scan := core.NewWorkspace(hidden{s}, a.clock)
 	pending, err = scan.Pending(ctx)
 	require.NoError(t, err)
-	require.Equal(t, []core.ThreadID{id}, core.PendingIDs(pending), "read thread by thread, the run is still active")
+	require.Equal(t, []core.ThreadID{id}, pendingIDs(pending), "read thread by thread, the run is still active")
 
 	require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
 	require.Equal(t, core.PlanNothing, plan(t, a, c, core.PlanNothing).Kind)

@@ -54,7 +54,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	require.Equal(t, core.Holder("ha"), l.Holder)
 	pending, err := b.ws.Pending(rctx)
 	require.NoError(t, err)
-	require.Equal(t, []core.ThreadID{id}, core.PendingIDs(pending))
+	require.Equal(t, []core.ThreadID{id}, pendingIDs(pending))
 
 	release()
 	err, werr := Await(aDone, "a's RunStart to return once let go")
@@ -137,4 +137,13 @@ func testTraceLog(t *testing.T, s core.Storage) {
 	got, err := r.TraceLines(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, got)
+}
+
+// pendingIDs returns the threads' ids, in the listing's order.
+func pendingIDs(ps []core.PendingThread) []core.ThreadID {
+	ids := make([]core.ThreadID, len(ps))
+	for i, p := range ps {
+		ids[i] = p.ID
+	}
+	return ids
 }
