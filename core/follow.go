@@ -23,7 +23,8 @@ type EventWatcher interface {
 // eventsAfterReader is implemented by a Transaction that reads the part
 // of a thread's log after a position, so that Follow reads on each wake
 // only what is new, not the whole log: EventsAfter returns the events
-// after position after, oldest first, and ErrUnknownThread. (Unexported,
+// after position after, oldest first, ErrUnknownThread, and
+// ErrInvalidArgument for a position past the log's end. (Unexported,
 // as the library's exported identifiers have a budget: a storage
 // implements it by the method alone; both of this module's do.)
 type eventsAfterReader interface {
@@ -68,8 +69,14 @@ const followPoll = time.Second
 // the workspace's clock. Follow writes nothing and traces nothing.
 //
 // It returns nil when ctx ends, fn's error when fn returns one,
-// ErrUnknownThread, and storage's errors.
+// ErrUnknownThread, ErrInvalidArgument for a negative position or one
+// past the log's end (no follower was given it; storage that lost commits
+// it had acknowledged can have a shorter log than a follower saw), and
+// storage's errors.
 func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn func(ThreadEvent) error) error {
+	if after < 0 {
+		return fmt.Errorf("follow thread %q: %w: position %d", id, ErrInvalidArgument, after)
+	}
 	var notices <-chan struct{}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -89,10 +96,14 @@ func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn 
 				evs, err = r.EventsAfter(ctx, id, after)
 				return err
 			}
-			if evs, err = tx.Events(ctx, id); err == nil {
-				evs = evs[min(int(after), len(evs)):]
+			if evs, err = tx.Events(ctx, id); err != nil {
+				return err
 			}
-			return err
+			if int(after) > len(evs) {
+				return fmt.Errorf("%w: thread %q: position %d is past the log's end (%d events)", ErrInvalidArgument, id, after, len(evs))
+			}
+			evs = evs[after:]
+			return nil
 		})
 		if ctx.Err() != nil {
 			return nil

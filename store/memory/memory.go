@@ -213,7 +213,10 @@ func (t *txn) EventsAfter(_ context.Context, id core.ThreadID, after core.Positi
 	if err != nil {
 		return nil, err
 	}
-	return append([]core.Event(nil), th.events[min(max(int(after), 0), len(th.events)):]...), nil
+	if int(after) > len(th.events) {
+		return nil, fmt.Errorf("%w: thread %q: position %d is past the log's end (%d events)", core.ErrInvalidArgument, id, after, len(th.events))
+	}
+	return append([]core.Event(nil), th.events[after:]...), nil
 }
 
 func (t *txn) Bump(_ context.Context, id core.ThreadID) (uint64, error) {

@@ -13,8 +13,9 @@ import (
 
 // Follow reads, on each wake, only the log after the position it has
 // delivered (EventsAfter): one round trip in a View, the events after the
-// position and no others, nothing for a position at the log's end, and
-// ErrUnknownThread for a thread that does not exist. Before it, each wake
+// position and no others, nothing for a position at the log's end,
+// ErrInvalidArgument for one past it, and ErrUnknownThread for a thread
+// that does not exist. Before it, each wake
 // read the thread's whole log.
 func TestEventsAfterReadsOnlyNewEvents(t *testing.T) {
 	t.Parallel() // a schema of its own
@@ -50,6 +51,8 @@ func TestEventsAfterReadsOnlyNewEvents(t *testing.T) {
 	evs, _, err = after("t", 20)
 	require.NoError(t, err)
 	require.Empty(t, evs, "nothing after the log's end")
+	_, _, err = after("t", 21)
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "a position past the log's end")
 	_, _, err = after("nope", 0)
 	require.ErrorIs(t, err, core.ErrUnknownThread)
 }

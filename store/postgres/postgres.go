@@ -372,7 +372,7 @@ func (s *Store) cached(id core.ThreadID) *cacheEntry {
 type queries struct {
 	names                                         map[string]string // a name for each statement, to prepare it under
 	lockThread, lockLease, eventsAfter, allEvents string
-	readThread, readLease                         string
+	readThread, readLease, logLength              string
 	createThread, threadIDs, saveThread           string
 	saveThreadLease                               string
 	insertEvent, insertMessage, notify            string
@@ -390,6 +390,7 @@ func newQueries(schema string) queries {
 		lockThread:   f(`SELECT created, version, taken FROM %s.threads WHERE id = $1 FOR UPDATE`),
 		lockLease:    f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1 FOR UPDATE`),
 		readThread:   f(`SELECT created, version, taken FROM %s.threads WHERE id = $1`),
+		logLength:    f(`SELECT log_n FROM %s.threads WHERE id = $1`),
 		readLease:    f(`SELECT holder, expires_at FROM %s.leases WHERE key = $1`),
 		eventsAfter:  f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 AND seq > $2 ORDER BY seq`),
 		allEvents:    f(`SELECT ` + eventCols + ` FROM %s.events WHERE thread_id = $1 ORDER BY seq`),

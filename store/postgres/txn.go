@@ -608,16 +608,18 @@ func (t *txn) EventsAfter(ctx context.Context, id core.ThreadID, after core.Posi
 		if err != nil {
 			return nil, err
 		}
-		return evs[min(max(int(after), 0), len(evs)):], nil
+		if int(after) > len(evs) {
+			return nil, fmt.Errorf("%w: thread %q: position %d is past the log's end (%d events)", core.ErrInvalidArgument, id, after, len(evs))
+		}
+		return evs[after:], nil
 	}
 	if t.err != nil {
 		return nil, t.err
 	}
 	b := t.batch()
-	found := false
-	b.Queue(t.s.q.readThread, string(id)).QueryRow(func(r pgx.Row) error {
-		var created, version, taken int64
-		err := r.Scan(&created, &version, &taken)
+	found, n := false, int64(0)
+	b.Queue(t.s.q.logLength, string(id)).QueryRow(func(r pgx.Row) error {
+		err := r.Scan(&n)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -635,6 +637,9 @@ func (t *txn) EventsAfter(ctx context.Context, id core.ThreadID, after core.Posi
 	}
 	if !found {
 		return nil, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+	}
+	if int64(after) > n {
+		return nil, fmt.Errorf("%w: thread %q: position %d is past the log's end (%d events)", core.ErrInvalidArgument, id, after, n)
 	}
 	evs := make([]core.Event, len(rows))
 	for i, r := range rows {

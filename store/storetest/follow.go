@@ -147,7 +147,10 @@ func testFollow(t *testing.T, s core.Storage) {
 	g.Quiet(t, 50*time.Millisecond)
 	require.NoError(t, g.Stop())
 
-	// A thread that does not exist is an error, not a wait.
-	err = a.ws.Follow(ctx, "no-such-thread", 0, func(core.ThreadEvent) error { return nil })
-	require.ErrorIs(t, err, core.ErrUnknownThread)
+	// A thread that does not exist is an error, not a wait; so is a
+	// position no follower was given: negative, or past the log's end.
+	nop := func(core.ThreadEvent) error { return nil }
+	require.ErrorIs(t, a.ws.Follow(ctx, "no-such-thread", 0, nop), core.ErrUnknownThread)
+	require.ErrorIs(t, a.ws.Follow(ctx, id, -1, nop), core.ErrInvalidArgument, "a negative position")
+	require.ErrorIs(t, a.ws.Follow(ctx, id, 10, nop), core.ErrInvalidArgument, "a position past the log's end (9 events)")
 }
