@@ -69,13 +69,16 @@ const followPoll = time.Second
 // the workspace's clock. Follow writes nothing and traces nothing.
 //
 // It returns nil when ctx ends, fn's error when fn returns one,
-// ErrUnknownThread, ErrInvalidArgument for a negative position or one
-// past the log's end (no follower was given it; storage that lost commits
-// it had acknowledged can have a shorter log than a follower saw), and
-// storage's errors.
+// ErrUnknownThread, ErrInvalidArgument for a nil fn, a negative position
+// or one past the log's end (no follower was given it; storage that lost
+// commits it had acknowledged can have a shorter log than a follower
+// saw), and storage's errors.
 func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn func(ThreadEvent) error) error {
-	if after < 0 {
+	switch {
+	case after < 0:
 		return fmt.Errorf("follow thread %q: %w: position %d", id, ErrInvalidArgument, after)
+	case fn == nil:
+		return fmt.Errorf("follow thread %q: %w: no function to call", id, ErrInvalidArgument)
 	}
 	var notices <-chan struct{}
 	wctx, cancel := context.WithCancel(ctx)

@@ -152,5 +152,6 @@ func testFollow(t *testing.T, s core.Storage) {
 	nop := func(core.ThreadEvent) error { return nil }
 	require.ErrorIs(t, a.ws.Follow(ctx, "no-such-thread", 0, nop), core.ErrUnknownThread)
 	require.ErrorIs(t, a.ws.Follow(ctx, id, -1, nop), core.ErrInvalidArgument, "a negative position")
+	require.ErrorIs(t, a.ws.Follow(ctx, id, 0, nil), core.ErrInvalidArgument, "no function")
 	require.ErrorIs(t, a.ws.Follow(ctx, id, 10, nop), core.ErrInvalidArgument, "a position past the log's end (9 events)")
 }
