@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -63,13 +64,19 @@ type Session struct {
 // has it as Output, and Workspace.Follow delivers it as a RunOutput
 // event), and is no message of the thread: it never becomes a prompt.
 // A later call replaces the text. The run's end is recorded when the
-// agent returns, or by Await; after that Output returns
-// core.ErrOutOfOrder and the text is not recorded. An abandoned run's end
-// is refused, and its output with it.
+// agent returns, or by Await; after either (from a goroutine the agent
+// left behind) Output returns core.ErrOutOfOrder and the text is not
+// recorded. A text storage could not keep (core.CheckText) is refused
+// with core.ErrInvalidArgument and the output left as it was. An
+// abandoned run's end is refused, and its output with it.
 func (s *Session) Output(text string) error {
+	if err := core.CheckText("run output", text); err != nil {
+		return err // refused now, not at the run's end
+	}
+	returned := s.agentReturned()
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
-	if s.endedRun() {
+	if returned || s.endedRun() {
 		return fmt.Errorf("output of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
 	}
 	s.out = text
@@ -99,11 +106,17 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 	if s.steer.closed {
 		return 0, fmt.Errorf("question of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
 	}
-	return s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question)
+	req, err := s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question)
+	if err == nil {
+		s.steer.asked = append(s.steer.asked, req)
+	}
+	return req, err
 }
 
 // Await waits for the answer to a request the run asked, and returns the
-// message that answered it.
+// message that answered it. It returns core.ErrUnknownRequest, and leaves
+// the run as it is, for a request this run's Ask did not return, and
+// core.ErrOutOfOrder once the agent returned.
 //
 // The specification answers a request only while no run of the thread is
 // active, so Await first records the run's end (RunEnd, not fenced): the
@@ -118,6 +131,15 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // clock. It returns ctx's error when ctx ends first; the agent's ctx now
 // ends only when the runner stops, so give ctx a deadline.
 func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
+	s.callMu.Lock()
+	returned, failed, asked := s.steer.returned, s.steer.err, slices.Contains(s.steer.asked, req)
+	s.callMu.Unlock()
+	switch {
+	case returned:
+		return core.Message{}, fmt.Errorf("await request %d of run %d of thread %q after the agent returned: %w", req, s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
+	case !asked && failed == nil: // (a failed steering record ends the run below, and says so)
+		return core.Message{}, fmt.Errorf("await request %d, which run %d of thread %q did not ask: %w", req, s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrUnknownRequest)
+	}
 	s.endOnce.Do(func() {
 		if err := s.closeRun(ctx); err != nil {
 			// The steering's record failed: the run's end is not

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"slices"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -100,6 +101,7 @@ func (s *Session) fork(r *Runner, claim func(core.Claim) core.Claim) *Session {
 	c.Delivered.Claim = claim(s.Delivered.Claim)
 	s.callMu.Lock()
 	c.steer = s.steer
+	c.steer.asked = slices.Clone(s.steer.asked)
 	if s.steer.pending != nil {
 		m := *s.steer.pending
 		c.steer.pending = &m

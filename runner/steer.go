@@ -20,6 +20,10 @@ type steering struct {
 	// closed: the run's end was taken up (Await, or the turn once the
 	// agent returned); no Steer or Ask follows.
 	closed bool
+	// returned: the agent returned; no call of its session follows.
+	returned bool
+	// asked are the requests the run opened (Ask): what Await waits for.
+	asked []core.RequestID
 	// pending is the message given and not recorded yet; nil when none.
 	pending *core.Message
 	// err is the first record that failed (core.ErrRunAbandoned when
@@ -125,8 +129,16 @@ func (s *Session) closeRun(ctx context.Context) error {
 func (s *Session) closeAgent() (pending bool) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
-	s.steer.closed = true
+	s.steer.closed, s.steer.returned = true, true
 	return s.steer.pending != nil
+}
+
+// agentReturned reports whether the agent returned: a call of its session
+// after that (from a goroutine it left behind) is refused.
+func (s *Session) agentReturned() bool {
+	s.callMu.Lock()
+	defer s.callMu.Unlock()
+	return s.steer.returned
 }
 
 // steeringRecorded returns, once, how many messages the run's steering
