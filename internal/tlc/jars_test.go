@@ -333,3 +333,100 @@ func TestJarsPins(t *testing.T) {
 		}
 	}
 }
+
+// TestJarsAuto: scripts/test's decision (scripts/tlc-jars auto). With a
+// jar given or in the local directory nothing is built; with none, the
+// pinned jars are built when ant and the sources can be had; without ant
+// or the network it exits 3 (scripts/test then reports TLC NOT RUN, or
+// fails under REQUIRE_TLC=1) and prints the remedy. Nothing is
+// downloaded: the sources are local repositories, or git's fetch is a
+// stand-in that fails as it does offline.
+func TestJarsAuto(t *testing.T) {
+	realGit, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	tla, tlaCommit := gitRepo(t, "tlaplus")
+	cm, cmCommit := gitRepo(t, "CommunityModules")
+	commits := []string{"TLAPLUS_COMMIT=" + tlaCommit, "COMMUNITY_MODULES_COMMIT=" + cmCommit, "TLA2TOOLS_JAR="}
+	sources := append([]string{"TLAPLUS_SRC=" + tla, "COMMUNITY_MODULES_SRC=" + cm}, commits...)
+
+	t.Run("a jar given: nothing built", func(t *testing.T) {
+		w := newJarsWorld(t)
+		out, errOut, err := w.run(t, append(sources, "TLA2TOOLS_JAR=/some/tla2tools.jar"), "auto")
+		if err != nil || out != "" || count(w.callLog(t), "ant") != 0 {
+			t.Fatalf("exit %v, stdout %q, ant calls %v: want nothing built (%s)", err, out, w.callLog(t), errOut)
+		}
+	})
+
+	t.Run("a local jar: nothing built", func(t *testing.T) {
+		w := newJarsWorld(t)
+		if err := os.MkdirAll(filepath.Join(w.cache, "local"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(w.cache, "local", JarName), []byte("jar"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, err := w.run(t, sources, "auto")
+		if err != nil || out != "" || count(w.callLog(t), "ant") != 0 {
+			t.Fatalf("exit %v, stdout %q, ant calls %v: want nothing built (%s)", err, out, w.callLog(t), errOut)
+		}
+	})
+
+	t.Run("no jar, ant and the sources: built", func(t *testing.T) {
+		w := newJarsWorld(t)
+		out, errOut, err := w.run(t, sources, "auto")
+		if err != nil {
+			t.Fatalf("%v: %s", err, errOut)
+		}
+		env := envLines(out)
+		want := filepath.Join(w.cache, "build", tlaCommit+"-"+cmCommit)
+		if env["TLA2TOOLS_JAR"] != filepath.Join(want, JarName) || env["COMMUNITY_MODULES_JAR"] != filepath.Join(want, CommunityName) {
+			t.Fatalf("printed %q, want both jars in %s (%s)", out, want, errOut)
+		}
+		if n := count(w.callLog(t), "ant"); n != 2 {
+			t.Errorf("ant ran %d times, want 2", n)
+		}
+	})
+
+	t.Run("no network: exit 3 with the remedy", func(t *testing.T) {
+		w := newJarsWorld(t)
+		offline := "#!/bin/sh\ncase \" $* \" in *\" fetch \"*) echo \"fatal: unable to access 'https://github.com/': Could not resolve host\" >&2; exit 128 ;; esac\nexec " + realGit + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(w.bin, "git"), []byte(offline), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, err := w.run(t, commits, "auto")
+		checkNotBuilt(t, w, out, errOut, err)
+	})
+
+	t.Run("no ant: exit 3 with the remedy", func(t *testing.T) {
+		w := newJarsWorld(t)
+		if err := os.Remove(filepath.Join(w.bin, "ant")); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := exec.LookPath("ant"); err == nil {
+			t.Skipf("this machine has ant (%s): a PATH without it cannot be made here", p)
+		}
+		out, errOut, err := w.run(t, sources, "auto")
+		checkNotBuilt(t, w, out, errOut, err)
+	})
+}
+
+// checkNotBuilt: auto could not build, and said so: exit 3, no jar for
+// scripts/test to export, and the remedy.
+func checkNotBuilt(t *testing.T, w *jarsWorld, out, errOut string, err error) {
+	t.Helper()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3\nstderr: %s", err, errOut)
+	}
+	if strings.Contains(out, "TLA2TOOLS_JAR") {
+		t.Errorf("printed %q: a jar it did not build", out)
+	}
+	if !strings.Contains(errOut, "Remedy: install java, ant") || !strings.Contains(errOut, "TLA2TOOLS_JAR") {
+		t.Errorf("no remedy in %q", errOut)
+	}
+	if left, _ := filepath.Glob(filepath.Join(w.cache, "build", "*", "*.jar")); len(left) != 0 {
+		t.Errorf("left %v in the cache", left)
+	}
+}
