@@ -50,3 +50,27 @@ func TestMeterOffWhenNotATerminal(t *testing.T) {
 	require.False(t, IsTerminal(f), "a regular file is not a terminal")
 	require.Nil(t, New(f, "run", 10, "executions", time.Now))
 }
+
+// A single long unit shows progress: its steps advance the line while no
+// unit has finished, redrawn at most every Every of the injected clock.
+func TestMeterCountsSteps(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	var b bytes.Buffer
+	m := NewOn(&b, "run", 1, "executions", c.now)
+	c.t = c.t.Add(2 * time.Second)
+	m.Step(500)
+	require.Equal(t, "run: 0/1 executions (0.0%); 500 steps, 250/s", m.Line(c.t))
+	require.Contains(t, b.String(), "\rrun: 0/1 executions (0.0%); 500 steps, 250/s")
+
+	n := b.Len()
+	c.t = c.t.Add(Every / 2)
+	m.Step(10)
+	require.Equal(t, n, b.Len(), "redrawn within %v", Every)
+	c.t = c.t.Add(Every)
+	m.Step(10)
+	require.Contains(t, b.String()[n:], "0/1 executions (0.0%); 520 steps", "the steps advance the line within the one execution")
+
+	c.t = c.t.Add(Every)
+	m.Add(1)
+	require.Contains(t, b.String(), "1/1 executions (100.0%)")
+}
