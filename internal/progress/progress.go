@@ -61,29 +61,21 @@ func NewOn(w io.Writer, label string, total int, unit string, now func() time.Ti
 }
 
 // Add counts n more units done and redraws if Every has passed.
-func (m *Meter) Add(n int) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.done += n
-	m.redraw()
-}
+func (m *Meter) Add(n int) { m.count(n, 0) }
 
 // Step counts n more steps (trace lines, operations) of the units under
 // way and redraws if Every has passed.
-func (m *Meter) Step(n int) {
+func (m *Meter) Step(n int) { m.count(0, n) }
+
+// count counts units and steps done, and redraws if Every has passed.
+func (m *Meter) count(units, steps int) {
 	if m == nil {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.steps += n
-	m.redraw()
-}
-
-func (m *Meter) redraw() {
+	m.done += units
+	m.steps += steps
 	if t := m.now(); t.Sub(m.drawn) >= m.every {
 		m.drawn = t
 		m.draw(t)
