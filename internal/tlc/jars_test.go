@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -428,5 +429,87 @@ func checkNotBuilt(t *testing.T, w *jarsWorld, out, errOut string, err error) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(w.cache, "build", "*", "*.jar")); len(left) != 0 {
 		t.Errorf("left %v in the cache", left)
+	}
+}
+
+// TestScriptsTestBuildsJars: scripts/test's TLC section, run as it is
+// written (from its tlc_args line to its end) with stand-ins for
+// scripts/tlc-jars and scripts/tlc: the jars auto prints are exported to
+// TLC; when auto cannot build them (3) TLC is NOT RUN with the remedy,
+// a failure under REQUIRE_TLC=1; any other exit of auto fails the test
+// command.
+func TestScriptsTestBuildsJars(t *testing.T) {
+	b, err := os.ReadFile("../../scripts/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	start := strings.Index(src, "\ntlc_args=(")
+	if start < 0 || !strings.Contains(src[start:], "scripts/tlc-jars auto") {
+		t.Fatal("scripts/test has no TLC section that calls scripts/tlc-jars auto")
+	}
+	section := "step() { echo \"== $*\"; }\nfinish() { echo \"finish $1\"; }\nreports() { report=(); }\n" + src[start:]
+	for _, tc := range []struct {
+		name     string
+		autoExit int
+		require  string
+		exit     int
+		want     []string
+	}{
+		{"built", 0, "", 0, []string{"tlc got TLA2TOOLS_JAR=/built/tla2tools.jar COMMUNITY_MODULES_JAR=/built/cm.jar", "TLC: passed"}},
+		{"cannot build", 3, "", 0, []string{"finish NOT BUILT", "remedy from auto", "TLC: NOT RUN", "Remedy: install java and ant"}},
+		{"cannot build, TLC required", 3, "1", 1, []string{"TLC: NOT RUN"}},
+		{"auto broken", 2, "", 1, []string{"scripts/tlc-jars auto exited 2"}},
+	} {
+		dir := t.TempDir()
+		stubs := map[string]string{
+			"scripts/tlc-jars": `echo "tlc-jars $*" >>"$CALLS"
+if [ "$AUTO_EXIT" = 0 ]; then echo TLA2TOOLS_JAR=/built/tla2tools.jar; echo COMMUNITY_MODULES_JAR=/built/cm.jar; echo OTHER=x; fi
+[ "$AUTO_EXIT" = 3 ] && echo "tlc-jars: remedy from auto" >&2
+exit "$AUTO_EXIT"
+`,
+			"scripts/tlc": `echo "tlc got TLA2TOOLS_JAR=${TLA2TOOLS_JAR:-} COMMUNITY_MODULES_JAR=${COMMUNITY_MODULES_JAR:-}"
+[ -n "${TLA2TOOLS_JAR:-}" ] || exit 3
+`,
+		}
+		for name, body := range stubs {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+section)
+		cmd.Dir = dir
+		calls := filepath.Join(dir, "calls")
+		cmd.Env = append(os.Environ(), "CALLS="+calls, "AUTO_EXIT="+strconv.Itoa(tc.autoExit), "REQUIRE_TLC="+tc.require,
+			"TLA2TOOLS_JAR=", "COMMUNITY_MODULES_JAR=", "TLC_FULL=", "REPORT_DIR=")
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatalf("%s: scripts/test's TLC section did not finish within a minute:\n%s", tc.name, out)
+		}
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.exit {
+			t.Errorf("%s: exit %d, want %d:\n%s", tc.name, code, tc.exit, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: %q not in the output:\n%s", tc.name, w, out)
+			}
+		}
+		if got, _ := os.ReadFile(calls); string(got) != "tlc-jars auto\n" {
+			t.Errorf("%s: scripts/tlc-jars was called as %q, want once with auto", tc.name, got)
+		}
 	}
 }
