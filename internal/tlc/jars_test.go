@@ -457,7 +457,7 @@ func TestScriptsTestBuildsJars(t *testing.T) {
 		want     []string
 	}{
 		{"built", 0, "", 0, []string{"tlc got TLA2TOOLS_JAR=/built/tla2tools.jar COMMUNITY_MODULES_JAR=/built/cm.jar", "TLC: passed"}},
-		{"cannot build", 3, "", 0, []string{"finish NOT BUILT", "remedy from auto", "TLC: NOT RUN", "Remedy: install java and ant"}},
+		{"cannot build", 3, "", 0, []string{"finish NO JARS", "remedy from auto", "TLC: NOT RUN", "Remedy: install java and ant"}},
 		{"cannot build, TLC required", 3, "1", 1, []string{"TLC: NOT RUN"}},
 		{"auto broken", 2, "", 1, []string{"scripts/tlc-jars auto exited 2"}},
 	} {
