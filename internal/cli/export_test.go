@@ -45,7 +45,7 @@ func TestShowTLCAndJSON(t *testing.T) {
 	page := filepath.Join(t.TempDir(), "tlc.html")
 	code, out, errs := runCLI("show", "-html", page, tlcFixture)
 	require.Equal(t, exitFailed, code, "%s\n%s", out, errs)
-	require.Contains(t, errs, "invariant I1_ConsumedAtMostOnce violated in state")
+	require.Contains(t, out, "invariant I1_ConsumedAtMostOnce violated in state")
 	require.Contains(t, out, "RunStart(p2)")
 	require.Contains(t, out, "I1_ConsumedAtMostOnce violated")
 	b, err := os.ReadFile(page)

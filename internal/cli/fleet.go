@@ -183,6 +183,9 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return err
 	}
 	if err := fleetVerdict(rep, unfenced.Mutant()); err != nil {
+		if jsonOut == "-" {
+			return jsonTaken{err} // stdout carries the report
+		}
 		return err
 	}
 	fmt.Fprintln(progress, "PASS")

@@ -62,5 +62,15 @@ func writeJSON(w io.Writer, command string, err error, figures any) error {
 	if werr := enc.Encode(s); werr != nil && err == nil {
 		return werr
 	}
-	return err
+	if err != nil {
+		return jsonTaken{err}
+	}
+	return nil
 }
+
+// jsonTaken is a command's error whose verdict stdout already carries as
+// JSON: Main prints its message on stderr, keeping stdout one object.
+type jsonTaken struct{ err error }
+
+func (e jsonTaken) Error() string { return e.err.Error() }
+func (e jsonTaken) Unwrap() error { return e.err }

@@ -51,6 +51,10 @@ Usage:
 
 Run 'tracecheck COMMAND -h' for a command's flags.
 
+Every command prints its verdict (PASS or FAIL, what failed and its story)
+on stdout; stderr carries usage errors and what is not a verdict (bad
+input, could not run), and progress.
+
 Exit codes: 0 every check passed; 1 a check failed (with -unfenced: the
 mutant was caught, as it must be); 2 bad usage or bad input (malformed,
 unreadable, empty); 3 inconclusive (porcupine timed out); 4 could not run
@@ -102,6 +106,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	var f failure
+	var js jsonTaken
 	switch {
 	case err == nil:
 		return exitOK
@@ -111,7 +116,14 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tracecheck %s: %s\n", args[0], ue.msg)
 		return exitUsage
 	case errors.As(err, &f):
-		fmt.Fprintln(stderr, f.msg)
+		// stdout carries the verdict, PASS or FAIL, and the story; stderr
+		// what is not one: bad input (2), could not run (4), and a
+		// verdict already in the JSON object stdout carries.
+		w := stdout
+		if f.code == exitUsage || f.code == exitCouldNotRun || errors.As(err, &js) {
+			w = stderr
+		}
+		fmt.Fprintln(w, f.msg)
 		return f.code
 	default:
 		// Not a check's verdict nor bad usage: the command could not run.

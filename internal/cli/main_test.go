@@ -65,12 +65,12 @@ func TestRunFenced(t *testing.T) {
 // The mutant: with the fences off the main job must fail, naming the
 // invariant broken and the first line the trace checker rejects.
 func TestRunUnfencedMutantFails(t *testing.T) {
-	code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-unfenced", "-shrink-dir", t.TempDir())
+	code, out, _ := runCLI("run", "-seeds", "40", "-concurrent", "0", "-unfenced", "-shrink-dir", t.TempDir())
 	require.Equal(t, exitFailed, code, "stdout:\n%s", out)
 	require.Contains(t, out, "shrunk to")
-	require.Contains(t, errs, "the mutant was caught")
-	require.Contains(t, errs, "I1_ConsumedAtMostOnce")
-	require.Regexp(t, `Fence(d|Abandon) => HasLease\(p\)`, errs, "the first rejected line names a fence's guard")
+	require.Contains(t, out, "the mutant was caught")
+	require.Contains(t, out, "I1_ConsumedAtMostOnce")
+	require.Regexp(t, `Fence(d|Abandon) => HasLease\(p\)`, out, "the first rejected line names a fence's guard")
 	require.Contains(t, out, "REJECTED")
 }
 
@@ -244,7 +244,7 @@ func TestRunUnfencedWithMutantRefused(t *testing.T) {
 func TestRunUnfencedSurvivorExit5(t *testing.T) {
 	code, out, errs := runCLI("run", "-seeds", "2", "-steps", "1", "-concurrent", "0", "-unfenced")
 	require.Equal(t, exitSurvived, code, "stdout:\n%s\nstderr:\n%s", out, errs)
-	require.Contains(t, errs, "SURVIVED")
+	require.Contains(t, out, "SURVIVED")
 }
 
 // The two code mutants the seeded scheduler must catch beyond the fences:
@@ -261,16 +261,16 @@ func TestRunCodeMutantsCaught(t *testing.T) {
 	} {
 		code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant)
 		require.Equal(t, exitFailed, code, "%s: stdout:\n%s\nstderr:\n%s", tc.mutant, out, errs)
-		require.Contains(t, errs, "the mutant was caught")
-		require.Contains(t, errs, "FAIL (as it must with the mutant "+tc.mutant+")")
+		require.Contains(t, out, "the mutant was caught")
+		require.Contains(t, out, "FAIL (as it must with the mutant "+tc.mutant+")")
 		if tc.off == "" {
-			require.Contains(t, errs, `"action":"RunEnd"`, "the output of an abandoned run, traced as its RunEnd, is what is rejected")
+			require.Contains(t, out, `"action":"RunEnd"`, "the output of an abandoned run, traced as its RunEnd, is what is rejected")
 			continue
 		}
 		code, out, errs = runCLI("run", "-seeds", "40", "-concurrent", "0", "-mutant", tc.mutant, tc.off)
 		require.Equal(t, exitSurvived, code, "%s %s: stdout:\n%s\nstderr:\n%s", tc.mutant, tc.off, out, errs)
-		require.Contains(t, errs, "SURVIVED: the mutant "+tc.mutant+" is on", "a code mutant's fences are on: its survivor message names it")
-		require.NotContains(t, errs, "fences are off")
+		require.Contains(t, out, "SURVIVED: the mutant "+tc.mutant+" is on", "a code mutant's fences are on: its survivor message names it")
+		require.NotContains(t, out, "fences are off")
 	}
 }
 
@@ -287,8 +287,8 @@ func TestRunSteeringMutantsCaught(t *testing.T) {
 	for _, m := range []string{"steer-after-abandon", "steer-keeps-cursor", "steer-consumed", "steer-inactive"} {
 		code, out, errs := runCLI("run", "-seeds", "100", "-concurrent", "0", "-shrink=false", "-mutant", m)
 		require.Equal(t, exitFailed, code, "%s: stdout:\n%s\nstderr:\n%s", m, out, errs)
-		require.Contains(t, errs, "FAIL (as it must with the mutant "+m+")")
-		require.Contains(t, errs, "Steer", "%s: the first rejected trace names a steering line", m)
+		require.Contains(t, out, "FAIL (as it must with the mutant "+m+")")
+		require.Contains(t, out, "Steer", "%s: the first rejected trace names a steering line", m)
 	}
 }
 
@@ -304,9 +304,9 @@ func TestRunCoverage(t *testing.T) {
 	require.Contains(t, out, "of states")
 	require.NotContains(t, out, "directed walks")
 	require.NotContains(t, out, "forked executions")
-	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-forks=false", "-seeds", "5", "-concurrent", "0", "-min-coverage", "90")
+	code, out, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-forks=false", "-seeds", "5", "-concurrent", "0", "-min-coverage", "90")
 	require.Equal(t, exitFailed, code, errs)
-	require.Contains(t, errs, "below the floor")
+	require.Contains(t, out, "below the floor")
 	code, _, errs = runCLI("run", "-walks", "5")
 	require.Equal(t, exitUsage, code, "-walks without -cfg: %s", errs)
 	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-walks", "-2")
@@ -315,9 +315,9 @@ func TestRunCoverage(t *testing.T) {
 	require.Equal(t, exitUsage, code, "a cfg whose model breaks an invariant: %s", errs)
 	code, _, _ = runCLI("run", "-min-coverage", "5")
 	require.Equal(t, exitUsage, code, "-min-coverage without -cfg")
-	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "2", "-concurrent", "0", "-min-edge-coverage", "90")
+	code, out, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "2", "-concurrent", "0", "-min-edge-coverage", "90")
 	require.Equal(t, exitFailed, code, errs)
-	require.Contains(t, errs, "edges, below the floor")
+	require.Contains(t, out, "edges, below the floor")
 	code, _, _ = runCLI("run", "-min-edge-coverage", "5")
 	require.Equal(t, exitUsage, code, "-min-edge-coverage without -cfg")
 	code, _, _ = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-min-edge-coverage", "101")
@@ -349,8 +349,8 @@ func TestRunWalks(t *testing.T) {
 	// The walks alone (no seeded or concurrent execution) catch it.
 	code, out, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "0", "-concurrent", "0", "-walks", "2000", "-unfenced", "-shrink=false")
 	require.Equal(t, exitFailed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
-	require.Contains(t, errs, "the mutant was caught")
-	require.Contains(t, errs, "walks-0")
+	require.Contains(t, out, "the mutant was caught")
+	require.Contains(t, out, "walks-0")
 	code, _, errs = runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-forks=false", "-seeds", "0", "-concurrent", "0", "-walks", "0")
 	require.Equal(t, exitUsage, code, "nothing to run: %s", errs)
 }
@@ -385,8 +385,8 @@ func TestRunForks(t *testing.T) {
 	dir := t.TempDir()
 	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-seeds", "0", "-concurrent", "0", "-unfenced", "-shrink=false", "-shrink-dir", dir)
 	require.Equal(t, exitFailed, code, "stdout:\n%s\nstderr:\n%s", out, errs)
-	require.Contains(t, errs, "the mutant was caught")
-	require.Contains(t, errs, "forks failed")
+	require.Contains(t, out, "the mutant was caught")
+	require.Contains(t, out, "forks failed")
 	require.Contains(t, out, "forked executions")
 	logs, err := filepath.Glob(filepath.Join(dir, "forks-*.ops.ndjson"))
 	require.NoError(t, err)

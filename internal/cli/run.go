@@ -69,7 +69,19 @@ type runFlags struct {
 	// openStorage, when set, gives each execution its storage in place
 	// of -storage's (tests: a storage with a defect written into it).
 	openStorage func(ctx context.Context) (core.Storage, func(), error)
+	// meter, when set, makes the progress meter of total executions in
+	// place of a meter on a terminal stderr (tests: a buffer and a clock).
+	meter func(total int) *progress.Meter
+	// stepTracer receives the trace lines of the seeded and concurrent
+	// executions as they are traced, for the meter's steps; nil for none.
+	stepTracer core.Tracer
 }
+
+// stepCounter counts trace lines as a meter's steps: a long execution
+// shows progress before it ends.
+type stepCounter struct{ m *progress.Meter }
+
+func (c stepCounter) Trace(core.TraceEvent) { c.m.Step(1) }
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var f runFlags
@@ -298,7 +310,14 @@ func runAll(ctx context.Context, f runFlags, out, stderr io.Writer) (*tally, err
 		parts = tree.Parts(forkCut)
 		_, t.forkReach = tree.Reachable()
 	}
-	meter := progress.New(stderr, "run", f.seeds+f.concurrent+directed+len(parts), "executions", time.Now)
+	total := f.seeds + f.concurrent + directed + len(parts)
+	meter := progress.New(stderr, "run", total, "executions", time.Now)
+	if f.meter != nil {
+		meter = f.meter(total)
+	}
+	if meter != nil {
+		f.stepTracer = stepCounter{meter}
+	}
 	err := runSeeds(ctx, f, t.cov, func(seed uint64, e *shrink.Execution, v *sim.Visits) error {
 		meter.Add(1)
 		if v != nil {
@@ -409,7 +428,7 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 		}
 		res, runErr := sim.RunConcurrent(ctx, sim.ConcurrentConfig{
 			Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages + 2, ClaimTTL: f.ttl,
-			Unfenced: f.unfenced, Mutants: f.simMutants(), Storage: storage,
+			Unfenced: f.unfenced, Mutants: f.simMutants(), Storage: storage, Tracer: f.stepTracer,
 		})
 		done()
 		meter.Add(1)
@@ -742,7 +761,7 @@ func runSeed(ctx context.Context, f runFlags, seed uint64) (*shrink.Execution, e
 		Seed: seed, Procs: f.procs, Threads: f.threads, Messages: f.messages, Steps: f.steps,
 		Unfenced: f.unfenced, Storage: storage,
 		Interleave: f.interleave, Faults: f.faults,
-		Mutants: f.simMutants(),
+		Mutants: f.simMutants(), Tracer: f.stepTracer,
 	})
 }
 

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -30,6 +29,13 @@ rejects, if any, is marked with the guard or invariant that failed.
 FILE is a Go trace (ndjson, as run -trace-dir, replay -trace-out or the
 runner write it) or a TLC counterexample (TLC's -dumpTrace json FILE of
 spec/ThreadClaimLapse.tla): both are read in the same view.
+
+A Go trace is read as a stream, never held whole: once to check it (the
+verdict is the whole trace's, as validate gives it) and once for the
+lines shown, each thread followed from its first line. -thread and -lines
+select while reading, and at most -rows lines are shown, in the text and
+on the page: a longer selection ends with the command for its next page.
+Within a thread the rows are in the file's order (the order rule).
 
 With -html OUT it writes the trace explorer: a self-contained page (no
 network) with the lanes, and for the line selected (a click, the arrow
@@ -75,6 +81,7 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	porcupineHTML := fs.String("porcupine", "", "link this porcupine visualisation from the page (default the one run -trace-dir wrote beside a concurrent execution's trace)")
 	var lines lineRange
 	fs.Var(&lines, "lines", "show only the trace's lines A to B (A:B, A: or :B; file line numbers, a TLC counterexample's state numbers): a page of a long trace")
+	rows := fs.Int("rows", defaultShowRows, "show at most this many lines (the text and the page), then the command for the next page; 0: every line selected, however many")
 	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, showUsage); err != nil {
 		return err
@@ -85,11 +92,14 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	if *width < 4 {
 		return usageError{"-width must be at least 4"}
 	}
+	if *rows < 0 {
+		return usageError{"-rows must not be negative"}
+	}
 	out := stdout
 	if *jsonOut {
 		out = io.Discard
 	}
-	fig, err := show(fs.Arg(0), showOptions{only: *only, lines: lines, width: *width, htmlOut: *htmlOut, specPath: *specPath, cfgPath: *cfgPath, porcupineHTML: *porcupineHTML}, out)
+	fig, err := show(fs.Arg(0), showOptions{only: *only, lines: lines, width: *width, rows: *rows, htmlOut: *htmlOut, specPath: *specPath, cfgPath: *cfgPath, porcupineHTML: *porcupineHTML}, out)
 	if *jsonOut {
 		return writeJSON(stdout, "show", err, fig)
 	}
@@ -133,7 +143,7 @@ func readExplorerTrace(path string) (explore.Trace, []core.TraceEvent, *traceche
 type showOptions struct {
 	only                             string    // -thread
 	lines                            lineRange // -lines
-	width                            int
+	width, rows                      int
 	htmlOut, specPath, porcupineHTML string
 	cfgPath                          string // -cfg
 }
@@ -198,77 +208,97 @@ func keepLines(t *explore.Trace, r lineRange) int {
 }
 
 func show(path string, o showOptions, stdout io.Writer) (showFigures, error) {
-	only, width, htmlOut, specPath, porcupineHTML := o.only, o.width, o.htmlOut, o.specPath, o.porcupineHTML
 	fig := showFigures{File: path}
-	t, lines, v, err := readExplorerTrace(path)
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fig, usageError{err.Error()}
+	}
+	if fi.IsDir() {
+		return fig, usageError{fmt.Sprintf("%s: a directory, not a trace", path)}
+	}
+	data, tlc, err := sniffTLC(path)
 	if err != nil {
 		return fig, err
 	}
+	if !tlc {
+		if o.cfgPath != "" {
+			return fig, usageError{fmt.Sprintf("-cfg %s: %s is not a TLC counterexample", o.cfgPath, path)}
+		}
+		return fig, showGo(path, o, stdout, &fig)
+	}
+	t, err := explore.ReadTLC(bytes.NewReader(data), path)
+	if err != nil {
+		return fig, usageError{err.Error()}
+	}
+	return fig, showTLC(path, t, o, stdout, &fig)
+}
+
+// showTLC shows a TLC counterexample (short: TLC writes one state a
+// step of a shortest counterexample), read whole.
+func showTLC(path string, t explore.Trace, o showOptions, stdout io.Writer, fig *showFigures) error {
 	fig.Source, fig.Verdict = t.Source, t.Verdict
 	if err := useCfg(&t, path, o.cfgPath); err != nil {
-		return fig, err
+		return err
 	}
-	if only != "" {
+	if o.only != "" {
 		var keep []explore.Thread
 		for _, th := range t.Threads {
-			if th.Name == only {
+			if th.Name == o.only {
 				keep = append(keep, th)
 			}
 		}
 		if len(keep) == 0 {
-			return fig, usageError{fmt.Sprintf("no thread %q in %s", only, path)}
+			return usageError{fmt.Sprintf("no thread %q in %s", o.only, path)}
 		}
 		t.Threads = keep
 	}
 	if o.lines != (lineRange{}) && keepLines(&t, o.lines) == 0 {
-		return fig, usageError{fmt.Sprintf("-lines %s: no line of %s in that range", o.lines.String(), path)}
+		return usageError{fmt.Sprintf("-lines %s: no line of %s in that range", o.lines.String(), path)}
 	}
-	if htmlOut != "" {
-		// An output that cannot be written is found before the timeline
-		// is printed.
-		if err := checkWritable(htmlOut); err != nil {
-			return fig, usageError{fmt.Sprintf("-html %s: %v", htmlOut, err)}
-		}
+	if err := checkHTMLOut(o.htmlOut); err != nil {
+		return err
 	}
 	fig.Threads = len(t.Threads)
 	for _, th := range t.Threads {
 		fig.Steps += len(th.Steps)
 	}
-	if t.Source == explore.SourceTLC {
-		printTLC(stdout, t)
-	} else {
-		for _, th := range tracecheck.Order(lines) {
-			if only == "" || string(th.Thread) == only {
-				tv := explore.BuildView(th, v)
-				if o.lines != (lineRange{}) {
-					tv.Cells = slices.DeleteFunc(tv.Cells, func(c explore.Cell) bool { return !o.lines.has(c.N) })
-				}
-				textView(stdout, tv, width)
-			}
-		}
-		if v != nil {
-			fmt.Fprintf(stdout, "\nREJECTED: %v\n", v)
-		}
-	}
-	if htmlOut != "" {
-		t.Porcupine = relativeTo(htmlOut, porcupineLink(path, porcupineHTML))
-		if err := writeExplorer(htmlOut, t, specPath); err != nil {
-			return fig, err
-		}
-		fig.HTML = htmlOut
-		fmt.Fprintf(stdout, "wrote %s\n", htmlOut)
-	}
-	if v != nil {
-		fig.Rejected = fmt.Sprintf("%s:%d: %s %s", v.File, v.Line, v.Action, v.Rule)
-		return fig, failure{exitFailed, fmt.Sprintf("%s: rejected at line %d", path, v.Line)}
+	printTLC(stdout, t)
+	if err := writeShowPage(path, o, t, stdout, fig); err != nil {
+		return err
 	}
 	if r, line := brokenInvariant(t); r != nil {
 		// A TLC counterexample that violates an invariant fails as a
 		// rejected Go trace does.
 		fig.Rejected = fmt.Sprintf("%s: state %d: invariant %s", path, line, r.Rule)
-		return fig, failure{exitFailed, fmt.Sprintf("%s: TLC counterexample: invariant %s violated in state %d", path, r.Rule, line)}
+		return failure{exitFailed, fmt.Sprintf("%s: TLC counterexample: invariant %s violated in state %d", path, r.Rule, line)}
 	}
-	return fig, nil
+	return nil
+}
+
+// checkHTMLOut finds an -html output that cannot be written before the
+// timeline is printed.
+func checkHTMLOut(out string) error {
+	if out == "" {
+		return nil
+	}
+	if err := checkWritable(out); err != nil {
+		return usageError{fmt.Sprintf("-html %s: %v", out, err)}
+	}
+	return nil
+}
+
+// writeShowPage writes show's explorer page, when -html asks for one.
+func writeShowPage(path string, o showOptions, t explore.Trace, stdout io.Writer, fig *showFigures) error {
+	if o.htmlOut == "" {
+		return nil
+	}
+	t.Porcupine = relativeTo(o.htmlOut, porcupineLink(path, o.porcupineHTML))
+	if err := writeExplorer(o.htmlOut, t, o.specPath); err != nil {
+		return err
+	}
+	fig.HTML = o.htmlOut
+	fmt.Fprintf(stdout, "wrote %s\n", o.htmlOut)
+	return nil
 }
 
 // brokenInvariant is the invariant a TLC counterexample's state violates,

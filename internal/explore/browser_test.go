@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/internal/itf"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // chromium returns the headless browser's path. Without one the test is
@@ -222,4 +223,49 @@ func TestExplorerSpecAndConstantsInChromium(t *testing.T) {
 	tr.SpecFrom = ""
 	dom = dumpDOM(t, browser, "file://"+writePageWith(t, tr, nil)+"#line=8")
 	require.Contains(t, dom, `<span class="missing">no TLA+ text: the page was written without the spec</span>`)
+}
+
+// A page of a long trace (as show writes it past -rows, or for -lines):
+// the lines kept, followed from the thread's first line by a Follower that
+// kept no other, show the same state as the whole trace's page; the page
+// says it holds a part and how to get the rest; and its verdict is the
+// whole trace's, marked as a rejection though the rejected line is on
+// another page.
+func TestExplorerPagedInChromium(t *testing.T) {
+	browser := chromium(t)
+	const path = "testdata/go-shrunk-I1.ndjson"
+	lines, err := tracecheck.ReadFile(path)
+	require.NoError(t, err)
+	_, err = tracecheck.Check(lines, tracecheck.WithFile(path))
+	var v *tracecheck.Violation
+	require.ErrorAs(t, err, &v)
+	th := tracecheck.Order(lines)[0]
+	info := &ThreadInfo{}
+	for _, l := range th.Lines {
+		info.Add(l.N, l.Ev)
+	}
+	fl := NewFollower(info, v)
+	var steps []Step
+	for _, l := range th.Lines {
+		_, st := fl.Line(l.N, l.Ev, l.N >= 4 && l.N <= 6)
+		steps = append(steps, st...)
+	}
+	const note = "showing 3 of the 8 lines selected, up to line 6; the next page: tracecheck show -lines 7:9 go-shrunk-I1.ndjson"
+	tr := Trace{Title: path, Source: SourceGo, File: path, Verdict: GoVerdict(v), Paged: note,
+		Threads: []Thread{{Name: info.Name, Lanes: fl.Lanes(), Holders: fl.Holders, Steps: steps}}}
+	page := writePage(t, tr)
+
+	dom := dumpDOM(t, browser, "file://"+page+"#line=6")
+	require.Contains(t, dom, `<div class="paged" id="paged">`+html.EscapeString(note)+`</div>`, "the page says it is a part")
+	require.Regexp(t, `class="verdict bad"[^>]*>rejected at line 7`, dom, "the verdict is the whole trace's, marked")
+	require.Contains(t, dom, `State after line 6: RunStart(p2)`)
+	require.Contains(t, dom, `<td id="v-taken" class="changed">1</td>`)
+	require.Contains(t, dom, `<td id="v-pc-p2" class="changed">"running"</td>`)
+	require.Contains(t, dom, `<td id="v-lease" class="">[holder |-&gt; 2, expired |-&gt; FALSE]</td>`)
+	require.Equal(t, len(steps), strings.Count(dom, `<tr class="step`), "the page's rows are its steps, no line before it")
+	require.Less(t, len(steps), 6, "lines 1 to 3 and Init are not on the page")
+
+	// The whole trace's page says nothing of paging.
+	dom = dumpDOM(t, browser, "file://"+writePage(t, readGo(t, path))+"#line=6")
+	require.Contains(t, dom, `<div class="paged" id="paged"></div>`)
 }

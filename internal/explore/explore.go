@@ -14,7 +14,6 @@ package explore
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -56,6 +55,9 @@ type Trace struct {
 	// ConstantsFrom says from where.
 	Constants     []Constant
 	ConstantsFrom string
+	// Paged, when the page holds a part of the trace's lines, says which
+	// and how to get the rest; "" when it holds them all.
+	Paged string
 }
 
 // Thread is one thread's steps (a TLC counterexample has one).
@@ -140,67 +142,39 @@ func isProcVar(name string) bool {
 // FromGo builds the explorer's trace of a Go trace: lines as Read gives
 // them, v the Go trace checker's violation (nil when it accepted them).
 func FromGo(file string, lines []core.TraceEvent, v *tracecheck.Violation) Trace {
-	t := Trace{Title: file, Source: SourceGo, File: file, Verdict: "accepted by the Go trace checker"}
-	if v != nil {
-		t.Verdict = fmt.Sprintf("rejected at line %d: %s %s", v.Line, v.Action, v.Rule)
-	}
+	t := Trace{Title: file, Source: SourceGo, File: file, Verdict: GoVerdict(v)}
 	for _, th := range tracecheck.Order(lines) {
 		t.Threads = append(t.Threads, goThread(th, v))
 	}
 	return t
 }
 
+// GoVerdict is a Go trace's verdict on the page: v is the Go trace
+// checker's violation, nil when it accepted the trace.
+func GoVerdict(v *tracecheck.Violation) string {
+	if v == nil {
+		return "accepted by the Go trace checker"
+	}
+	return fmt.Sprintf("rejected at line %d: %s %s", v.Line, v.Action, v.Rule)
+}
+
 func goThread(th tracecheck.ThreadLines, v *tracecheck.Violation) Thread {
-	view := BuildView(th, v)
-	out := Thread{Name: string(th.Thread), Lanes: view.Lanes, Holders: view.Holders}
-	f := newFollow(th)
-	state := f.values()
-	out.Steps = append(out.Steps, Step{Action: "Init", Lane: -1, Text: "Init", Class: "plain", State: state})
-	stopped := false
-	for i, l := range th.Lines {
-		c := view.Cells[i]
-		step := Step{Line: l.N, Tick: l.Ev.Tick, Action: string(l.Ev.Action), Proc: l.Ev.Proc, Lane: c.Lane, Text: c.Text, Class: c.Class}
-		if l.Ev.Action == core.ActionPost {
-			step.Proc = ""
-		}
-		rejected := v != nil && v.Event.Thread == th.Thread && v.Line == l.N
-		if rejected {
-			step.Rejected = rejection(v)
-		}
-		if stopped {
-			out.Steps = append(out.Steps, step)
-			continue
-		}
-		if f.lapseBefore(l.Ev) {
-			if !f.do(specmodel.Step{Action: core.ActionLapse, P: -1}) {
-				stopped = true
-				out.Steps = append(out.Steps, step)
-				continue
-			}
-			after := f.values()
-			out.Steps = append(out.Steps, Step{Action: string(core.ActionLapse), Lane: len(view.Lanes), Text: "Lapse (inferred)",
-				Class: "lapse", Inferred: true, State: after, Changed: changed(state, after)})
-			state = after
-		}
-		if rejected && v.Kind != tracecheck.ErrInvariant || !f.do(f.step(l.Ev)) {
-			// The spec has no state after a line it does not explain.
-			stopped = true
-			out.Steps = append(out.Steps, step)
-			continue
-		}
-		after := f.values()
-		step.State, step.Changed = after, changed(state, after)
-		state = after
-		stopped = rejected
-		out.Steps = append(out.Steps, step)
+	fl := NewFollower(threadInfo(th), v)
+	var steps []Step
+	for _, l := range th.Lines {
+		_, st := fl.Line(l.N, l.Ev, true)
+		steps = append(steps, st...)
 	}
-	for _, s := range out.Steps {
-		if s.Inferred {
-			out.Lanes = append(out.Lanes, LapseLane)
-			break
-		}
+	return Thread{Name: string(th.Thread), Lanes: fl.Lanes(), Holders: fl.Holders, Steps: steps}
+}
+
+// threadInfo is a thread's ThreadInfo from its lines.
+func threadInfo(th tracecheck.ThreadLines) *ThreadInfo {
+	info := &ThreadInfo{}
+	for _, l := range th.Lines {
+		info.Add(l.N, l.Ev)
 	}
-	return out
+	return info
 }
 
 func rejection(v *tracecheck.Violation) *Rejection {
@@ -221,38 +195,6 @@ type follow struct {
 
 // maxBound is the largest bound specmodel holds (its values are bytes).
 const maxBound = 200
-
-func newFollow(th tracecheck.ThreadLines) *follow {
-	// The steering record as the Go code guards it: refused once its run
-	// is abandoned, not fenced.
-	cfg := specmodel.Config{Fences: core.AllFences(), RefuseSteerAbandoned: true}
-	seen := map[string]bool{}
-	for _, l := range th.Lines {
-		switch l.Ev.Action {
-		case core.ActionPost:
-			cfg.MaxMsgs = max(cfg.MaxMsgs, int(l.Ev.Msg))
-			continue
-		case core.ActionClaim:
-			cfg.MaxClaims++
-		case core.ActionAsk:
-			cfg.MaxAsks++
-		}
-		if !seen[l.Ev.Proc] {
-			seen[l.Ev.Proc] = true
-			cfg.Procs = append(cfg.Procs, l.Ev.Proc)
-		}
-	}
-	sort.Strings(cfg.Procs)
-	// A longer thread than the model's bytes hold is followed up to the
-	// bound: the steps past it have no state.
-	cfg.MaxMsgs, cfg.MaxClaims, cfg.MaxAsks = min(cfg.MaxMsgs, maxBound), min(cfg.MaxClaims, maxBound), min(cfg.MaxAsks, maxBound)
-	f := &follow{m: specmodel.New(cfg), procs: map[string]int{}}
-	for i, p := range cfg.Procs {
-		f.procs[p] = i
-	}
-	f.s = f.m.Init()
-	return f
-}
 
 // step is the model's step for a line.
 func (f *follow) step(ev *core.TraceEvent) specmodel.Step {

@@ -29,6 +29,7 @@ type pageData struct {
 	Constants []Constant        `json:"constants,omitempty"`
 	ConstFrom string            `json:"constantsFrom,omitempty"`
 	Threads   []pageThread      `json:"threads"`
+	Paged     string            `json:"paged,omitempty"`
 }
 
 type pageThread struct {
@@ -99,7 +100,8 @@ func stateText(st map[string]itf.Value) *pageState {
 // counterexample's constants (t.Constants).
 func WriteHTML(w io.Writer, t Trace, actions map[string]string) error {
 	d := pageData{Title: t.Title, Source: t.Source, File: t.File, Verdict: t.Verdict, Porcupine: t.Porcupine,
-		Vars: Vars, ProcVars: ProcVars, Actions: actions, SpecFrom: t.SpecFrom, Constants: t.Constants, ConstFrom: t.ConstantsFrom}
+		Vars: Vars, ProcVars: ProcVars, Actions: actions, SpecFrom: t.SpecFrom, Constants: t.Constants, ConstFrom: t.ConstantsFrom,
+		Paged: t.Paged, Rejected: strings.HasPrefix(t.Verdict, "rejected")}
 	if d.Actions == nil {
 		d.Actions = map[string]string{}
 	}

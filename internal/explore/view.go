@@ -31,54 +31,13 @@ type View struct {
 // BuildView draws one thread's lines; v, when it is on this thread, marks
 // the rejected line.
 func BuildView(th tracecheck.ThreadLines, v *tracecheck.Violation) View {
-	tv := View{Thread: th.Thread}
-	lane := map[string]int{}
-	holder := map[core.Holder]string{}
-	name := func(h core.Holder) string {
-		if h == "" {
-			return "none"
-		}
-		if n, ok := holder[h]; ok {
-			return n
-		}
-		return "?" + string(h)
-	}
-	var lease core.Holder
+	info := threadInfo(th)
+	fl := NewFollower(info, v)
+	tv := View{Thread: th.Thread, Lanes: info.Lanes}
 	for _, l := range th.Lines {
-		ev := l.Ev
-		if _, ok := lane[ev.Proc]; !ok {
-			lane[ev.Proc] = len(tv.Lanes)
-			tv.Lanes = append(tv.Lanes, ev.Proc)
-		}
-		c := Cell{N: l.N, Tick: ev.Tick, Lane: lane[ev.Proc], Class: "plain"}
-		info, _ := core.Info(ev.Action)
-		switch {
-		case ev.Action == core.ActionClaim:
-			h := fmt.Sprintf("h%d", len(holder)+1)
-			holder[ev.Holder] = h
-			tv.Holders = append(tv.Holders, fmt.Sprintf("%s = %s (%s)", h, ev.Holder, ev.Proc))
-			c.Text = "Claim " + h
-			if lease != "" {
-				c.Text = fmt.Sprintf("Claim %s ⚡ %s lapsed", h, name(lease))
-				c.Class = "lapse"
-			}
-		default:
-			c.Text = CellText(*ev, info, name)
-			switch {
-			case info.Consumes:
-				c.Class = "consume"
-			case info.Refuses != "" || ev.Action == core.ActionCrash:
-				c.Class = "refuse"
-			}
-		}
-		if info.WritesLease && info.Line != core.LineNone && !ev.Read || info.Fenced && !ev.Read {
-			lease = ev.Lease
-		}
-		if v != nil && v.Event.Thread == th.Thread && v.Line == l.N {
-			c.Bad = v.Rule
-		}
-		tv.Cells = append(tv.Cells, c)
+		tv.Cells = append(tv.Cells, fl.cell(l.N, l.Ev))
 	}
+	tv.Holders = fl.Holders
 	return tv
 }
 

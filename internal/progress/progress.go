@@ -7,13 +7,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 )
 
 // Meter draws one status line, redrawn in place (a carriage return) at
-// most every Every. A nil *Meter is valid and draws nothing, so callers
-// need not check whether progress is on.
+// most every Every. It counts units (executions) and the steps within
+// them (trace lines, operations), so that a single long unit shows its
+// progress too. A nil *Meter is valid and draws nothing, so callers need
+// not check whether progress is on. It is safe for concurrent use: the
+// steps of one unit may come from many goroutines.
 type Meter struct {
+	mu    sync.Mutex
 	w     io.Writer
 	label string
 	unit  string
@@ -23,6 +28,7 @@ type Meter struct {
 
 	start, drawn time.Time
 	done         int
+	steps        int
 	wide         int // the widest line drawn, to clear it
 }
 
@@ -55,11 +61,21 @@ func NewOn(w io.Writer, label string, total int, unit string, now func() time.Ti
 }
 
 // Add counts n more units done and redraws if Every has passed.
-func (m *Meter) Add(n int) {
+func (m *Meter) Add(n int) { m.count(n, 0) }
+
+// Step counts n more steps (trace lines, operations) of the units under
+// way and redraws if Every has passed.
+func (m *Meter) Step(n int) { m.count(0, n) }
+
+// count counts units and steps done, and redraws if Every has passed.
+func (m *Meter) count(units, steps int) {
 	if m == nil {
 		return
 	}
-	m.done += n
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.done += units
+	m.steps += steps
 	if t := m.now(); t.Sub(m.drawn) >= m.every {
 		m.drawn = t
 		m.draw(t)
@@ -67,8 +83,27 @@ func (m *Meter) Add(n int) {
 }
 
 // Line returns the status line for the units done so far at time t:
-// "run: 1200/100000 executions (1.2%), 850/s, ETA 1m56s".
+// "run: 1200/100000 executions (1.2%), 850/s, ETA 1m56s", and once steps
+// are counted "; 530000 steps, 4200/s".
 func (m *Meter) Line(t time.Time) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.line(t)
+}
+
+func (m *Meter) line(t time.Time) string {
+	s := m.units(t)
+	if m.steps > 0 {
+		s += fmt.Sprintf("; %d steps", m.steps)
+		if elapsed := t.Sub(m.start); elapsed > 0 {
+			s += fmt.Sprintf(", %.0f/s", float64(m.steps)/elapsed.Seconds())
+		}
+	}
+	return s
+}
+
+// units is the line's units: done, total, rate and ETA.
+func (m *Meter) units(t time.Time) string {
 	elapsed := t.Sub(m.start)
 	s := fmt.Sprintf("%s: %d", m.label, m.done)
 	if m.total > 0 {
@@ -89,7 +124,7 @@ func (m *Meter) Line(t time.Time) string {
 }
 
 func (m *Meter) draw(t time.Time) {
-	line := m.Line(t)
+	line := m.line(t)
 	pad := max(0, m.wide-len(line))
 	m.wide = max(m.wide, len(line))
 	fmt.Fprintf(m.w, "\r%s%*s", line, pad, "")
@@ -97,7 +132,12 @@ func (m *Meter) draw(t time.Time) {
 
 // Done clears the status line, leaving the terminal as it was.
 func (m *Meter) Done() {
-	if m == nil || m.wide == 0 {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.wide == 0 {
 		return
 	}
 	fmt.Fprintf(m.w, "\r%*s\r", m.wide, "")

@@ -50,3 +50,26 @@ func TestMeterOffWhenNotATerminal(t *testing.T) {
 	require.False(t, IsTerminal(f), "a regular file is not a terminal")
 	require.Nil(t, New(f, "run", 10, "executions", time.Now))
 }
+
+// A single long unit shows progress: its steps advance the line while no
+// unit has finished, redrawn at most every Every of the injected clock.
+func TestMeterCountsSteps(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	var b bytes.Buffer
+	m := NewOn(&b, "run", 1, "executions", c.now)
+	for _, d := range []time.Duration{Every, Every / 2, Every / 2, Every} {
+		c.t = c.t.Add(d)
+		m.Step(100)
+	}
+	m.Add(1)
+	var drawn []string
+	for _, l := range strings.Split(b.String(), "\r")[1:] {
+		drawn = append(drawn, strings.TrimSpace(l))
+	}
+	require.Equal(t, []string{
+		"run: 0/1 executions (0.0%); 100 steps, 500/s",
+		"run: 0/1 executions (0.0%); 300 steps, 750/s", // the step within Every of the last draw was not drawn
+		"run: 0/1 executions (0.0%); 400 steps, 667/s",
+	}, drawn, "the steps advance the line within the one execution")
+	require.Equal(t, "run: 1/1 executions (100.0%), 2/s; 400 steps, 667/s", m.Line(c.t))
+}

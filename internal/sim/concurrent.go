@@ -35,6 +35,10 @@ type ConcurrentConfig struct {
 	Unfenced core.Fences  // the fences switched off, the mutant; default none
 	Mutants  Mutants      // the code mutants switched on (core's; the others have no effect here); default none
 	Storage  core.Storage // default a new memory.Store with copied reads (memory.WithCopiedReads); must be empty
+	// Tracer, when set, also receives every trace line as it is traced
+	// (from the processes' goroutines: it must be safe for concurrent
+	// use), e.g. to count the execution's steps. Default none.
+	Tracer core.Tracer
 }
 
 func (c ConcurrentConfig) withDefaults() ConcurrentConfig {
@@ -78,6 +82,7 @@ type timedRecorder struct {
 	start time.Time
 	mu    sync.Mutex
 	lines []core.TraceEvent
+	next  core.Tracer // ConcurrentConfig.Tracer, or nil
 }
 
 func (r *timedRecorder) TraceNow() int64 { return int64(time.Since(r.start)) }
@@ -86,6 +91,9 @@ func (r *timedRecorder) Trace(ev core.TraceEvent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.lines = append(r.lines, ev)
+	if r.next != nil {
+		r.next.Trace(ev)
+	}
 }
 
 // delayingStorage holds some transactions back before they reach storage:
@@ -121,7 +129,7 @@ func (d *delayingStorage) Update(ctx context.Context, fn func(context.Context, c
 // checker and, with their times, to porcupine.
 func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult, error) {
 	cfg = cfg.withDefaults()
-	rec := &timedRecorder{start: time.Now()}
+	rec := &timedRecorder{start: time.Now(), next: cfg.Tracer}
 	opts := []core.Option{core.WithTracer(rec)}
 	if cfg.Unfenced != (core.Fences{}) {
 		opts = append(opts, core.WithFencesForTesting(core.AllFences().Without(cfg.Unfenced)))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -330,6 +331,185 @@ func TestJarsPins(t *testing.T) {
 	for _, k := range []string{"TLAPLUS_COMMIT", "COMMUNITY_MODULES_COMMIT"} {
 		if len(pins[k]) != 40 {
 			t.Errorf("%s = %q: want a full commit SHA", k, pins[k])
+		}
+	}
+}
+
+// TestJarsAuto: scripts/test's decision (scripts/tlc-jars auto). With a
+// jar given or in the local directory nothing is built; with none, the
+// pinned jars are built when ant and the sources can be had; without ant
+// or the network it exits 3 (scripts/test then reports TLC NOT RUN, or
+// fails under REQUIRE_TLC=1) and prints the remedy. Nothing is
+// downloaded: the sources are local repositories, or git's fetch is a
+// stand-in that fails as it does offline.
+func TestJarsAuto(t *testing.T) {
+	realGit, err := exec.LookPath("git")
+	if err != nil {
+		t.Skip("no git")
+	}
+	tla, tlaCommit := gitRepo(t, "tlaplus")
+	cm, cmCommit := gitRepo(t, "CommunityModules")
+	commits := []string{"TLAPLUS_COMMIT=" + tlaCommit, "COMMUNITY_MODULES_COMMIT=" + cmCommit, "TLA2TOOLS_JAR="}
+	sources := append([]string{"TLAPLUS_SRC=" + tla, "COMMUNITY_MODULES_SRC=" + cm}, commits...)
+
+	t.Run("a jar given: nothing built", func(t *testing.T) {
+		w := newJarsWorld(t)
+		out, errOut, err := w.run(t, append(sources, "TLA2TOOLS_JAR=/some/tla2tools.jar"), "auto")
+		if err != nil || out != "" || count(w.callLog(t), "ant") != 0 {
+			t.Fatalf("exit %v, stdout %q, ant calls %v: want nothing built (%s)", err, out, w.callLog(t), errOut)
+		}
+	})
+
+	t.Run("a local jar: nothing built", func(t *testing.T) {
+		w := newJarsWorld(t)
+		if err := os.MkdirAll(filepath.Join(w.cache, "local"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(w.cache, "local", JarName), []byte("jar"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, err := w.run(t, sources, "auto")
+		if err != nil || out != "" || count(w.callLog(t), "ant") != 0 {
+			t.Fatalf("exit %v, stdout %q, ant calls %v: want nothing built (%s)", err, out, w.callLog(t), errOut)
+		}
+	})
+
+	t.Run("no jar, ant and the sources: built", func(t *testing.T) {
+		w := newJarsWorld(t)
+		out, errOut, err := w.run(t, sources, "auto")
+		if err != nil {
+			t.Fatalf("%v: %s", err, errOut)
+		}
+		env := envLines(out)
+		want := filepath.Join(w.cache, "build", tlaCommit+"-"+cmCommit)
+		if env["TLA2TOOLS_JAR"] != filepath.Join(want, JarName) || env["COMMUNITY_MODULES_JAR"] != filepath.Join(want, CommunityName) {
+			t.Fatalf("printed %q, want both jars in %s (%s)", out, want, errOut)
+		}
+		if n := count(w.callLog(t), "ant"); n != 2 {
+			t.Errorf("ant ran %d times, want 2", n)
+		}
+	})
+
+	t.Run("no network: exit 3 with the remedy", func(t *testing.T) {
+		w := newJarsWorld(t)
+		offline := "#!/bin/sh\ncase \" $* \" in *\" fetch \"*) echo \"fatal: unable to access 'https://github.com/': Could not resolve host\" >&2; exit 128 ;; esac\nexec " + realGit + " \"$@\"\n"
+		if err := os.WriteFile(filepath.Join(w.bin, "git"), []byte(offline), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		out, errOut, err := w.run(t, commits, "auto")
+		checkNotBuilt(t, w, out, errOut, err)
+	})
+
+	t.Run("no ant: exit 3 with the remedy", func(t *testing.T) {
+		w := newJarsWorld(t)
+		if err := os.Remove(filepath.Join(w.bin, "ant")); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := exec.LookPath("ant"); err == nil {
+			t.Skipf("this machine has ant (%s): a PATH without it cannot be made here", p)
+		}
+		out, errOut, err := w.run(t, sources, "auto")
+		checkNotBuilt(t, w, out, errOut, err)
+	})
+}
+
+// checkNotBuilt: auto could not build, and said so: exit 3, no jar for
+// scripts/test to export, and the remedy.
+func checkNotBuilt(t *testing.T, w *jarsWorld, out, errOut string, err error) {
+	t.Helper()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("exit %v, want 3\nstderr: %s", err, errOut)
+	}
+	if strings.Contains(out, "TLA2TOOLS_JAR") {
+		t.Errorf("printed %q: a jar it did not build", out)
+	}
+	if !strings.Contains(errOut, "Remedy: install java, ant") || !strings.Contains(errOut, "TLA2TOOLS_JAR") {
+		t.Errorf("no remedy in %q", errOut)
+	}
+	if left, _ := filepath.Glob(filepath.Join(w.cache, "build", "*", "*.jar")); len(left) != 0 {
+		t.Errorf("left %v in the cache", left)
+	}
+}
+
+// TestScriptsTestBuildsJars: scripts/test's TLC section, run as it is
+// written (from its tlc_args line to its end) with stand-ins for
+// scripts/tlc-jars and scripts/tlc: the jars auto prints are exported to
+// TLC; when auto cannot build them (3) TLC is NOT RUN with the remedy,
+// a failure under REQUIRE_TLC=1; any other exit of auto fails the test
+// command.
+func TestScriptsTestBuildsJars(t *testing.T) {
+	b, err := os.ReadFile("../../scripts/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	start := strings.Index(src, "\ntlc_args=(")
+	if start < 0 || !strings.Contains(src[start:], "scripts/tlc-jars auto") {
+		t.Fatal("scripts/test has no TLC section that calls scripts/tlc-jars auto")
+	}
+	section := "step() { echo \"== $*\"; }\nfinish() { echo \"finish $1\"; }\nreports() { report=(); }\n" + src[start:]
+	for _, tc := range []struct {
+		name     string
+		autoExit int
+		require  string
+		exit     int
+		want     []string
+	}{
+		{"built", 0, "", 0, []string{"tlc got TLA2TOOLS_JAR=/built/tla2tools.jar COMMUNITY_MODULES_JAR=/built/cm.jar", "TLC: passed"}},
+		{"cannot build", 3, "", 0, []string{"finish NO JARS", "remedy from auto", "TLC: NOT RUN", "Remedy: install java and ant"}},
+		{"cannot build, TLC required", 3, "1", 1, []string{"TLC: NOT RUN"}},
+		{"auto broken", 2, "", 1, []string{"scripts/tlc-jars auto exited 2"}},
+	} {
+		dir := t.TempDir()
+		stubs := map[string]string{
+			"scripts/tlc-jars": `echo "tlc-jars $*" >>"$CALLS"
+if [ "$AUTO_EXIT" = 0 ]; then echo TLA2TOOLS_JAR=/built/tla2tools.jar; echo COMMUNITY_MODULES_JAR=/built/cm.jar; echo OTHER=x; fi
+[ "$AUTO_EXIT" = 3 ] && echo "tlc-jars: remedy from auto" >&2
+exit "$AUTO_EXIT"
+`,
+			"scripts/tlc": `echo "tlc got TLA2TOOLS_JAR=${TLA2TOOLS_JAR:-} COMMUNITY_MODULES_JAR=${COMMUNITY_MODULES_JAR:-}"
+[ -n "${TLA2TOOLS_JAR:-}" ] || exit 3
+`,
+		}
+		for name, body := range stubs {
+			p := filepath.Join(dir, name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+section)
+		cmd.Dir = dir
+		calls := filepath.Join(dir, "calls")
+		cmd.Env = append(os.Environ(), "CALLS="+calls, "AUTO_EXIT="+strconv.Itoa(tc.autoExit), "REQUIRE_TLC="+tc.require,
+			"TLA2TOOLS_JAR=", "COMMUNITY_MODULES_JAR=", "TLC_FULL=", "REPORT_DIR=")
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		if timedOut {
+			t.Fatalf("%s: scripts/test's TLC section did not finish within a minute:\n%s", tc.name, out)
+		}
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != tc.exit {
+			t.Errorf("%s: exit %d, want %d:\n%s", tc.name, code, tc.exit, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: %q not in the output:\n%s", tc.name, w, out)
+			}
+		}
+		if got, _ := os.ReadFile(calls); string(got) != "tlc-jars auto\n" {
+			t.Errorf("%s: scripts/tlc-jars was called as %q, want once with auto", tc.name, got)
 		}
 	}
 }
