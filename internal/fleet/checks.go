@@ -83,6 +83,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	if err := r.countMessages(ctx, rep); err != nil {
 		return nil, err
 	}
+	rep.crossCheckCounts(ordered)
 	rep.MaxActiveRuns, rep.LiveAbandoned = activeRuns(ordered)
 	if rep.MaxActiveRuns > 1 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("I3_OneActiveRun: %d runs of one thread active at once", rep.MaxActiveRuns))
@@ -279,6 +280,57 @@ func (r *run) countMessages(ctx context.Context, rep *Report) error {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("Liveness: threads still had work %v after the last post", r.cfg.Timeout))
 	}
 	return nil
+}
+
+// crossCheckCounts counts the messages again from storage's trace lines
+// (consumedFromLog), a record storage keeps apart from the threads' rows
+// that countMessages reads, and names a disagreement as a problem: a
+// count the report gets wrong (a duplicate dropped) cannot pass unseen.
+func (rep *Report) crossCheckCounts(ordered []core.TraceEvent) {
+	posted, once, twice, lost := consumedFromLog(ordered)
+	if posted != rep.Posted || once != rep.ConsumedOnce || twice != rep.ConsumedTwice || lost != rep.Lost {
+		rep.Problems = append(rep.Problems, fmt.Sprintf(
+			"the counts disagree: storage's threads say %d posted, %d consumed once, %d more than once, %d never; its trace lines say %d, %d, %d, %d",
+			rep.Posted, rep.ConsumedOnce, rep.ConsumedTwice, rep.Lost, posted, once, twice, lost))
+	}
+}
+
+// consumedFromLog counts, from the trace lines of the writes storage
+// kept, the messages posted (each thread's highest Post), and those
+// consumed once, more than once and never: a run's start consumes its
+// prompt, a reply its answer, a steering record the message it records.
+func consumedFromLog(ordered []core.TraceEvent) (posted, once, twice, lost int) {
+	type msg struct {
+		thread core.ThreadID
+		seq    core.Seq
+	}
+	last := map[core.ThreadID]core.Seq{}
+	n := map[msg]int{}
+	for _, ev := range ordered {
+		if ev.Read {
+			continue
+		}
+		switch ev.Action {
+		case core.ActionPost:
+			last[ev.Thread] = max(last[ev.Thread], ev.Msg)
+		case core.ActionRunStart, core.ActionReply, core.ActionSteerRecord:
+			n[msg{ev.Thread, ev.Msg}]++
+		}
+	}
+	for th, l := range last {
+		posted += int(l)
+		for seq := core.Seq(1); seq <= l; seq++ {
+			switch c := n[msg{th, seq}]; {
+			case c == 0:
+				lost++
+			case c == 1:
+				once++
+			default:
+				twice++
+			}
+		}
+	}
+	return posted, once, twice, lost
 }
 
 // activeRuns replays the runs' starts and ends in trace order: the most

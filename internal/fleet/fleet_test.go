@@ -189,6 +189,36 @@ func TestHandoverAfterWriteInDoubt(t *testing.T) {
 	require.Equal(t, 7717*time.Millisecond, hs[0].Raw)
 }
 
+// Issue 26: the fleet's counts are checked against storage's trace
+// lines. A report that drops a duplicate (here, a message storage's log
+// shows consumed by two runs, counted 0 twice) has a problem naming the
+// disagreement; a report that counts as the log does has none.
+func TestCountsCrossChecked(t *testing.T) {
+	lines := []core.TraceEvent{
+		{Action: core.ActionPost, Thread: "t1", Msg: 1},
+		{Action: core.ActionPost, Thread: "t1", Msg: 2},
+		{Action: core.ActionRunStart, Thread: "t1", Holder: "h1", Msg: 1, Run: 1},
+		{Action: core.ActionStartFenced, Read: true, Thread: "t1", Holder: "h1", Msg: 2, Run: 2},
+		{Action: core.ActionRunStart, Thread: "t1", Holder: "h2", Msg: 1, Run: 2},
+		{Action: core.ActionPost, Thread: "t2", Msg: 1},
+		{Action: core.ActionPost, Thread: "t2", Msg: 2},
+		{Action: core.ActionPost, Thread: "t2", Msg: 3},
+		{Action: core.ActionRunStart, Thread: "t2", Holder: "h3", Msg: 1, Run: 1},
+		{Action: core.ActionSteerRecord, Thread: "t2", Holder: "h3", Msg: 2, Run: 1},
+		{Action: core.ActionReply, Thread: "t2", Holder: "h3", Msg: 3, Req: 1},
+	}
+	posted, once, twice, lost := consumedFromLog(lines)
+	require.Equal(t, []int{5, 3, 1, 1}, []int{posted, once, twice, lost})
+
+	dropped := &Report{Posted: 5, ConsumedOnce: 3, ConsumedTwice: 0, Lost: 1}
+	dropped.crossCheckCounts(lines)
+	require.Len(t, dropped.Problems, 1, "a duplicate the report dropped")
+	require.Contains(t, dropped.Problems[0], "the counts disagree")
+	right := &Report{Posted: 5, ConsumedOnce: 3, ConsumedTwice: 1, Lost: 1}
+	right.crossCheckCounts(lines)
+	require.Empty(t, right.Problems)
+}
+
 func TestPercentile(t *testing.T) {
 	var ds []time.Duration
 	for i := 1; i <= 100; i++ {
