@@ -240,6 +240,7 @@ type tally struct {
 	// shrinking (shrinklines.go).
 	concFailed []concurrentFailure
 	concLin    *concurrentFailure
+	concDefect *concurrentFailure // the first that failed InvNoDefectError
 	elapsed    time.Duration
 
 	cov     *sim.Coverage // with -cfg: the cfg's states the executions visited
@@ -420,6 +421,9 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 		}
 		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
 			return err
+		}
+		if f.shrink && res.Defect != nil && t.concDefect == nil {
+			t.concDefect = &concurrentFailure{seed: seed, lines: res.Lines, defect: res.Defect}
 		}
 		tracecheck.Sort(res.Lines) // in the order the processes traced them
 		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))
