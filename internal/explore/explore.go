@@ -64,6 +64,7 @@ type Thread struct {
 	Lanes   []string // the processes (and the poster), then LapseLane when a Lapse appears
 	Holders []string // "h1 = <holder> (proc)", for Go traces
 	Steps   []Step
+	procs   []string // the spec model's processes, in its order (Go traces)
 }
 
 // Step is one line of a Go trace (or an inferred Lapse, or Init), or one
@@ -81,6 +82,9 @@ type Step struct {
 	// after a rejected line (the spec has no state there).
 	State   map[string]itf.Value
 	Changed []string // the variables the step changed ("pc[p1]" for a process's)
+	// spec is the spec model's state that State was made from (Go
+	// traces): what CheckITF checks a written state against.
+	spec *specmodel.State
 	// Rejected is set on the line no spec action explains, or after
 	// which an invariant fails.
 	Rejected *Rejection
@@ -154,8 +158,9 @@ func goThread(th tracecheck.ThreadLines, v *tracecheck.Violation) Thread {
 	view := BuildView(th, v)
 	out := Thread{Name: string(th.Thread), Lanes: view.Lanes, Holders: view.Holders}
 	f := newFollow(th)
+	out.procs = f.m.Config().Procs
 	state := f.values()
-	out.Steps = append(out.Steps, Step{Action: "Init", Lane: -1, Text: "Init", Class: "plain", State: state})
+	out.Steps = append(out.Steps, Step{Action: "Init", Lane: -1, Text: "Init", Class: "plain", State: state, spec: f.spec()})
 	stopped := false
 	for i, l := range th.Lines {
 		c := view.Cells[i]
@@ -179,7 +184,7 @@ func goThread(th tracecheck.ThreadLines, v *tracecheck.Violation) Thread {
 			}
 			after := f.values()
 			out.Steps = append(out.Steps, Step{Action: string(core.ActionLapse), Lane: len(view.Lanes), Text: "Lapse (inferred)",
-				Class: "lapse", Inferred: true, State: after, Changed: changed(state, after)})
+				Class: "lapse", Inferred: true, State: after, Changed: changed(state, after), spec: f.spec()})
 			state = after
 		}
 		if rejected && v.Kind != tracecheck.ErrInvariant || !f.do(f.step(l.Ev)) {
@@ -189,7 +194,7 @@ func goThread(th tracecheck.ThreadLines, v *tracecheck.Violation) Thread {
 			continue
 		}
 		after := f.values()
-		step.State, step.Changed = after, changed(state, after)
+		step.State, step.Changed, step.spec = after, changed(state, after), f.spec()
 		state = after
 		stopped = rejected
 		out.Steps = append(out.Steps, step)
@@ -283,6 +288,12 @@ func (f *follow) do(st specmodel.Step) bool {
 		f.s = out.Next
 	}
 	return out.Enabled
+}
+
+// spec returns a copy of the model's state.
+func (f *follow) spec() *specmodel.State {
+	s := f.s.Clone()
+	return &s
 }
 
 // values returns the model's state as the spec's variables.
