@@ -95,16 +95,9 @@ type firstDefect struct {
 }
 
 // note keeps the failure of a turn or a transaction as the first defect
-// when a defect explains its error. A turn is not one call the scheduler
-// chose but the runner's way through a round, and its transactions
-// include the spec's refusals as a turn meets them: a run's end refused
-// because a later claim abandoned it (ErrRunAbandoned), a takeover's
-// abandon of a run that ended meanwhile (ErrRunNotActive), a step after
-// the turn crashed its round (ErrRoundOver). Those are not defects here.
+// when only a defect explains its error (turnDefect).
 func (f *firstDefect) note(proc string, thread core.ThreadID, holder core.Holder, err error, at int64) {
-	var inv *InvariantError
-	if errors.Is(err, core.ErrRunAbandoned) || errors.Is(err, core.ErrRunNotActive) || errors.Is(err, core.ErrRoundOver) ||
-		!errors.As(asDefect(err, thread, -1), &inv) {
+	if turnDefect(err, thread, -1) == nil {
 		return
 	}
 	f.mu.Lock()

@@ -83,3 +83,16 @@ func TestSimRetryCommitUnknownMutantCaught(t *testing.T) {
 	require.Empty(t, blind, "without faults the retry never happens")
 	require.Positive(t, caught[core.InvConsumedAtMostOnce], "faults did not catch the retry: %v", caught)
 }
+
+// Issue 26: the runner's retry of a write whose commit is unknown, with
+// core's protection on. Core refuses the retry (ErrOutOfOrder: only Crash
+// may follow), so nothing is consumed twice and every trace is accepted;
+// the turn ending with that error is what shows the defect
+// (InvNoDefectError). Before, the executions passed.
+func TestSimRetryInRunnerCaught(t *testing.T) {
+	caught, _ := runSeeds(t, 100, Config{Interleave: true, Faults: 0.05, Mutants: Mutants{retryInRunner: true}})
+	t.Logf("caught: %v", caught)
+	require.Positive(t, caught[InvNoDefectError], "the runner's retry went unseen: %v", caught)
+	clean, _ := runSeeds(t, 100, Config{Interleave: true, Faults: 0.05})
+	require.Empty(t, clean, "the same seeds without the retry")
+}
