@@ -40,9 +40,9 @@ type Config struct {
 	// storage transactions of one process's step (a step pauses before its
 	// second transaction and goes on when the process is scheduled again).
 	Interleave bool
-	// Faults is the probability that a process's Abandon, RunStart, Reply
-	// or RunEnd gets a storage fault (FaultKind, drawn from the seed); 0
-	// for none.
+	// Faults is the probability that a process's Abandon, RunStart, Reply,
+	// RunEnd or Release gets a storage fault (FaultKind, drawn from the
+	// seed); 0 for none.
 	Faults float64
 	// Mutants switches deliberate defects on, to show the checks catch
 	// them.
