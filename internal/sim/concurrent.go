@@ -289,7 +289,17 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 	tracecheck.Sort(res.Lines)
 	rec.mu.Unlock()
 
-	// The invariants, in storage, whatever the liveness outcome.
+	err = checkAtEnd(ctx, cfg, &res, &defect, rec, err)
+	return res, err
+}
+
+// checkAtEnd checks a concurrent execution once its runners stopped: the
+// invariants in storage, whatever the liveness outcome (err, the posting's
+// and the wait's); then a call that failed with an error only a defect
+// explains, a turn's, a transaction's or the poster's, is a check failure
+// (InvNoDefectError), as in the seeded executions; then err. It sets
+// res.Defect.
+func checkAtEnd(ctx context.Context, cfg ConcurrentConfig, res *ConcurrentResult, defect *firstDefect, rec *timedRecorder, err error) error {
 	for _, id := range res.Threads {
 		th, _, lease, uerr := snapshot(ctx, cfg.Storage, id)
 		if uerr != nil {
@@ -300,21 +310,18 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 		// NoLiveAbandon needs the lease at each abandon: the trace
 		// checker follows it; here only I1 and I3 are read from storage.
 		if ierr := checkThread(th, nil, lease, -1); ierr != nil {
-			return res, ierr
+			return ierr
 		}
 	}
-	// A call that failed with an error only a defect explains, a turn's,
-	// a transaction's or the poster's, is a check failure
-	// (InvNoDefectError), as in the seeded executions.
 	defect.mu.Lock()
 	res.Defect = defect.d
 	defect.mu.Unlock()
 	if d := res.Defect; d != nil {
-		return res, &InvariantError{Invariant: InvNoDefectError, Thread: d.Thread, Op: -1,
+		return &InvariantError{Invariant: InvNoDefectError, Thread: d.Thread, Op: -1,
 			Detail: fmt.Sprintf("a call of %s failed: %v", d.Proc, d.Err)}
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return res, err
+		return err
 	}
-	return res, nil
+	return nil
 }
