@@ -87,24 +87,20 @@ func TestLeaseExpiredAtItsInstant(t *testing.T) {
 // steering record, and a second abandon; ErrRunNotActive is an ended
 // run's.
 func TestAbandonedRunRefusesEveryWrite(t *testing.T) {
-	th := sample()
-	th.Apply(core.Event{Version: 5, Kind: core.RunAbandoned, Run: 1, Holder: "h2"})
-	for _, ev := range []core.Event{
+	writes := []core.Event{
 		{Version: 6, Kind: core.RunEnded, Run: 1},
 		{Version: 6, Kind: core.Asked, Run: 1, Request: 2},
 		{Version: 6, Kind: core.RunSteered, Run: 1, Message: 2},
 		{Version: 6, Kind: core.RunAbandoned, Run: 1, Holder: "h3"},
-	} {
-		require.ErrorIs(t, th.Check(ev), core.ErrRunAbandoned, "%s", ev.Kind)
 	}
-	th = sample()
-	th.Apply(core.Event{Version: 5, Kind: core.RunEnded, Run: 1})
-	for _, ev := range []core.Event{
-		{Version: 6, Kind: core.RunEnded, Run: 1},
-		{Version: 6, Kind: core.Asked, Run: 1, Request: 2},
-		{Version: 6, Kind: core.RunSteered, Run: 1, Message: 2},
-		{Version: 6, Kind: core.RunAbandoned, Run: 1, Holder: "h3"},
-	} {
-		require.ErrorIs(t, th.Check(ev), core.ErrRunNotActive, "%s", ev.Kind)
+	for _, c := range []struct {
+		end  core.EventKind
+		want error
+	}{{core.RunAbandoned, core.ErrRunAbandoned}, {core.RunEnded, core.ErrRunNotActive}} {
+		th := sample()
+		th.Apply(core.Event{Version: 5, Kind: c.end, Run: 1, Holder: "h2"})
+		for _, ev := range writes {
+			require.ErrorIs(t, th.Check(ev), c.want, "%s after %s", ev.Kind, c.end)
+		}
 	}
 }

@@ -237,15 +237,7 @@ func TestEveryAcceptedLineHasAState(t *testing.T) {
 		require.NoError(t, err)
 		traces = append(traces, lines)
 	}
-	ctx := context.Background()
-	for seed := range uint64(20) {
-		s, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Interleave: true, Faults: 0.05})
-		require.NoError(t, err)
-		require.NoError(t, s.Run(ctx))
-		lines := s.TraceLines()
-		tracecheck.Sort(lines)
-		traces = append(traces, lines)
-	}
+	traces = append(traces, seededTraces(t, 20)...)
 	for i, lines := range traces {
 		_, err := tracecheck.Check(lines)
 		require.NoError(t, err, "trace %d", i)
@@ -358,13 +350,7 @@ func TestITFReadsBackAsTheTrace(t *testing.T) {
 		require.NoError(t, err, f)
 		traces = append(traces, tr)
 	}
-	ctx := context.Background()
-	for seed := range uint64(10) {
-		s, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Interleave: true, Faults: 0.05})
-		require.NoError(t, err)
-		require.NoError(t, s.Run(ctx))
-		lines := s.TraceLines()
-		tracecheck.Sort(lines)
+	for seed, lines := range seededTraces(t, 10) {
 		traces = append(traces, FromGo(fmt.Sprintf("seed %d", seed), lines, nil))
 	}
 	states := 0
@@ -399,4 +385,21 @@ func TestITFReadsBackAsTheTrace(t *testing.T) {
 	doc, err = wrong.MarshalJSON()
 	require.NoError(t, err)
 	require.ErrorContains(t, tlc.CheckITF(0, doc), "msgs is 7")
+}
+
+// seededTraces returns the traces of n seeded executions of the real code
+// (interleaved, with storage faults), seeds 0 to n-1, in trace order.
+func seededTraces(t *testing.T, n int) [][]core.TraceEvent {
+	t.Helper()
+	ctx := context.Background()
+	var out [][]core.TraceEvent
+	for seed := range uint64(n) {
+		s, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Interleave: true, Faults: 0.05})
+		require.NoError(t, err)
+		require.NoError(t, s.Run(ctx))
+		lines := s.TraceLines()
+		tracecheck.Sort(lines)
+		out = append(out, lines)
+	}
+	return out
 }
