@@ -28,12 +28,14 @@ var (
 	// ErrUnknownRequest: the request id names no request of the thread.
 	ErrUnknownRequest = errors.New("unknown request")
 
-	// ErrRunAbandoned: the run was abandoned by a later claim, so its end
-	// (or a question it asks) is refused.
+	// ErrRunAbandoned: the run was abandoned by a later claim, so its end,
+	// a question it asks, a steering record and a second abandon are
+	// refused.
 	ErrRunAbandoned = errors.New("run was abandoned")
 
-	// ErrRunNotActive: the run has already ended, or is not one an earlier
-	// holder left active.
+	// ErrRunNotActive: the run has already ended (its end, a question, a
+	// steering record or an abandon of it is refused), or is not one an
+	// earlier holder left active.
 	ErrRunNotActive = errors.New("run is not active")
 
 	// ErrAlreadyAnswered: the request has an answer already; a second one
@@ -43,7 +45,8 @@ var (
 	// ErrInvalidArgument: the call's arguments are malformed (an empty
 	// holder or thread id, or one longer than MaxIDBytes; an id, text or
 	// holder with a NUL byte or invalid UTF-8, CheckText; a non-positive
-	// TTL; a holder that already holds the lease).
+	// TTL; a holder that already holds the lease; a Claim that this
+	// Workspace's Claim did not make, or that was changed).
 	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrHolderReused: a lease was to be acquired by a holder that has

@@ -81,3 +81,26 @@ func TestLeaseExpiredAtItsInstant(t *testing.T) {
 	require.False(t, l.Expired(at.Add(-time.Nanosecond)))
 	require.True(t, l.Expired(at))
 }
+
+// Issue 26: ErrRunAbandoned is what its doc says: every write of an
+// abandoned run is refused with it, its end, a question it asks, a
+// steering record, and a second abandon; ErrRunNotActive is an ended
+// run's.
+func TestAbandonedRunRefusesEveryWrite(t *testing.T) {
+	writes := []core.Event{
+		{Version: 6, Kind: core.RunEnded, Run: 1},
+		{Version: 6, Kind: core.Asked, Run: 1, Request: 2},
+		{Version: 6, Kind: core.RunSteered, Run: 1, Message: 2},
+		{Version: 6, Kind: core.RunAbandoned, Run: 1, Holder: "h3"},
+	}
+	for _, c := range []struct {
+		end  core.EventKind
+		want error
+	}{{core.RunAbandoned, core.ErrRunAbandoned}, {core.RunEnded, core.ErrRunNotActive}} {
+		th := sample()
+		th.Apply(core.Event{Version: 5, Kind: c.end, Run: 1, Holder: "h2"})
+		for _, ev := range writes {
+			require.ErrorIs(t, th.Check(ev), c.want, "%s after %s", ev.Kind, c.end)
+		}
+	}
+}

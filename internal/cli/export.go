@@ -89,6 +89,11 @@ func export(path, out, thread string) (exportFigures, error) {
 	if err != nil {
 		return fig, err
 	}
+	// What a reader of the file gets must be the trace's states: read it
+	// back and check it against them before writing.
+	if err := t.CheckITF(pick, b); err != nil {
+		return fig, failure{exitFailed, fmt.Sprintf("FAIL: %s: the ITF does not read back as the trace's states; nothing written: %v", path, err)}
+	}
 	if err := os.WriteFile(out, b, 0o644); err != nil {
 		return fig, usageError{err.Error()}
 	}

@@ -294,13 +294,13 @@ func TestRunSteeringMutantsCaught(t *testing.T) {
 
 // run -cfg reports the share of the cfg's reachable states the executions
 // visit, and -min-coverage fails the run below a floor (set just under
-// what the seeded executions alone reach: 0.99% of the fenced cfg's
+// what the seeded executions alone reach: 1.01% of the fenced cfg's
 // 417,999 states; the forks are TestRunForks', the directed walks TestRunWalks'),
 // and -min-edge-coverage below a floor of edges.
 func TestRunCoverage(t *testing.T) {
 	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-forks=false", "-concurrent", "0", "-min-coverage", "0.95")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
-	require.Contains(t, out, "coverage            0.99% of states")
+	require.Contains(t, out, "coverage            1.01% of states") // 0.99% before Releases were faulted too (issue 26)
 	require.Contains(t, out, "of states")
 	require.NotContains(t, out, "directed walks")
 	require.NotContains(t, out, "forked executions")

@@ -98,7 +98,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Var(everyFenceOff{&f.unfenced}, "unfenced", "switch every fence off: the mutant the checks must catch (the same as -mutant unfenced)")
 	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown), output-abandoned (a run's output is recorded although its end was refused: the run was abandoned), steer-after-abandon (a steering record accepted after its run was abandoned), steer-keeps-cursor (a steering record that does not move the taken cursor), steer-consumed (steering given from a message already consumed), steer-inactive (steering given to a run that is not active)")
 	fs.BoolVar(&f.interleave, "interleave", true, "let the scheduler run other operations between any two storage transactions of one process's step")
-	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply or RunEnd in the deterministic executions")
+	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply, RunEnd or Release in the deterministic executions")
 	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
 	fs.StringVar(&f.traceDir, "trace-dir", "", "write each execution's trace here, one ndjson file per thread (ok-* accepted, bad-* rejected)")
 	fs.StringVar(&f.opsOut, "ops-out", "", "write the first seed's (-seed N) operation log to this file, for tracecheck replay")
@@ -252,6 +252,7 @@ type tally struct {
 	// shrinking (shrinklines.go).
 	concFailed []concurrentFailure
 	concLin    *concurrentFailure
+	concDefect *concurrentFailure // the first that failed InvNoDefectError
 	elapsed    time.Duration
 
 	cov     *sim.Coverage // with -cfg: the cfg's states the executions visited
@@ -439,6 +440,9 @@ func (t *tally) runConcurrent(ctx context.Context, f runFlags, meter *progress.M
 		}
 		if err := t.invariant(runErr, fmt.Sprintf("concurrent %d", seed)); err != nil {
 			return err
+		}
+		if f.shrink && res.Defect != nil && t.concDefect == nil {
+			t.concDefect = &concurrentFailure{seed: seed, lines: res.Lines, defect: res.Defect}
 		}
 		tracecheck.Sort(res.Lines) // in the order the processes traced them
 		st, checkErr := tracecheck.Check(res.Lines, tracecheck.WithFile(fmt.Sprintf("concurrent-%d", seed)))

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/sim"
 	"github.com/threadclaim/threadclaim/internal/sim/shrink"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -26,6 +27,7 @@ type concurrentFailure struct {
 	seed    uint64
 	failure shrink.Failure // a rejected trace's; zero for a history
 	lines   []core.TraceEvent
+	defect  *sim.ConcurrentDefect // a call failed with an error only a defect explains
 }
 
 // noteConcurrent keeps the first concurrent execution of each rejected
@@ -71,6 +73,16 @@ func (t *tally) shrinkConcurrent(ctx context.Context, f runFlags, out io.Writer)
 			return err
 		}
 		st.Seed = c.seed
+		t.stories = append(t.stories, st)
+	}
+	if c := t.concDefect; c != nil && !slices.ContainsFunc(t.failed, func(s failedSeed) bool {
+		return s.failure == shrink.Failure{Check: shrink.CheckInvariant, Invariant: sim.InvNoDefectError}
+	}) {
+		head()
+		st, err := defectStory(out, f.shrinkDir, c)
+		if err != nil {
+			return err
+		}
 		t.stories = append(t.stories, st)
 	}
 	if c := t.concLin; c != nil {
@@ -179,4 +191,41 @@ func notShrunk(out io.Writer, failure string, err error) bool {
 		return true
 	}
 	return false
+}
+
+// defectStory tells the story of a concurrent execution in which a call
+// failed with an error only a defect explains (sim.InvNoDefectError): the
+// failing thread's lines in trace order up to the last that returned
+// before the failure was seen (every thread's when the call's thread is
+// not known), then the failure. With no operation log and no line the
+// checker rejects, it is not shrunk; a seeded execution that shows the
+// same defect is, and is told instead.
+func defectStory(out io.Writer, dir string, c *concurrentFailure) (story, error) {
+	d := c.defect
+	var lines []core.TraceEvent
+	for _, th := range tracecheck.Order(c.lines) {
+		if d.Thread != "" && th.Thread != d.Thread {
+			continue
+		}
+		n := 0
+		for i, l := range th.Lines {
+			if l.Ev.Return != 0 && l.Ev.Return <= d.At {
+				n = i + 1
+			}
+		}
+		for _, l := range th.Lines[:n] {
+			lines = append(lines, *l.Ev)
+		}
+	}
+	name := fmt.Sprintf("concurrent %d", c.seed)
+	file := filepath.Join(dir, fmt.Sprintf("concurrent-%d.%s.ndjson", c.seed, sim.InvNoDefectError))
+	if err := shrink.WriteTraceFile(file, lines); err != nil {
+		return story{}, err
+	}
+	fmt.Fprintf(out, "\ninvariant %s — %s: the lines of thread %s before the failure (not shrunk: no operation log)\n", sim.InvNoDefectError, name, d.Thread)
+	lapses := printStory(out, lines, file)
+	fmt.Fprintf(out, "then %s's call on thread %s failed: %v\n", d.Proc, d.Thread, d.Err)
+	fmt.Fprintf(out, "wrote %s\n", file)
+	return story{Failure: "invariant " + sim.InvNoDefectError, Source: name, Seed: c.seed, Lines: len(lines),
+		States: 1 + len(lines) + lapses, Files: []string{file}}, nil
 }

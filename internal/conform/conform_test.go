@@ -10,6 +10,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
+	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/store/postgres"
 )
 
@@ -185,4 +186,55 @@ func TestAbstract(t *testing.T) {
 	if _, err := Abstract(c, o); !errors.Is(err, ErrNotAState) {
 		t.Errorf("given for one message of three: %v", err)
 	}
+}
+
+// renewKeepsExpiry is memory storage that writes a Renew's lease with its
+// old expiry: a lapsed claim's renewal leaves the lease lapsed. Every call
+// still returns what the spec's does (a Renew checks the holder, not the
+// expiry), so only Go's state after the edge shows it.
+type renewKeepsExpiry struct{ core.Storage }
+
+func (s renewKeepsExpiry) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return s.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		return fn(ctx, renewKeepsExpiryTx{tx})
+	})
+}
+
+type renewKeepsExpiryTx struct{ core.Transaction }
+
+func (tx renewKeepsExpiryTx) PutLease(ctx context.Context, l core.Lease) error {
+	old, err := tx.Lease(ctx, l.Thread)
+	if err != nil {
+		return err
+	}
+	if old.Holder == l.Holder {
+		l.ExpiresAt = old.ExpiresAt
+	}
+	return tx.Transaction.PutLease(ctx, l)
+}
+
+// Issue 26: conform checks Go's state after each edge, not only the
+// outcome of the call. Fed a storage whose state after a lapsed claim's
+// Renew is not the spec's successor (the lease still lapsed) while every
+// call returns as the spec's does, it must diverge there; with that check
+// disabled, it does not.
+func TestConformCatchesWrongState(t *testing.T) {
+	g := small(t)
+	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{
+		NewStorage: func(context.Context) (core.Storage, error) { return renewKeepsExpiry{memory.New()}, nil },
+		Keep:       1 << 30,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := 0
+	for _, d := range rep.First {
+		if strings.HasPrefix(d.Step, "Renew(") && strings.Contains(d.Detail, "not the spec's successor") {
+			state++
+		}
+	}
+	if state == 0 {
+		t.Fatalf("no Renew diverged in Go's state after it (%d divergences): conform does not check the state after an edge", rep.Divergences)
+	}
+	t.Logf("%d divergences, %d of them a Renew's state; first: %s", rep.Divergences, state, rep.First[0])
 }

@@ -66,6 +66,7 @@ type Thread struct {
 	Lanes   []string // the processes (and the poster), then LapseLane when a Lapse appears
 	Holders []string // "h1 = <holder> (proc)", for Go traces
 	Steps   []Step
+	procs   []string // the spec model's processes, in its order (Go traces)
 }
 
 // Step is one line of a Go trace (or an inferred Lapse, or Init), or one
@@ -83,6 +84,9 @@ type Step struct {
 	// after a rejected line (the spec has no state there).
 	State   map[string]itf.Value
 	Changed []string // the variables the step changed ("pc[p1]" for a process's)
+	// spec is the spec model's state that State was made from (Go
+	// traces): what CheckITF checks a written state against.
+	spec *specmodel.State
 	// Rejected is set on the line no spec action explains, or after
 	// which an invariant fails.
 	Rejected *Rejection
@@ -165,7 +169,7 @@ func goThread(th tracecheck.ThreadLines, v *tracecheck.Violation) Thread {
 		_, st := fl.Line(l.N, l.Ev, true)
 		steps = append(steps, st...)
 	}
-	return Thread{Name: string(th.Thread), Lanes: fl.Lanes(), Holders: fl.Holders, Steps: steps}
+	return Thread{Name: string(th.Thread), Lanes: fl.Lanes(), Holders: fl.Holders, Steps: steps, procs: fl.f.m.Config().Procs}
 }
 
 // threadInfo is a thread's ThreadInfo from its lines.
@@ -225,6 +229,12 @@ func (f *follow) do(st specmodel.Step) bool {
 		f.s = out.Next
 	}
 	return out.Enabled
+}
+
+// spec returns a copy of the model's state.
+func (f *follow) spec() *specmodel.State {
+	s := f.s.Clone()
+	return &s
 }
 
 // values returns the model's state as the spec's variables.

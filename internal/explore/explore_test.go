@@ -3,6 +3,8 @@ package explore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -235,15 +237,7 @@ func TestEveryAcceptedLineHasAState(t *testing.T) {
 		require.NoError(t, err)
 		traces = append(traces, lines)
 	}
-	ctx := context.Background()
-	for seed := range uint64(20) {
-		s, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Interleave: true, Faults: 0.05})
-		require.NoError(t, err)
-		require.NoError(t, s.Run(ctx))
-		lines := s.TraceLines()
-		tracecheck.Sort(lines)
-		traces = append(traces, lines)
-	}
+	traces = append(traces, seededTraces(t, 20)...)
 	for i, lines := range traces {
 		_, err := tracecheck.Check(lines)
 		require.NoError(t, err, "trace %d", i)
@@ -330,4 +324,82 @@ func TestUseCfg(t *testing.T) {
 	require.Contains(t, got["FenceAbandon"].Why, "state 8: Abandon by p1 without the lease: not a counterexample of this cfg?")
 	require.Equal(t, Constant{Name: "RefuseSteerAbandoned", Value: "TRUE"}, got["RefuseSteerAbandoned"])
 	require.Len(t, tr.Constants, 9)
+}
+
+// Issue 26: the ITF export is checked without a browser. Every thread of
+// the fixtures, of TLC's counterexamples and of seeded executions of the
+// real code is exported, read back (itf.Read) and checked against the
+// trace (CheckITF): for a Go trace against the spec model's states,
+// field by field. A value written wrong is found.
+func TestITFReadsBackAsTheTrace(t *testing.T) {
+	var traces []Trace
+	files, err := filepath.Glob("../../tracecheck/testdata/ok-*.ndjson")
+	require.NoError(t, err)
+	files = append(files, "testdata/go-shrunk-I1.ndjson")
+	for _, f := range files {
+		traces = append(traces, readGo(t, f))
+	}
+	tlcFiles, err := filepath.Glob("testdata/tlc-*.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, tlcFiles)
+	for _, f := range tlcFiles {
+		r, err := os.Open(f)
+		require.NoError(t, err)
+		tr, err := ReadTLC(r, f)
+		r.Close()
+		require.NoError(t, err, f)
+		traces = append(traces, tr)
+	}
+	for seed, lines := range seededTraces(t, 10) {
+		traces = append(traces, FromGo(fmt.Sprintf("seed %d", seed), lines, nil))
+	}
+	states := 0
+	for _, tr := range traces {
+		for i := range tr.Threads {
+			doc, err := tr.ITF(i).MarshalJSON()
+			require.NoError(t, err)
+			require.NoError(t, tr.CheckITF(i, doc), "%s thread %s", tr.File, tr.Threads[i].Name)
+			states += len(tr.ITF(i).States)
+		}
+	}
+	t.Logf("%d traces, %d states read back", len(traces), states)
+
+	// A value written wrong: taken as msgs in one state of a Go trace, and
+	// an integer changed in a TLC counterexample's.
+	tr := readGo(t, "../../tracecheck/testdata/ok-steer-exception.ndjson")
+	wrong := tr.ITF(0)
+	last := wrong.States[len(wrong.States)-1].Values
+	last["taken"] = itf.Int(last["taken"].Int + 1)
+	doc, err := wrong.MarshalJSON()
+	require.NoError(t, err)
+	err = tr.CheckITF(0, doc)
+	require.ErrorContains(t, err, "taken is")
+	f, err := os.Open("testdata/tlc-unfenced-I1.json")
+	require.NoError(t, err)
+	defer f.Close()
+	tlc, err := ReadTLC(f, "tlc")
+	require.NoError(t, err)
+	wrong = tlc.ITF(0)
+	wrong.States[1].Values = maps.Clone(wrong.States[1].Values)
+	wrong.States[1].Values["msgs"] = itf.Int(7)
+	doc, err = wrong.MarshalJSON()
+	require.NoError(t, err)
+	require.ErrorContains(t, tlc.CheckITF(0, doc), "msgs is 7")
+}
+
+// seededTraces returns the traces of n seeded executions of the real code
+// (interleaved, with storage faults), seeds 0 to n-1, in trace order.
+func seededTraces(t *testing.T, n int) [][]core.TraceEvent {
+	t.Helper()
+	ctx := context.Background()
+	var out [][]core.TraceEvent
+	for seed := range uint64(n) {
+		s, err := sim.NewSeeded(ctx, sim.Config{Seed: seed, Interleave: true, Faults: 0.05})
+		require.NoError(t, err)
+		require.NoError(t, s.Run(ctx))
+		lines := s.TraceLines()
+		tracecheck.Sort(lines)
+		out = append(out, lines)
+	}
+	return out
 }

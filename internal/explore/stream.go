@@ -166,7 +166,7 @@ func (fl *Follower) line(n int, ev *core.TraceEvent, keep bool) (Cell, []Step) {
 		state = fl.f.values()
 	}
 	if keep && fl.first {
-		steps = append(steps, Step{Action: "Init", Lane: -1, Text: "Init", Class: "plain", State: state})
+		steps = append(steps, Step{Action: "Init", Lane: -1, Text: "Init", Class: "plain", State: state, spec: fl.spec(states)})
 	}
 	fl.first = false
 	step := Step{Line: n, Tick: ev.Tick, Action: string(ev.Action), Proc: ev.Proc, Lane: c.Lane, Text: c.Text, Class: c.Class}
@@ -191,7 +191,7 @@ func (fl *Follower) line(n int, ev *core.TraceEvent, keep bool) (Cell, []Step) {
 				after = fl.f.values()
 			}
 			steps = append(steps, Step{Action: string(core.ActionLapse), Lane: len(fl.info.Lanes), Text: "Lapse (inferred)",
-				Class: "lapse", Inferred: true, State: after, Changed: changed(state, after)})
+				Class: "lapse", Inferred: true, State: after, Changed: changed(state, after), spec: fl.spec(states)})
 			state = after
 			fl.Lapsed = true
 		}
@@ -203,8 +203,18 @@ func (fl *Follower) line(n int, ev *core.TraceEvent, keep bool) (Cell, []Step) {
 	}
 	if states {
 		after := fl.f.values()
-		step.State, step.Changed = after, changed(state, after)
+		step.State, step.Changed, step.spec = after, changed(state, after), fl.spec(true)
 	}
 	fl.stopped = rejected
 	return c, append(steps, step)
+}
+
+// spec is a copy of the model's state for a step that keeps its state
+// (what CheckITF checks a written state against), nil for one that does
+// not.
+func (fl *Follower) spec(states bool) *specmodel.State {
+	if !states {
+		return nil
+	}
+	return fl.f.spec()
 }

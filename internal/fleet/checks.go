@@ -83,6 +83,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	if err := r.countMessages(ctx, rep); err != nil {
 		return nil, err
 	}
+	rep.crossCheckCounts(ordered)
 	rep.MaxActiveRuns, rep.LiveAbandoned = activeRuns(ordered)
 	if rep.MaxActiveRuns > 1 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("I3_OneActiveRun: %d runs of one thread active at once", rep.MaxActiveRuns))
@@ -281,6 +282,57 @@ func (r *run) countMessages(ctx context.Context, rep *Report) error {
 	return nil
 }
 
+// crossCheckCounts counts the messages again from storage's trace lines
+// (consumedFromLog), a record storage keeps apart from the threads' rows
+// that countMessages reads, and names a disagreement as a problem: a
+// count the report gets wrong (a duplicate dropped) cannot pass unseen.
+func (rep *Report) crossCheckCounts(ordered []core.TraceEvent) {
+	posted, once, twice, lost := consumedFromLog(ordered)
+	if posted != rep.Posted || once != rep.ConsumedOnce || twice != rep.ConsumedTwice || lost != rep.Lost {
+		rep.Problems = append(rep.Problems, fmt.Sprintf(
+			"the counts disagree: storage's threads say %d posted, %d consumed once, %d more than once, %d never; its trace lines say %d, %d, %d, %d",
+			rep.Posted, rep.ConsumedOnce, rep.ConsumedTwice, rep.Lost, posted, once, twice, lost))
+	}
+}
+
+// consumedFromLog counts, from the trace lines of the writes storage
+// kept, the messages posted (each thread's highest Post), and those
+// consumed once, more than once and never: a run's start consumes its
+// prompt, a reply its answer, a steering record the message it records.
+func consumedFromLog(ordered []core.TraceEvent) (posted, once, twice, lost int) {
+	type msg struct {
+		thread core.ThreadID
+		seq    core.Seq
+	}
+	last := map[core.ThreadID]core.Seq{}
+	n := map[msg]int{}
+	for _, ev := range ordered {
+		if ev.Read {
+			continue
+		}
+		switch ev.Action {
+		case core.ActionPost:
+			last[ev.Thread] = max(last[ev.Thread], ev.Msg)
+		case core.ActionRunStart, core.ActionReply, core.ActionSteerRecord:
+			n[msg{ev.Thread, ev.Msg}]++
+		}
+	}
+	for th, l := range last {
+		posted += int(l)
+		for seq := core.Seq(1); seq <= l; seq++ {
+			switch c := n[msg{th, seq}]; {
+			case c == 0:
+				lost++
+			case c == 1:
+				once++
+			default:
+				twice++
+			}
+		}
+	}
+	return posted, once, twice, lost
+}
+
 // activeRuns replays the runs' starts and ends in trace order: the most
 // runs of one thread active at once, and how many runs were abandoned
 // while their own claim held the lease.
@@ -327,8 +379,9 @@ type Handover struct {
 	// AfterExpiry is from when a claim was due to the Claim's return: the
 	// lease's expiry, as the claimant's clock saw it, or the kill, if
 	// later; and when the thread had nothing to do then (every message
-	// consumed, no run active), the call of the next Post to it. A thread
-	// with no work needs no claim: runners look only at threads with work.
+	// consumed, no run active, as storage's log says, whatever the writers
+	// were told), the call of the next Post to it. A thread with no work
+	// needs no claim: runners look only at threads with work.
 	AfterExpiry time.Duration `json:"after_expiry_ns"`
 	// Raw is from the lease's expiry (or the kill, if later) alone, work
 	// or not: AfterExpiry plus the time the thread had nothing to do.
@@ -342,14 +395,16 @@ type Handover struct {
 // handovers finds, for each SIGKILL, the threads whose lease the killed
 // process held (its last lease write on the thread was a Claim or Renew)
 // and the next Claim of each by another process after the kill. It
-// follows each thread's work as the lines show it (the newest message
-// posted, the taken cursor, the runs active) to tell when a claim was due:
-// work starts at a Post's call and ends at the return of the write that
-// consumed the last message or ended the last run, so that a thread counts
-// as idle only when it surely was: a write whose return is unknown ends
-// no work, unless the killed process made it (its line is in storage's
-// log, so it committed; the process died with it in flight, and the
-// kill's time stands for its return).
+// follows each thread's work as storage's log shows it (the newest message
+// posted, the taken cursor, the runs active) to tell when a claim was due,
+// which is only when the thread had work and its holder was gone. Every
+// line in the log committed, whatever its writer was told: a line takes
+// effect at the earliest moment it can have committed, its call (or the
+// line before it's, if later), so that work starts at a Post's call and
+// ends at the call of the write that consumed the last message or ended
+// the last run. A write whose commit its writer never learned (no return)
+// ends the work all the same: the thread is not counted busy on a belief
+// that storage's log contradicts.
 func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
 	byName := map[string]*proc{}
 	r.mu.Lock()
@@ -370,11 +425,12 @@ func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
 			posted, taken core.Seq
 			active        int
 			work          bool
+			effect        int64        // when the line took effect, at the earliest
 			changes       []workChange // the thread's work starting and ending, in line order
 		)
 		for _, ev := range ordered {
 			if ev.Thread != thread {
-				thread, holding, posted, taken, active, work, changes = ev.Thread, false, 0, 0, 0, false, changes[:0]
+				thread, holding, posted, taken, active, work, effect, changes = ev.Thread, false, 0, 0, 0, false, 0, changes[:0]
 			}
 			if ev.Read {
 				continue
@@ -388,17 +444,13 @@ func (r *run) handovers(ordered []core.TraceEvent, kills []kill) []Handover {
 			case core.ActionRunEnd, core.ActionAbandon:
 				active--
 			}
-			ret := ev.Return
-			if ret == math.MaxInt64 && ev.Proc == killed {
-				ret = at // committed, and the process died with it in flight
+			// A write the process was killed in has no call: it took
+			// effect after the line before it.
+			effect = max(effect, ev.Call)
+			if now := taken < posted || active > 0; now != work {
+				changes = append(changes, workChange{effect, now})
+				work = now
 			}
-			switch now := taken < posted || active > 0; {
-			case now && !work:
-				changes = append(changes, workChange{ev.Call, true})
-			case !now && work && ret != math.MaxInt64:
-				changes = append(changes, workChange{ret, false})
-			}
-			work = taken < posted || active > 0 || (work && ret == math.MaxInt64)
 			if ev.Proc == killed {
 				switch ev.Action {
 				case core.ActionClaim, core.ActionRenew:

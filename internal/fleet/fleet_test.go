@@ -154,6 +154,71 @@ func TestHandovers(t *testing.T) {
 	require.True(t, hs[3].Idle)
 }
 
+// Issue 26: a handover is measured only from a moment the thread had work
+// and its holder was gone. A write whose commit its writer never learned,
+// but which storage's log has, ended the thread's work: the thread was
+// idle from then. The old measure kept it busy until a later write with a
+// known return, and reported a handover of 7.7 s that was a Claim 17 ms
+// after the thread's next Post.
+func TestHandoverAfterWriteInDoubt(t *testing.T) {
+	start := time.Unix(1000, 0)
+	at := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+	killed := &proc{name: "p1", offsets: []offsetAt{{start, 0}}}
+	taker := &proc{name: "p2", offsets: []offsetAt{{start, 100 * time.Millisecond}}}
+	r := &run{cfg: Config{TTL: 300 * time.Millisecond}, start: start, procs: []*proc{killed, taker}}
+	lines := []core.TraceEvent{
+		{Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: at(0), Return: at(time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t1", Proc: "p3", Holder: "h1", Call: at(10 * time.Millisecond), Return: at(11 * time.Millisecond)},
+		{Action: core.ActionRunStart, Thread: "t1", Proc: "p3", Holder: "h1", Msg: 1, Taken: 1, Run: 1, Call: at(12 * time.Millisecond), Return: at(13 * time.Millisecond)},
+		// p3's lease lapsed while its run went on; p1 took the thread, and
+		// was killed at 150ms holding it: the lease, stamped at 100ms on
+		// p1's clock, expires at 400ms, 300ms on p2's.
+		{Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h2", Taken: 1, Call: at(100 * time.Millisecond), Return: at(101 * time.Millisecond), Expires: at(400 * time.Millisecond)},
+		// p3's RunEnd, called before p1's Claim, committed after it; p3 was
+		// never told. Storage's log has it: t1 had nothing to do from
+		// then, before p1's lease expired.
+		{Action: core.ActionRunEnd, Thread: "t1", Proc: "p3", Holder: "h1", Taken: 1, Run: 1, Call: at(90 * time.Millisecond), Return: math.MaxInt64},
+		{Action: core.ActionCrash, Read: true, Thread: "t1", Proc: "p3", Holder: "h1", Taken: 1, Call: at(200 * time.Millisecond), Return: at(201 * time.Millisecond)},
+		{Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Taken: 1, Call: at(8000 * time.Millisecond), Return: at(8001 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: "h3", Taken: 1, Call: at(8010 * time.Millisecond), Return: at(8017 * time.Millisecond)},
+	}
+	hs := r.handovers(lines, []kill{{killed, start.Add(150 * time.Millisecond)}})
+	require.Len(t, hs, 1)
+	require.Equal(t, 17*time.Millisecond, hs[0].AfterExpiry, "from the next Post's call, not from the expiry at 300ms")
+	require.True(t, hs[0].Idle, "t1 had nothing to do when p1's lease expired")
+	require.Equal(t, 7717*time.Millisecond, hs[0].Raw)
+}
+
+// Issue 26: the fleet's counts are checked against storage's trace
+// lines. A report that drops a duplicate (here, a message storage's log
+// shows consumed by two runs, counted 0 twice) has a problem naming the
+// disagreement; a report that counts as the log does has none.
+func TestCountsCrossChecked(t *testing.T) {
+	lines := []core.TraceEvent{
+		{Action: core.ActionPost, Thread: "t1", Msg: 1},
+		{Action: core.ActionPost, Thread: "t1", Msg: 2},
+		{Action: core.ActionRunStart, Thread: "t1", Holder: "h1", Msg: 1, Run: 1},
+		{Action: core.ActionStartFenced, Read: true, Thread: "t1", Holder: "h1", Msg: 2, Run: 2},
+		{Action: core.ActionRunStart, Thread: "t1", Holder: "h2", Msg: 1, Run: 2},
+		{Action: core.ActionPost, Thread: "t2", Msg: 1},
+		{Action: core.ActionPost, Thread: "t2", Msg: 2},
+		{Action: core.ActionPost, Thread: "t2", Msg: 3},
+		{Action: core.ActionRunStart, Thread: "t2", Holder: "h3", Msg: 1, Run: 1},
+		{Action: core.ActionSteerRecord, Thread: "t2", Holder: "h3", Msg: 2, Run: 1},
+		{Action: core.ActionReply, Thread: "t2", Holder: "h3", Msg: 3, Req: 1},
+	}
+	posted, once, twice, lost := consumedFromLog(lines)
+	require.Equal(t, []int{5, 3, 1, 1}, []int{posted, once, twice, lost})
+
+	dropped := &Report{Posted: 5, ConsumedOnce: 3, ConsumedTwice: 0, Lost: 1}
+	dropped.crossCheckCounts(lines)
+	require.Len(t, dropped.Problems, 1, "a duplicate the report dropped")
+	require.Contains(t, dropped.Problems[0], "the counts disagree")
+	right := &Report{Posted: 5, ConsumedOnce: 3, ConsumedTwice: 1, Lost: 1}
+	right.crossCheckCounts(lines)
+	require.Empty(t, right.Problems)
+}
+
 func TestPercentile(t *testing.T) {
 	var ds []time.Duration
 	for i := 1; i <= 100; i++ {

@@ -67,3 +67,43 @@ func TestValidateRejects(t *testing.T) {
 		require.ErrorIs(t, Validate([]byte(doc)), ErrFormat, name)
 	}
 }
+
+// Read gives back what MarshalJSON wrote, value for value, and Equal
+// tells values apart by kind and content, records and sets whatever their
+// order.
+func TestReadRoundTrip(t *testing.T) {
+	v := Rec([]string{"n", "s", "b", "seq", "set", "tup", "fn", "empty"}, []Value{
+		Int(-42), Str("a\"b"), Bool(true), Seq(Int(1), Seq()), Set(Str("x"), Str("y")), Tup(Int(1), Str("y")),
+		Map([]Value{Str("p1"), Str("p2")}, []Value{Int(0), Rec([]string{"k"}, []Value{Int(3)})}), Seq(),
+	})
+	tr := Trace{Meta: map[string]any{"source": "x"}, Vars: []string{"v", "w"}, States: []State{
+		{Values: map[string]Value{"v": v, "w": Set()}},
+		{Meta: map[string]any{"action": "Next"}, Values: map[string]Value{"v": Int(1 << 60), "w": Map(nil, nil)}},
+	}}
+	b, err := tr.MarshalJSON()
+	require.NoError(t, err)
+	back, err := Read(b)
+	require.NoError(t, err)
+	require.Equal(t, tr.Vars, back.Vars)
+	require.Len(t, back.States, 2)
+	for i, s := range tr.States {
+		for name, want := range s.Values {
+			require.True(t, Equal(want, back.States[i].Values[name]), "state %d %s: %s, read back %s", i, name, want.TLA(), back.States[i].Values[name].TLA())
+		}
+	}
+	require.Equal(t, "Next", back.States[1].Meta["action"])
+
+	require.True(t, Equal(Set(Int(1), Int(2)), Set(Int(2), Int(1))))
+	require.True(t, Equal(Rec([]string{"a", "b"}, []Value{Int(1), Int(2)}), Rec([]string{"b", "a"}, []Value{Int(2), Int(1)})))
+	for _, c := range [][2]Value{
+		{Int(1), Int(2)}, {Int(1), Str("1")}, {Seq(Int(1), Int(2)), Seq(Int(2), Int(1))}, {Tup(Int(1)), Seq(Int(1))},
+		{Map([]Value{Str("p1")}, []Value{Int(0)}), Map([]Value{Str("p2")}, []Value{Int(0)})},
+		{Rec([]string{"a"}, []Value{Int(1)}), Rec([]string{"b"}, []Value{Int(1)})},
+	} {
+		require.False(t, Equal(c[0], c[1]), "%s and %s", c[0].TLA(), c[1].TLA())
+	}
+	for _, bad := range []string{``, `[]`, `{"states": [{"v": {"#bigint": "x"}}]}`, `{"states": [{"v": {"#map": [[1]]}}]}`, `{"states": [{"v": {"#set": [], "a": 1}}]}`} {
+		_, err := Read([]byte(bad))
+		require.ErrorIs(t, err, ErrFormat, bad)
+	}
+}

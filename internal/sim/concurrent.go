@@ -75,6 +75,40 @@ type ConcurrentResult struct {
 	Lines   []core.TraceEvent
 	Threads []core.ThreadID
 	Elapsed time.Duration
+	// Defect is the first turn or transaction that failed with an error
+	// only a defect explains (InvNoDefectError), nil when none did.
+	Defect *ConcurrentDefect
+}
+
+// ConcurrentDefect is a turn or a transaction of a concurrent execution
+// that failed with an error only a defect explains: its process, thread
+// and holder ("" when not known), and when the failure was seen, on the
+// lines' clock (TraceEvent.Call, Return).
+type ConcurrentDefect struct {
+	Proc   string
+	Thread core.ThreadID
+	Holder core.Holder
+	At     int64
+	Err    error
+}
+
+// firstDefect keeps the first ConcurrentDefect of an execution.
+type firstDefect struct {
+	mu sync.Mutex
+	d  *ConcurrentDefect
+}
+
+// note keeps the failure of a turn or a transaction as the first defect
+// when only a defect explains its error (turnDefect).
+func (f *firstDefect) note(proc string, thread core.ThreadID, holder core.Holder, err error, at int64) {
+	if turnDefect(err, thread, -1) == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.d == nil {
+		f.d = &ConcurrentDefect{Proc: proc, Thread: thread, Holder: holder, At: at, Err: err}
+	}
 }
 
 // timedRecorder keeps lines and stamps them with a monotonic clock.
@@ -103,6 +137,11 @@ type delayingStorage struct {
 	mu       sync.Mutex
 	rng      *rand.Rand
 	maxStall time.Duration
+	// proc, defect and now note a transaction that failed with an error
+	// only a defect explains (firstDefect), on the lines' clock.
+	proc   string
+	defect *firstDefect
+	now    func() int64
 }
 
 func (d *delayingStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
@@ -119,7 +158,41 @@ func (d *delayingStorage) Update(ctx context.Context, fn func(context.Context, c
 			return ctx.Err()
 		}
 	}
-	return d.Storage.Update(ctx, fn)
+	var thread core.ThreadID
+	err := d.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		if optionalTx(tx) {
+			return fn(ctx, tx) // a wrapper would hide what the Workspace asks of it
+		}
+		return fn(ctx, threadTx{tx, &thread})
+	})
+	if err != nil && d.defect != nil {
+		d.defect.note(d.proc, thread, "", err, d.now())
+	}
+	return err
+}
+
+// optionalTx says whether tx implements one of the interfaces the
+// Workspace asks a transaction for (core.TraceLog, core.TraceLogReader,
+// the one-statement post).
+func optionalTx(tx core.Transaction) bool {
+	_, log := tx.(core.TraceLog)
+	_, reader := tx.(core.TraceLogReader)
+	_, post := tx.(interface {
+		PostMessage(context.Context, core.ThreadID, time.Time, string) (core.Seq, uint64, core.Seq, error)
+	})
+	return log || reader || post
+}
+
+// threadTx notes the thread a transaction reads (every write of the
+// Workspace reads its thread first): the thread of a failed transaction.
+type threadTx struct {
+	core.Transaction
+	thread *core.ThreadID
+}
+
+func (tx threadTx) Thread(ctx context.Context, id core.ThreadID) (*core.Thread, error) {
+	*tx.thread = id
+	return tx.Transaction.Thread(ctx, id)
 }
 
 // RunConcurrent runs runner processes as goroutines (Runner.Run) over one
@@ -151,10 +224,12 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 	runCtx, stop := context.WithTimeout(ctx, cfg.Timeout)
 	defer stop()
 	var wg sync.WaitGroup
+	var defect firstDefect
 	for i := range cfg.Procs {
 		name := fmt.Sprintf("p%d", i+1)
 		clock := SkewedClock{Offset: time.Duration(rng.Int64N(int64(cfg.MaxSkew) + 1))}
-		store := &delayingStorage{Storage: cfg.Storage, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), maxStall: cfg.MaxStall}
+		store := &delayingStorage{Storage: cfg.Storage, rng: rand.New(rand.NewPCG(rng.Uint64(), 1)), maxStall: cfg.MaxStall,
+			proc: name, defect: &defect, now: rec.TraceNow}
 		ws := core.NewWorkspace(store, clock, append(opts, core.WithProcess(name))...)
 		r, err := runner.New(runner.Config{
 			Workspace:  ws,
@@ -164,6 +239,9 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 			PollEvery:  time.Millisecond,
 			Agent:      StallingAgent(rng.Uint64(), cfg.MaxStall),
 			Logger:     slog.New(slog.DiscardHandler), // the checks report what the turns did
+			OnTurn: func(rep runner.TurnReport) {
+				defect.note(name, rep.Thread, rep.Holder, rep.Err, rec.TraceNow())
+			},
 		})
 		if err != nil {
 			return res, err
@@ -180,6 +258,7 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 		for m := range cfg.Messages {
 			for _, id := range res.Threads {
 				if _, err := poster.Post(runCtx, id, fmt.Sprintf("message %d", m+1)); err != nil {
+					defect.note("poster", id, "", err, rec.TraceNow())
 					return fmt.Errorf("post: %w", err)
 				}
 			}
@@ -191,6 +270,7 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 			for _, id := range res.Threads {
 				th, err := poster.Thread(runCtx, id)
 				if err != nil {
+					defect.note("poster", id, "", err, rec.TraceNow())
 					return err
 				}
 				if th.Unconsumed() || len(th.ActiveRuns()) > 0 {
@@ -217,20 +297,39 @@ func RunConcurrent(ctx context.Context, cfg ConcurrentConfig) (ConcurrentResult,
 	tracecheck.Sort(res.Lines)
 	rec.mu.Unlock()
 
-	// The invariants, in storage, whatever the liveness outcome.
+	err = checkAtEnd(ctx, cfg, &res, &defect, rec, err)
+	return res, err
+}
+
+// checkAtEnd checks a concurrent execution once its runners stopped: the
+// invariants in storage, whatever the liveness outcome (err, the posting's
+// and the wait's); then a call that failed with an error only a defect
+// explains, a turn's, a transaction's or the poster's, is a check failure
+// (InvNoDefectError), as in the seeded executions; then err. It sets
+// res.Defect.
+func checkAtEnd(ctx context.Context, cfg ConcurrentConfig, res *ConcurrentResult, defect *firstDefect, rec *timedRecorder, err error) error {
 	for _, id := range res.Threads {
 		th, _, lease, uerr := snapshot(ctx, cfg.Storage, id)
 		if uerr != nil {
-			return res, uerr
+			defect.note("the check at the end", id, "", uerr, rec.TraceNow())
+			err = uerr
+			break
 		}
 		// NoLiveAbandon needs the lease at each abandon: the trace
 		// checker follows it; here only I1 and I3 are read from storage.
 		if ierr := checkThread(th, nil, lease, -1); ierr != nil {
-			return res, ierr
+			return ierr
 		}
 	}
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return res, err
+	defect.mu.Lock()
+	res.Defect = defect.d
+	defect.mu.Unlock()
+	if d := res.Defect; d != nil {
+		return &InvariantError{Invariant: InvNoDefectError, Thread: d.Thread, Op: -1,
+			Detail: fmt.Sprintf("a call of %s failed: %v", d.Proc, d.Err)}
 	}
-	return res, nil
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }

@@ -13,7 +13,7 @@ import (
 // that TestCoverageFloor's executions visit (measured: see the test's log).
 // The executions are seeded, so the figure is exact; a change that makes
 // the scheduler reach less of the spec fails here.
-const coverageFloor = 1.1 // percent of states (measured 1.13 of 417,999 with steering; 1.82 of 228,049 before it)
+const coverageFloor = 1.08 // percent of states (measured 1.0995 of 417,999 once Releases were faulted too, issue 26; 1.13 before; 1.82 of 228,049 before steering)
 
 // TestCoverageFloor guards how much of the fenced cfg's reachable state
 // graph seeded executions with its constants visit, following each

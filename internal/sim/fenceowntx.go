@@ -91,6 +91,11 @@ func (t *checkTx) LogTrace(ctx context.Context, ev core.TraceEvent) error {
 	return logTrace(ctx, t.Transaction, ev)
 }
 
+// LoggedTrace passes the Crash's question on (core.TraceLogReader).
+func (t *checkTx) LoggedTrace(ctx context.Context, id core.ThreadID, tick uint64) (core.TraceEvent, bool, error) {
+	return loggedTrace(ctx, t.Transaction, id, tick)
+}
+
 // writeTx is a fenced write's own transaction: its claim was checked
 // before it, so HoldsLease says held.
 type writeTx struct {
@@ -104,6 +109,11 @@ func (t writeTx) HoldsLease(ctx context.Context, thread core.ThreadID, holder co
 
 func (t writeTx) LogTrace(ctx context.Context, ev core.TraceEvent) error {
 	return logTrace(ctx, t.Transaction, ev)
+}
+
+// LoggedTrace passes the Crash's question on (core.TraceLogReader).
+func (t writeTx) LoggedTrace(ctx context.Context, id core.ThreadID, tick uint64) (core.TraceEvent, bool, error) {
+	return loggedTrace(ctx, t.Transaction, id, tick)
 }
 
 // logTrace passes a trace line on to tx when it keeps them

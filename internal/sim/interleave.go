@@ -151,14 +151,13 @@ func (k FaultKind) String() string {
 }
 
 // faultable says which writes get faults: those whose unknown outcome the
-// runner gives the round up on (traced as Crash). Claim and Release are
-// left alone: whether their Crash is traced depends on whether they
-// committed, which core decides from a storage's trace log
-// (core.TraceLogReader) that the simulation's storage does not pass on;
-// the fleet's PostgreSQL runs fault them.
+// runner gives the round up on (traced as Crash, or for a Release that
+// committed, ended by its own line, which core learns from the faults'
+// log: loggingTx.LoggedTrace). Claim is left alone: whether its Crash is
+// traced depends on its lease too; the fleet's PostgreSQL runs fault it.
 func faultable(a core.Action) bool {
 	switch a {
-	case core.ActionAbandon, core.ActionRunStart, core.ActionReply, core.ActionRunEnd:
+	case core.ActionAbandon, core.ActionRunStart, core.ActionReply, core.ActionRunEnd, core.ActionRelease:
 		return true
 	}
 	return false
@@ -209,7 +208,7 @@ func (s *procStorage) Update(ctx context.Context, fn func(context.Context, core.
 	errRolledBack := errors.New("sim: injected rollback")
 	err := s.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
 		line, fault = nil, -1
-		if err := fn(ctx, &loggingTx{Transaction: tx, line: &line}); err != nil {
+		if err := fn(ctx, &loggingTx{Transaction: tx, line: &line, faults: f}); err != nil {
 			return err
 		}
 		if line == nil || !faultable(line.Action) {
@@ -256,7 +255,34 @@ func (s *procStorage) View(ctx context.Context, fn func(context.Context, core.Tr
 // one.
 type loggingTx struct {
 	core.Transaction
-	line **core.TraceEvent
+	line   **core.TraceEvent
+	faults *faults
+}
+
+// LoggedTrace reads back the line of the write at tick on thread id when
+// a fault told its process otherwise than that it committed
+// (core.TraceLogReader): the Crash after a write whose commit is unknown
+// learns from it whether the write committed, as from a storage that
+// keeps trace lines. A committed Release's line then ends its round.
+func (t *loggingTx) LoggedTrace(ctx context.Context, id core.ThreadID, tick uint64) (core.TraceEvent, bool, error) {
+	t.faults.mu.Lock()
+	for _, ev := range t.faults.unseen {
+		if ev.Thread == id && ev.Tick == tick && !ev.Read {
+			t.faults.mu.Unlock()
+			return ev, true, nil
+		}
+	}
+	t.faults.mu.Unlock()
+	return loggedTrace(ctx, t.Transaction, id, tick)
+}
+
+// loggedTrace reads a committed write's line back from tx when it keeps
+// them (core.TraceLogReader), and finds none when it does not.
+func loggedTrace(ctx context.Context, tx core.Transaction, id core.ThreadID, tick uint64) (core.TraceEvent, bool, error) {
+	if r, ok := tx.(core.TraceLogReader); ok {
+		return r.LoggedTrace(ctx, id, tick)
+	}
+	return core.TraceEvent{}, false, nil
 }
 
 func (t *loggingTx) LogTrace(ctx context.Context, ev core.TraceEvent) error {

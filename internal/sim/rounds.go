@@ -122,3 +122,23 @@ func asDefect(err error, thread core.ThreadID, op int) error {
 	}
 	return err
 }
+
+// turnDefect returns err, the error a turn (or one of its transactions)
+// ended with, as an InvNoDefectError failure when only a defect explains
+// it, else nil. A turn is not one call the scheduler chose but the
+// runner's way through a round, and it meets the spec's refusals as
+// errors: a run's end refused because a later claim abandoned it
+// (ErrRunAbandoned), a takeover's abandon of a run that ended meanwhile
+// (ErrRunNotActive), a step after the turn crashed its round
+// (ErrRoundOver). Those are not defects here; a call out of the round's
+// order (ErrOutOfOrder: a write retried after its commit was unknown) is.
+func turnDefect(err error, thread core.ThreadID, op int) *InvariantError {
+	if errors.Is(err, core.ErrRunAbandoned) || errors.Is(err, core.ErrRunNotActive) || errors.Is(err, core.ErrRoundOver) {
+		return nil
+	}
+	var inv *InvariantError
+	if !errors.As(asDefect(err, thread, op), &inv) {
+		return nil
+	}
+	return inv
+}

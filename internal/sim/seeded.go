@@ -40,9 +40,9 @@ type Config struct {
 	// storage transactions of one process's step (a step pauses before its
 	// second transaction and goes on when the process is scheduled again).
 	Interleave bool
-	// Faults is the probability that a process's Abandon, RunStart, Reply
-	// or RunEnd gets a storage fault (FaultKind, drawn from the seed); 0
-	// for none.
+	// Faults is the probability that a process's Abandon, RunStart, Reply,
+	// RunEnd or Release gets a storage fault (FaultKind, drawn from the
+	// seed); 0 for none.
 	Faults float64
 	// Mutants switches deliberate defects on, to show the checks catch
 	// them.
@@ -102,6 +102,11 @@ type Mutants struct {
 	SteerRecordKeepsCursor  bool
 	SteerConsumed           bool
 	SteerInactiveRun        bool
+
+	// retryInRunner: the runner's retry of RetryCommitUnknown with core's
+	// protection on (core refuses the retry with ErrOutOfOrder). A test's:
+	// no name, no flag.
+	retryInRunner bool
 }
 
 // core returns the core mutants m switches on in each process's
@@ -336,6 +341,9 @@ type Seeded struct {
 	// posts (ownPoster).
 	procStore    core.Storage
 	posterShared bool
+	// defect is the first turn that ended with an error only a defect
+	// explains (turnDefect); Run returns it.
+	defect *InvariantError
 	// lapses are the Lapse steps seen (Stats.Lapses), where they fell in
 	// the trace; lapsed is, per thread, the lease last seen to lapse.
 	lapses []lapse
@@ -544,12 +552,18 @@ func (s *Seeded) Run(ctx context.Context) error {
 		if err := s.Check(ctx, i); err != nil {
 			return asDefect(err, s.opThread(next), i)
 		}
+		if s.defect != nil {
+			return s.defect
+		}
 	}
 	var err error
 	if !s.cfg.NoQuiesce {
 		err = asDefect(s.Quiesce(ctx), "", -1)
 		var inv *InvariantError
 		s.liveness = errors.As(err, &inv) && inv.Invariant == "Liveness"
+	}
+	if err == nil && s.defect != nil {
+		err = s.defect
 	}
 	if err == nil {
 		err = s.checkRounds(s.TraceLines())
@@ -723,7 +737,11 @@ func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) run
 	if !over {
 		return ""
 	}
-	o, _ := p.turn.Outcome()
+	o, err := p.turn.Outcome()
+	if d := turnDefect(err, thread, len(s.log)-1); d != nil && s.defect == nil {
+		d.Detail = fmt.Sprintf("a turn of %s ended: %v", p.name, err)
+		s.defect = d
+	}
 	s.stats.Outcomes[o]++
 	p.turn = nil
 	return o
@@ -732,7 +750,7 @@ func (s *Seeded) step(ctx context.Context, p *simProc, thread core.ThreadID) run
 // newTurn starts p's next turn, on thread.
 func (s *Seeded) newTurn(p *simProc, thread core.ThreadID) {
 	p.turn, p.thread = p.r.NewTurn(thread), thread
-	if s.cfg.Mutants.RetryCommitUnknown {
+	if s.cfg.Mutants.RetryCommitUnknown || s.cfg.Mutants.retryInRunner {
 		p.turn.RetryCommitUnknownForTesting()
 	}
 }

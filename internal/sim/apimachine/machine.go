@@ -44,6 +44,7 @@ type Machine struct {
 	rec     *tracecheck.Recorder
 	poster  *core.Workspace
 	procs   []*core.Workspace
+	stores  []*hookStorage // each process's view of the storage
 	clocks  []*coretest.Clock
 	threads []core.ThreadID
 	claims  []core.Claim
@@ -70,7 +71,9 @@ func New(ctx context.Context, s core.Storage, prefix string, procs int, ch Choos
 	for i := range procs {
 		clock := coretest.NewClock(epoch.Add(time.Duration(ch.IntN("skew", 3)) * apiTTL / 2))
 		o := append([]core.Option{core.WithProcess(fmt.Sprintf("p%d", i+1)), core.WithTracer(m.rec)}, opts...)
-		m.procs = append(m.procs, core.NewWorkspace(s, clock, o...))
+		hs := &hookStorage{Storage: s}
+		m.stores = append(m.stores, hs)
+		m.procs = append(m.procs, core.NewWorkspace(hs, clock, o...))
 		m.clocks = append(m.clocks, clock)
 	}
 	for i := range 2 {
@@ -216,7 +219,19 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 		}
 	case 10:
 		what = "Crash"
+		// A quarter of the time the process renews the claim while the
+		// Crash is under way (its read done, its line not yet traced), as
+		// a renewal timer of its own would: the Renew must be refused.
+		renewed, renewErr := false, error(nil)
+		if ch.IntN("renew-during-crash", 4) == 0 {
+			what = "Crash (a Renew of the claim during it)"
+			m.stores[p].hook = func() { renewed, renewErr = true, ws.Renew(m.ctx, claim, apiTTL) }
+		}
 		err = ws.Crash(m.ctx, claim)
+		m.stores[p].hook = nil
+		if renewed && renewErr == nil {
+			return what, err, fmt.Errorf("call %d: a Renew during the round's Crash was accepted", m.calls)
+		}
 	case 11:
 		what = "Advance"
 		m.clocks[p].Advance(time.Duration(ch.IntN("advance", 5)) * apiTTL / 4)
@@ -303,3 +318,36 @@ func (m *Machine) versions() ([]uint64, error) {
 
 // Lines returns the trace so far.
 func (m *Machine) Lines() []core.TraceEvent { return m.rec.Lines() }
+
+// hookStorage is one process's view of the storage: it runs a one-shot
+// hook once the next transaction returns, so that a call can be made
+// while another call of the same process is under way.
+type hookStorage struct {
+	core.Storage
+	hook func()
+}
+
+func (s *hookStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	err := s.Storage.Update(ctx, fn)
+	s.fire()
+	return err
+}
+
+// View reads read-only when the storage can, else in a transaction.
+func (s *hookStorage) View(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	var err error
+	if v, ok := s.Storage.(core.Viewer); ok {
+		err = v.View(ctx, fn)
+	} else {
+		err = s.Storage.Update(ctx, fn)
+	}
+	s.fire()
+	return err
+}
+
+func (s *hookStorage) fire() {
+	if h := s.hook; h != nil {
+		s.hook = nil
+		h()
+	}
+}
