@@ -126,7 +126,9 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // reads and refusals of a lost write's claim (its holder) from the lost
 // write's call on are left out, since they were decided from a state
 // storage no longer has, and so are the reads of any claim that saw a
-// state storage then lost (staleRead); a Crash of such a claim's process
+// state storage then lost (staleRead), unless the claim's round went on
+// and storage kept its next write (nextKeptWrite), which places the read
+// at the state that write read; a Crash of such a claim's process
 // follows its last line kept (see lostCrashes; MergedCrash tells those
 // Crash lines, which no process traced, apart). A Crash also follows the
 // writes of its claim that committed after it (crashAfterLateWrites).
@@ -181,10 +183,22 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			if !ev.Read {
 				continue
 			}
-			if c, ok := since[ev.Holder]; ok && ev.Holder != "" && ev.Call >= c {
+			c, ok := since[ev.Holder]
+			afterLost := ok && ev.Holder != "" && ev.Call >= c
+			stale := staleRead(ev, byThread)
+			if afterLost || stale {
+				if w, ok := nextKeptWrite(ev, writes); ok {
+					// The round went on, and storage kept its next write:
+					// the read is placed at the state that write read.
+					ev.Tick, ev.Return = w.Tick-1, max(ev.Return, w.Return)
+					out = append(out, ev)
+					continue
+				}
+			}
+			if afterLost {
 				continue // decided from what storage lost
 			}
-			if staleRead(ev, byThread) {
+			if stale {
 				if _, ok := since[ev.Holder]; ev.Holder != "" && !ok {
 					since[ev.Holder] = ev.Call // its round read what storage lost: a Crash ends it
 				}
@@ -196,6 +210,27 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 	crashAfterLateWrites(out, writes)
 	out = append(out, writes...)
 	return append(out, lostCrashes(out, since)...), lost
+}
+
+// nextKeptWrite returns the first write storage kept of the read's claim
+// (its holder) on its thread that was called after the read returned:
+// the claim's round went on past a read of a state storage then lost,
+// and that write committed on what storage kept. The read is then
+// explained at the state that write's transaction read (its tick less
+// one), where the checker holds it to what storage kept: the same plan,
+// or the same steering, there, or a rejection naming it.
+func nextKeptWrite(r core.TraceEvent, writes []core.TraceEvent) (core.TraceEvent, bool) {
+	var next core.TraceEvent
+	found := false
+	for _, w := range writes {
+		if r.Holder == "" || w.Holder != r.Holder || w.Thread != r.Thread || w.Call < r.Return || w.Call == 0 {
+			continue
+		}
+		if !found || w.Call < next.Call {
+			next, found = w, true
+		}
+	}
+	return next, found
 }
 
 // crashAfterLateWrites moves each Crash in reads after the last stored

@@ -138,6 +138,48 @@ func TestMergeHistoriesStaleRead(t *testing.T) {
 	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the stale Plan left out, p1's round ended by a Crash")
 }
 
+// A read that saw a state storage then lost, after which the claim's
+// round went on and storage kept its next write: here p1's Plan (a run of
+// message 1) saw the state the lost Post of message 2 made, the poster
+// posted message 2 again, and p1's RunStart of message 1 committed after
+// that. The Plan is placed at the
+// state the RunStart read (tick 3), where it holds, and the trace of what
+// storage kept is accepted. Before, the Plan was left out and the kept
+// RunStart rejected (`guard pc[p] = "planned" fails`; the fleet's `lose`
+// nemesis on unmutated code).
+func TestMergeHistoriesStaleReadThenKeptWrite(t *testing.T) {
+	h1 := core.Holder("h1")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+		{Tick: 4, Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: h1, Msg: 1, Run: 1, Taken: 1, Lease: h1},
+	}
+	poster := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 30, Return: 40}, // lost
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 1, Taken: 0, Call: 50, Return: 60},
+		{Tick: 4, Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: h1, Msg: 1, Run: 1, Taken: 1, Lease: h1, Call: 1100, Return: 1110},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
+	require.Len(t, lost, 1)
+	var actions []string
+	var ordered []core.TraceEvent
+	for _, l := range tracecheck.Order(lines) {
+		for _, x := range l.Lines {
+			actions = append(actions, string(x.Ev.Action))
+			ordered = append(ordered, *x.Ev)
+		}
+	}
+	require.Equal(t, []string{"Post", "Claim", "Post", "Plan", "RunStart"}, actions, "the stale Plan placed at the state the RunStart read")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
+}
+
 // A Renew whose commit its process could not learn (its COMMIT held past
 // the caller's deadline), so that the round ended with a Crash, and which
 // then committed: the Crash follows it in the trace, since the process
