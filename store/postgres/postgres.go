@@ -91,6 +91,10 @@ type Store struct {
 	// wakeAll: Wakeups wakes for every thread, as before the listeners
 	// shared the threads out (a benchmark's before).
 	wakeAll bool
+	// tripsAlone: every one-trip write is sent on its own, as before the
+	// Store's trips carried several in one round trip (a benchmark's
+	// before).
+	tripsAlone bool
 
 	mu       sync.Mutex
 	cache    map[core.ThreadID]*cacheEntry
@@ -99,6 +103,8 @@ type Store struct {
 	stats stats
 
 	hub eventHub // WatchEvents' shared listener
+
+	trips trips // the one-trip writes waiting to be sent, and whether some are in flight
 
 	// txns are transactions' values, reused: a write allocates little.
 	// A txn holds nothing that outlives its transaction (the cache

@@ -126,10 +126,11 @@ type runnerSetup struct {
 	// before, when set, runs once the threads exist, before any runner
 	// starts (to post work the runners then drain).
 	before func(br *benchRunners)
-	// readPost and wakeAll undo a lever, for a before in the same run: the
-	// poster reads the thread before it posts (two round trips), and
-	// every post wakes every runner.
-	readPost, wakeAll bool
+	// readPost, wakeAll and tripsAlone undo a lever, for a before in the
+	// same run: the poster reads the thread before it posts (two round
+	// trips), every post wakes every runner, and the runners' Stores send
+	// each one-trip write on its own.
+	readPost, wakeAll, tripsAlone bool
 }
 
 // startRunners creates the threads and starts the runners, each waiting
@@ -164,7 +165,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.wakeAll = cfg.wakeAll
+		s.wakeAll, s.tripsAlone = cfg.wakeAll, cfg.tripsAlone
 		stores = append(stores, s)
 		p := &probe{Storage: s, poll: cfg.pollEvery}
 		br.probes = append(br.probes, p)
@@ -332,10 +333,10 @@ func postAll(b *testing.B, br *benchRunners, n, posters int) {
 
 // throughputCase is one run of benchThroughput.
 type throughputCase struct {
-	opts              Options
-	before            bool
-	posters           int
-	readPost, wakeAll bool // runnerSetup's
+	opts                          Options
+	before                        bool
+	posters                       int
+	readPost, wakeAll, tripsAlone bool // runnerSetup's
 }
 
 func benchThroughput(b *testing.B, c throughputCase) {
@@ -351,7 +352,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	setup := runnerSetup{
 		runners: runners, threads: threads, opts: opts,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
-		readPost: c.readPost, wakeAll: c.wakeAll,
+		readPost: c.readPost, wakeAll: c.wakeAll, tripsAlone: c.tripsAlone,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(context.Context, *runner.Session) error {
 				if started.Add(1) == n {
@@ -499,32 +500,36 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 // one run, alternated with -count: BenchmarkRunnerThroughput's
 // posted=during with 4 and 16 posters, each with
 //
-//	lever=none       a post reads the thread first (two round trips), and
-//	                 wakes every runner: the code before the levers
-//	lever=post       a post is one statement (PostMessage)
-//	lever=post+wake  and wakes one runner (Wakeups' share)
+//	lever=none             a post reads the thread first (two round trips),
+//	                       wakes every runner, and each runner write goes
+//	                       alone: the code before the levers
+//	lever=post             a post is one statement (PostMessage)
+//	lever=post+wake        and wakes one runner (Wakeups' share)
+//	lever=post+wake+trips  and the writes ready at once go in one round
+//	                       trip (trips.go)
 //
-// and posted=before (the drain) with and without the share.
+// and posted=before (the drain) with and without the share and the
+// trips.
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RunnerLevers -benchtime 10000x -count 3
 func BenchmarkRunnerLevers(b *testing.B) {
 	speculative := readModes[0].opts
 	for _, posters := range []int{4, 16} {
 		for _, l := range []struct {
-			name              string
-			readPost, wakeAll bool
-		}{{"none", true, true}, {"post", false, true}, {"post+wake", false, false}} {
+			name                          string
+			readPost, wakeAll, tripsAlone bool
+		}{{"none", true, true, true}, {"post", false, true, true}, {"post+wake", false, false, true}, {"post+wake+trips", false, false, false}} {
 			b.Run(fmt.Sprintf("posted=during/posters=%d/lever=%s", posters, l.name), func(b *testing.B) {
-				benchThroughput(b, throughputCase{opts: speculative, posters: posters, readPost: l.readPost, wakeAll: l.wakeAll})
+				benchThroughput(b, throughputCase{opts: speculative, posters: posters, readPost: l.readPost, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone})
 			})
 		}
 	}
 	for _, l := range []struct {
-		name    string
-		wakeAll bool
-	}{{"none", true}, {"wake", false}} {
+		name                string
+		wakeAll, tripsAlone bool
+	}{{"none", true, true}, {"wake", false, true}, {"wake+trips", false, false}} {
 		b.Run("posted=before/lever="+l.name, func(b *testing.B) {
-			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll})
+			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone})
 		})
 	}
 }
