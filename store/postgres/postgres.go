@@ -118,6 +118,8 @@ type stats struct {
 	roundTrips   atomic.Int64 // batches sent and waited for
 	transactions atomic.Int64 // transactions attempted (a retried one counts twice), and polls
 	conflicts    atomic.Int64 // speculating transactions whose check failed
+	tripWrites   atomic.Int64 // one-trip writes sent (trips.go)
+	tripSends    atomic.Int64 // the round trips that carried them
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value

@@ -85,9 +85,11 @@ type benchRunners struct {
 // transactions the runners' Stores made (and the speculating writes whose
 // check failed), the poster's round trips, the runners' polls
 // (PendingThreads), their turns, the turns that found the thread
-// claimed by another (busy) and the wake-ups they received, counted from
-// zero at b.ResetTimer.
-func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [8]int64) {
+// claimed by another (busy) and the wake-ups they received, and the
+// runners' one-trip writes (trip-writes) with the round trips that
+// carried them (trip-sends: fewer when several went together, trips.go),
+// counted from zero at b.ResetTimer.
+func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [10]int64) {
 	now := br.counts()
 	per := func(i int) float64 { return float64(now[i]-base[i]) / float64(n) }
 	b.ReportMetric(per(0), "roundtrips/msg")
@@ -98,14 +100,18 @@ func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [8]int64) {
 	b.ReportMetric(per(5), "turns/msg")
 	b.ReportMetric(per(6), "busy-turns/msg")
 	b.ReportMetric(per(7), "wakeups/msg")
+	b.ReportMetric(per(8), "trip-writes/msg")
+	b.ReportMetric(per(9), "trip-sends/msg")
 }
 
-func (br *benchRunners) counts() [8]int64 {
-	var c [8]int64
+func (br *benchRunners) counts() [10]int64 {
+	var c [10]int64
 	for _, s := range br.stores {
 		c[0] += s.stats.roundTrips.Load()
 		c[1] += s.stats.transactions.Load()
 		c[2] += s.stats.conflicts.Load()
+		c[8] += s.stats.tripWrites.Load()
+		c[9] += s.stats.tripSends.Load()
 	}
 	c[3] = br.posterS.stats.roundTrips.Load()
 	for _, p := range br.probes {
@@ -375,7 +381,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	defer br.stop()
 	// posted=before: the runners' counts start at zero; the poster's
 	// round trips are not counted.
-	base := [8]int64{3: br.posterS.stats.roundTrips.Load()}
+	base := [10]int64{3: br.posterS.stats.roundTrips.Load()}
 	start := br.started
 	if !before {
 		settle()

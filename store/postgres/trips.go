@@ -95,6 +95,8 @@ func (q *trips) send(ctx context.Context, t *txn) error {
 	t.trip.ctx = ctx
 	if t.s.tripsAlone {
 		t.s.stats.roundTrips.Add(1)
+		t.s.stats.tripWrites.Add(1)
+		t.s.stats.tripSends.Add(1)
 		return t.sendAlone(ctx)
 	}
 	q.mu.Lock()
@@ -139,6 +141,8 @@ func (q *trips) send(ctx context.Context, t *txn) error {
 // that queued meanwhile, if any.
 func (q *trips) lead(ctx context.Context, leader *txn, batch []*txn) {
 	leader.s.stats.roundTrips.Add(1)
+	leader.s.stats.tripWrites.Add(int64(max(len(batch), 1)))
+	leader.s.stats.tripSends.Add(1)
 	if len(batch) <= 1 {
 		leader.trip.err = leader.sendAlone(ctx)
 	} else {

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/sim"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // tripThreads creates n threads, posts a message to each and claims each
@@ -140,4 +142,27 @@ func TestTripsTogether(t *testing.T) {
 	require.NoError(t, <-done)
 	_, _, version, _ = rowCounts(t, admin(t), s.Schema(), "t4")
 	require.Equal(t, version4, version, "t4 renewed by a write that left the queue")
+}
+
+// The concurrent executions (sim.RunConcurrent, run -concurrent) on a
+// Store, with enough threads and runners that their writes meet in the
+// Store's trips: the invariants hold, every message is consumed, the Go
+// trace checker accepts the trace, and some writes went together (fewer
+// round trips carried the one-trip writes than there were writes). An
+// execution whose writes never met is followed by another seed, up to 5.
+func TestTripsInConcurrentExecutions(t *testing.T) {
+	t.Parallel() // schemas of their own
+	for seed := range uint64(5) {
+		s := newStore(t)
+		res, err := sim.RunConcurrent(context.Background(), sim.ConcurrentConfig{Seed: seed, Procs: 4, Threads: 8, Storage: s})
+		require.NoError(t, err, "seed %d", seed)
+		_, err = tracecheck.Check(res.Lines)
+		require.NoError(t, err, "seed %d", seed)
+		writes, sends := s.stats.tripWrites.Load(), s.stats.tripSends.Load()
+		t.Logf("seed %d: %d one-trip writes in %d round trips", seed, writes, sends)
+		if writes > sends {
+			return
+		}
+	}
+	t.Fatal("in 5 concurrent executions, no two one-trip writes went in one round trip")
 }
