@@ -181,3 +181,74 @@ func (h *held) stop(t *testing.T) {
 	h.cancel()
 	require.NoError(t, waitFor(t, h.done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
+
+// With a Wake, a turn's end does not make Run look when no wake-up came
+// since the turn began and its last look is less than PollEvery old: the
+// other threads with work are those whose wake-up went to another runner
+// (issue 25's busy claims). A message posted meanwhile without a wake-up
+// waits for one (or for the poll); the wake-up makes Run look.
+func TestRunTurnEndWithoutWakeDoesNotLook(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	wake := make(chan struct{}, 1)
+	ended := make(chan runner.TurnReport, 4)
+	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery = wake, time.Hour
+		c.OnTurn = func(r runner.TurnReport) { ended <- r }
+	}})
+	newThread(t, a.ws, "t1", "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	require.Equal(t, runner.OutcomeDone, waitFor(t, ended, "the turn on t1 to end").Outcome)
+	before := a.clock.Waiters()
+	waitUntil(t, func() bool { return a.clock.Waiters() > before }, "Run to wait again after the turn's end")
+	require.Equal(t, int64(1), s.polls.Load(), "Run looked at a turn's end with no wake-up since the turn began")
+	_, err := a.ws.Post(ctx, "t1", "m2")
+	require.NoError(t, err)
+	time.Sleep(20 * time.Millisecond) // a Run that looked would claim t1 here
+	require.Equal(t, int64(1), s.polls.Load())
+	woken(t, a, wake)
+	waitUntil(t, func() bool {
+		th, err := a.ws.Thread(context.Background(), "t1")
+		require.NoError(t, err)
+		return th.Taken == 2
+	}, "Run, woken, to consume t1's second message")
+	cancel()
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+}
+
+// A wake-up Run takes while a turn holds the thread it was for finds the
+// thread held, and leaves it; the turn's end then makes Run look, so a
+// message the turn left (here a bounded turn that yielded) is not left
+// for the poll.
+func TestRunTurnEndAfterWakeLooks(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	wake := make(chan struct{}, 1)
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	var runs atomic.Int64
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
+		started <- struct{}{}
+		if runs.Add(1) == 1 {
+			<-release
+		}
+		return nil
+	})
+	a := newProc(t, s, "A", procOpts{agent: agent, cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery, c.MaxTurnMessages = wake, time.Hour, 1
+	}})
+	newThread(t, a.ws, "t1", "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitFor(t, started, "the agent of t1's first run to start")
+	_, err := a.ws.Post(ctx, "t1", "m2")
+	require.NoError(t, err)
+	woken(t, a, wake) // t1 is held by Run's own turn: the look leaves it
+	close(release)    // the turn yields after one message, m2 left
+	waitFor(t, started, "the agent of t1's second run to start, without a poll")
+	cancel()
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+}
