@@ -24,6 +24,16 @@ func (p *pollCounter) PendingThreads(ctx context.Context) ([]core.PendingThread,
 	return p.Store.PendingThreads(ctx)
 }
 
+// waitTaken waits until the thread's taken cursor is n.
+func waitTaken(t *testing.T, ws *core.Workspace, id core.ThreadID, n core.Seq, what string) {
+	t.Helper()
+	waitUntil(t, func() bool {
+		th, err := ws.Thread(context.Background(), id)
+		require.NoError(t, err)
+		return th.Taken == n
+	}, what)
+}
+
 // woken sends a wake-up to a runner waiting on clock and returns once
 // Run has looked and waits again (it asked the clock for its next poll).
 func woken(t *testing.T, p *proc, wake chan<- struct{}) {
@@ -65,11 +75,7 @@ func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	require.Len(t, wake, 1, "Run took a wake-up with every turn slot taken")
 	require.Equal(t, polls, s.polls.Load(), "Run polled with every turn slot taken")
 	close(release)
-	waitUntil(t, func() bool {
-		th, err := a.ws.Thread(context.Background(), "t2")
-		require.NoError(t, err)
-		return th.Taken == 1
-	}, "Run to consume t2's message once t1's turn ended")
+	waitTaken(t, a.ws, "t2", 1, "Run to consume t2's message once t1's turn ended")
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
@@ -168,11 +174,7 @@ func runHeld(t *testing.T, s core.Storage) *held {
 // its message.
 func (h *held) takenOver(t *testing.T) {
 	t.Helper()
-	waitUntil(t, func() bool {
-		th, err := h.a.ws.Thread(context.Background(), "t")
-		require.NoError(t, err)
-		return th.Taken == 1
-	}, "Run to take t over once B's lease expired")
+	waitTaken(t, h.a.ws, "t", 1, "Run to take t over once B's lease expired")
 }
 
 // stop ends A's Run and checks that it returned for that reason.
@@ -209,11 +211,7 @@ func TestRunTurnEndWithoutWakeDoesNotLook(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // a Run that looked would claim t1 here
 	require.Equal(t, int64(1), s.polls.Load())
 	woken(t, a, wake)
-	waitUntil(t, func() bool {
-		th, err := a.ws.Thread(context.Background(), "t1")
-		require.NoError(t, err)
-		return th.Taken == 2
-	}, "Run, woken, to consume t1's second message")
+	waitTaken(t, a.ws, "t1", 2, "Run, woken, to consume t1's second message")
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
