@@ -137,9 +137,9 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread, and looks for work every PollEvery, at once when Wake
 // delivers (once Wake is closed, it polls), and when a turn ends; with a
-// Wake, a turn's end makes it look only when a wake-up came while its
-// slots were all taken, or its last look is PollEvery old (so it still
-// looks at least every PollEvery).
+// Wake, a turn's end makes it look only when a wake-up came since the
+// turn began or waits (a skipped look keeps the last look's poll timer,
+// so it still looks at least every PollEvery).
 //
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first (from a point of that order drawn
@@ -187,7 +187,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		s.wg.Wait()
 		r.endOpenRounds(ctx)
 	}()
-	var looked time.Time // Run's last look, by its clock
+	var poll <-chan time.Time // the timer of Run's last look
 	look := true
 	for {
 		if look {
@@ -197,7 +197,6 @@ func (r *Runner) Run(ctx context.Context) error {
 		// Run look.
 		if look && (!s.full() || len(s.takeovers) < cap(s.takeovers)) {
 			lapsed, free := s.look()
-			looked = r.cfg.Clock.Now()
 			for _, id := range lapsed {
 				if ctx.Err() != nil || !s.launch(id, true) {
 					break
@@ -209,12 +208,12 @@ func (r *Runner) Run(ctx context.Context) error {
 				}
 			}
 		}
-		w, poll := &wake, r.cfg.PollEvery
+		if look {
+			poll = r.cfg.Clock.After(r.cfg.PollEvery)
+		}
+		w := &wake
 		if s.full() {
 			w = &noWake // a wake-up brings no expired lease
-		}
-		if !look {
-			poll -= r.cfg.Clock.Now().Sub(looked) // the look skipped keeps its time
 		}
 		why := r.wait(ctx, w, s.ended, poll)
 		switch why {
@@ -223,24 +222,24 @@ func (r *Runner) Run(ctx context.Context) error {
 		case waitWoken:
 			s.woken()
 		}
-		look = why != waitTurnEnded || !s.skipLook(&wake, looked)
+		look = why != waitTurnEnded || !s.skipLook(&wake)
 	}
 }
 
 // skipLook reports whether a turn's end may leave Run's look for its
-// next wake-up or poll: Run has a Wake that is not closed, its last look
-// (at looked) was less than PollEvery ago, and no wake-up came since the
-// turns that ended began (one that came while their threads were held,
-// a look passed over) nor waits now. The threads with work then are
+// next wake-up or poll (the timer its last look set, which a skipped look
+// keeps): Run has a Wake that is not closed, and no wake-up came since
+// the turns that ended began (one that came while their threads were
+// held, a look passed over) nor waits now. The threads with work then are
 // those whose wake-up went to another runner, or those a holder works
 // (whose turn plans every message posted meanwhile, and whose Release
 // that leaves work wakes a runner). A waiting wake-up is taken, and Run
 // looks.
-func (s *scheduler) skipLook(wake *<-chan struct{}, looked time.Time) bool {
+func (s *scheduler) skipLook(wake *<-chan struct{}) bool {
 	s.mu.Lock()
 	woken := s.wokenTurns
 	s.mu.Unlock()
-	if *wake == nil || woken || s.r.cfg.Clock.Now().Sub(looked) >= s.r.cfg.PollEvery {
+	if *wake == nil || woken {
 		return false
 	}
 	select {
@@ -398,13 +397,14 @@ const (
 	waitWoken                       // a wake-up, or Wake closed
 )
 
-// wait waits for a reason to look for work: poll passing, a turn's end,
-// or a wake-up (once wake is closed, polling alone), and returns it.
-func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan struct{}, poll time.Duration) waitReason {
+// wait waits for a reason to look for work: the poll's timer firing, a
+// turn's end, or a wake-up (once wake is closed, polling alone), and
+// returns it.
+func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan struct{}, poll <-chan time.Time) waitReason {
 	select {
 	case <-ctx.Done():
 		return waitStopped
-	case <-r.cfg.Clock.After(poll):
+	case <-poll:
 		return waitPoll
 	case <-ended:
 		return waitTurnEnded
