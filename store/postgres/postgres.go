@@ -354,9 +354,10 @@ func (s *Store) distrust(as []assumption) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range as {
-		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease {
+		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease && !e.distrusted {
 			// The same state and append rights, not to be speculated on.
-			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, last: e.last, state: e.state, lease: e.lease, cow: e.cow}
+			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, last: e.last, state: e.state, lease: e.lease,
+				ownLease: true, distrusted: true, cow: e.cow}
 		}
 	}
 }

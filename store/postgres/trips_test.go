@@ -166,3 +166,27 @@ func TestTripsInConcurrentExecutions(t *testing.T) {
 	}
 	t.Fatal("in 5 concurrent executions, no two one-trip writes went in one round trip")
 }
+
+// A write whose check failed (another Store posted to the thread the
+// Store holds) runs again with locking reads; the write after it, the
+// locking one having committed, speculates again: one round trip, no
+// check failed. (Before, the thread stayed out of speculation until the
+// lease's next write, and every write of the turn took two round trips.)
+func TestSpeculationResumesAfterConflict(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	a, c := claimedThread(t, s)
+	other := openStore(t, poolConfig(t, randomName("tc_")), s.Schema())
+	_, err := newProc(other, "poster").ws.Post(ctx, "t", "m2")
+	require.NoError(t, err)
+	trips, conflicts := s.stats.roundTrips.Load(), s.stats.conflicts.Load()
+	run, err := a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), s.stats.conflicts.Load()-conflicts, "the start's check, failed on the other Store's post")
+	require.Equal(t, int64(1+2), s.stats.roundTrips.Load()-trips, "the failed check, then the start with locking reads")
+	trips = s.stats.roundTrips.Load()
+	require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
+	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "the run's end, speculating again")
+	require.Equal(t, int64(1), s.stats.conflicts.Load()-conflicts)
+}

@@ -371,7 +371,7 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		return nil, t.err
 	}
 	c := t.s.cached(id)
-	if c != nil && t.speculate && !t.begun && c.ownLease {
+	if c != nil && t.speculate && !t.begun && c.ownLease && !c.distrusted {
 		if _, seen := t.leases[id]; !seen {
 			th := t.newThread()
 			*th = txThread{created: c.created, n: c.n, last: c.last, state: c.state, base: c, cow: c.cow, ownLease: true}
