@@ -24,16 +24,6 @@ func (p *pollCounter) PendingThreads(ctx context.Context) ([]core.PendingThread,
 	return p.Store.PendingThreads(ctx)
 }
 
-// waitTaken waits until the thread's taken cursor is n.
-func waitTaken(t *testing.T, ws *core.Workspace, id core.ThreadID, n core.Seq, what string) {
-	t.Helper()
-	waitUntil(t, func() bool {
-		th, err := ws.Thread(context.Background(), id)
-		require.NoError(t, err)
-		return th.Taken == n
-	}, what)
-}
-
 // woken sends a wake-up to a runner waiting on clock and returns once
 // Run has looked and waits again (it asked the clock for its next poll).
 func woken(t *testing.T, p *proc, wake chan<- struct{}) {
@@ -75,7 +65,11 @@ func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	require.Len(t, wake, 1, "Run took a wake-up with every turn slot taken")
 	require.Equal(t, polls, s.polls.Load(), "Run polled with every turn slot taken")
 	close(release)
-	waitTaken(t, a.ws, "t2", 1, "Run to consume t2's message once t1's turn ended")
+	waitUntil(t, func() bool {
+		th, err := a.ws.Thread(context.Background(), "t2")
+		require.NoError(t, err)
+		return th.Taken == 1
+	}, "Run to consume t2's message once t1's turn ended")
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
@@ -174,7 +168,11 @@ func runHeld(t *testing.T, s core.Storage) *held {
 // its message.
 func (h *held) takenOver(t *testing.T) {
 	t.Helper()
-	waitTaken(t, h.a.ws, "t", 1, "Run to take t over once B's lease expired")
+	waitUntil(t, func() bool {
+		th, err := h.a.ws.Thread(context.Background(), "t")
+		require.NoError(t, err)
+		return th.Taken == 1
+	}, "Run to take t over once B's lease expired")
 }
 
 // stop ends A's Run and checks that it returned for that reason.
@@ -182,70 +180,4 @@ func (h *held) stop(t *testing.T) {
 	t.Helper()
 	h.cancel()
 	require.NoError(t, waitFor(t, h.done, "Run to return once its context ended"), "a stopped runner returns nil")
-}
-
-// With a Wake, a turn's end does not make Run look when no wake-up came
-// since the turn began and its last look is less than PollEvery old: the
-// other threads with work are those whose wake-up went to another runner
-// (issue 25's busy claims). A message posted meanwhile without a wake-up
-// waits for one (or for the poll); the wake-up makes Run look.
-func TestRunTurnEndWithoutWakeDoesNotLook(t *testing.T) {
-	s := &pollCounter{Store: memory.New()}
-	wake := make(chan struct{}, 1)
-	ended := make(chan runner.TurnReport, 4)
-	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
-		c.Wake, c.PollEvery = wake, time.Hour
-		c.OnTurn = func(r runner.TurnReport) { ended <- r }
-	}})
-	newThread(t, a.ws, "t1", "m1")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- a.r.Run(ctx) }()
-	require.Equal(t, runner.OutcomeDone, waitFor(t, ended, "the turn on t1 to end").Outcome)
-	time.Sleep(20 * time.Millisecond) // a Run that looked at the turn's end would poll here
-	require.Equal(t, int64(1), s.polls.Load(), "Run looked at a turn's end with no wake-up since the turn began")
-	_, err := a.ws.Post(ctx, "t1", "m2")
-	require.NoError(t, err)
-	time.Sleep(20 * time.Millisecond) // a Run that looked would claim t1 here
-	require.Equal(t, int64(1), s.polls.Load())
-	woken(t, a, wake)
-	waitTaken(t, a.ws, "t1", 2, "Run, woken, to consume t1's second message")
-	cancel()
-	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
-}
-
-// A wake-up Run takes while a turn holds the thread it was for finds the
-// thread held, and leaves it; the turn's end then makes Run look, so a
-// message the turn left (here a bounded turn that yielded) is not left
-// for the poll.
-func TestRunTurnEndAfterWakeLooks(t *testing.T) {
-	s := &pollCounter{Store: memory.New()}
-	wake := make(chan struct{}, 1)
-	release := make(chan struct{})
-	started := make(chan struct{}, 2)
-	var runs atomic.Int64
-	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
-		started <- struct{}{}
-		if runs.Add(1) == 1 {
-			<-release
-		}
-		return nil
-	})
-	a := newProc(t, s, "A", procOpts{agent: agent, cfg: func(c *runner.Config) {
-		c.Wake, c.PollEvery, c.MaxTurnMessages = wake, time.Hour, 1
-	}})
-	newThread(t, a.ws, "t1", "m1")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error)
-	go func() { done <- a.r.Run(ctx) }()
-	waitFor(t, started, "the agent of t1's first run to start")
-	_, err := a.ws.Post(ctx, "t1", "m2")
-	require.NoError(t, err)
-	woken(t, a, wake) // t1 is held by Run's own turn: the look leaves it
-	close(release)    // the turn yields after one message, m2 left
-	waitFor(t, started, "the agent of t1's second run to start, without a poll")
-	cancel()
-	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }

@@ -136,10 +136,7 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // failure. (Before issue 24 it returned ctx's error; a caller that wants
 // to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread, and looks for work every PollEvery, at once when Wake
-// delivers (once Wake is closed, it polls), and when a turn ends; with a
-// Wake, a turn's end makes it look only when a wake-up came since the
-// turn began or waits (a skipped look keeps the last look's poll timer,
-// so it still looks at least every PollEvery).
+// delivers (once Wake is closed, it polls), and whenever a turn ends.
 //
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first (from a point of that order drawn
@@ -159,11 +156,7 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // Run spends no storage round trip it can do without, since those are
 // what bounds how many messages a fleet consumes a second: while all its
 // turns are going it looks only every PollEvery, for expired leases (a
-// turn's end makes it look, a wake-up does not); with a Wake, a turn's
-// end does not make it look unless a wake-up says there is work, since
-// the other threads with work are those whose wake-up went to another
-// runner (issue 25: those looks were most of the claims that found the
-// thread taken); it leaves out the
+// turn's end makes it look, a wake-up does not); it leaves out the
 // threads whose lease another holder has and has not let expire (that
 // holder's turn plans every message posted meanwhile, and a storage that
 // wakes runners, as the PostgreSQL Store does, wakes them again when the
@@ -187,78 +180,35 @@ func (r *Runner) Run(ctx context.Context) error {
 		s.wg.Wait()
 		r.endOpenRounds(ctx)
 	}()
-	var poll <-chan time.Time // the timer of Run's last look
-	look := true
 	for {
-		if look {
-			r.retryCrashes(ctx)
-		}
-		// Every slot taken, nothing found could start: a turn's end makes
-		// Run look.
-		if look && (!s.full() || len(s.takeovers) < cap(s.takeovers)) {
-			lapsed, free := s.look()
-			for _, id := range lapsed {
-				if ctx.Err() != nil || !s.launch(id, true) {
-					break
-				}
+		r.retryCrashes(ctx)
+		if s.full() && len(s.takeovers) == cap(s.takeovers) {
+			// Every slot is taken: nothing found could start. A turn's
+			// end makes Run look.
+			if !r.wait(ctx, &noWake, s.ended) {
+				return nil
 			}
-			for _, id := range free {
-				if ctx.Err() != nil || !s.launch(id, false) {
-					break
-				}
+			continue
+		}
+		lapsed, free := s.look()
+		for _, id := range lapsed {
+			if ctx.Err() != nil || !s.launch(id, true) {
+				break
 			}
 		}
-		if look {
-			poll = r.cfg.Clock.After(r.cfg.PollEvery)
+		for _, id := range free {
+			if ctx.Err() != nil || !s.launch(id, false) {
+				break
+			}
 		}
 		w := &wake
 		if s.full() {
 			w = &noWake // a wake-up brings no expired lease
 		}
-		why := r.wait(ctx, w, s.ended, poll)
-		switch why {
-		case waitStopped:
+		if !r.wait(ctx, w, s.ended) {
 			return nil
-		case waitWoken:
-			s.woken()
 		}
-		look = why != waitTurnEnded || !s.skipLook(&wake)
 	}
-}
-
-// skipLook reports whether a turn's end may leave Run's look for its
-// next wake-up or poll (the timer its last look set, which a skipped look
-// keeps): Run has a Wake that is not closed, and no wake-up came since
-// the turns that ended began (one that came while their threads were
-// held, a look passed over) nor waits now. The threads with work then are
-// those whose wake-up went to another runner, or those a holder works
-// (whose turn plans every message posted meanwhile, and whose Release
-// that leaves work wakes a runner). A waiting wake-up is taken, and Run
-// looks.
-func (s *scheduler) skipLook(wake *<-chan struct{}) bool {
-	s.mu.Lock()
-	woken := s.wokenTurns
-	s.mu.Unlock()
-	if *wake == nil || woken {
-		return false
-	}
-	select {
-	case _, ok := <-*wake:
-		if !ok {
-			*wake = nil // closed: polling alone from now on
-		}
-		s.woken()
-		return false
-	default:
-		return true
-	}
-}
-
-// woken counts a wake-up Run took.
-func (s *scheduler) woken() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.wakes++
 }
 
 // scheduler is one Run's state: its turn slots and takeover slots, the
@@ -276,10 +226,6 @@ type scheduler struct {
 	busy  map[core.ThreadID]bool
 	held  map[core.ThreadID]time.Time // threads found claimed by another, and when
 	start int                         // turns started, which rotates the free threads
-	wakes int                         // wake-ups Run took
-	// wokenTurns: a turn that ended since the last look began before a
-	// wake-up Run took (skipLook).
-	wokenTurns bool
 }
 
 // full reports whether every ordinary turn slot is taken.
@@ -290,9 +236,6 @@ func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
 // the turns started so far.
 func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 	r := s.r
-	s.mu.Lock()
-	s.wokenTurns = false // the listing sees what those turns left
-	s.mu.Unlock()
 	list, err := r.ws.Pending(s.ctx)
 	if err != nil && s.ctx.Err() == nil {
 		r.cfg.Logger.Warn("list threads with work", "err", err)
@@ -364,16 +307,12 @@ func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
 	}
 	s.busy[id] = true
 	s.start++
-	wakes := s.wakes
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		o, _ := s.r.work(s.ctx, id, takeover)
 		s.mu.Lock()
 		delete(s.busy, id)
-		if s.wakes != wakes {
-			s.wokenTurns = true
-		}
 		if o == OutcomeBusy {
 			s.held[id] = s.r.cfg.Clock.Now()
 		}
@@ -387,33 +326,21 @@ func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
 	return true
 }
 
-// waitReason is what ended Run's wait.
-type waitReason int
-
-const (
-	waitStopped   waitReason = iota // ctx ended
-	waitPoll                        // the poll's time came
-	waitTurnEnded                   // a turn ended
-	waitWoken                       // a wake-up, or Wake closed
-)
-
-// wait waits for a reason to look for work: the poll's timer firing, a
-// turn's end, or a wake-up (once wake is closed, polling alone), and
-// returns it.
-func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan struct{}, poll <-chan time.Time) waitReason {
+// wait waits for a reason to look for work: PollEvery passing, a turn's
+// end, or a wake-up (once wake is closed, polling alone). It returns false
+// when ctx ended.
+func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan struct{}) bool {
 	select {
 	case <-ctx.Done():
-		return waitStopped
-	case <-poll:
-		return waitPoll
+		return false
+	case <-r.cfg.Clock.After(r.cfg.PollEvery):
 	case <-ended:
-		return waitTurnEnded
 	case _, ok := <-*wake:
 		if !ok {
 			*wake = nil // closed: polling alone from now on
 		}
-		return waitWoken
 	}
+	return true
 }
 
 // TakeTurns takes a turn, one at a time, on each thread that has a message
