@@ -136,9 +136,8 @@ func (q *trips) send(ctx context.Context, t *txn) error {
 }
 
 // lead sends batch, which begins with leader (nil: leader alone), on
-// leader's connection,
-// hands each write its outcome, and then the lead to the first write
-// that queued meanwhile, if any.
+// leader's connection, hands each write its outcome, and then the lead to
+// the first write that queued meanwhile, if any.
 func (q *trips) lead(ctx context.Context, leader *txn, batch []*txn) {
 	leader.s.stats.roundTrips.Add(1)
 	leader.s.stats.tripWrites.Add(int64(max(len(batch), 1)))
