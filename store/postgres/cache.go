@@ -25,7 +25,12 @@ type cacheEntry struct {
 	// process is expected to write the thread until the lease is released
 	// or lapses; a transaction may speculate on the entry (see txn).
 	ownLease bool
-	cow      cow
+	// distrusted: a check that speculated on the entry failed (Store's
+	// distrust), so no transaction speculates on it; the next transaction
+	// that reads the thread from the server and commits leaves an entry
+	// that is not.
+	distrusted bool
+	cow        cow
 	// rights holds the append rights this entry made new (cow.append
 	// points here, or at an earlier entry's).
 	rights [nSlices]atomic.Bool
@@ -115,7 +120,7 @@ func own[T any](th *txThread, i int, s *[]T) {
 // transaction commits, or th.base when it left the state as it found it.
 func (th *txThread) entry(lease core.Lease, leaseKnown bool) *cacheEntry {
 	if th.base != nil && !th.cow.header && th.base.n == th.n &&
-		th.base.lease == lease && th.base.ownLease == th.ownLease {
+		th.base.lease == lease && th.base.ownLease == th.ownLease && !th.base.distrusted {
 		return th.base
 	}
 	e := &cacheEntry{created: th.created, n: th.n, last: th.last, state: th.state, lease: lease, ownLease: th.ownLease && leaseKnown}

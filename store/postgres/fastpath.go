@@ -17,17 +17,19 @@ import (
 
 // commitOneTrip sends a transaction that has sent nothing yet — the
 // check of what it assumed, its writes — as one pipeline of prepared
-// statements on the connection's pgconn, with the arguments encoded into
-// one reused buffer, and no BEGIN or COMMIT: the statements of one
-// pipeline (one Sync) run as one implicit transaction, which commits when
-// the last succeeds and rolls back whole when one fails. A write on one
-// thread (a RunStart, RunEnd, Abandon, Reply, or a Post under the Store's
-// own lease) is then a single SQL statement, checkedWriteSQL, and so is a
-// Renew or a Release (checkedLeaseSQL): one round trip, one statement,
-// and no PL/pgSQL. It returns the error of the first statement that
+// statements, with the arguments encoded into the transaction's reused
+// buffer, and no BEGIN or COMMIT: the statements up to one Sync run as
+// one implicit transaction, which commits when the last succeeds and
+// rolls back whole when one fails. A write on one thread (a RunStart,
+// RunEnd, Abandon, Reply, or a Post under the Store's own lease) is then
+// a single SQL statement, checkedWriteSQL, and so is a Renew or a Release
+// (checkedLeaseSQL): one statement, and no PL/pgSQL. It goes in the
+// Store's next round trip (trips.go): at once when none is in flight,
+// else with the other writes that became ready meanwhile, each behind a
+// Sync of its own. It returns the error of the first statement that
 // failed, or of the connection.
 func (t *txn) commitOneTrip(ctx context.Context) error {
-	b := &pgconn.Batch{}
+	t.trip.stmts = t.trip.stmts[:0]
 	for i := range t.assumed {
 		// The check, and the thread row's UPDATE when the thread was
 		// written, in one statement.
@@ -61,7 +63,7 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 		} else {
 			args = append(args, end[:]...)
 		}
-		if err := t.exec(ctx, b, sql, args...); err != nil {
+		if err := t.exec(ctx, sql, args...); err != nil {
 			return err
 		}
 	}
@@ -70,7 +72,7 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 		if st.sql == "" {
 			continue
 		}
-		if err := t.exec(ctx, b, st.sql, st.args[:st.n]...); err != nil {
+		if err := t.exec(ctx, st.sql, st.args[:st.n]...); err != nil {
 			return err
 		}
 	}
@@ -78,17 +80,28 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 	for id, th := range t.threads {
 		if th.dirty {
 			st := t.saveRow(string(id), th)
-			if err := t.exec(ctx, b, st.sql, st.args[:st.n]...); err != nil {
+			if err := t.exec(ctx, st.sql, st.args[:st.n]...); err != nil {
 				return err
 			}
 			th.dirty = false
 		}
 	}
 	t.begun = true
-	t.s.stats.roundTrips.Add(1)
+	return t.s.trips.send(ctx, t)
+}
+
+// sendAlone sends t's one-trip statements (t.trip) on its own connection,
+// alone: one pipeline, one Sync.
+func (t *txn) sendAlone(ctx context.Context) error {
 	pc := t.conn.PgConn()
 	if pc.IsClosed() {
 		return errors.New("postgres: the connection is closed: nothing sent")
+	}
+	b := &pgconn.Batch{}
+	for i := range t.trip.stmts {
+		st := &t.trip.stmts[i]
+		// Bind copies the arguments into b's buffer.
+		b.ExecStatement(st.sd, st.params[:st.n], st.formats(), nil)
 	}
 	mrr := pc.ExecBatch(ctx, b)
 	var first error // the first failure: later ones only say the connection is gone
@@ -100,6 +113,14 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 	if err := mrr.Close(); first == nil {
 		first = err
 	}
+	return tripResult(pc, first)
+}
+
+// tripResult is the outcome of a one-trip write whose statements ran up to
+// their Sync with first as the first failure (nil: none): the server's
+// error as it is, anything else a sentError, and a transaction left open
+// (none of the Store's statements leaves one) unknown too.
+func tripResult(pc *pgconn.PgConn, first error) error {
 	var pgErr *pgconn.PgError
 	if first != nil && !errors.As(first, &pgErr) {
 		return &sentError{first}
@@ -132,31 +153,31 @@ func (t *txn) firstPending(sql string) *statement {
 	return nil
 }
 
-// exec adds the prepared statement sql, with args, to b. The statement is
-// prepared on the connection the first time (a round trip of its own,
-// once per connection). Integers, times and strings go in PostgreSQL's
-// binary form where the statement takes a bigint, a timestamptz or a
-// text, which the server reads without parsing (and the client writes
-// without formatting); any other parameter goes as text.
-func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg) error {
+// exec adds the prepared statement sql, with args, to t's one-trip
+// statements (t.trip). The statement is prepared on the connection the
+// first time (a round trip of its own, once per connection). Integers,
+// times and strings go in PostgreSQL's binary form where the statement
+// takes a bigint, a timestamptz or a text, which the server reads without
+// parsing (and the client writes without formatting); any other parameter
+// goes as text. The encoded arguments stay in t.buf until the trip is
+// sent.
+func (t *txn) exec(ctx context.Context, sql string, args ...arg) error {
 	sd, err := t.conn.Prepare(ctx, t.s.q.name(sql), sql)
 	if err != nil {
 		return fmt.Errorf("postgres: prepare: %w", err)
 	}
-	var params [maxParams][]byte
-	formats := &t.formats // not on the stack: Bind keeps the slice
-	allBinary := true
-	buf := t.s.encodeBuf(t)
+	st := t.trip.add(sd, len(args))
+	buf := t.buf
 	for i, a := range args {
 		var oid uint32
 		if i < len(sd.ParamOIDs) {
 			oid = sd.ParamOIDs[i]
 		}
 		start := len(buf)
-		formats[i] = pgx.BinaryFormatCode
+		st.fmts[i] = pgx.BinaryFormatCode
 		switch {
 		case a.kind == argNull:
-			params[i] = nil
+			st.params[i] = nil
 			continue
 		case a.kind == argInt && oid == pgtype.Int8OID:
 			buf = binary.BigEndian.AppendUint64(buf, uint64(a.i))
@@ -165,21 +186,18 @@ func (t *txn) exec(ctx context.Context, b *pgconn.Batch, sql string, args ...arg
 		case a.kind == argString && oid == pgtype.TextOID:
 			buf = append(buf, a.s...) // text's binary form is its bytes
 		case a.kind == argString:
-			buf, formats[i], allBinary = append(buf, a.s...), pgx.TextFormatCode, false
+			buf, st.fmts[i], st.allBinary = append(buf, a.s...), pgx.TextFormatCode, false
 		case a.kind == argInt:
-			buf, formats[i], allBinary = strconv.AppendInt(buf, a.i, 10), pgx.TextFormatCode, false
+			buf, st.fmts[i], st.allBinary = strconv.AppendInt(buf, a.i, 10), pgx.TextFormatCode, false
 		case a.kind == argTime:
-			buf, formats[i], allBinary = a.t.UTC().AppendFormat(buf, pgTimeText), pgx.TextFormatCode, false
+			buf, st.fmts[i], st.allBinary = a.t.UTC().AppendFormat(buf, pgTimeText), pgx.TextFormatCode, false
 		}
-		params[i] = buf[start:len(buf):len(buf)]
+		// Later arguments append past this one's end (or to a new array,
+		// leaving this one as it is): the slice stays valid until the
+		// trip is sent.
+		st.params[i] = buf[start:len(buf):len(buf)]
 	}
 	t.buf = buf
-	fs := formats[:len(args)]
-	if allBinary && len(args) > 0 {
-		fs = formats[:1] // one format code stands for every parameter
-	}
-	// Bind copies the arguments into b's buffer: buf is free again after.
-	b.ExecStatement(sd, params[:len(args)], fs, nil)
 	return nil
 }
 
@@ -201,14 +219,6 @@ const (
 // pgTimeText is a timestamptz as PostgreSQL reads it as text, to the
 // microsecond it keeps.
 const pgTimeText = "2006-01-02 15:04:05.999999-07"
-
-// encodeBuf returns t's argument buffer, emptied.
-func (s *Store) encodeBuf(t *txn) []byte {
-	if t.buf == nil {
-		t.buf = make([]byte, 0, 512)
-	}
-	return t.buf[:0]
-}
 
 // The statements a write decided from the cache is sent as (%[1]s is the
 // schema). Each locks the thread's row — which holds the thread's lease

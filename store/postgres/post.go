@@ -54,7 +54,7 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 		return 0, 0, 0, t.err
 	}
 	fresh := !t.begun && !t.shot && len(t.pending) == 0 && len(t.assumed) == 0 && len(t.threads) == 0
-	if c := t.s.cached(id); !fresh || t.readOnly || t.s.readPost || c != nil && c.ownLease && t.speculate {
+	if c := t.s.cached(id); !fresh || t.readOnly || t.s.readPost || c != nil && c.ownLease && !c.distrusted && t.speculate {
 		return t.postRead(ctx, id, at, text)
 	}
 	at = eventTime(at)

@@ -91,6 +91,10 @@ type Store struct {
 	// wakeAll: Wakeups wakes for every thread, as before the listeners
 	// shared the threads out (a benchmark's before).
 	wakeAll bool
+	// tripsAlone: every one-trip write is sent on its own, as before the
+	// Store's trips carried several in one round trip (a benchmark's
+	// before).
+	tripsAlone bool
 
 	mu       sync.Mutex
 	cache    map[core.ThreadID]*cacheEntry
@@ -99,6 +103,8 @@ type Store struct {
 	stats stats
 
 	hub eventHub // WatchEvents' shared listener
+
+	trips trips // the one-trip writes waiting to be sent, and whether some are in flight
 
 	// txns are transactions' values, reused: a write allocates little.
 	// A txn holds nothing that outlives its transaction (the cache
@@ -112,6 +118,8 @@ type stats struct {
 	roundTrips   atomic.Int64 // batches sent and waited for
 	transactions atomic.Int64 // transactions attempted (a retried one counts twice), and polls
 	conflicts    atomic.Int64 // speculating transactions whose check failed
+	tripWrites   atomic.Int64 // one-trip writes sent (trips.go)
+	tripSends    atomic.Int64 // the round trips that carried them
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
@@ -346,9 +354,10 @@ func (s *Store) distrust(as []assumption) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, a := range as {
-		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease {
+		if e, ok := s.cache[core.ThreadID(a.id)]; ok && e.ownLease && !e.distrusted {
 			// The same state and append rights, not to be speculated on.
-			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, last: e.last, state: e.state, lease: e.lease, cow: e.cow}
+			s.cache[core.ThreadID(a.id)] = &cacheEntry{created: e.created, n: e.n, last: e.last, state: e.state, lease: e.lease,
+				ownLease: true, distrusted: true, cow: e.cow}
 		}
 	}
 }

@@ -85,9 +85,11 @@ type benchRunners struct {
 // transactions the runners' Stores made (and the speculating writes whose
 // check failed), the poster's round trips, the runners' polls
 // (PendingThreads), their turns, the turns that found the thread
-// claimed by another (busy) and the wake-ups they received, counted from
-// zero at b.ResetTimer.
-func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [8]int64) {
+// claimed by another (busy) and the wake-ups they received, and the
+// runners' one-trip writes (trip-writes) with the round trips that
+// carried them (trip-sends: fewer when several went together, trips.go),
+// counted from zero at b.ResetTimer.
+func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [10]int64) {
 	now := br.counts()
 	per := func(i int) float64 { return float64(now[i]-base[i]) / float64(n) }
 	b.ReportMetric(per(0), "roundtrips/msg")
@@ -98,14 +100,18 @@ func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [8]int64) {
 	b.ReportMetric(per(5), "turns/msg")
 	b.ReportMetric(per(6), "busy-turns/msg")
 	b.ReportMetric(per(7), "wakeups/msg")
+	b.ReportMetric(per(8), "trip-writes/msg")
+	b.ReportMetric(per(9), "trip-sends/msg")
 }
 
-func (br *benchRunners) counts() [8]int64 {
-	var c [8]int64
+func (br *benchRunners) counts() [10]int64 {
+	var c [10]int64
 	for _, s := range br.stores {
 		c[0] += s.stats.roundTrips.Load()
 		c[1] += s.stats.transactions.Load()
 		c[2] += s.stats.conflicts.Load()
+		c[8] += s.stats.tripWrites.Load()
+		c[9] += s.stats.tripSends.Load()
 	}
 	c[3] = br.posterS.stats.roundTrips.Load()
 	for _, p := range br.probes {
@@ -126,10 +132,11 @@ type runnerSetup struct {
 	// before, when set, runs once the threads exist, before any runner
 	// starts (to post work the runners then drain).
 	before func(br *benchRunners)
-	// readPost and wakeAll undo a lever, for a before in the same run: the
-	// poster reads the thread before it posts (two round trips), and
-	// every post wakes every runner.
-	readPost, wakeAll bool
+	// readPost, wakeAll and tripsAlone undo a lever, for a before in the
+	// same run: the poster reads the thread before it posts (two round
+	// trips), every post wakes every runner, and the runners' Stores send
+	// each one-trip write on its own.
+	readPost, wakeAll, tripsAlone bool
 }
 
 // startRunners creates the threads and starts the runners, each waiting
@@ -164,7 +171,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.wakeAll = cfg.wakeAll
+		s.wakeAll, s.tripsAlone = cfg.wakeAll, cfg.tripsAlone
 		stores = append(stores, s)
 		p := &probe{Storage: s, poll: cfg.pollEvery}
 		br.probes = append(br.probes, p)
@@ -332,10 +339,10 @@ func postAll(b *testing.B, br *benchRunners, n, posters int) {
 
 // throughputCase is one run of benchThroughput.
 type throughputCase struct {
-	opts              Options
-	before            bool
-	posters           int
-	readPost, wakeAll bool // runnerSetup's
+	opts                          Options
+	before                        bool
+	posters                       int
+	readPost, wakeAll, tripsAlone bool // runnerSetup's
 }
 
 func benchThroughput(b *testing.B, c throughputCase) {
@@ -351,7 +358,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	setup := runnerSetup{
 		runners: runners, threads: threads, opts: opts,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
-		readPost: c.readPost, wakeAll: c.wakeAll,
+		readPost: c.readPost, wakeAll: c.wakeAll, tripsAlone: c.tripsAlone,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(context.Context, *runner.Session) error {
 				if started.Add(1) == n {
@@ -374,7 +381,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	defer br.stop()
 	// posted=before: the runners' counts start at zero; the poster's
 	// round trips are not counted.
-	base := [8]int64{3: br.posterS.stats.roundTrips.Load()}
+	base := [10]int64{3: br.posterS.stats.roundTrips.Load()}
 	start := br.started
 	if !before {
 		settle()
@@ -499,32 +506,36 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 // one run, alternated with -count: BenchmarkRunnerThroughput's
 // posted=during with 4 and 16 posters, each with
 //
-//	lever=none       a post reads the thread first (two round trips), and
-//	                 wakes every runner: the code before the levers
-//	lever=post       a post is one statement (PostMessage)
-//	lever=post+wake  and wakes one runner (Wakeups' share)
+//	lever=none             a post reads the thread first (two round trips),
+//	                       wakes every runner, and each runner write goes
+//	                       alone: the code before the levers
+//	lever=post             a post is one statement (PostMessage)
+//	lever=post+wake        and wakes one runner (Wakeups' share)
+//	lever=post+wake+trips  and the writes ready at once go in one round
+//	                       trip (trips.go)
 //
-// and posted=before (the drain) with and without the share.
+// and posted=before (the drain) with and without the share and the
+// trips.
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RunnerLevers -benchtime 10000x -count 3
 func BenchmarkRunnerLevers(b *testing.B) {
 	speculative := readModes[0].opts
 	for _, posters := range []int{4, 16} {
 		for _, l := range []struct {
-			name              string
-			readPost, wakeAll bool
-		}{{"none", true, true}, {"post", false, true}, {"post+wake", false, false}} {
+			name                          string
+			readPost, wakeAll, tripsAlone bool
+		}{{"none", true, true, true}, {"post", false, true, true}, {"post+wake", false, false, true}, {"post+wake+trips", false, false, false}} {
 			b.Run(fmt.Sprintf("posted=during/posters=%d/lever=%s", posters, l.name), func(b *testing.B) {
-				benchThroughput(b, throughputCase{opts: speculative, posters: posters, readPost: l.readPost, wakeAll: l.wakeAll})
+				benchThroughput(b, throughputCase{opts: speculative, posters: posters, readPost: l.readPost, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone})
 			})
 		}
 	}
 	for _, l := range []struct {
-		name    string
-		wakeAll bool
-	}{{"none", true}, {"wake", false}} {
+		name                string
+		wakeAll, tripsAlone bool
+	}{{"none", true, true}, {"wake", false, true}, {"wake+trips", false, false}} {
 		b.Run("posted=before/lever="+l.name, func(b *testing.B) {
-			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll})
+			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone})
 		})
 	}
 }

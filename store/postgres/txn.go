@@ -42,8 +42,8 @@ type txn struct {
 	// (again) is run again with a transaction that stays open.
 	oneShot, shot, again bool
 	pending              []statement
-	buf                  []byte                       // the arguments of a statement sent in one round trip, encoded
-	formats              [maxParams]int16             // their format codes (text or binary)
+	buf                  []byte                       // the arguments of the statements sent in one round trip, encoded
+	trip                 trip                         // those statements, and their place in the Store's trips
 	threads              map[core.ThreadID]*txThread  // locked by this transaction
 	leases               map[core.ThreadID]core.Lease // locked (or seen absent) by this transaction
 	err                  error                        // the first failure: the transaction is lost
@@ -58,7 +58,8 @@ func (t *txn) reset(s *Store, conn *pgx.Conn, readOnly, speculate bool) {
 	clear(t.spare[:])
 	clear(t.pending) // no strings kept alive
 	*t = txn{s: s, conn: conn, readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
-		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0]}
+		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0],
+		trip: trip{stmts: t.trip.stmts[:0], signal: t.trip.signal}}
 }
 
 // newThread returns a txThread of t's own, zeroed.
@@ -370,7 +371,7 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		return nil, t.err
 	}
 	c := t.s.cached(id)
-	if c != nil && t.speculate && !t.begun && c.ownLease {
+	if c != nil && t.speculate && !t.begun && c.ownLease && !c.distrusted {
 		if _, seen := t.leases[id]; !seen {
 			th := t.newThread()
 			*th = txThread{created: c.created, n: c.n, last: c.last, state: c.state, base: c, cow: c.cow, ownLease: true}

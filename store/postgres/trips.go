@@ -1,0 +1,262 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// trips sends the one-trip writes (commitOneTrip) of a Store's
+// transactions that are ready at the same time in one round trip: issue
+// 25's lever of several threads' writes carried together. While one
+// pipeline is in flight, the writes that become ready wait in the queue;
+// when it ends, the first of them sends them all, in one pipeline on its
+// own connection, each write followed by a Sync of its own. Statements up
+// to a Sync run as one implicit transaction, committed or rolled back on
+// its own: each write keeps its own check in its own statement (the
+// thread's version and its holder's lease, fastpath.go), and a write whose
+// check fails, or which the server refuses, rolls back alone, as it would
+// sent apart. A write with nothing in flight goes at once, alone, as
+// before; nothing ever waits for a timer.
+//
+// The writes of one pipeline run one after the other on one backend: a
+// write that waits for a thread's row lock holds up those after it until
+// the lock is granted (the writes of other connections are not held up).
+// No write of the queue holds a row lock while it waits, so no lock it
+// waits for can wait for the queue.
+type trips struct {
+	mu    sync.Mutex
+	busy  bool   // a pipeline is in flight, or its sender is about to send one
+	queue []*txn // ready, waiting for it to end, in the order they came
+}
+
+// trip is one transaction's one-trip statements, and its wait in the
+// Store's trips.
+type trip struct {
+	stmts  []tripStmt
+	ctx    context.Context // the transaction's, while it waits
+	signal chan bool       // true: lead (send the queue); false: sent, err is the outcome
+	err    error
+}
+
+// tripStmt is one prepared statement of a trip with its encoded arguments
+// (in the transaction's buffer).
+type tripStmt struct {
+	sd        *pgconn.StatementDescription
+	n         int
+	params    [maxParams][]byte
+	fmts      [maxParams]int16
+	allBinary bool
+}
+
+// add appends a statement of n arguments, its format codes binary until
+// told otherwise.
+func (tr *trip) add(sd *pgconn.StatementDescription, n int) *tripStmt {
+	if len(tr.stmts) < cap(tr.stmts) {
+		tr.stmts = tr.stmts[:len(tr.stmts)+1]
+	} else {
+		tr.stmts = append(tr.stmts, tripStmt{})
+	}
+	st := &tr.stmts[len(tr.stmts)-1]
+	st.sd, st.n, st.allBinary = sd, n, true
+	clear(st.params[:])
+	return st
+}
+
+// formats returns the statement's format codes: one stands for every
+// argument when all are binary.
+func (st *tripStmt) formats() []int16 {
+	if st.allBinary && st.n > 0 {
+		return st.fmts[:1]
+	}
+	return st.fmts[:st.n]
+}
+
+// unsentError is the failure of a write that was never handed to a
+// connection: nothing of it ran.
+type unsentError struct{ err error }
+
+func (e *unsentError) Error() string { return "postgres: not sent: " + e.err.Error() }
+func (e *unsentError) Unwrap() error { return e.err }
+
+// SafeToRetry is true: nothing was sent (commitError reads it so).
+func (e *unsentError) SafeToRetry() bool { return true }
+
+// send sends t's one-trip statements (t.trip), with the writes of the
+// Store's other transactions that are ready at the same time when a
+// pipeline is in flight, and returns t's outcome: as commitOneTrip's.
+// When ctx ends while t waits in the queue, t leaves it, unsent.
+func (q *trips) send(ctx context.Context, t *txn) error {
+	t.trip.ctx = ctx
+	if t.s.tripsAlone {
+		t.s.stats.roundTrips.Add(1)
+		t.s.stats.tripWrites.Add(1)
+		t.s.stats.tripSends.Add(1)
+		return t.sendAlone(ctx)
+	}
+	q.mu.Lock()
+	if !q.busy {
+		q.busy = true
+		q.mu.Unlock()
+		q.lead(ctx, t, nil)
+		return t.trip.err
+	}
+	if t.trip.signal == nil {
+		t.trip.signal = make(chan bool, 1)
+	}
+	q.queue = append(q.queue, t)
+	q.mu.Unlock()
+	var lead bool
+	select {
+	case lead = <-t.trip.signal:
+	case <-ctx.Done():
+		q.mu.Lock()
+		if i := slices.Index(q.queue, t); i >= 0 {
+			q.queue = slices.Delete(q.queue, i, i+1)
+			q.mu.Unlock()
+			return &unsentError{ctx.Err()}
+		}
+		q.mu.Unlock()
+		lead = <-t.trip.signal // taken: sent already, or t leads
+	}
+	if !lead {
+		return t.trip.err
+	}
+	q.mu.Lock()
+	batch := append([]*txn{t}, q.queue...)
+	q.queue = q.queue[:0]
+	q.mu.Unlock()
+	q.lead(ctx, t, batch)
+	return t.trip.err
+}
+
+// lead sends batch, which begins with leader (nil: leader alone), on
+// leader's connection, hands each write its outcome, and then the lead to
+// the first write that queued meanwhile, if any.
+func (q *trips) lead(ctx context.Context, leader *txn, batch []*txn) {
+	leader.s.stats.roundTrips.Add(1)
+	leader.s.stats.tripWrites.Add(int64(max(len(batch), 1)))
+	leader.s.stats.tripSends.Add(1)
+	if len(batch) <= 1 {
+		leader.trip.err = leader.sendAlone(ctx)
+	} else {
+		sendTogether(ctx, leader, batch)
+		for _, m := range batch[1:] {
+			m.trip.signal <- false
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.queue) == 0 {
+		q.busy = false
+		return
+	}
+	next := q.queue[0]
+	q.queue = slices.Delete(q.queue, 0, 1)
+	next.trip.signal <- true
+}
+
+// sendTogether sends the writes of batch in one pipeline on leader's
+// connection, a Sync after each, and sets each one's outcome. The
+// pipeline's context ends when every write's has.
+func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
+	all := func(err error) {
+		for _, m := range batch {
+			m.trip.err = err
+		}
+	}
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	var live atomic.Int64
+	live.Store(int64(len(batch)))
+	for _, m := range batch {
+		stop := context.AfterFunc(m.trip.ctx, func() {
+			if live.Add(-1) == 0 {
+				cancel()
+			}
+		})
+		defer stop()
+	}
+	conn := leader.conn
+	for _, m := range batch {
+		for i := range m.trip.stmts {
+			sd := m.trip.stmts[i].sd
+			if _, err := conn.Prepare(pctx, sd.Name, sd.SQL); err != nil {
+				all(&unsentError{fmt.Errorf("prepare: %w", err)})
+				return
+			}
+		}
+	}
+	pc := conn.PgConn()
+	if pc.IsClosed() {
+		all(&unsentError{errors.New("the connection is closed")})
+		return
+	}
+	p := pc.StartPipeline(pctx)
+	for _, m := range batch {
+		for i := range m.trip.stmts {
+			st := &m.trip.stmts[i]
+			p.SendQueryPrepared(st.sd.Name, st.params[:st.n], st.formats(), nil)
+		}
+		p.SendPipelineSync()
+	}
+	if err := p.Flush(); err != nil {
+		all(&sentError{err})
+		_ = p.Close()
+		return
+	}
+	var broken error // the connection failed: the writes not synced yet are unknown
+	for _, m := range batch {
+		if broken != nil {
+			m.trip.err = &sentError{broken}
+			continue
+		}
+		var first error
+		first, broken = syncedResult(p)
+		var pgErr *pgconn.PgError
+		switch {
+		case broken != nil && errors.As(first, &pgErr) && pgErr.Severity == "ERROR":
+			m.trip.err = first // the server refused it: rolled back, whatever came after
+		case broken != nil:
+			m.trip.err = &sentError{broken}
+		default:
+			m.trip.err = tripResult(pc, first)
+		}
+	}
+	_ = p.Close() // every outcome is set; a failure here only says the connection is gone
+}
+
+// syncedResult reads one write's results from p up to its Sync, and
+// returns the first failure among them, and broken when the connection
+// failed before the Sync came back.
+func syncedResult(p *pgconn.Pipeline) (first, broken error) {
+	for {
+		res, err := p.GetResults()
+		if err == nil && res == nil {
+			err = errors.New("postgres: the pipeline ended before the write's Sync")
+		}
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) {
+				return first, err
+			}
+			continue // the server skips to the Sync
+		}
+		switch r := res.(type) {
+		case *pgconn.ResultReader:
+			if _, err := r.Close(); err != nil && first == nil {
+				first = err
+			}
+		case *pgconn.PipelineSync:
+			return first, nil
+		}
+	}
+}
