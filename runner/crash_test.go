@@ -24,6 +24,14 @@ type flaky struct {
 	*memory.Store
 	mu          sync.Mutex
 	armed, down bool
+	refused     int // transactions refused while down
+}
+
+// refusedSoFar returns how many transactions failed while storage was down.
+func (f *flaky) refusedSoFar() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refused
 }
 
 func (f *flaky) set(armed, down bool) {
@@ -36,6 +44,9 @@ func (f *flaky) Update(ctx context.Context, fn func(context.Context, core.Transa
 	f.mu.Lock()
 	armed, down := f.armed, f.down
 	f.armed = false
+	if down {
+		f.refused++
+	}
 	f.mu.Unlock()
 	if down {
 		return errDown
@@ -132,5 +143,32 @@ func TestOpenRoundEndedWhenRunStops(t *testing.T) {
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 	require.Equal(t, 0, a.r.OpenRounds(), "Run returned with a round open")
+	require.Equal(t, 1, traced(rec, core.ActionCrash))
+}
+
+// A round still open when Run stops, while storage is still down: the
+// first try at its Crash fails, and Run keeps trying every PollEvery
+// within ShutdownGrace, so once storage is back it returns with no round
+// open and the Crash traced. Before, the one try at stop failed and Run
+// returned with the round open (the fleet's "open when the process
+// stopped").
+func TestOpenRoundEndedWhenStorageBackDuringStop(t *testing.T) {
+	const poll = ttl / 10
+	a, f, rec := roundLeftOpen(t, func(c *runner.Config) { c.PollEvery, c.ShutdownGrace = poll, 1000*poll })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run's first look, storage down, to end and Run to wait")
+	before := f.refusedSoFar()
+	cancel() // storage still down: the try at stop fails
+	waitUntil(t, func() bool { return f.refusedSoFar() > before }, "Run's first try at the Crash as it stops")
+	f.set(false, false)
+	waitUntil(t, func() bool {
+		a.clock.Advance(poll)
+		return a.r.OpenRounds() == 0
+	}, "Run's later try at the Crash, storage back, to end the round")
+	require.NoError(t, waitFor(t, done, "Run to return once its round ended"), "a stopped runner returns nil")
 	require.Equal(t, 1, traced(rec, core.ActionCrash))
 }

@@ -414,10 +414,13 @@ func (r *Runner) retryCrashes(ctx context.Context) {
 	}
 }
 
-// endOpenRounds is Run's last try, as it stops, at the Crash of every
-// round still open, whether or not its retry is due: storage may answer
-// again by then, and an open round is a write whose outcome the trace
-// never settles. The tries are cut off ShutdownGrace after they start.
+// endOpenRounds is Run's last tries, as it stops, at the Crash of every
+// round still open: at once, whether or not its retry is due, and then
+// every PollEvery while any is open (storage may answer again by then: a
+// first query on a connection the server dropped fails, a restarting
+// server comes back), since an open round is a write whose outcome the
+// trace never settles. The tries are cut off ShutdownGrace after they
+// start.
 func (r *Runner) endOpenRounds(ctx context.Context) {
 	r.openMu.Lock()
 	n := len(r.open)
@@ -428,16 +431,27 @@ func (r *Runner) endOpenRounds(ctx context.Context) {
 	if n == 0 {
 		return
 	}
+	grace := r.cfg.Clock.After(r.cfg.ShutdownGrace)
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	go func() {
 		select {
-		case <-r.cfg.Clock.After(r.cfg.ShutdownGrace):
+		case <-grace:
 			cancel()
 		case <-sctx.Done():
 		}
 	}()
-	r.retryCrashes(sctx)
+	for {
+		r.retryCrashes(sctx)
+		if r.OpenRounds() == 0 {
+			return
+		}
+		select {
+		case <-sctx.Done():
+			return
+		case <-r.cfg.Clock.After(r.cfg.PollEvery):
+		}
+	}
 }
 
 // newRand returns a generator seeded from crypto/rand: runners that start
