@@ -105,16 +105,29 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		killed[k.proc.name] = true
 	}
 	crashedAt := map[core.Holder]uint64{}
+	ended := map[core.Holder]bool{}
+	endsRound := map[core.Action]bool{}
+	for _, a := range core.ActionTable() {
+		endsRound[a.Action] = a.EndsRound
+	}
 	for _, h := range histories {
 		for _, ev := range h {
 			if ev.Action == core.ActionCrash && ev.Holder != "" {
 				crashedAt[ev.Holder] = ev.Tick
 			}
+			if endsRound[ev.Action] && ev.Holder != "" {
+				ended[ev.Holder] = true
+			}
 		}
 	}
-	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt)
+	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt, ended)
 	if n := rep.CommitUnknown.Disagreements; n > 0 {
 		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n)))
+	}
+	if n := rep.CommitUnknown.Unresolved; n > 0 {
+		// The faults healed before the workers were told to stop, and a
+		// stopping runner tries its open rounds' Crash for ShutdownGrace.
+		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes still in doubt when their process stopped, after the faults healed: its Run left their rounds open (no Crash)", n)))
 	}
 
 	rep.Handovers = r.handovers(ordered, kills)

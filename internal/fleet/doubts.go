@@ -36,7 +36,11 @@ type CommitUnknown struct {
 	EndedByRelease int `json:"ended_by_release"`
 	NoRound        int `json:"no_round"`
 	KilledFirst    int `json:"killed_first"`
-	Unresolved     int `json:"unresolved"`
+	// EndedLater: the process never resolved it, but a later line of
+	// its round ended the round (a refusal such as EndRefused, or a
+	// Release): its outcome left nothing open, and storage's log says it.
+	EndedLater int `json:"ended_later"`
+	Unresolved int `json:"unresolved"`
 	// Disagreements counts resolutions whose outcome is not what
 	// storage's log says (must be 0).
 	Disagreements int `json:"disagreements"`
@@ -119,8 +123,10 @@ func decodeDoubts(r io.Reader, name string) ([]core.Doubt, error) {
 // countDoubts counts the writes in doubt, each once (a worker reports it
 // when the write returns and again when its Crash resolves it), against
 // the writes storage committed; killed names the processes that were
-// SIGKILLed, and crashedAt the tick each claim's Crash read.
-func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bool, crashedAt map[core.Holder]uint64) CommitUnknown {
+// SIGKILLed, crashedAt the tick each claim's Crash read, and ended the
+// claims whose round a traced line ended (one of core.ActionTable's
+// EndsRound actions).
+func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bool, crashedAt map[core.Holder]uint64, ended map[core.Holder]bool) CommitUnknown {
 	type key struct {
 		proc   string
 		thread core.ThreadID
@@ -165,6 +171,9 @@ func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bo
 		case d.Outcome == core.DoubtPending && killed[k.proc]:
 			cu.KilledFirst++
 			continue
+		case d.Outcome == core.DoubtPending && ended[k.holder]:
+			cu.EndedLater++
+			continue
 		case d.Outcome == core.DoubtPending:
 			cu.Unresolved++
 			continue
@@ -191,6 +200,6 @@ func (cu CommitUnknown) Line() string {
 	if cu.Events == 0 {
 		return "none"
 	}
-	return fmt.Sprintf("%d writes (%s): %d committed, %d not; resolved by a Crash %d, by the Release's own line %d, no round (Claim not committed) %d, from storage's log after a SIGKILL took the process first %d, open when the process stopped %d; %d committed after their Crash read the log; %d resolutions disagree with storage's log",
-		cu.Events, actionCounts(cu.ByAction), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.KilledFirst, cu.Unresolved, cu.CommittedAfterCrash, cu.Disagreements)
+	return fmt.Sprintf("%d writes (%s): %d committed, %d not; resolved by a Crash %d, by the Release's own line %d, no round (Claim not committed) %d, from storage's log after a SIGKILL took the process first %d, ended by a later line of their round %d, open when the process stopped %d; %d committed after their Crash read the log; %d resolutions disagree with storage's log",
+		cu.Events, actionCounts(cu.ByAction), cu.Committed, cu.NotCommitted, cu.Crashed, cu.EndedByRelease, cu.NoRound, cu.KilledFirst, cu.EndedLater, cu.Unresolved, cu.CommittedAfterCrash, cu.Disagreements)
 }

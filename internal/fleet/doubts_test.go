@@ -43,35 +43,39 @@ func TestCountDoubts(t *testing.T) {
 		// at 16: no disagreement (the fences-on TestFleetSoak failure).
 		d("p8", "h8", core.ActionRenew, 16, core.DoubtPending, false),
 		d("p8", "h8", core.ActionRenew, 16, core.DoubtNotCommitted, true),
+		// Never resolved, but the round's EndRefused ended it: not open.
+		d("p9", "h10", core.ActionRenew, 18, core.DoubtPending, false),
 	}
-	cu := countDoubts(ds, stored, map[string]bool{"p5": true, "p2": true}, map[core.Holder]uint64{"h2": 8, "h3": 9, "h6": 13, "h8": 15})
+	cu := countDoubts(ds, stored, map[string]bool{"p5": true, "p2": true}, map[core.Holder]uint64{"h2": 8, "h3": 9, "h6": 13, "h8": 15},
+		map[core.Holder]bool{"h2": true, "h3": true, "h6": true, "h8": true, "h10": true})
 	require.Equal(t, CommitUnknown{
-		Events:    8,
-		ByAction:  map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1, core.ActionRunEnd: 1, core.ActionRenew: 1},
-		Committed: 4, NotCommitted: 4,
-		Crashed: 4, EndedByRelease: 1, NoRound: 1, KilledFirst: 1, Unresolved: 1,
+		Events:    9,
+		ByAction:  map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1, core.ActionRunEnd: 1, core.ActionRenew: 2},
+		Committed: 4, NotCommitted: 5,
+		Crashed: 4, EndedByRelease: 1, NoRound: 1, KilledFirst: 1, EndedLater: 1, Unresolved: 1,
 		Disagreements: 1, CommittedAfterCrash: 1,
 	}, cu)
-	require.Equal(t, "none", countDoubts(nil, stored, nil, nil).Line())
+	require.Equal(t, "none", countDoubts(nil, stored, nil, nil, nil).Line())
 
 	rep := &Report{CommitUnknown: cu, Nemesis: map[Kind]int{}, Problems: []string{}}
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	require.Contains(t, text.String(), "commit unknown      8 writes (Claim 2, Renew 1, Release 2, RunStart 1, Reply 1, RunEnd 1): 4 committed, 4 not; resolved by a Crash 4, by the Release's own line 1, no round (Claim not committed) 1, from storage's log after a SIGKILL took the process first 1, open when the process stopped 1; 1 committed after their Crash read the log; 1 resolutions disagree")
+	require.Contains(t, text.String(), "commit unknown      9 writes (Claim 2, Renew 2, Release 2, RunStart 1, Reply 1, RunEnd 1): 4 committed, 5 not; resolved by a Crash 4, by the Release's own line 1, no round (Claim not committed) 1, from storage's log after a SIGKILL took the process first 1, ended by a later line of their round 1, open when the process stopped 1; 1 committed after their Crash read the log; 1 resolutions disagree")
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
 	var back struct {
 		CU map[string]any `json:"commit_unknown"`
 	}
 	require.NoError(t, json.Unmarshal(b, &back))
-	require.EqualValues(t, 8, back.CU["events"])
+	require.EqualValues(t, 9, back.CU["events"])
+	require.EqualValues(t, 1, back.CU["ended_later"])
 	require.EqualValues(t, 1, back.CU["committed_after_crash"])
 	require.EqualValues(t, 1, back.CU["ended_by_release"])
 	require.EqualValues(t, 1, back.CU["unresolved"])
 	require.EqualValues(t, 1, back.CU["killed_first"])
 	var page bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&page))
-	require.Contains(t, page.String(), `<td id="commit-unknown">8 writes (Claim 2`)
+	require.Contains(t, page.String(), `<td id="commit-unknown">9 writes (Claim 2`)
 }
 
 // A doubts file whose last line was cut short (its process was killed
