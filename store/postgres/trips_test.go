@@ -75,7 +75,8 @@ func awaitQueued(t *testing.T, s *Store, n int) {
 // trips for the four writes. The fence holds write by write: t2's lease
 // was taken behind the Store's back, so its check fails, and, run again
 // with locking reads, its start is refused (ErrThreadBusy) with nothing
-// written, while the writes beside it in the pipeline commit. A write
+// of a run written (only its RunRefused notice), while the writes beside
+// it in the pipeline commit. A write
 // whose context ends while it waits in the queue leaves it unsent: a
 // failure, not an unknown outcome, and nothing written.
 func TestTripsTogether(t *testing.T) {
@@ -116,11 +117,16 @@ func TestTripsTogether(t *testing.T) {
 		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
 		require.Equal(t, int64(1), taken, "t%d's start consumed its prompt", i)
 	}
+	// t2's refused start wrote nothing of a run: only its RunRefused
+	// notice, at the version as it stood.
 	events, _, version, _ := rowCounts(t, admin(t), s.Schema(), "t2")
-	require.Equal(t, []int64{int64(events2), version2}, []int64{int64(events), version}, "t2 written under another holder's lease")
+	require.Equal(t, []int64{int64(events2) + 1, version2}, []int64{int64(events), version}, "t2 written under another holder's lease")
+	var kind string
+	require.NoError(t, admin(t).QueryRow(ctx, `SELECT kind FROM `+q+`.events WHERE thread_id = 't2' ORDER BY seq DESC LIMIT 1`).Scan(&kind))
+	require.Equal(t, string(core.RunRefused), kind, "t2's last event")
 	require.Equal(t, int64(1), s.stats.conflicts.Load()-conflicts, "t2's check, failed")
 	// t0's, then t1's to t3's together, then t2's again with locking
-	// reads (its read, and its rollback).
+	// reads (its read, and the commit of its RunRefused notice).
 	require.Equal(t, int64(2+2), s.stats.roundTrips.Load()-trips, "round trips")
 
 	// A write whose context ends in the queue.
