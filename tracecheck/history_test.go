@@ -104,6 +104,28 @@ func TestMergeHistoriesLostWrite(t *testing.T) {
 	require.NoError(t, err, "the trace of what storage kept")
 }
 
+// lostPostHistory is the poster's history of the stale-read cases: the
+// Post of message 2 at tick 3, which storage lost after acknowledging
+// it, and the Post of message 2 again, which took tick 3 and was kept.
+func lostPostHistory() []core.TraceEvent {
+	return []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 30, Return: 40}, // lost
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
+	}
+}
+
+// inOrder returns the merged lines' actions in trace order, and the lines.
+func inOrder(lines []core.TraceEvent) (actions []string, ordered []core.TraceEvent) {
+	for _, l := range tracecheck.Order(lines) {
+		for _, x := range l.Lines {
+			actions = append(actions, string(x.Ev.Action))
+			ordered = append(ordered, *x.Ev)
+		}
+	}
+	return actions, ordered
+}
+
 // A read that saw a state storage then lost (here p1's Plan, which saw
 // the lost Post of message 2) is left out, and its claim's round ends
 // with a Crash; a read made after storage had a state again is kept.
@@ -118,23 +140,14 @@ func TestMergeHistoriesStaleRead(t *testing.T) {
 		// The lost Post was tick 3; the poster's next post took it.
 		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
 	}
-	poster := []core.TraceEvent{
-		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
-		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 30, Return: 40}, // lost
-		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
-	}
+	poster := lostPostHistory()
 	p1 := []core.TraceEvent{
 		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
 		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
 	}
 	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
 	require.Len(t, lost, 1)
-	var actions []string
-	for _, l := range tracecheck.Order(lines) {
-		for _, x := range l.Lines {
-			actions = append(actions, string(x.Ev.Action))
-		}
-	}
+	actions, _ := inOrder(lines)
 	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the stale Plan left out, p1's round ended by a Crash")
 }
 
@@ -155,11 +168,7 @@ func TestMergeHistoriesStaleReadThenKeptWrite(t *testing.T) {
 		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
 		{Tick: 4, Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: h1, Msg: 1, Run: 1, Taken: 1, Lease: h1},
 	}
-	poster := []core.TraceEvent{
-		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
-		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 30, Return: 40}, // lost
-		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
-	}
+	poster := lostPostHistory()
 	p1 := []core.TraceEvent{
 		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
 		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 1, Taken: 0, Call: 50, Return: 60},
@@ -167,14 +176,7 @@ func TestMergeHistoriesStaleReadThenKeptWrite(t *testing.T) {
 	}
 	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
 	require.Len(t, lost, 1)
-	var actions []string
-	var ordered []core.TraceEvent
-	for _, l := range tracecheck.Order(lines) {
-		for _, x := range l.Lines {
-			actions = append(actions, string(x.Ev.Action))
-			ordered = append(ordered, *x.Ev)
-		}
-	}
+	actions, ordered := inOrder(lines)
 	require.Equal(t, []string{"Post", "Claim", "Post", "Plan", "RunStart"}, actions, "the stale Plan placed at the state the RunStart read")
 	_, err := tracecheck.Check(ordered)
 	require.NoError(t, err, "the trace of what storage kept")
