@@ -36,6 +36,8 @@ names:
   partition  cut a worker off from PostgreSQL for 1-3 TTLs (its proxy)
   latency    add 1/4 to 1 TTL to each of a worker's round trips
   commit     hold a worker's COMMITs back past the TTL
+  retire     cut a worker off for 1-3 TTLs, then stop it cleanly (SIGTERM)
+             at once and start a replacement: it must end its open rounds
   restart    pg_ctl restart, fast or immediate (not in the default set)
   lose       synchronous_commit off, then pg_ctl restart -m immediate:
              PostgreSQL loses acknowledged commits (not in the default set)
@@ -94,7 +96,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.DurationVar(&cfg.MaxSkew, "max-skew", 0, "lease clocks spread over [0, this] (default 4 TTLs)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "every message must be consumed within this after the last post")
 	fs.DurationVar(&cfg.PorcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit")
-	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,restart,lose; all; none; default (all but restart and lose; with -unfenced, the kinds that take a lease from a live holder: stop,kill,clock,latency,commit)")
+	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,retire,restart,lose; all; none; default (all but restart and lose; with -unfenced, the kinds that take a lease from a live holder: stop,kill,clock,latency,commit)")
 	fs.DurationVar(&cfg.NemesisEvery, "nemesis-every", 0, "mean time between faults (default the TTL)")
 	fs.StringVar(&cfg.Restart, "pgdata", "", "the data directory of the cluster, for -nemesis restart (default: ask the server)")
 	fs.IntVar(&tlcSample, "tlc-sample", 0, "replay this many threads, drawn from the seed, through TLC's trace validation (needs java and the jars, as tracecheck tlc finds them)")

@@ -121,14 +121,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		}
 	}
 	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt, ended)
-	if n := rep.CommitUnknown.Disagreements; n > 0 {
-		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n)))
-	}
-	if n := rep.CommitUnknown.Unresolved; n > 0 {
-		// The faults healed before the workers were told to stop, and a
-		// stopping runner tries its open rounds' Crash for ShutdownGrace.
-		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes still in doubt when their process stopped, after the faults healed: its Run left their rounds open (no Crash)", n)))
-	}
+	rep.doubtProblems()
 
 	rep.Handovers = r.handovers(ordered, kills)
 	rep.summariseHandovers(r.cfg.TTL + r.cfg.Poll)
@@ -593,4 +586,19 @@ func countCrashes(lines []core.TraceEvent) (turns, afterLoss int) {
 		}
 	}
 	return turns, afterLoss
+}
+
+// doubtProblems adds the problems the writes in doubt show: a resolution
+// that says otherwise than storage's log, and a write still in doubt when
+// its process stopped cleanly. The faults heal before the workers are
+// told to stop (a retired worker's cut heals before its SIGTERM), and a
+// stopping runner tries its open rounds' Crash for ShutdownGrace: a round
+// it left open is a defect of its stop.
+func (rep *Report) doubtProblems() {
+	if n := rep.CommitUnknown.Disagreements; n > 0 {
+		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes resolved otherwise than storage's log says they went", n)))
+	}
+	if n := rep.CommitUnknown.Unresolved; n > 0 {
+		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes still in doubt when their process stopped, after the faults healed: its Run left their rounds open (no Crash)", n)))
+	}
 }

@@ -46,11 +46,18 @@ const (
 	// storage lost. It needs a cluster the fleet may restart, as
 	// KindRestart does.
 	KindLose Kind = "lose"
+	// KindRetire cuts a worker off from the database for one to three
+	// TTLs, so that the writes it had in flight are in doubt and their
+	// rounds' Crash cannot reach storage, then, the cut healed, stops it
+	// cleanly (SIGTERM) at once and starts a replacement: the stopping
+	// runner must end those rounds itself (its last tries at their
+	// Crash), or the report finds them open.
+	KindRetire Kind = "retire"
 )
 
 // Kinds returns every kind, in the report's order.
 func Kinds() []Kind {
-	return []Kind{KindStop, KindKill, KindClock, KindTerminate, KindRestart, KindPartition, KindLatency, KindCommit, KindLose}
+	return []Kind{KindStop, KindKill, KindClock, KindTerminate, KindRestart, KindPartition, KindLatency, KindCommit, KindLose, KindRetire}
 }
 
 // DefaultKinds are the kinds a fleet injects unless told: all but

@@ -11,7 +11,8 @@
 //     until every message is consumed: SIGSTOP past the TTL, SIGKILL and a
 //     replacement, lease-clock jumps, pg_terminate_backend mid-transaction,
 //     PostgreSQL restarts, partitions, latency, COMMITs held back past
-//     the TTL, and PostgreSQL losing acknowledged commits (KindLose);
+//     the TTL, a worker cut off and then stopped cleanly (KindRetire),
+//     and PostgreSQL losing acknowledged commits (KindLose);
 //   - the checks (checks.go): every message consumed exactly once (from
 //     storage), at most one run active per thread and no live run
 //     abandoned (replayed from the trace), the whole trace by the Go trace

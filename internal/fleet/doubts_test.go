@@ -73,6 +73,9 @@ func TestCountDoubts(t *testing.T) {
 	require.EqualValues(t, 1, back.CU["ended_by_release"])
 	require.EqualValues(t, 1, back.CU["unresolved"])
 	require.EqualValues(t, 1, back.CU["killed_first"])
+	rep.doubtProblems()
+	require.Len(t, rep.Problems, 2, "the disagreement, and the write left in doubt at a clean stop: %v", rep.Problems)
+	require.Contains(t, rep.Problems[1], "1 writes still in doubt when their process stopped")
 	var page bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&page))
 	require.Contains(t, page.String(), `<td id="commit-unknown">9 writes (Claim 2`)

@@ -224,6 +224,8 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 		hold(ctx, d)
 		s.proxy.SetLatency(0)
 		ev.Detail = fmt.Sprintf("+%v a round trip for %v", lat.Round(time.Millisecond), d.Round(time.Millisecond))
+	case KindRetire:
+		fatal = r.retire(ctx, s, p, &ev)
 	case KindCommit:
 		delay := r.between(ttl+ttl/10, 2*ttl)
 		d := r.between(2*ttl, 4*ttl)
@@ -239,4 +241,48 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
 	return fatal
+}
+
+// retireGrace bounds a retired worker's clean stop: past it the worker is
+// killed, and counted as a kill.
+const retireGrace = 15 * time.Second
+
+// retire cuts slot s's worker p off from the database for one to three
+// TTLs, then, the cut healed, stops it cleanly (SIGTERM) at once and
+// starts its replacement once p has stopped (KindRetire); it describes
+// the fault, or its error, in ev.
+func (r *run) retire(ctx context.Context, s *slot, p *proc, ev *Event) error {
+	d := r.between(r.cfg.TTL, 3*r.cfg.TTL)
+	s.proxy.Partition(true)
+	hold(ctx, d)
+	s.proxy.Partition(false)
+	np, err := r.stopCleanly(s, p)
+	if err != nil {
+		ev.Err = err.Error()
+		return err
+	}
+	ev.Detail = fmt.Sprintf("cut off from PostgreSQL for %v, then SIGTERM at once (a clean stop), replaced by %s", d.Round(time.Millisecond), np.name)
+	p.note("cut off %v, then SIGTERM", d.Round(time.Millisecond))
+	return nil
+}
+
+// stopCleanly stops slot s's worker p (SIGTERM) and starts its
+// replacement, once p has stopped.
+func (r *run) stopCleanly(s *slot, p *proc) (*proc, error) {
+	p.setMeant()
+	at := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return nil, err
+	}
+	select {
+	case <-p.done:
+	case <-time.After(retireGrace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		p.note("did not stop on SIGTERM within %v: killed", retireGrace)
+		r.mu.Lock()
+		r.kills = append(r.kills, kill{p, at})
+		r.mu.Unlock()
+	}
+	return r.startWorker(s)
 }
