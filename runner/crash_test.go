@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -171,4 +172,54 @@ func TestOpenRoundEndedWhenStorageBackDuringStop(t *testing.T) {
 	}, "Run's later try at the Crash, storage back, to end the round")
 	require.NoError(t, waitFor(t, done, "Run to return once its round ended"), "a stopped runner returns nil")
 	require.Equal(t, 1, traced(rec, core.ActionCrash))
+}
+
+// A renewal that storage failed, writing nothing (not one whose outcome
+// is unknown), is tried again at the next tick: the lease is still the
+// claim's, and the turn keeps it. Before, the first failure ended the
+// renewals for the rest of the turn, silently, and the lease lapsed
+// under a live run.
+func TestRenewalGoesOnAfterAFailure(t *testing.T) {
+	f := &flaky{Store: memory.New()}
+	started, release := make(chan struct{}), make(chan struct{})
+	a := newProc(t, f, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, _ *runner.Session) error {
+		close(started)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})})
+	newThread(t, a.ws, "t", "m1")
+	ctx := context.Background()
+	done := make(chan runner.Outcome, 1)
+	go func() {
+		o, _ := a.r.TakeTurn(ctx, "t")
+		done <- o
+	}()
+	waitFor(t, started, "the agent to start")
+	every := a.r.Config().RenewEvery
+	expiry := func() time.Time {
+		l, err := a.ws.Lease(ctx, "t")
+		require.NoError(t, err)
+		return l.ExpiresAt
+	}
+	first := expiry()
+
+	f.set(false, true) // storage down: the renewal fails, writing nothing
+	before := f.refusedSoFar()
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "the renewal timer")
+	a.clock.Advance(every)
+	waitUntil(t, func() bool { return f.refusedSoFar() > before }, "the renewal storage refused")
+	require.Equal(t, first, func() time.Time { f.set(false, false); return expiry() }(), "the failed renewal wrote nothing")
+
+	waitUntil(t, func() bool {
+		if !expiry().After(first) {
+			a.clock.Advance(every / 4) // the next tick, once its timer waits
+			return false
+		}
+		return true
+	}, "the renewal after the failed one to extend the lease")
+	close(release)
+	require.Equal(t, runner.OutcomeDone, waitFor(t, done, "the turn to end"))
 }

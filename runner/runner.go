@@ -117,8 +117,20 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 			case <-sctx.Done():
 				return
 			case <-r.cfg.Clock.After(r.cfg.RenewEvery):
-				if err := t.Renew(sctx); err != nil {
+				err := t.Renew(sctx)
+				switch {
+				case err == nil:
+				case errors.Is(err, core.ErrThreadBusy), errors.Is(err, core.ErrCommitUnknown), sctx.Err() != nil:
+					// The claim is lost, or the renewal's outcome is
+					// unknown (a write in doubt is not repeated under
+					// its holder), or the turn is stopping: no more
+					// renewals.
 					return
+				default:
+					// Storage failed it and wrote nothing: the lease
+					// may still be the claim's, so try again at the
+					// next tick rather than let it lapse.
+					r.cfg.Logger.Warn("renew failed; trying again at the next tick", "thread", thread, "err", err)
 				}
 			}
 		}
