@@ -106,16 +106,12 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	crashedAt := map[core.Holder]uint64{}
 	ended := map[core.Holder]bool{}
-	endsRound := map[core.Action]bool{}
-	for _, a := range core.ActionTable() {
-		endsRound[a.Action] = a.EndsRound
-	}
 	for _, h := range histories {
 		for _, ev := range h {
 			if ev.Action == core.ActionCrash && ev.Holder != "" {
 				crashedAt[ev.Holder] = ev.Tick
 			}
-			if endsRound[ev.Action] && ev.Holder != "" {
+			if info, _ := core.Info(ev.Action); info.EndsRound && ev.Holder != "" {
 				ended[ev.Holder] = true
 			}
 		}
