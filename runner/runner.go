@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"encoding/binary"
@@ -186,6 +187,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		ended:     make(chan struct{}, 1),
 		busy:      map[core.ThreadID]bool{},
 		held:      map[core.ThreadID]time.Time{},
+		waiting:   map[core.ThreadID]uint64{},
 	}
 	defer r.detached.Wait()
 	defer func() {
@@ -234,18 +236,26 @@ type scheduler struct {
 	ended     chan struct{} // a turn ended: Run looks again
 	wg        sync.WaitGroup
 
-	mu    sync.Mutex
-	busy  map[core.ThreadID]bool
-	held  map[core.ThreadID]time.Time // threads found claimed by another, and when
-	start int                         // turns started, which rotates the free threads
+	mu   sync.Mutex
+	busy map[core.ThreadID]bool
+	held map[core.ThreadID]time.Time // threads found claimed by another, and when
+	// waiting holds, for each free thread with work, the look that first
+	// found it so (looks counts them): the free threads are taken the
+	// longest waiting first.
+	waiting map[core.ThreadID]uint64
+	looks   uint64
 }
+
+// lookWindow is how many of the longest-waiting free threads a look draws
+// the first it takes from.
+const lookWindow = 4
 
 // full reports whether every ordinary turn slot is taken.
 func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
 
 // look lists the threads with work and returns those whose lease has
-// lapsed, in the order Run takes them over, and the free ones, rotated by
-// the turns started so far.
+// lapsed, in the order Run takes them over, and the free ones, in order
+// (see order).
 func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 	r := s.r
 	list, err := r.ws.Pending(s.ctx)
@@ -279,20 +289,49 @@ func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := len(free); n > 0 {
-		// From a point drawn at each look, as for the lapsed: runners
-		// that look at once (each at its turn's end) would otherwise
-		// begin at the same thread, their turn counts being alike, and
-		// all but one find it taken.
-		k := (s.start + s.rng.IntN(n)) % n
-		free = append(free[k:], free[:k]...)
-	}
+	s.order(free)
 	for id, at := range s.held {
 		if now.Sub(at) >= r.cfg.PollEvery {
 			delete(s.held, id)
 		}
 	}
 	return lapsed, free
+}
+
+// order puts the free threads with work the longest waiting first (by the
+// look that first found each free with work, then in Pending's order),
+// and then starts them at one of the first lookWindow, drawn at each
+// look, the ones before it going last. The longest waiting first bounds a
+// thread's wait by the threads ahead of it: drawn from all of them, as
+// before, a thread could be passed over look after look (the tail of
+// post-to-start under a steady stream of posts). The draw keeps runners
+// that look at once (each at its turn's end) from all beginning at the same
+// thread, all but one of them finding it taken.
+func (s *scheduler) order(free []core.ThreadID) {
+	s.looks++
+	for _, id := range free {
+		if _, ok := s.waiting[id]; !ok {
+			s.waiting[id] = s.looks
+		}
+	}
+	if len(s.waiting) > len(free) {
+		// Forget the threads no longer free with work.
+		listed := make(map[core.ThreadID]bool, len(free))
+		for _, id := range free {
+			listed[id] = true
+		}
+		for id := range s.waiting {
+			if !listed[id] {
+				delete(s.waiting, id)
+			}
+		}
+	}
+	slices.SortStableFunc(free, func(a, b core.ThreadID) int { return cmp.Compare(s.waiting[a], s.waiting[b]) })
+	if n := len(free); n > 1 {
+		k := s.rng.IntN(min(n, lookWindow))
+		rotated := append(free[k:len(free):len(free)], free[:k]...)
+		copy(free, rotated)
+	}
 }
 
 // launch starts a turn on the thread in a free slot, a takeover slot when
@@ -318,7 +357,6 @@ func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
 		}
 	}
 	s.busy[id] = true
-	s.start++
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
