@@ -244,6 +244,22 @@ type scheduler struct {
 	// longest waiting first.
 	waiting map[core.ThreadID]uint64
 	looks   uint64
+	salt    uint64 // this runner's order of the threads found in one look
+}
+
+// rank places a thread among those one look found, by a hash of its id
+// salted by this runner's own draw: runners break the tie each their own
+// way, so that those that look at once begin at different threads.
+func (s *scheduler) rank(id core.ThreadID) uint64 {
+	x := uint64(14695981039346656037) // FNV-1a of the id
+	for i := range len(id) {
+		x = (x ^ uint64(id[i])) * 1099511628211
+	}
+	x ^= s.salt
+	// splitmix64's finalizer: a salt's bits reach every bit of the rank.
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return x ^ x>>31
 }
 
 // lookWindow is how many of the longest-waiting free threads a look draws
@@ -299,7 +315,7 @@ func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 }
 
 // order puts the free threads with work the longest waiting first (by the
-// look that first found each free with work, then in Pending's order),
+// look that first found each free with work, then by rank),
 // and then starts them at one of the first lookWindow, drawn at each
 // look, the ones before it going last. The longest waiting first bounds a
 // thread's wait by the threads ahead of it: drawn from all of them, as
@@ -326,7 +342,15 @@ func (s *scheduler) order(free []core.ThreadID) {
 			}
 		}
 	}
-	slices.SortStableFunc(free, func(a, b core.ThreadID) int { return cmp.Compare(s.waiting[a], s.waiting[b]) })
+	if s.salt == 0 {
+		s.salt = s.rng.Uint64() | 1
+	}
+	slices.SortFunc(free, func(a, b core.ThreadID) int {
+		if c := cmp.Compare(s.waiting[a], s.waiting[b]); c != 0 {
+			return c
+		}
+		return cmp.Or(cmp.Compare(s.rank(a), s.rank(b)), cmp.Compare(a, b))
+	})
 	if n := len(free); n > 1 {
 		k := s.rng.IntN(min(n, lookWindow))
 		rotated := append(free[k:len(free):len(free)], free[:k]...)
