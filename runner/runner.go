@@ -159,8 +159,11 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // threads, and takes them over in its TakeoverTurns slots (short
 // turns: see Config), so that a dead runner's thread is claimed within
 // ClaimTTL + PollEvery of its last renewal whatever the load. The threads
-// nobody holds it starts from a rotating point of the list, so that a
-// thread a bounded turn left (OutcomeYielded) waits behind the others.
+// nobody holds it starts the longest waiting first (since its looks first
+// found each free with work; from one of the first four, drawn at each
+// look, so that runners that look at once begin at different threads): a
+// thread waits behind those that had work before it, and a thread a
+// bounded turn left (OutcomeYielded) behind the others.
 // Failed turns do not stop it: another claim has the thread, or storage
 // will be tried again. Each turn is reported to Logger and OnTurn. At
 // each look it first tries again to end the rounds whose Crash storage
