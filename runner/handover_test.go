@@ -375,3 +375,45 @@ func TestRunLapsedFirst(t *testing.T) {
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
+
+// Of the lapsed threads, Run starts first one of the longest expired (one
+// of the first four, drawn at each look): a dead holder's lease stays
+// where it was, while a live holder whose clock runs behind keeps moving
+// its expiry on. Eight dead threads, listed newest-expired first; with the
+// order reversed (the newest expired first), the first run is always on
+// one of the four newest.
+func TestRunLongestExpiredFirst(t *testing.T) {
+	oldest := map[core.ThreadID]bool{"d0": true, "d1": true, "d2": true, "d3": true}
+	for range 5 {
+		s := memory.New()
+		ran := make(chan core.ThreadID, 16)
+		a := newProc(t, s, "A", procOpts{
+			agent: runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
+				ran <- sn.Delivered.Claim.Thread
+				return nil
+			}),
+			cfg: func(c *runner.Config) {
+				c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 1, -1, time.Hour
+			},
+		})
+		d := newProc(t, s, "D", procOpts{})
+		for i := 7; i >= 0; i-- {
+			id := core.ThreadID(fmt.Sprint("d", i))
+			newThread(t, d.ws, id, "m1", "m2")
+			c, err := d.ws.Claim(context.Background(), id, core.Holder(fmt.Sprint("dead", i)), ttl+time.Duration(i)*time.Second)
+			require.NoError(t, err)
+			p, err := d.ws.Plan(context.Background(), c)
+			require.NoError(t, err)
+			_, err = d.ws.RunStart(context.Background(), c, p.Message)
+			require.NoError(t, err)
+		}
+		a.clock.Advance(ttl + 8*time.Second) // every dead lease has expired by A's clock
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- a.r.Run(ctx) }()
+		first := waitFor(t, ran, "the first run")
+		cancel()
+		require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+		require.True(t, oldest[first], "Run first took over %s, not one of the four longest expired (d0 to d3)", first)
+	}
+}

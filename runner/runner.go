@@ -152,9 +152,9 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // delivers (once Wake is closed, it polls), and whenever a turn ends.
 //
 // Of the threads with work it starts first those whose lease has expired
-// by Clock, the longest expired first (from a point of that order drawn
-// at random each look, so that runners that see the same threads lapse
-// spread over them): their holder stopped renewing, and may be dead.
+// by Clock, the longest expired first (from one of the first four of that
+// order, drawn at each look, so that runners that see the same threads
+// lapse spread over them): their holder stopped renewing, and may be dead.
 // When every slot is taken it still looks every PollEvery for such
 // threads, and takes them over in its TakeoverTurns slots (short
 // turns: see Config), so that a dead runner's thread is claimed within
@@ -265,8 +265,8 @@ func (s *scheduler) rank(id core.ThreadID) uint64 {
 	return x ^ x>>31
 }
 
-// lookWindow is how many of the longest-waiting free threads a look draws
-// the first it takes from.
+// lookWindow is how many of the longest-expired lapsed threads, and of the
+// longest-waiting free ones, a look draws the first it takes from.
 const lookWindow = 4
 
 // full reports whether every ordinary turn slot is taken.
@@ -293,14 +293,15 @@ func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 	}
 	// The longest expired first: a live holder whose clock runs behind
 	// Run's renews a lease that looks expired here, but its expiry keeps
-	// moving on; a dead holder's stays where it was. From a point of that
-	// order drawn at each look: every runner sees the same threads lapse
-	// at once (a runner died), and runners that all began at the oldest
-	// would all claim it, one winning, the rest holding its row for a
-	// round trip each and leaving the others for a later look.
+	// moving on; a dead holder's stays where it was. From one of the
+	// first lookWindow of that order, drawn at each look: every runner
+	// sees the same threads lapse at once (a runner died), and runners
+	// that all began at the oldest would all claim it, one winning, the
+	// rest holding its row for a round trip each and leaving the others
+	// for a later look.
 	slices.SortStableFunc(expired, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
 	if n := len(expired); n > 1 {
-		k := s.rng.IntN(n)
+		k := s.rng.IntN(min(n, lookWindow))
 		expired = append(expired[k:], expired[:k]...)
 	}
 	for _, p := range expired {
