@@ -160,7 +160,7 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // turns: see Config), so that a dead runner's thread is claimed within
 // ClaimTTL + PollEvery of its last renewal whatever the load. The threads
 // nobody holds it starts the longest waiting first (since its looks first
-// found each free with work; from one of the first four, drawn at each
+// found each free with work; from one of the first sixteen, drawn at each
 // look, so that runners that look at once begin at different threads): a
 // thread waits behind those that had work before it, and a thread a
 // bounded turn left (OutcomeYielded) behind the others.
@@ -265,9 +265,19 @@ func (s *scheduler) rank(id core.ThreadID) uint64 {
 	return x ^ x>>31
 }
 
-// lookWindow is how many of the longest-expired lapsed threads, and of the
-// longest-waiting free ones, a look draws the first it takes from.
-const lookWindow = 4
+// takeoverWindow and lookWindow are how many of the longest-expired
+// lapsed threads, and of the longest-waiting free ones, a look draws the
+// first it takes from. A wider window spreads runners that look at once
+// over more threads (fewer claims that find the thread taken), a
+// narrower one keeps closer to the order: the free threads' was measured
+// (issue 25; store/postgres/BENCH.md): 4 made a claim find its thread
+// taken often enough to raise post-to-start fivefold at half of
+// saturation, 16 did not, and both cut the tail under a steady stream of
+// posts. A dead runner leaves few threads: four spread them.
+const (
+	takeoverWindow = 4
+	lookWindow     = 16
+)
 
 // full reports whether every ordinary turn slot is taken.
 func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
@@ -294,14 +304,14 @@ func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 	// The longest expired first: a live holder whose clock runs behind
 	// Run's renews a lease that looks expired here, but its expiry keeps
 	// moving on; a dead holder's stays where it was. From one of the
-	// first lookWindow of that order, drawn at each look: every runner
+	// first takeoverWindow of that order, drawn at each look: every runner
 	// sees the same threads lapse at once (a runner died), and runners
 	// that all began at the oldest would all claim it, one winning, the
 	// rest holding its row for a round trip each and leaving the others
 	// for a later look.
 	slices.SortStableFunc(expired, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
 	if n := len(expired); n > 1 {
-		k := s.rng.IntN(min(n, lookWindow))
+		k := s.rng.IntN(min(n, takeoverWindow))
 		expired = append(expired[k:], expired[:k]...)
 	}
 	for _, p := range expired {
