@@ -354,26 +354,13 @@ func TestTakeoverWhileSaturatedOff(t *testing.T) {
 // in the listing.
 func TestRunLapsedFirst(t *testing.T) {
 	s := memory.New()
-	ran := make(chan core.ThreadID, 8)
-	a := newProc(t, s, "A", procOpts{
-		agent: runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
-			ran <- sn.Delivered.Claim.Thread
-			return nil
-		}),
-		cfg: func(c *runner.Config) {
-			c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 1, -1, time.Hour
-		},
+	first := firstRun(t, s, func(a *proc) {
+		newThread(t, a.ws, "t1", "m1")
+		deadThread(t, s, "d")
+		newThread(t, a.ws, "t2", "m1")
+		a.clock.Advance(ttl) // d's lease has expired by A's clock
 	})
-	newThread(t, a.ws, "t1", "m1")
-	deadThread(t, s, "d")
-	newThread(t, a.ws, "t2", "m1")
-	a.clock.Advance(ttl) // d's lease has expired by A's clock
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- a.r.Run(ctx) }()
-	require.Equal(t, core.ThreadID("d"), waitFor(t, ran, "the first run"), "Run started a thread nobody held before the lapsed one")
-	cancel()
-	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+	require.Equal(t, core.ThreadID("d"), first, "Run started a thread nobody held before the lapsed one")
 }
 
 // Of the lapsed threads, Run starts first one of the longest expired (one
@@ -386,34 +373,45 @@ func TestRunLongestExpiredFirst(t *testing.T) {
 	oldest := map[core.ThreadID]bool{"d0": true, "d1": true, "d2": true, "d3": true}
 	for range 5 {
 		s := memory.New()
-		ran := make(chan core.ThreadID, 16)
-		a := newProc(t, s, "A", procOpts{
-			agent: runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
-				ran <- sn.Delivered.Claim.Thread
-				return nil
-			}),
-			cfg: func(c *runner.Config) {
-				c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 1, -1, time.Hour
-			},
+		first := firstRun(t, s, func(a *proc) {
+			d := newProc(t, s, "D", procOpts{})
+			for i := 7; i >= 0; i-- {
+				id := core.ThreadID(fmt.Sprint("d", i))
+				newThread(t, d.ws, id, "m1", "m2")
+				c, err := d.ws.Claim(context.Background(), id, core.Holder(fmt.Sprint("dead", i)), ttl+time.Duration(i)*time.Second)
+				require.NoError(t, err)
+				p, err := d.ws.Plan(context.Background(), c)
+				require.NoError(t, err)
+				_, err = d.ws.RunStart(context.Background(), c, p.Message)
+				require.NoError(t, err)
+			}
+			a.clock.Advance(ttl + 8*time.Second) // every dead lease has expired by A's clock
 		})
-		d := newProc(t, s, "D", procOpts{})
-		for i := 7; i >= 0; i-- {
-			id := core.ThreadID(fmt.Sprint("d", i))
-			newThread(t, d.ws, id, "m1", "m2")
-			c, err := d.ws.Claim(context.Background(), id, core.Holder(fmt.Sprint("dead", i)), ttl+time.Duration(i)*time.Second)
-			require.NoError(t, err)
-			p, err := d.ws.Plan(context.Background(), c)
-			require.NoError(t, err)
-			_, err = d.ws.RunStart(context.Background(), c, p.Message)
-			require.NoError(t, err)
-		}
-		a.clock.Advance(ttl + 8*time.Second) // every dead lease has expired by A's clock
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error)
-		go func() { done <- a.r.Run(ctx) }()
-		first := waitFor(t, ran, "the first run")
-		cancel()
-		require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 		require.True(t, oldest[first], "Run first took over %s, not one of the four longest expired (d0 to d3)", first)
 	}
+}
+
+// firstRun makes a runner A on s with one turn slot and no takeover slot,
+// lets setup prepare the threads (and move A's clock), runs A's Run until
+// its first run starts, stops it, and returns that run's thread.
+func firstRun(t *testing.T, s core.Storage, setup func(a *proc)) core.ThreadID {
+	t.Helper()
+	ran := make(chan core.ThreadID, 16)
+	a := newProc(t, s, "A", procOpts{
+		agent: runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
+			ran <- sn.Delivered.Claim.Thread
+			return nil
+		}),
+		cfg: func(c *runner.Config) {
+			c.MaxConcurrentTurns, c.TakeoverTurns, c.PollEvery = 1, -1, time.Hour
+		},
+	})
+	setup(a)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	first := waitFor(t, ran, "the first run")
+	cancel()
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+	return first
 }
