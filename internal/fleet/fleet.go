@@ -40,6 +40,9 @@ type run struct {
 	events    []Event
 	kills     []kill
 	postedAt  time.Time // when the last post returned
+	// KindRewind's tallies: Claims rewound, of them claimed again by
+	// another worker before the first went on, and not claimed again.
+	rewound, retaken, unclaimed int
 }
 
 // lockedWriter serialises writes: the nemesis reports replacements while

@@ -73,9 +73,16 @@ type Report struct {
 	HandoverRawP50Ms float64 `json:"handover_raw_p50_ms"`
 	HandoverRawP99Ms float64 `json:"handover_raw_p99_ms"`
 
-	Nemesis    map[Kind]int       `json:"nemesis"`
-	Events     []Event            `json:"events"`
-	Throughput []ThroughputBucket `json:"throughput"`
+	Nemesis map[Kind]int `json:"nemesis"`
+	// Rewinds counts the Claims KindRewind took back from storage (each
+	// also counted in StorageLost); RewindsClaimedAgain those another
+	// worker claimed again before the first went on, RewindsUnclaimed
+	// those nobody claimed again in time.
+	Rewinds             int                `json:"rewinds"`
+	RewindsClaimedAgain int                `json:"rewinds_claimed_again"`
+	RewindsUnclaimed    int                `json:"rewinds_unclaimed"`
+	Events              []Event            `json:"events"`
+	Throughput          []ThroughputBucket `json:"throughput"`
 
 	TraceFile string `json:"trace_file"`
 	// TraceRemoved: the trace went with the run's temporary directory
@@ -126,6 +133,7 @@ func (r *run) newReport(drained bool) *Report {
 		rep.Dir = r.dir
 	}
 	r.mu.Lock()
+	rep.Rewinds, rep.RewindsClaimedAgain, rep.RewindsUnclaimed = r.rewound, r.retaken, r.unclaimed
 	for _, e := range r.events {
 		if e.Err == "" {
 			rep.Nemesis[e.Kind]++
@@ -223,7 +231,12 @@ func (rep *Report) nemesisLine() string {
 	var parts []string
 	for _, k := range Kinds() {
 		if n := rep.Nemesis[k]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+			part := fmt.Sprintf("%s %d", k, n)
+			if k == KindRewind {
+				part += fmt.Sprintf(" (%d Claims lost, %d of them claimed again by another worker before their own went on, %d by nobody in time)",
+					rep.Rewinds, rep.RewindsClaimedAgain, rep.RewindsUnclaimed)
+			}
+			parts = append(parts, part)
 		}
 	}
 	if len(parts) == 0 {
