@@ -60,7 +60,7 @@ func newRewindQueries(schema string) rewindQueries {
 			WHERE l.line->>'action' = 'Claim' AND l.line->>'proc' = ANY($1) AND l.line ? 'replaced'
 			  AND t.lease_holder = l.line->>'holder'
 			  AND NOT EXISTS (SELECT FROM ` + s + `.trace_lines n WHERE n.thread_id = t.id AND n.tick > t.version)`,
-		lock: `SELECT version, coalesce(lease_holder, '') FROM ` + s + `.threads WHERE id = $1 FOR UPDATE`,
+		lock: `SELECT version, coalesce(lease_holder, ''), log_n FROM ` + s + `.threads WHERE id = $1 FOR UPDATE`,
 		line: `SELECT line->>'action', line->>'holder', coalesce((line->>'replaced')::bigint, 0) FROM ` + s + `.trace_lines
 			WHERE thread_id = $1 AND tick = $2 AND NOT EXISTS (SELECT FROM ` + s + `.trace_lines n WHERE n.thread_id = $1 AND n.tick > $2)`,
 		// The lease a Claim replaced: the newest Claim or Renew before it
@@ -72,20 +72,20 @@ func newRewindQueries(schema string) rewindQueries {
 			WHERE id = $1 AND version = $2 AND lease_holder = $3`,
 		dropLine:   `DELETE FROM ` + s + `.trace_lines WHERE thread_id = $1 AND tick = $2`,
 		dropHolder: `DELETE FROM ` + s + `.holders WHERE key = $1 AND holder = $2`,
-		// The thread's version, and the first Claim at the rewound
-		// version or later, when there is one: its process and tick.
-		claimant: `SELECT t.version, coalesce(l.line->>'proc', ''), coalesce(l.tick, 0) FROM ` + s + `.threads t
-			LEFT JOIN LATERAL (SELECT tick, line FROM ` + s + `.trace_lines
-				WHERE thread_id = t.id AND tick >= $2 AND line->>'action' = 'Claim' ORDER BY tick LIMIT 1) l ON true
+		// The thread's version and log length, and the process and
+		// action of the write that made that version.
+		claimant: `SELECT t.version, t.log_n, coalesce(l.line->>'proc', ''), coalesce(l.line->>'action', '') FROM ` + s + `.threads t
+			LEFT JOIN ` + s + `.trace_lines l ON l.thread_id = t.id AND l.tick = t.version
 			WHERE t.id = $1`,
 	}
 }
 
-// claimSeen is a Claim the watch found: its thread, version and holder,
-// and the expiry of the lease it replaced (Unix nanoseconds; 0: none).
+// claimSeen is a Claim the watch found: its thread, version, holder and
+// process, the expiry of the lease it replaced (Unix nanoseconds; 0:
+// none), and the thread's log length (read as it is rewound).
 type claimSeen struct {
-	thread, holder, proc string
-	version, replaced    int64
+	thread, holder, proc    string
+	version, replaced, logN int64
 }
 
 // errSkip: the fresh Claim could not be rewound (its row locked, or
@@ -112,7 +112,7 @@ func (r *run) rewind(ctx context.Context, s *slot, ev *Event) {
 		}
 		defer func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }()
 		ev.Target = a.name
-		if err := r.rewindClaim(ctx, conn, q, c); err != nil {
+		if err := r.rewindClaim(ctx, conn, q, &c); err != nil {
 			if errors.Is(err, errSkip) {
 				ev.Detail = fmt.Sprintf("%s's Claim of %s: %v", a.name, c.thread, err)
 				return nil
@@ -199,14 +199,14 @@ func (r *run) watchClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, h
 
 // rewindClaim puts c's thread back as it was before the Claim, in one
 // transaction, and deletes the Claim's trace line and holder.
-func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, c claimSeen) error {
+func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, c *claimSeen) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '50ms'"); err != nil {
 			return err
 		}
 		var version int64
 		var holder string
-		if err := tx.QueryRow(ctx, q.lock, c.thread).Scan(&version, &holder); err != nil {
+		if err := tx.QueryRow(ctx, q.lock, c.thread).Scan(&version, &holder, &c.logN); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "57014") {
 				return fmt.Errorf("%w: its row is locked", errSkip)
@@ -259,45 +259,64 @@ func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 	})
 }
 
-// secondClaim waits, with A (p) stopped, until another worker claims c's
-// thread; it then stops that worker B, continues A, and continues B a
-// TTL later, or once the thread's version moved on. Meanwhile the other
-// held workers' round trips stay slowed, so that B has not learnt of its
-// Claim, let alone written after it, when it is stopped. It says what
-// happened.
+// secondClaim waits, with A (p) stopped, until another worker writes c's
+// thread at the version A's cache has, its log unchanged — a Claim, or
+// the restored lease's Renew or Release —, so that only the lease tells
+// A's cache from the thread. It then stops that worker B, continues A,
+// and continues B a TTL later, or once the thread's version moved on.
+// Meanwhile the other held workers' round trips stay slowed, so that B
+// has not learnt of its write, let alone written again, when it is
+// stopped; and the posters wait (a Post would change the log). It says
+// what happened.
 func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, c claimSeen, p *proc, held []*slot) string {
-	var others []*slot
-	for _, s := range held {
-		if s.current() != p {
-			others = append(others, s)
+	// A post may be waiting for a row lock a stopped worker holds: the
+	// posters are held only when the gate is free within a millisecond.
+	for range 10 {
+		if r.postGate.TryLock() {
+			defer r.postGate.Unlock()
+			break
 		}
+		hold(ctx, 100*time.Microsecond)
 	}
 	deadline := time.Now().Add(rewindWait(r.cfg.TTL, r.cfg.Poll))
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		var version, tick int64
-		var by string
-		if err := conn.QueryRow(ctx, q.claimant, c.thread, c.version).Scan(&version, &by, &tick); err != nil {
+		var version, logN int64
+		var by, action string
+		if err := conn.QueryRow(ctx, q.claimant, c.thread).Scan(&version, &logN, &by, &action); err != nil {
 			return fmt.Sprintf("reading the thread: %v; %s continued", err, p.name)
 		}
-		if tick == 0 {
+		if version < c.version {
 			hold(ctx, time.Millisecond)
 			continue
+		}
+		var b *proc
+		for _, s := range held {
+			if q := s.current(); q != p && q.name == by {
+				b = q
+			}
+		}
+		if action != "Claim" {
+			b = nil // a Renew or Release of the restored lease: its worker may have a write of the thread in flight
+		}
+		if version == c.version && logN == c.logN && b == nil {
+			r.mu.Lock()
+			r.retaken++
+			r.mu.Unlock()
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			return fmt.Sprintf("then %s by %s at version %d, not stopped; %s continued", action, by, version, p.name)
+		}
+		if b == nil || version != c.version || logN != c.logN {
+			r.mu.Lock()
+			r.rewindMissed++
+			r.mu.Unlock()
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			return fmt.Sprintf("then %s by %s at version %d (log %d, was %d), not stopped; %s continued", action, by, version, logN, c.logN, p.name)
 		}
 		r.mu.Lock()
 		r.retaken++
 		r.mu.Unlock()
-		var b *proc
-		for _, s := range others {
-			if s.current().name == by {
-				b = s.current()
-			}
-		}
-		if b == nil || version != tick {
-			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			return fmt.Sprintf("claimed again by %s at version %d (now %d), not stopped; %s continued", by, tick, version, p.name)
-		}
 		_ = b.cmd.Process.Signal(syscall.SIGSTOP)
-		for _, s := range others {
+		for _, s := range held {
 			s.proxy.SetLatency(0)
 		}
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
@@ -305,17 +324,17 @@ func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 		now := version
 		for time.Now().Before(until) && now == version && ctx.Err() == nil {
 			hold(ctx, time.Millisecond)
-			if err := conn.QueryRow(ctx, q.claimant, c.thread, c.version).Scan(&now, &by, &tick); err != nil {
+			if err := conn.QueryRow(ctx, q.claimant, c.thread).Scan(&now, &logN, &by, &action); err != nil {
 				break
 			}
 		}
 		_ = b.cmd.Process.Signal(syscall.SIGCONT)
-		return fmt.Sprintf("claimed again by %s at version %d; %s stopped, %s continued, then %s (version %d)", b.name, version, b.name, p.name, b.name, now)
+		return fmt.Sprintf("then %s by %s at version %d; %s stopped, %s continued, then %s (version %d)", action, b.name, version, b.name, p.name, b.name, now)
 	}
 	r.mu.Lock()
 	r.unclaimed++
 	r.mu.Unlock()
-	return fmt.Sprintf("nobody claimed it within %v; %s continued", rewindWait(r.cfg.TTL, r.cfg.Poll), p.name)
+	return fmt.Sprintf("nobody wrote it within %v; %s continued", rewindWait(r.cfg.TTL, r.cfg.Poll), p.name)
 }
 
 // holdOthers marks busy the slots other than mine that no fault holds,
