@@ -54,13 +54,14 @@ const (
 	// Crash), or the report finds them open.
 	KindRetire Kind = "retire"
 	// KindRewind emulates storage losing one acknowledged Claim, with
-	// plain SQL behind the Stores' backs: a worker A is stopped (SIGSTOP)
-	// right after a Claim of its over no lease commits; the thread's row
-	// is put back as before the Claim (version less one, no lease), the
-	// Claim's trace line and holder deleted; once another worker B claims
-	// the thread (at the version A's cache has), B is stopped, A continues
-	// and writes from its cache, then B continues. The report counts the
-	// Claims as lost by storage (rewind.go).
+	// plain SQL behind the Stores' backs: a worker is stopped (SIGSTOP)
+	// right after a Claim of its over a lapsed lease commits; the
+	// thread's row is put back as before the Claim (version less one, the
+	// lapsed lease), the Claim's trace line and holder deleted; once
+	// another worker's Claim takes the thread at the version the first
+	// one's cache has, that worker is stopped, the first continues and
+	// writes from its cache, then the second continues. The report counts
+	// the Claims as lost by storage (rewind.go).
 	KindRewind Kind = "rewind"
 )
 

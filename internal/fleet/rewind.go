@@ -14,25 +14,35 @@ import (
 // KindRewind (rewind.go) emulates storage losing one acknowledged Claim,
 // with plain SQL on the fleet's database behind the Stores' backs, and
 // builds the interleaving that only the lease comparison of a write
-// decided from the cache refuses (DEFECTS.md, class e): the Claim's
-// process goes on believing it holds the thread, its cache at the
-// Claim's version, while another process claims the thread at that same
-// version.
+// decided from the cache refuses (tracecheck/DEFECTS.md, class e): the
+// Claim's process A goes on believing it holds the thread, its cache at
+// the Claim's version, while another process's write (a Claim) brings the
+// thread to that same version under another lease, the log unchanged.
 //
-// The fault: worker A's round trips are slowed (rewindLatency), so that a
-// Claim's acknowledgement reaches A well after its commit; a Claim of A
-// that replaced no lease is watched for in storage's trace lines; the
-// moment one is the newest line of its thread, A is stopped (SIGSTOP),
-// before it has learnt of the commit, let alone written again. In one
-// transaction (NOWAIT: a thread whose row someone holds locked is
-// skipped) the thread's row is put back as it was before the Claim —
-// version one less, no lease — and the Claim's trace line and its
-// holders row are deleted: nothing else of the row changes at a Claim
-// (core.Workspace's claim bumps the version and puts the lease; the
-// Store also inserts the holder into holders). Then, once another worker
-// B has claimed the thread, B is stopped too (when no other fault holds
-// it), A continues and writes from its cache, and B continues a TTL
-// later. If nobody claims within rewindWait, A continues all the same.
+// The fault holds every worker no other fault holds. Their round trips
+// are slowed (rewindLatency), so that a Claim's acknowledgement reaches
+// its worker well after the commit. The Claims of those workers that
+// replaced a lapsed lease are watched for in storage's trace lines (a
+// thread put back under no lease waits for a free turn, often longer
+// than the fault; one put back under its lapsed lease is taken over
+// within a TTL and a poll); the moment one is the newest line of its
+// thread, its worker A is stopped (SIGSTOP), before it has learnt of the
+// commit. In one transaction (a lock_timeout: a thread whose row someone
+// holds locked is skipped) the thread's row is put back as it was before
+// the Claim — version one less, the replaced lease (holder and expiry,
+// from the Claim or Renew line that stamped that expiry) — and the
+// Claim's trace line and its holders row are deleted: nothing else of
+// the row changes at a Claim (core.Workspace's claim bumps the version
+// and puts the lease; the Store's Claim also inserts the holder into
+// holders). Then, the posters held (a Post would change the log), the
+// thread's next write is waited for: when it is a Claim at A's version
+// with the log unchanged, its worker B is stopped before it learns of
+// it, A continues and writes from its cache, and B continues a TTL later
+// or once the thread moved on. A restored lease's own Renew or Release
+// at that version leaves A's cache the same way; A continues then too,
+// its holder not stopped. Otherwise, or if nobody writes within
+// rewindWait, A continues all the same. Storage's kept lines do not hold
+// A's Claim: the report counts it among the writes storage lost.
 
 // rewindLatency is added to each of A's round trips while the nemesis
 // watches for its Claim.
