@@ -71,7 +71,8 @@ func Kinds() []Kind {
 }
 
 // DefaultKinds are the kinds a fleet injects unless told: all but
-// KindRestart and KindLose, which need a cluster of the fleet's own.
+// KindRestart and KindLose, which need a cluster of the fleet's own
+// (KindRewind does not: it is SQL on the fleet's schema).
 func DefaultKinds() []Kind {
 	return slices.DeleteFunc(Kinds(), func(k Kind) bool { return k == KindRestart || k == KindLose })
 }
