@@ -102,6 +102,15 @@ type claimSeen struct {
 // written meanwhile).
 var errSkip = errors.New("skipped")
 
+// slotFault injects KindRetire or KindRewind on slot s (its worker p).
+func (r *run) slotFault(ctx context.Context, kind Kind, s *slot, p *proc, ev *Event) error {
+	if kind == KindRewind {
+		r.rewind(ctx, s, ev)
+		return nil
+	}
+	return r.retire(ctx, s, p, ev)
+}
+
 // rewind injects KindRewind, starting from slot s (which the nemesis
 // holds), and describes it in ev. The other slots no fault holds are held
 // too, for the fault's length: the Claim rewound may be any of their
