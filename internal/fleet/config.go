@@ -60,8 +60,10 @@ const (
 	// lapsed lease), the Claim's trace line and holder deleted; once
 	// another worker's Claim takes the thread at the version the first
 	// one's cache has, that worker is stopped, the first continues and
-	// writes from its cache, then the second continues. The report counts
-	// the Claims as lost by storage (rewind.go).
+	// writes from its cache, then the second continues. Otherwise the
+	// first continues and the fault tries another Claim, within a
+	// watch of 20 TTLs. The report counts the Claims as lost by storage
+	// (rewind.go).
 	KindRewind Kind = "rewind"
 )
 

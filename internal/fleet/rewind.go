@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,8 +42,10 @@ import (
 // or once the thread moved on. A restored lease's own Renew or Release
 // at that version leaves A's cache the same way; A continues then too,
 // its holder not stopped. Otherwise, or if nobody writes within
-// rewindWait, A continues all the same. Storage's kept lines do not hold
-// A's Claim: the report counts it among the writes storage lost.
+// rewindWait, A continues all the same, and the watch goes on for another
+// Claim until one is taken again at its version, or rewindWatch is over.
+// Storage's kept lines do not hold the Claims rewound: the report counts
+// them among the writes storage lost.
 
 // rewindLatency is added to each of A's round trips while the nemesis
 // watches for its Claim.
@@ -124,32 +127,25 @@ func (r *run) rewind(ctx context.Context, s *slot, ev *Event) {
 		h.proxy.SetLatency(rewindLatency(ttl))
 	}
 	defer s.proxy.SetLatency(0)
+	deadline := time.Now().Add(rewindWatch(ttl))
+	var details []string
 	err := r.cluster.admin(ctx, func(conn *pgx.Conn) error {
-		c, a, err := r.watchClaim(ctx, conn, q, held)
-		if err != nil || a == nil {
-			return err
-		}
-		defer func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }()
-		ev.Target = a.name
-		if err := r.rewindClaim(ctx, conn, q, &c); err != nil {
-			if errors.Is(err, errSkip) {
-				ev.Detail = fmt.Sprintf("%s's Claim of %s: %v", a.name, c.thread, err)
-				return nil
+		// Claim after Claim until one is taken again at its version, or
+		// the watch is over.
+		for {
+			for _, h := range held {
+				h.proxy.SetLatency(rewindLatency(ttl))
 			}
-			return err
+			detail, done, err := r.rewindOne(ctx, conn, q, held, deadline, ev)
+			if detail != "" {
+				details = append(details, detail)
+			}
+			if err != nil || done {
+				return err
+			}
 		}
-		r.mu.Lock()
-		r.rewound++
-		r.mu.Unlock()
-		over := "no lease"
-		if c.replaced != 0 {
-			over = "a lapsed lease, restored"
-		}
-		ev.Detail = fmt.Sprintf("%s's Claim of %s (over %s) at version %d lost; ", a.name, c.thread, over, c.version)
-		ev.Detail += r.secondClaim(ctx, conn, q, c, a, held)
-		a.note("Claim of %s rewound", c.thread)
-		return nil
 	})
+	ev.Detail = strings.Join(details, "; and ")
 	if err != nil {
 		ev.Err = err.Error()
 	}
@@ -158,14 +154,43 @@ func (r *run) rewind(ctx context.Context, s *slot, ev *Event) {
 	}
 }
 
+// rewindOne watches for one Claim until deadline, and rewinds it (see
+// KindRewind). It says what happened, and done when the watch is over or
+// the Claim was taken again at its version.
+func (r *run) rewindOne(ctx context.Context, conn *pgx.Conn, q rewindQueries, held []*slot, deadline time.Time, ev *Event) (detail string, done bool, err error) {
+	c, a, err := r.watchClaim(ctx, conn, q, held, deadline)
+	if err != nil || a == nil {
+		return "", true, err
+	}
+	defer func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }()
+	ev.Target = a.name
+	if err := r.rewindClaim(ctx, conn, q, &c); err != nil {
+		if errors.Is(err, errSkip) {
+			return fmt.Sprintf("%s's Claim of %s: %v", a.name, c.thread, err), false, nil
+		}
+		return "", true, err
+	}
+	r.mu.Lock()
+	r.rewound++
+	r.mu.Unlock()
+	over := "no lease"
+	if c.replaced != 0 {
+		over = "a lapsed lease, restored"
+	}
+	detail = fmt.Sprintf("%s's Claim of %s (over %s) at version %d lost; ", a.name, c.thread, over, c.version)
+	then, retaken := r.secondClaim(ctx, conn, q, c, a, held)
+	a.note("Claim of %s rewound", c.thread)
+	return detail + then, retaken, nil
+}
+
 // watchClaim polls for a Claim of a held slot's worker that became the
 // newest line of its thread since the last poll, and stops that worker
 // (SIGSTOP) the moment it sees one, and returns it (nil when none came
-// within rewindWatch). Claims seen at the first poll are old: their
+// before deadline). Claims seen at the first poll are old: their
 // workers may have written after them. Each held worker's round trips
 // are slowed meanwhile (rewindLatency): the one stopped has not yet
 // learnt that its Claim committed.
-func (r *run) watchClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, held []*slot) (claimSeen, *proc, error) {
+func (r *run) watchClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, held []*slot, deadline time.Time) (claimSeen, *proc, error) {
 	procs := map[string]*proc{}
 	var names []string
 	for _, h := range held {
@@ -173,7 +198,6 @@ func (r *run) watchClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, h
 		procs[p.name] = p
 		names = append(names, p.name)
 	}
-	deadline := time.Now().Add(rewindWatch(r.cfg.TTL))
 	var seen map[string]bool
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		rows, err := conn.Query(ctx, q.fresh, names)
@@ -287,7 +311,7 @@ func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 // has not learnt of its write, let alone written again, when it is
 // stopped; and the posters wait (a Post would change the log). It says
 // what happened.
-func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, c claimSeen, p *proc, held []*slot) string {
+func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, c claimSeen, p *proc, held []*slot) (string, bool) {
 	// A post may be waiting for a row lock a stopped worker holds: the
 	// posters are held only when the gate is free within a millisecond.
 	for range 10 {
@@ -302,7 +326,7 @@ func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 		var version, logN int64
 		var by, action string
 		if err := conn.QueryRow(ctx, q.claimant, c.thread).Scan(&version, &logN, &by, &action); err != nil {
-			return fmt.Sprintf("reading the thread: %v; %s continued", err, p.name)
+			return fmt.Sprintf("reading the thread: %v; %s continued", err, p.name), false
 		}
 		if version < c.version {
 			hold(ctx, time.Millisecond)
@@ -322,14 +346,14 @@ func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 			r.retaken++
 			r.mu.Unlock()
 			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			return fmt.Sprintf("then %s by %s at version %d, not stopped; %s continued", action, by, version, p.name)
+			return fmt.Sprintf("then %s by %s at version %d, not stopped; %s continued", action, by, version, p.name), true
 		}
 		if b == nil || version != c.version || logN != c.logN {
 			r.mu.Lock()
 			r.rewindMissed++
 			r.mu.Unlock()
 			_ = p.cmd.Process.Signal(syscall.SIGCONT)
-			return fmt.Sprintf("then %s by %s at version %d (log %d, was %d), not stopped; %s continued", action, by, version, logN, c.logN, p.name)
+			return fmt.Sprintf("then %s by %s at version %d (log %d, was %d), not stopped; %s continued", action, by, version, logN, c.logN, p.name), false
 		}
 		r.mu.Lock()
 		r.retaken++
@@ -348,12 +372,12 @@ func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 			}
 		}
 		_ = b.cmd.Process.Signal(syscall.SIGCONT)
-		return fmt.Sprintf("then %s by %s at version %d; %s stopped, %s continued, then %s (version %d)", action, b.name, version, b.name, p.name, b.name, now)
+		return fmt.Sprintf("then %s by %s at version %d; %s stopped, %s continued, then %s (version %d)", action, b.name, version, b.name, p.name, b.name, now), true
 	}
 	r.mu.Lock()
 	r.unclaimed++
 	r.mu.Unlock()
-	return fmt.Sprintf("nobody wrote it within %v; %s continued", rewindWait(r.cfg.TTL, r.cfg.Poll), p.name)
+	return fmt.Sprintf("nobody wrote it within %v; %s continued", rewindWait(r.cfg.TTL, r.cfg.Poll), p.name), false
 }
 
 // holdOthers marks busy the slots other than mine that no fault holds,
