@@ -35,7 +35,8 @@ import (
 // Claim's trace line and its holders row are deleted: nothing else of
 // the row changes at a Claim (core.Workspace's claim bumps the version
 // and puts the lease; the Store's Claim also inserts the holder into
-// holders). Then, the posters held (a Post would change the log), the
+// holders). Then, the posters held when they can be at once (a Post
+// would change the log; one may wait on a stopped worker's lock), the
 // thread's next write is waited for: when it is a Claim at A's version
 // with the log unchanged, its worker B is stopped before it learns of
 // it, A continues and writes from its cache, and B continues a TTL later
@@ -47,8 +48,8 @@ import (
 // Storage's kept lines do not hold the Claims rewound: the report counts
 // them among the writes storage lost.
 
-// rewindLatency is added to each of A's round trips while the nemesis
-// watches for its Claim.
+// rewindLatency is added to each round trip of the workers a rewind
+// holds, while it watches for a Claim and waits for the next one.
 func rewindLatency(ttl time.Duration) time.Duration { return max(ttl/10, 2*time.Millisecond) }
 
 // rewindWatch bounds the watch for a fresh Claim, rewindWait the wait for
