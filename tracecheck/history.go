@@ -128,7 +128,10 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // storage no longer has, and so are the reads of any claim that saw a
 // state storage then lost (staleRead), unless the claim's round went on
 // and storage kept its next write (nextKeptWrite), which places the read
-// at the state that write read; a Crash of such a claim's process
+// at the state that write read — unless storage lost the claim's Claim
+// itself: that round has no claim in what storage kept, its reads are
+// left out, and a write of it that storage kept is checked (and
+// rejected) as a write of a process without a claim; a Crash of such a claim's process
 // follows its last line kept (see lostCrashes; MergedCrash tells those
 // Crash lines, which no process traced, apart). A Crash also follows the
 // writes of its claim that committed after it (crashAfterLateWrites).
@@ -162,7 +165,8 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 		}
 		writes = append(writes, ev)
 	}
-	since := map[core.Holder]int64{} // a lost write's holder: the earliest call of its lost writes
+	since := map[core.Holder]int64{}    // a lost write's holder: the earliest call of its lost writes
+	lostClaim := map[core.Holder]bool{} // holders whose Claim storage lost
 	for _, h := range histories {
 		for _, ev := range h {
 			if ev.Read || !slices.ContainsFunc(written[key{ev.Thread, ev.Tick}], func(w core.TraceEvent) bool {
@@ -171,6 +175,9 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 				continue
 			}
 			lost = append(lost, ev)
+			if ev.Action == core.ActionClaim {
+				lostClaim[ev.Holder] = true
+			}
 			if c, ok := since[ev.Holder]; ev.Holder != "" && (!ok || ev.Call < c) {
 				since[ev.Holder] = ev.Call
 			}
@@ -186,7 +193,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			c, ok := since[ev.Holder]
 			afterLost := ok && ev.Holder != "" && ev.Call >= c
 			stale := staleRead(ev, byThread)
-			if afterLost || stale {
+			if (afterLost || stale) && !lostClaim[ev.Holder] {
 				if w, ok := nextKeptWrite(ev, writes); ok {
 					// The round went on, and storage kept its next write:
 					// the read is placed at the state that write read.

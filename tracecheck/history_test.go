@@ -2,6 +2,7 @@ package tracecheck_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -227,4 +228,63 @@ func TestLongestIDsReadBack(t *testing.T) {
 	lines, err := tracecheck.Read(&b, "long")
 	require.NoError(t, err)
 	require.Equal(t, []core.TraceEvent{ev}, lines)
+}
+
+// lostClaimHistories are the histories of a Claim storage lost (p1's, at
+// tick 2: the fleet's rewind nemesis), after which p2 claimed the thread
+// at the same tick, and p1, which went on believing it held the thread,
+// made its next write, then: a RunStart storage kept (a write decided
+// from a cache without the lease comparison, DEFECTS.md class e), or the
+// refusal of it.
+func lostClaimHistories(kept bool) (stored []core.TraceEvent, histories [][]core.TraceEvent) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	post := core.TraceEvent{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1}
+	claim2 := core.TraceEvent{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2}
+	start := core.TraceEvent{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: h1, Msg: 1, Run: 1, Taken: 1, Lease: h1}
+	stored = []core.TraceEvent{post, claim2}
+	poster := []core.TraceEvent{post}
+	poster[0].Call, poster[0].Return = 1, 2
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20}, // lost
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 1, Call: 10, Return: 20},
+	}
+	if kept {
+		stored = append(stored, start)
+		start.Call, start.Return = 600, 610
+		p1 = append(p1, start)
+	} else {
+		p1 = append(p1, core.TraceEvent{Tick: 2, Read: true, Action: core.ActionStartFenced, Thread: "t1", Proc: "p1", Holder: h1, Msg: 1, Lease: h2, Call: 600, Return: 610})
+	}
+	p2 := []core.TraceEvent{claim2, {Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p2", Holder: h2, Kind: core.PlanKindRun, Msg: 1}}
+	p2[0].Call, p2[0].Return = 500, 510
+	p2[1].Call, p2[1].Return = 500, 510
+	return stored, [][]core.TraceEvent{poster, p1, p2}
+}
+
+// After storage lost p1's Claim, p1's round has no claim in the spec: its
+// reads are left out, and its refused write too; what storage kept is
+// accepted. A write of that round that storage kept is a write by a
+// process that holds no claim, and the checker rejects that write itself.
+// Before, the round's Plan was placed at the state the kept write read
+// (nextKeptWrite, meant for a stale read of a claim storage kept), and
+// the checker rejected the Plan (`pc[p] = "claimed"`), not the write.
+func TestMergeHistoriesKeptWriteAfterLostClaim(t *testing.T) {
+	stored, histories := lostClaimHistories(false)
+	lines, lost := tracecheck.MergeHistories(stored, histories)
+	require.Len(t, lost, 1)
+	require.Equal(t, core.ActionClaim, lost[0].Action)
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Plan"}, actions, "p1's Plan and refusal left out")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
+
+	stored, histories = lostClaimHistories(true)
+	lines, lost = tracecheck.MergeHistories(stored, histories)
+	require.Len(t, lost, 1)
+	_, ordered = inOrder(lines)
+	_, err = tracecheck.Check(ordered)
+	var v *tracecheck.Violation
+	require.True(t, errors.As(err, &v), "the kept RunStart of a lost claim's round: %v", err)
+	require.Equal(t, core.ActionRunStart, v.Action, "rejected at the kept write: %v", err)
+	require.Equal(t, "p1", v.Event.Proc)
 }

@@ -41,6 +41,10 @@ names:
   restart    pg_ctl restart, fast or immediate (not in the default set)
   lose       synchronous_commit off, then pg_ctl restart -m immediate:
              PostgreSQL loses acknowledged commits (not in the default set)
+  rewind     storage loses one acknowledged Claim, emulated with SQL: its
+             worker stopped as it commits, the thread put back as before
+             it; another worker claims the thread at the same version, is
+             stopped, and the first goes on writing from its cache
 
 Workers reconnect by themselves. restart and lose need a cluster the fleet may
 restart: on this machine, its data directory (-pgdata, or the server's
@@ -96,7 +100,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.DurationVar(&cfg.MaxSkew, "max-skew", 0, "lease clocks spread over [0, this] (default 4 TTLs)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "every message must be consumed within this after the last post")
 	fs.DurationVar(&cfg.PorcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit")
-	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,retire,restart,lose; all; none; default (all but restart and lose; with -unfenced, the kinds that take a lease from a live holder: stop,kill,clock,latency,commit)")
+	fs.StringVar(&nemesis, "nemesis", "default", "fault kinds, comma-separated: stop,kill,clock,terminate,partition,latency,commit,retire,restart,lose,rewind; all; none; default (all but restart and lose; with -unfenced, the kinds that take a lease from a live holder: stop,kill,clock,latency,commit)")
 	fs.DurationVar(&cfg.NemesisEvery, "nemesis-every", 0, "mean time between faults (default the TTL)")
 	fs.StringVar(&cfg.Restart, "pgdata", "", "the data directory of the cluster, for -nemesis restart (default: ask the server)")
 	fs.IntVar(&tlcSample, "tlc-sample", 0, "replay this many threads, drawn from the seed, through TLC's trace validation (needs java and the jars, as tracecheck tlc finds them)")

@@ -53,15 +53,28 @@ const (
 	// runner must end those rounds itself (its last tries at their
 	// Crash), or the report finds them open.
 	KindRetire Kind = "retire"
+	// KindRewind emulates storage losing one acknowledged Claim, with
+	// plain SQL behind the Stores' backs: a worker is stopped (SIGSTOP)
+	// right after a Claim of its over a lapsed lease commits; the
+	// thread's row is put back as before the Claim (version less one, the
+	// lapsed lease), the Claim's trace line and holder deleted; once
+	// another worker's Claim takes the thread at the version the first
+	// one's cache has, that worker is stopped, the first continues and
+	// writes from its cache, then the second continues. Otherwise the
+	// first continues and the fault tries another Claim, within a
+	// watch of 20 TTLs. The report counts the Claims as lost by storage
+	// (rewind.go).
+	KindRewind Kind = "rewind"
 )
 
 // Kinds returns every kind, in the report's order.
 func Kinds() []Kind {
-	return []Kind{KindStop, KindKill, KindClock, KindTerminate, KindRestart, KindPartition, KindLatency, KindCommit, KindLose, KindRetire}
+	return []Kind{KindStop, KindKill, KindClock, KindTerminate, KindRestart, KindPartition, KindLatency, KindCommit, KindLose, KindRetire, KindRewind}
 }
 
 // DefaultKinds are the kinds a fleet injects unless told: all but
-// KindRestart and KindLose, which need a cluster of the fleet's own.
+// KindRestart and KindLose, which need a cluster of the fleet's own
+// (KindRewind does not: it is SQL on the fleet's schema).
 func DefaultKinds() []Kind {
 	return slices.DeleteFunc(Kinds(), func(k Kind) bool { return k == KindRestart || k == KindLose })
 }
@@ -225,7 +238,7 @@ func (c Config) Validate() error {
 		return configErrorf("-bin: no tracecheck binary for the workers")
 	case c.Procs < 1:
 		return configErrorf("-procs %d: at least 1", c.Procs)
-	case c.Procs < 2 && (slices.Contains(c.Nemesis, KindKill) || slices.Contains(c.Nemesis, KindStop)):
+	case c.Procs < 2 && (slices.Contains(c.Nemesis, KindKill) || slices.Contains(c.Nemesis, KindStop) || slices.Contains(c.Nemesis, KindRewind)):
 		return configErrorf("-procs %d: at least 2 when the nemesis stops or kills workers (someone must take over)", c.Procs)
 	case c.Threads < 1:
 		return configErrorf("-threads %d: at least 1", c.Threads)

@@ -12,7 +12,9 @@
 //     replacement, lease-clock jumps, pg_terminate_backend mid-transaction,
 //     PostgreSQL restarts, partitions, latency, COMMITs held back past
 //     the TTL, a worker cut off and then stopped cleanly (KindRetire),
-//     and PostgreSQL losing acknowledged commits (KindLose);
+//     PostgreSQL losing acknowledged commits (KindLose), and storage
+//     losing one acknowledged Claim, emulated with SQL (KindRewind,
+//     rewind.go);
 //   - the checks (checks.go): every message consumed exactly once (from
 //     storage), at most one run active per thread and no live run
 //     abandoned (replayed from the trace), the whole trace by the Go trace

@@ -40,6 +40,14 @@ type run struct {
 	events    []Event
 	kills     []kill
 	postedAt  time.Time // when the last post returned
+	// KindRewind's tallies: Claims rewound; of them, those whose version
+	// another worker's write took again with the log unchanged before the
+	// first went on, those written otherwise first, and those nobody
+	// wrote in time (rewind.go).
+	rewound, retaken, rewindMissed, unclaimed int
+	// postGate: the posters hold it shared for each post; a rewind holds
+	// it while it waits for the thread's next write.
+	postGate sync.RWMutex
 }
 
 // lockedWriter serialises writes: the nemesis reports replacements while
@@ -375,7 +383,9 @@ func (r *run) post(ctx context.Context, posters []*poster) error {
 				id := r.threads[i%len(r.threads)]
 				deadline := time.Now().Add(r.cfg.Timeout)
 				for {
+					r.postGate.RLock()
 					_, err := p.ws.Post(ctx, id, fmt.Sprintf("message %d", i+1))
+					r.postGate.RUnlock()
 					if err == nil {
 						break
 					}

@@ -291,6 +291,7 @@ func TestUnfencedFlagAndKinds(t *testing.T) {
 	require.Equal(t, Kinds(), ks)
 	require.NotContains(t, DefaultKinds(), KindRestart)
 	require.NotContains(t, DefaultKinds(), KindLose)
+	require.Contains(t, DefaultKinds(), KindRewind, "SQL on the fleet's own schema: no cluster of its own")
 	_, err = ParseKinds("flood")
 	require.ErrorIs(t, err, ErrConfig)
 }

@@ -39,7 +39,7 @@ func (r *run) nemesis(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	fatal := make(chan error, 1)
-	var restarting sync.Mutex
+	var restarting, rewinding sync.Mutex
 	for {
 		r.mu.Lock()
 		wait := time.Duration(float64(r.cfg.NemesisEvery) * (0.5 + r.rng.Float64()))
@@ -79,9 +79,16 @@ func (r *run) nemesis(ctx context.Context) error {
 		if s == nil {
 			continue
 		}
+		// One rewind at a time: it holds the other workers meanwhile.
+		if kind == KindRewind && !rewinding.TryLock() {
+			continue
+		}
 		s.mu.Lock()
 		if s.busy {
 			s.mu.Unlock()
+			if kind == KindRewind {
+				rewinding.Unlock()
+			}
 			continue
 		}
 		s.busy = true
@@ -89,6 +96,9 @@ func (r *run) nemesis(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if kind == KindRewind {
+				defer rewinding.Unlock()
+			}
 			defer func() {
 				s.mu.Lock()
 				s.busy = false
@@ -224,8 +234,8 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 		hold(ctx, d)
 		s.proxy.SetLatency(0)
 		ev.Detail = fmt.Sprintf("+%v a round trip for %v", lat.Round(time.Millisecond), d.Round(time.Millisecond))
-	case KindRetire:
-		fatal = r.retire(ctx, s, p, &ev)
+	case KindRetire, KindRewind:
+		fatal = r.slotFault(ctx, kind, s, p, &ev)
 	case KindCommit:
 		delay := r.between(ttl+ttl/10, 2*ttl)
 		d := r.between(2*ttl, 4*ttl)

@@ -73,9 +73,19 @@ type Report struct {
 	HandoverRawP50Ms float64 `json:"handover_raw_p50_ms"`
 	HandoverRawP99Ms float64 `json:"handover_raw_p99_ms"`
 
-	Nemesis    map[Kind]int       `json:"nemesis"`
-	Events     []Event            `json:"events"`
-	Throughput []ThroughputBucket `json:"throughput"`
+	Nemesis map[Kind]int `json:"nemesis"`
+	// Rewinds counts the Claims KindRewind took back from storage (each
+	// also counted in StorageLost); RewindsRetaken those whose version
+	// another worker's write took again, the log unchanged, before the
+	// Claim's own worker went on (the interleaving the rewind is for);
+	// RewindsMissed those written otherwise first (a Post, a version
+	// past it); RewindsUnclaimed those nobody wrote in time.
+	Rewinds          int                `json:"rewinds"`
+	RewindsRetaken   int                `json:"rewinds_retaken"`
+	RewindsMissed    int                `json:"rewinds_missed"`
+	RewindsUnclaimed int                `json:"rewinds_unclaimed"`
+	Events           []Event            `json:"events"`
+	Throughput       []ThroughputBucket `json:"throughput"`
 
 	TraceFile string `json:"trace_file"`
 	// TraceRemoved: the trace went with the run's temporary directory
@@ -126,6 +136,7 @@ func (r *run) newReport(drained bool) *Report {
 		rep.Dir = r.dir
 	}
 	r.mu.Lock()
+	rep.Rewinds, rep.RewindsRetaken, rep.RewindsMissed, rep.RewindsUnclaimed = r.rewound, r.retaken, r.rewindMissed, r.unclaimed
 	for _, e := range r.events {
 		if e.Err == "" {
 			rep.Nemesis[e.Kind]++
@@ -223,7 +234,12 @@ func (rep *Report) nemesisLine() string {
 	var parts []string
 	for _, k := range Kinds() {
 		if n := rep.Nemesis[k]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+			part := fmt.Sprintf("%s %d", k, n)
+			if k == KindRewind {
+				part += fmt.Sprintf(" (%d Claims lost; at their version again, the log unchanged, before their worker went on: %d; written otherwise first %d; by nobody in time %d)",
+					rep.Rewinds, rep.RewindsRetaken, rep.RewindsMissed, rep.RewindsUnclaimed)
+			}
+			parts = append(parts, part)
 		}
 	}
 	if len(parts) == 0 {

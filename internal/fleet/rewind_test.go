@@ -1,0 +1,121 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/postgres"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// storageState is everything of a thread a Claim can write: its row,
+// its trace lines and its holders, as text.
+func storageState(t *testing.T, ctx context.Context, conn *pgx.Conn, schema, id string) []string {
+	t.Helper()
+	s := pgx.Identifier{schema}.Sanitize()
+	var out []string
+	for _, sql := range []string{
+		`SELECT row_to_json(t)::text FROM ` + s + `.threads t WHERE id = $1`,
+		`SELECT tick::text || ' ' || line::text FROM ` + s + `.trace_lines WHERE thread_id = $1 ORDER BY tick`,
+		`SELECT holder FROM ` + s + `.holders WHERE key = $1 ORDER BY holder`,
+		`SELECT seq::text || ' ' || kind FROM ` + s + `.events WHERE thread_id = $1 ORDER BY seq`,
+	} {
+		rows, err := conn.Query(ctx, sql, id)
+		require.NoError(t, err)
+		got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		out = append(out, fmt.Sprint(got))
+	}
+	return out
+}
+
+// The rewind against a real PostgreSQL: a Claim over no lease, and a Claim
+// over a lapsed lease, each found by the watch's query as the newest line
+// of its thread and rewound; the thread's row, trace lines, holders and
+// log are then exactly as before the Claim (the state a lost commit
+// leaves), and the restored state takes the next Claim at the same
+// version, as storage that lost the Claim would.
+func TestRewindRestoresThePreClaimState(t *testing.T) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		t.Skip("DATABASE_URL is not set: run through scripts/with-postgres")
+	}
+	ctx := context.Background()
+	schema := fmt.Sprintf("tcrewind_%d", time.Now().UnixNano())
+	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, KeepTrace: true})
+	require.NoError(t, err)
+	defer st.Close()
+	defer func() { _ = st.DropSchema(ctx) }()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	ws := func(name string) *core.Workspace {
+		return core.NewWorkspace(st, core.SystemClock{}, core.WithProcess(name), core.WithTracer(tracecheck.NewHistoryWriter(io.Discard)))
+	}
+	p1, p2, p3, p4 := ws("p1"), ws("p2"), ws("p3"), ws("p4")
+	require.NoError(t, p1.CreateThread(ctx, "t1"))
+	_, err = p1.Post(ctx, "t1", "hello")
+	require.NoError(t, err)
+	q := newRewindQueries(schema)
+	r := &run{schema: schema}
+	ttl := 20 * time.Millisecond
+	fresh := func() []claimSeen {
+		rows, err := conn.Query(ctx, q.fresh, []string{"p1", "p2"})
+		require.NoError(t, err)
+		var found []claimSeen
+		for rows.Next() {
+			var c claimSeen
+			require.NoError(t, rows.Scan(&c.thread, &c.version, &c.holder, &c.replaced, &c.proc))
+			found = append(found, c)
+		}
+		require.NoError(t, rows.Err())
+		return found
+	}
+
+	// A Claim over no lease. The watch takes only Claims over a lapsed
+	// lease (another worker takes such a thread over soon after): this
+	// one is not found, but it is rewound all the same.
+	before := storageState(t, ctx, conn, schema, "t1")
+	_, err = p1.Claim(ctx, "t1", "h1", ttl)
+	require.NoError(t, err)
+	require.NotEqual(t, before, storageState(t, ctx, conn, schema, "t1"))
+	require.Empty(t, fresh())
+	c := claimSeen{thread: "t1", holder: "h1", proc: "p1"}
+	require.NoError(t, conn.QueryRow(ctx, `SELECT version FROM `+pgx.Identifier{schema}.Sanitize()+`.threads WHERE id = 't1'`).Scan(&c.version))
+	require.NoError(t, r.rewindClaim(ctx, conn, q, &c))
+	require.Equal(t, before, storageState(t, ctx, conn, schema, "t1"), "the thread as before the Claim over no lease")
+
+	// A Claim over a lapsed lease (p4's).
+	_, err = p4.Claim(ctx, "t1", "h4", ttl)
+	require.NoError(t, err, "the thread as it was takes the next Claim")
+	time.Sleep(2 * ttl)
+	before = storageState(t, ctx, conn, schema, "t1")
+	_, err = p2.Claim(ctx, "t1", "h2", ttl)
+	require.NoError(t, err)
+	found := fresh()
+	require.Len(t, found, 1)
+	c = found[0]
+	require.Equal(t, [2]string{"h2", "p2"}, [2]string{c.holder, c.proc})
+	require.NotZero(t, c.replaced, "the Claim replaced h4's lapsed lease")
+	require.NoError(t, r.rewindClaim(ctx, conn, q, &c))
+	require.Equal(t, before, storageState(t, ctx, conn, schema, "t1"), "the thread as before the Claim, h4's lease restored")
+
+	// Storage that lost h2's Claim takes another at the same version,
+	// over the same lapsed lease.
+	_, err = p3.Claim(ctx, "t1", "h3", ttl)
+	require.NoError(t, err)
+	var tick int64
+	var replaced int64
+	require.NoError(t, conn.QueryRow(ctx, `SELECT tick, (line->>'replaced')::bigint FROM `+pgx.Identifier{schema}.Sanitize()+
+		`.trace_lines WHERE thread_id = 't1' AND line->>'holder' = 'h3'`).Scan(&tick, &replaced))
+	require.Equal(t, [2]int64{c.version, c.replaced}, [2]int64{tick, replaced})
+}
