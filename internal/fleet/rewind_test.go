@@ -46,7 +46,7 @@ func storageState(t *testing.T, ctx context.Context, conn *pgx.Conn, schema, id 
 func TestRewindRestoresThePreClaimState(t *testing.T) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
-		t.Skip("DATABASE_URL is not set: run through scripts/with-postgres")
+		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./internal/fleet)")
 	}
 	ctx := context.Background()
 	schema := fmt.Sprintf("tcrewind_%d", time.Now().UnixNano())
