@@ -587,7 +587,8 @@ func countCrashes(lines []core.TraceEvent) (turns, afterLoss int) {
 // doubtProblems adds the problems the writes in doubt show: a resolution
 // that says otherwise than storage's log, and a write still in doubt when
 // its process stopped cleanly. The faults heal before the workers are
-// told to stop (a retired worker's cut heals before its SIGTERM), and a
+// told to stop (a retired worker's cut heals before its SIGTERM, and no
+// restart of the cluster runs while a worker stops cleanly), and a
 // stopping runner tries its open rounds' Crash for ShutdownGrace: a round
 // it left open is a defect of its stop.
 func (rep *Report) doubtProblems() {

@@ -48,6 +48,11 @@ type run struct {
 	// postGate: the posters hold it shared for each post; a rewind holds
 	// it while it waits for the thread's next write.
 	postGate sync.RWMutex
+	// clusterUp: a restart of the cluster (KindRestart, KindLose) holds
+	// it; a worker's clean stop holds it shared from its SIGTERM until it
+	// has stopped, so that it stops with storage there to end its open
+	// rounds, as the check of writes in doubt at a clean stop assumes.
+	clusterUp sync.RWMutex
 }
 
 // lockedWriter serialises writes: the nemesis reports replacements while

@@ -202,6 +202,8 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 		}
 		ev.Detail = "pg_terminate_backend: " + what
 	case KindRestart:
+		r.clusterUp.Lock()
+		defer r.clusterUp.Unlock()
 		mode, note := "fast", ""
 		if r.between(0, 1) == 1 {
 			if r.cluster.immediate {
@@ -216,6 +218,8 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 		}
 		ev.Detail = "pg_ctl restart -m " + mode + note
 	case KindLose:
+		r.clusterUp.Lock()
+		defer r.clusterUp.Unlock()
 		if err := r.cluster.restart(ctx, "immediate"); err != nil {
 			fail(err)
 			break
@@ -277,8 +281,11 @@ func (r *run) retire(ctx context.Context, s *slot, p *proc, ev *Event) error {
 }
 
 // stopCleanly stops slot s's worker p (SIGTERM) and starts its
-// replacement, once p has stopped.
+// replacement, once p has stopped; no restart of the cluster begins
+// meanwhile (clusterUp).
 func (r *run) stopCleanly(s *slot, p *proc) (*proc, error) {
+	r.clusterUp.RLock()
+	defer r.clusterUp.RUnlock()
 	p.setMeant()
 	at := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
