@@ -126,7 +126,8 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // reads and refusals of a lost write's claim (its holder) from the lost
 // write's call on are left out, since they were decided from a state
 // storage no longer has, and so are the reads of any claim that saw a
-// state storage then lost (staleRead), unless the claim's round went on
+// state storage then lost (staleRead, or a read at a tick whose kept
+// write was called after the read returned), unless the claim's round went on
 // and storage kept its next write (nextKeptWrite), which places the read
 // at the state that write read — unless storage lost the claim's Claim
 // itself: that round has no claim in what storage kept, its reads are
@@ -184,6 +185,10 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 		}
 	}
 	byThread := lostByThread(lost, writes)
+	kept := make(map[key]core.TraceEvent, len(writes))
+	for _, w := range writes {
+		kept[key{w.Thread, w.Tick}] = w
+	}
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
@@ -192,7 +197,11 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			}
 			c, ok := since[ev.Holder]
 			afterLost := ok && ev.Holder != "" && ev.Call >= c
-			stale := staleRead(ev, byThread)
+			// A read at a tick whose kept write was called after the read
+			// returned saw another write there, one that storage lost and
+			// no history records (its process died with it in flight).
+			w, ok := kept[key{ev.Thread, ev.Tick}]
+			stale := staleRead(ev, byThread) || ok && w.Call != 0 && w.Call > ev.Return
 			if (afterLost || stale) && !lostClaim[ev.Holder] {
 				if w, ok := nextKeptWrite(ev, writes); ok {
 					// The round went on, and storage kept its next write:

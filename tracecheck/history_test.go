@@ -152,6 +152,37 @@ func TestMergeHistoriesStaleRead(t *testing.T) {
 	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the stale Plan left out, p1's round ended by a Crash")
 }
 
+// A read that saw a state storage then lost, written by a process whose
+// history does not have it (it died with the write in flight): p1's Plan
+// read tick 3 before the write storage kept at tick 3 was called, so it
+// saw another write there, which storage lost. It is left out, and p1's
+// round ends with a Crash, as for a lost write a history records. Before,
+// the read was placed after the kept write at its tick (in the fleet with
+// every nemesis: a process's Crash of its old round after its own next
+// Claim, rejected with `Claim by p645: guard pc[p] = "idle" fails`).
+func TestMergeHistoriesReadOfAnUnrecordedLostWrite(t *testing.T) {
+	h1 := core.Holder("h1")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+	}
+	poster := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
+	require.Empty(t, lost, "no history records the lost write")
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the Plan of a lost state left out, p1's round ended by a Crash")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
+}
+
 // A read that saw a state storage then lost, after which the claim's
 // round went on and storage kept its next write: here p1's Plan (a run of
 // message 1) saw the state the lost Post of message 2 made, the poster
