@@ -201,30 +201,10 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 			what = "no session to end"
 		}
 		ev.Detail = "pg_terminate_backend: " + what
-	case KindRestart:
-		r.clusterUp.Lock()
-		defer r.clusterUp.Unlock()
-		mode, note := "fast", ""
-		if r.between(0, 1) == 1 {
-			if r.cluster.immediate {
-				mode = "immediate"
-			} else {
-				note = " (not immediate: synchronous_commit is off, so a crash would lose acknowledged commits)"
-			}
-		}
-		if err := r.cluster.restart(ctx, mode); err != nil {
+	case KindRestart, KindLose:
+		if err := r.restartCluster(ctx, kind, &ev); err != nil {
 			fail(err)
-			break
 		}
-		ev.Detail = "pg_ctl restart -m " + mode + note
-	case KindLose:
-		r.clusterUp.Lock()
-		defer r.clusterUp.Unlock()
-		if err := r.cluster.restart(ctx, "immediate"); err != nil {
-			fail(err)
-			break
-		}
-		ev.Detail = "pg_ctl restart -m immediate with synchronous_commit off: acknowledged commits lost"
 	case KindPartition:
 		d := r.between(ttl, 3*ttl)
 		s.proxy.Partition(true)
@@ -255,6 +235,34 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 	r.events = append(r.events, ev)
 	r.mu.Unlock()
 	return fatal
+}
+
+// restartCluster restarts the cluster for KindRestart (fast or immediate,
+// drawn) or KindLose (immediate, losing the commits whose WAL was not
+// written), holding clusterUp, and describes the restart in ev.
+func (r *run) restartCluster(ctx context.Context, kind Kind, ev *Event) error {
+	r.clusterUp.Lock()
+	defer r.clusterUp.Unlock()
+	if kind == KindLose {
+		if err := r.cluster.restart(ctx, "immediate"); err != nil {
+			return err
+		}
+		ev.Detail = "pg_ctl restart -m immediate with synchronous_commit off: acknowledged commits lost"
+		return nil
+	}
+	mode, note := "fast", ""
+	if r.between(0, 1) == 1 {
+		if r.cluster.immediate {
+			mode = "immediate"
+		} else {
+			note = " (not immediate: synchronous_commit is off, so a crash would lose acknowledged commits)"
+		}
+	}
+	if err := r.cluster.restart(ctx, mode); err != nil {
+		return err
+	}
+	ev.Detail = "pg_ctl restart -m " + mode + note
+	return nil
 }
 
 // retireGrace bounds a retired worker's clean stop: past it the worker is
