@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,6 +117,25 @@ func lostPostHistory() []core.TraceEvent {
 	}
 }
 
+// stalePlanHistories is what storage kept in the stale-read cases (the
+// first Post, p1's Claim, and the Post of message 2 that took tick 3
+// after the lost one), and p1's history: its Claim, and its Plan of
+// message 2, which read tick 3 before the kept Post there was called.
+func stalePlanHistories() (stored, p1 []core.TraceEvent) {
+	h1 := core.Holder("h1")
+	stored = []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		// The lost Post was tick 3; the poster's next post took it.
+		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+	}
+	p1 = []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
+	}
+	return stored, p1
+}
+
 // inOrder returns the merged lines' actions in trace order, and the lines.
 func inOrder(lines []core.TraceEvent) (actions []string, ordered []core.TraceEvent) {
 	for _, l := range tracecheck.Order(lines) {
@@ -134,19 +154,8 @@ func inOrder(lines []core.TraceEvent) (actions []string, ordered []core.TraceEve
 // rejected (its taken, its tick), or made porcupine find no
 // linearization.
 func TestMergeHistoriesStaleRead(t *testing.T) {
-	h1 := core.Holder("h1")
-	stored := []core.TraceEvent{
-		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
-		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
-		// The lost Post was tick 3; the poster's next post took it.
-		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
-	}
-	poster := lostPostHistory()
-	p1 := []core.TraceEvent{
-		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
-		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
-	}
-	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
+	stored, p1 := stalePlanHistories()
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{lostPostHistory(), p1})
 	require.Len(t, lost, 1)
 	actions, _ := inOrder(lines)
 	require.Equal(t, []string{"Post", "Claim", "Crash", "Post"}, actions, "the stale Plan left out, p1's round ended by a Crash")
@@ -161,20 +170,8 @@ func TestMergeHistoriesStaleRead(t *testing.T) {
 // every nemesis: a process's Crash of its old round after its own next
 // Claim, rejected with `Claim by p645: guard pc[p] = "idle" fails`).
 func TestMergeHistoriesReadOfAnUnrecordedLostWrite(t *testing.T) {
-	h1 := core.Holder("h1")
-	stored := []core.TraceEvent{
-		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
-		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
-		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
-	}
-	poster := []core.TraceEvent{
-		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
-		{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 1000, Return: 1010},
-	}
-	p1 := []core.TraceEvent{
-		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
-		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
-	}
+	stored, p1 := stalePlanHistories()
+	poster := slices.DeleteFunc(lostPostHistory(), func(ev core.TraceEvent) bool { return ev.Call == 30 }) // the lost Post unrecorded
 	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
 	require.Empty(t, lost, "no history records the lost write")
 	actions, ordered := inOrder(lines)
