@@ -218,8 +218,10 @@ func (r *run) inject(ctx context.Context, kind Kind, s *slot) error {
 		hold(ctx, d)
 		s.proxy.SetLatency(0)
 		ev.Detail = fmt.Sprintf("+%v a round trip for %v", lat.Round(time.Millisecond), d.Round(time.Millisecond))
-	case KindRetire, KindRewind:
-		fatal = r.slotFault(ctx, kind, s, p, &ev)
+	case KindRetire:
+		fatal = r.retire(ctx, s, p, &ev)
+	case KindRewind:
+		r.rewind(ctx, s, &ev)
 	case KindCommit:
 		delay := r.between(ttl+ttl/10, 2*ttl)
 		d := r.between(2*ttl, 4*ttl)

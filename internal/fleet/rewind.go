@@ -67,8 +67,9 @@ type rewindQueries struct {
 func newRewindQueries(schema string) rewindQueries {
 	s := pgx.Identifier{schema}.Sanitize()
 	return rewindQueries{
-		// The threads whose newest line is a Claim of proc $1 over no lease,
-		// under which the thread still is.
+		// The threads whose newest line is a Claim, by one of the procs $1,
+		// that replaced a lapsed lease (its line names the replaced
+		// expiry), and whose lease is still that Claim's.
 		fresh: `SELECT t.id, t.version, t.lease_holder, coalesce((l.line->>'replaced')::bigint, 0), l.line->>'proc' FROM ` + s + `.threads t
 			JOIN ` + s + `.trace_lines l ON l.thread_id = t.id AND l.tick = t.version
 			WHERE l.line->>'action' = 'Claim' AND l.line->>'proc' = ANY($1) AND l.line ? 'replaced'
@@ -105,15 +106,6 @@ type claimSeen struct {
 // errSkip: the fresh Claim could not be rewound (its row locked, or
 // written meanwhile).
 var errSkip = errors.New("skipped")
-
-// slotFault injects KindRetire or KindRewind on slot s (its worker p).
-func (r *run) slotFault(ctx context.Context, kind Kind, s *slot, p *proc, ev *Event) error {
-	if kind == KindRewind {
-		r.rewind(ctx, s, ev)
-		return nil
-	}
-	return r.retire(ctx, s, p, ev)
-}
 
 // rewind injects KindRewind, starting from slot s (which the nemesis
 // holds), and describes it in ev. The other slots no fault holds are held
@@ -335,8 +327,8 @@ func (r *run) secondClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 		}
 		var b *proc
 		for _, s := range held {
-			if q := s.current(); q != p && q.name == by {
-				b = q
+			if w := s.current(); w != p && w.name == by {
+				b = w
 			}
 		}
 		if action != "Claim" {
