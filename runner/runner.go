@@ -310,10 +310,7 @@ func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 	// rest holding its row for a round trip each and leaving the others
 	// for a later look.
 	slices.SortStableFunc(expired, func(a, b core.PendingThread) int { return a.Lease.ExpiresAt.Compare(b.Lease.ExpiresAt) })
-	if n := len(expired); n > 1 {
-		k := s.rng.IntN(min(n, takeoverWindow))
-		expired = append(expired[k:], expired[:k]...)
-	}
+	startWithin(s.rng, expired, takeoverWindow)
 	for _, p := range expired {
 		lapsed = append(lapsed, p.ID)
 	}
@@ -365,10 +362,16 @@ func (s *scheduler) order(free []core.ThreadID) {
 		}
 		return cmp.Or(cmp.Compare(s.rank(a), s.rank(b)), cmp.Compare(a, b))
 	})
-	if n := len(free); n > 1 {
-		k := s.rng.IntN(min(n, lookWindow))
-		rotated := append(free[k:len(free):len(free)], free[:k]...)
-		copy(free, rotated)
+	startWithin(s.rng, free, lookWindow)
+}
+
+// startWithin rotates list in place so that it starts at one of its first
+// window elements, drawn from rng, the ones before it going last.
+func startWithin[T any](rng *rand.Rand, list []T, window int) {
+	if n := len(list); n > 1 {
+		k := rng.IntN(min(n, window))
+		rotated := append(list[k:n:n], list[:k]...)
+		copy(list, rotated)
 	}
 }
 
