@@ -126,8 +126,7 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // reads and refusals of a lost write's claim (its holder) from the lost
 // write's call on are left out, since they were decided from a state
 // storage no longer has, and so are the reads of any claim that saw a
-// state storage then lost (staleRead, or a read at a tick whose kept
-// write was called after the read returned), unless the claim's round went on
+// state storage then lost (staleRead), unless the claim's round went on
 // and storage kept its next write (nextKeptWrite), which places the read
 // at the state that write read — unless storage lost the claim's Claim
 // itself: that round has no claim in what storage kept, its reads are
@@ -197,11 +196,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			}
 			c, ok := since[ev.Holder]
 			afterLost := ok && ev.Holder != "" && ev.Call >= c
-			// A read at a tick whose kept write was called after the read
-			// returned saw another write there, one that storage lost and
-			// no history records (its process died with it in flight).
-			w, ok := kept[key{ev.Thread, ev.Tick}]
-			stale := staleRead(ev, byThread) || ok && w.Call != 0 && w.Call > ev.Return
+			stale := staleRead(ev, byThread, kept[key{ev.Thread, ev.Tick}])
 			if (afterLost || stale) && !lostClaim[ev.Holder] {
 				if w, ok := nextKeptWrite(ev, writes); ok {
 					// The round went on, and storage kept its next write:
@@ -312,9 +307,15 @@ func lostByThread(lost, writes []core.TraceEvent) map[core.ThreadID][]lostWrite 
 // staleRead reports whether the read ev saw a state that storage then
 // lost: on the thread of a lost write w, at w's tick or later, returned
 // after w's call, and called before storage had a state there again
-// (lostWrite.again). A read after the loss and before that saw a tick
-// below w's.
-func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite) bool {
+// (lostWrite.again) — a read after the loss and before that saw a tick
+// below w's —; or at a tick whose write storage kept (at, when it has
+// one) was called after the read returned, so that the read saw another
+// write there, one that storage lost and no history records (its process
+// died with it in flight).
+func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite, at core.TraceEvent) bool {
+	if at.Call != 0 && at.Call > ev.Return {
+		return true
+	}
 	for _, l := range lost[ev.Thread] {
 		if ev.Tick >= l.w.Tick && ev.Return > l.w.Call && ev.Call < l.again {
 			return true
