@@ -39,7 +39,8 @@ func TestConcurrentFenced(t *testing.T) {
 // tracecheck's TestUnfencedNotLinearizable for porcupine. Seeds run until
 // both have caught it or the test's own deadline passes; six processes
 // whose clocks are up to four TTLs apart make a write on a lapsed lease
-// likely (14 of 20 seeds under -race, against 3 of 40 with the defaults).
+// likely (14 of 20 seeds under -race, against 3 of 40 with three
+// processes and clocks up to two TTLs apart).
 func TestConcurrentUnfencedMutantCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow, real-time: TestSimSeedsUnfencedMutantCaught is its deterministic twin")
@@ -49,7 +50,7 @@ func TestConcurrentUnfencedMutantCaught(t *testing.T) {
 	deadline := time.Now().Add(90 * time.Second)
 	seed := uint64(0)
 	for ; time.Now().Before(deadline) && (traceCaught == 0 || linCaught == 0); seed++ {
-		res, err := RunConcurrent(context.Background(), ConcurrentConfig{Seed: seed, Procs: 6, ClaimTTL: ttl, MaxSkew: 4 * ttl, Unfenced: core.AllFences()})
+		res, err := RunConcurrent(context.Background(), ConcurrentConfig{Seed: seed, Procs: 6, Threads: 2, Messages: 8, ClaimTTL: ttl, MaxSkew: 4 * ttl, Unfenced: core.AllFences()})
 		var inv *InvariantError
 		if err != nil && !errors.As(err, &inv) {
 			require.NoError(t, err)
