@@ -106,7 +106,8 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 	if s.steer.closed {
 		return 0, fmt.Errorf("question of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
 	}
-	req, err := s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question)
+	var req core.RequestID
+	err := s.turn.round(func() (err error) { req, err = s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question); return err })
 	if err == nil {
 		s.steer.asked = append(s.steer.asked, req)
 	}
@@ -152,7 +153,7 @@ func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, 
 			s.keep()
 		}
 		s.outMu.Lock() // no Output between the end and its record
-		s.endErr = s.ws.RunEnd(ctx, s.Delivered.Claim, s.Delivered.Run, s.out)
+		s.endErr = s.turn.round(func() error { return s.ws.RunEnd(ctx, s.Delivered.Claim, s.Delivered.Run, s.out) })
 		close(s.ended)
 		s.outMu.Unlock()
 	})

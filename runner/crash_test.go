@@ -223,3 +223,46 @@ func TestRenewalGoesOnAfterAFailure(t *testing.T) {
 	close(release)
 	require.Equal(t, runner.OutcomeDone, waitFor(t, done, "the turn to end"))
 }
+
+// A call of the round whose commit is unknown, made beside the turn's
+// steps (the agent's Ask, a renewal), leaves the round to its Crash: the
+// turn makes no other call of it (core would refuse one as out of order,
+// which only a defect explains) and ends OutcomeError with that call's
+// error, its Crash traced. (The call committed: its line is storage's to
+// give, as the simulations' faults give it, so the recorder's lines alone
+// are not the whole trace.)
+func TestConcurrentCallInDoubtEndsTheRound(t *testing.T) {
+	for _, via := range []string{"ask", "renew"} {
+		t.Run(via, func(t *testing.T) {
+			ctx := context.Background()
+			s := memory.New()
+			u := &unknownCommit{Storage: s}
+			rec := &tracecheck.Recorder{}
+			var turn *runner.Turn
+			var callErr error
+			a := newProc(t, u, "A", procOpts{tracer: rec, agent: runner.AgentFunc(func(ctx context.Context, sn *runner.Session) error {
+				u.armed = true
+				if via == "ask" {
+					_, callErr = sn.Ask(ctx, "which one?")
+				} else {
+					callErr = turn.Renew(ctx)
+				}
+				return nil
+			})})
+			newThread(t, a.ws, "t", "m1")
+			turn = a.r.NewTurn("t")
+			stepTo(t, turn, runner.StepAgent)
+			calls := u.calls
+			for !turn.Step(ctx) {
+			}
+			require.ErrorIs(t, callErr, core.ErrCommitUnknown)
+			o, err := turn.Outcome()
+			require.Equal(t, runner.OutcomeError, o, "%v", err)
+			require.ErrorIs(t, err, core.ErrCommitUnknown)
+			require.NotErrorIs(t, err, core.ErrOutOfOrder)
+			require.Equal(t, 2, u.calls-calls, "the call in doubt and the Crash's read of its outcome, nothing between")
+			require.Equal(t, 1, traced(rec, core.ActionCrash))
+			require.Zero(t, traced(rec, core.ActionRunEnd), "the run's end was recorded after a call in doubt")
+		})
+	}
+}

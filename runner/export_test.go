@@ -24,7 +24,7 @@ func TurnFields(t *Turn) (map[string]any, int) {
 		"abandon": t.abandon, "plan": t.plan, "handle": handle(t.handle), "handles": handles,
 		"runErr": t.runErr, "outcome": t.outcome, "err": t.err, "begun": t.begun, "consumes": t.consumes,
 		"yielded": t.yielded, "takeover": t.takeover, "planned": t.planned, "mutant": t.mutant,
-		"lost": t.lost, "stopping": t.stopping, "releasing": t.releasing, "over": t.over,
+		"lost": t.lost, "stopping": t.stopping, "releasing": t.releasing, "over": t.over, "doubt": t.doubt,
 		"cancelled":    t.runCtx != nil && t.runCtx.Err() != nil,
 		"handleIsLast": len(t.handles) > 0 && t.handle == t.handles[len(t.handles)-1],
 	}, reflect.TypeFor[Turn]().NumField()

@@ -48,7 +48,7 @@ func (t *Turn) ForkForTesting(ctx context.Context, r *Runner, claim func(core.Cl
 		runErr:  t.runErr, outcome: t.outcome, err: t.err,
 		span: t.span, begun: t.begun, consumes: t.consumes, yielded: t.yielded,
 		takeover: t.takeover, planned: t.planned, outer: t.outer, mutant: t.mutant,
-		lost: t.lost, stopping: t.stopping, releasing: t.releasing, over: t.over,
+		lost: t.lost, stopping: t.stopping, releasing: t.releasing, over: t.over, doubt: t.doubt,
 	}
 	f.plan.Runs = append([]core.RunID(nil), t.plan.Runs...)
 	handles := map[*RunHandle]*RunHandle{}

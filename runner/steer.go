@@ -71,7 +71,11 @@ func (s *Session) Steer(ctx context.Context) (core.Message, bool, error) {
 	if s.steer.closed {
 		return core.Message{}, false, fmt.Errorf("steering of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
 	}
-	m, ok, err := s.ws.Steer(ctx, s.Delivered.Claim, s.Delivered.Run)
+	var (
+		m  core.Message
+		ok bool
+	)
+	err := s.turn.round(func() (err error) { m, ok, err = s.ws.Steer(ctx, s.Delivered.Claim, s.Delivered.Run); return err })
 	if err != nil || !ok {
 		return core.Message{}, false, err
 	}
@@ -96,7 +100,7 @@ func (s *Session) recordPending(ctx context.Context) error {
 	s.steer.pending = nil
 	ctx = context.WithoutCancel(ctx)
 	t := s.turn
-	err := s.ws.SteerRecord(ctx, s.Delivered.Claim, s.Delivered.Run, m.Seq)
+	err := t.round(func() error { return s.ws.SteerRecord(ctx, s.Delivered.Claim, s.Delivered.Run, m.Seq) })
 	switch {
 	case err == nil:
 		s.steer.recorded++

@@ -115,13 +115,16 @@ type Turn struct {
 	// crash can wait for one in flight: a Renew committed after the Crash
 	// line would renew a claim its process has given up.
 	renewing  sync.Mutex
-	mu        sync.Mutex // guards lost, stopping, over, releasing and cancel
+	mu        sync.Mutex // guards lost, stopping, over, releasing, doubt and cancel
 	lost      bool
 	stopping  bool
 	releasing bool // the turn is releasing its claim: no renewal starts
 	over      bool
-	runCtx    context.Context
-	cancel    context.CancelFunc
+	// doubt is the error of a call of the round whose commit is unknown:
+	// only the round's Crash may follow it (round).
+	doubt  error
+	runCtx context.Context
+	cancel context.CancelFunc
 }
 
 // NewTurn returns a turn on the thread that has not claimed it yet.
@@ -149,7 +152,7 @@ func (t *Turn) Renew(ctx context.Context) error {
 	t.renewing.Lock()
 	defer t.renewing.Unlock()
 	t.mu.Lock()
-	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && !t.releasing && t.runCtx != nil
+	claimed := t.claim != (core.Claim{}) && !t.lost && !t.over && !t.releasing && t.doubt == nil && t.runCtx != nil
 	t.mu.Unlock()
 	if !claimed {
 		return nil
@@ -158,12 +161,62 @@ func (t *Turn) Renew(ctx context.Context) error {
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.lose()
+	case errors.Is(err, core.ErrCommitUnknown):
+		// Only the round's Crash may follow: the run stops, and the
+		// turn's next step crashes (round).
+		t.noteDoubt(err)
+		t.cancelAgent()
 	case errors.Is(err, core.ErrRoundOver), errors.Is(err, core.ErrOutOfOrder):
 		// The turn's own step ended the round (or left it to Crash)
 		// meanwhile: nothing to renew.
 		return nil
 	}
 	return err
+}
+
+// round makes one call of the turn's round to storage, a step's or the
+// agent's (through its Session). Once a call of the round had a commit
+// whose outcome is unknown, the round allows only its Crash: round then
+// makes no call, and returns that call's error for the turn to crash on.
+// Without it, a step that followed an Ask or a renewal in doubt would be
+// refused as out of order, an error only a defect explains. A renewal in
+// flight beside the call may put the round in doubt before it returns:
+// a call refused as out of order waits for it to end (renewing), and
+// takes its doubt.
+func (t *Turn) round(call func() error) error {
+	if doubt := t.inDoubt(); doubt != nil {
+		return doubt
+	}
+	err := call()
+	if errors.Is(err, core.ErrOutOfOrder) {
+		t.renewing.Lock()
+		t.renewing.Unlock() //nolint:staticcheck // an empty section: waits for the renewal in flight
+		if doubt := t.inDoubt(); doubt != nil {
+			return doubt
+		}
+	}
+	t.noteDoubt(err)
+	return err
+}
+
+// inDoubt returns the error of the round's call in doubt, nil when none.
+func (t *Turn) inDoubt() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.doubt
+}
+
+// noteDoubt keeps err as the round's call in doubt when it says the
+// call's commit is unknown and none was kept before.
+func (t *Turn) noteDoubt(err error) {
+	if !errors.Is(err, core.ErrCommitUnknown) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.doubt == nil {
+		t.doubt = err
+	}
 }
 
 func (t *Turn) lose() {
@@ -292,7 +345,8 @@ func (t *Turn) stepPlan(ctx context.Context) {
 		t.yielded, t.next = true, StepRelease
 		return
 	}
-	p, err := t.r.ws.Plan(ctx, t.claim)
+	var p core.Plan
+	err := t.round(func() (err error) { p, err = t.r.ws.Plan(ctx, t.claim); return err })
 	if err != nil {
 		t.crash(ctx, err)
 		return
@@ -333,7 +387,7 @@ func (t *Turn) follow(p core.Plan) {
 func (t *Turn) stepAbandon(ctx context.Context) {
 	run := t.abandon[0]
 	t.abandon = t.abandon[1:]
-	err := t.r.ws.Abandon(ctx, t.claim, run)
+	err := t.round(func() error { return t.r.ws.Abandon(ctx, t.claim, run) })
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
 		t.refused(ctx, "abandon", err)
@@ -355,9 +409,11 @@ func (t *Turn) stepAbandon(ctx context.Context) {
 }
 
 func (t *Turn) stepRunStart(ctx context.Context) {
-	id, err := t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+	var id core.RunID
+	start := func() (err error) { id, err = t.r.ws.RunStart(ctx, t.claim, t.plan.Message); return err }
+	err := t.round(start)
 	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
-		id, err = t.r.ws.RunStart(ctx, t.claim, t.plan.Message)
+		err = start() // the mutant: past round, which would not call again
 	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
@@ -377,9 +433,10 @@ func (t *Turn) stepRunStart(ctx context.Context) {
 }
 
 func (t *Turn) stepReply(ctx context.Context) {
-	err := t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+	reply := func() error { return t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message) }
+	err := t.round(reply)
 	if t.mutant.retryCommitUnknown && errors.Is(err, core.ErrCommitUnknown) {
-		err = t.r.ws.Reply(ctx, t.claim, t.plan.Request, t.plan.Message)
+		err = reply() // the mutant: past round, which would not call again
 	}
 	switch {
 	case errors.Is(err, core.ErrThreadBusy):
@@ -525,7 +582,7 @@ func (t *Turn) stepRunEnd(ctx context.Context) {
 		t.runEndThenPlan(ctx)
 		return
 	}
-	if t.runEnded(ctx, t.r.ws.RunEnd(ctx, t.claim, t.handle.RunID(), t.session.output())) {
+	if t.runEnded(ctx, t.round(func() error { return t.r.ws.RunEnd(ctx, t.claim, t.handle.RunID(), t.session.output()) })) {
 		t.next = StepPlan
 	}
 }
@@ -554,7 +611,14 @@ func (t *Turn) runEnded(ctx context.Context, err error) bool {
 // transaction: the turn would plan next anyway (it is not lost, stopping
 // or due to yield), so the two steps are one.
 func (t *Turn) runEndThenPlan(ctx context.Context) {
-	p, ended, err := t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.RunID(), t.session.output())
+	var (
+		p     core.Plan
+		ended bool
+	)
+	err := t.round(func() (err error) {
+		p, ended, err = t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.RunID(), t.session.output())
+		return err
+	})
 	if !ended {
 		t.runEnded(ctx, err)
 		return
@@ -576,7 +640,7 @@ func (t *Turn) stepRelease(ctx context.Context) {
 	t.releasing = true
 	t.mu.Unlock()
 	t.renewing.Unlock()
-	err := t.r.ws.Release(ctx, t.claim)
+	err := t.round(func() error { return t.r.ws.Release(ctx, t.claim) })
 	switch {
 	case err != nil:
 		t.crash(ctx, err)
