@@ -189,14 +189,20 @@ func (t *Turn) round(call func() error) error {
 	}
 	err := call()
 	if errors.Is(err, core.ErrOutOfOrder) {
-		t.renewing.Lock()
-		t.renewing.Unlock() //nolint:staticcheck // an empty section: waits for the renewal in flight
+		t.awaitRenewal()
 		if doubt := t.inDoubt(); doubt != nil {
 			return doubt
 		}
 	}
 	t.noteDoubt(err)
 	return err
+}
+
+// awaitRenewal returns once no renewal is in flight (renewing): one that
+// was has returned, its outcome noted.
+func (t *Turn) awaitRenewal() {
+	t.renewing.Lock()
+	t.renewing.Unlock() //nolint:staticcheck // a barrier: the renewal in flight has returned
 }
 
 // inDoubt returns the error of the round's call in doubt, nil when none.
@@ -674,8 +680,7 @@ func (t *Turn) crash(ctx context.Context, err error) {
 	t.mu.Lock()
 	t.over = true
 	t.mu.Unlock()
-	t.renewing.Lock()
-	t.renewing.Unlock() //nolint:staticcheck // a barrier: the renewal in flight has returned
+	t.awaitRenewal()
 	if cerr := t.r.ws.Crash(context.WithoutCancel(ctx), t.claim); !roundEnded(cerr) {
 		t.r.leftOpen(t.claim)
 	}
