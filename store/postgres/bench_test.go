@@ -193,3 +193,77 @@ func benchPaired(b *testing.B, fencedFirst bool) {
 	b.ReportMetric(float64(u.Microseconds()), "update-µs")
 	b.ReportMetric(float64(f)/float64(u), "fenced/update")
 }
+
+// droppedChecks are the CHECK constraints migration 0010 dropped, as the
+// migrations before it declared them (%[1]s is the schema).
+const droppedChecks = `ALTER TABLE %[1]s.threads
+	ADD CONSTRAINT threads_id_check CHECK (id <> ''),
+	ADD CONSTRAINT threads_version_check CHECK (version >= 0),
+	ADD CONSTRAINT threads_taken_check CHECK (taken >= 0),
+	ADD CONSTRAINT threads_last_message_check CHECK (last_message >= 0),
+	ADD CONSTRAINT threads_active_runs_check CHECK (active_runs >= 0),
+	ADD CONSTRAINT threads_lease_holder_check CHECK (lease_holder <> ''),
+	ADD CONSTRAINT threads_lease_whole CHECK ((lease_holder IS NULL) = (lease_expires IS NULL)),
+	ADD CONSTRAINT threads_log_n_check CHECK (log_n >= 0);
+ALTER TABLE %[1]s.events ADD CONSTRAINT events_seq_check CHECK (seq > 0);
+ALTER TABLE %[1]s.messages ADD CONSTRAINT messages_seq_check CHECK (seq > 0)`
+
+// BenchmarkRowChecks measures what migration 0010 bought: a Post (its
+// thread row's UPDATE, its event's and its message's inserts, one
+// statement) on a schema with the CHECK constraints 0010 dropped put back,
+// against a Post on a schema without them, alternated op by op on one
+// server, round-robin over 100 threads each; the ratio is of the two
+// sides' medians. first= says which goes first in each pair.
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench RowChecks -benchtime 5000x -count 3
+func BenchmarkRowChecks(b *testing.B) {
+	for _, checkedFirst := range []bool{true, false} {
+		name := "first=checked"
+		if !checkedFirst {
+			name = "first=unchecked"
+		}
+		b.Run(name, func(b *testing.B) { benchRowChecks(b, checkedFirst) })
+	}
+}
+
+func benchRowChecks(b *testing.B, checkedFirst bool) {
+	const threads = 100
+	ctx := context.Background()
+	checked, checkedWS, _ := pairedStore(ctx, b)
+	if _, err := checked.pool.Exec(ctx, fmt.Sprintf(droppedChecks, pgx.Identifier{checked.Schema()}.Sanitize())); err != nil {
+		b.Fatal(err)
+	}
+	_, uncheckedWS, _ := pairedStore(ctx, b)
+	for _, ws := range []*core.Workspace{checkedWS, uncheckedWS} {
+		for i := range threads {
+			if err := ws.CreateThread(ctx, core.ThreadID(fmt.Sprintf("t%03d", i))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	with := make([]time.Duration, 0, b.N)
+	without := make([]time.Duration, 0, b.N)
+	wss := [2]*core.Workspace{checkedWS, uncheckedWS}
+	times := [2]*[]time.Duration{&with, &without}
+	if !checkedFirst {
+		wss[0], wss[1], times[0], times[1] = wss[1], wss[0], times[1], times[0]
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		id := core.ThreadID(fmt.Sprintf("t%03d", i%threads))
+		for k, ws := range wss {
+			t0 := time.Now()
+			if _, err := ws.Post(ctx, id, "m"); err != nil {
+				b.Fatal(err)
+			}
+			*times[k] = append(*times[k], time.Since(t0))
+		}
+	}
+	b.StopTimer()
+	slices.Sort(with)
+	slices.Sort(without)
+	w, wo := with[len(with)/2], without[len(without)/2]
+	b.ReportMetric(float64(w.Microseconds()), "checked-µs")
+	b.ReportMetric(float64(wo.Microseconds()), "unchecked-µs")
+	b.ReportMetric(float64(w)/float64(wo), "checked/unchecked")
+}

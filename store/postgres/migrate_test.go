@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -351,4 +352,98 @@ func runStartInOneTrip(ctx context.Context, t *testing.T, s *Store) {
 	_, err = a.ws.RunStart(ctx, c, 1)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "round trips of a RunStart under the Store's own claim")
+}
+
+// rowChecks are the conditions of the CHECK constraints migration 0010
+// dropped from the rows every message writes, each as a query counting
+// the rows of the schema (%[1]s) that break it. A CHECK is broken by a
+// row for which its condition is false (not null).
+var rowChecks = map[string]string{
+	"threads": `SELECT count(*) FROM %[1]s.threads WHERE (id <> '' AND version >= 0 AND taken >= 0
+		AND last_message >= 0 AND active_runs >= 0 AND lease_holder <> '' AND log_n >= 0
+		AND (lease_holder IS NULL) = (lease_expires IS NULL)) IS FALSE`,
+	"events":   `SELECT count(*) FROM %[1]s.events WHERE (seq > 0) IS FALSE`,
+	"messages": `SELECT count(*) FROM %[1]s.messages WHERE (seq > 0) IS FALSE`,
+}
+
+// brokenRows counts, table by table, the rows of schema that break a
+// condition of rowChecks (no key: none broken).
+func brokenRows(ctx context.Context, tb testing.TB, pool *pgxpool.Pool, schema string) map[string]int {
+	tb.Helper()
+	broken := map[string]int{}
+	for table, q := range rowChecks {
+		var n int
+		require.NoError(tb, pool.QueryRow(ctx, fmt.Sprintf(q, pgx.Identifier{schema}.Sanitize())).Scan(&n), "count the %s rows that break what its checks said", table)
+		if n > 0 {
+			broken[table] = n
+		}
+	}
+	return broken
+}
+
+// keepsRowChecks makes tb, once it ends (before s closes), check that
+// every row s's schema holds keeps what the CHECK constraints migration
+// 0010 dropped said: TestConformance runs it after each of its cases, so
+// that whatever the suite writes is checked.
+func keepsRowChecks(tb testing.TB, s *Store) {
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.Empty(tb, brokenRows(ctx, tb, s.pool, s.schema), "rows that break what the dropped CHECK constraints said")
+	})
+}
+
+// Migration 0010 drops every CHECK constraint of threads, events and
+// messages (it names each, IF EXISTS: a name it got wrong would leave
+// its constraint), on a schema at version 9 with rows in it; and
+// brokenRows, which TestConformance runs in their place, finds a row that
+// breaks any of their conditions.
+func TestMigrationDropsRowChecks(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema, pool := schemaAt(ctx, t, 9)
+	q := pgx.Identifier{schema}.Sanitize()
+	checks := func() []string {
+		rows, err := pool.Query(ctx, `SELECT conrelid::regclass::text || ' ' || conname FROM pg_constraint
+			WHERE contype = 'c' AND connamespace = $1::regnamespace ORDER BY 1`, q)
+		require.NoError(t, err)
+		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		var hot []string
+		for _, n := range names {
+			for _, table := range []string{"threads", "events", "messages"} {
+				if strings.HasPrefix(n, q+"."+table+" ") || strings.HasPrefix(n, schema+"."+table+" ") {
+					hot = append(hot, n)
+				}
+			}
+		}
+		return hot
+	}
+	require.Len(t, checks(), 10, "the CHECK constraints of threads, events and messages before 0010")
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	require.Empty(t, checks(), "CHECK constraints left on threads, events or messages")
+	p := newProc(s, "a")
+	require.NoError(t, p.ws.CreateThread(ctx, "t"))
+	_, err := p.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	runStartInOneTrip(ctx, t, s)
+	require.Empty(t, brokenRows(ctx, t, pool, schema), "rows the Store wrote")
+
+	for _, c := range []struct{ table, breakIt string }{
+		{"threads", `UPDATE %[1]s.threads SET active_runs = -1 WHERE id = 't'`},
+		{"threads", `UPDATE %[1]s.threads SET lease_expires = NULL WHERE id = 't'`},
+		{"threads", `UPDATE %[1]s.threads SET lease_holder = '' WHERE id = 't'`},
+		{"events", `UPDATE %[1]s.events SET seq = 0 WHERE thread_id = 't' AND seq = 1`},
+		{"messages", `UPDATE %[1]s.messages SET seq = -1 WHERE thread_id = 't' AND seq = 1`},
+	} {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, fmt.Sprintf(c.breakIt, q))
+		require.NoError(t, err, c.breakIt)
+		var n int
+		require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(rowChecks[c.table], q)).Scan(&n))
+		require.Equal(t, 1, n, "rows counted broken after %s", c.breakIt)
+		require.NoError(t, tx.Rollback(ctx))
+	}
 }

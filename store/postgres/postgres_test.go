@@ -129,7 +129,9 @@ func eachReadMode(t *testing.T, test func(t *testing.T, opts Options)) {
 // The conformance suite runs on each way a Store can read: speculating
 // from its cache (the default, which gets every check simtest.Exercise
 // has), locking every read, and folding the whole log each time (no
-// cache). Each keeps trace lines, so that the suite checks them.
+// cache). Each keeps trace lines, so that the suite checks them, and
+// each case's rows are checked against what the CHECK constraints
+// migration 0010 dropped said (keepsRowChecks).
 func TestConformance(t *testing.T) {
 	t.Parallel() // a schema of its own
 	modes := append(readModes, struct {
@@ -142,7 +144,9 @@ func TestConformance(t *testing.T) {
 			factory := func(t *testing.T) core.Storage {
 				opts := m.opts
 				opts.KeepTrace = true
-				return newStoreWith(t, opts)
+				s := newStoreWith(t, opts)
+				keepsRowChecks(t, s)
+				return s
 			}
 			if i == 0 { // the default: every check storetest has
 				simtest.Exercise(t, factory, simtest.WithExecutions(8, 2))
