@@ -7,9 +7,9 @@
 -- and plans them, again at every execution of a statement that writes the
 -- table, prepared statements included (ExecRelCheck): a message's three
 -- UPDATEs of its thread's row (its post, its RunStart, its RunEnd) and its
--- three inserts each paid for it. Measured with pgbench on one server
--- (issue 25; store/postgres/BENCH.md, "The rows' CHECK constraints"): the
--- thread row's UPDATE ran 1.4-1.6 times as fast without them.
+-- three inserts each paid for it: a Post took 1.18-1.24 times as long
+-- with them (issue 25; store/postgres/BENCH.md, "The rows' CHECK
+-- constraints").
 --
 -- What they guarded is the Store's to keep, as it keeps the rest of the
 -- thread's row: it is the only writer, and every value it writes it
