@@ -311,10 +311,20 @@ func lostByThread(lost, writes []core.TraceEvent) map[core.ThreadID][]lostWrite 
 // below w's —; or at a tick whose write storage kept (at, when it has
 // one) was called after the read returned, so that the read saw another
 // write there, one that storage lost and no history records (its process
-// died with it in flight).
+// died with it in flight). A read at the tick of its own claim's kept
+// write, called when or after that write was, saw that write: it is not
+// stale.
 func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite, at core.TraceEvent) bool {
 	if at.Call != 0 && at.Call > ev.Return {
 		return true
+	}
+	if at.Call != 0 && at.Holder != "" && at.Holder == ev.Holder && at.Call <= ev.Call {
+		// The read saw its own claim's write there, which storage kept:
+		// a Plan in its Claim's transaction, say, made while the process
+		// whose Claim storage lost at the same tick had not yet been told
+		// that its Claim committed (so that the lost write's return, and
+		// with it lostWrite.again, come after this read).
+		return false
 	}
 	for _, l := range lost[ev.Thread] {
 		if ev.Tick >= l.w.Tick && ev.Return > l.w.Call && ev.Call < l.again {

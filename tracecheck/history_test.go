@@ -316,3 +316,39 @@ func TestMergeHistoriesKeptWriteAfterLostClaim(t *testing.T) {
 	require.Equal(t, core.ActionRunStart, v.Action, "rejected at the kept write: %v", err)
 	require.Equal(t, "p1", v.Event.Proc)
 }
+
+// The rewind nemesis as it runs: storage loses p1's Claim (tick 2) while
+// p1, stopped, has not yet been told that it committed; p2 claims the
+// thread at the same tick, planning in the Claim's transaction, and only
+// then is p1 told (its Claim returns after p2's). p2's next write, a
+// RunStart storage kept, had an unknown commit: no history has it. p2's
+// Plan saw p2's own kept Claim, not the lost one: it is kept, and the
+// trace is accepted. Before, the Plan was taken for a stale read (it
+// returned after the lost Claim's call, before a kept write called after
+// that Claim's return), and, with no kept write of p2's called after it
+// (the RunStart's call is unknown), left out: the checker then rejected
+// p2's RunStart (`pc[p] = "planned"`), with the fences on
+// (TestFleetSoak, 3 Dec 2026).
+func TestMergeHistoriesReadOfOwnClaimAfterLostClaim(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	post := core.TraceEvent{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1}
+	claim2 := core.TraceEvent{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2}
+	start2 := core.TraceEvent{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p2", Holder: h2, Msg: 1, Run: 1, Taken: 1, Lease: h2}
+	stored := []core.TraceEvent{post, claim2, start2}
+	poster := []core.TraceEvent{post}
+	poster[0].Call, poster[0].Return = 1, 2
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 520}, // lost
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 1, Call: 10, Return: 520},
+	}
+	p2 := []core.TraceEvent{claim2, {Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p2", Holder: h2, Kind: core.PlanKindRun, Msg: 1}}
+	p2[0].Call, p2[0].Return = 500, 510
+	p2[1].Call, p2[1].Return = 500, 510
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1, p2})
+	require.Len(t, lost, 1)
+	require.Equal(t, core.Holder("h1"), lost[0].Holder)
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Plan", "RunStart"}, actions, "p2's Plan kept, p1's left out")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
+}
