@@ -130,13 +130,30 @@ func BenchmarkWakeUp(b *testing.B) {
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench ConsumingWritePaired -benchtime 3000x -count 4
 func BenchmarkConsumingWritePaired(b *testing.B) {
-	for _, fencedFirst := range []bool{true, false} {
-		name := "first=fenced"
-		if !fencedFirst {
-			name = "first=update"
+	inEachOrder(b, "fenced", "update", benchPaired)
+}
+
+// inEachOrder runs bench for a pair of ops alternated op by op, once
+// with x first (first=x) and once with y first (first=y).
+func inEachOrder(b *testing.B, x, y string, bench func(b *testing.B, xFirst bool)) {
+	for _, xFirst := range []bool{true, false} {
+		name := "first=" + x
+		if !xFirst {
+			name = "first=" + y
 		}
-		b.Run(name, func(b *testing.B) { benchPaired(b, fencedFirst) })
+		b.Run(name, func(b *testing.B) { bench(b, xFirst) })
 	}
+}
+
+// reportMedians reports the medians of the paired ops' times, x's and
+// y's, in µs, and their ratio x/y.
+func reportMedians(b *testing.B, x, y string, xs, ys []time.Duration) {
+	slices.Sort(xs)
+	slices.Sort(ys)
+	mx, my := xs[len(xs)/2], ys[len(ys)/2]
+	b.ReportMetric(float64(mx.Microseconds()), x+"-µs")
+	b.ReportMetric(float64(my.Microseconds()), y+"-µs")
+	b.ReportMetric(float64(mx)/float64(my), x+"/"+y)
 }
 
 // pairedStore opens a Store on a schema of its own for a benchmark that
@@ -186,27 +203,8 @@ func benchPaired(b *testing.B, fencedFirst bool) {
 		return nil
 	})
 	b.StopTimer()
-	slices.Sort(fenced)
-	slices.Sort(plain)
-	f, u := fenced[len(fenced)/2], plain[len(plain)/2]
-	b.ReportMetric(float64(f.Microseconds()), "fenced-µs")
-	b.ReportMetric(float64(u.Microseconds()), "update-µs")
-	b.ReportMetric(float64(f)/float64(u), "fenced/update")
+	reportMedians(b, "fenced", "update", fenced, plain)
 }
-
-// droppedChecks are the CHECK constraints migration 0010 dropped, as the
-// migrations before it declared them (%[1]s is the schema).
-const droppedChecks = `ALTER TABLE %[1]s.threads
-	ADD CONSTRAINT threads_id_check CHECK (id <> ''),
-	ADD CONSTRAINT threads_version_check CHECK (version >= 0),
-	ADD CONSTRAINT threads_taken_check CHECK (taken >= 0),
-	ADD CONSTRAINT threads_last_message_check CHECK (last_message >= 0),
-	ADD CONSTRAINT threads_active_runs_check CHECK (active_runs >= 0),
-	ADD CONSTRAINT threads_lease_holder_check CHECK (lease_holder <> ''),
-	ADD CONSTRAINT threads_lease_whole CHECK ((lease_holder IS NULL) = (lease_expires IS NULL)),
-	ADD CONSTRAINT threads_log_n_check CHECK (log_n >= 0);
-ALTER TABLE %[1]s.events ADD CONSTRAINT events_seq_check CHECK (seq > 0);
-ALTER TABLE %[1]s.messages ADD CONSTRAINT messages_seq_check CHECK (seq > 0)`
 
 // BenchmarkRowChecks measures what migration 0010 bought: a Post (its
 // thread row's UPDATE, its event's and its message's inserts, one
@@ -217,20 +215,14 @@ ALTER TABLE %[1]s.messages ADD CONSTRAINT messages_seq_check CHECK (seq > 0)`
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RowChecks -benchtime 5000x -count 3
 func BenchmarkRowChecks(b *testing.B) {
-	for _, checkedFirst := range []bool{true, false} {
-		name := "first=checked"
-		if !checkedFirst {
-			name = "first=unchecked"
-		}
-		b.Run(name, func(b *testing.B) { benchRowChecks(b, checkedFirst) })
-	}
+	inEachOrder(b, "checked", "unchecked", benchRowChecks)
 }
 
 func benchRowChecks(b *testing.B, checkedFirst bool) {
 	const threads = 100
 	ctx := context.Background()
 	checked, checkedWS, _ := pairedStore(ctx, b)
-	if _, err := checked.pool.Exec(ctx, fmt.Sprintf(droppedChecks, pgx.Identifier{checked.Schema()}.Sanitize())); err != nil {
+	if _, err := checked.pool.Exec(ctx, addDroppedChecksSQL(pgx.Identifier{checked.Schema()}.Sanitize())); err != nil {
 		b.Fatal(err)
 	}
 	_, uncheckedWS, _ := pairedStore(ctx, b)
@@ -260,10 +252,5 @@ func benchRowChecks(b *testing.B, checkedFirst bool) {
 		}
 	}
 	b.StopTimer()
-	slices.Sort(with)
-	slices.Sort(without)
-	w, wo := with[len(with)/2], without[len(without)/2]
-	b.ReportMetric(float64(w.Microseconds()), "checked-µs")
-	b.ReportMetric(float64(wo.Microseconds()), "unchecked-µs")
-	b.ReportMetric(float64(w)/float64(wo), "checked/unchecked")
+	reportMedians(b, "checked", "unchecked", with, without)
 }
