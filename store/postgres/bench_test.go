@@ -207,37 +207,83 @@ func benchPaired(b *testing.B, fencedFirst bool) {
 }
 
 // BenchmarkRowChecks measures what migration 0010 bought: a Post (its
-// thread row's UPDATE, its event's and its message's inserts, one
-// statement) on a schema with the CHECK constraints 0010 dropped put back,
-// against a Post on a schema without them, alternated op by op on one
-// server, round-robin over 100 threads each; the ratio is of the two
+// thread row's UPDATE and its event's insert, one statement) on a schema
+// with the CHECK constraints 0010 dropped from threads and events put
+// back, against a Post on a schema without them, alternated op by op on
+// one server, round-robin over 100 threads each; the ratio is of the two
 // sides' medians. first= says which goes first in each pair.
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RowChecks -benchtime 5000x -count 3
 func BenchmarkRowChecks(b *testing.B) {
-	inEachOrder(b, "checked", "unchecked", benchRowChecks)
+	inEachOrder(b, "checked", "unchecked", func(b *testing.B, checkedFirst bool) {
+		benchPosts(b, checkedFirst, "checked", "unchecked", func(ctx context.Context, s *Store) error {
+			_, err := s.pool.Exec(ctx, addDroppedChecksSQL(pgx.Identifier{s.Schema()}.Sanitize()))
+			return err
+		})
+	})
 }
 
-func benchRowChecks(b *testing.B, checkedFirst bool) {
+// BenchmarkMessagesTable measures what migration 0011 bought: a Post as
+// the Store sent it before 0011 (postWithMessageSQL: its event's insert
+// and a second copy of the message in the messages table, one statement),
+// on a schema with that table put back, against a Post as it is sent now,
+// alternated op by op on one server as BenchmarkRowChecks is.
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench MessagesTable -benchtime 5000x -count 3
+func BenchmarkMessagesTable(b *testing.B) {
+	inEachOrder(b, "messages", "events", func(b *testing.B, messagesFirst bool) {
+		benchPosts(b, messagesFirst, "messages", "events", func(ctx context.Context, s *Store) error {
+			q := pgx.Identifier{s.Schema()}.Sanitize()
+			_, err := s.pool.Exec(ctx, `CREATE TABLE `+q+`.messages (
+				thread_id text NOT NULL, seq bigint NOT NULL, text text NOT NULL, posted_at timestamptz NOT NULL,
+				PRIMARY KEY (thread_id, seq))`)
+			s.q.post = fmt.Sprintf(postWithMessageSQL, q)
+			return err
+		})
+	})
+}
+
+// postWithMessageSQL is postSQL as it was before migration 0011, which
+// inserted the message a second time, in the messages table.
+const postWithMessageSQL = `WITH w AS (
+	UPDATE %[1]s.threads SET version = version + 1, last_message = last_message + 1,
+	       log_n = log_n + 1, log_at = $3
+	 WHERE id = $1
+	RETURNING id, version, last_message, taken, log_n
+), e AS (
+	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
+	SELECT id, log_n, version, $4::text, $3, last_message, $2, 0, 0, '' FROM w
+), m AS (
+	INSERT INTO %[1]s.messages (thread_id, seq, text, posted_at)
+	SELECT id, last_message, $2, $3 FROM w
+)
+SELECT w.last_message, w.version, w.taken FROM w CROSS JOIN LATERAL (SELECT pg_notify($5, $6)) n`
+
+// benchPosts times Posts on two Stores of schemas of their own, alternated
+// op by op, round-robin over 100 threads each: x's, which setup changes
+// before the threads are made, and y's, as Open leaves it; xFirst says
+// which posts first in each pair. It reports the two sides' medians and
+// their ratio.
+func benchPosts(b *testing.B, xFirst bool, x, y string, setup func(context.Context, *Store) error) {
 	const threads = 100
 	ctx := context.Background()
-	checked, checkedWS, _ := pairedStore(ctx, b)
-	if _, err := checked.pool.Exec(ctx, addDroppedChecksSQL(pgx.Identifier{checked.Schema()}.Sanitize())); err != nil {
+	xs, xWS, _ := pairedStore(ctx, b)
+	if err := setup(ctx, xs); err != nil {
 		b.Fatal(err)
 	}
-	_, uncheckedWS, _ := pairedStore(ctx, b)
-	for _, ws := range []*core.Workspace{checkedWS, uncheckedWS} {
+	_, yWS, _ := pairedStore(ctx, b)
+	for _, ws := range []*core.Workspace{xWS, yWS} {
 		for i := range threads {
 			if err := ws.CreateThread(ctx, core.ThreadID(fmt.Sprintf("t%03d", i))); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
-	with := make([]time.Duration, 0, b.N)
-	without := make([]time.Duration, 0, b.N)
-	wss := [2]*core.Workspace{checkedWS, uncheckedWS}
-	times := [2]*[]time.Duration{&with, &without}
-	if !checkedFirst {
+	xt := make([]time.Duration, 0, b.N)
+	yt := make([]time.Duration, 0, b.N)
+	wss := [2]*core.Workspace{xWS, yWS}
+	times := [2]*[]time.Duration{&xt, &yt}
+	if !xFirst {
 		wss[0], wss[1], times[0], times[1] = wss[1], wss[0], times[1], times[0]
 	}
 	b.ResetTimer()
@@ -252,5 +298,5 @@ func benchRowChecks(b *testing.B, checkedFirst bool) {
 		}
 	}
 	b.StopTimer()
-	reportMedians(b, "checked", "unchecked", with, without)
+	reportMedians(b, x, y, xt, yt)
 }

@@ -38,15 +38,16 @@ func waitFor(t *testing.T, conn *pgx.Conn, what, query string, args ...any) {
 	}
 }
 
-// rowCounts reads, with plain SQL, how many rows the schema holds for the
-// thread: what a half-written transaction would leave.
+// rowCounts reads, with plain SQL, how many events the schema holds for
+// the thread, how many of them are messages, and the row's version and
+// taken cursor: what a half-written transaction would leave.
 func rowCounts(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) (events, messages int, version, taken int64) {
 	t.Helper()
 	ctx := context.Background()
 	q := pgx.Identifier{schema}.Sanitize()
 	require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+q+`.events WHERE thread_id = $1),
-		(SELECT count(*) FROM `+q+`.messages WHERE thread_id = $1), version, taken FROM `+q+`.threads WHERE id = $1`,
-		string(id)).Scan(&events, &messages, &version, &taken))
+		(SELECT count(*) FROM `+q+`.events WHERE thread_id = $1 AND kind = $2), version, taken FROM `+q+`.threads WHERE id = $1`,
+		string(id), string(core.MessagePosted)).Scan(&events, &messages, &version, &taken))
 	return
 }
 

@@ -356,7 +356,8 @@ func runStartInOneTrip(ctx context.Context, t *testing.T, s *Store) {
 
 // droppedChecks are the CHECK constraints migration 0010 dropped from
 // the rows every message writes, as the migrations before it declared
-// them.
+// them: those of the tables the schema still has (0010 dropped a tenth,
+// messages_seq_check, from the messages table, which 0011 dropped).
 var droppedChecks = []struct{ table, name, cond string }{
 	{"threads", "threads_id_check", "id <> ''"},
 	{"threads", "threads_version_check", "version >= 0"},
@@ -367,11 +368,10 @@ var droppedChecks = []struct{ table, name, cond string }{
 	{"threads", "threads_lease_whole", "(lease_holder IS NULL) = (lease_expires IS NULL)"},
 	{"threads", "threads_log_n_check", "log_n >= 0"},
 	{"events", "events_seq_check", "seq > 0"},
-	{"messages", "messages_seq_check", "seq > 0"},
 }
 
 // checkedTables are the tables of droppedChecks.
-var checkedTables = []string{"threads", "events", "messages"}
+var checkedTables = []string{"threads", "events"}
 
 // brokenRowsSQL counts the rows of table, in the schema q (quoted), that
 // break a condition of droppedChecks. A CHECK is broken by a row for
@@ -424,30 +424,30 @@ func keepsRowChecks(tb testing.TB, s *Store) {
 
 // Migration 0010 drops every CHECK constraint of threads, events and
 // messages (it names each, IF EXISTS: a name it got wrong would leave
-// its constraint), on a schema at version 9 with rows in it; and
-// brokenRows, which TestConformance runs in their place, finds a row that
-// breaks any of their conditions.
+// its constraint; 0011 then drops messages), on a schema at version 9
+// with rows in it; and brokenRows, which TestConformance runs in their
+// place, finds a row that breaks any of their conditions.
 func TestMigrationDropsRowChecks(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	schema, pool := schemaAt(ctx, t, 9)
 	q := pgx.Identifier{schema}.Sanitize()
-	var tables []string
-	for _, table := range checkedTables {
-		tables = append(tables, q+"."+table)
-	}
-	checks := func() []string {
+	checks := func(tables ...string) []string {
+		var names []string
+		for _, table := range tables {
+			names = append(names, q+"."+table)
+		}
 		rows, err := pool.Query(ctx, `SELECT conname FROM pg_constraint
-			WHERE contype = 'c' AND conrelid = ANY($1::regclass[]) ORDER BY 1`, tables)
+			WHERE contype = 'c' AND conrelid = ANY($1::regclass[]) ORDER BY 1`, names)
 		require.NoError(t, err)
-		names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		names, err = pgx.CollectRows(rows, pgx.RowTo[string])
 		require.NoError(t, err)
 		return names
 	}
-	require.Len(t, checks(), 10, "the CHECK constraints of threads, events and messages before 0010")
+	require.Len(t, checks("threads", "events", "messages"), len(droppedChecks)+1, "the CHECK constraints of threads, events and messages before 0010")
 	s := openStore(t, poolConfig(t, "tc"), schema)
 	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
-	require.Empty(t, checks(), "CHECK constraints left on threads, events or messages")
+	require.Empty(t, checks(checkedTables...), "CHECK constraints left on threads or events")
 	p := newProc(s, "a")
 	require.NoError(t, p.ws.CreateThread(ctx, "t"))
 	_, err := p.ws.Post(ctx, "t", "m1")
@@ -460,7 +460,6 @@ func TestMigrationDropsRowChecks(t *testing.T) {
 		{"threads", `UPDATE %[1]s.threads SET lease_expires = NULL WHERE id = 't'`},
 		{"threads", `UPDATE %[1]s.threads SET lease_holder = '' WHERE id = 't'`},
 		{"events", `UPDATE %[1]s.events SET seq = 0 WHERE thread_id = 't' AND seq = 1`},
-		{"messages", `UPDATE %[1]s.messages SET seq = -1 WHERE thread_id = 't' AND seq = 1`},
 	} {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
@@ -471,4 +470,44 @@ func TestMigrationDropsRowChecks(t *testing.T) {
 		require.Equal(t, 1, n, "rows counted broken after %s", c.breakIt)
 		require.NoError(t, tx.Rollback(ctx))
 	}
+}
+
+// Migration 0011 on a schema at version 10 with posted messages in it:
+// the messages table is gone, and nothing with it: the Store reads each
+// message (its number, its text, its time) from its message_posted event,
+// numbers the next post after them, and runs the first in one trip.
+func TestMigrationDropsMessagesTable(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema, pool := schemaAt(ctx, t, 10)
+	q := pgx.Identifier{schema}.Sanitize()
+	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	for _, sql := range []string{
+		`INSERT INTO ` + q + `.threads (id, version, taken, last_message, log_n, log_at) VALUES ('t', 2, 0, 2, 2, $1)`,
+		`INSERT INTO ` + q + `.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', $1, 1, 'm1'),
+			('t', 2, 2, 'message_posted', $1, 2, 'm2')`,
+		`INSERT INTO ` + q + `.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', $1), ('t', 2, 'm2', $1)`,
+	} {
+		_, err := pool.Exec(ctx, sql, at)
+		require.NoError(t, err, sql)
+	}
+
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	var table *string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT to_regclass($1)::text`, q+".messages").Scan(&table))
+	require.Nil(t, table, "the messages table after 0011")
+	p := newProc(s, "b")
+	th, err := p.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, []core.Message{{Seq: 1, Text: "m1", PostedAt: at}, {Seq: 2, Text: "m2", PostedAt: at}}, th.Messages)
+	seq, err := p.ws.Post(ctx, "t", "m3")
+	require.NoError(t, err)
+	require.Equal(t, core.Seq(3), seq)
+	runStartInOneTrip(ctx, t, s)
+	th, err = p.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Len(t, th.Messages, 3)
+	require.Equal(t, "m3", th.Messages[2].Text)
+	require.Equal(t, core.Seq(1), th.Taken)
 }

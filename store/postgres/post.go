@@ -14,8 +14,9 @@ import (
 
 // postSQL is a whole post in one statement (%[1]s is the schema): the
 // thread row's UPDATE, which locks the row and bumps its version, its
-// message count and its log's end; the message_posted event and the
-// message, inserted from the row the UPDATE returned; and the wake-up's
+// message count and its log's end; the message_posted event (the
+// message: its number, its text, its time), inserted from the row the
+// UPDATE returned; and the wake-up's
 // NOTIFY ($5 the channel, $6 the payload), sent at commit. No row: the
 // thread does not exist, and nothing is written. It returns the message's
 // seq, the new version and the taken cursor, as the locked row has them.
@@ -27,9 +28,6 @@ const postSQL = `WITH w AS (
 ), e AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 	SELECT id, log_n, version, $4::text, $3, last_message, $2, 0, 0, '' FROM w
-), m AS (
-	INSERT INTO %[1]s.messages (thread_id, seq, text, posted_at)
-	SELECT id, last_message, $2, $3 FROM w
 )
 SELECT w.last_message, w.version, w.taken FROM w CROSS JOIN LATERAL (SELECT pg_notify($5, $6)) n`
 

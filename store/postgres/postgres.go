@@ -384,7 +384,7 @@ type queries struct {
 	readThread, readLease, logLength              string
 	createThread, threadIDs, saveThread           string
 	saveThreadLease                               string
-	insertEvent, insertMessage, notify            string
+	insertEvent, notify                           string
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
 	unchanged, saveUnchanged, saveLease, acquired string
@@ -410,7 +410,6 @@ func newQueries(schema string) queries {
 		saveThreadLease: f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5,
 			log_n = $6, log_at = $7, lease_holder = $8, lease_expires = $9 WHERE id = $1`),
 		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
-		insertMessage: f(`INSERT INTO %s.messages (thread_id, seq, text, posted_at) VALUES ($1, $2, $3, $4)`),
 		notify:        `SELECT pg_notify($1, $2)`,
 		putLease:      f(`UPDATE %s.threads SET lease_holder = $2, lease_expires = $3 WHERE id = $1`),
 		deleteLease:   f(`UPDATE %s.threads SET lease_holder = NULL, lease_expires = NULL WHERE id = $1`),
@@ -426,7 +425,7 @@ func newQueries(schema string) queries {
 		follow:        f(`UPDATE %s.threads SET followed_until = greatest(followed_until, now() + make_interval(secs => $2)) WHERE id = $1`),
 	}
 	q.names = map[string]string{}
-	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.insertMessage, q.notify,
+	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.notify,
 		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}

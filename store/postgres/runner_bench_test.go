@@ -273,9 +273,9 @@ func (br *benchRunners) consumed(b *testing.B) int64 {
 	t := pgx.Identifier{br.schema}.Sanitize()
 	var behind, sum int64
 	err := conn.QueryRow(context.Background(), `SELECT
-		count(*) FILTER (WHERE taken <> (SELECT count(*) FROM `+t+`.messages m WHERE m.thread_id = th.id)),
+		count(*) FILTER (WHERE taken <> (SELECT count(*) FROM `+t+`.events e WHERE e.thread_id = th.id AND e.kind = $1)),
 		coalesce(sum(taken), 0)
-		FROM `+t+`.threads th`).Scan(&behind, &sum)
+		FROM `+t+`.threads th`, string(core.MessagePosted)).Scan(&behind, &sum)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -700,7 +700,6 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 	t.queue(t.s.q.insertEvent, str(string(id)), i64(seq), i64(int64(ev.Version)), str(string(ev.Kind)), tm(ev.At),
 		i64(int64(ev.Message)), str(ev.Text), i64(int64(ev.Run)), i64(int64(ev.Request)), str(string(ev.Holder)))
 	if ev.Kind == core.MessagePosted {
-		t.queue(t.s.q.insertMessage, str(string(id)), i64(int64(ev.Message)), str(ev.Text), tm(ev.At))
 		t.queueWake(string(id))
 	}
 	th.apply(ev)
