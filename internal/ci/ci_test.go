@@ -344,3 +344,25 @@ func TestWithPostgresBadURL(t *testing.T) {
 		t.Error("the command ran against a database that cannot be reached")
 	}
 }
+
+// TestWithPostgresServerOptsNeedTheCluster: server options for the
+// throwaway cluster, with DATABASE_URL naming a server of its own, would
+// be ignored: scripts/with-postgres exits 2 saying so, and the command
+// does not run.
+func TestWithPostgresServerOptsNeedTheCluster(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	cmd := exec.Command(filepath.Join(root, "scripts", "with-postgres"), "touch", marker)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none",
+		"WITH_POSTGRES_SERVER_OPTS=-c shared_preload_libraries=pg_stat_statements")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "WITH_POSTGRES_SERVER_OPTS") {
+		t.Errorf("the error does not name WITH_POSTGRES_SERVER_OPTS:\n%s", out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran with server options it could not apply")
+	}
+}
