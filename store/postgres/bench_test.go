@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -237,27 +238,30 @@ func BenchmarkMessagesTable(b *testing.B) {
 			_, err := s.pool.Exec(ctx, `CREATE TABLE `+q+`.messages (
 				thread_id text NOT NULL, seq bigint NOT NULL, text text NOT NULL, posted_at timestamptz NOT NULL,
 				PRIMARY KEY (thread_id, seq))`)
-			s.q.post = fmt.Sprintf(postWithMessageSQL, q)
+			if err != nil {
+				return err
+			}
+			s.q.post, err = postWithMessageSQL(q)
 			return err
 		})
 	})
 }
 
-// postWithMessageSQL is postSQL as it was before migration 0011, which
-// inserted the message a second time, in the messages table.
-const postWithMessageSQL = `WITH w AS (
-	UPDATE %[1]s.threads SET version = version + 1, last_message = last_message + 1,
-	       log_n = log_n + 1, log_at = $3
-	 WHERE id = $1
-	RETURNING id, version, last_message, taken, log_n
-), e AS (
-	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
-	SELECT id, log_n, version, $4::text, $3, last_message, $2, 0, 0, '' FROM w
+// postWithMessageSQL is postSQL for the schema q (quoted) with the second
+// copy of the message that a post made before migration 0011: its row in
+// the messages table, inserted from the row the UPDATE returned.
+func postWithMessageSQL(q string) (string, error) {
+	const end, withCopy = "\n)\nSELECT ", `
 ), m AS (
 	INSERT INTO %[1]s.messages (thread_id, seq, text, posted_at)
 	SELECT id, last_message, $2, $3 FROM w
 )
-SELECT w.last_message, w.version, w.taken FROM w CROSS JOIN LATERAL (SELECT pg_notify($5, $6)) n`
+SELECT `
+	if strings.Count(postSQL, end) != 1 {
+		return "", fmt.Errorf("postSQL no longer ends its WITH with %q: put the messages copy back by hand", end)
+	}
+	return fmt.Sprintf(strings.Replace(postSQL, end, withCopy, 1), q), nil
+}
 
 // benchPosts times Posts on two Stores of schemas of their own, alternated
 // op by op, round-robin over 100 threads each: x's, which setup changes

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -169,19 +168,11 @@ func TestMigrationLogEnd(t *testing.T) {
 	schema, pool := schemaAt(ctx, t, 7)
 	q := pgx.Identifier{schema}.Sanitize()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	for _, sql := range []string{
-		`INSERT INTO ` + q + `.threads (id, version, taken, last_message) VALUES ('t', 2, 0, 2), ('v', 0, 0, 0)`,
-		`INSERT INTO ` + q + `.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1'),
+	execEach(ctx, t, pool, at,
+		`INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 2, 0, 2), ('v', 0, 0, 0)`,
+		`INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', now(), 1, 'm1'),
 			('t', 2, 2, 'message_posted', $1, 2, 'm2')`,
-		`INSERT INTO ` + q + `.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now()), ('t', 2, 'm2', $1)`,
-	} {
-		var args []any
-		if strings.Contains(sql, "$1") {
-			args = []any{at}
-		}
-		_, err := pool.Exec(ctx, sql, args...)
-		require.NoError(t, err)
-	}
+		`INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', now()), ('t', 2, 'm2', $1)`)
 	s := openStore(t, poolConfig(t, "tc"), schema)
 	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
 	for id, want := range map[string][2]any{"t": {int64(2), &at}, "v": {int64(0), (*time.Time)(nil)}} {

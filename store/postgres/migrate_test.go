@@ -339,6 +339,19 @@ func schemaAt(ctx context.Context, t *testing.T, n int) (string, *pgxpool.Pool) 
 	return schema, pool
 }
 
+// execEach runs each statement on pool, with at as its $1 when it has one.
+func execEach(ctx context.Context, t *testing.T, pool *pgxpool.Pool, at time.Time, sqls ...string) {
+	t.Helper()
+	for _, sql := range sqls {
+		var args []any
+		if strings.Contains(sql, "$1") {
+			args = []any{at}
+		}
+		_, err := pool.Exec(ctx, sql, args...)
+		require.NoError(t, err, sql)
+	}
+}
+
 // runStartInOneTrip claims thread "t", whose first message is not yet
 // taken, as process "a", and checks that a RunStart under that claim is
 // one round trip.
@@ -482,15 +495,11 @@ func TestMigrationDropsMessagesTable(t *testing.T) {
 	schema, pool := schemaAt(ctx, t, 10)
 	q := pgx.Identifier{schema}.Sanitize()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	for _, sql := range []string{
-		`INSERT INTO ` + q + `.threads (id, version, taken, last_message, log_n, log_at) VALUES ('t', 2, 0, 2, 2, $1)`,
-		`INSERT INTO ` + q + `.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', $1, 1, 'm1'),
+	execEach(ctx, t, pool, at,
+		`INSERT INTO `+q+`.threads (id, version, taken, last_message, log_n, log_at) VALUES ('t', 2, 0, 2, 2, $1)`,
+		`INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text) VALUES ('t', 1, 1, 'message_posted', $1, 1, 'm1'),
 			('t', 2, 2, 'message_posted', $1, 2, 'm2')`,
-		`INSERT INTO ` + q + `.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', $1), ('t', 2, 'm2', $1)`,
-	} {
-		_, err := pool.Exec(ctx, sql, at)
-		require.NoError(t, err, sql)
-	}
+		`INSERT INTO `+q+`.messages (thread_id, seq, text, posted_at) VALUES ('t', 1, 'm1', $1), ('t', 2, 'm2', $1)`)
 
 	s := openStore(t, poolConfig(t, "tc"), schema)
 	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
