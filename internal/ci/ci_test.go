@@ -366,3 +366,42 @@ func TestWithPostgresServerOptsNeedTheCluster(t *testing.T) {
 		t.Error("the command ran with server options it could not apply")
 	}
 }
+
+// TestPgStatementsUsage: scripts/pg-statements answers -h with its usage
+// and exit 0, and refuses, with exit 2 and before starting anything, no
+// benchmark, a TOP that is not a whole number, and a DATABASE_URL (it
+// starts a server of its own, with the extension loaded).
+func TestPgStatementsUsage(t *testing.T) {
+	script := filepath.Join(root, "scripts", "pg-statements")
+	for _, c := range []struct {
+		name string
+		args []string
+		env  []string
+		code int
+		says string
+	}{
+		{"help", []string{"-h"}, nil, 0, "usage: scripts/pg-statements"},
+		{"no benchmark", nil, nil, 2, "usage: scripts/pg-statements"},
+		{"bad top", []string{"Post", "10x", "ten"}, nil, 2, "TOP must be a whole number"},
+		{"database given", []string{"Post"}, []string{"DATABASE_URL=postgres://nobody@127.0.0.1:1/none"}, 2, "DATABASE_URL is set"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmd := exec.Command(script, c.args...)
+			cmd.Env = append(os.Environ(), c.env...)
+			if c.env == nil {
+				cmd.Env = append(cmd.Env, "DATABASE_URL=")
+			}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != c.code || !strings.Contains(string(out), c.says) {
+				t.Errorf("exit %d, want %d, saying %q:\n%s", code, c.code, c.says, out)
+			}
+		})
+	}
+}
