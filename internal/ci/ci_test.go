@@ -333,9 +333,8 @@ func TestWithPostgresBadURL(t *testing.T) {
 	cmd := exec.Command(filepath.Join(root, "scripts", "with-postgres"), "touch", marker)
 	cmd.Env = append(os.Environ(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none", "PGCONNECT_TIMEOUT=5")
 	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	if code := exitCode(t, err); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, out)
 	}
 	if n := strings.Count(string(out), "cannot connect"); n != 1 {
 		t.Errorf("%d errors, want one:\n%s", n, out)
@@ -355,9 +354,8 @@ func TestWithPostgresServerOptsNeedTheCluster(t *testing.T) {
 	cmd.Env = append(os.Environ(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none",
 		"WITH_POSTGRES_SERVER_OPTS=-c shared_preload_libraries=pg_stat_statements")
 	out, err := cmd.CombinedOutput()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
-		t.Fatalf("exit %v, want 2:\n%s", err, out)
+	if code := exitCode(t, err); code != 2 {
+		t.Fatalf("exit %d, want 2:\n%s", code, out)
 	}
 	if !strings.Contains(string(out), "WITH_POSTGRES_SERVER_OPTS") {
 		t.Errorf("the error does not name WITH_POSTGRES_SERVER_OPTS:\n%s", out)
@@ -392,16 +390,23 @@ func TestPgStatementsUsage(t *testing.T) {
 				cmd.Env = append(cmd.Env, "DATABASE_URL=")
 			}
 			out, err := cmd.CombinedOutput()
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != c.code || !strings.Contains(string(out), c.says) {
+			if code := exitCode(t, err); code != c.code || !strings.Contains(string(out), c.says) {
 				t.Errorf("exit %d, want %d, saying %q:\n%s", code, c.code, c.says, out)
 			}
 		})
 	}
+}
+
+// exitCode is the exit code of a command that ran and returned err (0
+// when err is nil); a command that did not run fails t.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return 0
 }

@@ -216,11 +216,9 @@ func benchPaired(b *testing.B, fencedFirst bool) {
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RowChecks -benchtime 5000x -count 3
 func BenchmarkRowChecks(b *testing.B) {
-	inEachOrder(b, "checked", "unchecked", func(b *testing.B, checkedFirst bool) {
-		benchPosts(b, checkedFirst, "checked", "unchecked", func(ctx context.Context, s *Store) error {
-			_, err := s.pool.Exec(ctx, addDroppedChecksSQL(pgx.Identifier{s.Schema()}.Sanitize()))
-			return err
-		})
+	postsInEachOrder(b, "checked", "unchecked", func(ctx context.Context, s *Store) error {
+		_, err := s.pool.Exec(ctx, addDroppedChecksSQL(pgx.Identifier{s.Schema()}.Sanitize()))
+		return err
 	})
 }
 
@@ -232,18 +230,16 @@ func BenchmarkRowChecks(b *testing.B) {
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench MessagesTable -benchtime 5000x -count 3
 func BenchmarkMessagesTable(b *testing.B) {
-	inEachOrder(b, "messages", "events", func(b *testing.B, messagesFirst bool) {
-		benchPosts(b, messagesFirst, "messages", "events", func(ctx context.Context, s *Store) error {
-			q := pgx.Identifier{s.Schema()}.Sanitize()
-			_, err := s.pool.Exec(ctx, `CREATE TABLE `+q+`.messages (
-				thread_id text NOT NULL, seq bigint NOT NULL, text text NOT NULL, posted_at timestamptz NOT NULL,
-				PRIMARY KEY (thread_id, seq))`)
-			if err != nil {
-				return err
-			}
-			s.q.post, err = postWithMessageSQL(q)
+	postsInEachOrder(b, "messages", "events", func(ctx context.Context, s *Store) error {
+		q := pgx.Identifier{s.Schema()}.Sanitize()
+		_, err := s.pool.Exec(ctx, `CREATE TABLE `+q+`.messages (
+			thread_id text NOT NULL, seq bigint NOT NULL, text text NOT NULL, posted_at timestamptz NOT NULL,
+			PRIMARY KEY (thread_id, seq))`)
+		if err != nil {
 			return err
-		})
+		}
+		s.q.post, err = postWithMessageSQL(q)
+		return err
 	})
 }
 
@@ -261,6 +257,12 @@ SELECT `
 		return "", fmt.Errorf("postSQL no longer ends its WITH with %q: put the messages copy back by hand", end)
 	}
 	return fmt.Sprintf(strings.Replace(postSQL, end, withCopy, 1), q), nil
+}
+
+// postsInEachOrder runs benchPosts for x (the Store setup changes) and y
+// in each order.
+func postsInEachOrder(b *testing.B, x, y string, setup func(context.Context, *Store) error) {
+	inEachOrder(b, x, y, func(b *testing.B, xFirst bool) { benchPosts(b, xFirst, x, y, setup) })
 }
 
 // benchPosts times Posts on two Stores of schemas of their own, alternated
