@@ -39,9 +39,12 @@ func (w *msgWorker) Work(_ context.Context, job *river.Job[msgArgs]) error {
 // most every FetchCooldown, 100ms, and every FetchPollInterval, 1s); the
 // posters insert with an insert-only client of its own pool.
 type riverSystem struct {
-	// cooldown, when set, is every queue's FetchCooldown (River's
-	// default, 100ms, caps a client's fetches at 10 a second: 4 clients
-	// of 100 workers start at most 4,000 jobs a second).
+	// cooldown, when set, is every client's FetchCooldown, the posters'
+	// included (River's default, 100ms, caps a client's fetches at 10 a
+	// second: 4 clients of 100 workers start at most 4,000 jobs a second;
+	// and a client notifies the workers of its inserts at most once a
+	// FetchCooldown, so a job posted at a steady rate waits up to 100ms
+	// for its notification or for a fetch).
 	cooldown time.Duration
 	poster   *river.Client[pgx.Tx]
 	pPool    *pgxpool.Pool
@@ -96,10 +99,10 @@ const riverSchema = "river_bench"
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func (r *riverSystem) config(workers bool) *river.Config {
-	c := &river.Config{Schema: riverSchema, Logger: quiet, Workers: river.NewWorkers()}
+	c := &river.Config{Schema: riverSchema, Logger: quiet, Workers: river.NewWorkers(), FetchCooldown: r.cooldown}
 	river.AddWorker(c.Workers, r.worker)
 	if workers {
-		c.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100, FetchCooldown: r.cooldown}}
+		c.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 100}}
 	}
 	return c
 }
