@@ -50,10 +50,17 @@ type Config struct {
 	// wakes it. Default 1s.
 	PollEvery time.Duration
 
-	// Wake, when set, makes Run look for work at once each time it
-	// receives (for example on a storage's LISTEN/NOTIFY). Polling stays
+	// Wake, when set, tells Run of work as it comes (for example on a
+	// storage's LISTEN/NOTIFY, as postgres.Store.Wakeups does). A thread
+	// id it receives names a thread given work while nobody held it (a
+	// message posted to it, a release that left work): Run claims it at
+	// once, with no look, when a turn slot is free. The empty ThreadID
+	// makes Run look at every thread. With Wake, a turn's end makes Run
+	// look only when a look or a wake-up found work that no slot could
+	// start; without it, at every turn's end. A source that names threads
+	// another holder has makes claims that find them taken. Polling stays
 	// the fallback. Default nil.
-	Wake <-chan struct{}
+	Wake <-chan core.ThreadID
 
 	// ShutdownGrace is how long a turn in progress may go on, recording
 	// its run's end and releasing its claim, after Run's or TakeTurn's context

@@ -107,7 +107,7 @@ func roundLeftOpen(t *testing.T, cfg func(*runner.Config)) (*proc, *flaky, *trac
 // most once every PollEvery, without the thread being claimed again.
 func TestCommitUnknownRoundEndedOnceStorageBack(t *testing.T) {
 	const poll = ttl / 10
-	wake := make(chan struct{}, 1)
+	wake := make(chan core.ThreadID, 1)
 	a, f, rec := roundLeftOpen(t, func(c *runner.Config) { c.PollEvery, c.Wake = poll, wake })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

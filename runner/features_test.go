@@ -111,7 +111,7 @@ func TestAgentAwaitsAnswer(t *testing.T) {
 	rec := &tracecheck.Recorder{}
 	answers := make(chan string, 1)
 	asked := make(chan struct{})
-	wake := make(chan struct{}, 1)
+	wake := make(chan core.ThreadID, 1)
 	a := newProc(t, s, "A", procOpts{tracer: rec, agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
 		if sess.Delivered.Prompt.Text != "deploy?" {
 			return nil
@@ -137,7 +137,7 @@ func TestAgentAwaitsAnswer(t *testing.T) {
 	waitFor(t, asked, "the agent to ask")
 	_, err := a.ws.Post(context.Background(), "t", "staging")
 	require.NoError(t, err)
-	wake <- struct{}{}
+	wake <- "" // look at every thread
 	require.Equal(t, "staging", waitFor(t, answers, "the agent to hear the answer"))
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return"), "a stopped runner returns nil")

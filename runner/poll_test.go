@@ -26,10 +26,10 @@ func (p *pollCounter) PendingThreads(ctx context.Context) ([]core.PendingThread,
 
 // woken sends a wake-up to a runner waiting on clock and returns once
 // Run has looked and waits again (it asked the clock for its next poll).
-func woken(t *testing.T, p *proc, wake chan<- struct{}) {
+func woken(t *testing.T, p *proc, wake chan<- core.ThreadID) {
 	t.Helper()
 	before := p.clock.Waiters()
-	wake <- struct{}{}
+	wake <- "" // look at every thread
 	waitUntil(t, func() bool { return p.clock.Waiters() > before }, "Run to look for work after a wake-up and wait again")
 }
 
@@ -38,7 +38,7 @@ func woken(t *testing.T, p *proc, wake chan<- struct{}) {
 // takeover slot could take). The turn's end makes it look.
 func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	s := &pollCounter{Store: memory.New()}
-	wake := make(chan struct{}, 1)
+	wake := make(chan core.ThreadID, 1)
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
 	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
@@ -60,7 +60,7 @@ func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	_, err := a.ws.Post(ctx, "t2", "m1")
 	require.NoError(t, err)
 	polls := s.polls.Load()
-	wake <- struct{}{}
+	wake <- ""                        // look at every thread
 	time.Sleep(20 * time.Millisecond) // a Run that took the wake-up would poll here
 	require.Len(t, wake, 1, "Run took a wake-up with every turn slot taken")
 	require.Equal(t, polls, s.polls.Load(), "Run polled with every turn slot taken")
@@ -133,7 +133,7 @@ func TestRunSkipsLiveLease(t *testing.T) {
 // that found t held) and A's PollEvery.
 type held struct {
 	a      *proc
-	wake   chan struct{}
+	wake   chan core.ThreadID
 	busy   atomic.Int64
 	poll   time.Duration
 	cancel context.CancelFunc
@@ -144,7 +144,7 @@ type held struct {
 // ttl, and starts A's Run.
 func runHeld(t *testing.T, s core.Storage) *held {
 	t.Helper()
-	h := &held{wake: make(chan struct{}, 1), poll: ttl / 5, done: make(chan error)}
+	h := &held{wake: make(chan core.ThreadID, 1), poll: ttl / 5, done: make(chan error)}
 	h.a = newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
 		c.Wake, c.PollEvery = h.wake, h.poll
 		c.OnTurn = func(r runner.TurnReport) {
@@ -180,4 +180,105 @@ func (h *held) stop(t *testing.T) {
 	t.Helper()
 	h.cancel()
 	require.NoError(t, waitFor(t, h.done, "Run to return once its context ended"), "a stopped runner returns nil")
+}
+
+// runWoken starts Run over s with a Wake channel and an hour-long poll,
+// after creating threads t1 and t2 (no messages); stop ends it. The
+// channel is unbuffered: a send returns once Run has taken the wake-up,
+// and Run deals with it before it takes the next.
+func runWoken(t *testing.T, s core.Storage, cfg func(*runner.Config), agent runner.Agent) (a *proc, wake chan core.ThreadID, stop func()) {
+	t.Helper()
+	wake = make(chan core.ThreadID)
+	a = newProc(t, s, "A", procOpts{agent: agent, cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery = wake, time.Hour
+		if cfg != nil {
+			cfg(c)
+		}
+	}})
+	newThread(t, a.ws, "t1")
+	newThread(t, a.ws, "t2")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.r.Run(ctx) }()
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run to look once and wait")
+	return a, wake, func() {
+		cancel()
+		require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+	}
+}
+
+// taken is the thread's taken cursor.
+func taken(t *testing.T, p *proc, id core.ThreadID) core.Seq {
+	t.Helper()
+	th, err := p.ws.Thread(context.Background(), id)
+	require.NoError(t, err)
+	return th.Taken
+}
+
+// A wake-up that names a thread starts its turn with no look, and the
+// turn's end, with nothing left that Run found and could not start, makes
+// none either: one message, woken, costs no PendingThreads.
+func TestRunWakeNamesThread(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	a, wake, stop := runWoken(t, s, nil, nil)
+	defer stop()
+	polls := s.polls.Load()
+	for i, id := range []core.ThreadID{"t2", "t1", "t2"} {
+		_, err := a.ws.Post(context.Background(), id, "m")
+		require.NoError(t, err)
+		wake <- id
+		want := core.Seq(1)
+		if i == 2 {
+			want = 2
+		}
+		waitUntil(t, func() bool { return taken(t, a, id) == want }, "Run, woken, to consume the message")
+	}
+	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run to wait again")
+	require.Equal(t, polls, s.polls.Load(), "Run looked for work it was told of")
+}
+
+// A wake-up that names a thread Run's own turn has (a release that left
+// work, heard before the turn was over) is not lost: the turn's end makes
+// Run look, and a yielded turn's message left on the thread is consumed
+// before the poll.
+func TestRunWakeForOwnTurn(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	a, wake, stop := runWoken(t, memory.New(), func(c *runner.Config) { c.MaxTurnMessages = 1 }, agent)
+	defer stop()
+	for _, m := range []string{"m1", "m2"} {
+		_, err := a.ws.Post(context.Background(), "t1", m)
+		require.NoError(t, err)
+	}
+	wake <- "t1"
+	waitFor(t, started, "the agent of t1's first run to start")
+	wake <- "t1" // the turn has t1: Run looks once it ends
+	wake <- "t2" // taken once Run has dealt with t1's, while the turn still has t1
+	close(release)
+	waitUntil(t, func() bool { return taken(t, a, "t1") == 2 }, "Run to consume the message the yielded turn left, before its poll")
+}
+
+// Work that a look found and no slot was free to start is looked for
+// again at a turn's end, not left to the poll.
+func TestRunLooksWhenBehind(t *testing.T) {
+	s := memory.New()
+	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery, c.MaxConcurrentTurns, c.TakeoverTurns = make(chan core.ThreadID), time.Hour, 1, -1
+	}})
+	newThread(t, a.ws, "t1", "m1")
+	newThread(t, a.ws, "t2", "m1")
+	newThread(t, a.ws, "t3", "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.r.Run(ctx) }()
+	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
+		waitUntil(t, func() bool { return taken(t, a, id) == 1 }, "Run to consume "+string(id)+"'s message, one turn at a time, before its poll")
+	}
+	cancel()
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }

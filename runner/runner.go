@@ -148,8 +148,12 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // runner stopped by its context (cancelled or past its deadline) is not a
 // failure. (Before issue 24 it returned ctx's error; a caller that wants
 // to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
-// its own thread, and looks for work every PollEvery, at once when Wake
-// delivers (once Wake is closed, it polls), and whenever a turn ends.
+// its own thread. It looks for work every PollEvery; at once when Wake
+// delivers the empty ThreadID (once Wake is closed, it polls); and when a
+// turn ends, always without Wake, and with it only when a look or a
+// wake-up found work that no slot was free to start, or Wake named the
+// thread of a turn still going. A thread Wake names it claims at once,
+// with no look (see Config.Wake).
 //
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first (from one of the first four of that
@@ -170,9 +174,11 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // did not answer (see Turn's crash), at most once every PollEvery each.
 //
 // Run spends no storage round trip it can do without, since those are
-// what bounds how many messages a fleet consumes a second: while all its
-// turns are going it looks only every PollEvery, for expired leases (a
-// turn's end makes it look, a wake-up does not); it leaves out the
+// what bounds how many messages a fleet consumes a second: a wake-up that
+// names a thread costs no look, nor does the end of its turn when nothing
+// else waits; while all its turns are going it looks only every
+// PollEvery, for expired leases (a wake-up waits for a free slot); it
+// leaves out the
 // threads whose lease another holder has and has not let expire (that
 // holder's turn plans every message posted meanwhile, and a storage that
 // wakes runners, as the PostgreSQL Store does, wakes them again when the
@@ -180,7 +186,6 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // found held by another holder all the same (OutcomeBusy: the listing was
 // stale) it leaves out of its looks for PollEvery.
 func (r *Runner) Run(ctx context.Context) error {
-	wake, noWake := r.cfg.Wake, (<-chan struct{})(nil)
 	s := &scheduler{
 		r:         r,
 		ctx:       ctx,
@@ -189,6 +194,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		takeovers: make(chan struct{}, max(r.cfg.TakeoverTurns, 0)),
 		ended:     make(chan struct{}, 1),
 		busy:      map[core.ThreadID]bool{},
+		again:     map[core.ThreadID]bool{},
 		held:      map[core.ThreadID]time.Time{},
 		waiting:   map[core.ThreadID]uint64{},
 	}
@@ -197,33 +203,39 @@ func (r *Runner) Run(ctx context.Context) error {
 		s.wg.Wait()
 		r.endOpenRounds(ctx)
 	}()
+	wake := r.cfg.Wake
+	needLook := true
 	for {
 		r.retryCrashes(ctx)
-		if s.full() && len(s.takeovers) == cap(s.takeovers) {
-			// Every slot is taken: nothing found could start. A turn's
-			// end makes Run look.
-			if !r.wait(ctx, &noWake, s.ended) {
-				return nil
-			}
-			continue
+		if needLook && !(s.full() && len(s.takeovers) == cap(s.takeovers)) {
+			// (Every slot taken: nothing found could start. A turn's
+			// end makes Run look.)
+			needLook = false
+			s.lookAndLaunch()
 		}
-		lapsed, free := s.look()
-		for _, id := range lapsed {
-			if ctx.Err() != nil || !s.launch(id, true) {
-				break
-			}
-		}
-		for _, id := range free {
-			if ctx.Err() != nil || !s.launch(id, false) {
-				break
-			}
-		}
-		w := &wake
+		w := wake
 		if s.full() {
-			w = &noWake // a wake-up brings no expired lease
+			w = nil // a wake-up brings no expired lease
 		}
-		if !r.wait(ctx, w, s.ended) {
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-r.cfg.Clock.After(r.cfg.PollEvery):
+			needLook = true
+		case <-s.ended:
+			// Without wake-ups, a turn's end is when Run learns of work
+			// sooner than the poll; with them, only work it found and
+			// could not start (behind) waits for one.
+			needLook = needLook || wake == nil || s.takeBehind()
+		case id, ok := <-w:
+			switch {
+			case !ok:
+				wake, needLook = nil, true // closed: polling alone from now on
+			case id == "":
+				needLook = true
+			default:
+				s.wakeFor(id)
+			}
 		}
 	}
 }
@@ -241,7 +253,15 @@ type scheduler struct {
 
 	mu   sync.Mutex
 	busy map[core.ThreadID]bool
-	held map[core.ThreadID]time.Time // threads found claimed by another, and when
+	// again holds the threads a wake-up named while this Run's own turn
+	// had them (a release that left work, seen before the turn was over):
+	// the turn's end makes Run look.
+	again map[core.ThreadID]bool
+	// behind: a look or a wake-up found work that no slot was free to
+	// start, or a turn ended on a thread in again; the next turn's end
+	// makes Run look.
+	behind bool
+	held   map[core.ThreadID]time.Time // threads found claimed by another, and when
 	// waiting holds, for each free thread with work, the look that first
 	// found it so (looks counts them): the free threads are taken the
 	// longest waiting first.
@@ -375,6 +395,64 @@ func startWithin[T any](rng *rand.Rand, list []T, window int) {
 	}
 }
 
+// lookAndLaunch looks for work and starts what it found, in order (see
+// look), until no slot is free.
+func (s *scheduler) lookAndLaunch() {
+	lapsed, free := s.look()
+	for _, id := range lapsed {
+		if s.ctx.Err() != nil {
+			return
+		}
+		if !s.launch(id, true) {
+			s.setBehind()
+			break
+		}
+	}
+	for _, id := range free {
+		if s.ctx.Err() != nil {
+			return
+		}
+		if !s.launch(id, false) {
+			s.setBehind()
+			return
+		}
+	}
+}
+
+// wakeFor starts a turn on the thread a wake-up named, with no look: it
+// was given work while nobody held it (see Config.Wake). A thread found
+// held by another holder before is claimed all the same; one this Run is
+// working is looked at again when its turn ends.
+func (s *scheduler) wakeFor(id core.ThreadID) {
+	s.mu.Lock()
+	if s.busy[id] {
+		s.again[id] = true
+		s.mu.Unlock()
+		return
+	}
+	delete(s.held, id)
+	s.mu.Unlock()
+	if !s.launch(id, false) {
+		s.setBehind()
+	}
+}
+
+func (s *scheduler) setBehind() {
+	s.mu.Lock()
+	s.behind = true
+	s.mu.Unlock()
+}
+
+// takeBehind reports whether work waits for a look (behind), and clears
+// it: the look it brings finds that work again.
+func (s *scheduler) takeBehind() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.behind
+	s.behind = false
+	return b
+}
+
 // launch starts a turn on the thread in a free slot, a takeover slot when
 // lapsed and no other is free; it returns false when none is.
 func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
@@ -407,6 +485,10 @@ func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
 		if o == OutcomeBusy {
 			s.held[id] = s.r.cfg.Clock.Now()
 		}
+		if s.again[id] {
+			delete(s.again, id)
+			s.behind = true
+		}
 		s.mu.Unlock()
 		<-slot
 		select {
@@ -414,23 +496,6 @@ func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
 		default:
 		}
 	}()
-	return true
-}
-
-// wait waits for a reason to look for work: PollEvery passing, a turn's
-// end, or a wake-up (once wake is closed, polling alone). It returns false
-// when ctx ended.
-func (r *Runner) wait(ctx context.Context, wake *<-chan struct{}, ended <-chan struct{}) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-r.cfg.Clock.After(r.cfg.PollEvery):
-	case <-ended:
-	case _, ok := <-*wake:
-		if !ok {
-			*wake = nil // closed: polling alone from now on
-		}
-	}
 	return true
 }
 

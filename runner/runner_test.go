@@ -236,7 +236,7 @@ func TestTelemetryFencedStartIsFailedTurn(t *testing.T) {
 // Wake without waiting for the poll.
 func TestRunWakesAndConsumes(t *testing.T) {
 	s := memory.New()
-	wake := make(chan struct{}, 1)
+	wake := make(chan core.ThreadID, 1)
 	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) { c.Wake = wake; c.PollEvery = time.Hour }})
 	newThread(t, a.ws, "t1", "m1")
 	newThread(t, a.ws, "t2")
@@ -252,7 +252,7 @@ func TestRunWakesAndConsumes(t *testing.T) {
 	waitUntil(t, func() bool { return taken("t1") == 1 }, "Run to consume t1's message")
 	_, err := a.ws.Post(context.Background(), "t2", "m1")
 	require.NoError(t, err)
-	wake <- struct{}{}
+	wake <- "" // look at every thread
 	waitUntil(t, func() bool { return taken("t2") == 1 }, "Run, woken, to consume t2's message")
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
@@ -274,7 +274,7 @@ func (c *countingStorage) Update(ctx context.Context, fn func(context.Context, c
 // transactions after its first look.
 func TestRunClosedWakePolls(t *testing.T) {
 	s := &countingStorage{Storage: memory.New()}
-	wake := make(chan struct{})
+	wake := make(chan core.ThreadID)
 	close(wake)
 	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) { c.Wake = wake; c.PollEvery = time.Hour }})
 	newThread(t, a.ws, "t1")

@@ -147,7 +147,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 		go watchClock(ctx, cfg.ClockFile, clock, log, cfg.Name)
 	}
 	var store *postgres.Store
-	var wake <-chan struct{}
+	var wake <-chan core.ThreadID
 	for {
 		store, err = postgres.Open(ctx, cfg.URL, postgres.Options{Schema: cfg.Schema, KeepTrace: true})
 		if err == nil {

@@ -22,10 +22,11 @@
 //	ws := core.NewWorkspace(st, core.SystemClock{}, core.WithProcess(host))
 //	r, err := runner.New(runner.Config{Workspace: ws, Agent: agent, Wake: wake})
 //
-// Wakeups turns each committed post (from any process) into a wake-up for
-// runner.Config.Wake, of one of the schema's runners (they share the
-// threads out), so a runner starts work soon after a post; wake-ups
-// are hints that can be lost, so keep the runner's polling on. The Store
+// Wakeups turns each committed post (from any process) to a thread nobody
+// holds into a wake-up for runner.Config.Wake that names the thread, of
+// one of the schema's runners (they share the threads out), so a runner
+// claims it soon after the post, with no look for work; wake-ups are
+// hints that can be lost, so keep the runner's polling on. The Store
 // is a core.EventWatcher: core.Workspace.Follow follows a thread's events
 // (a run's output among them) on LISTEN/NOTIFY, and reads the log again
 // after a reconnection, so a follower misses nothing. The program

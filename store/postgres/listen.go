@@ -10,10 +10,13 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// Listen delivers a wake-up for every message posted to the Store's
-// schema, by any process, once the post commits: the id of the thread it
-// was posted to. A wake-up is a hint that a thread has work, never a
-// claim; a runner polls as well, since wake-ups can be missed.
+// Listen delivers a wake-up, the thread's id, each time work for a thread
+// that nobody holds commits in the Store's schema, by any process: a
+// message posted to a thread with no live lease (none, or one expired by
+// the server's clock), or a thread released with work left. A post to a
+// thread whose lease is live wakes nobody: its holder plans the message,
+// or its release wakes. A wake-up is a hint that a thread has work, never
+// a claim; a runner polls as well, since wake-ups can be missed.
 //
 // Listen holds a connection of its own, outside the pool, until ctx ends;
 // then it closes the channel. When that connection breaks, Listen

@@ -16,20 +16,23 @@ import (
 // thread row's UPDATE, which locks the row and bumps its version, its
 // message count and its log's end; the message_posted event (the
 // message: its number, its text, its time), inserted from the row the
-// UPDATE returned; and the wake-up's
-// NOTIFY ($5 the channel, $6 the payload), sent at commit. No row: the
+// UPDATE returned; and, when the thread has no live lease (none, or one
+// expired by the server's clock), the wake-up's NOTIFY ($5 the channel,
+// $6 the payload), sent at commit: a held thread's holder plans the
+// message, or its release wakes (Wakeups). No row: the
 // thread does not exist, and nothing is written. It returns the message's
 // seq, the new version and the taken cursor, as the locked row has them.
 const postSQL = `WITH w AS (
 	UPDATE %[1]s.threads SET version = version + 1, last_message = last_message + 1,
 	       log_n = log_n + 1, log_at = $3
 	 WHERE id = $1
-	RETURNING id, version, last_message, taken, log_n
+	RETURNING id, version, last_message, taken, log_n, lease_holder, lease_expires
 ), e AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 	SELECT id, log_n, version, $4::text, $3, last_message, $2, 0, 0, '' FROM w
 )
-SELECT w.last_message, w.version, w.taken FROM w CROSS JOIN LATERAL (SELECT pg_notify($5, $6)) n`
+SELECT w.last_message, w.version, w.taken FROM w
+  LEFT JOIN LATERAL (SELECT pg_notify($5, $6) WHERE w.lease_holder IS NULL OR w.lease_expires <= now()) n ON true`
 
 // PostMessage is what core.Workspace.Post calls, when a transaction has
 // it, in place of reading the thread (core's unexported messagePoster:

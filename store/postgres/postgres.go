@@ -384,7 +384,7 @@ type queries struct {
 	readThread, readLease, logLength              string
 	createThread, threadIDs, saveThread           string
 	saveThreadLease                               string
-	insertEvent, notify                           string
+	insertEvent, notify, notifyFree               string
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
 	unchanged, saveUnchanged, saveLease, acquired string
@@ -411,6 +411,7 @@ func newQueries(schema string) queries {
 			log_n = $6, log_at = $7, lease_holder = $8, lease_expires = $9 WHERE id = $1`),
 		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
 		notify:        `SELECT pg_notify($1, $2)`,
+		notifyFree:    f(`SELECT pg_notify($1, $2) FROM %s.threads WHERE id = $3 AND (lease_holder IS NULL OR lease_expires <= now())`),
 		putLease:      f(`UPDATE %s.threads SET lease_holder = $2, lease_expires = $3 WHERE id = $1`),
 		deleteLease:   f(`UPDATE %s.threads SET lease_holder = NULL, lease_expires = NULL WHERE id = $1`),
 		insertTrace:   f(`INSERT INTO %s.trace_lines (thread_id, tick, line) VALUES ($1, $2, $3)`),
@@ -426,7 +427,7 @@ func newQueries(schema string) queries {
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.notify,
-		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease} {
+		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease, q.notifyFree} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}
 	return q

@@ -175,7 +175,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		stores = append(stores, s)
 		p := &probe{Storage: s, poll: cfg.pollEvery}
 		br.probes = append(br.probes, p)
-		var wake <-chan struct{}
+		var wake <-chan core.ThreadID
 		if cfg.wake {
 			if wake, err = s.Wakeups(ctx); err != nil {
 				b.Fatal(err)
@@ -226,13 +226,13 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 func settle() { time.Sleep(5 * shareEvery) }
 
 // counted passes wake on, counting what it passes in br.wakes.
-func (br *benchRunners) counted(wake <-chan struct{}) <-chan struct{} {
-	out := make(chan struct{}, 1)
+func (br *benchRunners) counted(wake <-chan core.ThreadID) <-chan core.ThreadID {
+	out := make(chan core.ThreadID)
 	go func() {
 		defer close(out)
-		for range wake {
+		for id := range wake {
 			br.wakes.Add(1)
-			out <- struct{}{}
+			out <- id
 		}
 	}()
 	return out

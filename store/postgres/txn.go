@@ -700,7 +700,7 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 	t.queue(t.s.q.insertEvent, str(string(id)), i64(seq), i64(int64(ev.Version)), str(string(ev.Kind)), tm(ev.At),
 		i64(int64(ev.Message)), str(ev.Text), i64(int64(ev.Run)), i64(int64(ev.Request)), str(string(ev.Holder)))
 	if ev.Kind == core.MessagePosted {
-		t.queueWake(string(id))
+		t.queueWakeIfFree(string(id))
 	}
 	th.apply(ev)
 	th.n = seq
@@ -783,6 +783,18 @@ func (t *txn) queueWake(id string) {
 		id = "" // too long to name: a wake-up for any thread
 	}
 	t.queue(t.s.q.notify, str(t.s.channel), str(id))
+}
+
+// queueWakeIfFree queues a NOTIFY like queueWake's, sent only if the
+// thread has no live lease (none, or one expired by the server's clock)
+// as the statement finds its row, which the transaction has locked: the
+// post's rule (postSQL).
+func (t *txn) queueWakeIfFree(id string) {
+	payload := id
+	if len(payload) > maxPayload {
+		payload = ""
+	}
+	t.queue(t.s.q.notifyFree, str(t.s.channel), str(payload), str(id))
 }
 
 // eventRow is one row of the events table.

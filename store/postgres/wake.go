@@ -10,22 +10,24 @@ import (
 )
 
 // Wakeups adapts Listen to runner.Config.Wake: a channel that receives
-// when a message is posted to a thread of this listener's share, by any
-// process, once the post commits (and when a thread of its share is
-// released with work left). It is buffered (one) and never blocks the
-// listener: a burst of posts while the runner is busy coalesces into one
-// wake-up, which is all a runner needs, since a wake-up makes it look at
-// every thread. A reconnection of the listening connection (Listen's
-// empty ThreadID, after which posts may have been missed) is a wake-up
-// too.
+// the id of a thread of this listener's share once work for it commits,
+// by any process, while nobody holds the thread: a message posted to a
+// thread with no live lease (postSQL), or a thread released with work
+// left. A post to a thread whose holder's lease is live wakes nobody: the
+// holder plans its message, or its release wakes. It never blocks the
+// listener: while the runner is busy, the ids wait in a set, each once,
+// oldest first; past maxPendingWakes of them the set becomes one empty
+// ThreadID (look at every thread). A reconnection of the listening
+// connection (Listen's empty ThreadID, after which posts may have been
+// missed) is an empty ThreadID too.
 //
 // The share: every Wakeups listener of the schema, in any process, is
 // known to the others by its listening connection (whose application_name
 // is "tc-wake " and the schema, visible in pg_stat_activity), which each
 // reads again every shareEvery. A thread belongs to one of them, by a
 // hash of its id over the listeners ordered by backend process id, so a
-// post wakes one runner, not all: the others would look for work for
-// nothing, and claim threads the woken one claims. When a listener sees
+// post wakes one runner, not all: the others would claim the thread the
+// woken one claims. When a listener sees
 // the listeners change, it also takes the threads that were its own
 // before, until it has read the same listeners twice more: a listener
 // that has not seen the change yet decides by the listeners before it, so
@@ -36,16 +38,18 @@ import (
 //
 // Wake-ups are hints, never claims, and can come late or not at all: a
 // listening connection cut off without the client noticing keeps silent
-// until TCP gives up on it. Polling (runner.Config.PollEvery) stays the
-// fallback and should stay on; with wake-ups it can be slow, since it
-// only bounds how late work is found when a wake-up is lost.
+// until TCP gives up on it, and a thread whose holder died is not woken
+// by a post until its lease has expired by the server's clock. Polling
+// (runner.Config.PollEvery) stays the fallback and should stay on; with
+// wake-ups it can be slow, since it only bounds how late work is found
+// when a wake-up is lost.
 //
 // The channel is closed when ctx ends. Pass the context the runner's Run
 // gets, or one that outlives it: a closed channel is always ready, and a
 // runner still running would then look for work without pause.
 //
 // It returns Listen's error when the first connection or its LISTEN fails.
-func (s *Store) Wakeups(ctx context.Context) (<-chan struct{}, error) {
+func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
 	sh := &share{all: s.wakeAll}
 	ids, err := s.listenAs(ctx, s.channel, s.wakeApp(), sh.connected)
 	if err != nil {
@@ -160,20 +164,41 @@ func fnv32(s string) uint32 {
 	return h
 }
 
-// coalesce turns each receive from ids that mine accepts into a send on a
-// channel buffered one that never blocks: while a wake-up is pending, more
-// are dropped. It closes its channel once ids is closed.
-func coalesce(ids <-chan core.ThreadID, mine func(core.ThreadID) bool) <-chan struct{} {
-	out := make(chan struct{}, 1)
+// maxPendingWakes is how many threads' wake-ups a Wakeups listener keeps
+// while its runner is busy, before it keeps one wake-up for every thread.
+const maxPendingWakes = 1024
+
+// coalesce passes on each id from ids that mine accepts, never blocking
+// ids' sender: the ids not yet received wait in a set, each once, oldest
+// first, and past maxPendingWakes of them in one empty ThreadID (any
+// thread). It closes its channel once ids is closed.
+func coalesce(ids <-chan core.ThreadID, mine func(core.ThreadID) bool) <-chan core.ThreadID {
+	out := make(chan core.ThreadID)
 	go func() {
 		defer close(out)
-		for id := range ids {
-			if !mine(id) {
-				continue
+		var queue []core.ThreadID
+		queued := map[core.ThreadID]bool{}
+		for {
+			var send chan core.ThreadID
+			var next core.ThreadID
+			if len(queue) > 0 {
+				send, next = out, queue[0]
 			}
 			select {
-			case out <- struct{}{}:
-			default: // one is pending already
+			case id, ok := <-ids:
+				switch {
+				case !ok:
+					return
+				case !mine(id) || queued[id] || queued[""]:
+				case id == "" || len(queue) == maxPendingWakes:
+					queue, queued = append(queue[:0], ""), map[core.ThreadID]bool{"": true}
+				default:
+					queue = append(queue, id)
+					queued[id] = true
+				}
+			case send <- next:
+				queue = queue[1:]
+				delete(queued, next)
 			}
 		}
 	}()

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/runner"
 )
 
@@ -106,29 +107,118 @@ func TestWakeupsStartRunner(t *testing.T) {
 	}
 }
 
-// A burst of wake-ups while nobody reads leaves one pending, and never
-// blocks the sender: ids is unbuffered, so each send below returns only
-// once coalesce has taken it, and has dealt with the one before. The
-// channel closes after ids does.
+// Wake-ups that come while nobody reads wait, each thread once, oldest
+// first, and never block the sender: ids is unbuffered, so each send below
+// returns only once coalesce has taken it. Past maxPendingWakes threads
+// they become one empty ThreadID (look at every thread); a thread that is
+// not the listener's is left out; the channel closes after ids does.
 func TestWakeupsCoalesce(t *testing.T) {
 	ids := make(chan core.ThreadID)
-	wake := coalesce(ids, func(core.ThreadID) bool { return true })
-	for range 20 {
+	wake := coalesce(ids, func(id core.ThreadID) bool { return id != "other" })
+	send := func(id core.ThreadID) {
+		t.Helper()
 		select {
-		case ids <- "t":
+		case ids <- id:
 		case <-time.After(30 * time.Second):
-			t.Fatal("coalesce blocked its sender")
+			t.Fatalf("coalesce blocked its sender on %q", id)
 		}
 	}
-	close(ids)
-	n := 0
-	for range wake {
-		n++
+	next := func() core.ThreadID {
+		t.Helper()
+		select {
+		case id := <-wake:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatal("no wake-up pending")
+			return ""
+		}
 	}
-	// Each send returned once the one before it was coalesced, so at most
-	// the last may still be on its way when the reading starts.
-	require.GreaterOrEqual(t, n, 1)
-	require.LessOrEqual(t, n, 2, "20 wake-ups while nobody read must leave one pending")
+	for range 20 {
+		send("t")
+	}
+	send("other")
+	for range 5 {
+		send("u")
+	}
+	send("t")
+	require.Equal(t, core.ThreadID("t"), next())
+	require.Equal(t, core.ThreadID("u"), next())
+	send("v") // a second "t" or "u", or "other", would come before it
+	require.Equal(t, core.ThreadID("v"), next())
+
+	for i := range maxPendingWakes + 1 {
+		send(core.ThreadID(fmt.Sprintf("t%d", i)))
+	}
+	send("t1") // folded into the look at every thread
+	require.Equal(t, core.ThreadID(""), next(), "past maxPendingWakes, one look at every thread")
+	send("w")
+	require.Equal(t, core.ThreadID("w"), next(), "the look stood for every thread before it, and nothing else")
+
+	send("") // a reconnection: a look at every thread
+	require.Equal(t, core.ThreadID(""), next())
+	close(ids)
+	select {
+	case _, open := <-wake:
+		require.False(t, open, "a wake-up after ids closed with none pending")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the channel stayed open after ids closed")
+	}
+}
+
+// A post wakes the runners only for a thread with no live lease: one
+// with none, or one expired by the server's clock. A post to a held
+// thread wakes nobody (its holder plans the message), and the holder's
+// release, with the message left, wakes them. Both ways of posting keep
+// the rule: the one statement of another process's Store (postSQL), and
+// the reading path of the Store that holds the lease. Notifications come
+// in commit order, so a post to a free thread after the one to the held
+// thread tells that the latter woke nobody.
+func TestPostWakesOnlyFreeThreads(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	s := openStore(t, poolConfig(t, "tc-wake-holder"), schema)
+	heard, err := s.Listen(ctx)
+	require.NoError(t, err)
+	next := func(what string) core.ThreadID {
+		t.Helper()
+		select {
+		case id := <-heard:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatalf("timed out waiting for %s", what)
+			return ""
+		}
+	}
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	other := core.NewWorkspace(openStore(t, poolConfig(t, "tc-wake-other"), schema), core.SystemClock{})
+	for _, id := range []core.ThreadID{"held", "free", "lapsed"} {
+		require.NoError(t, ws.CreateThread(ctx, id))
+	}
+	post := func(poster *core.Workspace, id core.ThreadID) {
+		t.Helper()
+		_, err := poster.Post(ctx, id, "m")
+		require.NoError(t, err)
+	}
+
+	post(other, "held")
+	require.Equal(t, core.ThreadID("held"), next("the post to a free thread"))
+	c, err := ws.Claim(ctx, "held", "h1", time.Hour)
+	require.NoError(t, err)
+	// A lease written by a clock an hour behind the server's has expired
+	// by the server's clock: its holder may be dead, so a post wakes.
+	behind := core.NewWorkspace(s, coretest.NewClock(time.Now().Add(-time.Hour)))
+	_, err = behind.Claim(ctx, "lapsed", "h2", time.Minute)
+	require.NoError(t, err)
+	for _, poster := range []*core.Workspace{ws, other} { // ws first: its cache is current, so it takes the reading path
+		post(poster, "held")
+		post(poster, "free")
+		require.Equal(t, core.ThreadID("free"), next("the post after the one to the held thread"), "a post to a held thread woke the runners")
+		post(poster, "lapsed")
+		require.Equal(t, core.ThreadID("lapsed"), next("the post to a thread whose lease expired"))
+	}
+	require.NoError(t, ws.Release(ctx, c))
+	require.Equal(t, core.ThreadID("held"), next("the release that left work"))
 }
 
 // Wakeups fails, rather than returning a channel that never delivers,
@@ -144,13 +234,13 @@ func TestWakeupsListenFails(t *testing.T) {
 // Wakeups shares the threads out among a schema's listeners: once their
 // views agree, each post wakes exactly one of three listeners (three
 // Stores, as three processes), and each listener gets some of the
-// threads. A Listen listener still hears every post.
+// threads. A Listen listener still hears every post (to a thread nobody holds).
 func TestWakeupsShared(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	schema := testSchema(t)
-	var wakes []<-chan struct{}
+	var wakes []<-chan core.ThreadID
 	for i := range 3 {
 		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-share-%d", i)), schema)
 		w, err := s.Wakeups(ctx)
