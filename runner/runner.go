@@ -396,23 +396,21 @@ func startWithin[T any](rng *rand.Rand, list []T, window int) {
 }
 
 // lookAndLaunch looks for work and starts what it found, in order (see
-// look), until no slot is free.
+// look): the lapsed threads until no slot takes them, then the free ones
+// until no slot is free. Work left unstarted makes it behind.
 func (s *scheduler) lookAndLaunch() {
 	lapsed, free := s.look()
-	for _, id := range lapsed {
+	s.launchAll(lapsed, true)
+	s.launchAll(free, false)
+}
+
+// launchAll launches each thread in turn until one finds no slot.
+func (s *scheduler) launchAll(ids []core.ThreadID, lapsed bool) {
+	for _, id := range ids {
 		if s.ctx.Err() != nil {
 			return
 		}
-		if !s.launch(id, true) {
-			s.setBehind()
-			break
-		}
-	}
-	for _, id := range free {
-		if s.ctx.Err() != nil {
-			return
-		}
-		if !s.launch(id, false) {
+		if !s.launch(id, lapsed) {
 			s.setBehind()
 			return
 		}
