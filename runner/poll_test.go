@@ -282,3 +282,24 @@ func TestRunLooksWhenBehind(t *testing.T) {
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
+
+// Wake-ups that name threads make no look, and do not put the poll off:
+// Run still looks PollEvery after its last look, however many came in
+// between (or, wake-ups coming faster than PollEvery, it would never look
+// for lapsed leases).
+func TestRunWakeKeepsPoll(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	const poll = time.Minute
+	turns := make(chan runner.TurnReport, 4)
+	a, wake, stop := runWoken(t, s, func(c *runner.Config) {
+		c.PollEvery = poll
+		c.OnTurn = func(r runner.TurnReport) { turns <- r }
+	}, nil)
+	defer stop()
+	polls := s.polls.Load()
+	a.clock.Advance(poll / 2)
+	wake <- "t1" // nothing to do there: a claim, a plan, a release
+	waitFor(t, turns, "the woken turn to end")
+	a.clock.Advance(poll / 2)
+	waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run to poll PollEvery after its last look, a wake-up in between")
+}

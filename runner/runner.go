@@ -205,13 +205,21 @@ func (r *Runner) Run(ctx context.Context) error {
 	}()
 	wake := r.cfg.Wake
 	needLook := true
+	// poll is the timer of the next poll, PollEvery after the last look:
+	// a wake-up that names a thread makes no look, and must not put the
+	// poll off, or wake-ups coming faster than PollEvery would keep Run
+	// from ever looking for lapsed leases.
+	var poll <-chan time.Time
 	for {
 		r.retryCrashes(ctx)
 		if needLook && !(s.full() && len(s.takeovers) == cap(s.takeovers)) {
 			// (Every slot taken: nothing found could start. A turn's
 			// end makes Run look.)
-			needLook = false
+			needLook, poll = false, nil
 			s.lookAndLaunch()
+		}
+		if poll == nil {
+			poll = r.cfg.Clock.After(r.cfg.PollEvery)
 		}
 		w := wake
 		if s.full() {
@@ -220,8 +228,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-r.cfg.Clock.After(r.cfg.PollEvery):
-			needLook = true
+		case <-poll:
+			needLook, poll = true, nil
 		case <-s.ended:
 			// Without wake-ups, a turn's end is when Run learns of work
 			// sooner than the poll; with them, only work it found and
