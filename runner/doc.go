@@ -33,7 +33,9 @@
 // thread. So a thread whose runner died is claimed within ClaimTTL +
 // PollEvery of its last renewal however busy the runners are
 // (TestTakeoverWhileSaturated shows it with manual clocks; BenchmarkHandover
-// measures it: runner/BENCH.md).
+// measures it: runner/BENCH.md). With Config.Wake (the PostgreSQL Store's
+// Wakeups), a message posted to a thread nobody holds names the thread,
+// and Run claims it at once, with no look for work.
 //
 // A turn that gives up after a write whose commit is unknown ends its
 // round with Crash; when storage cannot answer that Crash either, the
