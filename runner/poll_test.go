@@ -303,3 +303,29 @@ func TestRunWakeKeepsPoll(t *testing.T) {
 	a.clock.Advance(poll / 2)
 	waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run to poll PollEvery after its last look, a wake-up in between")
 }
+
+// A turn's end that frees the only slot makes Run look, with wake-ups as
+// without: while every slot was taken Run took no wake-up, and a message
+// whose wake-up went to another runner (Wakeups shares the threads out)
+// would wait for the poll.
+func TestRunLooksAfterFullSlots(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	agent := runner.AgentFunc(func(_ context.Context, s *runner.Session) error {
+		started <- struct{}{}
+		if s.Delivered.Claim.Thread == "t1" {
+			<-release
+		}
+		return nil
+	})
+	a, wake, stop := runWoken(t, memory.New(), func(c *runner.Config) { c.MaxConcurrentTurns = 1 }, agent)
+	defer stop()
+	_, err := a.ws.Post(context.Background(), "t1", "m1")
+	require.NoError(t, err)
+	wake <- "t1"
+	waitFor(t, started, "the agent of t1's run to start")
+	_, err = a.ws.Post(context.Background(), "t2", "m1") // its wake-up went to another runner
+	require.NoError(t, err)
+	close(release)
+	waitUntil(t, func() bool { return taken(t, a, "t2") == 1 }, "Run to find t2's message at the end of the turn that held its only slot, before its poll")
+}

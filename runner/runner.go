@@ -150,10 +150,10 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread. It looks for work every PollEvery; at once when Wake
 // delivers the empty ThreadID (once Wake is closed, it polls); and when a
-// turn ends, always without Wake, and with it only when a look or a
-// wake-up found work that no slot was free to start, or Wake named the
-// thread of a turn still going. A thread Wake names it claims at once,
-// with no look (see Config.Wake).
+// turn ends, always without Wake, and with it only when every slot was
+// taken, a look or a wake-up found work that no slot was free to start,
+// or Wake named the thread of a turn still going. A thread Wake names it
+// claims at once, with no look (see Config.Wake).
 //
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first (from one of the first four of that
@@ -266,8 +266,8 @@ type scheduler struct {
 	// the turn's end makes Run look.
 	again map[core.ThreadID]bool
 	// behind: a look or a wake-up found work that no slot was free to
-	// start, or a turn ended on a thread in again; the next turn's end
-	// makes Run look.
+	// start, a turn ended on a thread in again, or a turn ended while
+	// every slot was taken; the next turn's end makes Run look.
 	behind bool
 	held   map[core.ThreadID]time.Time // threads found claimed by another, and when
 	// waiting holds, for each free thread with work, the look that first
@@ -493,6 +493,12 @@ func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
 		}
 		if s.again[id] {
 			delete(s.again, id)
+			s.behind = true
+		}
+		if s.full() {
+			// Every slot was taken until now: Run took no wake-up,
+			// and work may wait whose wake-up went to it, or to a
+			// runner as busy (Wakeups shares the threads out).
 			s.behind = true
 		}
 		s.mu.Unlock()
