@@ -31,7 +31,7 @@ type probe struct {
 	poll    time.Duration
 	updates atomic.Int64
 	polls   atomic.Int64 // PendingThreads calls
-	waiting atomic.Bool
+	waiting atomic.Bool  // no storage call since Run asked for its poll, or since a turn ended (OnTurn)
 }
 
 func (p *probe) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
@@ -194,6 +194,10 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 				if r.Outcome == runner.OutcomeBusy {
 					br.busy.Add(1)
 				}
+				// The turn's calls are over. A turn a named wake-up
+				// started makes no look at its end, so Run asks for no
+				// new poll: its turn's end is when it waits again.
+				p.waiting.Store(true)
 			},
 		})
 		if err != nil {
@@ -238,7 +242,8 @@ func (br *benchRunners) counted(wake <-chan core.ThreadID) <-chan core.ThreadID 
 	return out
 }
 
-// awaitIdle waits until every runner waits for its next poll, and, when
+// awaitIdle waits until every runner waits for its next poll or has ended
+// its last turn (probe's waiting), and, when
 // since is given, some runner has looked for work since since's counts of
 // their transactions (a wake-up reaches one runner: Wakeups' share).
 func (br *benchRunners) awaitIdle(b *testing.B, since []int64) {
