@@ -57,9 +57,9 @@ type Config struct {
 	// once, with no look, when a turn slot is free. The empty ThreadID
 	// makes Run look at every thread. With Wake, a turn's end makes Run
 	// look only when every slot was taken, or a look or a wake-up found
-	// work that no slot could start; without it, at every turn's end. A source that names threads
-	// another holder has makes claims that find them taken. Polling stays
-	// the fallback. Default nil.
+	// work that no slot could start; without it, at every turn's end. A
+	// source that names threads another holder has makes claims that find
+	// them taken. Polling stays the fallback. Default nil.
 	Wake <-chan core.ThreadID
 
 	// ShutdownGrace is how long a turn in progress may go on, recording
