@@ -123,6 +123,14 @@ func readFacts(t testing.TB, s core.Storage, id core.ThreadID) facts {
 // naming what it waited for, never hangs until go test's timeout.
 const waitLimit = 10 * time.Second
 
+// taken is the thread's taken cursor.
+func taken(t testing.TB, p *proc, id core.ThreadID) core.Seq {
+	t.Helper()
+	th, err := p.ws.Thread(context.Background(), id)
+	require.NoError(t, err)
+	return th.Taken
+}
+
 // waitFor receives from ch, or fails the test naming what it waited for.
 func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()

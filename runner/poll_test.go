@@ -65,11 +65,7 @@ func TestRunNoLookWhileTurnsFull(t *testing.T) {
 	require.Len(t, wake, 1, "Run took a wake-up with every turn slot taken")
 	require.Equal(t, polls, s.polls.Load(), "Run polled with every turn slot taken")
 	close(release)
-	waitUntil(t, func() bool {
-		th, err := a.ws.Thread(context.Background(), "t2")
-		require.NoError(t, err)
-		return th.Taken == 1
-	}, "Run to consume t2's message once t1's turn ended")
+	waitUntil(t, func() bool { return taken(t, a, "t2") == 1 }, "Run to consume t2's message once t1's turn ended")
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }
@@ -168,11 +164,7 @@ func runHeld(t *testing.T, s core.Storage) *held {
 // its message.
 func (h *held) takenOver(t *testing.T) {
 	t.Helper()
-	waitUntil(t, func() bool {
-		th, err := h.a.ws.Thread(context.Background(), "t")
-		require.NoError(t, err)
-		return th.Taken == 1
-	}, "Run to take t over once B's lease expired")
+	waitUntil(t, func() bool { return taken(t, h.a, "t") == 1 }, "Run to take t over once B's lease expired")
 }
 
 // stop ends A's Run and checks that it returned for that reason.
@@ -205,14 +197,6 @@ func runWoken(t *testing.T, s core.Storage, cfg func(*runner.Config), agent runn
 		cancel()
 		require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 	}
-}
-
-// taken is the thread's taken cursor.
-func taken(t *testing.T, p *proc, id core.ThreadID) core.Seq {
-	t.Helper()
-	th, err := p.ws.Thread(context.Background(), id)
-	require.NoError(t, err)
-	return th.Taken
 }
 
 // A wake-up that names a thread starts its turn with no look, and the

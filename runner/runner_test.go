@@ -244,16 +244,11 @@ func TestRunWakesAndConsumes(t *testing.T) {
 	defer cancel()
 	done := make(chan error)
 	go func() { done <- a.r.Run(ctx) }()
-	taken := func(id core.ThreadID) core.Seq {
-		th, err := a.ws.Thread(context.Background(), id)
-		require.NoError(t, err)
-		return th.Taken
-	}
-	waitUntil(t, func() bool { return taken("t1") == 1 }, "Run to consume t1's message")
+	waitUntil(t, func() bool { return taken(t, a, "t1") == 1 }, "Run to consume t1's message")
 	_, err := a.ws.Post(context.Background(), "t2", "m1")
 	require.NoError(t, err)
 	wake <- "" // look at every thread
-	waitUntil(t, func() bool { return taken("t2") == 1 }, "Run, woken, to consume t2's message")
+	waitUntil(t, func() bool { return taken(t, a, "t2") == 1 }, "Run, woken, to consume t2's message")
 	cancel()
 	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
 }

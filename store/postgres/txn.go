@@ -681,6 +681,15 @@ func (t *txn) Bump(ctx context.Context, id core.ThreadID) (uint64, error) {
 // maxPayload is below PostgreSQL's limit on a NOTIFY payload (8000 bytes).
 const maxPayload = 7999
 
+// wakePayload is the wake-up's payload for the thread: its id, or, too
+// long to name, the empty one (a wake-up for any thread).
+func wakePayload(id string) string {
+	if len(id) > maxPayload {
+		return ""
+	}
+	return id
+}
+
 func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error {
 	if err := core.CheckText("event text", ev.Text); err != nil {
 		return err
@@ -779,10 +788,7 @@ func (t *txn) DeleteLease(ctx context.Context, id core.ThreadID) error {
 // queueWake queues the NOTIFY that wakes the listeners (Listen) for the
 // thread, sent only if the transaction commits.
 func (t *txn) queueWake(id string) {
-	if len(id) > maxPayload {
-		id = "" // too long to name: a wake-up for any thread
-	}
-	t.queue(t.s.q.notify, str(t.s.channel), str(id))
+	t.queue(t.s.q.notify, str(t.s.channel), str(wakePayload(id)))
 }
 
 // queueWakeIfFree queues a NOTIFY like queueWake's, sent only if the
@@ -790,11 +796,7 @@ func (t *txn) queueWake(id string) {
 // as the statement finds its row, which the transaction has locked: the
 // post's rule (postSQL).
 func (t *txn) queueWakeIfFree(id string) {
-	payload := id
-	if len(payload) > maxPayload {
-		payload = ""
-	}
-	t.queue(t.s.q.notifyFree, str(t.s.channel), str(payload), str(id))
+	t.queue(t.s.q.notifyFree, str(t.s.channel), str(wakePayload(id)), str(id))
 }
 
 // eventRow is one row of the events table.
