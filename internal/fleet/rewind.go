@@ -29,7 +29,9 @@ import (
 // within a TTL and a poll); the moment one is the newest line of its
 // thread, its worker A is stopped (SIGSTOP), before it has learnt of the
 // commit. In one transaction (a lock_timeout: a thread whose row someone
-// holds locked is skipped) the thread's row is put back as it was before
+// holds locked is skipped, and so is one written since the Claim, by a
+// write that moved its version or its lease, or that only appended an
+// event, as a refused start's RunRefused notice does) the thread's row is put back as it was before
 // the Claim — version one less, the replaced lease (holder and expiry,
 // from the Claim or Renew line that stamped that expiry) — and the
 // Claim's trace line and its holders row are deleted: nothing else of
@@ -75,7 +77,13 @@ func newRewindQueries(schema string) rewindQueries {
 			WHERE l.line->>'action' = 'Claim' AND l.line->>'proc' = ANY($1) AND l.line ? 'replaced'
 			  AND t.lease_holder = l.line->>'holder'
 			  AND NOT EXISTS (SELECT FROM ` + s + `.trace_lines n WHERE n.thread_id = t.id AND n.tick > t.version)`,
-		lock: `SELECT version, coalesce(lease_holder, ''), log_n FROM ` + s + `.threads WHERE id = $1 FOR UPDATE`,
+		// The thread's row, locked, and whether an event was appended at
+		// or past the Claim's version $2: a Claim appends none and takes
+		// the row to $2, so one there came after it — a RunRefused notice,
+		// which leaves the row's version and lease as they were.
+		lock: `SELECT version, coalesce(lease_holder, ''), log_n,
+			EXISTS (SELECT FROM ` + s + `.events WHERE thread_id = $1 AND version >= $2)
+			FROM ` + s + `.threads WHERE id = $1 FOR UPDATE`,
 		line: `SELECT line->>'action', line->>'holder', coalesce((line->>'replaced')::bigint, 0) FROM ` + s + `.trace_lines
 			WHERE thread_id = $1 AND tick = $2 AND NOT EXISTS (SELECT FROM ` + s + `.trace_lines n WHERE n.thread_id = $1 AND n.tick > $2)`,
 		// The lease a Claim replaced: the newest Claim or Renew before it
@@ -242,7 +250,8 @@ func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 		}
 		var version int64
 		var holder string
-		if err := tx.QueryRow(ctx, q.lock, c.thread).Scan(&version, &holder, &c.logN); err != nil {
+		var appended bool
+		if err := tx.QueryRow(ctx, q.lock, c.thread, c.version).Scan(&version, &holder, &c.logN, &appended); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "57014") {
 				return fmt.Errorf("%w: its row is locked", errSkip)
@@ -251,6 +260,12 @@ func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 		}
 		if version != c.version || holder != c.holder {
 			return fmt.Errorf("%w: written after the Claim", errSkip)
+		}
+		if appended {
+			// Storage that lost the Claim lost what committed after it
+			// too: rewinding the row under the later event would leave
+			// a log no storage could have (an event past its version).
+			return fmt.Errorf("%w: an event was appended after the Claim", errSkip)
 		}
 		var action, lineHolder string
 		var replaced int64

@@ -61,7 +61,7 @@ func TestRewindRestoresThePreClaimState(t *testing.T) {
 	ws := func(name string) *core.Workspace {
 		return core.NewWorkspace(st, core.SystemClock{}, core.WithProcess(name), core.WithTracer(tracecheck.NewHistoryWriter(io.Discard)))
 	}
-	p1, p2, p3, p4 := ws("p1"), ws("p2"), ws("p3"), ws("p4")
+	p1, p2, p3, p4, p5 := ws("p1"), ws("p2"), ws("p3"), ws("p4"), ws("p5")
 	require.NoError(t, p1.CreateThread(ctx, "t1"))
 	_, err = p1.Post(ctx, "t1", "hello")
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func TestRewindRestoresThePreClaimState(t *testing.T) {
 	r := &run{schema: schema}
 	ttl := 20 * time.Millisecond
 	fresh := func() []claimSeen {
-		rows, err := conn.Query(ctx, q.fresh, []string{"p1", "p2"})
+		rows, err := conn.Query(ctx, q.fresh, []string{"p1", "p2", "p5"})
 		require.NoError(t, err)
 		var found []claimSeen
 		for rows.Next() {
@@ -111,11 +111,31 @@ func TestRewindRestoresThePreClaimState(t *testing.T) {
 
 	// Storage that lost h2's Claim takes another at the same version,
 	// over the same lapsed lease.
-	_, err = p3.Claim(ctx, "t1", "h3", ttl)
+	c3, err := p3.Claim(ctx, "t1", "h3", ttl)
 	require.NoError(t, err)
 	var tick int64
 	var replaced int64
 	require.NoError(t, conn.QueryRow(ctx, `SELECT tick, (line->>'replaced')::bigint FROM `+pgx.Identifier{schema}.Sanitize()+
 		`.trace_lines WHERE thread_id = 't1' AND line->>'holder' = 'h3'`).Scan(&tick, &replaced))
 	require.Equal(t, [2]int64{c.version, c.replaced}, [2]int64{tick, replaced})
+
+	// A Claim followed by a refused start's RunRefused notice, which
+	// leaves the row's version and lease as the Claim left them: storage
+	// that lost the Claim lost the notice too, so the rewind skips it.
+	plan, err := p3.Plan(ctx, c3)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanRun, plan.Kind)
+	time.Sleep(2 * ttl)
+	_, err = p5.Claim(ctx, "t1", "h5", ttl)
+	require.NoError(t, err)
+	_, err = p3.RunStart(ctx, c3, plan.Message)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "h3's lease lapsed, and h5 holds the thread")
+	found = fresh()
+	require.Len(t, found, 1)
+	c = found[0]
+	require.Equal(t, "h5", c.holder)
+	before = storageState(t, ctx, conn, schema, "t1")
+	require.Contains(t, before[3], "run_refused")
+	require.ErrorIs(t, r.rewindClaim(ctx, conn, q, &c), errSkip)
+	require.Equal(t, before, storageState(t, ctx, conn, schema, "t1"), "a skipped rewind changes nothing")
 }

@@ -188,3 +188,36 @@ func TestMigrationLogEnd(t *testing.T) {
 	}
 	runStartInOneTrip(ctx, t, s)
 }
+
+// A thread whose row is behind its own log — at a version below its last
+// event's, which neither writes nor the loss of the newest of them can
+// leave (each write moves the row to its event's version in the event's
+// own transaction) — is refused as inconsistent by every write that
+// reads it, and nothing is written. Written on, it took a refused start's
+// RunRefused notice at the row's version, below the log's: a log no fold
+// accepts after.
+func TestRowBehindItsLogRefused(t *testing.T) {
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		ctx := context.Background()
+		s := newStoreWith(t, opts)
+		look := admin(t)
+		a, c := claimedThread(t, s)
+		id := c.Thread
+		_, err := a.ws.Post(ctx, id, "m2") // an event at the row's version
+		require.NoError(t, err)
+		_, err = look.Exec(ctx, `UPDATE `+pgx.Identifier{s.Schema()}.Sanitize()+`.threads SET version = version - 1 WHERE id = $1`, string(id))
+		require.NoError(t, err)
+		before := readRow(t, look, s.Schema(), id)
+
+		_, err = a.ws.RunStart(ctx, c, 1)
+		require.ErrorIs(t, err, core.ErrInconsistentLog, "a write by the Store whose cache has the thread")
+		cfg, err := pgxpool.ParseConfig(databaseURL(t))
+		require.NoError(t, err)
+		b := newProc(openStore(t, cfg, s.Schema()), "b")
+		b.clock.Advance(2 * ttl)
+		_, err = b.ws.Claim(ctx, id, "hb", ttl)
+		require.ErrorIs(t, err, core.ErrInconsistentLog, "a write by a fresh Store")
+		require.Equal(t, before, readRow(t, look, s.Schema(), id), "nothing written")
+	})
+}

@@ -452,6 +452,14 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		th.apply(ev)
 		th.n++
 	}
+	if th.n > 0 && th.last.Version > uint64(row.version) {
+		// Every write moves the row to its event's version or past it (a
+		// Claim moves it with no event) in the event's own transaction:
+		// a row behind its log is no state storage can reach by writes,
+		// or by losing the newest of them. Writing on it would append an
+		// event no fold accepts (a refusal below its thread's version).
+		return nil, t.corrupt(fmt.Errorf("thread %q: the row is at version %d, its event %d at %d", id, row.version, th.n, th.last.Version))
+	}
 	if th.state.Version != uint64(row.version) || th.state.Taken != core.Seq(row.taken) {
 		th.header()
 		th.state.Version, th.state.Taken = uint64(row.version), core.Seq(row.taken)
