@@ -134,6 +134,21 @@ type messagePoster interface {
 	PostMessage(ctx context.Context, id ThreadID, at time.Time, text string) (msg Seq, version uint64, taken Seq, err error)
 }
 
+// leaseClaimer is implemented by a Transaction that can make a Claim's
+// decision in storage, in the statement that writes it: ClaimLease takes
+// the thread's lease for holder until expires, and bumps the thread's
+// version, exactly when nobody else holds the lease or it has expired at
+// now (Lease.Expired) and holder does not hold it. It returns the thread
+// as the claim left it, the lease as it found it, and the new version (0
+// when it claimed nothing: then it wrote nothing). It is what Thread,
+// Lease, Bump and PutLease would do for a Claim, in one step; it returns
+// ErrUnknownThread, ErrHolderReused and CheckText's error for a holder it
+// refuses. Workspace's Claim calls it as the transaction's first call.
+// (Unexported like messagePoster; the PostgreSQL Store implements it.)
+type leaseClaimer interface {
+	ClaimLease(ctx context.Context, id ThreadID, holder Holder, now, expires time.Time) (t *Thread, was Lease, version uint64, err error)
+}
+
 // TraceLog is implemented by a Transaction that keeps the trace lines of
 // the writes it commits, inside the same transaction. When the Workspace
 // traces, it gives each write's line to such a transaction before commit,

@@ -358,6 +358,58 @@ func (w *Workspace) unreserve(r *round, holder Holder) {
 	delete(w.used, holder)
 }
 
+// takeLease is a Claim's read and write: it takes the thread's lease
+// for holder until expires when nobody else holds it or it has expired at
+// now, and bumps the thread's version. It returns the thread as the claim
+// left it, the lease as it found it and the new version; ErrThreadBusy
+// and ErrInvalidArgument (holder holds the lease) when the lease refuses
+// the claim, with nothing written. A storage that decides the claim in
+// its write (leaseClaimer) makes it one step.
+func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, now, expires time.Time) (*Thread, Lease, uint64, error) {
+	refusal := func(l Lease) error {
+		switch {
+		case l.Holder == holder:
+			return fmt.Errorf("%w: holder %q already holds thread %q", ErrInvalidArgument, holder, id)
+		case l.Holder != "" && !l.Expired(now):
+			return fmt.Errorf("claim thread %q: %w", id, ErrThreadBusy)
+		}
+		return nil
+	}
+	if c, ok := tx.(leaseClaimer); ok {
+		t, l, v, err := c.ClaimLease(ctx, id, holder, now, expires)
+		switch {
+		case err != nil:
+			return nil, Lease{}, 0, err
+		case v == 0 && refusal(l) != nil:
+			return nil, Lease{}, 0, refusal(l)
+		case (v == 0) != (refusal(l) != nil):
+			// Storage and the rule above disagree: a broken storage.
+			return nil, Lease{}, 0, fmt.Errorf("%w: storage's claim of thread %q (version %d) disagrees with its lease %+v at %v",
+				ErrInconsistentLog, id, v, l, now)
+		}
+		return t, l, v, nil
+	}
+	t, err := tx.Thread(ctx, id)
+	if err != nil {
+		return nil, Lease{}, 0, err
+	}
+	l, err := tx.Lease(ctx, id)
+	if err != nil {
+		return nil, Lease{}, 0, err
+	}
+	if err := refusal(l); err != nil {
+		return nil, Lease{}, 0, err
+	}
+	v, err := tx.Bump(ctx, id)
+	if err != nil {
+		return nil, Lease{}, 0, err
+	}
+	if err := tx.PutLease(ctx, Lease{Thread: id, Holder: holder, ExpiresAt: expires}); err != nil {
+		return nil, Lease{}, 0, err
+	}
+	return t, l, v, nil
+}
+
 // Claim takes the thread's lease for holder until ttl from now by the
 // workspace's clock. It succeeds when nobody holds the lease or the lease
 // has expired by this clock, which may run ahead of the holder's. It
@@ -410,26 +462,9 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	)
 	line, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		planLine = nil
-		t, err := tx.Thread(ctx, id)
-		if err != nil {
-			return err
-		}
-		l, err := tx.Lease(ctx, id)
-		if err != nil {
-			return err
-		}
 		now := leaseNow(w.clock)
-		switch {
-		case l.Holder == holder:
-			return fmt.Errorf("%w: holder %q already holds thread %q", ErrInvalidArgument, holder, id)
-		case l.Holder != "" && !l.Expired(now):
-			return fmt.Errorf("claim thread %q: %w", id, ErrThreadBusy)
-		}
-		v, err := tx.Bump(ctx, id)
+		t, l, v, err := takeLease(ctx, tx, id, holder, now, now.Add(ttl))
 		if err != nil {
-			return err
-		}
-		if err := tx.PutLease(ctx, Lease{Thread: id, Holder: holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
 		*line = &TraceEvent{Tick: v, Action: ActionClaim, Thread: id, Holder: holder, Taken: t.Taken, Lease: holder,

@@ -88,6 +88,9 @@ type Store struct {
 	// readPost: a post reads the thread first, as before PostMessage (a
 	// benchmark's before).
 	readPost bool
+	// readClaim: a Claim reads the thread first, as before ClaimLease (a
+	// benchmark's before).
+	readClaim bool
 	// wakeAll: Wakeups wakes for every thread, as before the listeners
 	// shared the threads out (a benchmark's before).
 	wakeAll bool
@@ -120,6 +123,7 @@ type stats struct {
 	conflicts    atomic.Int64 // speculating transactions whose check failed
 	tripWrites   atomic.Int64 // one-trip writes sent (trips.go)
 	tripSends    atomic.Int64 // the round trips that carried them
+	serverClaims atomic.Int64 // Claims decided in the server (ClaimLease)
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
@@ -390,6 +394,7 @@ type queries struct {
 	unchanged, saveUnchanged, saveLease, acquired string
 	follow                                        string // WatchEvents' mark of a followed thread
 	post                                          string // a post in one statement (PostMessage)
+	claim                                         string // a Claim decided in the server (ClaimLease)
 }
 
 func newQueries(schema string) queries {
@@ -423,6 +428,7 @@ func newQueries(schema string) queries {
 		saveLease:     f(checkedLeaseSQL),
 		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
 		post:          fmt.Sprintf(postSQL, schema),
+		claim:         fmt.Sprintf(claimSQL, schema),
 		follow:        f(`UPDATE %s.threads SET followed_until = greatest(followed_until, now() + make_interval(secs => $2)) WHERE id = $1`),
 	}
 	q.names = map[string]string{}

@@ -382,16 +382,9 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 			return th, nil
 		}
 	}
-	var after, from int64
-	if c != nil {
-		after = c.n
-		from = max(after-1, 0) // event n too, to check that storage still has it (behind)
-	}
+	after, from := logFrom(c)
 	b := t.batch()
-	var row struct {
-		found                   bool
-		created, version, taken int64
-	}
+	var row threadRow
 	q := t.s.q.lockThread
 	if t.readOnly {
 		q = t.s.q.readThread
@@ -408,17 +401,49 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		t.queueLockLease(b, id)
 	}
 	var evs []eventRow
-	b.Queue(t.s.q.eventsAfter, string(id), from).Query(func(rows pgx.Rows) error {
-		var err error
-		evs, err = scanEvents(rows)
-		return err
-	})
+	t.queueEvents(b, id, from, &evs)
 	if err := t.send(ctx, b); err != nil {
 		return nil, err
 	}
 	if !row.found {
 		return nil, nil
 	}
+	return t.fold(ctx, id, c, after, row, evs)
+}
+
+// queueEvents queues the read of the thread's events after seq from,
+// which fills *evs when b is sent.
+func (t *txn) queueEvents(b *pgx.Batch, id core.ThreadID, from int64, evs *[]eventRow) {
+	b.Queue(t.s.q.eventsAfter, string(id), from).Query(func(rows pgx.Rows) error {
+		var err error
+		*evs, err = scanEvents(rows)
+		return err
+	})
+}
+
+// threadRow is what a transaction reads of a thread's row.
+type threadRow struct {
+	found                   bool
+	created, version, taken int64
+}
+
+// logFrom is where a transaction reads a thread's log from, given the
+// Store's cache entry c (nil: none): after, the events c folded, and
+// from, the seq the read starts after (event after too, to check that
+// storage still has it: behind).
+func logFrom(c *cacheEntry) (after, from int64) {
+	if c != nil {
+		after = c.n
+		from = max(after-1, 0)
+	}
+	return after, from
+}
+
+// fold makes the thread's state in t from its row and the events read
+// after logFrom's from, starting from the cache entry c when it is still
+// storage's, and checks that the log applies and that the row is not
+// behind it.
+func (t *txn) fold(ctx context.Context, id core.ThreadID, c *cacheEntry, after int64, row threadRow, evs []eventRow) (*txThread, error) {
 	th := t.newThread()
 	th.created = row.created
 	if c != nil && c.created == row.created && behind(c, evs) {
