@@ -57,7 +57,9 @@ type Config struct {
 	// once, with no look, when a turn slot is free. The empty ThreadID
 	// makes Run look at every thread. With Wake, a turn's end makes Run
 	// look only when every slot was taken, or a look or a wake-up found
-	// work that no slot could start; without it, at every turn's end. A
+	// work that no slot could start, or found work on that turn's own
+	// thread (a wake-up naming it, or a look the empty id asked for);
+	// without it, at every turn's end. A
 	// source that names threads another holder has makes claims that find
 	// them taken. Polling stays the fallback. Default nil.
 	Wake <-chan core.ThreadID

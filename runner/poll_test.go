@@ -247,6 +247,34 @@ func TestRunWakeForOwnTurn(t *testing.T) {
 	waitUntil(t, func() bool { return taken(t, a, "t1") == 2 }, "Run to consume the message the yielded turn left, before its poll")
 }
 
+// A wake-up that asks for a look at every thread (the empty id: Wakeups
+// sends it in place of names it could not keep, a release that left work
+// among them) while this Run's own turn has a thread with work makes Run
+// look again when that turn ends: the look found the thread busy, and the
+// release's own wake-up may be the one it stands for. (TestAgentAwaitsAnswer
+// waited for the hour-long poll in about one run in seven without it.)
+func TestRunWholeLookForOwnTurn(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	a, wake, stop := runWoken(t, memory.New(), func(c *runner.Config) { c.MaxTurnMessages = 1 }, agent)
+	defer stop()
+	for _, m := range []string{"m1", "m2"} {
+		_, err := a.ws.Post(context.Background(), "t1", m)
+		require.NoError(t, err)
+	}
+	wake <- "t1"
+	waitFor(t, started, "the agent of t1's first run to start")
+	wake <- ""   // the look finds t1 with work, and its turn going
+	wake <- "t2" // taken once Run has looked, while the turn still has t1
+	close(release)
+	waitUntil(t, func() bool { return taken(t, a, "t1") == 2 }, "Run to consume the message the yielded turn left, before its poll")
+}
+
 // Work that a look found and no slot was free to start is looked for
 // again at a turn's end, not left to the poll.
 func TestRunLooksWhenBehind(t *testing.T) {

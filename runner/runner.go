@@ -204,7 +204,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.endOpenRounds(ctx)
 	}()
 	wake := r.cfg.Wake
-	needLook := true
+	needLook, asked := true, false
 	// poll is the timer of the next poll, PollEvery after the last look:
 	// a wake-up that names a thread makes no look, and must not put the
 	// poll off, or wake-ups coming faster than PollEvery would keep Run
@@ -215,8 +215,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		if needLook && !(s.full() && len(s.takeovers) == cap(s.takeovers)) {
 			// (Every slot taken: nothing found could start. A turn's
 			// end makes Run look.)
-			needLook, poll = false, nil
-			s.lookAndLaunch()
+			s.lookAndLaunch(asked)
+			needLook, asked, poll = false, false, nil
 		}
 		if poll == nil {
 			poll = r.cfg.Clock.After(r.cfg.PollEvery)
@@ -240,7 +240,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			case !ok:
 				wake, needLook = nil, true // closed: polling alone from now on
 			case id == "":
-				needLook = true
+				needLook, asked = true, true
 			default:
 				s.wakeFor(id)
 			}
@@ -313,7 +313,7 @@ func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
 // look lists the threads with work and returns those whose lease has
 // lapsed, in the order Run takes them over, and the free ones, in order
 // (see order).
-func (s *scheduler) look() (lapsed, free []core.ThreadID) {
+func (s *scheduler) look() (lapsed, free, own []core.ThreadID) {
 	r := s.r
 	list, err := r.ws.Pending(s.ctx)
 	if err != nil && s.ctx.Err() == nil {
@@ -350,7 +350,12 @@ func (s *scheduler) look() (lapsed, free []core.ThreadID) {
 			delete(s.held, id)
 		}
 	}
-	return lapsed, free
+	for _, p := range list {
+		if s.busy[p.ID] {
+			own = append(own, p.ID)
+		}
+	}
+	return lapsed, free, own
 }
 
 // order puts the free threads with work the longest waiting first (by the
@@ -406,8 +411,20 @@ func startWithin[T any](rng *rand.Rand, list []T, window int) {
 // lookAndLaunch looks for work and starts what it found, in order (see
 // look): the lapsed threads until no slot takes them, then the free ones
 // until no slot is free. Work left unstarted makes it behind.
-func (s *scheduler) lookAndLaunch() {
-	lapsed, free := s.look()
+//
+// asked: a wake-up asked for the look (the empty id), in place of the
+// names it did not give, a release of a thread this Run's turn still has
+// among them; such a thread, listed with work, is looked at again when
+// its turn ends, as a wake-up that names it would make it (wakeFor).
+func (s *scheduler) lookAndLaunch(asked bool) {
+	lapsed, free, own := s.look()
+	if asked && len(own) > 0 {
+		s.mu.Lock()
+		for _, id := range own {
+			s.again[id] = true
+		}
+		s.mu.Unlock()
+	}
 	s.launchAll(lapsed, true)
 	s.launchAll(free, false)
 }
