@@ -193,6 +193,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		slots:     make(chan struct{}, r.cfg.MaxConcurrentTurns),
 		takeovers: make(chan struct{}, max(r.cfg.TakeoverTurns, 0)),
 		ended:     make(chan struct{}, 1),
+		jobs:      make(chan turnJob),
 		busy:      map[core.ThreadID]bool{},
 		again:     map[core.ThreadID]bool{},
 		held:      map[core.ThreadID]time.Time{},
@@ -257,6 +258,7 @@ type scheduler struct {
 	slots     chan struct{}
 	takeovers chan struct{}
 	ended     chan struct{} // a turn ended: Run looks again
+	jobs      chan turnJob  // a launched turn, to a worker whose turn ended (worker)
 	wg        sync.WaitGroup
 
 	mu   sync.Mutex
@@ -499,33 +501,66 @@ func (s *scheduler) launch(id core.ThreadID, lapsed bool) bool {
 		}
 	}
 	s.busy[id] = true
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		o, _ := s.r.work(s.ctx, id, takeover)
-		s.mu.Lock()
-		delete(s.busy, id)
-		if o == OutcomeBusy {
-			s.held[id] = s.r.cfg.Clock.Now()
-		}
-		if s.again[id] {
-			delete(s.again, id)
-			s.behind = true
-		}
-		if s.full() {
-			// Every slot was taken until now: Run took no wake-up,
-			// and work may wait whose wake-up went to it, or to a
-			// runner as busy (Wakeups shares the threads out).
-			s.behind = true
-		}
-		s.mu.Unlock()
-		<-slot
-		select {
-		case s.ended <- struct{}{}:
-		default:
-		}
-	}()
+	t := turnJob{id: id, takeover: takeover, slot: slot}
+	select {
+	case s.jobs <- t: // a worker that ended its turn takes it
+	default:
+		s.wg.Add(1)
+		go s.worker(t)
+	}
 	return true
+}
+
+// turnJob is a turn launch started: its thread, whether it is a takeover,
+// and the slot it holds.
+type turnJob struct {
+	id       core.ThreadID
+	takeover bool
+	slot     chan struct{}
+}
+
+// worker takes turns: t, then each launch hands it while it waits, until
+// Run's context ends. A worker outlives its turn so that the next turn
+// runs on a stack grown already: a goroutine a turn grew from its first
+// few kilobytes through the storage's calls, copying it at each doubling
+// (a twentieth of a runner's CPU on PostgreSQL, BenchmarkRunnerLoadedLatency).
+// There are at most as many workers as turns ever went at once.
+func (s *scheduler) worker(t turnJob) {
+	defer s.wg.Done()
+	for {
+		s.turn(t)
+		select {
+		case t = <-s.jobs:
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// turn takes the turn t, then frees its slot and tells Run it ended.
+func (s *scheduler) turn(t turnJob) {
+	o, _ := s.r.work(s.ctx, t.id, t.takeover)
+	s.mu.Lock()
+	delete(s.busy, t.id)
+	if o == OutcomeBusy {
+		s.held[t.id] = s.r.cfg.Clock.Now()
+	}
+	if s.again[t.id] {
+		delete(s.again, t.id)
+		s.behind = true
+	}
+	if s.full() {
+		// Every slot was taken until now: Run took no wake-up,
+		// and work may wait whose wake-up went to it, or to a
+		// runner as busy (Wakeups shares the threads out).
+		s.behind = true
+	}
+	s.mu.Unlock()
+	<-t.slot
+	select {
+	case s.ended <- struct{}{}:
+	default:
+	}
 }
 
 // TakeTurns takes a turn, one at a time, on each thread that has a message
