@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -117,4 +119,71 @@ func rowText(r rowState) string {
 	}
 	return fmt.Sprintf("version %d taken %d last %d active %d lease %s until %v, %d events, %d messages",
 		r.version, r.taken, r.lastMessage, r.activeRuns, holder, r.expires, r.events, r.messages)
+}
+
+// Claims decided in the server race for a thread whose lease lapsed,
+// let go at once: each waits on the row's lock while the first holds it,
+// then finds the first's live lease. Exactly one wins each race, its line
+// names the lapsed lease's expiry, the row's version moved by one, and
+// holders has the lapsed holder and the winner alone. (Without the lock
+// on the row claimSQL reads, a claimant that read the lapsed lease before
+// the first committed wrote over its claim: two winners.)
+func TestClaimRaceOverLapsedLease(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStoreWith(t, Options{})
+	look := admin(t)
+	a := newProc(s, "a")
+	const n, races = 8, 5
+	for r := range races {
+		id := core.ThreadID(fmt.Sprintf("t%d", r))
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		_, err := a.ws.Post(ctx, id, "m1")
+		require.NoError(t, err)
+		first := core.Holder(fmt.Sprintf("h0-%d", r))
+		_, err = a.ws.Claim(ctx, id, first, ttl)
+		require.NoError(t, err)
+		before := readRow(t, look, s.Schema(), id)
+		recs := make([]*lines, n)
+		errs := make([]error, n)
+		holder := func(i int) core.Holder { return core.Holder(fmt.Sprintf("h%d-%d", i+1, r)) }
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			recs[i] = &lines{}
+			p := newProc(s, fmt.Sprintf("p%d", i), core.WithTracer(recs[i]))
+			p.clock.Advance(2 * ttl)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, errs[i] = p.ws.Claim(ctx, id, holder(i), ttl)
+			}()
+		}
+		close(start)
+		wg.Wait()
+		var won []int
+		for i, err := range errs {
+			if err == nil {
+				won = append(won, i)
+				continue
+			}
+			require.ErrorIs(t, err, core.ErrThreadBusy, "race %d, claimant %d", r, i)
+			require.Empty(t, recs[i].got, "a refused claim traces nothing")
+		}
+		require.Len(t, won, 1, "race %d: exactly one claim wins", r)
+		w := won[0]
+		require.Len(t, recs[w].got, 1)
+		line := recs[w].got[0]
+		require.Equal(t, before.version+1, int64(line.Tick), "the winner's line is at the next version")
+		require.Equal(t, epoch.Add(ttl).UnixNano(), line.Replaced, "the winner replaced the first's lapsed lease")
+		after := readRow(t, look, s.Schema(), id)
+		require.Equal(t, before.version+1, after.version, "one claim, one version")
+		require.Equal(t, string(holder(w)), *after.holder)
+		rows, err := look.Query(ctx, `SELECT holder FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.holders WHERE key = $1`, string(id))
+		require.NoError(t, err)
+		holders, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{string(first), string(holder(w))}, holders)
+	}
 }
