@@ -225,27 +225,7 @@ func TestRunWakeNamesThread(t *testing.T) {
 // work, heard before the turn was over) is not lost: the turn's end makes
 // Run look, and a yielded turn's message left on the thread is consumed
 // before the poll.
-func TestRunWakeForOwnTurn(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{}, 2)
-	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
-		started <- struct{}{}
-		<-release
-		return nil
-	})
-	a, wake, stop := runWoken(t, memory.New(), func(c *runner.Config) { c.MaxTurnMessages = 1 }, agent)
-	defer stop()
-	for _, m := range []string{"m1", "m2"} {
-		_, err := a.ws.Post(context.Background(), "t1", m)
-		require.NoError(t, err)
-	}
-	wake <- "t1"
-	waitFor(t, started, "the agent of t1's first run to start")
-	wake <- "t1" // the turn has t1: Run looks once it ends
-	wake <- "t2" // taken once Run has dealt with t1's, while the turn still has t1
-	close(release)
-	waitUntil(t, func() bool { return taken(t, a, "t1") == 2 }, "Run to consume the message the yielded turn left, before its poll")
-}
+func TestRunWakeForOwnTurn(t *testing.T) { testWakeDuringOwnTurn(t, "t1") }
 
 // A wake-up that asks for a look at every thread (the empty id: Wakeups
 // sends it in place of names it could not keep, a release that left work
@@ -253,7 +233,13 @@ func TestRunWakeForOwnTurn(t *testing.T) {
 // look again when that turn ends: the look found the thread busy, and the
 // release's own wake-up may be the one it stands for. (TestAgentAwaitsAnswer
 // waited for the hour-long poll in about one run in seven without it.)
-func TestRunWholeLookForOwnTurn(t *testing.T) {
+func TestRunWholeLookForOwnTurn(t *testing.T) { testWakeDuringOwnTurn(t, "") }
+
+// testWakeDuringOwnTurn sends the wake-up during while Run's turn on t1
+// is going (a turn that takes one of t1's two messages), and waits for
+// the second message's turn, which only a look at the turn's end can
+// start: the poll is an hour away.
+func testWakeDuringOwnTurn(t *testing.T, during core.ThreadID) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 2)
 	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
@@ -269,8 +255,8 @@ func TestRunWholeLookForOwnTurn(t *testing.T) {
 	}
 	wake <- "t1"
 	waitFor(t, started, "the agent of t1's first run to start")
-	wake <- ""   // the look finds t1 with work, and its turn going
-	wake <- "t2" // taken once Run has looked, while the turn still has t1
+	wake <- during // the turn has t1: Run looks once it ends
+	wake <- "t2"   // taken once Run has dealt with the first, while the turn still has t1
 	close(release)
 	waitUntil(t, func() bool { return taken(t, a, "t1") == 2 }, "Run to consume the message the yielded turn left, before its poll")
 }
