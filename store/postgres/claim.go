@@ -39,9 +39,10 @@ SELECT old.created, old.version, old.taken, coalesce(old.lease_holder, ''), old.
 // thread's new events in the round trip that begins the transaction. The
 // row, locked, the lease and the log are read, and the claim written, by
 // the first round trip; COMMIT, with the Claim's trace line under
-// KeepTrace, is the second. The reading path took the same two, with
-// three statements more (the lease's read, the holder's insert and the
-// row's UPDATE), and held the row's lock over the client's decision.
+// KeepTrace, is the second. The reading path took the same two round
+// trips with three statements more (the lease's read, the holder's
+// insert and the row's UPDATE), deciding in the client between them.
+// Either way the row stays locked until COMMIT.
 //
 // A transaction that has read or written already takes the reading path.
 func (t *txn) ClaimLease(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires time.Time) (*core.Thread, core.Lease, uint64, error) {
