@@ -377,12 +377,14 @@ func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, 
 	}
 	if c, ok := tx.(leaseClaimer); ok {
 		t, l, v, err := c.ClaimLease(ctx, id, holder, now, expires)
-		switch {
-		case err != nil:
+		if err != nil {
 			return nil, Lease{}, 0, err
-		case v == 0 && refusal(l) != nil:
-			return nil, Lease{}, 0, refusal(l)
-		case (v == 0) != (refusal(l) != nil):
+		}
+		refused := refusal(l)
+		switch {
+		case v == 0 && refused != nil:
+			return nil, Lease{}, 0, refused
+		case (v == 0) != (refused != nil):
 			// Storage and the rule above disagree: a broken storage.
 			return nil, Lease{}, 0, fmt.Errorf("%w: storage's claim of thread %q (version %d) disagrees with its lease %+v at %v",
 				ErrInconsistentLog, id, v, l, now)

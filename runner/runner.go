@@ -315,7 +315,12 @@ func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
 // look lists the threads with work and returns those whose lease has
 // lapsed, in the order Run takes them over, and the free ones, in order
 // (see order).
-func (s *scheduler) look() (lapsed, free, own []core.ThreadID) {
+//
+// asked: a wake-up asked for the look (the empty id), in place of the
+// names it did not give, a release of a thread this Run's turn still has
+// among them; such a thread, listed with work, is looked at again when
+// its turn ends, as a wake-up that names it would make it (wakeFor).
+func (s *scheduler) look(asked bool) (lapsed, free []core.ThreadID) {
 	r := s.r
 	list, err := r.ws.Pending(s.ctx)
 	if err != nil && s.ctx.Err() == nil {
@@ -353,11 +358,11 @@ func (s *scheduler) look() (lapsed, free, own []core.ThreadID) {
 		}
 	}
 	for _, p := range list {
-		if s.busy[p.ID] {
-			own = append(own, p.ID)
+		if asked && s.busy[p.ID] {
+			s.again[p.ID] = true
 		}
 	}
-	return lapsed, free, own
+	return lapsed, free
 }
 
 // order puts the free threads with work the longest waiting first (by the
@@ -412,21 +417,10 @@ func startWithin[T any](rng *rand.Rand, list []T, window int) {
 
 // lookAndLaunch looks for work and starts what it found, in order (see
 // look): the lapsed threads until no slot takes them, then the free ones
-// until no slot is free. Work left unstarted makes it behind.
-//
-// asked: a wake-up asked for the look (the empty id), in place of the
-// names it did not give, a release of a thread this Run's turn still has
-// among them; such a thread, listed with work, is looked at again when
-// its turn ends, as a wake-up that names it would make it (wakeFor).
+// until no slot is free. Work left unstarted makes it behind. asked is
+// look's.
 func (s *scheduler) lookAndLaunch(asked bool) {
-	lapsed, free, own := s.look()
-	if asked && len(own) > 0 {
-		s.mu.Lock()
-		for _, id := range own {
-			s.again[id] = true
-		}
-		s.mu.Unlock()
-	}
+	lapsed, free := s.look(asked)
 	s.launchAll(lapsed, true)
 	s.launchAll(free, false)
 }
