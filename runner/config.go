@@ -56,12 +56,14 @@ type Config struct {
 	// message posted to it, a release that left work): Run claims it at
 	// once, with no look, when a turn slot is free. The empty ThreadID
 	// makes Run look at every thread. With Wake, a turn's end makes Run
-	// look only when every slot was taken, or a look or a wake-up found
-	// work that no slot could start, or found work on that turn's own
-	// thread (a wake-up naming it, or a look the empty id asked for);
-	// without it, at every turn's end. A
-	// source that names threads another holder has makes claims that find
-	// them taken. Polling stays the fallback. Default nil.
+	// look only when a look or a wake-up found work that no slot could
+	// start, or found work on that turn's own thread (a wake-up naming
+	// it, or a look the empty id asked for); without it, at every turn's
+	// end. A source that names threads another holder has makes claims
+	// that find them taken. Polling stays the fallback: with Wake, a poll
+	// takes only the free threads with work an earlier look found so too
+	// (the others' wake-ups are on their way), so a thread whose wake-up
+	// was lost is taken within two polls. Default nil.
 	Wake <-chan core.ThreadID
 
 	// ShutdownGrace is how long a turn in progress may go on, recording

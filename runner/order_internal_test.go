@@ -30,7 +30,7 @@ func TestLookTakesLongestWaitingFirst(t *testing.T) {
 	longest := 0
 	for look := 1; look <= looks; look++ {
 		free := slices.Clone(pending)
-		s.order(free)
+		s.order(free, true)
 		taken := free[0]
 		longest = max(longest, look-since[taken])
 		pending = slices.DeleteFunc(pending, func(id core.ThreadID) bool { return id == taken })
@@ -47,9 +47,9 @@ func TestLookTakesLongestWaitingFirst(t *testing.T) {
 // every thread it was given, once each.
 func TestLookOrderIsAPermutation(t *testing.T) {
 	s := &scheduler{rng: rand.New(rand.NewPCG(3, 4)), waiting: map[core.ThreadID]uint64{}}
-	s.order([]core.ThreadID{"a", "b", "c"})
+	s.order([]core.ThreadID{"a", "b", "c"}, true)
 	free := []core.ThreadID{"d", "b", "e"}
-	s.order(free)
+	s.order(free, true)
 	if len(s.waiting) != 3 || s.waiting["a"] != 0 {
 		t.Fatalf("waiting after the second look: %v (a is no longer free with work)", s.waiting)
 	}
@@ -60,5 +60,30 @@ func TestLookOrderIsAPermutation(t *testing.T) {
 	}
 	if free[0] != "b" && free[0] != "d" && free[0] != "e" {
 		t.Fatalf("the order %v", free)
+	}
+}
+
+// A look that is not fresh (with Wake: a poll, or the end of a turn that
+// held the last free slot) takes only the free threads an earlier look
+// found waiting, and still counts the new ones as waiting from this look:
+// the next such look takes them.
+func TestLookNotFreshTakesOnlyThoseWaiting(t *testing.T) {
+	s := &scheduler{rng: rand.New(rand.NewPCG(5, 6)), waiting: map[core.ThreadID]uint64{}}
+	if got := s.order([]core.ThreadID{"a", "b"}, false); len(got) != 0 {
+		t.Fatalf("the first look, not fresh, took %v: no earlier look found them waiting", got)
+	}
+	got := s.order([]core.ThreadID{"c", "a", "b"}, false)
+	slices.Sort(got)
+	if !slices.Equal(got, []core.ThreadID{"a", "b"}) {
+		t.Fatalf("the second look took %v, want a and b (found by the first) and not c (new)", got)
+	}
+	got = s.order([]core.ThreadID{"c", "d"}, false)
+	if !slices.Equal(got, []core.ThreadID{"c"}) {
+		t.Fatalf("the third look took %v, want c alone (found by the second)", got)
+	}
+	got = s.order([]core.ThreadID{"e", "d"}, true)
+	slices.Sort(got)
+	if !slices.Equal(got, []core.ThreadID{"d", "e"}) {
+		t.Fatalf("a fresh look took %v, want every free thread with work", got)
 	}
 }

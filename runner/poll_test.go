@@ -302,28 +302,35 @@ func TestRunWakeKeepsPoll(t *testing.T) {
 	waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run to poll PollEvery after its last look, a wake-up in between")
 }
 
-// A turn's end that frees the only slot makes Run look, with wake-ups as
-// without: while every slot was taken Run took no wake-up, and a message
-// whose wake-up went to another runner (Wakeups shares the threads out)
-// would wait for the poll.
-func TestRunLooksAfterFullSlots(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{}, 2)
-	agent := runner.AgentFunc(func(_ context.Context, s *runner.Session) error {
-		started <- struct{}{}
-		if s.Delivered.Claim.Thread == "t1" {
-			<-release
-		}
-		return nil
-	})
-	a, wake, stop := runWoken(t, memory.New(), func(c *runner.Config) { c.MaxConcurrentTurns = 1 }, agent)
+// With wake-ups, a poll takes only the free threads with work that an
+// earlier look found waiting too: a thread given work since is one whose
+// wake-up is on its way to a runner (Wakeups shares the threads out), and
+// the poll would claim it too, one of the two claims finding it taken or
+// nothing left to do. The next poll takes it: a lost wake-up costs at most
+// two polls. One slot, so that a turn the first poll started would end
+// before the woken one's.
+func TestRunPollTakesOnlyThreadsFoundBefore(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	const poll = time.Minute
+	turns := make(chan runner.TurnReport, 4)
+	a, wake, stop := runWoken(t, s, func(c *runner.Config) {
+		c.PollEvery, c.MaxConcurrentTurns = poll, 1
+		c.OnTurn = func(r runner.TurnReport) { turns <- r }
+	}, nil)
 	defer stop()
-	_, err := a.ws.Post(context.Background(), "t1", "m1")
+	ctx := context.Background()
+	_, err := a.ws.Post(ctx, "t2", "m1") // its wake-up went to another runner
 	require.NoError(t, err)
-	wake <- "t1"
-	waitFor(t, started, "the agent of t1's run to start")
-	_, err = a.ws.Post(context.Background(), "t2", "m1") // its wake-up went to another runner
+	polls := s.polls.Load()
+	a.clock.Advance(poll)
+	waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run's poll")
+	_, err = a.ws.Post(ctx, "t1", "m1")
 	require.NoError(t, err)
-	close(release)
-	waitUntil(t, func() bool { return taken(t, a, "t2") == 1 }, "Run to find t2's message at the end of the turn that held its only slot, before its poll")
+	wake <- "t1" // received once the poll's look has launched what it took
+	r := waitFor(t, turns, "the woken turn on t1 to end")
+	require.Equal(t, core.ThreadID("t1"), r.Thread, "the first poll that found t2 with work took it")
+	a.clock.Advance(poll)
+	r = waitFor(t, turns, "the second poll's turn on t2 to end")
+	require.Equal(t, core.ThreadID("t2"), r.Thread)
+	require.Equal(t, 1, r.Consumed, "the second poll's turn consumed t2's message")
 }

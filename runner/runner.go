@@ -150,10 +150,12 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread. It looks for work every PollEvery; at once when Wake
 // delivers the empty ThreadID (once Wake is closed, it polls); and when a
-// turn ends, always without Wake, and with it only when every slot was
-// taken, a look or a wake-up found work that no slot was free to start,
-// or Wake named the thread of a turn still going. A thread Wake names it
-// claims at once, with no look (see Config.Wake).
+// turn ends, always without Wake, and with it only when a look or a
+// wake-up found work that no slot was free to start, or Wake named the
+// thread of a turn still going. A thread Wake names it claims at once,
+// with no look (see Config.Wake); and with Wake a poll takes only the
+// free threads an earlier look found waiting too, so that it does not
+// claim a thread whose wake-up is on its way to a runner.
 //
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first (from one of the first four of that
@@ -205,7 +207,12 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.endOpenRounds(ctx)
 	}()
 	wake := r.cfg.Wake
-	needLook, asked := true, false
+	// fresh: the next look takes every free thread with work. Without
+	// it, a look with Wake (a poll) takes only those an earlier look
+	// found waiting too: a post's wake-up is on its way to one runner,
+	// which claims the thread at once, and a poll that took it as well
+	// would make one of the two claims find it taken, or nothing left.
+	needLook, asked, fresh := true, false, true
 	// poll is the timer of the next poll, PollEvery after the last look:
 	// a wake-up that names a thread makes no look, and must not put the
 	// poll off, or wake-ups coming faster than PollEvery would keep Run
@@ -216,8 +223,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		if needLook && !(s.full() && len(s.takeovers) == cap(s.takeovers)) {
 			// (Every slot taken: nothing found could start. A turn's
 			// end makes Run look.)
-			s.lookAndLaunch(asked)
-			needLook, asked, poll = false, false, nil
+			s.lookAndLaunch(asked, fresh || wake == nil)
+			needLook, asked, fresh, poll = false, false, false, nil
 		}
 		if poll == nil {
 			poll = r.cfg.Clock.After(r.cfg.PollEvery)
@@ -235,13 +242,14 @@ func (r *Runner) Run(ctx context.Context) error {
 			// Without wake-ups, a turn's end is when Run learns of work
 			// sooner than the poll; with them, only work it found and
 			// could not start (behind) waits for one.
-			needLook = needLook || wake == nil || s.takeBehind()
+			behind := s.takeBehind()
+			needLook, fresh = needLook || wake == nil || behind, fresh || behind
 		case id, ok := <-w:
 			switch {
 			case !ok:
-				wake, needLook = nil, true // closed: polling alone from now on
+				wake, needLook = nil, true // closed: polling alone from now on (every look fresh)
 			case id == "":
-				needLook, asked = true, true
+				needLook, asked, fresh = true, true, true
 			default:
 				s.wakeFor(id)
 			}
@@ -268,8 +276,8 @@ type scheduler struct {
 	// the turn's end makes Run look.
 	again map[core.ThreadID]bool
 	// behind: a look or a wake-up found work that no slot was free to
-	// start, a turn ended on a thread in again, or a turn ended while
-	// every slot was taken; the next turn's end makes Run look.
+	// start, or a turn ended on a thread in again; the next turn's end
+	// makes Run look, and that look takes every free thread with work.
 	behind bool
 	held   map[core.ThreadID]time.Time // threads found claimed by another, and when
 	// waiting holds, for each free thread with work, the look that first
@@ -316,11 +324,14 @@ func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
 // lapsed, in the order Run takes them over, and the free ones, in order
 // (see order).
 //
+// fresh: take every free thread with work; otherwise only those an
+// earlier look found waiting too (order).
+//
 // asked: a wake-up asked for the look (the empty id), in place of the
 // names it did not give, a release of a thread this Run's turn still has
 // among them; such a thread, listed with work, is looked at again when
 // its turn ends, as a wake-up that names it would make it (wakeFor).
-func (s *scheduler) look(asked bool) (lapsed, free []core.ThreadID) {
+func (s *scheduler) look(asked, fresh bool) (lapsed, free []core.ThreadID) {
 	r := s.r
 	list, err := r.ws.Pending(s.ctx)
 	if err != nil && s.ctx.Err() == nil {
@@ -351,7 +362,7 @@ func (s *scheduler) look(asked bool) (lapsed, free []core.ThreadID) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.order(free)
+	free = s.order(free, fresh)
 	for id, at := range s.held {
 		if now.Sub(at) >= r.cfg.PollEvery {
 			delete(s.held, id)
@@ -373,8 +384,10 @@ func (s *scheduler) look(asked bool) (lapsed, free []core.ThreadID) {
 // before, a thread could be passed over look after look (the tail of
 // post-to-start under a steady stream of posts). The draw keeps runners
 // that look at once (each at its turn's end) from all beginning at the same
-// thread, all but one of them finding it taken.
-func (s *scheduler) order(free []core.ThreadID) {
+// thread, all but one of them finding it taken. Unless fresh, it keeps
+// only the threads an earlier look found waiting too (free with work at
+// every look since). It returns the threads to take, in order.
+func (s *scheduler) order(free []core.ThreadID, fresh bool) []core.ThreadID {
 	s.looks++
 	for _, id := range free {
 		if _, ok := s.waiting[id]; !ok {
@@ -402,7 +415,17 @@ func (s *scheduler) order(free []core.ThreadID) {
 		}
 		return cmp.Or(cmp.Compare(s.rank(a), s.rank(b)), cmp.Compare(a, b))
 	})
+	if !fresh {
+		// The longest waiting come first: keep those an earlier look
+		// found waiting too.
+		n := 0
+		for n < len(free) && s.waiting[free[n]] < s.looks {
+			n++
+		}
+		free = free[:n]
+	}
 	startWithin(s.rng, free, lookWindow)
+	return free
 }
 
 // startWithin rotates list in place so that it starts at one of its first
@@ -417,10 +440,10 @@ func startWithin[T any](rng *rand.Rand, list []T, window int) {
 
 // lookAndLaunch looks for work and starts what it found, in order (see
 // look): the lapsed threads until no slot takes them, then the free ones
-// until no slot is free. Work left unstarted makes it behind. asked is
-// look's.
-func (s *scheduler) lookAndLaunch(asked bool) {
-	lapsed, free := s.look(asked)
+// until no slot is free. Work left unstarted makes it behind. asked and
+// fresh are look's.
+func (s *scheduler) lookAndLaunch(asked, fresh bool) {
+	lapsed, free := s.look(asked, fresh)
 	s.launchAll(lapsed, true)
 	s.launchAll(free, false)
 }
@@ -541,12 +564,6 @@ func (s *scheduler) turn(t turnJob) {
 	}
 	if s.again[t.id] {
 		delete(s.again, t.id)
-		s.behind = true
-	}
-	if s.full() {
-		// Every slot was taken until now: Run took no wake-up,
-		// and work may wait whose wake-up went to it, or to a
-		// runner as busy (Wakeups shares the threads out).
 		s.behind = true
 	}
 	s.mu.Unlock()

@@ -152,6 +152,7 @@ func benchLoadedLatency(b *testing.B, rate int) {
 	mu.Lock()
 	timed = next
 	mu.Unlock()
+	turns0, busy0, idle0, polls0 := br.turns.Load(), br.busy.Load(), br.idle.Load(), br.polls()
 	b.ResetTimer()
 	start := time.Now()
 	every := time.Second / time.Duration(rate)
@@ -192,4 +193,9 @@ func benchLoadedLatency(b *testing.B, rate int) {
 		b.ReportMetric(sat, "saturation-msgs/s") // after ResetTimer, which drops the metrics reported before it
 	}
 	b.ReportMetric(100*float64(late)/float64(b.N), "late-%")
+	per := func(n int64) float64 { return float64(n) / float64(b.N) }
+	b.ReportMetric(per(br.turns.Load()-turns0), "turns/msg")
+	b.ReportMetric(per(br.busy.Load()-busy0), "busy-turns/msg")
+	b.ReportMetric(per(br.idle.Load()-idle0), "idle-turns/msg")
+	b.ReportMetric(per(br.polls()-polls0), "polls/msg")
 }

@@ -78,6 +78,7 @@ type benchRunners struct {
 	started time.Time    // when the first runner was started
 	turns   atomic.Int64 // turns over, whatever their outcome
 	busy    atomic.Int64 // turns whose claim found the thread claimed
+	idle    atomic.Int64 // turns that claimed the thread and found nothing to consume
 	wakes   atomic.Int64 // wake-ups the runners received
 }
 
@@ -193,6 +194,9 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 				br.turns.Add(1)
 				if r.Outcome == runner.OutcomeBusy {
 					br.busy.Add(1)
+				}
+				if r.Holder != "" && r.Consumed == 0 && len(r.Runs) == 0 {
+					br.idle.Add(1)
 				}
 				// The turn's calls are over. A turn a named wake-up
 				// started makes no look at its end, so Run asks for no
@@ -543,4 +547,13 @@ func BenchmarkRunnerLevers(b *testing.B) {
 			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone})
 		})
 	}
+}
+
+// polls counts the runners' looks for work (PendingThreads) so far.
+func (br *benchRunners) polls() int64 {
+	var n int64
+	for _, p := range br.probes {
+		n += p.polls.Load()
+	}
+	return n
 }
