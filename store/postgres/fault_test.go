@@ -196,6 +196,47 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 	require.Equal(t, core.Plan{Kind: core.PlanAbandon, Runs: []core.RunID{1}, Taken: 1}, p)
 }
 
+// A Claim's COMMIT goes alone, by the simple protocol, in its second
+// round trip: when its reply is lost, Claim returns the claim with
+// ErrCommitUnknown, the lease is the claim's (the server committed), and
+// the claim's Crash ends the round.
+func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	cfg := poolConfig(t, randomName("tc_"))
+	cfg.MaxConns = 1
+	var armed atomic.Bool
+	bareCommit := func(p []byte) bool { return len(p) > 0 && p[0] == 'Q' && bytes.Contains(p, []byte("commit")) }
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &lossyConn{Conn: c, armed: &armed, only: bareCommit}, nil
+	}
+	s := openStore(t, cfg, testSchema(t))
+	a, b := newProc(s, "a"), newProc(s, "b")
+	require.NoError(t, a.ws.CreateThread(ctx, "t"))
+	_, err := a.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+
+	armed.Store(true)
+	ca, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.False(t, armed.Load(), "the Claim sent no bare COMMIT")
+	t.Logf("Claim whose COMMIT reply was lost: %v", err)
+
+	l, err := b.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("ha"), l.Holder, "the server committed the claim")
+	_, err = a.ws.Plan(ctx, ca)
+	require.ErrorIs(t, err, core.ErrOutOfOrder, "only Crash may follow a claim in doubt")
+	require.NoError(t, a.ws.Crash(ctx, ca))
+	_, err = b.ws.Claim(ctx, "t", "hb", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "the lease the claim in doubt took stays until it expires")
+}
+
 // lossyConn passes a connection's bytes through until armed. The first
 // write after that, which disarms it, (the round trip that commits)
 // reaches the server; the reply is read up to the server's first
@@ -205,13 +246,16 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 type lossyConn struct {
 	net.Conn
 	armed *atomic.Bool
-	mu    sync.Mutex
-	sent  bool
+	// only, when set, picks the write that commits: the first write
+	// after arming that it accepts.
+	only func(p []byte) bool
+	mu   sync.Mutex
+	sent bool
 }
 
 func (c *lossyConn) Write(p []byte) (int, error) {
 	n, err := c.Conn.Write(p)
-	if c.armed.CompareAndSwap(true, false) {
+	if (c.only == nil || c.only(p)) && c.armed.CompareAndSwap(true, false) {
 		c.mu.Lock()
 		c.sent = true
 		c.mu.Unlock()

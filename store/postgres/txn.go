@@ -312,9 +312,13 @@ func (t *txn) commit(ctx context.Context) error {
 	}
 	var err error
 	tag := pgconn.NewCommandTag("COMMIT")
-	if t.speculate && !t.begun {
+	switch {
+	case t.speculate && !t.begun:
 		err = t.commitOneTrip(ctx)
-	} else {
+	case t.begun && !t.wrote():
+		t.s.stats.roundTrips.Add(1)
+		tag, err = t.bareCommit(ctx)
+	default:
 		b := t.batch()
 		t.begun = true
 		t.s.stats.roundTrips.Add(1)
@@ -333,6 +337,31 @@ func (t *txn) commit(ctx context.Context) error {
 		return fmt.Errorf("postgres: commit: the server answered %q: the transaction was rolled back", tag.String())
 	}
 	return nil
+}
+
+// bareCommit sends a COMMIT with nothing before it (a Claim's second
+// trip) by the simple protocol: one message each way, not a batch's
+// parse, bind, describe, execute and sync. Its reply lost, pgconn reports
+// the connection closed, an error it deems safe to retry as if nothing
+// had been sent; so once the connection was open when the COMMIT went
+// out, any error but the server's own answer is an unknown outcome.
+func (t *txn) bareCommit(ctx context.Context) (pgconn.CommandTag, error) {
+	pc := t.conn.PgConn()
+	if pc.IsClosed() {
+		_, err := pc.Exec(ctx, "commit").ReadAll() // refused before sending: safe to retry
+		return pgconn.CommandTag{}, err
+	}
+	res, err := pc.Exec(ctx, "commit").ReadAll()
+	var pgErr *pgconn.PgError
+	switch {
+	case err != nil && !errors.As(err, &pgErr):
+		return pgconn.CommandTag{}, fmt.Errorf("the COMMIT was sent and its reply not read: %v", err)
+	case err != nil:
+		return pgconn.CommandTag{}, err
+	case len(res) != 1:
+		return pgconn.CommandTag{}, fmt.Errorf("postgres: commit: %d results", len(res))
+	}
+	return res[0].CommandTag, nil
 }
 
 // wrote reports whether the transaction has writes not yet sent.
