@@ -35,7 +35,9 @@
 // (TestTakeoverWhileSaturated shows it with manual clocks; BenchmarkHandover
 // measures it: runner/BENCH.md). With Config.Wake (the PostgreSQL Store's
 // Wakeups), a message posted to a thread nobody holds names the thread,
-// and Run claims it at once, with no look for work.
+// and Run claims it at once, with no look for work; its polls leave a
+// thread given work since the last look to the runner its wake-up went
+// to, and take it at the next poll if it still waits.
 //
 // A turn that gives up after a write whose commit is unknown ends its
 // round with Crash; when storage cannot answer that Crash either, the
