@@ -210,7 +210,7 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	a, _ := claimedThread(t, s)
-	s.channel = strings.Repeat("c", 64) // NAMEDATALEN is 64: at most 63 bytes
+	s.shards = strings.Repeat("c", 64) // NAMEDATALEN is 64: at most 63 bytes
 	events0, _, version0, _ := rowCounts(t, admin(t), s.Schema(), "t")
 	trips := s.stats.roundTrips.Load()
 	_, err := a.ws.Post(ctx, "t", "m2")

@@ -74,8 +74,10 @@
 //
 // A holder names one claim: the holders table's primary key refuses a
 // holder's second acquire of a thread (core.ErrHolderReused). A post, and
-// a Release that leaves work, NOTIFY the channel Options.Schema+".posted"
-// inside their transaction, so a wake-up is sent only for what committed;
+// a Release that leaves work, NOTIFY the channel of the thread's wake-up
+// shard (Options.Schema+".p" and a number below 64, a hash of the
+// thread's id) inside their transaction, so a wake-up is sent only for
+// what committed;
 // a write to a thread that WatchEvents follows NOTIFYs
 // Options.Schema+".events" with its thread (a trigger whose WHEN reads the
 // thread row's followed_until, migration 0008), and a write to a thread

@@ -3,9 +3,13 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -27,30 +31,40 @@ import (
 //
 // It returns an error when the first connection or its LISTEN fails.
 func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
-	return s.listenOn(ctx, s.channel)
+	all := []string{s.channel}
+	for k := range uint32(wakeShards) {
+		all = append(all, s.shardChannel(k))
+	}
+	return s.listenAs(ctx, func() []string { return all }, nil, "", nil)
 }
 
 // listenOn delivers the payloads of channel's notifications, as Listen
 // says.
 func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.ThreadID, error) {
-	return s.listenAs(ctx, channel, "", nil)
+	return s.listenAs(ctx, func() []string { return []string{channel} }, nil, "", nil)
 }
 
-// listenAs is listenOn on a connection whose application_name is app
-// (unless empty); connected, when set, is told each connection's backend
-// process id, the first and each one after a reconnection.
-func (s *Store) listenAs(ctx context.Context, channel, app string, connected func(pid uint32)) (<-chan core.ThreadID, error) {
-	conn, err := s.listen(ctx, channel, app)
-	if err != nil {
+// listenAs delivers the payloads of the notifications on the channels
+// that channels returns, as Listen says, on a connection whose
+// application_name is app (unless empty). changed, when set, counts the
+// changes of what channels returns: after each notification, the
+// connection LISTENs again (and UNLISTENs) when it has moved; a
+// notification on the Store's control channel (Wakeups' nudge) is for
+// that alone, and is not delivered. connected, when set, is told each
+// connection's backend process id, the first and each one after a
+// reconnection.
+func (s *Store) listenAs(ctx context.Context, channels func() []string, changed *atomic.Uint64, app string, connected func(pid uint32)) (<-chan core.ThreadID, error) {
+	l := &listener{s: s, channels: channels, changed: changed, app: app}
+	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
 	if connected != nil {
-		connected(conn.PgConn().PID())
+		connected(l.conn.PgConn().PID())
 	}
 	out := make(chan core.ThreadID, 16)
 	go func() {
 		defer close(out)
-		defer func() { closeConn(conn) }()
+		defer func() { closeConn(l.conn) }()
 		send := func(id core.ThreadID) bool {
 			select {
 			case out <- id:
@@ -60,18 +74,24 @@ func (s *Store) listenAs(ctx context.Context, channel, app string, connected fun
 			}
 		}
 		for {
-			n, err := conn.WaitForNotification(ctx)
-			if err == nil {
+			n, err := l.conn.WaitForNotification(ctx)
+			if err == nil && n.Channel != s.control {
+				s.stats.notices.Add(1)
 				if !send(core.ThreadID(n.Payload)) {
 					return
 				}
+			}
+			if err == nil {
+				err = l.follow(ctx)
+			}
+			if err == nil {
 				continue
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			closeConn(conn)
-			for conn, err = s.listen(ctx, channel, app); err != nil; conn, err = s.listen(ctx, channel, app) {
+			closeConn(l.conn)
+			for err = l.connect(ctx); err != nil; err = l.connect(ctx) {
 				t := time.NewTimer(time.Second)
 				select {
 				case <-ctx.Done():
@@ -81,7 +101,7 @@ func (s *Store) listenAs(ctx context.Context, channel, app string, connected fun
 				}
 			}
 			if connected != nil {
-				connected(conn.PgConn().PID())
+				connected(l.conn.PgConn().PID())
 			}
 			if !send("") {
 				return
@@ -91,23 +111,80 @@ func (s *Store) listenAs(ctx context.Context, channel, app string, connected fun
 	return out, nil
 }
 
-func (s *Store) listen(ctx context.Context, channel, app string) (*pgx.Conn, error) {
-	cfg := s.pool.Config().ConnConfig.Copy()
-	if app != "" {
+// listener is listenAs's connection and the channels it LISTENs on.
+type listener struct {
+	s         *Store
+	channels  func() []string
+	changed   *atomic.Uint64
+	app       string
+	conn      *pgx.Conn
+	listening map[string]bool
+	seen      uint64 // changed's count when listening was last brought up to date
+}
+
+// connect opens a connection and LISTENs on the channels.
+func (l *listener) connect(ctx context.Context) error {
+	cfg := l.s.pool.Config().ConnConfig.Copy()
+	// The connection waits idle for notifications: when ctx ends there
+	// is no statement for a cancel request to stop (the pool's
+	// connections send one, and close 5s later), so the wait ends at once
+	// and the connection is closed, and the other listeners soon see it
+	// gone.
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	if l.app != "" {
 		if cfg.RuntimeParams == nil {
 			cfg.RuntimeParams = map[string]string{}
 		}
-		cfg.RuntimeParams["application_name"] = app
+		cfg.RuntimeParams["application_name"] = l.app
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: listen: connect: %w", err)
+		return fmt.Errorf("postgres: listen: connect: %w", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+	l.conn, l.listening = conn, map[string]bool{}
+	if err := l.follow(ctx); err != nil {
 		closeConn(conn)
-		return nil, fmt.Errorf("postgres: listen: %w", err)
+		return err
 	}
-	return conn, nil
+	return nil
+}
+
+// follow LISTENs on the channels not listened on yet and UNLISTENs those
+// no longer wanted, in one round trip, when they may have changed.
+func (l *listener) follow(ctx context.Context) error {
+	if l.changed != nil {
+		n := l.changed.Load()
+		if n == l.seen && len(l.listening) > 0 {
+			return nil
+		}
+		l.seen = n
+	} else if len(l.listening) > 0 {
+		return nil
+	}
+	want := l.channels()
+	var sql strings.Builder
+	wanted := make(map[string]bool, len(want))
+	for _, c := range want {
+		wanted[c] = true
+		if !l.listening[c] {
+			sql.WriteString("LISTEN " + pgx.Identifier{c}.Sanitize() + ";")
+		}
+	}
+	for c := range l.listening {
+		if !wanted[c] {
+			sql.WriteString("UNLISTEN " + pgx.Identifier{c}.Sanitize() + ";")
+		}
+	}
+	if sql.Len() == 0 {
+		return nil
+	}
+	if _, err := l.conn.Exec(ctx, sql.String()); err != nil {
+		return fmt.Errorf("postgres: listen: %w", err)
+	}
+	l.listening = wanted
+	return nil
 }
 
 func closeConn(c *pgx.Conn) {

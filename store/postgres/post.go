@@ -59,7 +59,7 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 		return t.postRead(ctx, id, at, text)
 	}
 	at = eventTime(at)
-	args := []any{string(id), text, at, string(core.MessagePosted), t.s.channel, wakePayload(string(id))}
+	args := []any{string(id), text, at, string(core.MessagePosted), t.s.wakeChannel(string(id)), wakePayload(string(id))}
 	var msg, version, taken int64
 	scan := func(r pgx.Row) error { return r.Scan(&msg, &version, &taken) }
 	var err error

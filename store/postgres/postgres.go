@@ -26,7 +26,8 @@ var (
 type Options struct {
 	// Schema is the PostgreSQL schema that holds the tables; Open creates
 	// it. Default "threadclaim". At most 55 bytes, since the wake-up
-	// channel's name is Schema + ".posted" and PostgreSQL names stop at 63.
+	// channels' names are Schema + ".posted" and Schema + ".p" and a
+	// shard's number, and PostgreSQL names stop at 63.
 	Schema string
 
 	// CachedThreads is how many threads' folded states the Store keeps
@@ -80,7 +81,9 @@ func (o Options) validate() error {
 type Store struct {
 	pool    *pgxpool.Pool
 	schema  string
-	channel string // NOTIFY channel of posted messages
+	channel string // the NOTIFY channel of wake-ups before their shards (older binaries' posts)
+	shards  string // a wake-up shard's channel: shards and the shard's number (wakeChannel)
+	control string // the channel a Wakeups listener is nudged on to LISTEN again (watchShare)
 	q       queries
 
 	keepTrace bool
@@ -124,6 +127,7 @@ type stats struct {
 	tripWrites   atomic.Int64 // one-trip writes sent (trips.go)
 	tripSends    atomic.Int64 // the round trips that carried them
 	serverClaims atomic.Int64 // Claims decided in the server (ClaimLease)
+	notices      atomic.Int64 // notifications the Store's listening connections read
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
@@ -189,6 +193,8 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 		pool:      pool,
 		schema:    opts.Schema,
 		channel:   opts.Schema + ".posted",
+		shards:    opts.Schema + ".p",
+		control:   opts.Schema + ".w",
 		q:         newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
 		cache:     map[core.ThreadID]*cacheEntry{},
 		cacheCap:  max(opts.CachedThreads, 0),

@@ -850,7 +850,7 @@ func (t *txn) DeleteLease(ctx context.Context, id core.ThreadID) error {
 // queueWake queues the NOTIFY that wakes the listeners (Listen) for the
 // thread, sent only if the transaction commits.
 func (t *txn) queueWake(id string) {
-	t.queue(t.s.q.notify, str(t.s.channel), str(wakePayload(id)))
+	t.queue(t.s.q.notify, str(t.s.wakeChannel(id)), str(wakePayload(id)))
 }
 
 // queueWakeIfFree queues a NOTIFY like queueWake's, sent only if the
@@ -858,7 +858,7 @@ func (t *txn) queueWake(id string) {
 // as the statement finds its row, which the transaction has locked: the
 // post's rule (postSQL).
 func (t *txn) queueWakeIfFree(id string) {
-	t.queue(t.s.q.notifyFree, str(t.s.channel), str(wakePayload(id)), str(id))
+	t.queue(t.s.q.notifyFree, str(t.s.wakeChannel(id)), str(wakePayload(id)), str(id))
 }
 
 // eventRow is one row of the events table.

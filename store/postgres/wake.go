@@ -3,7 +3,9 @@ package postgres
 import (
 	"context"
 	"slices"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -24,10 +26,12 @@ import (
 // The share: every Wakeups listener of the schema, in any process, is
 // known to the others by its listening connection (whose application_name
 // is "tc-wake " and the schema, visible in pg_stat_activity), which each
-// reads again every shareEvery. A thread belongs to one of them, by a
-// hash of its id over the listeners ordered by backend process id, so a
-// post wakes one runner, not all: the others would claim the thread the
-// woken one claims. When a listener sees
+// reads again every shareEvery. A thread belongs to one of them, by its
+// wake-up shard (a hash of its id, wakeShards of them) over the listeners
+// ordered by backend process id, so a post wakes one runner, not all: the
+// others would claim the thread the woken one claims. The connection
+// LISTENs only on its own shards' channels, so it does not even read the
+// others' wake-ups. When a listener sees
 // the listeners change, it also takes the threads that were its own
 // before, until it has read the same listeners twice more: a listener
 // that has not seen the change yet decides by the listeners before it, so
@@ -51,7 +55,7 @@ import (
 // It returns Listen's error when the first connection or its LISTEN fails.
 func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
 	sh := &share{all: s.wakeAll}
-	ids, err := s.listenAs(ctx, s.channel, s.wakeApp(), sh.connected)
+	ids, err := s.listenAs(ctx, func() []string { return sh.channels(s) }, &sh.changes, s.wakeApp(), sh.connected)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +68,24 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
 // shareEvery is how often a Wakeups listener reads the schema's listeners
 // again.
 const shareEvery = 500 * time.Millisecond
+
+// wakeShards is how many channels the wake-ups go out on. A wake-up for a
+// thread NOTIFYs the channel of the thread's shard (a hash of its id), and
+// a Wakeups listener LISTENs only on its own shards' channels: it does not
+// read, and throw away, the wake-ups of the threads of the others' share
+// (three in four of them among four listeners: 1.6–17% of the benchmark
+// process's CPU, BENCH.md). A multiple of 2, 4 and 8, and enough for
+// sixty-four listeners each to have one.
+const wakeShards = 64
+
+// shardOf is the wake-up shard of the thread id.
+func shardOf(id string) uint32 { return fnv32(id) % wakeShards }
+
+// shardChannel is the NOTIFY channel of wake-up shard k.
+func (s *Store) shardChannel(k uint32) string { return s.shards + strconv.FormatUint(uint64(k), 10) }
+
+// wakeChannel is the NOTIFY channel of the thread's wake-ups.
+func (s *Store) wakeChannel(id string) string { return s.shardChannel(shardOf(id)) }
 
 // wakeApp is the application_name of the schema's Wakeups listeners, at
 // most 63 bytes (PostgreSQL's NAMEDATALEN - 1).
@@ -79,12 +101,16 @@ type share struct {
 	// same listeners are read twice more; nil: none kept.
 	prev   []uint32
 	stable int // reads since peers changed
+	// changes counts the changes of the shards this listener may own,
+	// so that its connection LISTENs again (listenAs).
+	changes atomic.Uint64
 }
 
 func (sh *share) connected(pid uint32) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	sh.pid, sh.peers, sh.prev = pid, nil, nil
+	sh.changes.Add(1)
 }
 
 // saw records a read of the listeners (nil: the read failed).
@@ -92,8 +118,9 @@ func (sh *share) saw(peers []uint32) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if slices.Equal(peers, sh.peers) && (peers == nil) == (sh.peers == nil) {
-		if sh.stable++; sh.stable >= 2 {
+		if sh.stable++; sh.stable >= 2 && sh.prev != nil {
 			sh.prev = nil
+			sh.changes.Add(1)
 		}
 		return
 	}
@@ -101,6 +128,7 @@ func (sh *share) saw(peers []uint32) {
 		sh.prev = sh.peers
 	}
 	sh.peers, sh.stable = peers, 0
+	sh.changes.Add(1)
 }
 
 // mine reports whether a wake-up for the thread is this listener's: the
@@ -112,18 +140,40 @@ func (sh *share) mine(id core.ThreadID) bool {
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	h := fnv32(string(id))
+	return sh.owns(shardOf(string(id)))
+}
+
+// owns reports whether wake-up shard k is this listener's: by the
+// listeners it read last, or by those before while it keeps them. sh.mu
+// is held.
+func (sh *share) owns(k uint32) bool {
 	ours := func(peers []uint32) bool {
 		rank := slices.Index(peers, sh.pid)
-		return rank < 0 || len(peers) < 2 || int(h%uint32(len(peers))) == rank
+		return rank < 0 || len(peers) < 2 || int(k%uint32(len(peers))) == rank
 	}
 	return ours(sh.peers) || sh.prev != nil && ours(sh.prev)
+}
+
+// channels lists the channels this listener LISTENs on: its own shards'
+// (every shard while it owns them all), the one channel of an earlier
+// binary's wake-ups, and the channel it is nudged on (watchShare).
+func (sh *share) channels(s *Store) []string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	out := []string{s.channel, s.control}
+	for k := range uint32(wakeShards) {
+		if sh.all || sh.owns(k) {
+			out = append(out, s.shardChannel(k))
+		}
+	}
+	return out
 }
 
 // watchShare reads the schema's listeners every shareEvery until ctx
 // ends.
 func (s *Store) watchShare(ctx context.Context, sh *share) {
 	q := `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database() ORDER BY pid`
+	var nudged uint64
 	for {
 		var peers []uint32
 		rows, err := s.pool.Query(ctx, q, s.wakeApp())
@@ -144,6 +194,14 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 			peers = nil // unknown: wake for every thread
 		}
 		sh.saw(peers)
+		if n := sh.changes.Load(); n != nudged {
+			// The shards this listener owns may have changed: its
+			// connection, waiting for a notification, LISTENs again at
+			// the next it reads; this one is for that.
+			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.control); err == nil {
+				nudged = n
+			}
+		}
 		t := time.NewTimer(shareEvery)
 		select {
 		case <-ctx.Done():

@@ -307,6 +307,95 @@ func TestWakeupsShared(t *testing.T) {
 	}
 }
 
+// A Wakeups listener LISTENs only on its own shards' channels: once the
+// views of two listeners agree, a post is read by one listening
+// connection, not by both with one throwing it away. Listening on every
+// shard, the two read 2 notifications a post.
+func TestWakeupsReadOnlyTheirShare(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	var stores []*Store
+	for i := range 2 {
+		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-shard-%d", i)), schema)
+		w, err := s.Wakeups(ctx)
+		require.NoError(t, err)
+		go func() {
+			for range w {
+			}
+		}()
+		stores = append(stores, s)
+	}
+	poster := core.NewWorkspace(openStore(t, poolConfig(t, "tc-shard-poster"), schema), core.SystemClock{})
+	// The views agree and have settled (each listener has read the other
+	// three times: 1.5s after the second came), and each listener has
+	// LISTENed again since (within shareEvery).
+	time.Sleep(6 * shareEvery)
+	read := func() int64 { return stores[0].stats.notices.Load() + stores[1].stats.notices.Load() }
+	before := read()
+	const posts = 40
+	for i := range posts {
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		require.NoError(t, poster.CreateThread(ctx, id))
+		_, err := poster.Post(ctx, id, "m")
+		require.NoError(t, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for read()-before < posts && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // a second reading of any post would be in by now
+	require.Equal(t, int64(posts), read()-before, "notifications the two listening connections read for %d posts", posts)
+	require.Positive(t, stores[0].stats.notices.Load(), "listener 0 read no post")
+	require.Positive(t, stores[1].stats.notices.Load(), "listener 1 read no post")
+}
+
+// When a listener goes, the one left LISTENs on the shards that were the
+// other's (nudged on the control channel: no wake-up of its own comes to
+// make it), and a post to a thread of the gone listener's share wakes it.
+func TestWakeupsTakeOverALeaversShare(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	a := openStore(t, poolConfig(t, "tc-leave-a"), schema)
+	wa, err := a.Wakeups(ctx)
+	require.NoError(t, err)
+	bctx, bcancel := context.WithCancel(ctx)
+	wb, err := openStore(t, poolConfig(t, "tc-leave-b"), schema).Wakeups(bctx)
+	require.NoError(t, err)
+	poster := core.NewWorkspace(openStore(t, poolConfig(t, "tc-leave-poster"), schema), core.SystemClock{})
+	time.Sleep(6 * shareEvery) // the views agree, and each listens on its own shards
+	var leaver core.ThreadID   // a thread of b's share
+	for i := 0; leaver == ""; i++ {
+		require.Less(t, i, 64, "no thread of 64 woke b")
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		require.NoError(t, poster.CreateThread(ctx, id))
+		_, err := poster.Post(ctx, id, "m")
+		require.NoError(t, err)
+		select {
+		case <-wa:
+		case got := <-wb:
+			require.Equal(t, id, got)
+			leaver = id
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the post to %s woke neither listener", id)
+		}
+	}
+	bcancel()
+	time.Sleep(4 * shareEvery) // a has read the listeners without b
+	// The thread is free: its post woke b and nobody claimed it.
+	_, err = poster.Post(ctx, leaver, "m2")
+	require.NoError(t, err)
+	select {
+	case got := <-wa:
+		require.Equal(t, leaver, got)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a post to %s, of the gone listener's share, did not wake the one left within 10s", leaver)
+	}
+}
+
 // While the listeners' views of one another differ (a listener joined,
 // and some have read it, some not yet), every thread still wakes one of
 // them at least: a listener that has seen the change takes the threads
