@@ -21,16 +21,19 @@ import (
 
 // run is one fleet execution's state.
 type run struct {
-	cfg     Config
-	out     io.Writer
-	start   time.Time
-	schema  string
-	dir     string
-	store   *postgres.Store
-	cluster *cluster
-	slots   []*slot
-	threads []core.ThreadID
-	died    chan *proc // a worker that exited on its own
+	cfg    Config
+	out    io.Writer
+	start  time.Time
+	schema string
+	dir    string
+	// rewindLock bounds the rewind's wait for a thread's row lock
+	// (rewindClaim); zero: 50ms. A test sets it long.
+	rewindLock time.Duration
+	store      *postgres.Store
+	cluster    *cluster
+	slots      []*slot
+	threads    []core.ThreadID
+	died       chan *proc // a worker that exited on its own
 
 	mu        sync.Mutex
 	rng       *rand.Rand // the nemesis's choices

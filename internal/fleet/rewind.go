@@ -63,7 +63,7 @@ func rewindWait(ttl, poll time.Duration) time.Duration {
 
 // rewindQueries are the rewind's statements, with the schema quoted in.
 type rewindQueries struct {
-	fresh, lock, line, replaced, restore, dropLine, dropHolder, claimant string
+	fresh, lock, appended, line, replaced, restore, dropLine, dropHolder, claimant string
 }
 
 func newRewindQueries(schema string) rewindQueries {
@@ -77,13 +77,18 @@ func newRewindQueries(schema string) rewindQueries {
 			WHERE l.line->>'action' = 'Claim' AND l.line->>'proc' = ANY($1) AND l.line ? 'replaced'
 			  AND t.lease_holder = l.line->>'holder'
 			  AND NOT EXISTS (SELECT FROM ` + s + `.trace_lines n WHERE n.thread_id = t.id AND n.tick > t.version)`,
-		// The thread's row, locked, and whether an event was appended at
-		// or past the Claim's version $2: a Claim appends none and takes
-		// the row to $2, so one there came after it — a RunRefused notice,
-		// which leaves the row's version and lease as they were.
-		lock: `SELECT version, coalesce(lease_holder, ''), log_n,
-			EXISTS (SELECT FROM ` + s + `.events WHERE thread_id = $1 AND version >= $2)
-			FROM ` + s + `.threads WHERE id = $1 FOR UPDATE`,
+		// The thread's row, locked.
+		lock: `SELECT version, coalesce(lease_holder, ''), log_n FROM ` + s + `.threads WHERE id = $1 FOR UPDATE`,
+		// Whether an event was appended at or past the Claim's version
+		// $2: a Claim appends none and takes the row to $2, so one there
+		// came after it — a RunRefused notice, which leaves the row's
+		// version and lease as they were. A statement of its own, after
+		// the lock: in READ COMMITTED a statement's subqueries read the
+		// snapshot it took before waiting for the row's lock, so in the
+		// lock's statement it missed a notice that the transaction it
+		// waited for committed (the soak under load: "the row is at
+		// version 84, its event 65 at 85").
+		appended: `SELECT EXISTS (SELECT FROM ` + s + `.events WHERE thread_id = $1 AND version >= $2)`,
 		line: `SELECT line->>'action', line->>'holder', coalesce((line->>'replaced')::bigint, 0) FROM ` + s + `.trace_lines
 			WHERE thread_id = $1 AND tick = $2 AND NOT EXISTS (SELECT FROM ` + s + `.trace_lines n WHERE n.thread_id = $1 AND n.tick > $2)`,
 		// The lease a Claim replaced: the newest Claim or Renew before it
@@ -245,13 +250,17 @@ func (r *run) watchClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, h
 // transaction, and deletes the Claim's trace line and holder.
 func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, c *claimSeen) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL lock_timeout = '50ms'"); err != nil {
+		wait := r.rewindLock
+		if wait <= 0 {
+			wait = 50 * time.Millisecond
+		}
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = '%dms'", wait.Milliseconds())); err != nil {
 			return err
 		}
 		var version int64
 		var holder string
 		var appended bool
-		if err := tx.QueryRow(ctx, q.lock, c.thread, c.version).Scan(&version, &holder, &c.logN, &appended); err != nil {
+		if err := tx.QueryRow(ctx, q.lock, c.thread).Scan(&version, &holder, &c.logN); err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "57014") {
 				return fmt.Errorf("%w: its row is locked", errSkip)
@@ -260,6 +269,9 @@ func (r *run) rewindClaim(ctx context.Context, conn *pgx.Conn, q rewindQueries, 
 		}
 		if version != c.version || holder != c.holder {
 			return fmt.Errorf("%w: written after the Claim", errSkip)
+		}
+		if err := tx.QueryRow(ctx, q.appended, c.thread, c.version).Scan(&appended); err != nil {
+			return err
 		}
 		if appended {
 			// Storage that lost the Claim lost what committed after it

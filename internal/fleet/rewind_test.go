@@ -138,4 +138,54 @@ func TestRewindRestoresThePreClaimState(t *testing.T) {
 	require.Contains(t, before[3], "run_refused")
 	require.ErrorIs(t, r.rewindClaim(ctx, conn, q, &c), errSkip)
 	require.Equal(t, before, storageState(t, ctx, conn, schema, "t1"), "a skipped rewind changes nothing")
+
+	// The same, the notice committed while the rewind waits for the row's
+	// lock (another transaction holds it while it appends the notice, as
+	// the Store's Append does): the rewind sees it and skips. A check read
+	// in the locking statement read the snapshot from before the wait,
+	// and missed it.
+	time.Sleep(2 * ttl)                           // h5's lease lapses
+	_, err = ws("p1").Claim(ctx, "t1", "h6", ttl) // p1 restarted: its round under h1 is still open
+	require.NoError(t, err)
+	found = fresh()
+	require.Len(t, found, 1)
+	c = found[0]
+	require.Equal(t, "h6", c.holder)
+	holderConn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer holderConn.Close(ctx)
+	watch, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer watch.Close(ctx)
+	sch := pgx.Identifier{schema}.Sanitize()
+	holding, err := holderConn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = holding.Exec(ctx, `SELECT 1 FROM `+sch+`.threads WHERE id = 't1' FOR UPDATE`)
+	require.NoError(t, err)
+	rewound := make(chan error, 1)
+	r.rewindLock = time.Minute // waits for the lock whatever the machine's load
+	go func() { rewound <- r.rewindClaim(ctx, conn, q, &c) }()
+	pid := conn.PgConn().PID()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		require.NoError(t, watch.QueryRow(ctx, `SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&waiting))
+		if waiting {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the rewind did not wait for the row's lock within 10s")
+		time.Sleep(time.Millisecond)
+	}
+	_, err = holding.Exec(ctx, `INSERT INTO `+sch+`.events (thread_id, seq, version, kind, at)
+		SELECT id, log_n + 1, version, 'run_refused', now() FROM `+sch+`.threads WHERE id = 't1'`)
+	require.NoError(t, err)
+	_, err = holding.Exec(ctx, `UPDATE `+sch+`.threads SET log_n = log_n + 1 WHERE id = 't1'`)
+	require.NoError(t, err)
+	require.NoError(t, holding.Commit(ctx))
+	select {
+	case err := <-rewound:
+		require.ErrorIs(t, err, errSkip, "the rewind put the row back under the notice committed while it waited")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rewind did not return within 10s of the lock's release")
+	}
 }
