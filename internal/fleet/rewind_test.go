@@ -139,17 +139,28 @@ func TestRewindRestoresThePreClaimState(t *testing.T) {
 	require.ErrorIs(t, r.rewindClaim(ctx, conn, q, &c), errSkip)
 	require.Equal(t, before, storageState(t, ctx, conn, schema, "t1"), "a skipped rewind changes nothing")
 
+	rewindDuringNotice(t, url, conn, r, q, fresh, ws("p1"), ttl) // p1 restarted: its round under h1 is still open
+}
+
+// rewindDuringNotice is TestRewindRestoresThePreClaimState's last case:
+// a RunRefused notice committed while the rewind waits for the row's
+// lock. p1 is a workspace of process p1 with no round open on t1 (the
+// process restarted).
+func rewindDuringNotice(t *testing.T, url string, conn *pgx.Conn, r *run, q rewindQueries, fresh func() []claimSeen, p1 *core.Workspace, ttl time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	schema := r.schema
 	// The same, the notice committed while the rewind waits for the row's
 	// lock (another transaction holds it while it appends the notice, as
 	// the Store's Append does): the rewind sees it and skips. A check read
 	// in the locking statement read the snapshot from before the wait,
 	// and missed it.
-	time.Sleep(2 * ttl)                           // h5's lease lapses
-	_, err = ws("p1").Claim(ctx, "t1", "h6", ttl) // p1 restarted: its round under h1 is still open
+	time.Sleep(2 * ttl) // h5's lease lapses
+	_, err := p1.Claim(ctx, "t1", "h6", ttl)
 	require.NoError(t, err)
-	found = fresh()
+	found := fresh()
 	require.Len(t, found, 1)
-	c = found[0]
+	c := found[0]
 	require.Equal(t, "h6", c.holder)
 	holderConn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
