@@ -64,7 +64,9 @@ type Doubt struct {
 	Holder Holder   `json:"holder"`
 	Action Action   `json:"action"`
 	// Tick is the thread's version the write would have had, and has if
-	// it committed: where storage's trace log keeps its line.
+	// it committed: where storage's trace log keeps its line. It is 0 for
+	// a Claim whose storage decides the version in the round trip that
+	// commits it, when that round trip's reply was lost: nobody knows it.
 	Tick    uint64       `json:"tick"`
 	Outcome DoubtOutcome `json:"outcome"`
 	// Crashed says the round's end was traced as a Crash line. It is

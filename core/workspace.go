@@ -485,6 +485,12 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	})
 	switch {
 	case errors.Is(err, ErrCommitUnknown):
+		if line == nil {
+			// Storage decides the version in the round trip that
+			// commits the claim, and its reply was lost: the line's
+			// tick is unknown (Doubt.Tick 0).
+			line = &TraceEvent{Action: ActionClaim, Thread: id, Holder: holder, Lease: holder}
+		}
 		r.mu.Lock()
 		r.doubt, r.claimDoubt = true, true
 		kept := r.doubtWrite(line)
@@ -1168,7 +1174,8 @@ func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 // that committed ended the round itself, and a Claim that did not commit
 // opened none: neither is followed by a Crash line. Any other write in
 // doubt is followed by one, whatever its outcome: the spec lets Crash
-// follow it either way. Without a log to ask, a Claim is taken to have
+// follow it either way. Without a log to ask (or a tick to ask it for: a
+// Claim whose one round trip's reply was lost), a Claim is taken to have
 // committed when the lease is the claim's, and a Release not to have.
 func (w *Workspace) finish(ctx context.Context, r *round) error {
 	r.mu.Lock()
@@ -1217,7 +1224,7 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		}
 		version, seenTaken, ours = t.Version, t.Taken, l.Holder == r.holder
 		outcome = DoubtUndecided
-		if log, ok := tx.(TraceLogReader); ok && inDoubt != nil {
+		if log, ok := tx.(TraceLogReader); ok && inDoubt != nil && inDoubt.Tick != 0 {
 			ev, found, err := log.LoggedTrace(ctx, r.thread, inDoubt.Tick)
 			if err != nil {
 				return err

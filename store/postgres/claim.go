@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -16,33 +17,60 @@ import (
 // at $4 (the claimant's clock: Lease.Expired's rule, an expiry at or
 // before it), and not holder $2's, it bumps the row's version and writes
 // the lease on it, $2 until $3 (w), and inserts the holder into holders
-// (h), whose key refuses a holder's second acquire. It returns the row as
-// it found it, and the new version (NULL: nothing written). No row: the
-// thread does not exist.
+// (h), whose key refuses a holder's second acquire. It writes only on a
+// sound row (ok): one not behind its own log (its last event at a
+// version above the row's; fold refuses such a row), and, when the
+// claimant's cache folded the thread ($5, its row's created, not 0), the
+// same thread, whose log still holds the event the cache ended on ($6,
+// its seq, not 0; $7 its version; $8 its time): so that the events read
+// with the claim fold onto the cache, with no second round trip (behind).
+// It returns the row as it found it, the new version (NULL: nothing
+// written), and whether the row was sound. No row: the thread does not
+// exist.
 const claimSQL = `WITH old AS (
 	SELECT id, created, version, taken, lease_holder, lease_expires FROM %[1]s.threads WHERE id = $1 FOR UPDATE
+), ok AS (
+	SELECT coalesce((SELECT e.version FROM %[1]s.events e WHERE e.thread_id = old.id ORDER BY e.seq DESC LIMIT 1), 0) <= old.version
+	   AND ($5::bigint = 0 OR old.created = $5 AND ($6::bigint = 0 OR EXISTS (
+	        SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq = $6 AND e.version = $7::bigint AND e.at = $8::timestamptz))) AS sound
+	  FROM old
 ), w AS (
 	UPDATE %[1]s.threads t SET version = old.version + 1, lease_holder = $2, lease_expires = $3
-	  FROM old
-	 WHERE t.id = old.id AND (old.lease_holder IS NULL OR old.lease_expires IS NULL OR old.lease_expires <= $4)
+	  FROM old, ok
+	 WHERE t.id = old.id AND ok.sound AND (old.lease_holder IS NULL OR old.lease_expires IS NULL OR old.lease_expires <= $4)
 	   AND old.lease_holder IS DISTINCT FROM $2
 	RETURNING t.version
 ), h AS (
 	INSERT INTO %[1]s.holders (key, holder) SELECT $1, $2 FROM w
 )
-SELECT old.created, old.version, old.taken, coalesce(old.lease_holder, ''), old.lease_expires, (SELECT version FROM w) FROM old`
+SELECT old.created, old.version, old.taken, coalesce(old.lease_holder, ''), old.lease_expires, (SELECT version FROM w), ok.sound FROM old, ok`
 
 // ClaimLease is what core.Workspace's Claim calls, when a transaction has
 // it, in place of reading the thread and then writing (core's unexported
 // leaseClaimer; TestClaimInOneStatement fails if the two ever part): the
 // claim decided in the server, claimSQL, sent with the read of the
-// thread's new events in the round trip that begins the transaction. The
-// row, locked, the lease and the log are read, and the claim written, by
-// the first round trip; COMMIT, with the Claim's trace line under
-// KeepTrace, is the second. The reading path took the same two round
-// trips with three statements more (the lease's read, the holder's
-// insert and the row's UPDATE), deciding in the client between them.
-// Either way the row stays locked until COMMIT.
+// thread's new events. The row, locked, the lease and the log are read,
+// and the claim written, by that round trip.
+//
+// Without KeepTrace the round trip is the whole transaction: the two
+// statements go with no BEGIN, so they run as one implicit transaction
+// that commits at their Sync, and the row's lock is held for the
+// statements alone. claimSQL then writes only on a row whose events fold
+// onto the Store's cache with no other read; on any other, it writes
+// nothing, and the claim is made again as below. The Workspace's Claim
+// writes nothing after it (a plan in the same transaction reads the
+// state the claim left, which the transaction holds). Once the round
+// trip was sent on an open connection, a failure that is not the
+// server's own ERROR leaves the claim's outcome unknown
+// (core.ErrCommitUnknown); so does a log that, read back, does not fold
+// (a corrupt event: core.ErrInconsistentLog too), since the claim has
+// committed.
+//
+// With KeepTrace the transaction begins with the claim and stays open
+// for the Claim's trace line, sent with COMMIT in a second round trip.
+// The reading path took two round trips with three statements more (the
+// lease's read, the holder's insert and the row's UPDATE), deciding in
+// the client between them, and held the row's lock across both.
 //
 // A transaction that has read or written already takes the reading path.
 func (t *txn) ClaimLease(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires time.Time) (*core.Thread, core.Lease, uint64, error) {
@@ -59,18 +87,64 @@ func (t *txn) ClaimLease(ctx context.Context, id core.ThreadID, holder core.Hold
 	if !fresh || t.readOnly || t.s.readClaim {
 		return t.claimRead(ctx, id, holder, now, expires)
 	}
+	oneTrip := !t.s.keepTrace && !t.s.claimBegins
+	if oneTrip {
+		th, was, v, sound, err := t.serverClaim(ctx, id, holder, now, expires, true)
+		if err != nil || sound {
+			return th, was, v, err
+		}
+		// Nothing written: the row's events do not fold onto the
+		// cache alone. A transaction that stays open reads what fold
+		// needs.
+		t.shot, t.begun = false, false
+		clear(t.threads)
+		clear(t.leases)
+	}
+	th, was, v, _, err := t.serverClaim(ctx, id, holder, now, expires, false)
+	return th, was, v, err
+}
+
+// serverClaim sends claimSQL with the read of the thread's new events:
+// as the transaction's one round trip (oneTrip, which commits it), or
+// after BEGIN. It returns what ClaimLease does, and whether claimSQL
+// found the row sound (oneTrip: nothing was written on a row that was
+// not, and nothing of it is returned).
+func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires time.Time, oneTrip bool) (*core.Thread, core.Lease, uint64, bool, error) {
 	t.s.stats.serverClaims.Add(1)
 	expires = leaseExpiry(expires)
 	c := t.s.cached(id)
 	after, from := logFrom(c)
-	b := t.batch() // BEGIN
+	claimSQL, eventsSQL := t.s.q.claim, t.s.q.eventsAfter
+	var b *pgx.Batch
+	// The cache claimSQL checks the row against (oneTrip): the thread's
+	// created, and its event after, when it folded one.
+	var created, n, lastVersion int64
+	var lastAt time.Time
+	if oneTrip {
+		// Prepared apart, so that a failure to prepare is one of nothing
+		// sent, and the claim's round trip is the batch alone.
+		for _, sql := range []*string{&claimSQL, &eventsSQL} {
+			if _, err := t.conn.Prepare(ctx, t.s.q.name(*sql), *sql); err != nil {
+				t.err = fmt.Errorf("postgres: prepare: %w", err)
+				return nil, core.Lease{}, 0, false, t.err
+			}
+			*sql = t.s.q.name(*sql)
+		}
+		if c != nil {
+			created, n, lastVersion, lastAt = c.created, c.n, int64(c.last.Version), c.last.At
+		}
+		b = &pgx.Batch{} // no BEGIN: one implicit transaction
+	} else {
+		b = t.batch() // BEGIN
+	}
 	var row threadRow
 	var was core.Lease
 	var version *int64
-	b.Queue(t.s.q.claim, string(id), string(holder), expires, now).QueryRow(func(r pgx.Row) error {
+	var sound bool
+	b.Queue(claimSQL, string(id), string(holder), expires, now, created, n, lastVersion, lastAt).QueryRow(func(r pgx.Row) error {
 		var wasHolder string
 		var wasExpires *time.Time
-		err := r.Scan(&row.created, &row.version, &row.taken, &wasHolder, &wasExpires, &version)
+		err := r.Scan(&row.created, &row.version, &row.taken, &wasHolder, &wasExpires, &version, &sound)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -84,27 +158,81 @@ func (t *txn) ClaimLease(ctx context.Context, id core.ThreadID, holder core.Hold
 		return err
 	})
 	var evs []eventRow
-	t.queueEvents(b, id, from, &evs)
-	if err := t.send(ctx, b); err != nil {
-		return nil, core.Lease{}, 0, err
+	b.Queue(eventsSQL, string(id), from).Query(func(rows pgx.Rows) error {
+		var err error
+		evs, err = scanEvents(rows)
+		return err
+	})
+	send := t.send
+	if oneTrip {
+		send = t.sendClaim
+	}
+	if err := send(ctx, b); err != nil {
+		return nil, core.Lease{}, 0, false, err
 	}
 	if !row.found {
-		return nil, core.Lease{}, 0, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+		return nil, core.Lease{}, 0, true, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+	}
+	if oneTrip && !sound {
+		return nil, core.Lease{}, 0, false, nil
 	}
 	t.leases[id] = was
 	th, err := t.fold(ctx, id, c, after, row, evs)
 	if err != nil {
-		return nil, core.Lease{}, 0, err
+		if oneTrip && version != nil {
+			// The claim committed with the round trip.
+			t.err = fmt.Errorf("postgres: %w: the claim committed, and its thread's log then did not fold: %w", core.ErrCommitUnknown, err)
+			err = t.err
+		}
+		return nil, core.Lease{}, 0, sound, err
 	}
 	if version == nil {
-		return th.state, was, 0, nil // refused: nothing written
+		return th.state, was, 0, sound, nil // refused: nothing written
 	}
 	// The row as claimSQL left it; written already, so not dirty.
 	th.header()
 	th.state.Version = uint64(*version)
 	t.leases[id] = core.Lease{Thread: id, Holder: holder, ExpiresAt: expires}
 	th.ownLease = true
-	return th.state, was, uint64(*version), nil
+	return th.state, was, uint64(*version), sound, nil
+}
+
+// sendClaim sends b, a Claim's statements with no BEGIN, as the
+// transaction's one round trip, which commits it (t.shot). The server's
+// ERROR rolled the claim back; a connection closed before the round trip
+// sent nothing; any other failure, once it was sent, leaves the claim's
+// outcome unknown: pgx may report a reply lost after the server committed
+// as a closed connection, which it deems safe to retry
+// (TestClaimUnknownWhenReplyLost).
+func (t *txn) sendClaim(ctx context.Context, b *pgx.Batch) error {
+	if err := ctx.Err(); err != nil {
+		t.err = err
+		return err
+	}
+	pc := t.conn.PgConn()
+	if pc.IsClosed() {
+		t.err = errors.New("postgres: the connection is closed: the claim was not sent")
+		return t.err
+	}
+	t.shot, t.begun = true, true
+	t.s.stats.roundTrips.Add(1)
+	t.s.stats.oneTripClaims.Add(1)
+	err := t.conn.SendBatch(ctx, b).Close()
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Severity == "ERROR":
+		if reused := holderReused(pgErr); reused != nil {
+			t.err = reused
+		} else {
+			t.err = fmt.Errorf("postgres: claim: %w", err)
+		}
+	default:
+		t.err = fmt.Errorf("postgres: %w: the claim's round trip was sent and its reply not read: %w", core.ErrCommitUnknown, err)
+	}
+	return t.err
 }
 
 // claimRead is a Claim as the Workspace makes it on a Transaction without

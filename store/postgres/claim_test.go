@@ -22,7 +22,8 @@ import (
 // (ErrInvalidArgument), its lease live or lapsed; a lease claimed at its expiry exactly, the lapsed
 // lease's expiry in the line; a holder used before refused
 // (ErrHolderReused); an unknown thread; and ClaimThenPlan's plan from the
-// thread as the claim found it. Every refusal writes nothing.
+// thread as the claim found it. Every refusal writes nothing. Without
+// stored trace lines, every Claim decided in the server is one round trip.
 func TestClaimInOneStatement(t *testing.T) {
 	t.Parallel() // a schema of its own
 	eachReadMode(t, func(t *testing.T, opts Options) {
@@ -35,6 +36,11 @@ func TestClaimInOneStatement(t *testing.T) {
 			s.readClaim = false
 			oneStatement := claimStory(t, s, "server")
 			require.Equal(t, int64(9), s.stats.serverClaims.Load(), "every Claim of the story decided in the server")
+			oneTrip := int64(9) // without stored trace lines, each the transaction's one round trip
+			if keep {
+				oneTrip = 0
+			}
+			require.Equal(t, oneTrip, s.stats.oneTripClaims.Load())
 			require.Equal(t, read, oneStatement, "keep trace %v", keep)
 			if keep {
 				stored, err := s.TraceLines(context.Background())

@@ -67,10 +67,12 @@
 // insert as a WITH. If anyone else wrote the row, the check fails and the
 // write runs again reading under lock, as core.Storage allows. A consuming
 // write is so one round trip, and makes 21 allocations whatever the
-// thread's size. A Claim, which must read another holder's lease, is two:
-// one statement decides it in the server and writes it (the row locked,
-// the lease compared with the claimant's clock), sent with the read of
-// the thread's new events, then COMMIT.
+// thread's size. A Claim, which must read another holder's lease, is one
+// too: one statement decides it in the server and writes it (the row
+// locked, the lease compared with the claimant's clock), sent with the
+// read of the thread's new events as one implicit transaction. With
+// Options.KeepTrace it is two, the second COMMIT with the Claim's trace
+// line.
 //
 // A holder names one claim: the holders table's primary key refuses a
 // holder's second acquire of a thread (core.ErrHolderReused). A post, and

@@ -150,18 +150,8 @@ func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 func TestCommitUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
-	cfg := poolConfig(t, randomName("tc_"))
-	cfg.MaxConns = 1 // one connection, whose statements the warm-up prepares
 	var armed atomic.Bool
-	dial := cfg.ConnConfig.DialFunc
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &lossyConn{Conn: c, armed: &armed}, nil
-	}
-	s := openStore(t, cfg, testSchema(t))
+	s := lossyStore(t, testSchema(t), &armed, nil)
 	h := &hooked{Storage: s}
 	a, b := newProc(h, "a"), newProc(s, "b")
 	for _, id := range []core.ThreadID{"warm", "t"} {
@@ -196,26 +186,19 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 	require.Equal(t, core.Plan{Kind: core.PlanAbandon, Runs: []core.RunID{1}, Taken: 1}, p)
 }
 
-// A Claim's COMMIT goes alone, by the simple protocol, in its second
-// round trip: when its reply is lost, Claim returns the claim with
+// A transaction that read and wrote nothing sends its COMMIT alone, by
+// the simple protocol (bareCommit): a Claim's second round trip, when
+// Claims begin a transaction (claimBegins, a benchmark's before). When
+// the COMMIT's reply is lost, Claim returns the claim with
 // ErrCommitUnknown, the lease is the claim's (the server committed), and
 // the claim's Crash ends the round.
 func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
-	cfg := poolConfig(t, randomName("tc_"))
-	cfg.MaxConns = 1
 	var armed atomic.Bool
 	bareCommit := func(p []byte) bool { return len(p) > 0 && p[0] == 'Q' && bytes.Contains(p, []byte("commit")) }
-	dial := cfg.ConnConfig.DialFunc
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &lossyConn{Conn: c, armed: &armed, only: bareCommit}, nil
-	}
-	s := openStore(t, cfg, testSchema(t))
+	s := lossyStore(t, testSchema(t), &armed, bareCommit)
+	s.claimBegins = true
 	a, b := newProc(s, "a"), newProc(s, "b")
 	require.NoError(t, a.ws.CreateThread(ctx, "t"))
 	_, err := a.ws.Post(ctx, "t", "m1")
@@ -226,6 +209,15 @@ func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	require.False(t, armed.Load(), "the Claim sent no bare COMMIT")
 	t.Logf("Claim whose COMMIT reply was lost: %v", err)
+	claimInDoubt(t, a, b, ca)
+}
+
+// claimInDoubt checks what follows a's claim ca on thread "t", in doubt
+// and committed: the lease is the claim's, only Crash may follow it, and
+// the lease stays until it expires.
+func claimInDoubt(t *testing.T, a, b *proc, ca core.Claim) {
+	t.Helper()
+	ctx := context.Background()
 
 	l, err := b.ws.Lease(ctx, "t")
 	require.NoError(t, err)
@@ -235,6 +227,73 @@ func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
 	require.NoError(t, a.ws.Crash(ctx, ca))
 	_, err = b.ws.Claim(ctx, "t", "hb", ttl)
 	require.ErrorIs(t, err, core.ErrThreadBusy, "the lease the claim in doubt took stays until it expires")
+}
+
+// Without KeepTrace a Claim is one round trip, its statements the whole
+// transaction, with no BEGIN or COMMIT. When that round trip's reply is
+// lost after the server committed, Claim returns the claim with
+// ErrCommitUnknown (pgx may call the reply's loss a closed connection,
+// safe to retry as if nothing had been sent), and what follows is as in
+// TestClaimCommitUnknownWhenReplyLost.
+func TestClaimUnknownWhenReplyLost(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	var armed atomic.Bool
+	schema := testSchema(t)
+	q := newQueries(pgx.Identifier{schema}.Sanitize())
+	claimBind := []byte("\x00" + q.name(q.claim) + "\x00") // in the claim statement's Bind: its portal's name (""), then its own
+	s := lossyStore(t, schema, &armed, func(p []byte) bool { return bytes.Contains(p, claimBind) })
+	require.Equal(t, q.name(q.claim), s.q.name(s.q.claim))
+	var doubts []core.Doubt
+	rec := &lines{}
+	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
+	b := newProc(s, "b")
+	for _, id := range []core.ThreadID{"warm", "t"} {
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		_, err := a.ws.Post(ctx, id, "m1")
+		require.NoError(t, err)
+	}
+	_, err := a.ws.Claim(ctx, "warm", "hw", ttl) // prepares the claim's statements
+	require.NoError(t, err)
+	trips := s.stats.roundTrips.Load()
+	require.Equal(t, int64(1), s.stats.oneTripClaims.Load())
+
+	armed.Store(true)
+	ca, err := a.ws.Claim(ctx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.False(t, armed.Load(), "the Claim's round trip was sent")
+	require.Equal(t, trips+1, s.stats.roundTrips.Load(), "the Claim was one round trip")
+	t.Logf("Claim whose one round trip's reply was lost: %v", err)
+	claimInDoubt(t, a, b, ca)
+	// Its version was the server's to decide, in the round trip whose
+	// reply was lost: the doubt names no tick. Crash, in a transaction
+	// that locks the thread, finds the lease the claim's and traces its
+	// line at the version the claim made.
+	pending := core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionClaim, Outcome: core.DoubtPending}
+	resolved := pending
+	resolved.Outcome, resolved.Crashed = core.DoubtUndecided, true
+	require.Equal(t, []core.Doubt{pending, resolved}, doubts)
+	crash := rec.got[len(rec.got)-1]
+	require.Equal(t, core.ActionCrash, crash.Action)
+	require.Equal(t, uint64(readRow(t, admin(t), s.Schema(), "t").version), crash.Tick, "the Crash at the claim's version")
+}
+
+// lossyStore opens a Store on schema with one connection (whose
+// statements a warm-up prepares), a lossyConn armed by armed, picking
+// the write that commits with only (nil: the first).
+func lossyStore(t *testing.T, schema string, armed *atomic.Bool, only func(p []byte) bool) *Store {
+	t.Helper()
+	cfg := poolConfig(t, randomName("tc_"))
+	cfg.MaxConns = 1
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &lossyConn{Conn: c, armed: armed, only: only}, nil
+	}
+	return openStore(t, cfg, schema)
 }
 
 // lossyConn passes a connection's bytes through until armed. The first

@@ -36,6 +36,10 @@ import (
 // 5–64ms, over 1% of 5,000 messages, and p99 measured the start, not the
 // steady rate.
 //
+// rate=500/claim=two-trips and rate=half/claim=two-trips are the same
+// with the runners' Claims of two round trips (BEGIN with the claim, then
+// COMMIT: Store.claimBegins), the one-trip Claim's before.
+//
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RunnerLoadedLatency -benchtime 5000x -count 3
 func BenchmarkRunnerLoadedLatency(b *testing.B) {
 	for _, rate := range []int{250, 500, 1250, 0} {
@@ -43,8 +47,11 @@ func BenchmarkRunnerLoadedLatency(b *testing.B) {
 		if rate == 0 {
 			name = "rate=half"
 		}
-		b.Run(name, func(b *testing.B) { benchLoadedLatency(b, rate) })
+		b.Run(name, func(b *testing.B) { benchLoadedLatency(b, rate, false) })
 	}
+	// The before of the one-trip Claim, in the same run.
+	b.Run("rate=500/claim=two-trips", func(b *testing.B) { benchLoadedLatency(b, 500, true) })
+	b.Run("rate=half/claim=two-trips", func(b *testing.B) { benchLoadedLatency(b, 0, true) })
 }
 
 // posted names one message: its thread and its seq.
@@ -90,12 +97,12 @@ func (l *startLog) await(b *testing.B, n int, what string) {
 	}
 }
 
-func benchLoadedLatency(b *testing.B, rate int) {
+func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 	const runners, threads, posters, saturation = 4, 100, 16, 4000
 	log := &startLog{at: make(map[posted]time.Time, threads+saturation+b.N)}
 	br := startRunners(b, runnerSetup{
 		runners: runners, threads: threads,
-		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
+		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true, claimBegins: claimBegins,
 		opts: readModes[0].opts,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {

@@ -221,3 +221,68 @@ func TestRowBehindItsLogRefused(t *testing.T) {
 		require.Equal(t, before, readRow(t, look, s.Schema(), id), "nothing written")
 	})
 }
+
+// A Claim in one round trip (no BEGIN, no COMMIT: ClaimLease) through a
+// Store whose cache no longer folds with storage's log — storage lost
+// the commits the cache ended on, or the thread was made again under
+// its id — writes nothing in that round trip (claimSQL finds the row
+// unsound for the cache), and is made again in a transaction that reads
+// the whole log: the claim succeeds, and plans from what storage has.
+// Committed in the one round trip, the claim could not have read the
+// log it needs (a second round trip would be another transaction), and
+// would have returned the claim in doubt.
+func TestClaimOneTripOnStaleCache(t *testing.T) {
+	t.Parallel() // a schema of its own
+	for _, stale := range []string{"commits lost", "thread made again"} {
+		t.Run(stale, func(t *testing.T) {
+			ctx := context.Background()
+			s := newStore(t)
+			look := admin(t)
+			a, c := claimedThread(t, s)
+			id := c.Thread
+			if stale == "commits lost" {
+				kept := readRow(t, look, s.Schema(), id)
+				_, err := a.ws.RunStart(ctx, c, 1)
+				require.NoError(t, err)
+				_, err = a.ws.Post(ctx, id, "m2")
+				require.NoError(t, err)
+				loseCommits(t, look, s.Schema(), id, kept)
+			} else {
+				// The new thread's first event has the old one's seq,
+				// version and time (both clocks at epoch): only the row's
+				// created tells the two apart.
+				q := pgx.Identifier{s.Schema()}.Sanitize()
+				for _, sql := range []string{`DELETE FROM ` + q + `.events WHERE thread_id = $1`, `DELETE FROM ` + q + `.threads WHERE id = $1`} {
+					_, err := look.Exec(ctx, sql, string(id))
+					require.NoError(t, err)
+				}
+				other := newProc(openOther(t, s), "other")
+				require.NoError(t, other.ws.CreateThread(ctx, id))
+				_, err := other.ws.Post(ctx, id, "new m1")
+				require.NoError(t, err)
+			}
+			b := newProc(s, "b") // the same Store: its cache has the thread as a left it
+			b.clock.Advance(2 * ttl)
+			trips := s.stats.oneTripClaims.Load()
+			cb, p, err := b.ws.ClaimThenPlan(ctx, id, "hb", ttl)
+			require.NoError(t, err, "a claim through the Store whose cache is stale")
+			require.Equal(t, trips+1, s.stats.oneTripClaims.Load(), "the claim tried one round trip first")
+			require.Equal(t, [2]int{int(core.PlanRun), 1}, [2]int{int(p.Kind), int(p.Message)}, "message 1, its run's start lost or never made")
+			_, err = b.ws.RunStart(ctx, cb, 1)
+			require.NoError(t, err)
+			th, err := b.ws.Thread(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{"commits lost": "m1", "thread made again": "new m1"}[stale], th.Messages[0].Text)
+			row := readRow(t, look, s.Schema(), id)
+			require.Equal(t, "hb", *row.holder)
+		})
+	}
+}
+
+// openOther opens a second Store on s's schema.
+func openOther(t *testing.T, s *Store) *Store {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(databaseURL(t))
+	require.NoError(t, err)
+	return openStore(t, cfg, s.Schema())
+}

@@ -94,6 +94,10 @@ type Store struct {
 	// readClaim: a Claim reads the thread first, as before ClaimLease (a
 	// benchmark's before).
 	readClaim bool
+	// claimBegins: a Claim decided in the server begins a transaction
+	// and commits it in a second round trip, as before the one-trip
+	// Claim (a benchmark's before).
+	claimBegins bool
 	// wakeAll: Wakeups wakes for every thread, as before the listeners
 	// shared the threads out (a benchmark's before).
 	wakeAll bool
@@ -121,13 +125,14 @@ type Store struct {
 // stats counts what the Store asked of the server, for the benchmarks'
 // per-message figures.
 type stats struct {
-	roundTrips   atomic.Int64 // batches sent and waited for
-	transactions atomic.Int64 // transactions attempted (a retried one counts twice), and polls
-	conflicts    atomic.Int64 // speculating transactions whose check failed
-	tripWrites   atomic.Int64 // one-trip writes sent (trips.go)
-	tripSends    atomic.Int64 // the round trips that carried them
-	serverClaims atomic.Int64 // Claims decided in the server (ClaimLease)
-	notices      atomic.Int64 // notifications the Store's listening connections read
+	roundTrips    atomic.Int64 // batches sent and waited for
+	transactions  atomic.Int64 // transactions attempted (a retried one counts twice), and polls
+	conflicts     atomic.Int64 // speculating transactions whose check failed
+	tripWrites    atomic.Int64 // one-trip writes sent (trips.go)
+	tripSends     atomic.Int64 // the round trips that carried them
+	serverClaims  atomic.Int64 // Claims decided in the server (ClaimLease)
+	oneTripClaims atomic.Int64 // of those, Claims that were their transaction's one round trip
+	notices       atomic.Int64 // notifications the Store's listening connections read
 }
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
@@ -439,7 +444,8 @@ func newQueries(schema string) queries {
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.notify,
-		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease, q.notifyFree} {
+		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease, q.notifyFree,
+		q.claim, q.eventsAfter} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}
 	return q

@@ -133,11 +133,12 @@ type runnerSetup struct {
 	// before, when set, runs once the threads exist, before any runner
 	// starts (to post work the runners then drain).
 	before func(br *benchRunners)
-	// readPost, wakeAll and tripsAlone undo a lever, for a before in the
-	// same run: the poster reads the thread before it posts (two round
-	// trips), every post wakes every runner, and the runners' Stores send
-	// each one-trip write on its own.
-	readPost, wakeAll, tripsAlone bool
+	// readPost, wakeAll, tripsAlone and claimBegins undo a lever, for a
+	// before in the same run: the poster reads the thread before it posts
+	// (two round trips), every post wakes every runner, the runners'
+	// Stores send each one-trip write on its own, and their Claims begin
+	// a transaction that a second round trip commits.
+	readPost, wakeAll, tripsAlone, claimBegins bool
 }
 
 // startRunners creates the threads and starts the runners, each waiting
@@ -172,7 +173,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.wakeAll, s.tripsAlone = cfg.wakeAll, cfg.tripsAlone
+		s.wakeAll, s.tripsAlone, s.claimBegins = cfg.wakeAll, cfg.tripsAlone, cfg.claimBegins
 		stores = append(stores, s)
 		p := &probe{Storage: s, poll: cfg.pollEvery}
 		br.probes = append(br.probes, p)
@@ -348,10 +349,10 @@ func postAll(b *testing.B, br *benchRunners, n, posters int) {
 
 // throughputCase is one run of benchThroughput.
 type throughputCase struct {
-	opts                          Options
-	before                        bool
-	posters                       int
-	readPost, wakeAll, tripsAlone bool // runnerSetup's
+	opts                                       Options
+	before                                     bool
+	posters                                    int
+	readPost, wakeAll, tripsAlone, claimBegins bool // runnerSetup's
 }
 
 func benchThroughput(b *testing.B, c throughputCase) {
@@ -367,7 +368,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	setup := runnerSetup{
 		runners: runners, threads: threads, opts: opts,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
-		readPost: c.readPost, wakeAll: c.wakeAll, tripsAlone: c.tripsAlone,
+		readPost: c.readPost, wakeAll: c.wakeAll, tripsAlone: c.tripsAlone, claimBegins: c.claimBegins,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(context.Context, *runner.Session) error {
 				if started.Add(1) == n {
@@ -522,29 +523,36 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 //	lever=post+wake        and wakes one runner (Wakeups' share)
 //	lever=post+wake+trips  and the writes ready at once go in one round
 //	                       trip (trips.go)
+//	lever=post+wake+trips+claim
+//	                       and a Claim is one round trip, its
+//	                       transaction's only one (ClaimLease)
 //
-// and posted=before (the drain) with and without the share and the
-// trips.
+// and posted=before (the drain) with and without the share, the trips
+// and the one-trip Claim. Every lever before claim is measured with
+// Claims of two round trips, as they were then.
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RunnerLevers -benchtime 10000x -count 3
 func BenchmarkRunnerLevers(b *testing.B) {
 	speculative := readModes[0].opts
 	for _, posters := range []int{4, 16} {
 		for _, l := range []struct {
-			name                          string
-			readPost, wakeAll, tripsAlone bool
-		}{{"none", true, true, true}, {"post", false, true, true}, {"post+wake", false, false, true}, {"post+wake+trips", false, false, false}} {
+			name                                       string
+			readPost, wakeAll, tripsAlone, claimBegins bool
+		}{{"none", true, true, true, true}, {"post", false, true, true, true}, {"post+wake", false, false, true, true},
+			{"post+wake+trips", false, false, false, true}, {"post+wake+trips+claim", false, false, false, false}} {
 			b.Run(fmt.Sprintf("posted=during/posters=%d/lever=%s", posters, l.name), func(b *testing.B) {
-				benchThroughput(b, throughputCase{opts: speculative, posters: posters, readPost: l.readPost, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone})
+				benchThroughput(b, throughputCase{opts: speculative, posters: posters, readPost: l.readPost, wakeAll: l.wakeAll,
+					tripsAlone: l.tripsAlone, claimBegins: l.claimBegins})
 			})
 		}
 	}
 	for _, l := range []struct {
-		name                string
-		wakeAll, tripsAlone bool
-	}{{"none", true, true}, {"wake", false, true}, {"wake+trips", false, false}} {
+		name                             string
+		wakeAll, tripsAlone, claimBegins bool
+	}{{"none", true, true, true}, {"wake", false, true, true}, {"wake+trips", false, false, true}, {"wake+trips+claim", false, false, false}} {
 		b.Run("posted=before/lever="+l.name, func(b *testing.B) {
-			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone})
+			benchThroughput(b, throughputCase{opts: speculative, before: true, posters: 16, wakeAll: l.wakeAll, tripsAlone: l.tripsAlone,
+				claimBegins: l.claimBegins})
 		})
 	}
 }

@@ -245,6 +245,13 @@ func activeRuns(t *core.Thread) int64 {
 
 // send runs b. A failure loses the transaction: every later call returns it.
 func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
+	if t.shot && !t.oneShot {
+		// A write in one statement (PostMessage, ClaimLease) was the
+		// whole transaction, and committed it: a later statement would
+		// run in another.
+		t.err = errors.New("postgres: a round trip after the transaction's one-statement write, which committed it")
+		return t.err
+	}
 	if t.oneShot {
 		if t.shot {
 			// A second round trip in a read-only transaction already
