@@ -2,6 +2,7 @@ package tracecheck
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -126,7 +127,8 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // reads and refusals of a lost write's claim (its holder) from the lost
 // write's call on are left out, since they were decided from a state
 // storage no longer has, and so are the reads of any claim that saw a
-// state storage then lost (staleRead), unless the claim's round went on
+// state storage then lost (staleRead; and sawLostLease: a refusal naming
+// a lease whose Claim storage kept nowhere, recorded or not), unless the claim's round went on
 // and storage kept its next write (nextKeptWrite), which places the read
 // at the state that write read — unless storage lost the claim's Claim
 // itself: that round has no claim in what storage kept, its reads are
@@ -188,6 +190,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 	for _, w := range writes {
 		kept[key{w.Thread, w.Tick}] = w
 	}
+	holders := keptHolders(writes)
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
@@ -196,7 +199,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			}
 			c, ok := since[ev.Holder]
 			afterLost := ok && ev.Holder != "" && ev.Call >= c
-			stale := staleRead(ev, byThread, kept[key{ev.Thread, ev.Tick}])
+			stale := staleRead(ev, byThread, kept[key{ev.Thread, ev.Tick}]) || sawLostLease(ev, holders[ev.Thread])
 			if (afterLost || stale) && !lostClaim[ev.Holder] {
 				if w, ok := nextKeptWrite(ev, writes); ok {
 					// The round went on, and storage kept its next write:
@@ -318,12 +321,16 @@ func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite, at core.T
 	if at.Call != 0 && at.Call > ev.Return {
 		return true
 	}
-	if at.Call != 0 && at.Holder != "" && at.Holder == ev.Holder && at.Call <= ev.Call {
+	if at.Call != 0 && at.Holder != "" && at.Holder == ev.Holder && (at.Call == ev.Call || at.Return <= ev.Call) {
 		// The read saw its own claim's write there, which storage kept:
-		// a Plan in its Claim's transaction, say, made while the process
-		// whose Claim storage lost at the same tick had not yet been told
-		// that its Claim committed (so that the lost write's return, and
-		// with it lostWrite.again, come after this read).
+		// a Plan in its Claim's transaction (the lines share the call),
+		// say, made while the process whose Claim storage lost at the
+		// same tick had not yet been told that its Claim committed (so
+		// that the lost write's return, and with it lostWrite.again, come
+		// after this read); or a read begun once that write had returned.
+		// A write of its claim still in flight when the read began (a
+		// Renew beside the turn, slowed) may have committed after it, on
+		// a state storage lost after the read saw it.
 		return false
 	}
 	for _, l := range lost[ev.Thread] {
@@ -332,6 +339,55 @@ func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite, at core.T
 		}
 	}
 	return false
+}
+
+// keptHolder is the lease's holder on a thread's row from a tick on, as
+// the writes storage kept leave it: a Claim's holder, or none after a
+// Release that wrote.
+type keptHolder struct {
+	tick   uint64
+	holder core.Holder
+}
+
+// keptHolders returns each thread's keptHolder steps, in tick order.
+func keptHolders(writes []core.TraceEvent) map[core.ThreadID][]keptHolder {
+	out := map[core.ThreadID][]keptHolder{}
+	for _, w := range writes {
+		switch w.Action {
+		case core.ActionClaim:
+			out[w.Thread] = append(out[w.Thread], keptHolder{w.Tick, w.Holder})
+		case core.ActionRelease:
+			out[w.Thread] = append(out[w.Thread], keptHolder{w.Tick, ""})
+		}
+	}
+	for _, steps := range out {
+		slices.SortFunc(steps, func(a, b keptHolder) int { return cmp.Compare(a.tick, b.tick) })
+	}
+	return out
+}
+
+// sawLostLease reports whether ev, a read that carries the lease it saw
+// (a refusal of a fenced write), saw a lease whose Claim storage did not
+// keep at all: a holder that no kept Claim of the thread names (the kept
+// writes leave another at ev's tick, then). It read a state storage
+// then lost (the lost Claim's process may have recorded it or not, and
+// another write took its tick since). Without this, such a refusal was
+// checked against what storage kept, where its own claim held the lease,
+// and rejected (~HasLease(p); soaks with the rewind nemesis: a Renew of
+// the refused claim, called before the refusal and slowed, committed at
+// the lost Claim's tick once it was rewound). A refusal that names a
+// holder storage did keep is checked as it is: a Store that refused from
+// a stale state is rejected.
+func sawLostLease(ev core.TraceEvent, steps []keptHolder) bool {
+	if info, ok := core.Info(ev.Action); !ok || !ev.Read || !info.Carries.Has(core.FieldLease) || ev.Lease == "" {
+		return false
+	}
+	for _, s := range steps {
+		if s.holder == ev.Lease {
+			return false // a Claim storage kept
+		}
+	}
+	return true
 }
 
 // lostCrashes returns a Crash for each claim that lost writes (since's

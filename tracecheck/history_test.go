@@ -352,3 +352,116 @@ func TestMergeHistoriesReadOfOwnClaimAfterLostClaim(t *testing.T) {
 	_, err := tracecheck.Check(ordered)
 	require.NoError(t, err, "the trace of what storage kept")
 }
+
+// lostLeaseHistories is a refusal that read a Claim storage then lost
+// (the rewind nemesis): p7 claimed t1 and planned a run; its Renew,
+// called first and slowed, was still in flight when p9's Claim took the
+// lapsed lease at tick 3; p7's RunStart read that Claim and was refused
+// (StartFenced, lease h9); storage then lost p9's Claim, put the row back
+// under p7's lease, and p7's Renew committed at tick 3. p9's history,
+// recorded is false, lacks its Claim (its process died with it in
+// flight).
+func lostLeaseHistories(recorded bool) (stored []core.TraceEvent, histories [][]core.TraceEvent) {
+	h7, h9 := core.Holder("h7"), core.Holder("h9")
+	stored = []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7},
+		{Tick: 3, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7},
+	}
+	poster := []core.TraceEvent{{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2}}
+	p7 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7, Call: 3, Return: 4},
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p7", Holder: h7, Kind: core.PlanKindRun, Msg: 1, Call: 3, Return: 4},
+		{Tick: 3, Read: true, Action: core.ActionStartFenced, Thread: "t1", Proc: "p7", Holder: h7, Msg: 1, Lease: h9, Call: 20, Return: 60},
+		{Tick: 3, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7, Call: 10, Return: 100},
+	}
+	var p9 []core.TraceEvent
+	if recorded {
+		p9 = []core.TraceEvent{{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p9", Holder: h9, Lease: h9, Call: 30, Return: 90}}
+	}
+	return stored, [][]core.TraceEvent{poster, p7, p9}
+}
+
+// A refusal that read a Claim storage then lost is left out, and its
+// round ends with a Crash after its last line kept, whether or not a
+// history records the lost Claim: the lease it names is no Claim storage
+// kept. Before, a Renew of the refused claim, called before the refusal,
+// made the refusal look like a read of that Renew's state (recorded), or
+// nothing told the refusal stale (unrecorded), and the trace was
+// rejected with ~HasLease(p) and the history found not linearizable
+// (soaks with the rewind nemesis, 1 in a few hundred).
+func TestMergeHistoriesRefusalOfALostLease(t *testing.T) {
+	for _, recorded := range []bool{true, false} {
+		stored, histories := lostLeaseHistories(recorded)
+		lines, lost := tracecheck.MergeHistories(stored, histories)
+		require.Len(t, lost, map[bool]int{true: 1, false: 0}[recorded])
+		actions, ordered := inOrder(lines)
+		require.Equal(t, []string{"Post", "Claim", "Plan", "Renew", "Crash"}, actions, "recorded %v: the refusal left out, p7's round ended by a Crash", recorded)
+		_, err := tracecheck.Check(ordered)
+		require.NoError(t, err, "recorded %v: the trace of what storage kept", recorded)
+		_, err = tracecheck.CheckLinearizable(tracecheck.OperationsFromTrace(ordered), 10*time.Second, "")
+		require.NoError(t, err, "recorded %v", recorded)
+	}
+}
+
+// A refusal that names a lease storage kept is checked as it is, though
+// not the lease storage had at its tick: a Store that refused from a
+// stale state (here p2, which took the lapsed lease of h1 and then
+// refused its own RunStart as if h1 still held it) is rejected.
+func TestMergeHistoriesRefusalOfAKeptLease(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2},
+	}
+	p1 := []core.TraceEvent{{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 3, Return: 4}}
+	p2 := []core.TraceEvent{
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p2", Holder: h2, Kind: core.PlanKindRun, Msg: 1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionStartFenced, Thread: "t1", Proc: "p2", Holder: h2, Msg: 1, Lease: h1, Call: 30, Return: 40},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1, p2})
+	require.Empty(t, lost)
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Claim", "Plan", "StartFenced"}, actions)
+	_, err := tracecheck.Check(ordered)
+	require.ErrorContains(t, err, "StartFenced by p2")
+}
+
+// A read of a state storage then lost, made while a write of its own
+// claim was in flight (called before the read, returned after it), did
+// not necessarily see that write: here p7's Renew, slowed, committed at
+// the tick of a Post storage lost, after p7's Plan had read that Post.
+// The Plan is left out, and p7's round ends with a Crash. Before, a read
+// at the tick of its claim's own kept write, called after that write
+// was, counted as a read of that write, and the Plan of the lost message
+// was rejected.
+func TestMergeHistoriesReadWhileOwnWriteInFlight(t *testing.T) {
+	h7 := core.Holder("h7")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7},
+		{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p7", Holder: h7, Msg: 1, Run: 1, Taken: 1, Lease: h7},
+		{Tick: 4, Action: core.ActionRunEnd, Thread: "t1", Proc: "p7", Holder: h7, Run: 1, Taken: 1},
+		{Tick: 5, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Taken: 1, Lease: h7},
+	}
+	poster := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
+		{Tick: 5, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Taken: 1, Call: 40, Return: 45}, // lost
+	}
+	p7 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7, Call: 3, Return: 4},
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p7", Holder: h7, Kind: core.PlanKindRun, Msg: 1, Call: 3, Return: 4},
+		{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p7", Holder: h7, Msg: 1, Run: 1, Taken: 1, Lease: h7, Call: 5, Return: 6},
+		{Tick: 4, Action: core.ActionRunEnd, Thread: "t1", Proc: "p7", Holder: h7, Run: 1, Taken: 1, Call: 7, Return: 8},
+		{Tick: 5, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Taken: 1, Lease: h7, Call: 30, Return: 100},
+		{Tick: 5, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p7", Holder: h7, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p7})
+	require.Len(t, lost, 1)
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Plan", "RunStart", "RunEnd", "Renew", "Crash"}, actions, "the Plan of the lost Post left out, p7's round ended by a Crash")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
+}
