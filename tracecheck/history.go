@@ -321,16 +321,18 @@ func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite, at core.T
 	if at.Call != 0 && at.Call > ev.Return {
 		return true
 	}
-	if at.Call != 0 && at.Holder != "" && at.Holder == ev.Holder && (at.Call == ev.Call || at.Return <= ev.Call) {
+	if at.Call != 0 && at.Holder != "" && at.Holder == ev.Holder && at.Call <= ev.Call {
 		// The read saw its own claim's write there, which storage kept:
-		// a Plan in its Claim's transaction (the lines share the call),
-		// say, made while the process whose Claim storage lost at the
-		// same tick had not yet been told that its Claim committed (so
-		// that the lost write's return, and with it lostWrite.again, come
-		// after this read); or a read begun once that write had returned.
-		// A write of its claim still in flight when the read began (a
-		// Renew beside the turn, slowed) may have committed after it, on
-		// a state storage lost after the read saw it.
+		// a Plan in its Claim's transaction, say, made while the process
+		// whose Claim storage lost at the same tick had not yet been told
+		// that its Claim committed (so that the lost write's return, and
+		// with it lostWrite.again, come after this read). A write still in
+		// flight when the read began (a Renew beside the turn) may also
+		// have committed after the read saw a state storage then lost at
+		// that tick: nothing in a Plan's or a Steer's line tells the two
+		// apart, and the read is taken as one of that write (a soak's
+		// Steer of the Renew's state, rejected when it was left out). A
+		// refusal's line does: it names the lease it saw (sawLostLease).
 		return false
 	}
 	for _, l := range lost[ev.Thread] {

@@ -429,39 +429,43 @@ func TestMergeHistoriesRefusalOfAKeptLease(t *testing.T) {
 	require.ErrorContains(t, err, "StartFenced by p2")
 }
 
-// A read of a state storage then lost, made while a write of its own
-// claim was in flight (called before the read, returned after it), did
-// not necessarily see that write: here p7's Renew, slowed, committed at
-// the tick of a Post storage lost, after p7's Plan had read that Post.
-// The Plan is left out, and p7's round ends with a Crash. Before, a read
-// at the tick of its claim's own kept write, called after that write
-// was, counted as a read of that write, and the Plan of the lost message
-// was rejected.
+// A read at the tick of its own claim's kept write, called while that
+// write was in flight, is taken as a read of that write, even when storage
+// lost another write at that tick meanwhile: nothing in a Plan's line
+// tells the two states apart. Here p7's Plan of message 2 is the Renew's
+// state, and p7's RunStart of it, which storage kept and p7's history
+// lacks (p7 was killed with it in flight), follows. (Leaving the Plan out
+// as stale, as a version of the merge did, rejected that RunStart, and in
+// a soak a kept SteerRecord after its Steer: `guard pc[p] = "steered"
+// fails`.)
 func TestMergeHistoriesReadWhileOwnWriteInFlight(t *testing.T) {
 	h7 := core.Holder("h7")
 	stored := []core.TraceEvent{
 		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
-		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7},
-		{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p7", Holder: h7, Msg: 1, Run: 1, Taken: 1, Lease: h7},
-		{Tick: 4, Action: core.ActionRunEnd, Thread: "t1", Proc: "p7", Holder: h7, Run: 1, Taken: 1},
-		{Tick: 5, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Taken: 1, Lease: h7},
+		{Tick: 2, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7},
+		{Tick: 4, Action: core.ActionRunStart, Thread: "t1", Proc: "p7", Holder: h7, Msg: 1, Run: 1, Taken: 1, Lease: h7},
+		{Tick: 5, Action: core.ActionRunEnd, Thread: "t1", Proc: "p7", Holder: h7, Run: 1, Taken: 1},
+		{Tick: 6, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Taken: 1, Lease: h7},
+		{Tick: 7, Action: core.ActionRunStart, Thread: "t1", Proc: "p7", Holder: h7, Msg: 2, Run: 2, Taken: 2, Lease: h7},
 	}
 	poster := []core.TraceEvent{
 		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2},
-		{Tick: 5, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Taken: 1, Call: 40, Return: 45}, // lost
+		{Tick: 2, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 3, Return: 4},
+		{Tick: 6, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 3, Taken: 1, Call: 40, Return: 45}, // lost
 	}
 	p7 := []core.TraceEvent{
-		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7, Call: 3, Return: 4},
-		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p7", Holder: h7, Kind: core.PlanKindRun, Msg: 1, Call: 3, Return: 4},
-		{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p7", Holder: h7, Msg: 1, Run: 1, Taken: 1, Lease: h7, Call: 5, Return: 6},
-		{Tick: 4, Action: core.ActionRunEnd, Thread: "t1", Proc: "p7", Holder: h7, Run: 1, Taken: 1, Call: 7, Return: 8},
-		{Tick: 5, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Taken: 1, Lease: h7, Call: 30, Return: 100},
-		{Tick: 5, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p7", Holder: h7, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p7", Holder: h7, Lease: h7, Call: 5, Return: 6},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p7", Holder: h7, Kind: core.PlanKindRun, Msg: 1, Call: 5, Return: 6},
+		{Tick: 4, Action: core.ActionRunStart, Thread: "t1", Proc: "p7", Holder: h7, Msg: 1, Run: 1, Taken: 1, Lease: h7, Call: 7, Return: 8},
+		{Tick: 5, Action: core.ActionRunEnd, Thread: "t1", Proc: "p7", Holder: h7, Run: 1, Taken: 1, Call: 9, Return: 10},
+		{Tick: 6, Action: core.ActionRenew, Thread: "t1", Proc: "p7", Holder: h7, Taken: 1, Lease: h7, Call: 30, Return: 100},
+		{Tick: 6, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p7", Holder: h7, Kind: core.PlanKindRun, Msg: 2, Taken: 1, Call: 50, Return: 60},
 	}
 	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p7})
 	require.Len(t, lost, 1)
 	actions, ordered := inOrder(lines)
-	require.Equal(t, []string{"Post", "Claim", "Plan", "RunStart", "RunEnd", "Renew", "Crash"}, actions, "the Plan of the lost Post left out, p7's round ended by a Crash")
+	require.Equal(t, []string{"Post", "Post", "Claim", "Plan", "RunStart", "RunEnd", "Renew", "Plan", "RunStart"}, actions)
 	_, err := tracecheck.Check(ordered)
 	require.NoError(t, err, "the trace of what storage kept")
 }
