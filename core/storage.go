@@ -159,6 +159,15 @@ type TraceLog interface {
 	LogTrace(ctx context.Context, ev TraceEvent) error
 }
 
+// traceKeeper is implemented by a TraceLogReader that may keep no lines
+// at all (a PostgreSQL Store opened without KeepTrace): KeepsTrace false
+// says that LoggedTrace's "not logged" means nothing, and a write in
+// doubt is decided as when there is no log to ask. (Unexported like
+// leaseClaimer.)
+type traceKeeper interface {
+	KeepsTrace() bool
+}
+
 // TraceLogReader is implemented by a Transaction whose storage keeps the
 // trace lines of committed writes (TraceLog) and reads them back:
 // LoggedTrace returns the line logged at the thread's tick, and false when

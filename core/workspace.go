@@ -1224,6 +1224,9 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		}
 		version, seenTaken, ours = t.Version, t.Taken, l.Holder == r.holder
 		outcome = DoubtUndecided
+		if keeper, ok := tx.(traceKeeper); ok && !keeper.KeepsTrace() {
+			return nil // no log to ask: decided from the lease
+		}
 		if log, ok := tx.(TraceLogReader); ok && inDoubt != nil && inDoubt.Tick != 0 {
 			ev, found, err := log.LoggedTrace(ctx, r.thread, inDoubt.Tick)
 			if err != nil {

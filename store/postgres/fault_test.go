@@ -199,7 +199,9 @@ func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
 	bareCommit := func(p []byte) bool { return len(p) > 0 && p[0] == 'Q' && bytes.Contains(p, []byte("commit")) }
 	s := lossyStore(t, testSchema(t), &armed, bareCommit)
 	s.claimBegins = true
-	a, b := newProc(s, "a"), newProc(s, "b")
+	var doubts []core.Doubt
+	a := newProc(s, "a", core.WithTracer(&lines{}), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
+	b := newProc(s, "b")
 	require.NoError(t, a.ws.CreateThread(ctx, "t"))
 	_, err := a.ws.Post(ctx, "t", "m1")
 	require.NoError(t, err)
@@ -210,6 +212,12 @@ func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
 	require.False(t, armed.Load(), "the Claim sent no bare COMMIT")
 	t.Logf("Claim whose COMMIT reply was lost: %v", err)
 	claimInDoubt(t, a, b, ca)
+	// The Store keeps no trace lines: its "no line at that tick" says
+	// nothing, and the Crash decides from the lease, the claim's (before
+	// KeepsTrace, it was taken as "not committed": no round, no Crash
+	// line, for a claim that had committed).
+	require.Len(t, doubts, 2)
+	require.Equal(t, [2]any{core.DoubtUndecided, true}, [2]any{doubts[1].Outcome, doubts[1].Crashed})
 }
 
 // claimInDoubt checks what follows a's claim ca on thread "t", in doubt

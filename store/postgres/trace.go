@@ -30,6 +30,11 @@ func (t *txn) LogTrace(_ context.Context, ev core.TraceEvent) error {
 	return nil
 }
 
+// KeepsTrace reports whether the Store keeps trace lines (KeepTrace):
+// without, LoggedTrace finds none, which says nothing of what committed
+// (core's unexported traceKeeper).
+func (t *txn) KeepsTrace() bool { return t.s.keepTrace }
+
 // LoggedTrace returns the line a committed write logged at the thread's
 // tick, and false when none did or the Store keeps no trace lines. It is
 // one round trip, sent with the writes queued before it; a Crash asks it
