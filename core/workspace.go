@@ -1174,9 +1174,10 @@ func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 // that committed ended the round itself, and a Claim that did not commit
 // opened none: neither is followed by a Crash line. Any other write in
 // doubt is followed by one, whatever its outcome: the spec lets Crash
-// follow it either way. Without a log to ask (or a tick to ask it for: a
-// Claim whose one round trip's reply was lost), a Claim is taken to have
-// committed when the lease is the claim's, and a Release not to have.
+// follow it either way. Without a log to ask (a storage that keeps none,
+// or says so: traceKeeper), or a tick to ask it for (a Claim whose one
+// round trip's reply was lost), a Claim is taken to have committed when
+// the lease is the claim's, and a Release not to have.
 func (w *Workspace) finish(ctx context.Context, r *round) error {
 	r.mu.Lock()
 	switch {
