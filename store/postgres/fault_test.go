@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -358,4 +359,73 @@ func (c *lossyConn) Read(p []byte) (int, error) {
 			failed = false
 		}
 	}
+}
+
+// A one-trip Claim whose caller's deadline passes after the server
+// committed it, while the reply is slow on the wire, is not in doubt:
+// the Store's connections answer a context's end with a cancel request
+// and wait for the server (CancelRequestContextWatcherHandler), and the
+// committed claim's reply arrives. Claim succeeds, and the lease is the
+// claim's. (Closing the connection at once, pgx's default, would have
+// left every such claim in doubt.)
+func TestClaimDeadlineWhileReplySlow(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema := testSchema(t)
+	q := newQueries(pgx.Identifier{schema}.Sanitize())
+	claimBind := []byte("\x00" + q.name(q.claim) + "\x00")
+	var armed atomic.Bool
+	cfg := poolConfig(t, randomName("tc_"))
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &slowConn{Conn: c, armed: &armed, match: claimBind, delay: 300 * time.Millisecond}, nil
+	}
+	s := openStore(t, cfg, schema)
+	a, b := newProc(s, "a"), newProc(s, "b")
+	for _, id := range []core.ThreadID{"warm", "t"} {
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		_, err := a.ws.Post(ctx, id, "m1")
+		require.NoError(t, err)
+	}
+	_, err := a.ws.Claim(ctx, "warm", "hw", ttl) // prepares the claim's statements
+	require.NoError(t, err)
+
+	armed.Store(true)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	start := time.Now()
+	_, err = a.ws.Claim(cctx, "t", "ha", ttl)
+	cancel()
+	require.NoError(t, err, "a claim whose reply came after its caller's deadline")
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the reply was slow")
+	l, err := b.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("ha"), l.Holder)
+}
+
+// slowConn delays, once armed, the first read after a write that
+// contains match, by delay: a reply slow on the wire.
+type slowConn struct {
+	net.Conn
+	armed *atomic.Bool
+	match []byte
+	delay time.Duration
+	slow  atomic.Bool
+}
+
+func (c *slowConn) Write(p []byte) (int, error) {
+	if bytes.Contains(p, c.match) && c.armed.CompareAndSwap(true, false) {
+		c.slow.Store(true)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *slowConn) Read(p []byte) (int, error) {
+	if c.slow.CompareAndSwap(true, false) {
+		time.Sleep(c.delay)
+	}
+	return c.Conn.Read(p)
 }
