@@ -2,7 +2,6 @@ package tracecheck
 
 import (
 	"bufio"
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -190,7 +189,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 	for _, w := range writes {
 		kept[key{w.Thread, w.Tick}] = w
 	}
-	holders := keptHolders(writes)
+	claims := keptClaims(writes)
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
@@ -199,7 +198,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 			}
 			c, ok := since[ev.Holder]
 			afterLost := ok && ev.Holder != "" && ev.Call >= c
-			stale := staleRead(ev, byThread, kept[key{ev.Thread, ev.Tick}]) || sawLostLease(ev, holders[ev.Thread])
+			stale := staleRead(ev, byThread, kept[key{ev.Thread, ev.Tick}]) || sawLostLease(ev, claims[ev.Thread])
 			if (afterLost || stale) && !lostClaim[ev.Holder] {
 				if w, ok := nextKeptWrite(ev, writes); ok {
 					// The round went on, and storage kept its next write:
@@ -343,27 +342,18 @@ func staleRead(ev core.TraceEvent, lost map[core.ThreadID][]lostWrite, at core.T
 	return false
 }
 
-// keptHolder is the lease's holder on a thread's row from a tick on, as
-// the writes storage kept leave it: a Claim's holder, or none after a
-// Release that wrote.
-type keptHolder struct {
-	tick   uint64
-	holder core.Holder
-}
-
-// keptHolders returns each thread's keptHolder steps, in tick order.
-func keptHolders(writes []core.TraceEvent) map[core.ThreadID][]keptHolder {
-	out := map[core.ThreadID][]keptHolder{}
+// keptClaims returns, for each thread, the holders of the Claims storage
+// kept.
+func keptClaims(writes []core.TraceEvent) map[core.ThreadID]map[core.Holder]bool {
+	out := map[core.ThreadID]map[core.Holder]bool{}
 	for _, w := range writes {
-		switch w.Action {
-		case core.ActionClaim:
-			out[w.Thread] = append(out[w.Thread], keptHolder{w.Tick, w.Holder})
-		case core.ActionRelease:
-			out[w.Thread] = append(out[w.Thread], keptHolder{w.Tick, ""})
+		if w.Action != core.ActionClaim {
+			continue
 		}
-	}
-	for _, steps := range out {
-		slices.SortFunc(steps, func(a, b keptHolder) int { return cmp.Compare(a.tick, b.tick) })
+		if out[w.Thread] == nil {
+			out[w.Thread] = map[core.Holder]bool{}
+		}
+		out[w.Thread][w.Holder] = true
 	}
 	return out
 }
@@ -380,16 +370,9 @@ func keptHolders(writes []core.TraceEvent) map[core.ThreadID][]keptHolder {
 // the lost Claim's tick once it was rewound). A refusal that names a
 // holder storage did keep is checked as it is: a Store that refused from
 // a stale state is rejected.
-func sawLostLease(ev core.TraceEvent, steps []keptHolder) bool {
-	if info, ok := core.Info(ev.Action); !ok || !ev.Read || !info.Carries.Has(core.FieldLease) || ev.Lease == "" {
-		return false
-	}
-	for _, s := range steps {
-		if s.holder == ev.Lease {
-			return false // a Claim storage kept
-		}
-	}
-	return true
+func sawLostLease(ev core.TraceEvent, claims map[core.Holder]bool) bool {
+	info, ok := core.Info(ev.Action)
+	return ok && ev.Read && info.Carries.Has(core.FieldLease) && ev.Lease != "" && !claims[ev.Lease]
 }
 
 // lostCrashes returns a Crash for each claim that lost writes (since's

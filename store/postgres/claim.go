@@ -96,9 +96,7 @@ func (t *txn) ClaimLease(ctx context.Context, id core.ThreadID, holder core.Hold
 		// Nothing written: the row's events do not fold onto the
 		// cache alone. A transaction that stays open reads what fold
 		// needs.
-		t.shot, t.begun = false, false
-		clear(t.threads)
-		clear(t.leases)
+		t.reset(t.s, t.conn, false, t.speculate)
 	}
 	th, was, v, _, err := t.serverClaim(ctx, id, holder, now, expires, false)
 	return th, was, v, err
@@ -158,11 +156,7 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 		return err
 	})
 	var evs []eventRow
-	b.Queue(eventsSQL, string(id), from).Query(func(rows pgx.Rows) error {
-		var err error
-		evs, err = scanEvents(rows)
-		return err
-	})
+	t.queueEvents(b, eventsSQL, id, from, &evs)
 	send := t.send
 	if oneTrip {
 		send = t.sendClaim
@@ -198,12 +192,12 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 }
 
 // sendClaim sends b, a Claim's statements with no BEGIN, as the
-// transaction's one round trip, which commits it (t.shot). The server's
-// ERROR rolled the claim back; a connection closed before the round trip
-// sent nothing; any other failure, once it was sent, leaves the claim's
-// outcome unknown: pgx may report a reply lost after the server committed
-// as a closed connection, which it deems safe to retry
-// (TestClaimUnknownWhenReplyLost).
+// transaction's one round trip, which commits it (t.shot). A connection
+// closed before the round trip sent nothing; once it was sent, its
+// failure is a COMMIT's (commitError), anything but the server's own
+// answer taken as sent (sentError): pgx may report a reply lost after
+// the server committed as a closed connection, which it deems safe to
+// retry (TestClaimUnknownWhenReplyLost).
 func (t *txn) sendClaim(ctx context.Context, b *pgx.Batch) error {
 	if err := ctx.Err(); err != nil {
 		t.err = err
@@ -222,16 +216,10 @@ func (t *txn) sendClaim(ctx context.Context, b *pgx.Batch) error {
 		return nil
 	}
 	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && pgErr.Severity == "ERROR":
-		if reused := holderReused(pgErr); reused != nil {
-			t.err = reused
-		} else {
-			t.err = fmt.Errorf("postgres: claim: %w", err)
-		}
-	default:
-		t.err = fmt.Errorf("postgres: %w: the claim's round trip was sent and its reply not read: %w", core.ErrCommitUnknown, err)
+	if !errors.As(err, &pgErr) {
+		err = &sentError{err} // sent: whatever pgx says of it, unknown
 	}
+	t.err = commitError(err)
 	return t.err
 }
 

@@ -155,15 +155,9 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 	s := lossyStore(t, testSchema(t), &armed, nil)
 	h := &hooked{Storage: s}
 	a, b := newProc(h, "a"), newProc(s, "b")
-	for _, id := range []core.ThreadID{"warm", "t"} {
-		require.NoError(t, a.ws.CreateThread(ctx, id))
-		_, err := a.ws.Post(ctx, id, "m1")
-		require.NoError(t, err)
-	}
-	warm, err := a.ws.Claim(ctx, "warm", "hw", ttl)
-	require.NoError(t, err)
+	warm := claimWarmedUp(t, a)
 	planRun(t, a, warm)
-	_, err = a.ws.RunStart(ctx, warm, 1) // prepares the statements RunStart sends
+	_, err := a.ws.RunStart(ctx, warm, 1) // prepares the statements RunStart sends
 	require.NoError(t, err)
 	ca, err := a.ws.Claim(ctx, "t", "ha", ttl)
 	require.NoError(t, err)
@@ -249,21 +243,14 @@ func TestClaimUnknownWhenReplyLost(t *testing.T) {
 	ctx := context.Background()
 	var armed atomic.Bool
 	schema := testSchema(t)
-	q := newQueries(pgx.Identifier{schema}.Sanitize())
-	claimBind := []byte("\x00" + q.name(q.claim) + "\x00") // in the claim statement's Bind: its portal's name (""), then its own
-	s := lossyStore(t, schema, &armed, func(p []byte) bool { return bytes.Contains(p, claimBind) })
-	require.Equal(t, q.name(q.claim), s.q.name(s.q.claim))
+	bind := claimBind(schema)
+	s := lossyStore(t, schema, &armed, func(p []byte) bool { return bytes.Contains(p, bind) })
+	require.Equal(t, claimBind(s.Schema()), bind)
 	var doubts []core.Doubt
 	rec := &lines{}
 	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
 	b := newProc(s, "b")
-	for _, id := range []core.ThreadID{"warm", "t"} {
-		require.NoError(t, a.ws.CreateThread(ctx, id))
-		_, err := a.ws.Post(ctx, id, "m1")
-		require.NoError(t, err)
-	}
-	_, err := a.ws.Claim(ctx, "warm", "hw", ttl) // prepares the claim's statements
-	require.NoError(t, err)
+	claimWarmedUp(t, a)
 	trips := s.stats.roundTrips.Load()
 	require.Equal(t, int64(1), s.stats.oneTripClaims.Load())
 
@@ -292,6 +279,13 @@ func TestClaimUnknownWhenReplyLost(t *testing.T) {
 // the write that commits with only (nil: the first).
 func lossyStore(t *testing.T, schema string, armed *atomic.Bool, only func(p []byte) bool) *Store {
 	t.Helper()
+	return oneConnStore(t, schema, func(c net.Conn) net.Conn { return &lossyConn{Conn: c, armed: armed, only: only} })
+}
+
+// oneConnStore opens a Store on schema with one connection, whose
+// statements a warm-up prepares, dialled through wrap.
+func oneConnStore(t *testing.T, schema string, wrap func(net.Conn) net.Conn) *Store {
+	t.Helper()
 	cfg := poolConfig(t, randomName("tc_"))
 	cfg.MaxConns = 1
 	dial := cfg.ConnConfig.DialFunc
@@ -300,9 +294,32 @@ func lossyStore(t *testing.T, schema string, armed *atomic.Bool, only func(p []b
 		if err != nil {
 			return nil, err
 		}
-		return &lossyConn{Conn: c, armed: armed, only: only}, nil
+		return wrap(c), nil
 	}
 	return openStore(t, cfg, schema)
+}
+
+// claimBind is what the claim statement's Bind holds on a Store of
+// schema: its portal's name (""), then the statement's.
+func claimBind(schema string) []byte {
+	q := newQueries(pgx.Identifier{schema}.Sanitize())
+	return []byte("\x00" + q.name(q.claim) + "\x00")
+}
+
+// claimWarmedUp makes threads "warm" and "t", a message each, and
+// claims "warm" through a, which prepares the claim's statements on the
+// Store's connection. It returns that claim.
+func claimWarmedUp(t *testing.T, a *proc) core.Claim {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range []core.ThreadID{"warm", "t"} {
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		_, err := a.ws.Post(ctx, id, "m1")
+		require.NoError(t, err)
+	}
+	warm, err := a.ws.Claim(ctx, "warm", "hw", ttl)
+	require.NoError(t, err)
+	return warm
 }
 
 // lossyConn passes a connection's bytes through until armed. The first
@@ -372,32 +389,18 @@ func TestClaimDeadlineWhileReplySlow(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	schema := testSchema(t)
-	q := newQueries(pgx.Identifier{schema}.Sanitize())
-	claimBind := []byte("\x00" + q.name(q.claim) + "\x00")
+	bind := claimBind(schema)
 	var armed atomic.Bool
-	cfg := poolConfig(t, randomName("tc_"))
-	dial := cfg.ConnConfig.DialFunc
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := dial(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &slowConn{Conn: c, armed: &armed, match: claimBind, delay: 300 * time.Millisecond}, nil
-	}
-	s := openStore(t, cfg, schema)
+	s := oneConnStore(t, schema, func(c net.Conn) net.Conn {
+		return &slowConn{Conn: c, armed: &armed, match: bind, delay: 300 * time.Millisecond}
+	})
 	a, b := newProc(s, "a"), newProc(s, "b")
-	for _, id := range []core.ThreadID{"warm", "t"} {
-		require.NoError(t, a.ws.CreateThread(ctx, id))
-		_, err := a.ws.Post(ctx, id, "m1")
-		require.NoError(t, err)
-	}
-	_, err := a.ws.Claim(ctx, "warm", "hw", ttl) // prepares the claim's statements
-	require.NoError(t, err)
+	claimWarmedUp(t, a)
 
 	armed.Store(true)
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	start := time.Now()
-	_, err = a.ws.Claim(cctx, "t", "ha", ttl)
+	_, err := a.ws.Claim(cctx, "t", "ha", ttl)
 	cancel()
 	require.NoError(t, err, "a claim whose reply came after its caller's deadline")
 	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the reply was slow")

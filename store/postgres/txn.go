@@ -437,7 +437,7 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 		t.queueLockLease(b, id)
 	}
 	var evs []eventRow
-	t.queueEvents(b, id, from, &evs)
+	t.queueEvents(b, t.s.q.eventsAfter, id, from, &evs)
 	if err := t.send(ctx, b); err != nil {
 		return nil, err
 	}
@@ -448,9 +448,10 @@ func (t *txn) load(ctx context.Context, id core.ThreadID) (*txThread, error) {
 }
 
 // queueEvents queues the read of the thread's events after seq from,
-// which fills *evs when b is sent.
-func (t *txn) queueEvents(b *pgx.Batch, id core.ThreadID, from int64, evs *[]eventRow) {
-	b.Queue(t.s.q.eventsAfter, string(id), from).Query(func(rows pgx.Rows) error {
+// which fills *evs when b is sent: eventsAfter, its SQL or the name it
+// is prepared under.
+func (t *txn) queueEvents(b *pgx.Batch, eventsAfter string, id core.ThreadID, from int64, evs *[]eventRow) {
+	b.Queue(eventsAfter, string(id), from).Query(func(rows pgx.Rows) error {
 		var err error
 		*evs, err = scanEvents(rows)
 		return err
