@@ -409,12 +409,17 @@ func (s *scheduler) order(free []core.ThreadID, fresh bool) []core.ThreadID {
 	if s.salt == 0 {
 		s.salt = s.rng.Uint64() | 1
 	}
-	slices.SortFunc(free, func(a, b core.ThreadID) int {
-		if c := cmp.Compare(s.waiting[a], s.waiting[b]); c != 0 {
-			return c
-		}
-		return cmp.Or(cmp.Compare(s.rank(a), s.rank(b)), cmp.Compare(a, b))
+	// Each thread's keys once, not at each comparison.
+	keyed := make([]orderKey, len(free))
+	for i, id := range free {
+		keyed[i] = orderKey{waiting: s.waiting[id], rank: s.rank(id), id: id}
+	}
+	slices.SortFunc(keyed, func(a, b orderKey) int {
+		return cmp.Or(cmp.Compare(a.waiting, b.waiting), cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id))
 	})
+	for i := range keyed {
+		free[i] = keyed[i].id
+	}
 	if !fresh {
 		// The longest waiting come first: keep those an earlier look
 		// found waiting too.
@@ -426,6 +431,13 @@ func (s *scheduler) order(free []core.ThreadID, fresh bool) []core.ThreadID {
 	}
 	startWithin(s.rng, free, lookWindow)
 	return free
+}
+
+// orderKey is a free thread's place in order's sort: the look that first
+// found it waiting, then its rank.
+type orderKey struct {
+	waiting, rank uint64
+	id            core.ThreadID
 }
 
 // startWithin rotates list in place so that it starts at one of its first

@@ -3,7 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -30,24 +31,27 @@ func (s *Store) PendingThreads(ctx context.Context) ([]core.PendingThread, error
 		return nil, fmt.Errorf("postgres: pending threads: %w", err)
 	}
 	defer rows.Close()
-	var out []core.PendingThread
+	// As long as the last answer: a runner polls often, and the list
+	// grows by copying otherwise.
+	out := make([]core.PendingThread, 0, max(s.pendingLen.Load(), 8))
+	var (
+		id      string
+		holder  pgtype.Text
+		expires pgtype.Timestamptz
+	)
 	for rows.Next() {
-		var (
-			id      string
-			holder  *string
-			expires *time.Time
-		)
 		if err := rows.Scan(&id, &holder, &expires); err != nil {
 			return nil, fmt.Errorf("postgres: pending threads: %w", err)
 		}
 		p := core.PendingThread{ID: core.ThreadID(id)}
-		if holder != nil && expires != nil {
-			p.Lease = core.Lease{Thread: p.ID, Holder: core.Holder(*holder), ExpiresAt: expires.UTC()}
+		if holder.Valid && expires.Valid {
+			p.Lease = core.Lease{Thread: p.ID, Holder: core.Holder(holder.String), ExpiresAt: expires.Time.UTC()}
 		}
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: pending threads: %w", err)
 	}
+	s.pendingLen.Store(int64(len(out)))
 	return out, nil
 }

@@ -116,6 +116,8 @@ type Store struct {
 
 	trips trips // the one-trip writes waiting to be sent, and whether some are in flight
 
+	pendingLen atomic.Int64 // how many threads PendingThreads listed last
+
 	// txns are transactions' values, reused: a write allocates little.
 	// A txn holds nothing that outlives its transaction (the cache
 	// entries it leaves are allocated apart).
