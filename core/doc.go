@@ -21,9 +21,10 @@
 // nothing, and is traced as StartFenced, ReplyFenced or AbandonFenced; a
 // refused start's transaction appends only a notice to the thread's log,
 // which changes none of its state (a RunRefused event).
-// ClaimThenPlan and RunEndThenPlan are Claim or RunEnd and the Plan after
+// ClaimThenPlan and RunEndThenStart are Claim or RunEnd and the Plan after
 // it made in one transaction, traced as the two actions with nothing
-// between them (one round trip to storage fewer). ActionTable lists every
+// between them (one round trip to storage fewer); RunEndThenStart can add
+// the planned run's RunStart to the transaction, one write for the two. ActionTable lists every
 // action with what it reads, writes and refuses: the trace checkers, the
 // trace viewer, the runner's steps and the simulations read it from there.
 //

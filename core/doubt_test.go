@@ -316,3 +316,46 @@ func TestCrashAfterRunStartUnknownResolved(t *testing.T) {
 		})
 	}
 }
+
+// RunEndThenStart's end and start, one transaction whose commit is
+// unknown: storage's log has both lines or neither, and the round's Crash,
+// learning that they committed, traces the Plan between them (storage
+// keeps no read's line): without it the trace has a RunStart that no
+// Plan enabled.
+func TestCrashAfterRunEndThenStartUnknownResolved(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
+			w := newDoubtWorld(t, "m1", "m2")
+			c, p, err := w.a.ClaimThenPlan(w.ctx, "t", "a1", ttl)
+			require.NoError(t, err)
+			run, err := w.a.RunStart(w.ctx, c, p.Message)
+			require.NoError(t, err)
+			w.s.arm(core.ActionRunEnd, commit)
+			_, _, ended, err := w.a.RunEndThenStart(w.ctx, c, run, "", 0)
+			require.ErrorIs(t, err, core.ErrCommitUnknown)
+			require.False(t, ended)
+			require.NoError(t, w.a.Crash(w.ctx, c))
+			lines := w.s.valid(t, w.rec)
+			var actions []core.Action
+			for _, l := range lines {
+				if l.Holder == "a1" {
+					actions = append(actions, l.Action)
+				}
+			}
+			want := []core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionCrash}
+			outcome := core.DoubtNotCommitted
+			if commit {
+				want = []core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionRunEnd, core.ActionPlan, core.ActionRunStart, core.ActionCrash}
+				outcome = core.DoubtCommitted
+			}
+			require.Equal(t, want, actions)
+			ds := w.doubts.all()
+			require.Len(t, ds, 2)
+			require.Equal(t, core.Doubt{Proc: "A", Thread: "t", Holder: "a1", Action: core.ActionRunEnd, Tick: 5, Outcome: outcome, Crashed: true}, ds[1])
+			cb, err := w.b.Claim(w.ctx, "t", "b1", ttl) // B's clock: A's lease has expired
+			require.NoError(t, err)
+			require.NoError(t, w.b.Crash(w.ctx, cb))
+			w.s.valid(t, w.rec)
+		})
+	}
+}

@@ -28,7 +28,14 @@ func RoundFields(c Claim) (map[string]any, int) {
 				if f.IsNil() {
 					out[name] = nil
 				} else {
-					out[name] = *(c.r.doubtLine)
+					switch name {
+					case "doubtLine":
+						out[name] = *c.r.doubtLine
+					case "doubtPlan":
+						out[name] = *c.r.doubtPlan
+					default:
+						panic("RoundFields: a pointer field it does not know: " + name)
+					}
 				}
 			default:
 				out[name] = f.String() // a struct: compared by the test below
@@ -45,7 +52,8 @@ func MarkRoundInDoubt(c Claim) {
 	c.r.mu.Lock()
 	defer c.r.mu.Unlock()
 	c.r.doubt, c.r.claimDoubt, c.r.crashFailed = true, true, true
-	c.r.doubtLine = &TraceEvent{Action: ActionRunStart, Thread: c.Thread, Tick: c.r.tick + 1}
+	c.r.doubtLine = &TraceEvent{Action: ActionRunEnd, Thread: c.Thread, Tick: c.r.tick + 1}
+	c.r.doubtPlan = &TraceEvent{Action: ActionPlan, Read: true, Thread: c.Thread, Tick: c.r.tick + 1}
 }
 
 // SameRound reports whether two claims name the same round.

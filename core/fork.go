@@ -71,6 +71,10 @@ func (f *forked) round(r *round) *round {
 		l := *r.doubtLine
 		c.doubtLine = &l
 	}
+	if r.doubtPlan != nil {
+		l := *r.doubtPlan
+		c.doubtPlan = &l
+	}
 	r.mu.Unlock()
 	f.orig, f.copies = append(f.orig, r), append(f.copies, c)
 	return c

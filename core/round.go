@@ -102,6 +102,11 @@ type round struct {
 	// storage's trace log has exactly when it committed.
 	doubt     bool
 	doubtLine *TraceEvent
+	// doubtPlan is the Plan line between the write in doubt and a second
+	// write of the same transaction (RunEndThenStart's RunStart): storage's
+	// log keeps both writes' lines but no read's, so a Crash that learns
+	// the transaction committed traces it.
+	doubtPlan *TraceEvent
 	// claimDoubt: the Claim itself may or may not have committed.
 	claimDoubt bool
 	// crashing: a Crash is tracing the round's end; crashFailed: a Crash
@@ -187,20 +192,29 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 // leave ends a call entered with enter: it records the line the call
 // traced (its tick and taken cursor, and the phase it leads to) and a
 // commit outcome that is unknown.
-func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan) {
+//
+// more are the lines of later actions the call traced from the same
+// transaction (RunEndThenStart's Plan and RunStart), which the round
+// follows after line, as one call: no Crash comes between them.
+func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan, more ...*TraceEvent) {
 	r.mu.Lock()
 	if traced && plan != nil {
 		r.plan = *plan
-	}
-	if traced && line != nil && line.Tick >= r.tick {
-		r.tick, r.taken = line.Tick, line.Taken
 	}
 	doubted := errors.Is(err, ErrCommitUnknown) && r.doubtWrite(line)
 	if errors.Is(err, ErrCommitUnknown) {
 		r.doubt = true
 	}
-	if traced && line != nil && r.phase != phaseOver {
-		r.follow(line)
+	for i, l := range append([]*TraceEvent{line}, more...) {
+		if !traced || l == nil || r.phase == phaseOver && i > 0 {
+			continue
+		}
+		if l.Tick >= r.tick {
+			r.tick, r.taken = l.Tick, l.Taken
+		}
+		if r.phase != phaseOver {
+			r.follow(l)
+		}
 	}
 	r.calls--
 	if r.calls == 0 {

@@ -100,14 +100,14 @@ func (w *Workspace) trace(ev *TraceEvent) {
 // written), none otherwise. A storage whose transactions keep trace lines
 // (TraceLog) gets each write's line before the commit.
 func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
-	return w.traced(ctx, w.storage.Update, fn)
+	return w.traced(ctx, w.storage.Update, fn, nil)
 }
 
 // read is update for an action that only reads: in a read-only
 // transaction when the storage is a Viewer.
 func (w *Workspace) read(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
 	if v, ok := w.storage.(Viewer); ok {
-		return w.traced(ctx, v.View, fn)
+		return w.traced(ctx, v.View, fn, nil)
 	}
 	return w.update(ctx, fn)
 }
@@ -122,7 +122,11 @@ func (w *Workspace) view(ctx context.Context, fn func(ctx context.Context, tx Tr
 
 type runTx func(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 
-func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
+// traced runs fn in a transaction of run and traces the line fn left, as
+// update says. next, when not nil, is a second write's line that fn may
+// leave in the same transaction (RunEndThenStart's RunStart): storage's
+// log gets it after the first, and the caller traces it.
+func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error, next **TraceEvent) (*TraceEvent, bool, error) {
 	var line *TraceEvent
 	var call int64
 	clock, timed := w.tracer.(TraceClock)
@@ -134,10 +138,18 @@ func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.C
 		if err := fn(ctx, tx, &line); err != nil {
 			return err
 		}
-		if log, ok := tx.(TraceLog); ok && w.tracer != nil && line != nil && !line.Read {
-			l := *line
-			l.Proc = w.proc
-			return log.LogTrace(ctx, l)
+		log, ok := tx.(TraceLog)
+		if !ok || w.tracer == nil {
+			return nil
+		}
+		for _, l := range [2]*TraceEvent{line, deref(next)} {
+			if l != nil && !l.Read {
+				c := *l
+				c.Proc = w.proc
+				if err := log.LogTrace(ctx, c); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -148,7 +160,19 @@ func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.C
 		w.trace(line)
 		return line, true, err
 	}
+	if line != nil && timed {
+		// Not traced: kept for a Crash that learns the write committed.
+		line.Call, line.Return = call, clock.TraceNow()
+	}
 	return line, false, err
+}
+
+// deref returns *p, or nil for a nil p.
+func deref(p **TraceEvent) *TraceEvent {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 func isRefusal(err error) bool {
@@ -521,7 +545,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 // planAfter takes the claim's round on to the plan p, read (with its line
 // planLine, nil for a plan that is not traced) in the transaction of the
 // write whose line is line: the plan's line carries that write's call and
-// return (ClaimThenPlan, RunEndThenPlan).
+// return (ClaimThenPlan, RunEndThenStart).
 func (w *Workspace) planAfter(c Claim, line, planLine *TraceEvent, p Plan) error {
 	r, err := w.enter(c, ActionPlan, nil)
 	if err != nil {
@@ -1079,28 +1103,39 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 	return nil
 }
 
-// RunEndThenPlan is RunEnd followed by Plan with nothing between them: it
-// records the end of the round's run (with its output, as RunEnd does)
-// and, in the same transaction, plans
-// the claim's next write from the thread as that write left it. The plan
-// reads the thread at the instant the end commits, so its trace line
-// carries the RunEnd's call and return; nothing another process writes
-// can come between the two lines. It saves the round trip of a Plan of
-// its own (on PostgreSQL, a third of a message's while a thread has a
-// backlog).
+// RunEndThenStart is RunEnd followed by Plan with nothing between them,
+// and, when the plan is a run and at least backlog messages wait after
+// its prompt, by that run's RunStart: one transaction, where each was
+// one. It records the end of the round's run (with its output, as RunEnd
+// does), plans the claim's next write from the thread as that write left
+// it, and starts the planned run, fenced as RunStart is. The lines it
+// traces carry the transaction's call and return, and nothing another
+// process writes comes between them. A negative backlog starts nothing:
+// the end and the plan alone, a round trip fewer than RunEnd and then
+// Plan. backlog 0 starts every planned run: one write a message where
+// there were two, while a thread has a backlog (a runner asks for a
+// deeper one: runner.Config.SeparatePlans).
+//
+// started is the run started, or 0: the plan is not a run, the backlog
+// is shorter, or the fence refused the start (the claim's holder no
+// longer has the lease in the transaction), which then writes nothing of
+// the start; the planned run is then RunStart's to start, which records
+// a refusal.
 //
 // ended reports whether the run's end was recorded. When it was not, err
-// is RunEnd's error, and nothing was planned. When it was, err is the
-// plan's, and is nil unless the round ended meanwhile (a Crash of the
-// round began).
-func (w *Workspace) RunEndThenPlan(ctx context.Context, c Claim, run RunID, output string) (p Plan, ended bool, err error) {
+// is RunEnd's error, and nothing was planned or started. When the
+// transaction's commit is unknown (ErrCommitUnknown), nothing is
+// returned but the error, and the round's Crash resolves the end and the
+// start together: a storage that keeps trace lines has both or neither,
+// and when it has them, the Crash traces the Plan between them too.
+func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int) (p Plan, started RunID, ended bool, err error) {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
-		return Plan{}, false, err
+		return Plan{}, 0, false, err
 	}
-	var planLine *TraceEvent
-	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		planLine = nil
+	var planLine, startLine *TraceEvent
+	line, traced, err := w.traced(ctx, w.storage.Update, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		planLine, startLine, started = nil, nil, 0
 		if err := w.runEnd(ctx, tx, c, run, output, line); err != nil {
 			return err
 		}
@@ -1109,16 +1144,50 @@ func (w *Workspace) RunEndThenPlan(ctx context.Context, c Claim, run RunID, outp
 			return err
 		}
 		p, planLine = planOf(t, c)
+		if p.Kind != PlanRun || backlog < 0 || t.Last()-p.Message < Seq(backlog) {
+			return nil
+		}
+		var refusal *TraceEvent
+		lease, err := w.fence(ctx, tx, w.fences.Start, c, t, TraceEvent{Action: ActionStartFenced, Msg: p.Message}, &refusal)
+		switch {
+		case errors.Is(err, ErrThreadBusy):
+			return nil // RunStart's own call records the refusal
+		case err != nil:
+			return err
+		}
+		id := RunID(len(t.Runs) + 1)
+		ev := Event{Kind: RunStarted, At: w.clock.Now(), Message: p.Message, Run: id, Holder: c.Holder}
+		if err := record(ctx, tx, t, &ev); err != nil {
+			return err
+		}
+		started = id
+		startLine = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: p.Message, Run: id, Taken: p.Message, Lease: lease}
 		return nil
-	})
-	r.leave(line, traced, err, nil)
+	}, &startLine)
+	if err == nil {
+		for _, l := range [2]*TraceEvent{planLine, startLine} {
+			if l != nil {
+				l.Call, l.Return = line.Call, line.Return
+				w.trace(l)
+			}
+		}
+	} else {
+		if errors.Is(err, ErrCommitUnknown) && line != nil && planLine != nil && startLine != nil {
+			pl := *planLine
+			pl.Call, pl.Return = line.Call, line.Return
+			r.mu.Lock()
+			if r.doubtLine == nil {
+				r.doubtPlan = &pl // leave makes line the write in doubt
+			}
+			r.mu.Unlock()
+		}
+		planLine, startLine = nil, nil
+	}
+	r.leave(line, traced, err, &p, planLine, startLine)
 	if err != nil {
-		return Plan{}, false, err
+		return Plan{}, 0, false, err
 	}
-	if err := w.planAfter(c, line, planLine, p); err != nil {
-		return Plan{}, true, err
-	}
-	return p, true, nil
+	return p, started, true, nil
 }
 
 // Crash ends the claim's round without a word to storage: the process died,
@@ -1189,7 +1258,7 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		return fmt.Errorf("crash on thread %q: %w: the round's Crash is in progress", r.thread, ErrOutOfOrder)
 	}
 	r.crashing = true
-	tick, taken, doubt, claimDoubt, inDoubt := r.tick, r.taken, r.doubt, r.claimDoubt, r.doubtLine
+	tick, taken, doubt, claimDoubt, inDoubt, doubtPlan := r.tick, r.taken, r.doubt, r.claimDoubt, r.doubtLine, r.doubtPlan
 	r.mu.Unlock()
 	end := func(outcome DoubtOutcome, crashed bool) {
 		r.mu.Lock()
@@ -1258,6 +1327,9 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		line.Tick, line.Taken = version, seenTaken
 	}
 	end(outcome, true)
+	if outcome == DoubtCommitted && doubtPlan != nil {
+		w.trace(doubtPlan) // the Plan between the two writes storage's log has
+	}
 	if clock, ok := w.tracer.(TraceClock); ok {
 		line.Call = clock.TraceNow()
 		line.Return = line.Call

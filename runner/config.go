@@ -109,14 +109,17 @@ type Config struct {
 	// other threads. Default ClaimTTL.
 	MaxTurnDuration time.Duration
 
-	// SeparatePlans makes a turn plan each write in a read of its own.
-	// By default the claim and its first plan are one transaction, and
-	// so are each run's end and the next plan
-	// (core.Workspace.ClaimThenPlan, RunEndThenPlan): a round trip to
-	// storage fewer per turn, and per message while a thread has messages
-	// waiting. The deterministic simulator sets it, so that each step of
-	// a turn is one step of the specification, after which any other
-	// process's step may come. Default false.
+	// SeparatePlans makes a turn plan each write in a read of its own,
+	// and start each run in a write of its own. By default the claim and
+	// its first plan are one transaction, and so are each run's end and
+	// the next plan (core.Workspace.ClaimThenPlan, RunEndThenStart): a
+	// round trip to storage fewer per turn, and per message while a
+	// thread has messages waiting; while three or more wait behind the
+	// next run's prompt, that run's start goes in the same transaction
+	// too: one write a message where there were two.
+	// The deterministic simulator sets it, so that each step of a turn is
+	// one step of the specification, after which any other process's step
+	// may come. Default false.
 	SeparatePlans bool
 
 	// Logger receives a record per turn (Debug; Warn for a failed turn)
@@ -130,8 +133,10 @@ type Config struct {
 	OnTurn func(TurnReport)
 
 	// OnRun, when set, is called with each run's handle as soon as the
-	// run is planned, before its start is written; RunHandle.Wait then
-	// follows the run to its end. It must not block for long.
+	// run is planned: before its start is written, or, when the start
+	// went with the plan and the run's end before it (RunEndThenStart),
+	// right after; RunHandle.Wait then follows the run to its end. It
+	// must not block for long.
 	OnRun func(*RunHandle)
 
 	// TracerProvider makes the tracer of turn spans. Default no-op.

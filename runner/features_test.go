@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -376,10 +377,62 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 	require.NoError(t, err, "the trace after the outage")
 }
 
+// A turn over five messages starts the second run with the first's end
+// (core.Workspace.RunEndThenStart), the three lines one transaction's:
+// three messages wait after its prompt (startBacklog). The later runs,
+// with fewer behind them, start apart. Eleven transactions, not twelve,
+// and the trace is the same sequence of lines.
+func TestTurnStartsWithEnd(t *testing.T) {
+	s := &countingStorage{Storage: memory.New()}
+	rec := &stampingRecorder{}
+	a := newProc(t, s, "A", procOpts{tracer: rec})
+	newThread(t, a.ws, "t", "m1", "m2", "m3", "m4", "m5")
+	before := s.n.Load()
+	outcome, err := a.r.TakeTurn(context.Background(), "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+	require.Equal(t, int64(11), s.n.Load()-before)
+	var own []core.TraceEvent
+	var actions []core.Action
+	for _, l := range rec.Lines() {
+		if l.Proc == "A" && l.Action != core.ActionPost {
+			own = append(own, l)
+			actions = append(actions, l.Action)
+		}
+	}
+	run := []core.Action{core.ActionRunEnd, core.ActionPlan, core.ActionRunStart}
+	want := []core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart}
+	for range 4 {
+		want = append(want, run...)
+	}
+	want = append(want, core.ActionRunEnd, core.ActionRelease)
+	require.Equal(t, want, actions)
+	for i, l := range own {
+		if i == 0 {
+			continue
+		}
+		together := i == 1 || i == 4 || i == 5 || own[i].Action == core.ActionPlan
+		require.Equal(t, together, l.Call == own[i-1].Call, "line %d, %s: one transaction with the line before", i, l.Action)
+	}
+	_, err = tracecheck.Check(sortedLines(&rec.Recorder))
+	require.NoError(t, err)
+}
+
+// stampingRecorder stamps each line's call and return with a counter
+// (core.TraceClock), so that a test sees which lines one transaction
+// traced: they carry its call and return.
+type stampingRecorder struct {
+	tracecheck.Recorder
+	n atomic.Int64
+}
+
+func (r *stampingRecorder) TraceNow() int64 { return r.n.Add(1) }
+
 // A turn over two messages makes six transactions: Claim with the first
 // Plan, for each message RunStart and RunEnd with the next Plan, then
 // Release; nine with SeparatePlans, whose Plans are transactions of their
-// own. The trace is the same sequence of lines either way. The prompt
+// own. (Two messages are too short a backlog for a start to go with the
+// end before it: TestTurnStartsWithEnd.) The trace is the same sequence of lines either way. The prompt
 // handed to the agent and the post time the latency metric needs come
 // with the plan: no read of the thread again after RunStart, nor for the
 // agent.

@@ -431,6 +431,12 @@ func (t *Turn) stepRunStart(ctx context.Context) {
 		t.crash(ctx, err)
 		return
 	}
+	t.started(ctx, id)
+}
+
+// started takes the turn on from its planned run's start, recorded as
+// run id: the agent runs next.
+func (t *Turn) started(ctx context.Context, id core.RunID) {
 	t.handle.started(id)
 	t.r.metrics.started.Add(ctx, 1)
 	t.consumed(ctx, t.plan.Posted)
@@ -613,16 +619,32 @@ func (t *Turn) runEnded(ctx context.Context, err error) bool {
 	return true
 }
 
-// runEndThenPlan records the run's end and plans the next write in one
-// transaction: the turn would plan next anyway (it is not lost, stopping
-// or due to yield), so the two steps are one.
+// startBacklog is how many messages must wait after a run's prompt for
+// the turn to record its start with the end of the run before
+// (core.Workspace.RunEndThenStart). Started at once, a backlog drains
+// half as fast again; but a runner that keeps up with its posters so
+// ends its turns sooner, and takes more of them, each a claim and a
+// release: started at once from a backlog of one, the runners consumed a
+// tenth fewer messages a second while posters posted on the same two
+// cores; from three, as many as apart, with a third of the tail
+// (issue 25; store/postgres/BENCH.md, "A run's end and the next start").
+const startBacklog = 3
+
+// runEndThenPlan records the run's end, plans the next write and, when
+// that is a run with a backlog behind it (startBacklog), records its
+// start, in one transaction (core.Workspace.RunEndThenStart): the turn
+// would plan next anyway (it is not lost, stopping or due to yield), and
+// start the run it plans, so the steps are one. A start the fence
+// refused there, or with a shorter backlog, is StepRunStart's, which
+// records a refusal.
 func (t *Turn) runEndThenPlan(ctx context.Context) {
 	var (
 		p     core.Plan
+		run   core.RunID
 		ended bool
 	)
 	err := t.round(func() (err error) {
-		p, ended, err = t.r.ws.RunEndThenPlan(ctx, t.claim, t.handle.RunID(), t.session.output())
+		p, run, ended, err = t.r.ws.RunEndThenStart(ctx, t.claim, t.handle.RunID(), t.session.output(), startBacklog)
 		return err
 	})
 	if !ended {
@@ -635,6 +657,9 @@ func (t *Turn) runEndThenPlan(ctx context.Context) {
 		return
 	}
 	t.follow(p)
+	if run != 0 {
+		t.started(ctx, run)
+	}
 }
 
 func (t *Turn) stepRelease(ctx context.Context) {

@@ -203,15 +203,15 @@ func (s *procStorage) Update(ctx context.Context, fn func(context.Context, core.
 		return s.Storage.Update(ctx, fn)
 	}
 	f := s.faults
-	var line *core.TraceEvent
+	var lines []core.TraceEvent
 	fault := FaultKind(-1)
 	errRolledBack := errors.New("sim: injected rollback")
 	err := s.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		line, fault = nil, -1
-		if err := fn(ctx, &loggingTx{Transaction: tx, line: &line, faults: f}); err != nil {
+		lines, fault = lines[:0], -1
+		if err := fn(ctx, &loggingTx{Transaction: tx, lines: &lines, faults: f}); err != nil {
 			return err
 		}
-		if line == nil || !faultable(line.Action) {
+		if len(lines) == 0 || !faultable(lines[0].Action) {
 			return nil
 		}
 		f.mu.Lock()
@@ -228,7 +228,7 @@ func (s *procStorage) Update(ctx context.Context, fn func(context.Context, core.
 	switch {
 	case fault == FaultCommitUnknown && err == nil:
 		f.mu.Lock()
-		f.unseen = append(f.unseen, *line)
+		f.unseen = append(f.unseen, lines...)
 		f.mu.Unlock()
 		return fmt.Errorf("sim: injected fault: %w", core.ErrCommitUnknown)
 	case fault == FaultRollbackUnknown && errors.Is(err, errRolledBack):
@@ -250,12 +250,12 @@ func (s *procStorage) View(ctx context.Context, fn func(context.Context, core.Tr
 	return s.Storage.Update(ctx, fn)
 }
 
-// loggingTx keeps the trace line of the write its transaction makes
-// (core.TraceLog), and passes it on to the storage's own log if it keeps
-// one.
+// loggingTx keeps the trace lines of the writes its transaction makes
+// (core.TraceLog: one, or two for RunEndThenStart), and passes them on to
+// the storage's own log if it keeps one.
 type loggingTx struct {
 	core.Transaction
-	line   **core.TraceEvent
+	lines  *[]core.TraceEvent
 	faults *faults
 }
 
@@ -286,8 +286,7 @@ func loggedTrace(ctx context.Context, tx core.Transaction, id core.ThreadID, tic
 }
 
 func (t *loggingTx) LogTrace(ctx context.Context, ev core.TraceEvent) error {
-	l := ev
-	*t.line = &l
+	*t.lines = append(*t.lines, ev)
 	if log, ok := t.Transaction.(core.TraceLog); ok {
 		return log.LogTrace(ctx, ev)
 	}

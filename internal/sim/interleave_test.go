@@ -122,3 +122,46 @@ func TestSimReleaseFaulted(t *testing.T) {
 	t.Logf("Releases committed unknown: %d; writes rolled back unknown: %d", committed, rolledBack)
 	require.Positive(t, committed, "no Release's commit was ever unknown")
 }
+
+// FusedTurns: half the processes end a run, plan and start the next in
+// one transaction (RunEndThenStart) while a backlog waits, as a runner
+// does by default, with
+// steps interleaved and faults injected. Every execution is accepted,
+// some fused transactions commit with their process told the commit was
+// unknown (both writes' lines reach the trace from the faults' log, and
+// the round's Crash traces the Plan between them), and with the start's
+// fence off the checks catch it.
+func TestSimFusedTurns(t *testing.T) {
+	ctx := context.Background()
+	fused, fusedUnseen := 0, 0
+	for seed := range uint64(100) {
+		// Ten messages a thread: a backlog for the runner's fused starts.
+		exec, err := NewSeeded(ctx, Config{Seed: seed, Messages: 10, Interleave: true, Faults: 0.3, FusedTurns: true})
+		require.NoError(t, err)
+		require.NoError(t, exec.Run(ctx), "seed %d", seed)
+		lines := exec.TraceLines()
+		_, err = tracecheck.Check(lines)
+		require.NoError(t, err, "seed %d", seed)
+		for i := 2; i < len(lines); i++ {
+			a, b, c := lines[i-2], lines[i-1], lines[i]
+			if a.Action == core.ActionRunEnd && b.Action == core.ActionPlan && c.Action == core.ActionRunStart &&
+				a.Holder == c.Holder && a.Call == c.Call && a.Return == c.Return && c.Tick == a.Tick+1 {
+				fused++
+			}
+		}
+		unseen := map[[2]any]bool{}
+		for _, ev := range exec.faults.unseen {
+			unseen[[2]any{ev.Thread, ev.Tick}] = true
+		}
+		for _, ev := range exec.faults.unseen {
+			if ev.Action == core.ActionRunEnd && unseen[[2]any{ev.Thread, ev.Tick + 1}] {
+				fusedUnseen++
+			}
+		}
+	}
+	t.Logf("fused end, plan and start: %d traced; %d committed with their commit unknown", fused, fusedUnseen)
+	require.Positive(t, fused, "no run's end, plan and start were one transaction")
+	require.Positive(t, fusedUnseen, "no fused transaction committed with its commit unknown")
+	caught, _ := runSeeds(t, 60, Config{Messages: 10, Interleave: true, FusedTurns: true, Unfenced: core.Fences{Start: true}})
+	require.Positive(t, caught[core.InvConsumedAtMostOnce]+caught[core.InvOneActiveRun], "the start's fence off went unseen: %v", caught)
+}

@@ -75,6 +75,14 @@ type Config struct {
 	// bounds nothing; there are no faults and no quiescence (NoQuiesce).
 	Walks []Walk
 	Spec  *specmodel.Model
+	// FusedTurns runs the turns of every other process (p2, p4, ...) as a
+	// runner runs them by default: a claim and its first plan one
+	// transaction, and a run's end, the next plan and that run's start
+	// another (runner.Config.SeparatePlans unset), so that the executions
+	// and their faults cover those paths too. A fused step is several
+	// steps of the specification, which a directed walk cannot steer
+	// apart: Walks needs it unset.
+	FusedTurns bool
 }
 
 // Mutants are the code defects an execution can switch on, beyond
@@ -360,8 +368,8 @@ type Seeded struct {
 // NewSeeded builds the execution's processes and threads.
 func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 	if cfg.Walks != nil {
-		if cfg.Spec == nil || cfg.Faults != 0 || cfg.Ops != nil || len(cfg.Walks) == 0 {
-			return nil, errors.New("sim config: Walks need Spec, and no Faults or Ops")
+		if cfg.Spec == nil || cfg.Faults != 0 || cfg.Ops != nil || len(cfg.Walks) == 0 || cfg.FusedTurns {
+			return nil, errors.New("sim config: Walks need Spec, and no Faults, Ops or FusedTurns")
 		}
 		known := map[specmodel.Step]bool{}
 		for _, st := range cfg.Spec.Steps() {
@@ -445,8 +453,10 @@ func NewSeeded(ctx context.Context, cfg Config) (*Seeded, error) {
 			// not a bound, decides how long a process keeps a thread.
 			MaxTurnDuration: math.MaxInt64,
 			// Each step of a turn one step of the specification, so that
-			// the scheduler may put any other process's step after it.
-			SeparatePlans: true,
+			// the scheduler may put any other process's step after it;
+			// with FusedTurns, every other process's as a runner's are by
+			// default.
+			SeparatePlans: !cfg.FusedTurns || i%2 == 0,
 			Agent:         p.agent(),
 			NewHolder:     s.newHolder(p),
 			Logger:        slog.New(slog.DiscardHandler), // the checks report what the turns did

@@ -58,7 +58,7 @@ func benchLongThread(b *testing.B, s core.Storage, runs int) {
 		if _, err := ws.Post(ctx, "t", "m"); err != nil {
 			b.Fatal(err)
 		}
-		if p, _, err = ws.RunEndThenPlan(ctx, c, run, ""); err != nil {
+		if p, _, _, err = ws.RunEndThenStart(ctx, c, run, "", -1); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -744,23 +744,13 @@ func testAcquireWaitsForFencedWrite(t *testing.T, s core.Storage) {
 }
 
 // testRunEndThenPlan: a run's end and the next plan in one transaction
-// plan what RunEnd and then Plan would (the plan reads the end it follows,
-// and the messages and requests posted before it), trace the same lines,
-// and a refused end plans nothing; so does a claim and its first plan
-// (ClaimThenPlan).
+// (RunEndThenStart with no start) plan what RunEnd and then Plan would
+// (the plan reads the end it follows, and the messages and requests
+// posted before it), trace the same lines, and a refused end plans
+// nothing; so does a claim and its first plan (ClaimThenPlan).
 func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	ctx := context.Background()
-	rec := &countingRecorder{}
-	clock := coretest.NewClock(epoch)
-	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
-	poster := core.NewWorkspace(s, clock, core.WithProcess("poster"), core.WithTracer(rec))
-	id := core.ThreadID("thread-" + t.Name())
-	require.NoError(t, poster.CreateThread(ctx, id))
-	post := func(text string) {
-		t.Helper()
-		_, err := poster.Post(ctx, id, text)
-		require.NoError(t, err)
-	}
+	rec, clock, a, id, post := fusedCase(t, s)
 	post("m1")
 	post("m2")
 	c, err := a.Claim(ctx, id, "ha", ttl)
@@ -772,7 +762,7 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	req, err := a.Ask(ctx, c, run, "which?")
 	require.NoError(t, err)
 
-	p, ended, err := a.RunEndThenPlan(ctx, c, run, "")
+	p, _, ended, err := a.RunEndThenStart(ctx, c, run, "", -1)
 	require.NoError(t, err)
 	require.True(t, ended)
 	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1, Posted: core.Message{Seq: 2, Text: "m2", PostedAt: epoch}}, p)
@@ -784,17 +774,17 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	run, err = a.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	post("m4") // while the run goes on: the plan after its end sees it
-	p, ended, err = a.RunEndThenPlan(ctx, c, run, "")
+	p, _, ended, err = a.RunEndThenStart(ctx, c, run, "", -1)
 	require.NoError(t, err)
 	require.True(t, ended)
 	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 4, Taken: 3, Posted: core.Message{Seq: 4, Text: "m4", PostedAt: epoch}}, p)
 	run, err = a.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
-	p, ended, err = a.RunEndThenPlan(ctx, c, run, "")
+	p, _, ended, err = a.RunEndThenStart(ctx, c, run, "", -1)
 	require.NoError(t, err)
 	require.True(t, ended)
 	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 4}, p)
-	_, _, err = a.RunEndThenPlan(ctx, c, run, "")
+	_, _, _, err = a.RunEndThenStart(ctx, c, run, "", -1)
 	require.ErrorIs(t, err, core.ErrOutOfOrder, "the run has ended: only Release, Abandon or Plan may follow")
 	require.NoError(t, a.Release(ctx, c))
 
@@ -815,7 +805,7 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	_, _, err = other.ClaimThenPlan(ctx, id, "hc", ttl)
 	require.ErrorIs(t, err, core.ErrThreadBusy, "a live lease")
 	require.NoError(t, b.Abandon(ctx, cb, run))
-	p, ended, err = a.RunEndThenPlan(ctx, c, run, "")
+	p, _, ended, err = a.RunEndThenStart(ctx, c, run, "", -1)
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
 	require.False(t, ended)
 	require.Equal(t, core.Plan{}, p)
@@ -850,6 +840,141 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	}, lines)
 	_, err = tracecheck.Check(rec.Lines())
 	require.NoError(t, err)
+}
+
+// testRunEndThenStart: a run's end, the next plan and, when that is a
+// run, its start in one transaction write and trace what RunEnd, Plan and
+// RunStart would, the three lines with the transaction's call and return;
+// a plan that is no run starts nothing; a start the fence refuses there
+// writes nothing of the start (the end stands) and is left to RunStart,
+// which records the refusal; a refused end writes and plans nothing.
+func testRunEndThenStart(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	rec, clock, a, id, post := fusedCase(t, s)
+	post("m1")
+	post("m2")
+	post("m3")
+	c, p, err := a.ClaimThenPlan(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	run, err := a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	// One message waits after the next prompt, not two: the run is
+	// planned, and RunStart starts it.
+	p, started, ended, err := a.RunEndThenStart(ctx, c, run, "", 2)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Zero(t, started)
+	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 2, Taken: 1, Posted: core.Message{Seq: 2, Text: "m2", PostedAt: epoch}}, p)
+	run, err = a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	p, next, ended, err := a.RunEndThenStart(ctx, c, run, "said", 0)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 3, Taken: 2, Posted: core.Message{Seq: 3, Text: "m3", PostedAt: epoch}}, p)
+	require.Equal(t, run+1, next)
+	_, err = a.RunStart(ctx, c, p.Message)
+	require.ErrorIs(t, err, core.ErrOutOfOrder, "the plan was carried out: the run is started")
+	th := Snapshot(t, s, id).Thread
+	require.Equal(t, core.Seq(3), th.Taken)
+	require.Equal(t, "said", th.Runs[run-1].Output)
+	require.Equal(t, core.StateEnded, th.Runs[run-1].State)
+	require.Equal(t, core.StateActive, th.Runs[next-1].State)
+	require.Equal(t, core.Seq(3), th.Runs[next-1].Prompt)
+
+	// Nothing left: the plan is nothing, and nothing starts.
+	p, started, ended, err = a.RunEndThenStart(ctx, c, next, "", 0)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Zero(t, started)
+	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 3}, p)
+	require.NoError(t, a.Release(ctx, c))
+
+	// The lease lapses and another claim takes it while the run works:
+	// the end stands (it is not fenced), the start is not written, and
+	// RunStart records its refusal.
+	post("m4")
+	post("m5")
+	c, p, err = a.ClaimThenPlan(ctx, id, "ha2", ttl)
+	require.NoError(t, err)
+	run, err = a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	clock.Advance(ttl)
+	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
+	cb, err := b.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	p, started, ended, err = a.RunEndThenStart(ctx, c, run, "", 0)
+	require.NoError(t, err)
+	require.True(t, ended)
+	require.Zero(t, started, "the fence refused the start")
+	require.Equal(t, core.PlanRun, p.Kind)
+	require.Equal(t, core.Seq(5), p.Message)
+	_, err = a.RunStart(ctx, c, p.Message)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	th = Snapshot(t, s, id).Thread
+	require.Equal(t, core.Seq(4), th.Taken, "nothing of the refused start is written")
+	require.Equal(t, core.StateEnded, th.Runs[run-1].State)
+	require.Len(t, th.Runs, int(run))
+
+	// A run another claim abandoned: its end is refused, nothing planned.
+	_, err = b.RunStart(ctx, cb, 5)
+	require.ErrorIs(t, err, core.ErrOutOfOrder, "b has not planned")
+	pb, err := b.Plan(ctx, cb)
+	require.NoError(t, err)
+	brun, err := b.RunStart(ctx, cb, pb.Message)
+	require.NoError(t, err)
+	clock.Advance(ttl)
+	c, pa, err := a.ClaimThenPlan(ctx, id, "ha3", ttl)
+	require.NoError(t, err)
+	require.Equal(t, []core.RunID{brun}, pa.Runs)
+	require.NoError(t, a.Abandon(ctx, c, brun))
+	p, started, ended, err = b.RunEndThenStart(ctx, cb, brun, "", 0)
+	require.ErrorIs(t, err, core.ErrRunAbandoned)
+	require.False(t, ended)
+	require.Zero(t, started)
+	require.Equal(t, core.Plan{}, p)
+	require.NoError(t, a.Release(ctx, c))
+
+	var lines []string
+	var own []core.TraceEvent
+	for _, l := range rec.Lines() {
+		if l.Proc == "a" {
+			lines = append(lines, fmt.Sprintf("%s@%d", l.Action, l.Tick))
+			own = append(own, l)
+		}
+	}
+	require.Equal(t, []string{
+		"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "RunEnd@8", "Plan@8", "RunStart@9", "RunEnd@10", "Release@11",
+		"Claim@14", "Plan@14", "RunStart@15", "RunEnd@17", "Plan@17", "StartFenced@17",
+		"Claim@19", "Abandon@20", "Release@21",
+	}, lines)
+	fused := map[int]bool{1: true, 4: true, 7: true, 8: true, 12: true, 15: true} // with the line before: the same call and return
+	for i := 1; i < len(own); i++ {
+		if fused[i] {
+			require.Equal(t, [2]int64{own[i-1].Call, own[i-1].Return}, [2]int64{own[i].Call, own[i].Return}, "line %d, %s", i, lines[i])
+		} else {
+			require.Greater(t, own[i].Call, own[i-1].Return, "line %d, %s", i, lines[i])
+		}
+	}
+	_, err = tracecheck.Check(rec.Lines())
+	require.NoError(t, err)
+}
+
+// fusedCase is the setup of the fused writes' cases: a counting
+// recorder, a clock, process a over s, and a new thread with a poster.
+func fusedCase(t *testing.T, s core.Storage) (*countingRecorder, *coretest.Clock, *core.Workspace, core.ThreadID, func(string)) {
+	ctx := context.Background()
+	rec := &countingRecorder{}
+	clock := coretest.NewClock(epoch)
+	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
+	poster := core.NewWorkspace(s, clock, core.WithProcess("poster"), core.WithTracer(rec))
+	id := core.ThreadID("thread-" + t.Name())
+	require.NoError(t, poster.CreateThread(ctx, id))
+	post := func(text string) {
+		t.Helper()
+		_, err := poster.Post(ctx, id, text)
+		require.NoError(t, err)
+	}
+	return rec, clock, a, id, post
 }
 
 // countingRecorder stamps each line with a counter for its call and

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"NewClaimNewHolder", testNewClaimNewHolder},
 		{"RunLifecycle", testRunLifecycle},
 		{"RunEndThenPlan", testRunEndThenPlan},
+		{"RunEndThenStart", testRunEndThenStart},
 		{"ReplyAnswersOnce", testReplyAnswersOnce},
 		{"AbandonFenced", testAbandonFenced},
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},

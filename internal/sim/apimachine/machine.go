@@ -111,7 +111,7 @@ func (m *Machine) Step(ch Chooser) error {
 
 // stepArgs are a step's chosen call and its arguments.
 type stepArgs struct {
-	call   int // Step's numbering: Post, Claim, Renew, ... RunEndThenPlan
+	call   int // Step's numbering: Post, Claim, Renew, ... RunEndThenStart
 	p      int // the calling process
 	ws     *core.Workspace
 	thread core.ThreadID
@@ -144,7 +144,7 @@ func (m *Machine) chooseArgs(ch Chooser) stepArgs {
 }
 
 // call makes the step's call. err is the call's; broken is a broken
-// promise of the call itself (RunEndThenPlan's ended and err disagree).
+// promise of the call itself (RunEndThenStart's ended and err disagree).
 func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) {
 	p, ws, thread, claim, plan, run := a.p, a.ws, a.thread, a.claim, a.plan, a.run
 	switch a.call {
@@ -200,7 +200,7 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 		var r core.RunID
 		if r, err = ws.RunStart(m.ctx, claim, plan.Message); err == nil {
 			m.runs[claim.Holder] = r
-			m.next[claim.Holder] = []int{8, 9, 12}[ch.IntN("ask-or-end", 3)] // Ask, RunEnd or RunEndThenPlan
+			m.next[claim.Holder] = afterStart(ch)
 		}
 	case 7:
 		what = "Reply"
@@ -236,21 +236,38 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 		what = "Advance"
 		m.clocks[p].Advance(time.Duration(ch.IntN("advance", 5)) * apiTTL / 4)
 	case 12:
-		what = "RunEndThenPlan"
-		var pl core.Plan
-		var ended bool
-		pl, ended, err = ws.RunEndThenPlan(m.ctx, claim, run, "")
+		// RunEndThenStart: with no start (backlog -1), or from a backlog
+		// of 0 to 2.
+		backlog := ch.IntN("backlog", 4) - 1
+		what = fmt.Sprintf("RunEndThenStart(%d)", backlog)
+		var (
+			pl      core.Plan
+			started core.RunID
+			ended   bool
+		)
+		pl, started, ended, err = ws.RunEndThenStart(m.ctx, claim, run, "", backlog)
 		switch {
+		case started != 0 && (err != nil || pl.Kind != core.PlanRun || backlog < 0):
+			return what, err, fmt.Errorf("call %d: RunEndThenStart started run %d with plan %s and error %v", m.calls, started, pl.Kind, err)
+		case ended && err == nil && started != 0:
+			m.plans[claim.Holder], m.runs[claim.Holder] = pl, started
+			m.next[claim.Holder] = afterStart(ch)
 		case ended && err == nil:
 			m.plans[claim.Holder] = pl
 			m.next[claim.Holder] = nextAfter(pl)
 		case ended:
-			return what, err, fmt.Errorf("call %d: RunEndThenPlan recorded the end but did not plan: %w", m.calls, err)
+			return what, err, fmt.Errorf("call %d: RunEndThenStart recorded the end but did not plan: %w", m.calls, err)
 		case err == nil:
-			return what, err, fmt.Errorf("call %d: RunEndThenPlan returned no error but recorded no end", m.calls)
+			return what, err, fmt.Errorf("call %d: RunEndThenStart returned no error but recorded no end", m.calls)
 		}
 	}
 	return what, err, nil
+}
+
+// afterStart is the protocol-next call after a run's start: Ask, RunEnd
+// or RunEndThenStart.
+func afterStart(ch Chooser) int {
+	return []int{8, 9, 12}[ch.IntN("ask-or-end", 3)]
 }
 
 // checkEffect checks that the trace so far is accepted, and that a call
