@@ -92,6 +92,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("NoLiveAbandon: %d runs abandoned while their own claim held the lease", rep.LiveAbandoned))
 	}
 	rep.Crashes, rep.CrashesAfterLoss = countCrashes(ordered)
+	rep.FusedStarts = countFusedStarts(histories)
 	doubts, err := readDoubts(r.dir)
 	if err != nil {
 		return nil, err
@@ -226,6 +227,31 @@ func writeHistory(path string, lines []core.TraceEvent) error {
 		return err
 	}
 	return f.Close()
+}
+
+// countFusedStarts counts, in the processes' histories, the RunStarts
+// traced in the transaction of a RunEnd and its Plan: the three lines of
+// one holder with one call and return (other turns of the process may
+// trace lines between them).
+func countFusedStarts(histories [][]core.TraceEvent) int {
+	type txn struct {
+		holder    core.Holder
+		call, ret int64
+	}
+	n := 0
+	for _, h := range histories {
+		lines := map[txn][]core.Action{}
+		for _, ev := range h {
+			k := txn{ev.Holder, ev.Call, ev.Return}
+			lines[k] = append(lines[k], ev.Action)
+		}
+		for _, as := range lines {
+			if slices.Equal(as, []core.Action{core.ActionRunEnd, core.ActionPlan, core.ActionRunStart}) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 func readHistories(dir string) ([][]core.TraceEvent, error) {

@@ -40,6 +40,11 @@ type Report struct {
 	// most writes whose commit outcome was unknown (the runner gives the
 	// claim up; the next claimant abandons what did start).
 	Crashes int `json:"crashes"`
+	// FusedStarts counts the runs started in the transaction of the end
+	// of the run before (core.Workspace.RunEndThenStart), from the
+	// processes' histories: a RunEnd, Plan and RunStart with one call
+	// and return.
+	FusedStarts int `json:"fused_starts"`
 	// CrashesAfterLoss counts the rounds the trace's merge ended with a
 	// Crash of its own, because storage lost writes they had made: no
 	// process traced those, so Crashes leaves them out.
@@ -196,8 +201,8 @@ func (rep *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "nemesis             %s\n", rep.nemesisLine())
 	fmt.Fprintf(w, "messages            %d posted, %d consumed exactly once, %d more than once, %d lost\n",
 		rep.Posted, rep.ConsumedOnce, rep.ConsumedTwice, rep.Lost)
-	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)%s\n",
-		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes, rep.crashesAfterLossNote())
+	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)%s; %d started with the end of the run before\n",
+		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes, rep.crashesAfterLossNote(), rep.FusedStarts)
 	fmt.Fprintf(w, "commit unknown      %s\n", rep.CommitUnknown.Line())
 	fmt.Fprintf(w, "storage lost        %s\n", rep.storageLostLine())
 	if len(rep.Handovers) > 0 {

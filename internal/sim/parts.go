@@ -22,13 +22,15 @@ func (c SkewedClock) After(d time.Duration) <-chan time.Time { return time.After
 
 // StallingAgent returns an agent that asks one question one run in four
 // and then runs for a random time in [0, maxStall], or until its context
-// ends: a run that may outlast its claim's TTL. Halfway through, a run
-// that asked nothing takes the messages posted since it started as
-// steering (Session.Steer), so that the second half of its stall lies
-// between a steering's give and its record: where a lapse, a takeover and
-// an Abandon make the exception (given twice, consumed once). Its choices
-// come from a source seeded with seed, so the same seed makes the same
-// choices.
+// ends: a run that may outlast its claim's TTL. Halfway through, one run
+// in two of those that asked nothing takes the messages posted since it
+// started as steering (Session.Steer), so that the second half of its
+// stall lies between a steering's give and its record: where a lapse, a
+// takeover and an Abandon make the exception (given twice, consumed
+// once). The others leave them waiting, each the prompt of a run of its
+// own, which the runner starts with the end of the run before while a
+// backlog waits (core.Workspace.RunEndThenStart). Its choices come from
+// a source seeded with seed, so the same seed makes the same choices.
 func StallingAgent(seed uint64, maxStall time.Duration) runner.Agent {
 	rng := rand.New(rand.NewPCG(seed, 2))
 	var mu sync.Mutex
@@ -36,6 +38,7 @@ func StallingAgent(seed uint64, maxStall time.Duration) runner.Agent {
 		mu.Lock()
 		stall := time.Duration(rng.Int64N(int64(maxStall) + 1))
 		ask := rng.IntN(4) == 0
+		steer := rng.IntN(2) == 0
 		mu.Unlock()
 		out := "done: " + s.Delivered.Prompt.Text
 		if ask {
@@ -46,7 +49,7 @@ func StallingAgent(seed uint64, maxStall time.Duration) runner.Agent {
 		if !sleep(ctx, stall/2) {
 			return s.Output(out)
 		}
-		if !ask {
+		if !ask && steer {
 			steered, err := takeSteering(ctx, s)
 			if err != nil {
 				return err
