@@ -1135,7 +1135,7 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 	}
 	var planLine, startLine *TraceEvent
 	line, traced, err := w.traced(ctx, w.storage.Update, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		planLine, startLine, started = nil, nil, 0
+		p, planLine, startLine, started = Plan{}, nil, nil, 0
 		if err := w.runEnd(ctx, tx, c, run, output, line); err != nil {
 			return err
 		}
