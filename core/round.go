@@ -205,14 +205,19 @@ func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan, more
 	if errors.Is(err, ErrCommitUnknown) {
 		r.doubt = true
 	}
-	for i, l := range append([]*TraceEvent{line}, more...) {
-		if !traced || l == nil || r.phase == phaseOver && i > 0 {
-			continue
-		}
-		if l.Tick >= r.tick {
-			r.tick, r.taken = l.Tick, l.Taken
+	if traced && line != nil {
+		if line.Tick >= r.tick {
+			r.tick, r.taken = line.Tick, line.Taken
 		}
 		if r.phase != phaseOver {
+			r.follow(line)
+		}
+	}
+	for _, l := range more {
+		if traced && l != nil && r.phase != phaseOver {
+			if l.Tick >= r.tick {
+				r.tick, r.taken = l.Tick, l.Taken
+			}
 			r.follow(l)
 		}
 	}
