@@ -18,6 +18,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/store/storetest"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // terminate ends the backend pid with pg_terminate_backend and waits until
@@ -431,4 +432,79 @@ func (c *slowConn) Read(p []byte) (int, error) {
 		time.Sleep(c.delay)
 	}
 	return c.Conn.Read(p)
+}
+
+// A run's end and the next run's start in one transaction
+// (RunEndThenStart), on a Store that keeps trace lines, whose one round
+// trip's reply is lost after the server committed: the call returns
+// ErrCommitUnknown, storage's log holds both writes' lines, and the
+// round's Crash learns from it that they committed and traces the Plan
+// between them (storage keeps no read's line) before its own line. The
+// trace, the writes as storage kept them and the reads as the process
+// traced them (the fleet's), is accepted; without the Plan it is not.
+func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	var armed atomic.Bool
+	s := lossyStore(t, testSchema(t), &armed, nil)
+	s.keepTrace = true
+	rec := &lines{}
+	var doubts []core.Doubt
+	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
+	// "warm" prepares the fused write's statements on the connection:
+	// the round trip armed next is then the one that commits.
+	for _, id := range []core.ThreadID{"warm", "t"} {
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		for _, m := range []string{"m1", "m2", "m3"} {
+			_, err := a.ws.Post(ctx, id, m)
+			require.NoError(t, err)
+		}
+	}
+	start := func(id core.ThreadID, h core.Holder) (core.Claim, core.RunID) {
+		c, p, err := a.ws.ClaimThenPlan(ctx, id, h, ttl)
+		require.NoError(t, err)
+		run, err := a.ws.RunStart(ctx, c, p.Message)
+		require.NoError(t, err)
+		return c, run
+	}
+	cw, run := start("warm", "hw")
+	_, next, _, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0)
+	require.NoError(t, err)
+	require.NotZero(t, next)
+
+	c, run := start("t", "ha")
+	armed.Store(true)
+	_, _, ended, err := a.ws.RunEndThenStart(ctx, c, run, "", 0)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.False(t, ended)
+	require.False(t, armed.Load(), "the fused write's round trip was sent")
+	t.Logf("RunEndThenStart whose reply was lost: %v", err)
+	require.NoError(t, a.ws.Crash(ctx, c))
+
+	stored, err := s.TraceLines(ctx)
+	require.NoError(t, err)
+	var kept, all []string
+	trace := append([]core.TraceEvent(nil), stored...)
+	for _, l := range stored {
+		if l.Thread == "t" && l.Holder == "ha" {
+			kept = append(kept, fmt.Sprintf("%s@%d", l.Action, l.Tick))
+		}
+	}
+	for _, l := range rec.got {
+		if l.Read {
+			trace = append(trace, l)
+		}
+	}
+	tracecheck.Sort(trace)
+	for _, l := range trace {
+		if l.Thread == "t" && l.Holder == "ha" {
+			all = append(all, fmt.Sprintf("%s@%d", l.Action, l.Tick))
+		}
+	}
+	require.Equal(t, []string{"Claim@4", "RunStart@5", "RunEnd@6", "RunStart@7"}, kept, "storage kept both writes of the fused transaction")
+	require.Equal(t, []string{"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "Crash@7"}, all)
+	_, err = tracecheck.Check(trace)
+	require.NoError(t, err, "the trace as storage and the process left it")
+	require.Len(t, doubts, 2)
+	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 6, Outcome: core.DoubtCommitted, Crashed: true}, doubts[1])
 }
