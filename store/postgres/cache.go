@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"slices"
 	"sync/atomic"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -109,12 +108,16 @@ func appendable[T any](th *txThread, i int, s *[]T) {
 	own(th, i, s)
 }
 
-// own gives slice i of the thread an array of the transaction's own.
+// own gives slice i of the thread an array of the transaction's own,
+// with room for one element more: one allocation and one copy (a clone
+// grown afterwards made two of each, the second of up to twice the size).
 func own[T any](th *txThread, i int, s *[]T) {
 	if th.cow.own[i] {
 		return
 	}
-	*s = slices.Grow(slices.Clone(*s), 1)
+	c := make([]T, len(*s), len(*s)+1)
+	copy(c, *s)
+	*s = c
 	th.cow.own[i] = true
 }
 
