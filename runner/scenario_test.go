@@ -11,6 +11,7 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
 	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // adrScenario plays ADR-0069's counterexample: A claims and plans a run for
@@ -200,4 +201,55 @@ func TestTurnRepliesThenRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Lease{}, l, "a finished turn releases its claim")
 	_ = s
+}
+
+// fusedStartScenario: A's turn on a thread with a backlog has run its
+// first run's agent; A's claim lapses (B's clock runs ahead) and B claims
+// the thread, its next step the Abandon of A's run. A then ends its run
+// and, with three messages behind the next prompt, starts the next in the
+// same transaction (core.Workspace.RunEndThenStart), where the fence
+// decides.
+func fusedStartScenario(t *testing.T, fences *core.Fences) (s *memory.Store, rec *tracecheck.Recorder, ta, tb *runner.Turn) {
+	ctx := context.Background()
+	s, rec = memory.New(), &tracecheck.Recorder{}
+	a := newProc(t, s, "A", procOpts{fences: fences, tracer: rec})
+	b := newProc(t, s, "B", procOpts{tracer: rec})
+	newThread(t, a.ws, "t", "m1", "m2", "m3", "m4", "m5")
+	ta = a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepRunEnd)
+	skewLapse(a, b)
+	tb = b.r.NewTurn("t")
+	stepTo(t, tb, runner.StepAbandon)
+	ta.Step(ctx) // the run's end, the plan and the next start: one transaction
+	return s, rec, ta, tb
+}
+
+// The start fused with the run's end is fenced as a start alone is: the
+// end is recorded (it is not fenced), the start is not, and the turn's
+// RunStart step then records the refusal; B goes on with the message.
+func TestFusedStartFenced(t *testing.T) {
+	ctx := context.Background()
+	s, rec, ta, tb := fusedStartScenario(t, nil)
+	require.Equal(t, runner.StepRunStart, ta.Next(), "the fence refused the fused start: the start is the next step's")
+	ta.Step(ctx)
+	outcome, err := ta.Outcome()
+	require.Equal(t, runner.OutcomeFenced, outcome)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	stepTo(t, tb, runner.StepAgent)
+	require.Equal(t, core.Seq(2), tb.Handle().Prompt, "B starts the message A's fused start did not take")
+	f := readFacts(t, s, "t")
+	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
+	require.Len(t, f.active, 1)
+	_, err = tracecheck.Check(sortedLines(rec))
+	require.NoError(t, err)
+}
+
+// The mutant: with A's start fence off, the fused start goes through under
+// B's lease, and the trace checker rejects it (the spec refuses that
+// start). If this stops failing, the fenced test above proves nothing.
+func TestFusedStartUnfencedMutant(t *testing.T) {
+	_, rec, ta, _ := fusedStartScenario(t, &core.Fences{Reply: true, Abandon: true})
+	require.Equal(t, runner.StepAgent, ta.Next(), "unfenced, A's fused start goes through")
+	_, err := tracecheck.Check(sortedLines(rec))
+	require.Error(t, err, "a start under another holder's lease")
 }
