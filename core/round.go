@@ -205,20 +205,10 @@ func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan, more
 	if errors.Is(err, ErrCommitUnknown) {
 		r.doubt = true
 	}
-	if traced && line != nil {
-		if line.Tick >= r.tick {
-			r.tick, r.taken = line.Tick, line.Taken
-		}
-		if r.phase != phaseOver {
-			r.follow(line)
-		}
-	}
-	for _, l := range more {
-		if traced && l != nil && r.phase != phaseOver {
-			if l.Tick >= r.tick {
-				r.tick, r.taken = l.Tick, l.Taken
-			}
-			r.follow(l)
+	if traced {
+		r.saw(line)
+		for _, l := range more {
+			r.saw(l)
 		}
 	}
 	r.calls--
@@ -228,6 +218,21 @@ func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan, more
 	r.mu.Unlock()
 	if doubted {
 		r.ws.doubted(r, DoubtPending, false)
+	}
+}
+
+// saw takes the round on past a line it traced (nil: none): the last tick
+// and taken cursor it saw, and, while the round is not over, the phase
+// the line leads to. r.mu is held.
+func (r *round) saw(line *TraceEvent) {
+	if line == nil {
+		return
+	}
+	if line.Tick >= r.tick {
+		r.tick, r.taken = line.Tick, line.Taken
+	}
+	if r.phase != phaseOver {
+		r.follow(line)
 	}
 }
 

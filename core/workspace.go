@@ -545,7 +545,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 // planAfter takes the claim's round on to the plan p, read (with its line
 // planLine, nil for a plan that is not traced) in the transaction of the
 // write whose line is line: the plan's line carries that write's call and
-// return (ClaimThenPlan, RunEndThenStart).
+// return (ClaimThenPlan).
 func (w *Workspace) planAfter(c Claim, line, planLine *TraceEvent, p Plan) error {
 	r, err := w.enter(c, ActionPlan, nil)
 	if err != nil {

@@ -591,7 +591,7 @@ func (t *Turn) stepSteerRecord(ctx context.Context) {
 
 func (t *Turn) stepRunEnd(ctx context.Context) {
 	if !t.r.cfg.SeparatePlans && !t.isLost() && !t.isStopping() && !t.yieldDue() {
-		t.runEndThenPlan(ctx)
+		t.runEndThenStart(ctx)
 		return
 	}
 	if t.runEnded(ctx, t.round(func() error { return t.r.ws.RunEnd(ctx, t.claim, t.handle.RunID(), t.session.output()) })) {
@@ -630,14 +630,14 @@ func (t *Turn) runEnded(ctx context.Context, err error) bool {
 // (issue 25; store/postgres/BENCH.md, "A run's end and the next start").
 const startBacklog = 3
 
-// runEndThenPlan records the run's end, plans the next write and, when
+// runEndThenStart records the run's end, plans the next write and, when
 // that is a run with a backlog behind it (startBacklog), records its
 // start, in one transaction (core.Workspace.RunEndThenStart): the turn
 // would plan next anyway (it is not lost, stopping or due to yield), and
 // start the run it plans, so the steps are one. A start the fence
 // refused there, or with a shorter backlog, is StepRunStart's, which
 // records a refusal.
-func (t *Turn) runEndThenPlan(ctx context.Context) {
+func (t *Turn) runEndThenStart(ctx context.Context) {
 	var (
 		p     core.Plan
 		run   core.RunID
@@ -651,11 +651,7 @@ func (t *Turn) runEndThenPlan(ctx context.Context) {
 		t.runEnded(ctx, err)
 		return
 	}
-	t.runEnded(ctx, nil)
-	if err != nil {
-		t.crash(ctx, err)
-		return
-	}
+	t.runEnded(ctx, nil) // recorded: RunEndThenStart's error is nil
 	t.follow(p)
 	if run != 0 {
 		t.started(ctx, run)
