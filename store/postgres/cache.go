@@ -30,10 +30,14 @@ type cacheEntry struct {
 	// that is not.
 	distrusted bool
 	cow        cow
-	// rights holds the append rights this entry made new (cow.append
-	// points here, or at an earlier entry's).
-	rights [nSlices]atomic.Bool
 }
+
+// rights is the append rights one entry made new. It is an allocation of
+// its own, not a field of the entry: a later entry that shares one of
+// them points into it, and a pointer into an entry would keep that
+// entry, its state and the entries its own rights point into alive, one
+// chain a thread with a copy of the runs at each link (see entry).
+type rights [nSlices]atomic.Bool
 
 // The three slices of a core.Thread, as cow's indices.
 const (
@@ -129,12 +133,16 @@ func (th *txThread) entry(lease core.Lease, leaseKnown bool) *cacheEntry {
 		return th.base
 	}
 	e := &cacheEntry{created: th.created, n: th.n, last: th.last, state: th.state, lease: lease, ownLease: th.ownLease && leaseKnown}
+	var made *rights
 	for i := range nSlices {
 		if th.base == nil || th.cow.own[i] || th.cow.won[i] || th.cow.append[i] == nil {
 			// A new array, or new length: a new append right. (A slice
 			// whose right this transaction did not win is unchanged
 			// unless it owns it: then it is new too.)
-			e.cow.append[i] = &e.rights[i]
+			if made == nil {
+				made = new(rights)
+			}
+			e.cow.append[i] = &made[i]
 		} else {
 			e.cow.append[i] = th.cow.append[i] // same array, same length: the same right
 		}

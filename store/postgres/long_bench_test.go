@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -14,7 +15,10 @@ import (
 // already has runs= runs behind it, under one claim: its Post, its
 // RunStart and its RunEnd with the next Plan, as the runner takes them.
 // A write's cost should not grow with the thread's history; this shows
-// whether it does (allocated bytes a message, B/op, most of all).
+// whether it does (allocated bytes a message, B/op, most of all). It
+// also reports the heap still in use when the thread's last run has ended
+// (after a collection), by run: what the Store keeps of a thread should
+// grow with its runs, not with their square.
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench LongThread -benchmem
 func BenchmarkLongThread(b *testing.B) {
@@ -34,6 +38,7 @@ func BenchmarkLongThread(b *testing.B) {
 }
 
 func benchLongThread(b *testing.B, s core.Storage, runs int) {
+	heap0 := liveHeap()
 	ctx := context.Background()
 	ws := core.NewWorkspace(s, core.SystemClock{})
 	if err := ws.CreateThread(ctx, "t"); err != nil {
@@ -70,4 +75,15 @@ func benchLongThread(b *testing.B, s core.Storage, runs int) {
 	for range b.N {
 		turn()
 	}
+	b.StopTimer()
+	b.ReportMetric(float64(liveHeap()-heap0)/float64(runs+b.N), "live-B/run")
+	runtime.KeepAlive(s)
+}
+
+// liveHeap returns the bytes of the heap in use after a collection.
+func liveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
