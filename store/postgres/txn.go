@@ -877,14 +877,22 @@ type eventRow struct {
 	at                             time.Time
 }
 
+// scanEvents reads the rows of an event query. Each row is scanned in
+// place, into the slice, through one set of destinations: a row scanned
+// into a variable of its own, and appended, cost that variable's
+// allocation and Scan's arguments' at every row.
 func scanEvents(rows pgx.Rows) ([]eventRow, error) {
-	var evs []eventRow
+	var (
+		evs  []eventRow
+		dest [9]any
+	)
 	for rows.Next() {
-		var e eventRow
-		if err := rows.Scan(&e.seq, &e.version, &e.kind, &e.at, &e.message, &e.text, &e.run, &e.request, &e.holder); err != nil {
+		evs = append(evs, eventRow{})
+		e := &evs[len(evs)-1]
+		dest = [9]any{&e.seq, &e.version, &e.kind, &e.at, &e.message, &e.text, &e.run, &e.request, &e.holder}
+		if err := rows.Scan(dest[:]...); err != nil {
 			return nil, err
 		}
-		evs = append(evs, e)
 	}
 	return evs, rows.Err()
 }
