@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -35,6 +36,11 @@ import (
 // each thread once. Without it the first message of each thread took
 // 5–64ms, over 1% of 5,000 messages, and p99 measured the start, not the
 // steady rate.
+//
+// gc/s is how many cycles the process's garbage collector completed a second
+// while the schedule ran. The process is the posters' and the runners':
+// the messages whose start waited most were posted during a cycle, in
+// clusters (store/postgres/BENCH.md, "The tail at half of saturation").
 //
 // rate=500/claim=two-trips and rate=half/claim=two-trips are the same
 // with the runners' Claims of two round trips (BEGIN with the claim, then
@@ -160,6 +166,7 @@ func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 	timed = next
 	mu.Unlock()
 	turns0, busy0, idle0, polls0 := br.turns.Load(), br.busy.Load(), br.idle.Load(), br.polls()
+	gc0 := gcCycles()
 	b.ResetTimer()
 	start := time.Now()
 	every := time.Second / time.Duration(rate)
@@ -180,6 +187,7 @@ func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 	log.await(b, next+b.N, "the runs of the messages posted on the schedule")
 	elapsed := time.Since(start)
 	b.StopTimer()
+	gcs := gcCycles() - gc0
 	mu.Lock()
 	defer mu.Unlock()
 	log.mu.Lock()
@@ -200,9 +208,17 @@ func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 		b.ReportMetric(sat, "saturation-msgs/s") // after ResetTimer, which drops the metrics reported before it
 	}
 	b.ReportMetric(100*float64(late)/float64(b.N), "late-%")
+	b.ReportMetric(float64(gcs)/elapsed.Seconds(), "gc/s")
 	per := func(n int64) float64 { return float64(n) / float64(b.N) }
 	b.ReportMetric(per(br.turns.Load()-turns0), "turns/msg")
 	b.ReportMetric(per(br.busy.Load()-busy0), "busy-turns/msg")
 	b.ReportMetric(per(br.idle.Load()-idle0), "idle-turns/msg")
 	b.ReportMetric(per(br.polls()-polls0), "polls/msg")
+}
+
+// gcCycles returns how many cycles the garbage collector has begun.
+func gcCycles() uint32 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.NumGC
 }
