@@ -1122,16 +1122,15 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 // the start; the planned run is then RunStart's to start, which records
 // a refusal.
 //
-// ended reports whether the run's end was recorded. When it was not, err
-// is RunEnd's error, and nothing was planned or started. When the
-// transaction's commit is unknown (ErrCommitUnknown), nothing is
-// returned but the error, and the round's Crash resolves the end and the
-// start together: a storage that keeps trace lines has both or neither,
+// An error means the run's end was not recorded, and nothing was planned
+// or started: it is RunEnd's error, or the transaction's commit is
+// unknown (ErrCommitUnknown), and then the round's Crash resolves the end
+// and the start together: a storage that keeps trace lines has both or neither,
 // and when it has them, the Crash traces the Plan between them too.
-func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int) (p Plan, started RunID, ended bool, err error) {
+func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int) (p Plan, started RunID, err error) {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
-		return Plan{}, 0, false, err
+		return Plan{}, 0, err
 	}
 	var planLine, startLine *TraceEvent
 	line, traced, err := w.traced(ctx, w.storage.Update, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
@@ -1185,9 +1184,9 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 	}
 	r.leave(line, traced, err, &p, planLine, startLine)
 	if err != nil {
-		return Plan{}, 0, false, err
+		return Plan{}, 0, err
 	}
-	return p, started, true, nil
+	return p, started, nil
 }
 
 // Crash ends the claim's round without a word to storage: the process died,

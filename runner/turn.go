@@ -639,19 +639,16 @@ const startBacklog = 3
 // records a refusal.
 func (t *Turn) runEndThenStart(ctx context.Context) {
 	var (
-		p     core.Plan
-		run   core.RunID
-		ended bool
+		p   core.Plan
+		run core.RunID
 	)
 	err := t.round(func() (err error) {
-		p, run, ended, err = t.r.ws.RunEndThenStart(ctx, t.claim, t.handle.RunID(), t.session.output(), startBacklog)
+		p, run, err = t.r.ws.RunEndThenStart(ctx, t.claim, t.handle.RunID(), t.session.output(), startBacklog)
 		return err
 	})
-	if !ended {
-		t.runEnded(ctx, err)
+	if !t.runEnded(ctx, err) {
 		return
 	}
-	t.runEnded(ctx, nil) // recorded: RunEndThenStart's error is nil
 	t.follow(p)
 	if run != 0 {
 		t.started(ctx, run)

@@ -468,15 +468,14 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 		return c, run
 	}
 	cw, run := start("warm", "hw")
-	_, next, _, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0)
+	_, next, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0)
 	require.NoError(t, err)
 	require.NotZero(t, next)
 
 	c, run := start("t", "ha")
 	armed.Store(true)
-	_, _, ended, err := a.ws.RunEndThenStart(ctx, c, run, "", 0)
+	_, _, err = a.ws.RunEndThenStart(ctx, c, run, "", 0)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
-	require.False(t, ended)
 	require.False(t, armed.Load(), "the fused write's round trip was sent")
 	t.Logf("RunEndThenStart whose reply was lost: %v", err)
 	require.NoError(t, a.ws.Crash(ctx, c))

@@ -243,22 +243,17 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 		var (
 			pl      core.Plan
 			started core.RunID
-			ended   bool
 		)
-		pl, started, ended, err = ws.RunEndThenStart(m.ctx, claim, run, "", backlog)
+		pl, started, err = ws.RunEndThenStart(m.ctx, claim, run, "", backlog)
 		switch {
 		case started != 0 && (err != nil || pl.Kind != core.PlanRun || backlog < 0):
 			return what, err, fmt.Errorf("call %d: RunEndThenStart started run %d with plan %s and error %v", m.calls, started, pl.Kind, err)
-		case ended && err == nil && started != 0:
+		case err == nil && started != 0:
 			m.plans[claim.Holder], m.runs[claim.Holder] = pl, started
 			m.next[claim.Holder] = afterStart(ch)
-		case ended && err == nil:
+		case err == nil:
 			m.plans[claim.Holder] = pl
 			m.next[claim.Holder] = nextAfter(pl)
-		case ended:
-			return what, err, fmt.Errorf("call %d: RunEndThenStart recorded the end but did not plan: %w", m.calls, err)
-		case err == nil:
-			return what, err, fmt.Errorf("call %d: RunEndThenStart returned no error but recorded no end", m.calls)
 		}
 	}
 	return what, err, nil
