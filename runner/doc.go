@@ -87,6 +87,15 @@
 // logged (Config.Logger) and reported (Config.OnTurn, a TurnReport); each
 // run's handle is handed to Config.OnRun as soon as it is planned.
 //
+// A runner's Store may keep threads' states in memory (store/postgres's
+// cache: Options.CachedThreads), and each message makes garbage: 26 KB in store/postgres's RunnerLoadedLatency, posters
+// included. On a small machine the tail of post-to-start at a steady rate
+// is mostly the garbage collector's cycles: on 2 cores, at half of
+// saturation, the p99 was 6–16 ms with Go's default GOGC and 4–10 ms with
+// GOGC=400 (store/postgres/BENCH.md, "The tail at half of saturation"). A
+// process that runs runners may so trade memory for its tail, with GOGC or
+// GOMEMLIMIT; the package sets neither.
+//
 // A program that embeds the runner uses New, Run (or TakeTurn for one
 // turn, TakeTurns for one on each thread with work), Config, Agent,
 // Session and RunHandle; ExampleRunner_Run is the quick start. Turn, NewTurn, Step, the Step
