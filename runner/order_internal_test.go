@@ -87,3 +87,29 @@ func TestLookNotFreshTakesOnlyThoseWaiting(t *testing.T) {
 		t.Fatalf("a fresh look took %v, want every free thread with work", got)
 	}
 }
+
+// TestStartWithinRotates: startWithin leaves list as list[k:] then
+// list[:k], for a k below the window, in place.
+func TestStartWithinRotates(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 40 {
+		for _, window := range []int{1, 4, 16, 64} {
+			in := make([]int, n)
+			for i := range in {
+				in[i] = i
+			}
+			out := slices.Clone(in)
+			startWithin(rng, out, window)
+			k := 0
+			if n > 0 {
+				k = out[0]
+			}
+			if k >= max(min(n, window), 1) {
+				t.Fatalf("n %d, window %d: starts at %d, outside the window", n, window, k)
+			}
+			if want := append(slices.Clone(in[k:]), in[:k]...); !slices.Equal(out, want) {
+				t.Fatalf("n %d, window %d: %v, want %v", n, window, out, want)
+			}
+		}
+	}
+}

@@ -286,6 +286,10 @@ type scheduler struct {
 	waiting map[core.ThreadID]uint64
 	looks   uint64
 	salt    uint64 // this runner's order of the threads found in one look
+	// listed and keyed are order's, kept from look to look so that a look
+	// does not allocate them anew.
+	listed map[core.ThreadID]bool
+	keyed  []orderKey
 }
 
 // rank places a thread among those one look found, by a hash of its id
@@ -339,6 +343,7 @@ func (s *scheduler) look(asked, fresh bool) (lapsed, free []core.ThreadID) {
 	}
 	now := r.cfg.Clock.Now()
 	var expired []core.PendingThread
+	free = make([]core.ThreadID, 0, len(list))
 	for _, p := range list {
 		switch {
 		case p.Lease.Holder == "":
@@ -396,12 +401,15 @@ func (s *scheduler) order(free []core.ThreadID, fresh bool) []core.ThreadID {
 	}
 	if len(s.waiting) > len(free) {
 		// Forget the threads no longer free with work.
-		listed := make(map[core.ThreadID]bool, len(free))
+		if s.listed == nil {
+			s.listed = make(map[core.ThreadID]bool, len(free))
+		}
+		clear(s.listed)
 		for _, id := range free {
-			listed[id] = true
+			s.listed[id] = true
 		}
 		for id := range s.waiting {
-			if !listed[id] {
+			if !s.listed[id] {
 				delete(s.waiting, id)
 			}
 		}
@@ -410,9 +418,9 @@ func (s *scheduler) order(free []core.ThreadID, fresh bool) []core.ThreadID {
 		s.salt = s.rng.Uint64() | 1
 	}
 	// Each thread's keys once, not at each comparison.
-	keyed := make([]orderKey, len(free))
-	for i, id := range free {
-		keyed[i] = orderKey{waiting: s.waiting[id], rank: s.rank(id), id: id}
+	keyed := s.keyed[:0]
+	for _, id := range free {
+		keyed = append(keyed, orderKey{waiting: s.waiting[id], rank: s.rank(id), id: id})
 	}
 	slices.SortFunc(keyed, func(a, b orderKey) int {
 		return cmp.Or(cmp.Compare(a.waiting, b.waiting), cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id))
@@ -420,6 +428,7 @@ func (s *scheduler) order(free []core.ThreadID, fresh bool) []core.ThreadID {
 	for i := range keyed {
 		free[i] = keyed[i].id
 	}
+	s.keyed = keyed[:0]
 	if !fresh {
 		// The longest waiting come first: keep those an earlier look
 		// found waiting too.
@@ -445,8 +454,10 @@ type orderKey struct {
 func startWithin[T any](rng *rand.Rand, list []T, window int) {
 	if n := len(list); n > 1 {
 		k := rng.IntN(min(n, window))
-		rotated := append(list[k:n:n], list[:k]...)
-		copy(list, rotated)
+		// list[k:] then list[:k], in place: each part reversed, then all.
+		slices.Reverse(list[:k])
+		slices.Reverse(list[k:])
+		slices.Reverse(list)
 	}
 }
 
