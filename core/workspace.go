@@ -1125,8 +1125,9 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 // An error means the run's end was not recorded, and nothing was planned
 // or started: it is RunEnd's error, or the transaction's commit is
 // unknown (ErrCommitUnknown), and then the round's Crash resolves the end
-// and the start together: a storage that keeps trace lines has both or neither,
-// and when it has them, the Crash traces the Plan between them too.
+// and the start together: a storage that keeps trace lines has both or
+// neither, and when it has them, the Crash traces the Plan between them
+// too.
 func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int) (p Plan, started RunID, err error) {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
