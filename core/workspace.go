@@ -1122,12 +1122,12 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 // the start; the planned run is then RunStart's to start, which records
 // a refusal.
 //
-// An error means the run's end was not recorded, and nothing was planned
-// or started: it is RunEnd's error, or the transaction's commit is
-// unknown (ErrCommitUnknown), and then the round's Crash resolves the end
-// and the start together: a storage that keeps trace lines has both or
-// neither, and when it has them, the Crash traces the Plan between them
-// too.
+// With an error nothing else is returned. It is RunEnd's error, and the
+// run's end was not recorded, nor anything planned or started; or the
+// transaction's commit is unknown (ErrCommitUnknown), and the round's
+// Crash resolves the end and the start together: a storage that keeps
+// trace lines has both or neither, and when it has them, the Crash traces
+// the Plan between them too.
 func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int) (p Plan, started RunID, err error) {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
