@@ -30,9 +30,12 @@ type logStore struct {
 	down   bool
 }
 
+// tickKey is a kept line's key: a write's at its tick, and the read a
+// later write of its transaction went by (RunEndThenStart's Plan) beside it.
 type tickKey struct {
 	thread core.ThreadID
 	tick   uint64
+	read   bool
 }
 
 type injected struct {
@@ -87,7 +90,7 @@ func (s *logStore) Update(ctx context.Context, fn func(context.Context, core.Tra
 	if err == nil {
 		s.mu.Lock()
 		for _, l := range pending {
-			s.logged[tickKey{l.Thread, l.Tick}] = l
+			s.logged[tickKey{l.Thread, l.Tick, l.Read}] = l
 		}
 		s.mu.Unlock()
 	}
@@ -103,14 +106,23 @@ func (s *logStore) Update(ctx context.Context, fn func(context.Context, core.Tra
 // trace is the trace as the fleet assembles it: the writes storage
 // committed, and the reads the processes traced, in trace order.
 func (s *logStore) trace(rec *tracecheck.Recorder) []core.TraceEvent {
+	return s.traceOf(rec.Lines())
+}
+
+// traceOf is trace with the processes' lines given: those of processes
+// that died before they traced some of theirs.
+func (s *logStore) traceOf(traced []core.TraceEvent) []core.TraceEvent {
 	s.mu.Lock()
 	var lines []core.TraceEvent
+	defer s.mu.Unlock()
 	for _, l := range s.logged {
 		lines = append(lines, l)
 	}
-	s.mu.Unlock()
-	for _, l := range rec.Lines() {
+	for _, l := range traced {
 		if l.Read {
+			if k, ok := s.logged[tickKey{l.Thread, l.Tick, true}]; ok && k.Proc == l.Proc && k.Action == l.Action {
+				continue // kept by storage too: one line
+			}
 			lines = append(lines, l)
 		}
 	}
@@ -140,7 +152,7 @@ func (x *logTx) LogTrace(_ context.Context, ev core.TraceEvent) error {
 func (x *logTx) LoggedTrace(_ context.Context, id core.ThreadID, tick uint64) (core.TraceEvent, bool, error) {
 	x.s.mu.Lock()
 	defer x.s.mu.Unlock()
-	l, ok := x.s.logged[tickKey{id, tick}]
+	l, ok := x.s.logged[tickKey{id, tick, false}]
 	return l, ok, nil
 }
 
@@ -357,4 +369,34 @@ func TestCrashAfterRunEndThenStartUnknownResolved(t *testing.T) {
 			w.s.valid(t, w.rec)
 		})
 	}
+}
+
+// A process killed after its RunEndThenStart committed with a start,
+// before it traced any of the transaction's lines, leaves the trace what
+// storage kept: the RunEnd, the Plan the RunStart went by, and the
+// RunStart. Without the Plan, which is a read, the RunStart would be
+// rejected (pc[p] is not "planned"): storage keeps a read's line when a
+// write of its transaction follows it.
+func TestKilledAfterRunEndThenStartLeavesItsPlan(t *testing.T) {
+	w := newDoubtWorld(t, "m1", "m2", "m3")
+	c, p, err := w.a.ClaimThenPlan(w.ctx, "t", "a1", ttl)
+	require.NoError(t, err)
+	run, err := w.a.RunStart(w.ctx, c, p.Message)
+	require.NoError(t, err)
+	before := w.rec.Lines() // the process dies before it traces more
+	_, started, err := w.a.RunEndThenStart(w.ctx, c, run, "", 0)
+	require.NoError(t, err)
+	require.NotZero(t, started, "the next run started in the transaction")
+	lines := w.s.traceOf(before)
+	var actions []core.Action
+	for _, l := range lines {
+		if l.Holder == "a1" {
+			actions = append(actions, l.Action)
+		}
+	}
+	require.Equal(t, []core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionRunEnd, core.ActionPlan, core.ActionRunStart}, actions)
+	_, err = tracecheck.Check(lines)
+	require.NoError(t, err, "the trace as storage and the dead process left it")
+	// Alive, the process traces the same Plan: the trace has it once.
+	require.Equal(t, lines, w.s.valid(t, w.rec))
 }

@@ -103,9 +103,10 @@ type round struct {
 	doubt     bool
 	doubtLine *TraceEvent
 	// doubtPlan is the Plan line between the write in doubt and a second
-	// write of the same transaction (RunEndThenStart's RunStart): storage's
-	// log keeps both writes' lines but no read's, so a Crash that learns
-	// the transaction committed traces it.
+	// write of the same transaction (RunEndThenStart's RunStart): a Crash
+	// that learns the transaction committed traces it, as the process's
+	// own line of it (storage's log keeps it too, for a process killed
+	// before it could: a merge takes it once).
 	doubtPlan *TraceEvent
 	// claimDoubt: the Claim itself may or may not have committed.
 	claimDoubt bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -100,14 +101,14 @@ func (w *Workspace) trace(ev *TraceEvent) {
 // written), none otherwise. A storage whose transactions keep trace lines
 // (TraceLog) gets each write's line before the commit.
 func (w *Workspace) update(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
-	return w.traced(ctx, w.storage.Update, fn, nil)
+	return w.traced(ctx, w.storage.Update, fn)
 }
 
 // read is update for an action that only reads: in a read-only
 // transaction when the storage is a Viewer.
 func (w *Workspace) read(ctx context.Context, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error) (*TraceEvent, bool, error) {
 	if v, ok := w.storage.(Viewer); ok {
-		return w.traced(ctx, v.View, fn, nil)
+		return w.traced(ctx, v.View, fn)
 	}
 	return w.update(ctx, fn)
 }
@@ -123,10 +124,11 @@ func (w *Workspace) view(ctx context.Context, fn func(ctx context.Context, tx Tr
 type runTx func(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 
 // traced runs fn in a transaction of run and traces the line fn left, as
-// update says. next, when not nil, is a second write's line that fn may
-// leave in the same transaction (RunEndThenStart's RunStart): storage's
-// log gets it after the first, and the caller traces it.
-func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error, next **TraceEvent) (*TraceEvent, bool, error) {
+// update says. next are the lines fn may leave after it in the same
+// transaction (RunEndThenStart's Plan and RunStart), which the caller
+// traces: storage's log gets each write's line, and a read's line when a
+// write of the transaction follows it.
+func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.Context, tx Transaction, line **TraceEvent) error, next ...**TraceEvent) (*TraceEvent, bool, error) {
 	var line *TraceEvent
 	var call int64
 	clock, timed := w.tracer.(TraceClock)
@@ -142,8 +144,17 @@ func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.C
 		if !ok || w.tracer == nil {
 			return nil
 		}
-		for _, l := range [2]*TraceEvent{line, deref(next)} {
-			if l != nil && !l.Read {
+		var held [3]*TraceEvent
+		lines := append(held[:0], line)
+		for _, n := range next {
+			lines = append(lines, deref(n))
+		}
+		for i, l := range lines {
+			// A read's line is kept when a write of the same transaction
+			// follows it (RunEndThenStart's Plan, before its RunStart): a
+			// process killed after the commit leaves the write in storage's
+			// log, and the read the write went by with it.
+			if l != nil && (!l.Read || slices.ContainsFunc(lines[i+1:], func(n *TraceEvent) bool { return n != nil && !n.Read })) {
 				c := *l
 				c.Proc = w.proc
 				if err := log.LogTrace(ctx, c); err != nil {
@@ -1126,8 +1137,9 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 // run's end was not recorded, nor anything planned or started; or the
 // transaction's commit is unknown (ErrCommitUnknown), and the round's
 // Crash resolves the end and the start together: a storage that keeps
-// trace lines has both or neither, and when it has them, the Crash traces
-// the Plan between them too.
+// trace lines has the transaction's lines or none (the Plan's among them
+// when a run started), and when it has them, the Crash traces the Plan
+// between the writes too.
 func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int) (p Plan, started RunID, err error) {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
@@ -1163,7 +1175,7 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 		started = id
 		startLine = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: p.Message, Run: id, Taken: p.Message, Lease: lease}
 		return nil
-	}, &startLine)
+	}, &planLine, &startLine)
 	if err == nil {
 		for _, l := range [2]*TraceEvent{planLine, startLine} {
 			if l != nil {

@@ -203,9 +203,10 @@
 // call and return times, one unbuffered write a line), and the
 // storage keeps the committed writes' lines itself (core.TraceLog,
 // postgres.Options.KeepTrace), so a process killed after a commit loses no
-// write. MergeHistories makes the trace: writes from storage, reads from
-// the histories; a write no history has is a pending operation for
-// porcupine.
+// write, nor the read a write of its transaction went by
+// (RunEndThenStart's Plan). MergeHistories makes the trace: writes from
+// storage, reads from the histories (each once, a read storage kept
+// too); a write no history has is a pending operation for porcupine.
 //
 // # Linearizability
 //

@@ -136,6 +136,12 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // follows its last line kept (see lostCrashes; MergedCrash tells those
 // Crash lines, which no process traced, apart). A Crash also follows the
 // writes of its claim that committed after it (crashAfterLateWrites).
+//
+// stored may hold reads too: the read a later write of its transaction
+// went by (RunEndThenStart's Plan, before its RunStart), which storage
+// keeps so that a process killed after the commit leaves it with the
+// writes. Such a read takes its times from its process's line of it, if
+// any, which then is not taken again.
 func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (merged, lost []core.TraceEvent) {
 	type key struct {
 		thread core.ThreadID
@@ -151,8 +157,30 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 		}
 	}
 	writes := make([]core.TraceEvent, 0, len(stored))
+	var storedReads []core.TraceEvent
+	type readKey struct {
+		thread core.ThreadID
+		tick   uint64
+		proc   string
+		action core.Action
+		call   int64
+	}
+	tookRead := map[readKey]bool{} // the histories' reads a stored read took the times of
 	for _, ev := range stored {
 		ev.Call, ev.Return = 0, math.MaxInt64
+		if ev.Read {
+			found := false
+			for _, h := range histories {
+				for _, r := range h {
+					k := readKey{r.Thread, r.Tick, r.Proc, r.Action, r.Call}
+					if !found && r.Read && !tookRead[k] && sameWrite(r, ev) {
+						ev.Call, ev.Return, tookRead[k], found = r.Call, r.Return, true, true
+					}
+				}
+			}
+			storedReads = append(storedReads, ev)
+			continue
+		}
 		k := key{ev.Thread, ev.Tick}
 		match := -1 // of writes alike, the last called: any before it was lost
 		for i, h := range written[k] {
@@ -193,7 +221,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 	var out []core.TraceEvent
 	for _, h := range histories {
 		for _, ev := range h {
-			if !ev.Read {
+			if !ev.Read || tookRead[readKey{ev.Thread, ev.Tick, ev.Proc, ev.Action, ev.Call}] {
 				continue
 			}
 			c, ok := since[ev.Holder]
@@ -222,6 +250,7 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 	}
 	crashAfterLateWrites(out, writes)
 	out = append(out, writes...)
+	out = append(out, storedReads...)
 	return append(out, lostCrashes(out, since)...), lost
 }
 

@@ -469,3 +469,46 @@ func TestMergeHistoriesReadWhileOwnWriteInFlight(t *testing.T) {
 	_, err := tracecheck.Check(ordered)
 	require.NoError(t, err, "the trace of what storage kept")
 }
+
+// A read storage kept with the writes of its transaction (RunEndThenStart's
+// Plan, before its RunStart) is in the trace once: with its process's
+// times when the process traced it too, and pending when the process was
+// killed before it could; the trace is valid either way.
+func TestMergeHistoriesStoredRead(t *testing.T) {
+	h1 := core.Holder("h1")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t", Proc: "poster", Msg: 1, Taken: 0},
+		{Tick: 2, Action: core.ActionPost, Thread: "t", Proc: "poster", Msg: 2, Taken: 0},
+		{Tick: 3, Action: core.ActionClaim, Thread: "t", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 4, Action: core.ActionRunStart, Thread: "t", Proc: "p1", Holder: h1, Msg: 1, Run: 1, Taken: 1, Lease: h1},
+		{Tick: 5, Action: core.ActionRunEnd, Thread: "t", Proc: "p1", Holder: h1, Run: 1, Taken: 1},
+		{Tick: 5, Read: true, Action: core.ActionPlan, Thread: "t", Proc: "p1", Holder: h1, Msg: 2, Taken: 1, Kind: "run"},
+		{Tick: 6, Action: core.ActionRunStart, Thread: "t", Proc: "p1", Holder: h1, Msg: 2, Run: 2, Taken: 2, Lease: h1},
+	}
+	before := []core.TraceEvent{ // p1's lines until the transaction
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t", Proc: "p1", Holder: h1, Msg: 1, Taken: 0, Kind: "run", Call: 30, Return: 31},
+	}
+	whole := append(slices.Clone(before),
+		core.TraceEvent{Tick: 5, Read: true, Action: core.ActionPlan, Thread: "t", Proc: "p1", Holder: h1, Msg: 2, Taken: 1, Kind: "run", Call: 50, Return: 60})
+	for _, c := range []struct {
+		name string
+		p1   []core.TraceEvent
+		call int64
+	}{{"killed", before, 0}, {"alive", whole, 50}} {
+		t.Run(c.name, func(t *testing.T) {
+			lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{c.p1})
+			require.Empty(t, lost)
+			var plans []core.TraceEvent
+			for _, l := range lines {
+				if l.Action == core.ActionPlan && l.Tick == 5 {
+					plans = append(plans, l)
+				}
+			}
+			require.Len(t, plans, 1, "the transaction's Plan, once")
+			require.Equal(t, c.call, plans[0].Call)
+			tracecheck.Sort(lines)
+			_, err := tracecheck.Check(lines)
+			require.NoError(t, err)
+		})
+	}
+}

@@ -228,7 +228,15 @@ func (s *procStorage) Update(ctx context.Context, fn func(context.Context, core.
 	switch {
 	case fault == FaultCommitUnknown && err == nil:
 		f.mu.Lock()
-		f.unseen = append(f.unseen, lines...)
+		for _, l := range lines {
+			// The writes: the read a write of the transaction went by
+			// (RunEndThenStart's Plan), which a storage keeps too for a
+			// process killed after the commit, is the process's own here:
+			// its Crash traces it (no simulated process dies untraced).
+			if !l.Read {
+				f.unseen = append(f.unseen, l)
+			}
+		}
 		f.mu.Unlock()
 		return fmt.Errorf("sim: injected fault: %w", core.ErrCommitUnknown)
 	case fault == FaultRollbackUnknown && errors.Is(err, errRolledBack):
@@ -250,9 +258,9 @@ func (s *procStorage) View(ctx context.Context, fn func(context.Context, core.Tr
 	return s.Storage.Update(ctx, fn)
 }
 
-// loggingTx keeps the trace lines of the writes its transaction makes
-// (core.TraceLog: one, or two for RunEndThenStart), and passes them on to
-// the storage's own log if it keeps one.
+// loggingTx keeps the trace lines its transaction logs (core.TraceLog:
+// a write's, or RunEndThenStart's RunEnd, Plan and RunStart), and passes
+// them on to the storage's own log if it keeps one.
 type loggingTx struct {
 	core.Transaction
 	lines  *[]core.TraceEvent

@@ -437,11 +437,12 @@ func (c *slowConn) Read(p []byte) (int, error) {
 // A run's end and the next run's start in one transaction
 // (RunEndThenStart), on a Store that keeps trace lines, whose one round
 // trip's reply is lost after the server committed: the call returns
-// ErrCommitUnknown, storage's log holds both writes' lines, and the
-// round's Crash learns from it that they committed and traces the Plan
-// between them (storage keeps no read's line) before its own line. The
-// trace, the writes as storage kept them and the reads as the process
-// traced them (the fleet's), is accepted; without the Plan it is not.
+// ErrCommitUnknown, storage's log holds both writes' lines and the Plan
+// between them (migration 0012), and the round's Crash learns from it
+// that they committed and traces that Plan too before its own line. The
+// trace as the fleet merges it (tracecheck.MergeHistories: storage's
+// lines, and the process's reads) has the Plan once, and is accepted;
+// without the Plan it is not.
 func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
@@ -483,24 +484,20 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 	stored, err := s.TraceLines(ctx)
 	require.NoError(t, err)
 	var kept, all []string
-	trace := append([]core.TraceEvent(nil), stored...)
 	for _, l := range stored {
 		if l.Thread == "t" && l.Holder == "ha" {
 			kept = append(kept, fmt.Sprintf("%s@%d", l.Action, l.Tick))
 		}
 	}
-	for _, l := range rec.got {
-		if l.Read {
-			trace = append(trace, l)
-		}
-	}
+	trace, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{rec.got})
+	require.Empty(t, lost)
 	tracecheck.Sort(trace)
 	for _, l := range trace {
 		if l.Thread == "t" && l.Holder == "ha" {
 			all = append(all, fmt.Sprintf("%s@%d", l.Action, l.Tick))
 		}
 	}
-	require.Equal(t, []string{"Claim@4", "RunStart@5", "RunEnd@6", "RunStart@7"}, kept, "storage kept both writes of the fused transaction")
+	require.Equal(t, []string{"Claim@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7"}, kept, "storage kept both writes of the fused transaction, and the Plan between them")
 	require.Equal(t, []string{"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "Crash@7"}, all)
 	_, err = tracecheck.Check(trace)
 	require.NoError(t, err, "the trace as storage and the process left it")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,8 +17,9 @@ var (
 	_ core.TraceLogReader = (*txn)(nil)
 )
 
-// LogTrace queues the insert of a write's trace line, sent with the
-// transaction's commit. It does nothing unless the Store keeps traces.
+// LogTrace queues the insert of a trace line, sent with the transaction's
+// commit: a write's, or a read's that a later write of the transaction
+// went by (migration 0012). It does nothing unless the Store keeps traces.
 func (t *txn) LogTrace(_ context.Context, ev core.TraceEvent) error {
 	if !t.s.keepTrace {
 		return nil
@@ -26,7 +28,7 @@ func (t *txn) LogTrace(_ context.Context, ev core.TraceEvent) error {
 	if err != nil {
 		return fmt.Errorf("postgres: trace line: %w", err)
 	}
-	t.queue(t.s.q.insertTrace, str(string(ev.Thread)), i64(int64(ev.Tick)), str(string(b)))
+	t.queue(t.s.q.insertTrace, str(string(ev.Thread)), i64(int64(ev.Tick)), str(strconv.FormatBool(ev.Read)), str(string(b)))
 	return nil
 }
 
@@ -68,8 +70,10 @@ func (t *txn) LoggedTrace(ctx context.Context, id core.ThreadID, tick uint64) (c
 	return ev, true, nil
 }
 
-// TraceLines returns the trace lines of every committed write, by thread
-// and tick, as a Store opened with KeepTrace kept them. It is an
+// TraceLines returns the trace lines of every committed write, and of the
+// reads such a write went by in its transaction, by thread and tick (a
+// tick's write before its read), as a Store opened with KeepTrace kept
+// them. It is an
 // administrative read, for checking a run's trace (tracecheck fleet reads
 // the writes from here, so that a process killed after its commit loses no
 // line): it reads the whole table and is not meant for a runner's path.
