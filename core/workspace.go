@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 )
@@ -145,16 +144,21 @@ func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.C
 			return nil
 		}
 		var held [3]*TraceEvent
-		lines := append(held[:0], line)
+		lines, lastWrite := append(held[:0], line), -1
 		for _, n := range next {
 			lines = append(lines, deref(n))
+		}
+		for i, l := range lines {
+			if l != nil && !l.Read {
+				lastWrite = i
+			}
 		}
 		for i, l := range lines {
 			// A read's line is kept when a write of the same transaction
 			// follows it (RunEndThenStart's Plan, before its RunStart): a
 			// process killed after the commit leaves the write in storage's
 			// log, and the read the write went by with it.
-			if l != nil && (!l.Read || slices.ContainsFunc(lines[i+1:], func(n *TraceEvent) bool { return n != nil && !n.Read })) {
+			if l != nil && (!l.Read || i < lastWrite) {
 				c := *l
 				c.Proc = w.proc
 				if err := log.LogTrace(ctx, c); err != nil {

@@ -147,12 +147,21 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 		thread core.ThreadID
 		tick   uint64
 	}
-	written := map[key][]core.TraceEvent{} // the histories' writes
+	// The histories' writes, and their reads at a tick where storage kept
+	// a read too.
+	written, readAt := map[key][]core.TraceEvent{}, map[key][]core.TraceEvent{}
+	for _, ev := range stored {
+		if ev.Read {
+			readAt[key{ev.Thread, ev.Tick}] = nil
+		}
+	}
 	for _, h := range histories {
 		for _, ev := range h {
+			k := key{ev.Thread, ev.Tick}
 			if !ev.Read {
-				k := key{ev.Thread, ev.Tick}
 				written[k] = append(written[k], ev)
+			} else if r, ok := readAt[k]; ok {
+				readAt[k] = append(r, ev)
 			}
 		}
 	}
@@ -169,14 +178,12 @@ func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (me
 	for _, ev := range stored {
 		ev.Call, ev.Return = 0, math.MaxInt64
 		if ev.Read {
-			found := false
-			for _, h := range histories {
-				for _, r := range h {
-					k := readKey{r.Thread, r.Tick, r.Proc, r.Action, r.Call}
-					if !found && r.Read && !tookRead[k] && sameWrite(r, ev) {
-						ev.Call, ev.Return, tookRead[k], found = r.Call, r.Return, true, true
-					}
-				}
+			k := key{ev.Thread, ev.Tick}
+			if i := slices.IndexFunc(readAt[k], func(r core.TraceEvent) bool { return sameWrite(r, ev) }); i >= 0 {
+				r := readAt[k][i]
+				ev.Call, ev.Return = r.Call, r.Return
+				tookRead[readKey{r.Thread, r.Tick, r.Proc, r.Action, r.Call}] = true
+				readAt[k] = slices.Delete(readAt[k], i, i+1)
 			}
 			storedReads = append(storedReads, ev)
 			continue
