@@ -107,7 +107,7 @@ func TestSteerThenRecord(t *testing.T) {
 	require.NoError(t, w.a.SteerRecord(w.ctx, w.ca, w.run, m.Seq))
 	th := w.thread(t)
 	require.Equal(t, core.Seq(2), th.Taken)
-	require.Equal(t, []core.Seq{2}, th.Runs[0].Steering)
+	require.Equal(t, []core.Seq{2}, th.Runs()[0].Steering)
 	require.Equal(t, before.Version+1, th.Version)
 	require.Equal(t, core.TraceEvent{Tick: th.Version, Action: core.ActionSteerRecord, Thread: "t", Proc: "A", Holder: "ha", Msg: 2, Run: w.run, Taken: 2}, w.last())
 
@@ -117,7 +117,7 @@ func TestSteerThenRecord(t *testing.T) {
 	require.Equal(t, core.Seq(3), m.Seq)
 	require.NoError(t, w.a.SteerRecord(w.ctx, w.ca, w.run, m.Seq))
 	th = w.thread(t)
-	require.Equal(t, []core.Seq{2, 3}, th.Runs[0].Steering)
+	require.Equal(t, []core.Seq{2, 3}, th.Runs()[0].Steering)
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1, 3: 1}, th.Consumed())
 
 	// The run goes on as ever: its end, then a plan that finds nothing.
@@ -267,8 +267,8 @@ func TestSteerMutants(t *testing.T) {
 		require.NoError(t, w.a.SteerRecord(w.ctx, w.ca, w.run, m.Seq), "the mutant records steering of an abandoned run")
 		th := w.thread(t)
 		require.Equal(t, core.Seq(2), th.Taken, "the cursor moved")
-		require.Empty(t, th.Runs[0].Steering, "with no event")
-		require.Equal(t, len(before.Runs), len(th.Runs))
+		require.Empty(t, th.Runs()[0].Steering, "with no event")
+		require.Equal(t, len(before.Runs()), len(th.Runs()))
 		require.Equal(t, core.ActionSteerRecord, w.last().Action)
 		require.Equal(t, core.Seq(2), w.last().Taken)
 	})
@@ -281,7 +281,7 @@ func TestSteerMutants(t *testing.T) {
 		require.NoError(t, w.a.SteerRecord(w.ctx, w.ca, w.run, m.Seq))
 		th := w.thread(t)
 		require.Equal(t, core.Seq(1), th.Taken, "the mutant leaves the cursor")
-		require.Equal(t, []core.Seq{2}, th.Runs[0].Steering)
+		require.Equal(t, []core.Seq{2}, th.Runs()[0].Steering)
 		require.Equal(t, core.ActionSteerRecord, w.last().Action)
 		m2, ok, err := w.a.Steer(w.ctx, w.ca, w.run)
 		require.NoError(t, err)

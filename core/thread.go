@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -128,6 +129,12 @@ type Request struct {
 
 // Thread is a thread's state, the fold of its events plus its taken cursor
 // and its version. Storage returns it inside a transaction.
+//
+// Its runs are read with Run, LastRun, ActiveRuns and Runs. They are held
+// so that Apply never changes a run another Thread value can see: values
+// copied one from another (a storage's cached state and a transaction's)
+// share their runs, and ending a run costs the same on a thread of ten
+// runs as on one of a hundred thousand.
 type Thread struct {
 	ID ThreadID
 	// Version counts the thread's committed writes (posts, lease writes,
@@ -135,8 +142,82 @@ type Thread struct {
 	Version  uint64
 	Taken    Seq
 	Messages []Message
-	Runs     []Run
 	Requests []Request
+
+	runs runs
+}
+
+// runs is a thread's runs. settled holds runs 1 to len(settled), every
+// one ended or abandoned before a later run started: they change no more
+// (but for a RunOutput written for one of them after that, which copies
+// settled). Values share settled's array; writing at index len of it is
+// safe for the one value that wins grow, the append right shared by
+// every value with that array and length (a value that loses it copies
+// the array first). live holds the later runs; it is never changed in
+// place, only replaced, and stays short: the run in progress, the last
+// one ended, and those a lapsed holder left active until they are
+// abandoned.
+type runs struct {
+	settled []Run
+	grow    *atomic.Bool // settled's append right; nil: none, copy first
+	live    []Run
+}
+
+// at returns a pointer to run id, which the caller must not change; nil
+// when there is no such run.
+func (rs *runs) at(id RunID) *Run {
+	i := int(id) - 1
+	switch {
+	case i < 0:
+		return nil
+	case i < len(rs.settled):
+		return &rs.settled[i]
+	case i-len(rs.settled) < len(rs.live):
+		return &rs.live[i-len(rs.settled)]
+	}
+	return nil
+}
+
+// own returns run id, which exists, in an array of this value's own, for
+// the caller to change: live is copied (a few runs), or, for a run
+// already settled, settled is (see runs).
+func (rs *runs) own(id RunID) *Run {
+	i := int(id) - 1
+	if i >= len(rs.settled) {
+		rs.live = append([]Run(nil), rs.live...)
+		return &rs.live[i-len(rs.settled)]
+	}
+	rs.settled, rs.grow = append(make([]Run, 0, cap(rs.settled)), rs.settled...), new(atomic.Bool)
+	return &rs.settled[i]
+}
+
+// start appends a new run, settling first the leading runs of live that
+// are over: a RunOutput for them is no longer expected.
+func (rs *runs) start(r Run) {
+	k := 0
+	for k < len(rs.live) && rs.live[k].State != StateActive {
+		k++
+	}
+	if k > 0 {
+		rs.settle(rs.live[:k])
+	}
+	live := make([]Run, len(rs.live)-k, len(rs.live)-k+1)
+	copy(live, rs.live[k:])
+	rs.live = append(live, r)
+}
+
+// settle appends done to settled: in place when the array has room and
+// this value wins its append right, into a new array of twice the size
+// otherwise (amortised O(1) a run along a thread's history).
+func (rs *runs) settle(done []Run) {
+	n := len(rs.settled)
+	if n+len(done) > cap(rs.settled) || rs.grow == nil || !rs.grow.CompareAndSwap(false, true) {
+		s := make([]Run, n, max(2*(n+len(done)), 8))
+		copy(s, rs.settled)
+		rs.settled = s
+	}
+	rs.settled = append(rs.settled, done...)
+	rs.grow = new(atomic.Bool)
 }
 
 // NewThread returns an empty thread.
@@ -150,24 +231,36 @@ func (t *Thread) Unconsumed() bool { return t.Taken < t.Last() }
 
 // Run returns the run with that id.
 func (t *Thread) Run(id RunID) (Run, bool) {
-	if id < 1 || int(id) > len(t.Runs) {
+	r := t.runs.at(id)
+	if r == nil {
 		return Run{}, false
 	}
-	return t.Runs[id-1], true
+	return *r, true
 }
 
-// Request returns the request with that id.
-func (t *Thread) Request(id RequestID) (Request, bool) {
+// LastRun is the id of the newest run, 0 when there is none.
+func (t *Thread) LastRun() RunID { return RunID(len(t.runs.settled) + len(t.runs.live)) }
+
+// Runs returns a new slice of the thread's runs, run 1 first (run id at
+// index id-1). It copies them all: Run, LastRun and ActiveRuns do not.
+func (t *Thread) Runs() []Run {
+	out := make([]Run, 0, len(t.runs.settled)+len(t.runs.live))
+	return append(append(out, t.runs.settled...), t.runs.live...)
+}
+
+// request returns the request with that id.
+func (t *Thread) request(id RequestID) (Request, bool) {
 	if id < 1 || int(id) > len(t.Requests) {
 		return Request{}, false
 	}
 	return t.Requests[id-1], true
 }
 
-// ActiveRuns returns the thread's active runs, oldest first.
+// ActiveRuns returns the thread's active runs, oldest first. (Every
+// active run is live: it costs a few runs, not the thread's history.)
 func (t *Thread) ActiveRuns() []Run {
 	var out []Run
-	for _, r := range t.Runs {
+	for _, r := range t.runs.live {
 		if r.State == StateActive {
 			out = append(out, r)
 		}
@@ -175,8 +268,8 @@ func (t *Thread) ActiveRuns() []Run {
 	return out
 }
 
-// OpenRequests returns the thread's unanswered requests, oldest first.
-func (t *Thread) OpenRequests() []Request {
+// openRequests returns the thread's unanswered requests, oldest first.
+func (t *Thread) openRequests() []Request {
 	var out []Request
 	for _, r := range t.Requests {
 		if r.State == RequestOpen {
@@ -191,10 +284,12 @@ func (t *Thread) OpenRequests() []Request {
 // count is 1 while I1_ConsumedAtMostOnce holds.
 func (t *Thread) Consumed() map[Seq]int {
 	n := map[Seq]int{}
-	for _, r := range t.Runs {
-		n[r.Prompt]++
-		for _, m := range r.Steering {
-			n[m]++
+	for _, rs := range [][]Run{t.runs.settled, t.runs.live} {
+		for _, r := range rs {
+			n[r.Prompt]++
+			for _, m := range r.Steering {
+				n[m]++
+			}
 		}
 	}
 	for _, q := range t.Requests {
@@ -205,12 +300,12 @@ func (t *Thread) Consumed() map[Seq]int {
 	return n
 }
 
-// Clone returns a deep copy. A run's Steering is shared with t, never
-// changed in place: Apply appends to a new array.
+// Clone returns a copy that shares nothing t's Apply or a change to its
+// fields could reach: its messages and requests are copied; its runs,
+// which Apply never changes in place, are shared (see Thread).
 func (t *Thread) Clone() *Thread {
 	c := *t
 	c.Messages = append([]Message(nil), t.Messages...)
-	c.Runs = append([]Run(nil), t.Runs...)
 	c.Requests = append([]Request(nil), t.Requests...)
 	return &c
 }
@@ -225,7 +320,7 @@ func (t *Thread) Check(ev Event) error {
 			return fmt.Errorf("%w: message %d posted after %d", ErrInvalidArgument, ev.Message, t.Last())
 		}
 	case RunStarted:
-		if ev.Run != RunID(len(t.Runs)+1) {
+		if ev.Run != t.LastRun()+1 {
 			return fmt.Errorf("%w: run %d is not the next run", ErrInvalidArgument, ev.Run)
 		}
 		if ev.Message < 1 || ev.Message > t.Last() {
@@ -242,7 +337,7 @@ func (t *Thread) Check(ev Event) error {
 			return fmt.Errorf("%w: request %d is not the next request", ErrInvalidArgument, ev.Request)
 		}
 	case Answered:
-		q, ok := t.Request(ev.Request)
+		q, ok := t.request(ev.Request)
 		if !ok {
 			return fmt.Errorf("%w: request %d of thread %q", ErrUnknownRequest, ev.Request, t.ID)
 		}
@@ -312,22 +407,22 @@ func (t *Thread) Apply(ev Event) {
 	case MessagePosted:
 		t.Messages = append(t.Messages, Message{Seq: ev.Message, Text: ev.Text, PostedAt: ev.At})
 	case RunStarted:
-		t.Runs = append(t.Runs, Run{ID: ev.Run, Holder: ev.Holder, Prompt: ev.Message, State: StateActive, StartedAt: ev.At})
+		t.runs.start(Run{ID: ev.Run, Holder: ev.Holder, Prompt: ev.Message, State: StateActive, StartedAt: ev.At})
 	case Asked:
 		t.Requests = append(t.Requests, Request{ID: ev.Request, Run: ev.Run, Question: ev.Text, State: RequestOpen})
 	case Answered:
 		q := &t.Requests[ev.Request-1]
 		q.State, q.Answer = RequestAnswered, ev.Message
 	case RunEnded:
-		t.Runs[ev.Run-1].State = StateEnded
+		t.runs.own(ev.Run).State = StateEnded
 	case RunAbandoned:
-		t.Runs[ev.Run-1].State = StateAbandoned
+		t.runs.own(ev.Run).State = StateAbandoned
 	case RunSteered:
-		// a new array: a Clone shares the old one
-		r := &t.Runs[ev.Run-1]
+		// a new array: other values share the old one
+		r := t.runs.own(ev.Run)
 		r.Steering = append(r.Steering[:len(r.Steering):len(r.Steering)], ev.Message)
 	case RunOutput:
-		t.Runs[ev.Run-1].Output = ev.Text
+		t.runs.own(ev.Run).Output = ev.Text
 	}
 	if ev.Version > t.Version {
 		t.Version = ev.Version

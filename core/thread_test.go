@@ -64,15 +64,18 @@ func TestThreadFoldAndConsumed(t *testing.T) {
 	th := sample()
 	require.Equal(t, uint64(4), th.Version)
 	require.Equal(t, []core.Run{{ID: 1, Holder: "h", Prompt: 1, State: core.StateActive}}, th.ActiveRuns())
-	require.Len(t, th.OpenRequests(), 1)
+	require.Equal(t, core.RequestOpen, th.Requests[0].State)
 	th.Apply(core.Event{Version: 5, Kind: core.Answered, Request: 1, Message: 2})
-	require.Empty(t, th.OpenRequests())
+	require.Equal(t, core.RequestAnswered, th.Requests[0].State)
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, th.Consumed())
 	th.Apply(core.Event{Version: 6, Kind: core.RunEnded, Run: 1})
 	require.Empty(t, th.ActiveRuns())
 	c := th.Clone()
-	c.Runs[0].State = core.StateAbandoned
-	require.Equal(t, core.StateEnded, th.Runs[0].State, "Clone shares state")
+	c.Apply(core.Event{Version: 7, Kind: core.RunOutput, Run: 1, Text: "said"})
+	c.Requests[0].State = core.RequestOpen
+	r, _ := th.Run(1)
+	require.Equal(t, "", r.Output, "Apply on a Clone changed the original's run")
+	require.Equal(t, core.RequestAnswered, th.Requests[0].State, "Clone shares the requests")
 }
 
 func TestLeaseExpiredAtItsInstant(t *testing.T) {

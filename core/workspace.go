@@ -785,7 +785,7 @@ func planOf(t *Thread, c Claim) (Plan, *TraceEvent) {
 		return p, nil
 	}
 	p.Kind, p.Message, p.Posted = PlanRun, t.Taken+1, t.Messages[t.Taken]
-	if open := t.OpenRequests(); len(open) > 0 {
+	if open := t.openRequests(); len(open) > 0 {
 		p.Kind, p.Request = PlanReply, open[0].ID
 	}
 	return p, &TraceEvent{Tick: t.Version, Read: true, Action: ActionPlan, Thread: c.Thread, Holder: c.Holder,
@@ -833,7 +833,7 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 			}
 			return err
 		}
-		id = RunID(len(t.Runs) + 1)
+		id = t.LastRun() + 1
 		ev := Event{Kind: RunStarted, At: w.clock.Now(), Message: prompt, Run: id, Holder: c.Holder}
 		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
@@ -1039,7 +1039,7 @@ func (w *Workspace) Steer(ctx context.Context, c Claim, run RunID) (m Message, o
 		if w.mutants.SteerConsumed && t.Taken > 0 {
 			next = t.Taken
 		}
-		if len(t.OpenRequests()) > 0 || next > t.Last() {
+		if len(t.openRequests()) > 0 || next > t.Last() {
 			return nil
 		}
 		m, ok = t.Messages[next-1], true
@@ -1171,7 +1171,7 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 		case err != nil:
 			return err
 		}
-		id := RunID(len(t.Runs) + 1)
+		id := t.LastRun() + 1
 		ev := Event{Kind: RunStarted, At: w.clock.Now(), Message: p.Message, Run: id, Holder: c.Holder}
 		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
@@ -1382,7 +1382,7 @@ func (w *Workspace) Answer(ctx context.Context, id ThreadID, req RequestID) (Mes
 		if err != nil {
 			return err
 		}
-		q, ok := t.Request(req)
+		q, ok := t.request(req)
 		if !ok {
 			return fmt.Errorf("%w: request %d of thread %q", ErrUnknownRequest, req, id)
 		}

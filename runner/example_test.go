@@ -199,7 +199,7 @@ func ExampleSession_Steer() {
 		return
 	}
 	th, _ := ws.Thread(ctx, "t1")
-	fmt.Println("run 1:", th.Runs[0].Output, "- steering", th.Runs[0].Steering, "- taken", th.Taken)
+	fmt.Println("run 1:", th.Runs()[0].Output, "- steering", th.Runs()[0].Steering, "- taken", th.Taken)
 	// Output:
 	// agent hears: use staging, not production
 	// turn: done

@@ -146,7 +146,7 @@ func TestAgentAwaitsAnswer(t *testing.T) {
 	th, err := a.ws.Thread(context.Background(), "t")
 	require.NoError(t, err)
 	require.Equal(t, core.Request{ID: 1, Run: 1, Question: "which environment?", State: core.RequestAnswered, Answer: 2}, th.Requests[0])
-	require.Equal(t, core.StateEnded, th.Runs[0].State)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State)
 	_, err = tracecheck.Check(sortedLines(rec))
 	require.NoError(t, err)
 }

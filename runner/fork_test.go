@@ -79,7 +79,7 @@ func TestTurnFork(t *testing.T) {
 		th, err := core.NewWorkspace(s, clock).Thread(ctx, "t")
 		require.NoError(t, err)
 		require.Equal(t, core.Seq(1), th.Taken)
-		require.Len(t, th.Runs, 1)
+		require.Len(t, th.Runs(), 1)
 	}
 	// The fork's trace is its own from the fork on; with the lines before
 	// the fork, each is a behaviour of the spec.
@@ -141,7 +141,7 @@ func TestTurnForkAfterSteering(t *testing.T) {
 		th, err := core.NewWorkspace(s, clock).Thread(ctx, "t")
 		require.NoError(t, err)
 		require.Equal(t, core.Seq(2), th.Taken)
-		require.Equal(t, []core.Seq{2}, th.Runs[0].Steering)
-		require.Equal(t, core.StateEnded, th.Runs[0].State)
+		require.Equal(t, []core.Seq{2}, th.Runs()[0].Steering)
+		require.Equal(t, core.StateEnded, th.Runs()[0].State)
 	}
 }

@@ -62,8 +62,8 @@ func TestSessionMisuseRefused(t *testing.T) {
 
 	th, err := ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Len(t, th.Runs, 1)
-	require.Equal(t, core.StateEnded, th.Runs[0].State, "the run ended as the turn recorded it")
-	require.Equal(t, "the answer", th.Runs[0].Output, "the output the agent set before it returned")
+	require.Len(t, th.Runs(), 1)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State, "the run ended as the turn recorded it")
+	require.Equal(t, "the answer", th.Runs()[0].Output, "the output the agent set before it returned")
 	require.Empty(t, th.Requests, "no request was opened")
 }

@@ -56,9 +56,9 @@ func TestOutputIsNoPrompt(t *testing.T) {
 		}
 	}
 	th := runAgent(t, replies, func(*core.Thread) bool { return false }, 500*time.Millisecond)
-	require.Len(t, th.Runs, 1, "an agent that replies through its Session causes one run")
-	require.Equal(t, core.StateEnded, th.Runs[0].State)
-	require.Equal(t, "you said hello", th.Runs[0].Output, "the person sees the reply through the thread")
+	require.Len(t, th.Runs(), 1, "an agent that replies through its Session causes one run")
+	require.Equal(t, core.StateEnded, th.Runs()[0].State)
+	require.Equal(t, "you said hello", th.Runs()[0].Output, "the person sees the reply through the thread")
 	require.Len(t, th.Messages, 1, "the reply is no message")
 	require.False(t, th.Unconsumed(), "nothing is left to consume")
 
@@ -68,8 +68,8 @@ func TestOutputIsNoPrompt(t *testing.T) {
 			return err
 		}
 	}
-	th = runAgent(t, loops, func(th *core.Thread) bool { return len(th.Runs) >= 10 }, 10*time.Second)
-	require.GreaterOrEqual(t, len(th.Runs), 10, "waited 10 s for the posting agent's loop: its own posts are its next prompts")
+	th = runAgent(t, loops, func(th *core.Thread) bool { return len(th.Runs()) >= 10 }, 10*time.Second)
+	require.GreaterOrEqual(t, len(th.Runs()), 10, "waited 10 s for the posting agent's loop: its own posts are its next prompts")
 }
 
 // A Config without a Logger logs to slog.Default(), so that a failed turn

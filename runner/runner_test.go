@@ -125,7 +125,7 @@ func TestLostRenewalCancelsAgent(t *testing.T) {
 	require.ErrorIs(t, res.err, core.ErrThreadBusy)
 	th, err := a.ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Equal(t, core.StateEnded, th.Runs[0].State)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State)
 	l, err := a.ws.Lease(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, core.Holder("B-1"), l.Holder, "A must not release B's lease")
@@ -178,7 +178,7 @@ func TestCommitUnknownNotRetried(t *testing.T) {
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
 	th, err := b.ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Equal(t, core.StateAbandoned, th.Runs[0].State, "B abandons the run whose start A could not confirm")
+	require.Equal(t, core.StateAbandoned, th.Runs()[0].State, "B abandons the run whose start A could not confirm")
 }
 
 // A fenced start is a failed turn: its span's status is Error, and the
@@ -307,7 +307,7 @@ func TestClaimCommitUnknownGivenUp(t *testing.T) {
 	require.Equal(t, []core.Action{core.ActionPost, core.ActionCrash}, rec.actions)
 	th, err := ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Empty(t, th.Runs, "the round went on under a claim it could not confirm")
+	require.Empty(t, th.Runs(), "the round went on under a claim it could not confirm")
 }
 
 type crashes struct{ actions []core.Action }
@@ -384,8 +384,8 @@ func TestWorkStopsGracefully(t *testing.T) {
 	require.False(t, res.o.Failed())
 	th, err := a.ws.Thread(context.Background(), "t")
 	require.NoError(t, err)
-	require.Len(t, th.Runs, 1, "a stopping turn started another run")
-	require.Equal(t, core.StateEnded, th.Runs[0].State, "the run's end was not recorded")
+	require.Len(t, th.Runs(), 1, "a stopping turn started another run")
+	require.Equal(t, core.StateEnded, th.Runs()[0].State, "the run's end was not recorded")
 	l, err := a.ws.Lease(context.Background(), "t")
 	require.NoError(t, err)
 	require.Equal(t, core.Lease{}, l, "the claim was not released")

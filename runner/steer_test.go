@@ -141,8 +141,8 @@ func TestSteerGivenThenRecorded(t *testing.T) {
 
 	th, err := a.ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Equal(t, "heard m2, m3", th.Runs[0].Output)
-	require.Equal(t, []core.Seq{2, 3}, th.Runs[0].Steering)
+	require.Equal(t, "heard m2, m3", th.Runs()[0].Output)
+	require.Equal(t, []core.Seq{2, 3}, th.Runs()[0].Steering)
 	require.Equal(t, core.Seq(3), th.Taken)
 	require.Equal(t, []core.Action{core.ActionSteer, core.ActionSteerRecord, core.ActionSteer, core.ActionSteerRecord, core.ActionRunEnd, core.ActionRelease},
 		tr.after(t, core.ActionRunStart))
@@ -221,7 +221,7 @@ func TestSteerRecordBeforeTheRunsNextCall(t *testing.T) {
 				if name == "Steer" {
 					want = []core.Seq{2, 3}
 				}
-				require.Equal(t, want, th.Runs[0].Steering, "run %d", i)
+				require.Equal(t, want, th.Runs()[0].Steering, "run %d", i)
 				for m, n := range th.Consumed() {
 					require.Equal(t, 1, n, "run %d: message %d consumed %d times", i, m, n)
 				}
@@ -311,8 +311,8 @@ func TestSteerRecordRefused(t *testing.T) {
 
 			th, err := a.ws.Thread(ctx, "t")
 			require.NoError(t, err)
-			require.Equal(t, core.StateAbandoned, th.Runs[0].State)
-			require.Empty(t, th.Runs[0].Steering)
+			require.Equal(t, core.StateAbandoned, th.Runs()[0].State)
+			require.Empty(t, th.Runs()[0].Steering)
 			require.Equal(t, core.Seq(1), th.Taken, "the refused record consumed nothing")
 			p, err := b.ws.Plan(ctx, cb)
 			require.NoError(t, err)
@@ -366,8 +366,8 @@ func TestSteerLeaseLostWhileSteered(t *testing.T) {
 
 	th, err := a.ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Equal(t, core.StateEnded, th.Runs[0].State)
-	require.Equal(t, []core.Seq{2}, th.Runs[0].Steering)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State)
+	require.Equal(t, []core.Seq{2}, th.Runs()[0].Steering)
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, th.Consumed())
 	p, err := b.ws.Plan(ctx, cb)
 	require.NoError(t, err)

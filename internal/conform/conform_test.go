@@ -157,7 +157,7 @@ func TestAbstract(t *testing.T) {
 	th := core.NewThread("t")
 	th.Messages = []core.Message{{Seq: 1}, {Seq: 2}, {Seq: 3}}
 	th.Taken = 1
-	th.Runs = []core.Run{{ID: 1, Holder: "b", Prompt: 1, State: core.StateActive}}
+	th.Apply(core.Event{Kind: core.RunStarted, Run: 1, Holder: "b", Message: 1})
 	now := time.Unix(100, 0)
 	o := Observed{
 		Thread: th, Lease: core.Lease{Thread: "t", Holder: "b", ExpiresAt: now}, Now: now,

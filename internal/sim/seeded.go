@@ -946,7 +946,7 @@ func (s *Seeded) drained(ctx context.Context) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		n += int(th.Taken) + len(th.Runs) - len(th.ActiveRuns())
+		n += int(th.Taken) + len(th.Runs()) - len(th.ActiveRuns())
 	}
 	return n, nil
 }

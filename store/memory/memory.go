@@ -231,9 +231,10 @@ func (t *txn) Bump(_ context.Context, id core.ThreadID) (uint64, error) {
 }
 
 // Append folds ev into the thread in place. Its undo restores the
-// thread's header (the slices' lengths, the version) and the one run or
-// request the event may change; appended elements past a restored length
-// are unreachable.
+// thread's header (the slices' lengths, the version, the runs, which
+// Apply replaces and never changes in place) and the one request the
+// event may change; appended elements past a restored length are
+// unreachable.
 func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
 	if err := checkEvent(ev); err != nil {
 		return err
@@ -249,9 +250,6 @@ func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
 	header, events := *st, len(th.events)
 	var restore func()
 	switch ev.Kind {
-	case core.RunEnded, core.RunAbandoned, core.RunOutput, core.RunSteered:
-		i, old := ev.Run-1, st.Runs[ev.Run-1]
-		restore = func() { st.Runs[i] = old }
 	case core.Answered:
 		i, old := ev.Request-1, st.Requests[ev.Request-1]
 		restore = func() { st.Requests[i] = old }

@@ -36,13 +36,14 @@ type cacheEntry struct {
 // its own, not a field of the entry: a later entry that shares one of
 // them points into it, and a pointer into an entry would keep that
 // entry, its state and the entries its own rights point into alive, one
-// chain a thread with a copy of the runs at each link (see entry).
+// chain a thread long, each link with the state's copies of its slices
+// (see entry).
 type rights [nSlices]atomic.Bool
 
-// The three slices of a core.Thread, as cow's indices.
+// The two slices of a core.Thread, as cow's indices. (Its runs need no
+// cow: Apply never changes them in place; core.Thread.)
 const (
 	sliceMessages = iota
-	sliceRuns
 	sliceRequests
 	nSlices
 )
@@ -55,11 +56,11 @@ const (
 // len: the one whose transaction wins that slice's append right, an
 // atomic flag shared by every state with the same array and length. A
 // transaction that loses it, or that changes an element below len (an
-// ended run, a run's steering, an answered request), copies the slice
-// first. An append thus costs O(1) however long the thread's log, with no
-// lock; a change below len costs a copy of the slice, O(runs) for every
-// RunEnd (BenchmarkLongThread: 1.2 MB a message on a thread of 10,000
-// runs; store/postgres/BENCH.md, "A long thread").
+// answered request), copies the slice first. An append thus costs O(1)
+// however long the thread's log, with no lock. The runs are not here:
+// core.Thread holds them so that no event changes them in place, and a
+// RunEnd costs the same on a thread of any length (BenchmarkLongThread;
+// store/postgres/BENCH.md, "A long thread").
 type cow struct {
 	header bool                  // the state's header is the transaction's own
 	own    [nSlices]bool         // the slice's array is the transaction's own
@@ -86,12 +87,8 @@ func (th *txThread) apply(ev core.Event) {
 		switch ev.Kind {
 		case core.MessagePosted:
 			appendable(th, sliceMessages, &th.state.Messages)
-		case core.RunStarted:
-			appendable(th, sliceRuns, &th.state.Runs)
 		case core.Asked:
 			appendable(th, sliceRequests, &th.state.Requests)
-		case core.RunEnded, core.RunAbandoned, core.RunOutput, core.RunSteered:
-			own(th, sliceRuns, &th.state.Runs)
 		case core.Answered:
 			own(th, sliceRequests, &th.state.Requests)
 		}

@@ -51,7 +51,7 @@ func TestCacheEntriesLetTheirPastGo(t *testing.T) {
 			e = th.entry(core.Lease{}, true)
 		}
 	}
-	if got := len(e.state.Runs); got != turns {
+	if got := len(e.state.Runs()); got != turns {
 		t.Fatalf("the last entry has %d runs, want %d", got, turns)
 	}
 	runtime.GC()

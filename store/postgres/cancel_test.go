@@ -64,7 +64,7 @@ func TestCancelledLockWaitEndsOnServer(t *testing.T) {
 		waitFor(t, admin(t), "no backend of the store waiting for a lock",
 			`SELECT NOT (`+waitingBackend+`)`, app)
 		require.NoError(t, blocker.Rollback(context.Background()))
-		require.Empty(t, storetest.Snapshot(t, s, id).Thread.Runs, "the cancelled write")
+		require.Empty(t, storetest.Snapshot(t, s, id).Thread.Runs(), "the cancelled write")
 	})
 }
 
@@ -84,5 +84,5 @@ func TestCancelledLockWaitWithoutCancelRequest(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	waitFor(t, admin(t), "no backend of the store waiting for a lock", `SELECT NOT (`+waitingBackend+`)`, app)
 	require.NoError(t, blocker.Rollback(context.Background()))
-	require.Empty(t, storetest.Snapshot(t, s, id).Thread.Runs, "the cancelled write")
+	require.Empty(t, storetest.Snapshot(t, s, id).Thread.Runs(), "the cancelled write")
 }

@@ -188,13 +188,13 @@ func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
 	case change == "" && (err != nil || trips != 1 || conflicts != 0):
 		return fmt.Errorf("unchanged thread: RunStart %v in %d round trips, %d failed checks; want one round trip", err, trips, conflicts)
 	case change != "" && conflicts != 1:
-		return fmt.Errorf("%d failed checks (RunStart: %v, runs %d); want 1", conflicts, err, len(th.Runs))
+		return fmt.Errorf("%d failed checks (RunStart: %v, runs %d); want 1", conflicts, err, len(th.Runs()))
 	case busy && !errors.Is(err, core.ErrThreadBusy):
-		return fmt.Errorf("RunStart under a lease that changed hands: %v (runs %d); want ErrThreadBusy", err, len(th.Runs))
-	case busy && len(th.Runs) != 0:
-		return fmt.Errorf("a refused RunStart left %d runs", len(th.Runs))
-	case !busy && (err != nil || len(th.Runs) != 1):
-		return fmt.Errorf("RunStart: %v, runs %d; want the run started", err, len(th.Runs))
+		return fmt.Errorf("RunStart under a lease that changed hands: %v (runs %d); want ErrThreadBusy", err, len(th.Runs()))
+	case busy && len(th.Runs()) != 0:
+		return fmt.Errorf("a refused RunStart left %d runs", len(th.Runs()))
+	case !busy && (err != nil || len(th.Runs()) != 1):
+		return fmt.Errorf("RunStart: %v, runs %d; want the run started", err, len(th.Runs()))
 	}
 	return nil
 }

@@ -114,7 +114,7 @@ func claimStory(t *testing.T, s *Store, id core.ThreadID) []string {
 	require.NoError(t, err, "a write under the claim")
 	th, err := c.ws.Thread(ctx, id)
 	require.NoError(t, err)
-	return append(story, fmt.Sprintf("thread: version %d taken %d messages %d runs %d", th.Version, th.Taken, len(th.Messages), len(th.Runs)))
+	return append(story, fmt.Sprintf("thread: version %d taken %d messages %d runs %d", th.Version, th.Taken, len(th.Messages), len(th.Runs())))
 }
 
 // rowText is r as text, its lease's holder included.

@@ -66,10 +66,9 @@
 // the whole check, row version and lease, in its WHERE, and the event's
 // insert as a WITH. If anyone else wrote the row, the check fails and the
 // write runs again reading under lock, as core.Storage allows. A consuming
-// write is so one round trip, and makes 21 allocations whatever the
-// thread's size; but a RunEnd copies the thread's runs, about 115 bytes
-// a run (BENCH.md, "A long thread"). A Claim, which must read another holder's lease, is one
-// too: one statement decides it in the server and writes it (the row
+// write is so one round trip, and costs the same whatever the thread's
+// size (BENCH.md, "A long thread"). A Claim, which must read another
+// holder's lease, is one too: one statement decides it in the server and writes it (the row
 // locked, the lease compared with the claimant's clock), sent with the
 // read of the thread's new events as one implicit transaction. With
 // Options.KeepTrace it is two, the second COMMIT with the Claim's trace

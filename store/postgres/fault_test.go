@@ -140,7 +140,7 @@ func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 	require.NoError(t, err)
 	th, err := a.ws.Thread(ctx, id)
 	require.NoError(t, err)
-	require.Empty(t, th.Runs, "this time the server had not committed")
+	require.Empty(t, th.Runs(), "this time the server had not committed")
 }
 
 // The other unknown outcome: the server commits and the reply is lost. A
@@ -172,7 +172,7 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 
 	th, err := b.ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Len(t, th.Runs, 1, "the server committed the run's start")
+	require.Len(t, th.Runs(), 1, "the server committed the run's start")
 	require.Equal(t, core.Seq(1), th.Taken)
 	b.clock.Advance(ttl)
 	cb, err := b.ws.Claim(ctx, "t", "hb", ttl)

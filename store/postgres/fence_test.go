@@ -185,6 +185,6 @@ func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 	require.ErrorIs(t, <-aDone, core.ErrThreadBusy, "a fenced write after another holder's acquire")
 	th, err := a.ws.Thread(ctx, id)
 	require.NoError(t, err)
-	require.Empty(t, th.Runs)
+	require.Empty(t, th.Runs())
 	require.Equal(t, core.Seq(0), th.Taken)
 }

@@ -258,7 +258,7 @@ func TestMigrationToOneStatement(t *testing.T) {
 	runStartInOneTrip(ctx, t, s)
 	th, err := newProc(s, "b").ws.Thread(ctx, "t")
 	require.NoError(t, err)
-	require.Len(t, th.Runs, 1)
+	require.Len(t, th.Runs(), 1)
 	require.Equal(t, core.Seq(1), th.Taken)
 }
 

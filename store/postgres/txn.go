@@ -231,16 +231,9 @@ func (t *txn) foldLease(key string) (lease [2]arg, ok bool) {
 	return lease, ok
 }
 
-// activeRuns counts the thread's active runs, without the slice
-// ActiveRuns would allocate.
+// activeRuns counts the thread's active runs.
 func activeRuns(t *core.Thread) int64 {
-	var n int64
-	for i := range t.Runs {
-		if t.Runs[i].State == core.StateActive {
-			n++
-		}
-	}
-	return n
+	return int64(len(t.ActiveRuns()))
 }
 
 // send runs b. A failure loses the transaction: every later call returns it.

@@ -93,12 +93,12 @@ func TestWakeupsStartRunner(t *testing.T) {
 	var th *core.Thread
 	require.Eventually(t, func() bool {
 		th, err = poster.Thread(ctx, "t")
-		return err == nil && len(th.Runs) == 1 && th.Runs[0].State == core.StateEnded
+		return err == nil && len(th.Runs()) == 1 && th.Runs()[0].State == core.StateEnded
 	}, 30*time.Second, time.Millisecond, "timed out waiting for the turn to record its run's end")
 	require.NoError(t, err)
 	require.Equal(t, seq, th.Taken)
-	require.Len(t, th.Runs, 1)
-	require.Equal(t, core.StateEnded, th.Runs[0].State)
+	require.Len(t, th.Runs(), 1)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State)
 
 	cancel()
 	require.NoError(t, <-ran, "a stopped runner returns nil")

@@ -130,8 +130,8 @@ func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) 
 		if err != nil {
 			return err
 		}
-		if len(th.Runs) != 0 {
-			return fmt.Errorf("storetest: a's refused RunStart left %d runs", len(th.Runs))
+		if len(th.Runs()) != 0 {
+			return fmt.Errorf("storetest: a's refused RunStart left %d runs", len(th.Runs()))
 		}
 		return nil
 	case aErr != nil:

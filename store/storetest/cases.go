@@ -422,7 +422,7 @@ func testRunLifecycle(t *testing.T, s core.Storage) {
 		kinds[i] = e.Kind
 	}
 	require.Equal(t, []core.EventKind{core.MessagePosted, core.MessagePosted, core.RunStarted, core.Asked, core.RunEnded, core.Answered}, kinds)
-	require.Equal(t, core.StateEnded, st.Thread.Runs[0].State)
+	require.Equal(t, core.StateEnded, st.Thread.Runs()[0].State)
 	require.Equal(t, core.Request{ID: 1, Run: 1, Question: "sure?", State: core.RequestAnswered, Answer: 2}, st.Thread.Requests[0])
 }
 
@@ -509,7 +509,7 @@ func testAbandonFenced(t *testing.T, s core.Storage) {
 	require.ErrorIs(t, x.ws.Abandon(ctx, cx, run2), core.ErrThreadBusy)
 	th, err := a.ws.Thread(ctx, id)
 	require.NoError(t, err)
-	require.Equal(t, core.StateActive, th.Runs[1].State)
+	require.Equal(t, core.StateActive, th.Runs()[1].State)
 }
 
 // Many processes claim one free thread at once: exactly one wins.
@@ -870,10 +870,10 @@ func testRunEndThenStart(t *testing.T, s core.Storage) {
 	require.ErrorIs(t, err, core.ErrOutOfOrder, "the plan was carried out: the run is started")
 	th := Snapshot(t, s, id).Thread
 	require.Equal(t, core.Seq(3), th.Taken)
-	require.Equal(t, "said", th.Runs[run-1].Output)
-	require.Equal(t, core.StateEnded, th.Runs[run-1].State)
-	require.Equal(t, core.StateActive, th.Runs[next-1].State)
-	require.Equal(t, core.Seq(3), th.Runs[next-1].Prompt)
+	require.Equal(t, "said", th.Runs()[run-1].Output)
+	require.Equal(t, core.StateEnded, th.Runs()[run-1].State)
+	require.Equal(t, core.StateActive, th.Runs()[next-1].State)
+	require.Equal(t, core.Seq(3), th.Runs()[next-1].Prompt)
 
 	// Nothing left: the plan is nothing, and nothing starts.
 	p, started, err = a.RunEndThenStart(ctx, c, next, "", 0)
@@ -904,8 +904,8 @@ func testRunEndThenStart(t *testing.T, s core.Storage) {
 	require.ErrorIs(t, err, core.ErrThreadBusy)
 	th = Snapshot(t, s, id).Thread
 	require.Equal(t, core.Seq(4), th.Taken, "nothing of the refused start is written")
-	require.Equal(t, core.StateEnded, th.Runs[run-1].State)
-	require.Len(t, th.Runs, int(run))
+	require.Equal(t, core.StateEnded, th.Runs()[run-1].State)
+	require.Len(t, th.Runs(), int(run))
 
 	// A run another claim abandoned: its end is refused, nothing planned.
 	_, err = b.RunStart(ctx, cb, 5)

@@ -116,7 +116,7 @@ func testFollow(t *testing.T, s core.Storage) {
 	CheckPositions(t, evs, 2, core.RunStarted, core.Asked, core.RunEnded, core.RunOutput)
 	require.Equal(t, "which one?", evs[1].Text)
 	require.Equal(t, "I need to know which one", evs[3].Text)
-	require.Equal(t, "I need to know which one", Snapshot(t, s, id).Thread.Runs[0].Output, "the run's output, as the thread shows it")
+	require.Equal(t, "I need to know which one", Snapshot(t, s, id).Thread.Runs()[0].Output, "the run's output, as the thread shows it")
 	_, err = a.ws.Post(ctx, id, "the blue one")
 	require.NoError(t, err)
 	CheckPositions(t, f.Next(t, 1, "the answer posted"), 6, core.MessagePosted)

@@ -46,7 +46,7 @@ func testSteerRecord(t *testing.T, s core.Storage) {
 
 	st := Snapshot(t, s, id)
 	require.Equal(t, core.Seq(2), st.Thread.Taken, "the record moves the taken cursor to its message")
-	require.Equal(t, []core.Seq{2}, st.Thread.Runs[0].Steering)
+	require.Equal(t, []core.Seq{2}, st.Thread.Runs()[0].Steering)
 	require.Equal(t, before.Thread.Version+1, st.Thread.Version, "the record is one write")
 	last := st.Events[len(st.Events)-1]
 	require.Equal(t, core.Event{Version: st.Thread.Version, Kind: core.RunSteered, At: epoch, Message: 2, Run: run}, last)
@@ -70,7 +70,7 @@ func testSteerRecord(t *testing.T, s core.Storage) {
 	th, err := a.ws.Thread(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, core.Seq(3), th.Taken)
-	require.Equal(t, []core.Seq{2, 3}, th.Runs[0].Steering)
+	require.Equal(t, []core.Seq{2, 3}, th.Runs()[0].Steering)
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1, 3: 1}, th.Consumed())
 	pending, err = a.ws.Pending(ctx)
 	require.NoError(t, err)
@@ -125,7 +125,7 @@ func testSteerRefusedWhenAbandoned(t *testing.T, s core.Storage) {
 	require.NoError(t, err)
 	th, err := b.ws.Thread(ctx, id)
 	require.NoError(t, err)
-	require.Empty(t, th.Runs[run-1].Steering, "the abandoned run recorded no steering")
-	require.Equal(t, core.Seq(2), th.Runs[run2-1].Prompt)
+	require.Empty(t, th.Runs()[run-1].Steering, "the abandoned run recorded no steering")
+	require.Equal(t, core.Seq(2), th.Runs()[run2-1].Prompt)
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, th.Consumed(), "given twice, consumed once")
 }

@@ -48,7 +48,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	require.Equal(t, core.PlanRun, p.Kind, "Plan reads the state before the uncommitted write")
 	th, err := b.ws.Thread(rctx, id)
 	require.NoError(t, err)
-	require.Empty(t, th.Runs)
+	require.Empty(t, th.Runs())
 	l, err := b.ws.Lease(rctx, id)
 	require.NoError(t, err)
 	require.Equal(t, core.Holder("ha"), l.Holder)
@@ -62,7 +62,7 @@ func testViewReadsCommitted(t *testing.T, s core.Storage) {
 	require.NoError(t, err)
 	th, err = b.ws.Thread(ctx, id)
 	require.NoError(t, err)
-	require.Len(t, th.Runs, 1, "a read after the commit sees it")
+	require.Len(t, th.Runs(), 1, "a read after the commit sees it")
 }
 
 // A write inside a read-only transaction fails and leaves nothing.
