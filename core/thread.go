@@ -105,7 +105,9 @@ type Run struct {
 	// end is refused, so it has none.
 	Output string
 	// Steering lists the messages the run was given while it worked and
-	// recorded (SteerRecord), oldest first; each is consumed by it.
+	// recorded (SteerRecord), oldest first; each is consumed by it. Its
+	// array is shared with the thread's other copies: read it, never
+	// change it in place.
 	Steering []Seq
 }
 
