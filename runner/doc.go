@@ -35,7 +35,8 @@
 // PollEvery of its last renewal however busy the runners are
 // (TestTakeoverWhileSaturated shows it with manual clocks; BenchmarkHandover
 // measures it: runner/BENCH.md). With Config.Wake (the PostgreSQL Store's
-// Wakeups), a message posted to a thread nobody holds names the thread,
+// Wakeups), a message posted to a thread nobody holds and that had no work
+// names the thread,
 // and Run claims it at once, with no look for work; its polls leave a
 // thread given work since the last look to the runner its wake-up went
 // to, and take it at the next poll if it still waits.

@@ -39,7 +39,7 @@ func run(ctx context.Context, url, schema string, out io.Writer) error {
 	defer st.Close()
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
-	wake, err := st.Wakeups(ctx) // a committed post to a free thread wakes the runner
+	wake, err := st.Wakeups(ctx) // a committed post giving a free thread work wakes the runner
 	if err != nil {
 		return err
 	}

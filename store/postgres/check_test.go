@@ -202,18 +202,21 @@ func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
 // A write sent as one pipeline without BEGIN or COMMIT is one implicit
 // transaction: when its second statement fails (here a Post's NOTIFY,
 // under the Store's own lease, on a channel whose name the server refuses
-// as too long), the first one's update of the thread row and its event
-// are rolled back with it, and the error is the server's, not an unknown
-// outcome.
+// as too long; the thread has no work before it, so the post wakes), the
+// first one's update of the thread row and its event are rolled back
+// with it, and the error is the server's, not an unknown outcome.
 func TestOnePipelineOneTransaction(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	s := newStore(t)
-	a, _ := claimedThread(t, s)
+	a, c := claimedThread(t, s)
+	run, err := a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
 	s.shards = strings.Repeat("c", 64) // NAMEDATALEN is 64: at most 63 bytes
 	events0, _, version0, _ := rowCounts(t, admin(t), s.Schema(), "t")
 	trips := s.stats.roundTrips.Load()
-	_, err := a.ws.Post(ctx, "t", "m2")
+	_, err = a.ws.Post(ctx, "t", "m2")
 	require.ErrorContains(t, err, "channel name too long")
 	require.NotErrorIs(t, err, core.ErrCommitUnknown)
 	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "the Post under the Store's own lease: one pipeline")

@@ -22,8 +22,9 @@
 //	ws := core.NewWorkspace(st, core.SystemClock{}, core.WithProcess(host))
 //	r, err := runner.New(runner.Config{Workspace: ws, Agent: agent, Wake: wake})
 //
-// Wakeups turns each committed post (from any process) to a thread nobody
-// holds into a wake-up for runner.Config.Wake that names the thread, of
+// Wakeups turns each committed post (from any process) that gives work to
+// a thread that had none and that nobody holds into a wake-up for
+// runner.Config.Wake that names the thread, of
 // one of the schema's runners (they share the threads out), so a runner
 // claims it soon after the post, with no look for work; wake-ups are
 // hints that can be lost, so keep the runner's polling on. The Store
@@ -75,8 +76,9 @@
 // line.
 //
 // A holder names one claim: the holders table's primary key refuses a
-// holder's second acquire of a thread (core.ErrHolderReused). A post, and
-// a Release that leaves work, NOTIFY the channel of the thread's wake-up
+// holder's second acquire of a thread (core.ErrHolderReused). A post that
+// gives a free thread work where it had none, and a Release that leaves
+// work, NOTIFY the channel of the thread's wake-up
 // shard (Options.Schema+".p" and a number below 64, a hash of the
 // thread's id) inside their transaction, so a wake-up is sent only for
 // what committed;

@@ -16,10 +16,11 @@ import (
 
 // Listen delivers a wake-up, the thread's id, each time work for a thread
 // that nobody holds commits in the Store's schema, by any process: a
-// message posted to a thread with no live lease (none, or one expired by
-// the server's clock), or a thread released with work left. A post to a
-// thread whose lease is live wakes nobody: its holder plans the message,
-// or its release wakes. A wake-up is a hint that a thread has work, never
+// message posted to a thread that had no work and has no live lease
+// (none, or one expired by the server's clock), or a thread released
+// with work left. A post to a thread whose lease is live wakes nobody:
+// its holder plans the message, or its release wakes; nor does a post to
+// a thread that has work already (see postSQL). A wake-up is a hint that a thread has work, never
 // a claim; a runner polls as well, since wake-ups can be missed.
 //
 // Listen holds a connection of its own, outside the pool, until ctx ends;

@@ -16,23 +16,29 @@ import (
 // thread row's UPDATE, which locks the row and bumps its version, its
 // message count and its log's end; the message_posted event (the
 // message: its number, its text, its time), inserted from the row the
-// UPDATE returned; and, when the thread has no live lease (none, or one
-// expired by the server's clock), the wake-up's NOTIFY ($5 the channel,
-// $6 the payload), sent at commit: a held thread's holder plans the
-// message, or its release wakes (Wakeups). No row: the
+// UPDATE returned; and, when the post gives work to a thread that had
+// none and no live lease (none, or one expired by the server's clock),
+// the wake-up's NOTIFY ($5 the channel, $6 the payload), sent at commit:
+// a held thread's holder plans the message, or its release wakes
+// (Wakeups); a thread that had work already had its wake-up (a post's or
+// a release's) or is a poll's to find (a lapsed holder's). Each NOTIFY
+// costs every listening backend of the database a transaction of its own
+// (PostgreSQL 15 signals them all, whatever their channels), so a post
+// to a thread with a backlog sends none. No row: the
 // thread does not exist, and nothing is written. It returns the message's
 // seq, the new version and the taken cursor, as the locked row has them.
 const postSQL = `WITH w AS (
 	UPDATE %[1]s.threads SET version = version + 1, last_message = last_message + 1,
 	       log_n = log_n + 1, log_at = $3
 	 WHERE id = $1
-	RETURNING id, version, last_message, taken, log_n, lease_holder, lease_expires
+	RETURNING id, version, last_message, taken, log_n, lease_holder, lease_expires, active_runs
 ), e AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 	SELECT id, log_n, version, $4::text, $3, last_message, $2, 0, 0, '' FROM w
 )
 SELECT w.last_message, w.version, w.taken FROM w
-  LEFT JOIN LATERAL (SELECT pg_notify($5, $6) WHERE w.lease_holder IS NULL OR w.lease_expires <= now()) n ON true`
+  LEFT JOIN LATERAL (SELECT pg_notify($5, $6)
+	 WHERE (w.lease_holder IS NULL OR w.lease_expires <= now()) AND w.taken = w.last_message - 1 AND w.active_runs = 0) n ON true`
 
 // PostMessage is what core.Workspace.Post calls, when a transaction has
 // it, in place of reading the thread (core's unexported messagePoster:

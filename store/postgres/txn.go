@@ -771,7 +771,8 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 	seq := th.n + 1
 	t.queue(t.s.q.insertEvent, str(string(id)), i64(seq), i64(int64(ev.Version)), str(string(ev.Kind)), tm(ev.At),
 		i64(int64(ev.Message)), str(ev.Text), i64(int64(ev.Run)), i64(int64(ev.Request)), str(string(ev.Holder)))
-	if ev.Kind == core.MessagePosted {
+	if ev.Kind == core.MessagePosted && !th.state.Unconsumed() && activeRuns(th.state) == 0 {
+		// The post gives the thread work, where it had none: postSQL's rule.
 		t.queueWakeIfFree(string(id))
 	}
 	th.apply(ev)
@@ -857,7 +858,7 @@ func (t *txn) queueWake(id string) {
 // queueWakeIfFree queues a NOTIFY like queueWake's, sent only if the
 // thread has no live lease (none, or one expired by the server's clock)
 // as the statement finds its row, which the transaction has locked: the
-// post's rule (postSQL).
+// post's rule (postSQL), for a post to a thread that had no work.
 func (t *txn) queueWakeIfFree(id string) {
 	t.queue(t.s.q.notifyFree, str(t.s.wakeChannel(id)), str(wakePayload(id)), str(id))
 }

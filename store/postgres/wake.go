@@ -14,9 +14,10 @@ import (
 // Wakeups adapts Listen to runner.Config.Wake: a channel that receives
 // the id of a thread of this listener's share once work for it commits,
 // by any process, while nobody holds the thread: a message posted to a
-// thread with no live lease (postSQL), or a thread released with work
-// left. A post to a thread whose holder's lease is live wakes nobody: the
-// holder plans its message, or its release wakes. It never blocks the
+// thread that had no work and has no live lease (postSQL), or a thread
+// released with work left. A post to a thread whose holder's lease is
+// live wakes nobody: the holder plans its message, or its release wakes;
+// nor does a post to a thread that has work already. It never blocks the
 // listener: while the runner is busy, the ids wait in a set, each once,
 // oldest first; past maxPendingWakes of them the set becomes one empty
 // ThreadID (look at every thread). A reconnection of the listening

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,14 +165,17 @@ func TestWakeupsCoalesce(t *testing.T) {
 	}
 }
 
-// A post wakes the runners only for a thread with no live lease: one
-// with none, or one expired by the server's clock. A post to a held
-// thread wakes nobody (its holder plans the message), and the holder's
-// release, with the message left, wakes them. Both ways of posting keep
-// the rule: the one statement of another process's Store (postSQL), and
-// the reading path of the Store that holds the lease. Notifications come
-// in commit order, so a post to a free thread after the one to the held
-// thread tells that the latter woke nobody.
+// A post wakes the runners only when it gives work to a thread that had
+// none and has no live lease (none, or one expired by the server's
+// clock). A post to a held thread wakes nobody (its holder plans the
+// message), and the holder's release, with the message left, wakes them.
+// A post to a thread that has work already wakes nobody either, held or
+// not: its wake-up was sent before, or a poll finds it. Both ways of
+// posting keep the rule: the one statement of another process's Store
+// (postSQL), and the reading path of the Store that holds the lease
+// (TestPostUnderOwnLeaseWakesOnlyWithoutWork). Notifications come in
+// commit order, so a post that wakes, after one that should not, tells
+// that the latter woke nobody.
 func TestPostWakesOnlyFreeThreads(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -191,9 +195,7 @@ func TestPostWakesOnlyFreeThreads(t *testing.T) {
 	}
 	ws := core.NewWorkspace(s, core.SystemClock{})
 	other := core.NewWorkspace(openStore(t, poolConfig(t, "tc-wake-other"), schema), core.SystemClock{})
-	for _, id := range []core.ThreadID{"held", "free", "lapsed"} {
-		require.NoError(t, ws.CreateThread(ctx, id))
-	}
+	require.NoError(t, ws.CreateThread(ctx, "held"))
 	post := func(poster *core.Workspace, id core.ThreadID) {
 		t.Helper()
 		_, err := poster.Post(ctx, id, "m")
@@ -205,19 +207,51 @@ func TestPostWakesOnlyFreeThreads(t *testing.T) {
 	c, err := ws.Claim(ctx, "held", "h1", time.Hour)
 	require.NoError(t, err)
 	// A lease written by a clock an hour behind the server's has expired
-	// by the server's clock: its holder may be dead, so a post wakes.
+	// by the server's clock: its holder may be dead.
 	behind := core.NewWorkspace(s, coretest.NewClock(time.Now().Add(-time.Hour)))
-	_, err = behind.Claim(ctx, "lapsed", "h2", time.Minute)
-	require.NoError(t, err)
-	for _, poster := range []*core.Workspace{ws, other} { // ws first: its cache is current, so it takes the reading path
+	for i, poster := range []*core.Workspace{ws, other} { // ws first: its cache of "held" is current, so it takes the reading path there
+		free, lapsed, fresh := core.ThreadID(fmt.Sprint("free", i)), core.ThreadID(fmt.Sprint("lapsed", i)), core.ThreadID(fmt.Sprint("fresh", i))
+		for _, id := range []core.ThreadID{free, lapsed, fresh} {
+			require.NoError(t, ws.CreateThread(ctx, id))
+		}
+		_, err = behind.Claim(ctx, lapsed, core.Holder(fmt.Sprint("h-lapsed", i)), time.Minute)
+		require.NoError(t, err)
 		post(poster, "held")
-		post(poster, "free")
-		require.Equal(t, core.ThreadID("free"), next("the post after the one to the held thread"), "a post to a held thread woke the runners")
-		post(poster, "lapsed")
-		require.Equal(t, core.ThreadID("lapsed"), next("the post to a thread whose lease expired"))
+		post(poster, free)
+		require.Equal(t, free, next("the post after the one to the held thread"), "a post to a held thread woke the runners")
+		post(poster, free)
+		post(poster, lapsed)
+		require.Equal(t, lapsed, next("the post to a thread with no work whose lease expired"), "a post to a free thread with work woke the runners")
+		post(poster, lapsed)
+		post(poster, fresh)
+		require.Equal(t, fresh, next("the post to a fresh thread"), "a post to a lapsed thread with work woke the runners")
 	}
 	require.NoError(t, ws.Release(ctx, c))
 	require.Equal(t, core.ThreadID("held"), next("the release that left work"))
+}
+
+// The reading path of a post (a Store that holds the thread's lease)
+// queues the wake-up's NOTIFY only when the thread has no work before the
+// post, as postSQL sends it. The lease, written by a clock at epoch, has
+// expired by the server's, so a NOTIFY queued is sent; the channel's name
+// is one the server refuses, so a NOTIFY sent fails the post.
+func TestPostUnderOwnLeaseWakesOnlyWithoutWork(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	a, c := claimedThread(t, s) // message 1 planned, not yet taken
+	s.shards = strings.Repeat("c", 64)
+	_, err := a.ws.Post(ctx, "t", "m2")
+	require.NoError(t, err, "a post to a thread with work sent a NOTIFY")
+	for m := core.Seq(1); m <= 2; m++ {
+		run, err := a.ws.RunStart(ctx, c, m)
+		require.NoError(t, err)
+		p, _, err := a.ws.RunEndThenStart(ctx, c, run, "", -1)
+		require.NoError(t, err)
+		require.Equal(t, m == 1, p.Kind == core.PlanRun, "the plan after run %d: %+v", run, p)
+	}
+	_, err = a.ws.Post(ctx, "t", "m3")
+	require.ErrorContains(t, err, "channel name too long", "a post to a thread with no work sent no NOTIFY")
 }
 
 // Wakeups fails, rather than returning a channel that never delivers,
@@ -385,14 +419,21 @@ func TestWakeupsTakeOverALeaversShare(t *testing.T) {
 	}
 	bcancel()
 	time.Sleep(4 * shareEvery) // a has read the listeners without b
-	// The thread is free: its post woke b and nobody claimed it.
-	_, err = poster.Post(ctx, leaver, "m2")
+	// A thread of the same shard with no work: a post to it wakes. (A
+	// post to leaver, which has work since its wake-up went to b, wakes
+	// nobody: a poll finds it; TestPostWakesOnlyFreeThreads.)
+	probe := leaver
+	for i := 0; probe == leaver || shardOf(string(probe)) != shardOf(string(leaver)); i++ {
+		probe = core.ThreadID(fmt.Sprintf("probe%d", i))
+	}
+	require.NoError(t, poster.CreateThread(ctx, probe))
+	_, err = poster.Post(ctx, probe, "m")
 	require.NoError(t, err)
 	select {
 	case got := <-wa:
-		require.Equal(t, leaver, got)
+		require.Equal(t, probe, got)
 	case <-time.After(10 * time.Second):
-		t.Fatalf("a post to %s, of the gone listener's share, did not wake the one left within 10s", leaver)
+		t.Fatalf("a post to %s, of the gone listener's share, did not wake the one left within 10s", probe)
 	}
 }
 
