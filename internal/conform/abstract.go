@@ -74,8 +74,9 @@ func Abstract(cfg specmodel.Config, o Observed) (specmodel.State, error) {
 		return bad("%d claims, %d messages, %d processes for MaxClaims %d, MaxMsgs %d, %d processes",
 			len(o.Holders), len(t.Messages), len(o.Procs), cfg.MaxClaims, cfg.MaxMsgs, len(cfg.Procs))
 	}
-	if len(t.Runs()) > 250 || len(t.Requests) > 250 || t.Taken < 0 || int(t.Taken) > len(t.Messages) {
-		return bad("taken %d, %d runs, %d requests", t.Taken, len(t.Runs()), len(t.Requests))
+	runs := t.Runs()
+	if len(runs) > 250 || len(t.Requests) > 250 || t.Taken < 0 || int(t.Taken) > len(t.Messages) {
+		return bad("taken %d, %d runs, %d requests", t.Taken, len(runs), len(t.Requests))
 	}
 	s := specmodel.State{
 		Msgs:          uint8(len(t.Messages)),
@@ -83,7 +84,7 @@ func Abstract(cfg specmodel.Config, o Observed) (specmodel.State, error) {
 		LiveAbandoned: o.LiveAbandoned,
 		NextHolder:    uint8(len(o.Holders) + 1),
 		Consumed:      make([]uint8, cfg.MaxMsgs),
-		Runs:          make([]specmodel.Run, 0, len(t.Runs())+1),
+		Runs:          make([]specmodel.Run, 0, len(runs)+1),
 		Reqs:          make([]specmodel.Req, 0, len(t.Requests)+1),
 		Procs:         make([]specmodel.Proc, len(cfg.Procs)),
 	}
@@ -94,7 +95,7 @@ func Abstract(cfg specmodel.Config, o Observed) (specmodel.State, error) {
 		}
 		s.Lease = specmodel.Lease{Holder: h, Expired: o.Lease.Expired(o.Now)}
 	}
-	for _, r := range t.Runs() {
+	for _, r := range runs {
 		h, ok := holder(r.Holder)
 		if !ok || h == 0 {
 			return bad("run %d's holder %q made no claim", r.ID, r.Holder)

@@ -15,8 +15,8 @@ import (
 
 // TestRunnerHeapGrowsWithHistoryOnly: a runner on PostgreSQL that has
 // started thousands of runs keeps, of what it did, no more than the
-// threads' folded states its Store caches (about 290 bytes a run and its
-// prompt, BenchmarkLongThread). The Store's cache once kept every state a
+// threads' folded states its Store caches (about 210 to 260 bytes a run
+// and its prompt, BenchmarkLongThread). The Store's cache once kept every state a
 // thread had had, each with its own copy of the runs: 9.3 KB a message
 // here, and growing with the threads' length (cache.go, rights), against
 // about 300 since.

@@ -33,8 +33,9 @@ type Options struct {
 	// CachedThreads is how many threads' folded states the Store keeps
 	// between transactions, so that a write reads only the events appended
 	// since (see the package comment). Default 4096; negative keeps none.
-	// A thread's state is its whole history: about 290 bytes for each
-	// run and its prompt, with their texts besides (BenchmarkLongThread).
+	// A thread's state is its whole history: about 210 to 260 bytes for
+	// each run and its prompt, with their texts besides
+	// (BenchmarkLongThread).
 	CachedThreads int
 
 	// KeepTrace makes each write's trace line (core.TraceLog) an insert

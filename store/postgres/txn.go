@@ -236,6 +236,12 @@ func activeRuns(t *core.Thread) int64 {
 	return int64(len(t.ActiveRuns()))
 }
 
+// hasWork reports whether the thread has work for a runner: a message not
+// yet taken, or a run still active (pendingQuery's rule, on the row).
+func hasWork(t *core.Thread) bool {
+	return t.Unconsumed() || activeRuns(t) > 0
+}
+
 // send runs b. A failure loses the transaction: every later call returns it.
 func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
 	if t.shot && !t.oneShot {
@@ -771,7 +777,7 @@ func (t *txn) Append(ctx context.Context, id core.ThreadID, ev core.Event) error
 	seq := th.n + 1
 	t.queue(t.s.q.insertEvent, str(string(id)), i64(seq), i64(int64(ev.Version)), str(string(ev.Kind)), tm(ev.At),
 		i64(int64(ev.Message)), str(ev.Text), i64(int64(ev.Run)), i64(int64(ev.Request)), str(string(ev.Holder)))
-	if ev.Kind == core.MessagePosted && !th.state.Unconsumed() && activeRuns(th.state) == 0 {
+	if ev.Kind == core.MessagePosted && !hasWork(th.state) {
 		// The post gives the thread work, where it had none: postSQL's rule.
 		t.queueWakeIfFree(string(id))
 	}
@@ -840,7 +846,7 @@ func (t *txn) DeleteLease(ctx context.Context, id core.ThreadID) error {
 	t.queue(t.s.q.deleteLease, str(string(id)))
 	t.leases[id] = core.Lease{}
 	th.ownLease = false
-	if th.state.Unconsumed() || activeRuns(th.state) > 0 {
+	if hasWork(th.state) {
 		// Released with work left (a message posted after the holder's
 		// last plan, a turn that yielded): wake the runners, which may
 		// have left the thread alone while it was claimed.
