@@ -333,19 +333,34 @@ func TestCrashAfterRunStartUnknownResolved(t *testing.T) {
 // unknown: storage's log has both lines or neither, and the round's Crash,
 // learning that they committed, traces the Plan between them (storage
 // keeps no read's line): without it the trace has a RunStart that no
-// Plan enabled.
+// Plan enabled. Its end and release (nothing left to plan): committed,
+// the Release ended the round, so the Crash traces no line (a Crash after
+// the Release would be rejected: the process is idle) and reports the
+// doubt resolved without a crash. Not committed, either ends with the
+// Crash's line. Then another claim takes the thread, and the trace is
+// accepted.
 func TestCrashAfterRunEndThenStartUnknownResolved(t *testing.T) {
-	for _, commit := range []bool{true, false} {
-		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {
-			w := newDoubtWorld(t, "m1", "m2")
-			c, p, err := w.a.ClaimThenPlan(w.ctx, "t", "a1", ttl)
+	for _, c := range []struct {
+		msgs    []string
+		commit  bool
+		after   []core.Action // a1's lines after its RunStart, committed
+		crashed bool
+	}{
+		{[]string{"m1", "m2"}, true, []core.Action{core.ActionRunEnd, core.ActionPlan, core.ActionRunStart, core.ActionCrash}, true},
+		{[]string{"m1", "m2"}, false, []core.Action{core.ActionCrash}, true},
+		{[]string{"m1"}, true, []core.Action{core.ActionRunEnd, core.ActionRelease}, false},
+		{[]string{"m1"}, false, []core.Action{core.ActionCrash}, true},
+	} {
+		t.Run(fmt.Sprintf("messages=%d/commit=%v", len(c.msgs), c.commit), func(t *testing.T) {
+			w := newDoubtWorld(t, c.msgs...)
+			cl, p, err := w.a.ClaimThenPlan(w.ctx, "t", "a1", ttl)
 			require.NoError(t, err)
-			run, err := w.a.RunStart(w.ctx, c, p.Message)
+			run, err := w.a.RunStart(w.ctx, cl, p.Message)
 			require.NoError(t, err)
-			w.s.arm(core.ActionRunEnd, commit)
-			_, _, err = w.a.RunEndThenStart(w.ctx, c, run, "", 0)
+			w.s.arm(core.ActionRunEnd, c.commit)
+			_, _, err = w.a.RunEndThenStart(w.ctx, cl, run, "", 0, true)
 			require.ErrorIs(t, err, core.ErrCommitUnknown)
-			require.NoError(t, w.a.Crash(w.ctx, c))
+			require.NoError(t, w.a.Crash(w.ctx, cl))
 			lines := w.s.valid(t, w.rec)
 			var actions []core.Action
 			for _, l := range lines {
@@ -353,16 +368,14 @@ func TestCrashAfterRunEndThenStartUnknownResolved(t *testing.T) {
 					actions = append(actions, l.Action)
 				}
 			}
-			want := []core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionCrash}
+			require.Equal(t, append([]core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart}, c.after...), actions)
 			outcome := core.DoubtNotCommitted
-			if commit {
-				want = []core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionRunEnd, core.ActionPlan, core.ActionRunStart, core.ActionCrash}
+			if c.commit {
 				outcome = core.DoubtCommitted
 			}
-			require.Equal(t, want, actions)
 			ds := w.doubts.all()
 			require.Len(t, ds, 2)
-			require.Equal(t, core.Doubt{Proc: "A", Thread: "t", Holder: "a1", Action: core.ActionRunEnd, Tick: 5, Outcome: outcome, Crashed: true}, ds[1])
+			require.Equal(t, core.Doubt{Proc: "A", Thread: "t", Holder: "a1", Action: core.ActionRunEnd, Tick: uint64(3 + len(c.msgs)), Outcome: outcome, Crashed: c.crashed}, ds[1])
 			cb, err := w.b.Claim(w.ctx, "t", "b1", ttl) // B's clock: A's lease has expired
 			require.NoError(t, err)
 			require.NoError(t, w.b.Crash(w.ctx, cb))
@@ -384,7 +397,7 @@ func TestKilledAfterRunEndThenStartLeavesItsPlan(t *testing.T) {
 	run, err := w.a.RunStart(w.ctx, c, p.Message)
 	require.NoError(t, err)
 	before := w.rec.Lines() // the process dies before it traces more
-	_, started, err := w.a.RunEndThenStart(w.ctx, c, run, "", 0)
+	_, started, err := w.a.RunEndThenStart(w.ctx, c, run, "", 0, false)
 	require.NoError(t, err)
 	require.NotZero(t, started, "the next run started in the transaction")
 	lines := w.s.traceOf(before)
@@ -398,5 +411,31 @@ func TestKilledAfterRunEndThenStartLeavesItsPlan(t *testing.T) {
 	_, err = tracecheck.Check(lines)
 	require.NoError(t, err, "the trace as storage and the dead process left it")
 	// Alive, the process traces the same Plan: the trace has it once.
+	require.Equal(t, lines, w.s.valid(t, w.rec))
+}
+
+// A process killed after its RunEndThenStart committed with a release,
+// before it traced any of the transaction's lines, leaves the trace what
+// storage kept: the RunEnd and the Release, which ends its round.
+func TestKilledAfterRunEndThenRelease(t *testing.T) {
+	w := newDoubtWorld(t, "m1")
+	c, p, err := w.a.ClaimThenPlan(w.ctx, "t", "a1", ttl)
+	require.NoError(t, err)
+	run, err := w.a.RunStart(w.ctx, c, p.Message)
+	require.NoError(t, err)
+	before := w.rec.Lines() // the process dies before it traces more
+	p, _, err = w.a.RunEndThenStart(w.ctx, c, run, "", 0, true)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanNothing, p.Kind)
+	lines := w.s.traceOf(before)
+	var actions []core.Action
+	for _, l := range lines {
+		if l.Holder == "a1" {
+			actions = append(actions, l.Action)
+		}
+	}
+	require.Equal(t, []core.Action{core.ActionClaim, core.ActionPlan, core.ActionRunStart, core.ActionRunEnd, core.ActionRelease}, actions)
+	_, err = tracecheck.Check(lines)
+	require.NoError(t, err, "the trace as storage and the dead process left it")
 	require.Equal(t, lines, w.s.valid(t, w.rec))
 }

@@ -51,7 +51,7 @@ func RoundFields(c Claim) (map[string]any, int) {
 func MarkRoundInDoubt(c Claim) {
 	c.r.mu.Lock()
 	defer c.r.mu.Unlock()
-	c.r.doubt, c.r.claimDoubt, c.r.crashFailed = true, true, true
+	c.r.doubt, c.r.claimDoubt, c.r.crashFailed, c.r.doubtReleased = true, true, true, true
 	c.r.doubtLine = &TraceEvent{Action: ActionRunEnd, Thread: c.Thread, Tick: c.r.tick + 1}
 	c.r.doubtPlan = &TraceEvent{Action: ActionPlan, Read: true, Thread: c.Thread, Tick: c.r.tick + 1}
 }

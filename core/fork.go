@@ -63,7 +63,7 @@ func (f *forked) round(r *round) *round {
 	c := &round{
 		ws: f.to, thread: r.thread, holder: r.holder,
 		phase: r.phase, plan: r.plan, run: r.run, steer: r.steer,
-		doubt: r.doubt, claimDoubt: r.claimDoubt,
+		doubt: r.doubt, claimDoubt: r.claimDoubt, doubtReleased: r.doubtReleased,
 		crashing: r.crashing, crashFailed: r.crashFailed,
 		tick: r.tick, taken: r.taken,
 	}

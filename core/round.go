@@ -71,7 +71,8 @@ type Doubt struct {
 	Outcome DoubtOutcome `json:"outcome"`
 	// Crashed says the round's end was traced as a Crash line. It is
 	// false when the write itself ended the round (a Release that
-	// committed), when there was no round (a Claim that did not commit),
+	// committed, or a RunEnd whose transaction released: RunEndThenStart),
+	// when there was no round (a Claim that did not commit),
 	// and when nothing is traced.
 	Crashed bool `json:"crashed"`
 }
@@ -108,6 +109,10 @@ type round struct {
 	// own line of it (storage's log keeps it too, for a process killed
 	// before it could: a merge takes it once).
 	doubtPlan *TraceEvent
+	// doubtReleased: the transaction of the write in doubt also gave the
+	// lease up (RunEndThenStart's Release): committed, its Release ended
+	// the round, and a Crash must not follow it.
+	doubtReleased bool
 	// claimDoubt: the Claim itself may or may not have committed.
 	claimDoubt bool
 	// crashing: a Crash is tracing the round's end; crashFailed: a Crash
@@ -195,7 +200,7 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 // commit outcome that is unknown.
 //
 // more are the lines of later actions the call traced from the same
-// transaction (RunEndThenStart's Plan and RunStart), which the round
+// transaction (RunEndThenStart's Plan and RunStart, or Release), which the round
 // follows after line, as one call: no Crash comes between them.
 func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan, more ...*TraceEvent) {
 	r.mu.Lock()

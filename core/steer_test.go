@@ -238,7 +238,7 @@ func TestSteerOutOfOrderRefused(t *testing.T) {
 	w.unchanged(t, core.ErrOutOfOrder, "SteerRecord of another run", record(c, run+1, m.Seq))
 	w.unchanged(t, core.ErrOutOfOrder, "Ask before the record", func() error { _, err := a.Ask(ctx, c, run, "q"); return err })
 	w.unchanged(t, core.ErrOutOfOrder, "RunEnd before the record", func() error { return a.RunEnd(ctx, c, run, "") })
-	w.unchanged(t, core.ErrOutOfOrder, "RunEndThenStart before the record", func() error { _, _, err := a.RunEndThenStart(ctx, c, run, "", 0); return err })
+	w.unchanged(t, core.ErrOutOfOrder, "RunEndThenStart before the record", func() error { _, _, err := a.RunEndThenStart(ctx, c, run, "", 0, false); return err })
 	w.unchanged(t, core.ErrOutOfOrder, "Plan before the record", func() error { _, err := a.Plan(ctx, c); return err })
 	w.unchanged(t, core.ErrOutOfOrder, "Release before the record", func() error { return a.Release(ctx, c) })
 	require.NoError(t, a.Renew(ctx, c, ttl), "Renew while steered")

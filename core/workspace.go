@@ -143,7 +143,7 @@ func (w *Workspace) traced(ctx context.Context, run runTx, fn func(ctx context.C
 		if !ok || w.tracer == nil {
 			return nil
 		}
-		var held [3]*TraceEvent
+		var held [4]*TraceEvent
 		lines, lastWrite := append(held[:0], line), -1
 		for _, n := range next {
 			lines = append(lines, deref(n))
@@ -631,26 +631,33 @@ func (w *Workspace) Release(ctx context.Context, c Claim) error {
 		if err != nil {
 			return err
 		}
-		held, l, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
-		if err != nil {
-			return err
-		}
-		if !held {
-			*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionRelease, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: l.Holder}
-			return nil
-		}
-		v, err := tx.Bump(ctx, c.Thread)
-		if err != nil {
-			return err
-		}
-		if err := tx.DeleteLease(ctx, c.Thread); err != nil {
-			return err
-		}
-		*line = &TraceEvent{Tick: v, Action: ActionRelease, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken}
-		return nil
+		return w.release(ctx, tx, c, t, line)
 	})
 	r.leave(line, traced, err, nil)
 	return err
+}
+
+// release gives the claim's lease up in tx, where the thread is t, if the
+// claim still has it, and leaves Release's line: a write's, or a read's
+// when the lease is another's or nobody's.
+func (w *Workspace) release(ctx context.Context, tx Transaction, c Claim, t *Thread, line **TraceEvent) error {
+	held, l, err := tx.HoldsLease(ctx, c.Thread, c.Holder)
+	if err != nil {
+		return err
+	}
+	if !held {
+		*line = &TraceEvent{Tick: t.Version, Read: true, Action: ActionRelease, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken, Lease: l.Holder}
+		return nil
+	}
+	v, err := tx.Bump(ctx, c.Thread)
+	if err != nil {
+		return err
+	}
+	if err := tx.DeleteLease(ctx, c.Thread); err != nil {
+		return err
+	}
+	*line = &TraceEvent{Tick: v, Action: ActionRelease, Thread: c.Thread, Holder: c.Holder, Taken: t.Taken}
+	return nil
 }
 
 // fence checks, inside tx, that the claim's holder has the lease. When it
@@ -1120,16 +1127,20 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 
 // RunEndThenStart is RunEnd followed by Plan with nothing between them,
 // and, when the plan is a run and at least backlog messages wait after
-// its prompt, by that run's RunStart: one transaction, where each was
-// one. It records the end of the round's run (with its output, as RunEnd
-// does), plans the claim's next write from the thread as that write left
-// it, and starts the planned run, fenced as RunStart is. The lines it
-// traces carry the transaction's call and return, and nothing another
-// process writes comes between them. A negative backlog starts nothing:
-// the end and the plan alone, a round trip fewer than RunEnd and then
-// Plan. backlog 0 starts every planned run: one write a message where
-// there were two, while a thread has a backlog (a runner asks for a
-// deeper one: runner.Config.SeparatePlans).
+// its prompt, by that run's RunStart, or, with release, when the plan is
+// nothing, by Release: one transaction, where each was one. It records
+// the end of the round's run (with its output, as RunEnd does), plans the
+// claim's next write from the thread as that write left it, and starts
+// the planned run, fenced as RunStart is, or gives the lease up, as
+// Release does (a read, when the lease is no longer the claim's). The
+// lines it traces carry the transaction's call and return, and nothing
+// another process writes comes between them. A negative backlog starts
+// nothing: the end and the plan alone, a round trip fewer than RunEnd and
+// then Plan. backlog 0 starts every planned run: one write a message
+// where there were two, while a thread has a backlog (a runner asks for a
+// deeper one: runner.Config.SeparatePlans). release saves the round trip
+// of a Release after a turn's last run: the round is over when it returns
+// PlanNothing.
 //
 // started is the run started, or 0: the plan is not a run, the backlog
 // is shorter, or the fence refused the start (the claim's holder no
@@ -1138,20 +1149,21 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 // a refusal.
 //
 // With an error nothing else is returned. It is RunEnd's error, and the
-// run's end was not recorded, nor anything planned or started; or the
-// transaction's commit is unknown (ErrCommitUnknown), and the round's
-// Crash resolves the end and the start together: a storage that keeps
-// trace lines has the transaction's lines or none (the Plan's among them
-// when a run started), and when it has them, the Crash traces the Plan
-// between the writes too.
-func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int) (p Plan, started RunID, err error) {
+// run's end was not recorded, nor anything planned, started or released;
+// or the transaction's commit is unknown (ErrCommitUnknown), and the
+// round's Crash resolves the end and what followed it together: a storage
+// that keeps trace lines has the transaction's lines or none (the Plan's
+// among them when a run started), and when it has them, the Crash traces
+// the Plan between the writes too, or, after a Release, ends the round
+// with no line, as a Release in doubt that committed does.
+func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int, release bool) (p Plan, started RunID, err error) {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
 		return Plan{}, 0, err
 	}
-	var planLine, startLine *TraceEvent
+	var planLine, startLine, releaseLine *TraceEvent
 	line, traced, err := w.traced(ctx, w.storage.Update, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		p, planLine, startLine, started = Plan{}, nil, nil, 0
+		p, planLine, startLine, releaseLine, started = Plan{}, nil, nil, nil, 0
 		if err := w.runEnd(ctx, tx, c, run, output, line); err != nil {
 			return err
 		}
@@ -1160,6 +1172,9 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 			return err
 		}
 		p, planLine = planOf(t, c)
+		if p.Kind == PlanNothing && release {
+			return w.release(ctx, tx, c, t, &releaseLine)
+		}
 		if p.Kind != PlanRun || backlog < 0 || t.Last()-p.Message < Seq(backlog) {
 			return nil
 		}
@@ -1179,9 +1194,9 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 		started = id
 		startLine = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: p.Message, Run: id, Taken: p.Message, Lease: lease}
 		return nil
-	}, &planLine, &startLine)
+	}, &planLine, &startLine, &releaseLine)
 	if err == nil {
-		for _, l := range [2]*TraceEvent{planLine, startLine} {
+		for _, l := range [3]*TraceEvent{planLine, startLine, releaseLine} {
 			if l != nil {
 				l.Call, l.Return = line.Call, line.Return
 				w.trace(l)
@@ -1197,9 +1212,16 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 			}
 			r.mu.Unlock()
 		}
-		planLine, startLine = nil, nil
+		if errors.Is(err, ErrCommitUnknown) && line != nil && releaseLine != nil && !releaseLine.Read {
+			r.mu.Lock()
+			if r.doubtLine == nil {
+				r.doubtReleased = true
+			}
+			r.mu.Unlock()
+		}
+		planLine, startLine, releaseLine = nil, nil, nil
 	}
-	r.leave(line, traced, err, &p, planLine, startLine)
+	r.leave(line, traced, err, &p, planLine, startLine, releaseLine)
 	if err != nil {
 		return Plan{}, 0, err
 	}
@@ -1274,7 +1296,7 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 		return fmt.Errorf("crash on thread %q: %w: the round's Crash is in progress", r.thread, ErrOutOfOrder)
 	}
 	r.crashing = true
-	tick, taken, doubt, claimDoubt, inDoubt, doubtPlan := r.tick, r.taken, r.doubt, r.claimDoubt, r.doubtLine, r.doubtPlan
+	tick, taken, doubt, claimDoubt, inDoubt, doubtPlan, released := r.tick, r.taken, r.doubt, r.claimDoubt, r.doubtLine, r.doubtPlan, r.doubtReleased
 	r.mu.Unlock()
 	end := func(outcome DoubtOutcome, crashed bool) {
 		r.mu.Lock()
@@ -1336,7 +1358,7 @@ func (w *Workspace) finish(ctx context.Context, r *round) error {
 	case claimDoubt && (outcome == DoubtNotCommitted || outcome == DoubtUndecided && !ours):
 		end(outcome, false)
 		return nil // the claim did not commit, or its lease is gone: nothing to end
-	case inDoubt != nil && inDoubt.Action == ActionRelease && outcome == DoubtCommitted:
+	case inDoubt != nil && (inDoubt.Action == ActionRelease || released) && outcome == DoubtCommitted:
 		end(outcome, false)
 		return nil // the Release's line, in storage's log, ended the round
 	default:

@@ -110,13 +110,15 @@ type Config struct {
 	MaxTurnDuration time.Duration
 
 	// SeparatePlans makes a turn plan each write in a read of its own,
-	// and start each run in a write of its own. By default the claim and
-	// its first plan are one transaction, and so are each run's end and
-	// the next plan (core.Workspace.ClaimThenPlan, RunEndThenStart): a
-	// round trip to storage fewer per turn, and per message while a
-	// thread has messages waiting; while three or more wait behind the
-	// next run's prompt, that run's start goes in the same transaction
-	// too: one write a message where there were two.
+	// and start each run and release its claim in writes of their own. By
+	// default the claim and its first plan are one transaction, and so
+	// are each run's end and the next plan (core.Workspace.ClaimThenPlan,
+	// RunEndThenStart): a round trip to storage fewer per turn, and per
+	// message while a thread has messages waiting; while three or more
+	// wait behind the next run's prompt, that run's start goes in the
+	// same transaction too (one write a message where there were two),
+	// and when nothing is left to plan, the claim's release does (a round
+	// trip fewer per turn again).
 	// The deterministic simulator sets it, so that each step of a turn is
 	// one step of the specification, after which any other process's step
 	// may come. Default false.

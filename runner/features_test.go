@@ -380,8 +380,9 @@ func TestCrashTracedWhileStorageDown(t *testing.T) {
 // A turn over five messages starts the second run with the first's end
 // (core.Workspace.RunEndThenStart), the three lines one transaction's:
 // three messages wait after its prompt (startBacklog). The later runs,
-// with fewer behind them, start apart. Eleven transactions, not twelve,
-// and the trace is the same sequence of lines.
+// with fewer behind them, start apart, and the last run's end releases
+// the claim in its own transaction (nothing is left to plan). Ten
+// transactions, not twelve, and the trace is the same sequence of lines.
 func TestTurnStartsWithEnd(t *testing.T) {
 	s := &countingStorage{Storage: memory.New()}
 	rec := &stampingRecorder{}
@@ -391,7 +392,7 @@ func TestTurnStartsWithEnd(t *testing.T) {
 	outcome, err := a.r.TakeTurn(context.Background(), "t")
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, outcome)
-	require.Equal(t, int64(11), s.n.Load()-before)
+	require.Equal(t, int64(10), s.n.Load()-before)
 	var own []core.TraceEvent
 	var actions []core.Action
 	for _, l := range rec.Lines() {
@@ -411,7 +412,7 @@ func TestTurnStartsWithEnd(t *testing.T) {
 		if i == 0 {
 			continue
 		}
-		together := i == 1 || i == 4 || i == 5 || own[i].Action == core.ActionPlan
+		together := i == 1 || i == 4 || i == 5 || own[i].Action == core.ActionPlan || own[i].Action == core.ActionRelease
 		require.Equal(t, together, l.Call == own[i-1].Call, "line %d, %s: one transaction with the line before", i, l.Action)
 	}
 	_, err = tracecheck.Check(sortedLines(&rec.Recorder))
@@ -428,10 +429,10 @@ type stampingRecorder struct {
 
 func (r *stampingRecorder) TraceNow() int64 { return r.n.Add(1) }
 
-// A turn over two messages makes six transactions: Claim with the first
-// Plan, for each message RunStart and RunEnd with the next Plan, then
-// Release; nine with SeparatePlans, whose Plans are transactions of their
-// own. (Two messages are too short a backlog for a start to go with the
+// A turn over two messages makes five transactions: Claim with the first
+// Plan, for each message RunStart and RunEnd with the next Plan, the last
+// with the Release (nothing left to plan); nine with SeparatePlans, whose
+// Plans and Release are transactions of their own. (Two messages are too short a backlog for a start to go with the
 // end before it: TestTurnStartsWithEnd.) The trace is the same sequence of lines either way. The prompt
 // handed to the agent and the post time the latency metric needs come
 // with the plan: no read of the thread again after RunStart, nor for the
@@ -440,7 +441,7 @@ func TestTurnTransactions(t *testing.T) {
 	for _, c := range []struct {
 		separate bool
 		want     int64
-	}{{false, 6}, {true, 9}} {
+	}{{false, 5}, {true, 9}} {
 		t.Run(fmt.Sprintf("separate=%v", c.separate), func(t *testing.T) {
 			s := &countingStorage{Storage: memory.New()}
 			rec := &tracecheck.Recorder{}

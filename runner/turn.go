@@ -642,29 +642,49 @@ func (t *Turn) runEndThenStart(ctx context.Context) {
 		p   core.Plan
 		run core.RunID
 	)
+	t.stopRenewals()
 	err := t.round(func() (err error) {
-		p, run, err = t.r.ws.RunEndThenStart(ctx, t.claim, t.handle.RunID(), t.session.output(), startBacklog)
+		p, run, err = t.r.ws.RunEndThenStart(ctx, t.claim, t.handle.RunID(), t.session.output(), startBacklog, true)
 		return err
 	})
 	if !t.runEnded(ctx, err) {
 		return
 	}
 	t.follow(p)
+	if p.Kind == core.PlanNothing {
+		t.released(ctx, nil) // RunEndThenStart released the claim
+		return
+	}
+	t.mu.Lock()
+	t.releasing = false
+	t.mu.Unlock()
 	if run != 0 {
 		t.started(ctx, run)
 	}
+}
+
+// stopRenewals waits out a renewal in flight and lets none start: a
+// renewal that reached storage after the Release would find the lease
+// gone and call a claim lost that was given up.
+func (t *Turn) stopRenewals() {
+	t.renewing.Lock()
+	t.mu.Lock()
+	t.releasing = true
+	t.mu.Unlock()
+	t.renewing.Unlock()
 }
 
 func (t *Turn) stepRelease(ctx context.Context) {
 	// No renewal starts from here on, and one in flight returns first: a
 	// renewal that reached storage after the Release would find the lease
 	// gone and call a claim lost that was given up.
-	t.renewing.Lock()
-	t.mu.Lock()
-	t.releasing = true
-	t.mu.Unlock()
-	t.renewing.Unlock()
-	err := t.round(func() error { return t.r.ws.Release(ctx, t.claim) })
+	t.stopRenewals()
+	t.released(ctx, t.round(func() error { return t.r.ws.Release(ctx, t.claim) }))
+}
+
+// released ends the turn after its Release, which err (nil: recorded)
+// says became of.
+func (t *Turn) released(ctx context.Context, err error) {
 	switch {
 	case err != nil:
 		t.crash(ctx, err)

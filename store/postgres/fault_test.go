@@ -469,23 +469,87 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 		return c, run
 	}
 	cw, run := start("warm", "hw")
-	_, next, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0)
+	_, next, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0, false)
 	require.NoError(t, err)
 	require.NotZero(t, next)
 
 	c, run := start("t", "ha")
 	armed.Store(true)
-	_, _, err = a.ws.RunEndThenStart(ctx, c, run, "", 0)
+	_, _, err = a.ws.RunEndThenStart(ctx, c, run, "", 0, false)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	require.False(t, armed.Load(), "the fused write's round trip was sent")
 	t.Logf("RunEndThenStart whose reply was lost: %v", err)
 	require.NoError(t, a.ws.Crash(ctx, c))
 
-	stored, err := s.TraceLines(ctx)
+	kept, all, trace := keptAndMerged(t, s, rec, "t", "ha")
+	require.Equal(t, []string{"Claim@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7"}, kept, "storage kept both writes of the fused transaction, and the Plan between them")
+	require.Equal(t, []string{"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "Crash@7"}, all)
+	_, err = tracecheck.Check(trace)
+	require.NoError(t, err, "the trace as storage and the process left it")
+	require.Len(t, doubts, 2)
+	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 6, Outcome: core.DoubtCommitted, Crashed: true}, doubts[1])
+}
+
+// A run's end with the claim's release (RunEndThenStart with release,
+// nothing left to plan), on a Store that keeps trace lines, whose one
+// round trip's reply is lost after the server committed: storage's log
+// holds the RunEnd and the Release, the lease is gone, and the round's
+// Crash learns that they committed and traces no line of its own (the
+// Release ended the round). The merged trace is accepted.
+func TestRunEndThenReleaseUnknownWhenReplyLost(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	var armed atomic.Bool
+	s := lossyStore(t, testSchema(t), &armed, nil)
+	s.keepTrace = true
+	rec := &lines{}
+	var doubts []core.Doubt
+	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
+	// "warm" prepares the fused write's statements on the connection:
+	// the round trip armed next is then the one that commits.
+	turn := func(id core.ThreadID, h core.Holder) (core.Claim, core.RunID) {
+		require.NoError(t, a.ws.CreateThread(ctx, id))
+		_, err := a.ws.Post(ctx, id, "m1")
+		require.NoError(t, err)
+		c, p, err := a.ws.ClaimThenPlan(ctx, id, h, ttl)
+		require.NoError(t, err)
+		run, err := a.ws.RunStart(ctx, c, p.Message)
+		require.NoError(t, err)
+		return c, run
+	}
+	cw, run := turn("warm", "hw")
+	p, _, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0, true)
 	require.NoError(t, err)
-	var kept, all []string
+	require.Equal(t, core.PlanNothing, p.Kind)
+
+	c, run := turn("t", "ha")
+	armed.Store(true)
+	_, _, err = a.ws.RunEndThenStart(ctx, c, run, "", 0, true)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.False(t, armed.Load(), "the fused write's round trip was sent")
+	require.NoError(t, a.ws.Crash(ctx, c))
+	l, err := a.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Empty(t, l.Holder, "the release committed")
+
+	kept, all, trace := keptAndMerged(t, s, rec, "t", "ha")
+	require.Equal(t, []string{"Claim@2", "RunStart@3", "RunEnd@4", "Release@5"}, kept, "storage kept both writes of the fused transaction")
+	require.Equal(t, []string{"Claim@2", "Plan@2", "RunStart@3", "RunEnd@4", "Release@5"}, all, "no Crash after the Release")
+	_, err = tracecheck.Check(trace)
+	require.NoError(t, err, "the trace as storage and the process left it")
+	require.Len(t, doubts, 2)
+	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 4, Outcome: core.DoubtCommitted}, doubts[1])
+}
+
+// keptAndMerged returns holder's lines on thread as Action@Tick: those
+// storage's log kept, and those of the trace the fleet would merge from
+// that log and the process's history (rec), with that trace, sorted.
+func keptAndMerged(t *testing.T, s *Store, rec *lines, thread core.ThreadID, holder core.Holder) (kept, all []string, trace []core.TraceEvent) {
+	t.Helper()
+	stored, err := s.TraceLines(context.Background())
+	require.NoError(t, err)
 	for _, l := range stored {
-		if l.Thread == "t" && l.Holder == "ha" {
+		if l.Thread == thread && l.Holder == holder {
 			kept = append(kept, fmt.Sprintf("%s@%d", l.Action, l.Tick))
 		}
 	}
@@ -493,14 +557,9 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 	require.Empty(t, lost)
 	tracecheck.Sort(trace)
 	for _, l := range trace {
-		if l.Thread == "t" && l.Holder == "ha" {
+		if l.Thread == thread && l.Holder == holder {
 			all = append(all, fmt.Sprintf("%s@%d", l.Action, l.Tick))
 		}
 	}
-	require.Equal(t, []string{"Claim@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7"}, kept, "storage kept both writes of the fused transaction, and the Plan between them")
-	require.Equal(t, []string{"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "Crash@7"}, all)
-	_, err = tracecheck.Check(trace)
-	require.NoError(t, err, "the trace as storage and the process left it")
-	require.Len(t, doubts, 2)
-	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 6, Outcome: core.DoubtCommitted, Crashed: true}, doubts[1])
+	return kept, all, trace
 }

@@ -63,7 +63,7 @@ func benchLongThread(b *testing.B, s core.Storage, runs int) {
 		if _, err := ws.Post(ctx, "t", "m"); err != nil {
 			b.Fatal(err)
 		}
-		if p, _, err = ws.RunEndThenStart(ctx, c, run, "", -1); err != nil {
+		if p, _, err = ws.RunEndThenStart(ctx, c, run, "", -1, false); err != nil {
 			b.Fatal(err)
 		}
 	}

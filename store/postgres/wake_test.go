@@ -246,7 +246,7 @@ func TestPostUnderOwnLeaseWakesOnlyWithoutWork(t *testing.T) {
 	for m := core.Seq(1); m <= 2; m++ {
 		run, err := a.ws.RunStart(ctx, c, m)
 		require.NoError(t, err)
-		p, _, err := a.ws.RunEndThenStart(ctx, c, run, "", -1)
+		p, _, err := a.ws.RunEndThenStart(ctx, c, run, "", -1, false)
 		require.NoError(t, err)
 		require.Equal(t, m == 1, p.Kind == core.PlanRun, "the plan after run %d: %+v", run, p)
 	}

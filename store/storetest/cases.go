@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -762,7 +763,7 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	req, err := a.Ask(ctx, c, run, "which?")
 	require.NoError(t, err)
 
-	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1)
+	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1, false)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1, Posted: core.Message{Seq: 2, Text: "m2", PostedAt: epoch}}, p)
 	require.NoError(t, a.Reply(ctx, c, p.Request, p.Message))
@@ -773,15 +774,15 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	run, err = a.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	post("m4") // while the run goes on: the plan after its end sees it
-	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1)
+	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1, false)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 4, Taken: 3, Posted: core.Message{Seq: 4, Text: "m4", PostedAt: epoch}}, p)
 	run, err = a.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
-	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1)
+	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1, false)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 4}, p)
-	_, _, err = a.RunEndThenStart(ctx, c, run, "", -1)
+	_, _, err = a.RunEndThenStart(ctx, c, run, "", -1, false)
 	require.ErrorIs(t, err, core.ErrOutOfOrder, "the run has ended: only Release, Abandon or Plan may follow")
 	require.NoError(t, a.Release(ctx, c))
 
@@ -802,7 +803,7 @@ func testRunEndThenPlan(t *testing.T, s core.Storage) {
 	_, _, err = other.ClaimThenPlan(ctx, id, "hc", ttl)
 	require.ErrorIs(t, err, core.ErrThreadBusy, "a live lease")
 	require.NoError(t, b.Abandon(ctx, cb, run))
-	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1)
+	p, _, err = a.RunEndThenStart(ctx, c, run, "", -1, false)
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
 	require.Equal(t, core.Plan{}, p)
 
@@ -856,13 +857,13 @@ func testRunEndThenStart(t *testing.T, s core.Storage) {
 	require.NoError(t, err)
 	// One message waits after the next prompt, not two: the run is
 	// planned, and RunStart starts it.
-	p, started, err := a.RunEndThenStart(ctx, c, run, "", 2)
+	p, started, err := a.RunEndThenStart(ctx, c, run, "", 2, false)
 	require.NoError(t, err)
 	require.Zero(t, started)
 	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 2, Taken: 1, Posted: core.Message{Seq: 2, Text: "m2", PostedAt: epoch}}, p)
 	run, err = a.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
-	p, next, err := a.RunEndThenStart(ctx, c, run, "said", 0)
+	p, next, err := a.RunEndThenStart(ctx, c, run, "said", 0, false)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanRun, Message: 3, Taken: 2, Posted: core.Message{Seq: 3, Text: "m3", PostedAt: epoch}}, p)
 	require.Equal(t, run+1, next)
@@ -876,7 +877,7 @@ func testRunEndThenStart(t *testing.T, s core.Storage) {
 	require.Equal(t, core.Seq(3), th.Runs()[next-1].Prompt)
 
 	// Nothing left: the plan is nothing, and nothing starts.
-	p, started, err = a.RunEndThenStart(ctx, c, next, "", 0)
+	p, started, err = a.RunEndThenStart(ctx, c, next, "", 0, false)
 	require.NoError(t, err)
 	require.Zero(t, started)
 	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 3}, p)
@@ -895,7 +896,7 @@ func testRunEndThenStart(t *testing.T, s core.Storage) {
 	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
 	cb, err := b.Claim(ctx, id, "hb", ttl)
 	require.NoError(t, err)
-	p, started, err = a.RunEndThenStart(ctx, c, run, "", 0)
+	p, started, err = a.RunEndThenStart(ctx, c, run, "", 0, false)
 	require.NoError(t, err)
 	require.Zero(t, started, "the fence refused the start")
 	require.Equal(t, core.PlanRun, p.Kind)
@@ -919,35 +920,112 @@ func testRunEndThenStart(t *testing.T, s core.Storage) {
 	require.NoError(t, err)
 	require.Equal(t, []core.RunID{brun}, pa.Runs)
 	require.NoError(t, a.Abandon(ctx, c, brun))
-	p, started, err = b.RunEndThenStart(ctx, cb, brun, "", 0)
+	p, started, err = b.RunEndThenStart(ctx, cb, brun, "", 0, false)
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
 	require.Zero(t, started)
 	require.Equal(t, core.Plan{}, p)
 	require.NoError(t, a.Release(ctx, c))
 
+	requireTransactions(t, rec, "a", []string{
+		"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "RunEnd@8", "Plan@8", "RunStart@9", "RunEnd@10", "Release@11",
+		"Claim@14", "Plan@14", "RunStart@15", "RunEnd@17", "Plan@17", "StartFenced@17",
+		"Claim@19", "Abandon@20", "Release@21",
+	}, 1, 4, 7, 8, 12, 15)
+}
+
+// testRunEndThenRelease: a run's end with release, when nothing is left
+// to plan, gives the lease up in its transaction: the RunEnd and Release
+// lines carry that transaction's call and return, the lease is gone, and
+// the round is over (a Release after it is refused, writing nothing). A
+// message posted while the run worked is planned instead, and the claim
+// kept. A lease that lapsed to another claim is not given up: the end
+// stands (it is not fenced), the Release is a read, and the round is over
+// all the same, the other claim's lease untouched.
+func testRunEndThenRelease(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	rec, clock, a, id, post := fusedCase(t, s)
+	post("m1")
+	c, p, err := a.ClaimThenPlan(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	run, err := a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	post("m2") // while the run works: planned, not released
+	p, started, err := a.RunEndThenStart(ctx, c, run, "", 0, true)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanRun, p.Kind)
+	require.Equal(t, core.Seq(2), p.Message)
+	require.Equal(t, run+1, started, "a backlog of 0 starts the planned run")
+	l := Snapshot(t, s, id).Lease
+	require.Equal(t, core.Holder("ha"), l.Holder, "a claim with work is kept")
+
+	p, started, err = a.RunEndThenStart(ctx, c, started, "done", 0, true)
+	require.NoError(t, err)
+	require.Zero(t, started)
+	require.Equal(t, core.Plan{Kind: core.PlanNothing, Taken: 2}, p)
+	snap := Snapshot(t, s, id)
+	require.Empty(t, snap.Lease.Holder, "released with the end")
+	require.Equal(t, core.StateEnded, snap.Thread.Runs()[1].State)
+	require.Equal(t, "done", snap.Thread.Runs()[1].Output)
+	version := snap.Thread.Version
+	require.ErrorIs(t, a.Release(ctx, c), core.ErrRoundOver)
+	require.ErrorIs(t, a.Renew(ctx, c, ttl), core.ErrRoundOver)
+	require.Equal(t, version, Snapshot(t, s, id).Thread.Version, "nothing written after the round")
+
+	// The lease lapses and b claims while a's run works: a's end stands,
+	// its release reads b's lease and gives nothing up.
+	post("m3")
+	c, p, err = a.ClaimThenPlan(ctx, id, "ha2", ttl)
+	require.NoError(t, err)
+	run, err = a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	clock.Advance(ttl)
+	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
+	cb, err := b.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	p, started, err = a.RunEndThenStart(ctx, c, run, "", 0, true)
+	require.NoError(t, err)
+	require.Zero(t, started)
+	require.Equal(t, core.PlanNothing, p.Kind)
+	snap = Snapshot(t, s, id)
+	require.Equal(t, core.Holder("hb"), snap.Lease.Holder, "the other claim's lease is untouched")
+	require.Equal(t, core.StateEnded, snap.Thread.Runs()[run-1].State)
+	require.ErrorIs(t, a.Release(ctx, c), core.ErrRoundOver)
+	require.NoError(t, b.Release(ctx, cb))
+
+	own := requireTransactions(t, rec, "a", []string{
+		"Claim@2", "Plan@2", "RunStart@3", "RunEnd@5", "Plan@5", "RunStart@6", "RunEnd@7", "Release@8",
+		"Claim@10", "Plan@10", "RunStart@11", "RunEnd@13", "Release@13",
+	}, 1, 4, 5, 7, 9, 12)
+	require.False(t, own[7].Read, "the release gave the lease up")
+	require.True(t, own[12].Read, "the release found b's lease")
+}
+
+// requireTransactions checks the lines proc traced, as Action@Tick, are
+// want, and that the lines at fused carry the call and return of the line
+// before them (one transaction), where every other line's call follows
+// the return of the line before; and that the whole trace is accepted.
+// It returns proc's lines.
+func requireTransactions(t *testing.T, rec *countingRecorder, proc string, want []string, fused ...int) []core.TraceEvent {
+	t.Helper()
 	var lines []string
 	var own []core.TraceEvent
 	for _, l := range rec.Lines() {
-		if l.Proc == "a" {
+		if l.Proc == proc {
 			lines = append(lines, fmt.Sprintf("%s@%d", l.Action, l.Tick))
 			own = append(own, l)
 		}
 	}
-	require.Equal(t, []string{
-		"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "RunEnd@8", "Plan@8", "RunStart@9", "RunEnd@10", "Release@11",
-		"Claim@14", "Plan@14", "RunStart@15", "RunEnd@17", "Plan@17", "StartFenced@17",
-		"Claim@19", "Abandon@20", "Release@21",
-	}, lines)
-	fused := map[int]bool{1: true, 4: true, 7: true, 8: true, 12: true, 15: true} // with the line before: the same call and return
+	require.Equal(t, want, lines)
 	for i := 1; i < len(own); i++ {
-		if fused[i] {
+		if slices.Contains(fused, i) {
 			require.Equal(t, [2]int64{own[i-1].Call, own[i-1].Return}, [2]int64{own[i].Call, own[i].Return}, "line %d, %s", i, lines[i])
 		} else {
 			require.Greater(t, own[i].Call, own[i-1].Return, "line %d, %s", i, lines[i])
 		}
 	}
-	_, err = tracecheck.Check(rec.Lines())
+	_, err := tracecheck.Check(rec.Lines())
 	require.NoError(t, err)
+	return own
 }
 
 // fusedCase is the setup of the fused writes' cases: a counting

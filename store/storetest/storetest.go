@@ -40,6 +40,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"RunLifecycle", testRunLifecycle},
 		{"RunEndThenPlan", testRunEndThenPlan},
 		{"RunEndThenStart", testRunEndThenStart},
+		{"RunEndThenRelease", testRunEndThenRelease},
 		{"ReplyAnswersOnce", testReplyAnswersOnce},
 		{"AbandonFenced", testAbandonFenced},
 		{"ConcurrentClaimsOneWinner", testConcurrentClaimsOneWinner},

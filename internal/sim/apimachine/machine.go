@@ -237,14 +237,15 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 		m.clocks[p].Advance(time.Duration(ch.IntN("advance", 5)) * apiTTL / 4)
 	case 12:
 		// RunEndThenStart: with no start (backlog -1), or from a backlog
-		// of 0 to 2.
+		// of 0 to 2; in half of them releasing when nothing is left.
 		backlog := ch.IntN("backlog", 4) - 1
-		what = fmt.Sprintf("RunEndThenStart(%d)", backlog)
+		release := ch.IntN("release", 2) == 1
+		what = fmt.Sprintf("RunEndThenStart(%d, release=%v)", backlog, release)
 		var (
 			pl      core.Plan
 			started core.RunID
 		)
-		pl, started, err = ws.RunEndThenStart(m.ctx, claim, run, "", backlog)
+		pl, started, err = ws.RunEndThenStart(m.ctx, claim, run, "", backlog, release)
 		switch {
 		case started != 0 && (err != nil || pl.Kind != core.PlanRun || backlog < 0):
 			return what, err, fmt.Errorf("call %d: RunEndThenStart started run %d with plan %s and error %v", m.calls, started, pl.Kind, err)
@@ -253,7 +254,7 @@ func (m *Machine) call(ch Chooser, a stepArgs) (what string, err, broken error) 
 			m.next[claim.Holder] = afterStart(ch)
 		case err == nil:
 			m.plans[claim.Holder] = pl
-			m.next[claim.Holder] = nextAfter(pl)
+			m.next[claim.Holder] = nextAfter(pl) // after a release, a Release the round refuses
 		}
 	}
 	return what, err, nil
