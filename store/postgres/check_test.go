@@ -327,3 +327,67 @@ func checkLeaseWrite(t *testing.T, setup func(s *Store), op func(ctx context.Con
 	}
 	return nil
 }
+
+// A run's end with its Release (RunEndThenStart with release, nothing left
+// to plan) under the Store's own lease is one statement
+// (checkedWriteLeaseSQL: the thread row's UPDATE with the check, the
+// end's event, and the lease cleared on the row) in one round trip, with
+// no failed check. Under a lease that changed hands behind the Store's
+// back, the check fails, the transaction runs again with locking reads,
+// and the other holder's lease stays (the end stands; the Release is a
+// read). With the mutant without the lease's check, the statement clears
+// the other holder's lease: caught.
+func TestOneStatementRunEndRelease(t *testing.T) {
+	t.Parallel() // schemas of their own
+	for _, mutant := range []bool{false, true} {
+		t.Run(fmt.Sprintf("mutant=%v", mutant), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := newStore(t)
+			if mutant {
+				mutateStatement(s, &s.q.saveEventLease, mustReplace(t, s.q.saveEventLease,
+					`AND lease_holder = $4 AND lease_expires = $5`, `AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`))
+			}
+			a := newProc(s, "a")
+			q := pgx.Identifier{s.Schema()}.Sanitize()
+			var failures []string
+			for _, changed := range []bool{false, true} {
+				id := core.ThreadID(fmt.Sprintf("t%v", changed))
+				require.NoError(t, a.ws.CreateThread(ctx, id))
+				_, err := a.ws.Post(ctx, id, "m1")
+				require.NoError(t, err)
+				c, p, err := a.ws.ClaimThenPlan(ctx, id, core.Holder("h"+string(id)), ttl)
+				require.NoError(t, err)
+				run, err := a.ws.RunStart(ctx, c, p.Message)
+				require.NoError(t, err)
+				if changed {
+					_, err := admin(t).Exec(ctx, `UPDATE `+q+`.leases SET holder = 'hx' WHERE key = $1`, string(id))
+					require.NoError(t, err)
+				}
+				trips, conflicts := s.stats.roundTrips.Load(), s.stats.conflicts.Load()
+				p, _, err = a.ws.RunEndThenStart(ctx, c, run, "", 0, true)
+				require.NoError(t, err)
+				require.Equal(t, core.PlanNothing, p.Kind)
+				trips, conflicts = s.stats.roundTrips.Load()-trips, s.stats.conflicts.Load()-conflicts
+				l, err := a.ws.Lease(ctx, id)
+				require.NoError(t, err)
+				th, err := a.ws.Thread(ctx, id)
+				require.NoError(t, err)
+				r, _ := th.Run(run)
+				require.Equal(t, core.StateEnded, r.State, "the end stands either way")
+				switch {
+				case !changed && (trips != 1 || conflicts != 0 || l.Holder != ""):
+					failures = append(failures, fmt.Sprintf("own lease: %d round trips, %d failed checks, lease %q after; want 1, 0 and none", trips, conflicts, l.Holder))
+				case changed && (conflicts != 1 || l.Holder != "hx"):
+					failures = append(failures, fmt.Sprintf("lease changed hands: %d failed checks, lease %q after; want 1 and hx's", conflicts, l.Holder))
+				}
+			}
+			if mutant {
+				require.NotEmpty(t, failures, "the mutant went unnoticed")
+				t.Logf("caught: %v", failures)
+				return
+			}
+			require.Empty(t, failures)
+		})
+	}
+}

@@ -23,7 +23,8 @@ import (
 // rolls back whole when one fails. A write on one thread (a RunStart,
 // RunEnd, Abandon, Reply, or a Post under the Store's own lease) is then
 // a single SQL statement, checkedWriteSQL, and so is a Renew or a Release
-// (checkedLeaseSQL): one statement, and no PL/pgSQL. It goes in the
+// (checkedLeaseSQL), and a run's end with its Release
+// (checkedWriteLeaseSQL): one statement, and no PL/pgSQL. It goes in the
 // Store's next round trip (trips.go): at once when none is in flight,
 // else with the other writes that became ready meanwhile, each behind a
 // Sync of its own. It returns the error of the first statement that
@@ -42,10 +43,16 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 			sql = t.s.q.saveUnchanged
 			args = append(args, i64(int64(th.state.Version)), i64(int64(th.state.Taken)), i64(int64(th.state.Last())), i64(activeRuns(th.state)))
 			th.dirty = false
+			var lease [2]arg
 			if ev := t.firstPending(t.s.q.insertEvent); ev != nil && ev.args[0].s == a.id {
 				// ... and the write's event: one statement for the whole write.
 				args = append(args, ev.args[1:ev.n]...)
 				ev.sql = "" // sent
+				var ok bool
+				if lease, ok = t.foldLease(a.id); ok {
+					// ... and its lease's too (a run's end with its Release).
+					sql = t.s.q.saveEventLease
+				}
 			} else if lease, ok := t.foldLease(a.id); ok {
 				// ... or its lease's write or delete (a Renew, a Release).
 				sql = t.s.q.saveLease
@@ -56,9 +63,12 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 				}
 			}
 			args = append(args, end[:]...)
-			if sql == t.s.q.saveUnchanged {
+			if sql == t.s.q.saveUnchanged || sql == t.s.q.saveEventLease {
 				newEnd := logEnd(th.n, th.last)
 				args = append(args, newEnd[:]...)
+			}
+			if sql == t.s.q.saveEventLease {
+				args = append(args, lease[:]...)
 			}
 		} else {
 			args = append(args, end[:]...)
@@ -209,10 +219,10 @@ func pgMicros(t time.Time) int64 {
 }
 
 // maxParams is the most arguments a statement sent in one round trip
-// takes (checkedWriteSQL's); withEvent is how many come before the log's
-// end, checked and written.
+// takes (checkedWriteLeaseSQL's); withEvent is how many come before the
+// log's end, checked and written.
 const (
-	maxParams = 22
+	maxParams = 24
 	withEvent = 18
 )
 
@@ -241,6 +251,23 @@ const pgTimeText = "2006-01-02 15:04:05.999999-07"
 const checkedWriteSQL = `WITH w AS (
 	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9,
 	       log_n = $21, log_at = $22
+	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
+	   AND log_n = $19 AND log_at IS NOT DISTINCT FROM $20::timestamptz
+	RETURNING id
+), e AS (
+	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
+	SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
+	  FROM w WHERE $10::bigint IS NOT NULL
+)
+SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
+
+// checkedWriteLeaseSQL is checkedWriteSQL writing the lease on the row
+// too (holder $23, expiry $24; NULL and NULL: no lease): a run's end with
+// the Release after it (core's RunEndThenStart). One row version, one
+// statement.
+const checkedWriteLeaseSQL = `WITH w AS (
+	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9,
+	       log_n = $21, log_at = $22, lease_holder = $23, lease_expires = $24
 	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
 	   AND log_n = $19 AND log_at IS NOT DISTINCT FROM $20::timestamptz
 	RETURNING id

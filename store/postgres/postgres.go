@@ -408,6 +408,7 @@ type queries struct {
 	putLease, deleteLease                         string
 	insertTrace, traceLines, traceLine, pending   string
 	unchanged, saveUnchanged, saveLease, acquired string
+	saveEventLease                                string
 	follow                                        string // WatchEvents' mark of a followed thread
 	post                                          string // a post in one statement (PostMessage)
 	claim                                         string // a Claim decided in the server (ClaimLease)
@@ -430,27 +431,28 @@ func newQueries(schema string) queries {
 			log_n = $6, log_at = $7 WHERE id = $1`),
 		saveThreadLease: f(`UPDATE %s.threads SET version = $2, taken = $3, last_message = $4, active_runs = $5,
 			log_n = $6, log_at = $7, lease_holder = $8, lease_expires = $9 WHERE id = $1`),
-		insertEvent:   f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
-		notify:        `SELECT pg_notify($1, $2)`,
-		notifyFree:    f(`SELECT pg_notify($1, $2) FROM %s.threads WHERE id = $3 AND (lease_holder IS NULL OR lease_expires <= now())`),
-		putLease:      f(`UPDATE %s.threads SET lease_holder = $2, lease_expires = $3 WHERE id = $1`),
-		deleteLease:   f(`UPDATE %s.threads SET lease_holder = NULL, lease_expires = NULL WHERE id = $1`),
-		insertTrace:   f(`INSERT INTO %s.trace_lines (thread_id, tick, read, line) VALUES ($1, $2, $3, $4)`),
-		traceLines:    f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick, read`),
-		traceLine:     f(`SELECT line FROM %s.trace_lines WHERE thread_id = $1 AND tick = $2 AND NOT read`),
-		pending:       fmt.Sprintf(pendingQuery, schema),
-		unchanged:     f(checkedSQL),
-		saveUnchanged: f(checkedWriteSQL),
-		saveLease:     f(checkedLeaseSQL),
-		acquired:      f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
-		post:          fmt.Sprintf(postSQL, schema),
-		claim:         fmt.Sprintf(claimSQL, schema),
-		follow:        f(`UPDATE %s.threads SET followed_until = greatest(followed_until, now() + make_interval(secs => $2)) WHERE id = $1`),
+		insertEvent:    f(`INSERT INTO %s.events (thread_id, ` + eventCols + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`),
+		notify:         `SELECT pg_notify($1, $2)`,
+		notifyFree:     f(`SELECT pg_notify($1, $2) FROM %s.threads WHERE id = $3 AND (lease_holder IS NULL OR lease_expires <= now())`),
+		putLease:       f(`UPDATE %s.threads SET lease_holder = $2, lease_expires = $3 WHERE id = $1`),
+		deleteLease:    f(`UPDATE %s.threads SET lease_holder = NULL, lease_expires = NULL WHERE id = $1`),
+		insertTrace:    f(`INSERT INTO %s.trace_lines (thread_id, tick, read, line) VALUES ($1, $2, $3, $4)`),
+		traceLines:     f(`SELECT line FROM %s.trace_lines ORDER BY thread_id, tick, read`),
+		traceLine:      f(`SELECT line FROM %s.trace_lines WHERE thread_id = $1 AND tick = $2 AND NOT read`),
+		pending:        fmt.Sprintf(pendingQuery, schema),
+		unchanged:      f(checkedSQL),
+		saveUnchanged:  f(checkedWriteSQL),
+		saveLease:      f(checkedLeaseSQL),
+		saveEventLease: f(checkedWriteLeaseSQL),
+		acquired:       f(`INSERT INTO %s.holders (key, holder) VALUES ($1, $2)`),
+		post:           fmt.Sprintf(postSQL, schema),
+		claim:          fmt.Sprintf(claimSQL, schema),
+		follow:         f(`UPDATE %s.threads SET followed_until = greatest(followed_until, now() + make_interval(secs => $2)) WHERE id = $1`),
 	}
 	q.names = map[string]string{}
 	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.insertEvent, q.notify,
 		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease, q.notifyFree,
-		q.claim, q.eventsAfter} {
+		q.claim, q.eventsAfter, q.saveEventLease} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
 	}
 	return q
