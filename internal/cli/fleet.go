@@ -89,7 +89,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.StringVar(&cfg.URL, "storage", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
 	fs.IntVar(&cfg.Procs, "procs", 4, "runner processes")
 	fs.IntVar(&cfg.Threads, "threads", 32, "threads")
-	fs.IntVar(&cfg.Messages, "messages", 600, "messages in all, spread over the threads")
+	fs.IntVar(&cfg.Messages, "messages", 0, "messages in all, spread over the threads (default 600; with -unfenced 1000, so that a fence off is caught in more seeds)")
 	fs.IntVar(&cfg.Posters, "posters", 1, "posters, each with its own connection")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "spread the posts over this time (0: as fast as the posters go)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the workers' and the nemesis's choices")
@@ -207,7 +207,7 @@ func checkFleetNumbers(fs *flag.FlagSet, cfg fleet.Config, tlcSample int) error 
 		bad        bool
 	}{
 		{"-procs", "at least 1", cfg.Procs < 1}, {"-threads", "at least 1", cfg.Threads < 1},
-		{"-messages", "at least 1", cfg.Messages < 1}, {"-posters", "at least 1", cfg.Posters < 1},
+		{"-messages", "at least 1", cfg.Messages < 1 && isSet(fs, "messages")}, {"-posters", "at least 1", cfg.Posters < 1},
 		{"-ttl", "at least " + fleet.MinTTL.String(), cfg.TTL < fleet.MinTTL}, {"-poll", "positive", cfg.Poll <= 0},
 		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
 		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
@@ -340,4 +340,11 @@ func printFleetStories(out io.Writer, stories []fleet.Story) {
 			printLinStory(out, "fleet", *st.History, st.Files)
 		}
 	}
+}
+
+// isSet reports whether the flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(fl *flag.Flag) { set = set || fl.Name == name })
+	return set
 }

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -192,12 +191,14 @@ var soakArgs = []string{"-procs", "4", "-threads", "32", "-messages", "600", "-t
 	"-max-skew", "200ms", "-ask", "0.5"}
 
 // killCheckArgs is the short soak with the nemesis kinds that take leases
-// from live holders (stop, kill, clock jumps, latency, delayed COMMITs):
+// from live holders (stop, kill, clock jumps, latency, delayed COMMITs),
+// over a mutant run's default of 1,000 messages (fleet.MutantMessages):
 // each single fence off is caught in it in at least 19 of 20 seeded runs
 // (internal/fleet/BENCH.md has the tallies and the command). Terminated backends and
 // partitions end rounds instead (the worker gives its claim up), and with
 // them in the draw the Abandon mutant was caught in only 16 of 20 runs.
-var killCheckArgs = append(slices.Clone(soakArgs), "-nemesis", "stop,kill,clock,latency,commit")
+var killCheckArgs = []string{"-procs", "4", "-threads", "32", "-ttl", "50ms", "-max-skew", "200ms", "-ask", "0.5",
+	"-nemesis", "stop,kill,clock,latency,commit"}
 
 // The kill check: with the Abandon fence alone off, the soak catches the
 // mutant (exit 1, not 5). A caught mutant is not timing-free, so one miss

@@ -296,6 +296,19 @@ func TestUnfencedFlagAndKinds(t *testing.T) {
 	require.ErrorIs(t, err, ErrConfig)
 }
 
+// A run with a fence off draws the nemesis kinds that take a lease from a
+// live holder, over more messages than a plain run, unless told otherwise:
+// the calibrated kill check.
+func TestMutantDefaults(t *testing.T) {
+	plain := Config{}.withDefaults()
+	require.Equal(t, 600, plain.Messages)
+	require.Equal(t, DefaultKinds(), plain.Nemesis)
+	mutant := Config{Unfenced: core.Fences{Abandon: true}}.withDefaults()
+	require.Equal(t, MutantMessages, mutant.Messages)
+	require.Equal(t, MutantKinds(), mutant.Nemesis)
+	require.Equal(t, 600, Config{Unfenced: core.Fences{Abandon: true}, Messages: 600}.withDefaults().Messages, "given, kept")
+}
+
 func TestConfigValidate(t *testing.T) {
 	good := Config{URL: "postgres://x", Bin: "/bin/true"}
 	require.NoError(t, good.Validate())
