@@ -27,7 +27,8 @@ type CommitUnknown struct {
 	Committed    int `json:"committed"`
 	NotCommitted int `json:"not_committed"`
 	// How the process resolved each: its round ended with a Crash line;
-	// the committed Release's own line ended it; there was no round (a
+	// the committed Release's own line ended it (a Release in doubt, or a
+	// RunEnd whose transaction released: RunEndThenStart); there was no round (a
 	// Claim that did not commit); its process was SIGKILLed before it
 	// resolved it (the fleet settles it from storage's log: Committed or
 	// NotCommitted); or it was still open when its process stopped
@@ -140,7 +141,9 @@ func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bo
 	}
 	logged := make(map[tickKey]core.TraceEvent, len(stored))
 	for _, l := range stored {
-		logged[tickKey{l.Thread, l.Tick}] = l
+		if !l.Read { // a kept read (the Plan a fused start went by) shares its write's tick
+			logged[tickKey{l.Thread, l.Tick}] = l
+		}
 	}
 	resolved := map[key]*core.Doubt{}
 	var order []key
@@ -179,8 +182,8 @@ func countDoubts(ds []core.Doubt, stored []core.TraceEvent, killed map[string]bo
 			continue
 		case d.Crashed:
 			cu.Crashed++
-		case k.action == core.ActionRelease && d.Outcome == core.DoubtCommitted:
-			cu.EndedByRelease++
+		case (k.action == core.ActionRelease || k.action == core.ActionRunEnd) && d.Outcome == core.DoubtCommitted:
+			cu.EndedByRelease++ // a Release, or a RunEnd whose transaction released (not Crashed)
 		case k.action == core.ActionClaim && d.Outcome == core.DoubtNotCommitted:
 			cu.NoRound++
 		}

@@ -25,6 +25,15 @@ func TestCountDoubts(t *testing.T) {
 		{Thread: "t1", Tick: 9, Action: core.ActionRunStart, Holder: "h3"}, // h3's RunStart committed
 		{Thread: "t1", Tick: 12, Action: core.ActionClaim, Holder: "h5"},   // h5's Claim committed
 		{Thread: "t1", Tick: 16, Action: core.ActionRenew, Holder: "h8"},   // h8's Renew committed after its Crash read tick 15
+		// h11's RunEnd committed with the next run's start; storage keeps
+		// the Plan between them, a read at the RunEnd's tick, after it (its
+		// log's order): the write is what a doubt is matched against.
+		{Thread: "t1", Tick: 20, Action: core.ActionRunEnd, Holder: "h11"},
+		{Thread: "t1", Tick: 20, Read: true, Action: core.ActionPlan, Holder: "h11"},
+		{Thread: "t1", Tick: 21, Action: core.ActionRunStart, Holder: "h11"},
+		// h12's RunEnd committed with its claim's Release.
+		{Thread: "t1", Tick: 22, Action: core.ActionRunEnd, Holder: "h12"},
+		{Thread: "t1", Tick: 23, Action: core.ActionRelease, Holder: "h12"},
 	}
 	ds := []core.Doubt{
 		d("p1", "h1", core.ActionRelease, 4, core.DoubtPending, false),
@@ -45,14 +54,18 @@ func TestCountDoubts(t *testing.T) {
 		d("p8", "h8", core.ActionRenew, 16, core.DoubtNotCommitted, true),
 		// Never resolved, but the round's EndRefused ended it: not open.
 		d("p9", "h10", core.ActionRenew, 18, core.DoubtPending, false),
+		d("p10", "h11", core.ActionRunEnd, 20, core.DoubtPending, false),
+		d("p10", "h11", core.ActionRunEnd, 20, core.DoubtCommitted, true), // Crash, after the Plan between the writes
+		d("p11", "h12", core.ActionRunEnd, 22, core.DoubtPending, false),
+		d("p11", "h12", core.ActionRunEnd, 22, core.DoubtCommitted, false), // ended by the Release in its transaction
 	}
 	cu := countDoubts(ds, stored, map[string]bool{"p5": true, "p2": true}, map[core.Holder]uint64{"h2": 8, "h3": 9, "h6": 13, "h8": 15},
 		map[core.Holder]bool{"h2": true, "h3": true, "h6": true, "h8": true, "h10": true})
 	require.Equal(t, CommitUnknown{
-		Events:    9,
-		ByAction:  map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1, core.ActionRunEnd: 1, core.ActionRenew: 2},
-		Committed: 4, NotCommitted: 5,
-		Crashed: 4, EndedByRelease: 1, NoRound: 1, KilledFirst: 1, EndedLater: 1, Unresolved: 1,
+		Events:    11,
+		ByAction:  map[core.Action]int{core.ActionRelease: 2, core.ActionRunStart: 1, core.ActionClaim: 2, core.ActionReply: 1, core.ActionRunEnd: 3, core.ActionRenew: 2},
+		Committed: 6, NotCommitted: 5,
+		Crashed: 5, EndedByRelease: 2, NoRound: 1, KilledFirst: 1, EndedLater: 1, Unresolved: 1,
 		Disagreements: 1, CommittedAfterCrash: 1,
 	}, cu)
 	require.Equal(t, "none", countDoubts(nil, stored, nil, nil, nil).Line())
@@ -60,17 +73,17 @@ func TestCountDoubts(t *testing.T) {
 	rep := &Report{CommitUnknown: cu, Nemesis: map[Kind]int{}, Problems: []string{}}
 	var text bytes.Buffer
 	rep.WriteText(&text)
-	require.Contains(t, text.String(), "commit unknown      9 writes (Claim 2, Renew 2, Release 2, RunStart 1, Reply 1, RunEnd 1): 4 committed, 5 not; resolved by a Crash 4, by the Release's own line 1, no round (Claim not committed) 1, from storage's log after a SIGKILL took the process first 1, ended by a later line of their round 1, open when the process stopped 1; 1 committed after their Crash read the log; 1 resolutions disagree")
+	require.Contains(t, text.String(), "commit unknown      11 writes (Claim 2, Renew 2, Release 2, RunStart 1, Reply 1, RunEnd 3): 6 committed, 5 not; resolved by a Crash 5, by the Release's own line 2, no round (Claim not committed) 1, from storage's log after a SIGKILL took the process first 1, ended by a later line of their round 1, open when the process stopped 1; 1 committed after their Crash read the log; 1 resolutions disagree")
 	b, err := json.Marshal(rep)
 	require.NoError(t, err)
 	var back struct {
 		CU map[string]any `json:"commit_unknown"`
 	}
 	require.NoError(t, json.Unmarshal(b, &back))
-	require.EqualValues(t, 9, back.CU["events"])
+	require.EqualValues(t, 11, back.CU["events"])
 	require.EqualValues(t, 1, back.CU["ended_later"])
 	require.EqualValues(t, 1, back.CU["committed_after_crash"])
-	require.EqualValues(t, 1, back.CU["ended_by_release"])
+	require.EqualValues(t, 2, back.CU["ended_by_release"])
 	require.EqualValues(t, 1, back.CU["unresolved"])
 	require.EqualValues(t, 1, back.CU["killed_first"])
 	rep.doubtProblems()
@@ -78,7 +91,7 @@ func TestCountDoubts(t *testing.T) {
 	require.Contains(t, rep.Problems[1], "1 writes still in doubt when their process stopped")
 	var page bytes.Buffer
 	require.NoError(t, rep.WriteHTML(&page))
-	require.Contains(t, page.String(), `<td id="commit-unknown">9 writes (Claim 2`)
+	require.Contains(t, page.String(), `<td id="commit-unknown">11 writes (Claim 2`)
 }
 
 // A doubts file whose last line was cut short (its process was killed
