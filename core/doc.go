@@ -24,7 +24,8 @@
 // ClaimThenPlan and RunEndThenStart are Claim or RunEnd and the Plan after
 // it made in one transaction, traced as the two actions with nothing
 // between them (one round trip to storage fewer); RunEndThenStart can add
-// the planned run's RunStart to the transaction, one write for the two. ActionTable lists every
+// the planned run's RunStart to the transaction, one write for the two, or,
+// when nothing is left to plan, the Release. ActionTable lists every
 // action with what it reads, writes and refuses: the trace checkers, the
 // trace viewer, the runner's steps and the simulations read it from there.
 //

@@ -632,11 +632,13 @@ const startBacklog = 3
 
 // runEndThenStart records the run's end, plans the next write and, when
 // that is a run with a backlog behind it (startBacklog), records its
-// start, in one transaction (core.Workspace.RunEndThenStart): the turn
-// would plan next anyway (it is not lost, stopping or due to yield), and
-// start the run it plans, so the steps are one. A start the fence
-// refused there, or with a shorter backlog, is StepRunStart's, which
-// records a refusal.
+// start, or, when nothing is left, releases the claim, in one transaction
+// (core.Workspace.RunEndThenStart): the turn would plan next anyway (it is
+// not lost, stopping or due to yield), and start the run it plans or
+// release, so the steps are one. A start the fence refused there, or with
+// a shorter backlog, is StepRunStart's, which records a refusal. No
+// renewal runs during the call, as during a Release: one that reached
+// storage after it would find the lease gone.
 func (t *Turn) runEndThenStart(ctx context.Context) {
 	var (
 		p   core.Plan
