@@ -150,8 +150,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.walks < 0 || f.walks > 0 && f.spec == nil {
 		return usageError{fmt.Sprintf("-walks %d must not be negative, and needs -cfg", f.walks)}
 	}
-	forksSet := false
-	fs.Visit(func(fl *flag.Flag) { forksSet = forksSet || fl.Name == "forks" })
+	forksSet := isSet(fs, "forks")
 	switch {
 	case forksSet && f.forks && (f.spec == nil || f.storageURL != ""):
 		return usageError{"-forks needs -cfg and the in-memory storage (forks copy it)"}

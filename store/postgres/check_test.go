@@ -330,7 +330,7 @@ func checkLeaseWrite(t *testing.T, setup func(s *Store), op func(ctx context.Con
 
 // A run's end with its Release (RunEndThenStart with release, nothing left
 // to plan) under the Store's own lease is one statement
-// (checkedWriteLeaseSQL: the thread row's UPDATE with the check, the
+// (checkedWriteSQL with writeLeaseSet: the thread row's UPDATE with the check, the
 // end's event, and the lease cleared on the row) in one round trip, with
 // no failed check. Under a lease that changed hands behind the Store's
 // back, the check fails, the transaction runs again with locking reads,

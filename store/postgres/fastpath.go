@@ -23,8 +23,8 @@ import (
 // rolls back whole when one fails. A write on one thread (a RunStart,
 // RunEnd, Abandon, Reply, or a Post under the Store's own lease) is then
 // a single SQL statement, checkedWriteSQL, and so is a Renew or a Release
-// (checkedLeaseSQL), and a run's end with its Release
-// (checkedWriteLeaseSQL): one statement, and no PL/pgSQL. It goes in the
+// (checkedLeaseSQL), and a run's end with its Release (checkedWriteSQL
+// with writeLeaseSet): one statement, and no PL/pgSQL. It goes in the
 // Store's next round trip (trips.go): at once when none is in flight,
 // else with the other writes that became ready meanwhile, each behind a
 // Sync of its own. It returns the error of the first statement that
@@ -219,7 +219,7 @@ func pgMicros(t time.Time) int64 {
 }
 
 // maxParams is the most arguments a statement sent in one round trip
-// takes (checkedWriteLeaseSQL's); withEvent is how many come before the
+// takes (checkedWriteSQL's with writeLeaseSet); withEvent is how many come before the
 // log's end, checked and written.
 const (
 	maxParams = 24
@@ -247,10 +247,13 @@ const pgTimeText = "2006-01-02 15:04:05.999999-07"
 // $10 is NULL), inserted from the row the UPDATE returned. A
 // data-modifying WITH that the query does not read runs after it, so a
 // failed check raises before anything is inserted. No PL/pgSQL runs
-// unless the check fails.
+// unless the check fails. %[2]s is more of the row to set: nothing, or
+// the lease too (writeLeaseSet: holder $23, expiry $24; NULL and NULL: no
+// lease), for a run's end with the Release after it (core's
+// RunEndThenStart): one row version, one statement.
 const checkedWriteSQL = `WITH w AS (
 	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9,
-	       log_n = $21, log_at = $22
+	       log_n = $21, log_at = $22%[2]s
 	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
 	   AND log_n = $19 AND log_at IS NOT DISTINCT FROM $20::timestamptz
 	RETURNING id
@@ -261,22 +264,9 @@ const checkedWriteSQL = `WITH w AS (
 )
 SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
 
-// checkedWriteLeaseSQL is checkedWriteSQL writing the lease on the row
-// too (holder $23, expiry $24; NULL and NULL: no lease): a run's end with
-// the Release after it (core's RunEndThenStart). One row version, one
-// statement.
-const checkedWriteLeaseSQL = `WITH w AS (
-	UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9,
-	       log_n = $21, log_at = $22, lease_holder = $23, lease_expires = $24
-	 WHERE id = $1 AND created = $2 AND version = $3 AND lease_holder = $4 AND lease_expires = $5
-	   AND log_n = $19 AND log_at IS NOT DISTINCT FROM $20::timestamptz
-	RETURNING id
-), e AS (
-	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
-	SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
-	  FROM w WHERE $10::bigint IS NOT NULL
-)
-SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
+// writeLeaseSet is what checkedWriteSQL sets besides when it writes the
+// lease too.
+const writeLeaseSet = `, lease_holder = $23, lease_expires = $24`
 
 // checkedLeaseSQL is the whole of a Renew or a Release: the thread row's
 // UPDATE with the check ($1 to $5, $12 and $13), writing the lease on

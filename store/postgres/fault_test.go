@@ -447,11 +447,7 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	var armed atomic.Bool
-	s := lossyStore(t, testSchema(t), &armed, nil)
-	s.keepTrace = true
-	rec := &lines{}
-	var doubts []core.Doubt
-	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
+	s, a, rec, doubts := tracedLossyProc(t, &armed)
 	// "warm" prepares the fused write's statements on the connection:
 	// the round trip armed next is then the one that commits.
 	for _, id := range []core.ThreadID{"warm", "t"} {
@@ -486,8 +482,8 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 	require.Equal(t, []string{"Claim@4", "Plan@4", "RunStart@5", "RunEnd@6", "Plan@6", "RunStart@7", "Crash@7"}, all)
 	_, err = tracecheck.Check(trace)
 	require.NoError(t, err, "the trace as storage and the process left it")
-	require.Len(t, doubts, 2)
-	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 6, Outcome: core.DoubtCommitted, Crashed: true}, doubts[1])
+	require.Len(t, *doubts, 2)
+	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 6, Outcome: core.DoubtCommitted, Crashed: true}, (*doubts)[1])
 }
 
 // A run's end with the claim's release (RunEndThenStart with release,
@@ -500,11 +496,7 @@ func TestRunEndThenReleaseUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	var armed atomic.Bool
-	s := lossyStore(t, testSchema(t), &armed, nil)
-	s.keepTrace = true
-	rec := &lines{}
-	var doubts []core.Doubt
-	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
+	s, a, rec, doubts := tracedLossyProc(t, &armed)
 	// "warm" prepares the fused write's statements on the connection:
 	// the round trip armed next is then the one that commits.
 	turn := func(id core.ThreadID, h core.Holder) (core.Claim, core.RunID) {
@@ -537,8 +529,19 @@ func TestRunEndThenReleaseUnknownWhenReplyLost(t *testing.T) {
 	require.Equal(t, []string{"Claim@2", "Plan@2", "RunStart@3", "RunEnd@4", "Release@5"}, all, "no Crash after the Release")
 	_, err = tracecheck.Check(trace)
 	require.NoError(t, err, "the trace as storage and the process left it")
-	require.Len(t, doubts, 2)
-	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 4, Outcome: core.DoubtCommitted}, doubts[1])
+	require.Len(t, *doubts, 2)
+	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionRunEnd, Tick: 4, Outcome: core.DoubtCommitted}, (*doubts)[1])
+}
+
+// tracedLossyProc is process "a" over a lossyStore (armed) that keeps
+// trace lines: it traces to rec and reports its writes in doubt to doubts.
+func tracedLossyProc(t *testing.T, armed *atomic.Bool) (s *Store, a *proc, rec *lines, doubts *[]core.Doubt) {
+	t.Helper()
+	s = lossyStore(t, testSchema(t), armed, nil)
+	s.keepTrace = true
+	rec, doubts = &lines{}, &[]core.Doubt{}
+	a = newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { *doubts = append(*doubts, d) }))
+	return s, a, rec, doubts
 }
 
 // keptAndMerged returns holder's lines on thread as Action@Tick: those

@@ -888,14 +888,7 @@ func testRunEndThenStart(t *testing.T, s core.Storage) {
 	// RunStart records its refusal.
 	post("m4")
 	post("m5")
-	c, p, err = a.ClaimThenPlan(ctx, id, "ha2", ttl)
-	require.NoError(t, err)
-	run, err = a.RunStart(ctx, c, p.Message)
-	require.NoError(t, err)
-	clock.Advance(ttl)
-	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
-	cb, err := b.Claim(ctx, id, "hb", ttl)
-	require.NoError(t, err)
+	c, run, b, cb := lapsedRun(t, s, rec, clock, a, id)
 	p, started, err = a.RunEndThenStart(ctx, c, run, "", 0, false)
 	require.NoError(t, err)
 	require.Zero(t, started, "the fence refused the start")
@@ -974,14 +967,7 @@ func testRunEndThenRelease(t *testing.T, s core.Storage) {
 	// The lease lapses and b claims while a's run works: a's end stands,
 	// its release reads b's lease and gives nothing up.
 	post("m3")
-	c, p, err = a.ClaimThenPlan(ctx, id, "ha2", ttl)
-	require.NoError(t, err)
-	run, err = a.RunStart(ctx, c, p.Message)
-	require.NoError(t, err)
-	clock.Advance(ttl)
-	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
-	cb, err := b.Claim(ctx, id, "hb", ttl)
-	require.NoError(t, err)
+	c, run, b, cb := lapsedRun(t, s, rec, clock, a, id)
 	p, started, err = a.RunEndThenStart(ctx, c, run, "", 0, true)
 	require.NoError(t, err)
 	require.Zero(t, started)
@@ -998,6 +984,23 @@ func testRunEndThenRelease(t *testing.T, s core.Storage) {
 	}, 1, 4, 5, 7, 9, 12)
 	require.False(t, own[7].Read, "the release gave the lease up")
 	require.True(t, own[12].Read, "the release found b's lease")
+}
+
+// lapsedRun claims thread id for a (holder ha2), starts the planned run,
+// lets the lease lapse, and has process b claim the thread (holder hb)
+// while the run works. It returns a's claim and run, and b with its claim.
+func lapsedRun(t *testing.T, s core.Storage, rec core.Tracer, clock *coretest.Clock, a *core.Workspace, id core.ThreadID) (core.Claim, core.RunID, *core.Workspace, core.Claim) {
+	t.Helper()
+	ctx := context.Background()
+	c, p, err := a.ClaimThenPlan(ctx, id, "ha2", ttl)
+	require.NoError(t, err)
+	run, err := a.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	clock.Advance(ttl)
+	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
+	cb, err := b.Claim(ctx, id, "hb", ttl)
+	require.NoError(t, err)
+	return c, run, b, cb
 }
 
 // requireTransactions checks the lines proc traced, as Action@Tick, are
