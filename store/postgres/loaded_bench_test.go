@@ -42,13 +42,19 @@ import (
 // the messages whose start waited most were posted during a cycle, in
 // clusters (store/postgres/BENCH.md, "The tail at half of saturation").
 //
+// rate=2000 is about half of what 4 runners start while 16 posters post
+// 10,000 messages (internal/bench's Compare: 3,963-4,586 a second on 5
+// Dec 2026): there a turn takes several messages of its thread; at a
+// steady rate each message is a turn of its own, with its own claim
+// (BENCH.md, "The tail at half of saturation: a turn a message").
+//
 // rate=500/claim=two-trips and rate=half/claim=two-trips are the same
 // with the runners' Claims of two round trips (BEGIN with the claim, then
 // COMMIT: Store.claimBegins), the one-trip Claim's before.
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RunnerLoadedLatency -benchtime 5000x -count 3
 func BenchmarkRunnerLoadedLatency(b *testing.B) {
-	for _, rate := range []int{250, 500, 1250, 0} {
+	for _, rate := range []int{250, 500, 1250, 2000, 0} {
 		name := fmt.Sprintf("rate=%d", rate)
 		if rate == 0 {
 			name = "rate=half"
