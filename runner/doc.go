@@ -90,13 +90,15 @@
 // run's handle is handed to Config.OnRun as soon as it is planned.
 //
 // A runner's Store may keep threads' states in memory (store/postgres's
-// cache: Options.CachedThreads), and each message makes garbage: 26 KB in store/postgres's RunnerLoadedLatency, posters
-// included. On a small machine the tail of post-to-start at a steady rate
-// is mostly the garbage collector's cycles: on 2 cores, at half of
-// saturation, the p99 was 6–16 ms with Go's default GOGC and 4–10 ms with
-// GOGC=400 (store/postgres/BENCH.md, "The tail at half of saturation"). A
-// process that runs runners may so trade memory for its tail, with GOGC or
-// GOMEMLIMIT; the package sets neither.
+// cache: Options.CachedThreads), and each message makes garbage: 16.6 KB
+// in store/postgres's RunnerLoadedLatency, posters included. On a small
+// machine the collector's cycles lengthen the tail of post-to-start at a
+// steady rate: on 2 cores at 1,500–2,000 messages a second the p99 was
+// within 5 ms in 9 runs of 11 with the collector off (GOGC=off under a
+// GOMEMLIMIT; 2.2–3.3 ms in eight of them) and in 7 of 11 with Go's
+// default (store/postgres/BENCH.md, "The tail at half of saturation: a
+// turn a message"). A process that runs runners may so trade memory for
+// its tail, with GOGC or GOMEMLIMIT; the package sets neither.
 //
 // A program that embeds the runner uses New, Run (or TakeTurn for one
 // turn, TakeTurns for one on each thread with work), Config, Agent,
