@@ -101,11 +101,19 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 }
 
 // sendAlone sends t's one-trip statements (t.trip) on its own connection,
-// alone: one pipeline, one Sync.
+// alone: one pipeline, one Sync. A lone statement goes as pgconn's
+// ExecStatement, the same messages, which the connection encodes in a
+// buffer it keeps; a batch's buffer grew anew at each write, 12% of the
+// bytes a runner allocated a message (store/postgres/BENCH.md).
 func (t *txn) sendAlone(ctx context.Context) error {
 	pc := t.conn.PgConn()
 	if pc.IsClosed() {
 		return errors.New("postgres: the connection is closed: nothing sent")
+	}
+	if len(t.trip.stmts) == 1 {
+		st := &t.trip.stmts[0]
+		_, err := pc.ExecStatement(ctx, st.sd, st.params[:st.n], st.formats(), nil).Close()
+		return tripResult(pc, err)
 	}
 	b := &pgconn.Batch{}
 	for i := range t.trip.stmts {
