@@ -90,7 +90,7 @@
 // run's handle is handed to Config.OnRun as soon as it is planned.
 //
 // A runner's Store may keep threads' states in memory (store/postgres's
-// cache: Options.CachedThreads), and each message makes garbage: 16.6 KB
+// cache: Options.CachedThreads), and each message makes garbage: 14.6 KB
 // in store/postgres's RunnerLoadedLatency, posters included. On a small
 // machine the collector's cycles lengthen the tail of post-to-start at a
 // steady rate: on 2 cores at 1,500–2,000 messages a second the p99 was
