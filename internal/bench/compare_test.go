@@ -35,10 +35,12 @@ import (
 //	            slow post does not hold the next back); after a warm-up
 //	            of one message a thread (River: 100 jobs), posted and
 //	            started untimed, as the project's
-//	            BenchmarkRunnerLoadedLatency does. 2,000 is about half of
-//	            what either side starts here while 16 posters post
-//	            (3,700-4,600 a second, 5 Dec 2026): issue 25's target 3
-//	            measures the post-to-start p99 at half of saturation
+//	            BenchmarkRunnerLoadedLatency does. 2,000 is half of what
+//	            River starts here while 16 posters post, and a little
+//	            under half of what this project's runners start
+//	            (3,866-3,983 and 4,842-5,085 a second, 5 Dec 2026):
+//	            issue 25's target 3 is the post-to-start p99 at half of
+//	            saturation
 //
 // It reports msgs/s; post-to-start p50 and p99 (ms: from the post's
 // return to the worker's call); per message, the server's transactions

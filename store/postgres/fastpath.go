@@ -101,7 +101,7 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 }
 
 // sendAlone sends t's one-trip statements (t.trip) on its own connection,
-// alone: one pipeline, one Sync. A lone statement goes as pgconn's
+// alone: one round trip, one Sync. A lone statement goes as pgconn's
 // ExecStatement, the same messages, which the connection encodes in a
 // buffer it keeps; a batch's buffer grew anew at each write, 12% of the
 // bytes a runner allocated a message (store/postgres/BENCH.md).

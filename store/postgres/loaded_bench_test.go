@@ -42,9 +42,10 @@ import (
 // the messages whose start waited most were posted during a cycle, in
 // clusters (store/postgres/BENCH.md, "The tail at half of saturation").
 //
-// rate=2000 is about half of what 4 runners start while 16 posters post
-// 10,000 messages (internal/bench's Compare: 3,963-4,586 a second on 5
-// Dec 2026): there a turn takes several messages of its thread; at a
+// rate=2000 is a little under half of what 4 runners start while 16
+// posters post 10,000 messages (internal/bench's Compare: 4,842-5,085 a
+// second on 5 Dec 2026, River 3,866-3,983): there a turn takes several
+// messages of its thread; at a
 // steady rate each message is a turn of its own, with its own claim
 // (BENCH.md, "The tail at half of saturation: a turn a message").
 //

@@ -145,7 +145,7 @@ func (r *rawThread) send(ctx context.Context) error {
 // step with the Store's statement: it ran with the arguments of an older
 // statement (18 of 22) and failed, unseen, since benchmarks are not part
 // of the tests. Two writes, the second checked against the row the first
-// left; the row and the log end where they say.
+// left; then the row's version, its log end and the events counted.
 func TestRawWrite(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
