@@ -356,16 +356,13 @@ func TestOneStatementRunEndRelease(t *testing.T) {
 				require.NoError(t, a.ws.CreateThread(ctx, id))
 				_, err := a.ws.Post(ctx, id, "m1")
 				require.NoError(t, err)
-				c, p, err := a.ws.ClaimThenPlan(ctx, id, core.Holder("h"+string(id)), ttl)
-				require.NoError(t, err)
-				run, err := a.ws.RunStart(ctx, c, p.Message)
-				require.NoError(t, err)
+				c, run := a.startRun(t, id, core.Holder("h"+string(id)))
 				if changed {
 					_, err := admin(t).Exec(ctx, `UPDATE `+q+`.leases SET holder = 'hx' WHERE key = $1`, string(id))
 					require.NoError(t, err)
 				}
 				trips, conflicts := s.stats.roundTrips.Load(), s.stats.conflicts.Load()
-				p, _, err = a.ws.RunEndThenStart(ctx, c, run, "", 0, true)
+				p, _, err := a.ws.RunEndThenStart(ctx, c, run, "", 0, true)
 				require.NoError(t, err)
 				require.Equal(t, core.PlanNothing, p.Kind)
 				trips, conflicts = s.stats.roundTrips.Load()-trips, s.stats.conflicts.Load()-conflicts

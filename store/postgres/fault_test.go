@@ -457,19 +457,12 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	start := func(id core.ThreadID, h core.Holder) (core.Claim, core.RunID) {
-		c, p, err := a.ws.ClaimThenPlan(ctx, id, h, ttl)
-		require.NoError(t, err)
-		run, err := a.ws.RunStart(ctx, c, p.Message)
-		require.NoError(t, err)
-		return c, run
-	}
-	cw, run := start("warm", "hw")
+	cw, run := a.startRun(t, "warm", "hw")
 	_, next, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0, false)
 	require.NoError(t, err)
 	require.NotZero(t, next)
 
-	c, run := start("t", "ha")
+	c, run := a.startRun(t, "t", "ha")
 	armed.Store(true)
 	_, _, err = a.ws.RunEndThenStart(ctx, c, run, "", 0, false)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
@@ -503,11 +496,7 @@ func TestRunEndThenReleaseUnknownWhenReplyLost(t *testing.T) {
 		require.NoError(t, a.ws.CreateThread(ctx, id))
 		_, err := a.ws.Post(ctx, id, "m1")
 		require.NoError(t, err)
-		c, p, err := a.ws.ClaimThenPlan(ctx, id, h, ttl)
-		require.NoError(t, err)
-		run, err := a.ws.RunStart(ctx, c, p.Message)
-		require.NoError(t, err)
-		return c, run
+		return a.startRun(t, id, h)
 	}
 	cw, run := turn("warm", "hw")
 	p, _, err := a.ws.RunEndThenStart(ctx, cw, run, "", 0, true)

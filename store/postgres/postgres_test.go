@@ -217,3 +217,15 @@ func newProc(s core.Storage, name string, opts ...core.Option) *proc {
 	c := coretest.NewClock(epoch)
 	return &proc{clock: c, ws: core.NewWorkspace(s, c, append([]core.Option{core.WithProcess(name)}, opts...)...)}
 }
+
+// startRun claims thread id for holder h (ClaimThenPlan, for ttl) and
+// starts the planned run, failing t if either fails.
+func (p *proc) startRun(t *testing.T, id core.ThreadID, h core.Holder) (core.Claim, core.RunID) {
+	t.Helper()
+	ctx := context.Background()
+	c, plan, err := p.ws.ClaimThenPlan(ctx, id, h, ttl)
+	require.NoError(t, err)
+	run, err := p.ws.RunStart(ctx, c, plan.Message)
+	require.NoError(t, err)
+	return c, run
+}
