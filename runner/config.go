@@ -54,16 +54,19 @@ type Config struct {
 	// storage's LISTEN/NOTIFY, as postgres.Store.Wakeups does). A thread
 	// id it receives names a thread given work while nobody held it (a
 	// message posted to it, a release that left work): Run claims it at
-	// once, with no look, when a turn slot is free. The empty ThreadID
-	// makes Run look at every thread. With Wake, a turn's end makes Run
-	// look only when a look or a wake-up found work that no slot could
-	// start, or found work on that turn's own thread (a wake-up naming
-	// it, or a look the empty id asked for); without it, at every turn's
-	// end. A source that names threads another holder has makes claims
-	// that find them taken. Polling stays the fallback: with Wake, a poll
+	// once, with no look, when a turn slot is free, or else at the next
+	// turn's end. The empty ThreadID makes Run look at every thread. With
+	// Wake, a turn's end makes Run look only when a sweep (its first
+	// look, or one the empty id asked for) found work that no slot could
+	// start; it claims again, with no look, the turn's own thread when a
+	// wake-up named it (or the empty id's look found work there) while
+	// the turn had it; without Wake, Run looks at every turn's end. A
+	// source that names threads another holder has makes claims that
+	// find them taken. Polling stays the fallback: with Wake, a poll
 	// takes only the free threads with work an earlier look found so too
 	// (the others' wake-ups are on their way), so a thread whose wake-up
-	// was lost is taken within two polls. Default nil.
+	// was lost is taken by the second poll that finds a slot free, or at
+	// a turn's end once found waiting at four polls (see Run). Default nil.
 	Wake <-chan core.ThreadID
 
 	// ShutdownGrace is how long a turn in progress may go on, recording

@@ -222,23 +222,24 @@ func TestRunWakeNamesThread(t *testing.T) {
 }
 
 // A wake-up that names a thread Run's own turn has (a release that left
-// work, heard before the turn was over) is not lost: the turn's end makes
-// Run look, and a yielded turn's message left on the thread is consumed
-// before the poll.
+// work, heard before the turn was over) is not lost: the turn's end
+// claims the thread again, with no look, and a yielded turn's message
+// left on the thread is consumed before the poll.
 func TestRunWakeForOwnTurn(t *testing.T) { testWakeDuringOwnTurn(t, "t1") }
 
 // A wake-up that asks for a look at every thread (the empty id: Wakeups
 // sends it in place of names it could not keep, a release that left work
 // among them) while this Run's own turn has a thread with work makes Run
-// look again when that turn ends: the look found the thread busy, and the
-// release's own wake-up may be the one it stands for. (TestAgentAwaitsAnswer
-// waited for the hour-long poll in about one run in seven without it.)
+// claim that thread again when the turn ends, with no other look: the
+// look found the thread busy, and the release's own wake-up may be the
+// one it stands for. (TestAgentAwaitsAnswer waited for the hour-long poll
+// in about one run in seven without it.)
 func TestRunWholeLookForOwnTurn(t *testing.T) { testWakeDuringOwnTurn(t, "") }
 
 // testWakeDuringOwnTurn sends the wake-up during while Run's turn on t1
 // is going (a turn that takes one of t1's two messages), and waits for
-// the second message's turn, which only a look at the turn's end can
-// start: the poll is an hour away.
+// the second message's turn, which only the turn's end can start: the
+// poll is an hour away. The only look is the one the empty id asks for.
 func testWakeDuringOwnTurn(t *testing.T, during core.ThreadID) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 2)
@@ -247,7 +248,8 @@ func testWakeDuringOwnTurn(t *testing.T, during core.ThreadID) {
 		<-release
 		return nil
 	})
-	a, wake, stop := runWoken(t, memory.New(), func(c *runner.Config) { c.MaxTurnMessages = 1 }, agent)
+	s := &pollCounter{Store: memory.New()}
+	a, wake, stop := runWoken(t, s, func(c *runner.Config) { c.MaxTurnMessages = 1 }, agent)
 	defer stop()
 	for _, m := range []string{"m1", "m2"} {
 		_, err := a.ws.Post(context.Background(), "t1", m)
@@ -255,14 +257,21 @@ func testWakeDuringOwnTurn(t *testing.T, during core.ThreadID) {
 	}
 	wake <- "t1"
 	waitFor(t, started, "the agent of t1's first run to start")
-	wake <- during // the turn has t1: Run looks once it ends
+	polls := s.polls.Load()
+	wake <- during // the turn has t1: Run claims it again once it ends
 	wake <- "t2"   // taken once Run has dealt with the first, while the turn still has t1
 	close(release)
 	waitUntil(t, func() bool { return taken(t, a, "t1") == 2 }, "Run to consume the message the yielded turn left, before its poll")
+	looks := int64(0)
+	if during == "" {
+		looks = 1
+	}
+	require.Equal(t, polls+looks, s.polls.Load(), "looks after the wake-up during the turn")
 }
 
-// Work that a look found and no slot was free to start is looked for
-// again at a turn's end, not left to the poll.
+// Work that a sweep (here Run's first look, which takes every free thread
+// with work) found and no slot was free to start is looked for again at a
+// turn's end, not left to the poll.
 func TestRunLooksWhenBehind(t *testing.T) {
 	s := memory.New()
 	a := newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
@@ -306,9 +315,11 @@ func TestRunWakeKeepsPoll(t *testing.T) {
 // earlier look found waiting too: a thread given work since is one whose
 // wake-up is on its way to a runner (Wakeups shares the threads out), and
 // the poll would claim it too, one of the two claims finding it taken or
-// nothing left to do. The next poll takes it: a lost wake-up costs at most
-// two polls. One slot, so that a turn the first poll started would end
-// before the woken one's.
+// nothing left to do. A later poll takes it: the next one if a slot is
+// free then (the woken turn may still hold the one slot as the test's
+// clock moves on: its report comes before its slot is free), or a turn's
+// end once the thread has waited a few polls (leftover). One slot, so
+// that a turn the first poll started would end before the woken one's.
 func TestRunPollTakesOnlyThreadsFoundBefore(t *testing.T) {
 	s := &pollCounter{Store: memory.New()}
 	const poll = time.Minute
@@ -329,8 +340,73 @@ func TestRunPollTakesOnlyThreadsFoundBefore(t *testing.T) {
 	wake <- "t1" // received once the poll's look has launched what it took
 	r := waitFor(t, turns, "the woken turn on t1 to end")
 	require.Equal(t, core.ThreadID("t1"), r.Thread, "the first poll that found t2 with work took it")
-	a.clock.Advance(poll)
-	r = waitFor(t, turns, "the second poll's turn on t2 to end")
-	require.Equal(t, core.ThreadID("t2"), r.Thread)
-	require.Equal(t, 1, r.Consumed, "the second poll's turn consumed t2's message")
+	for range 5 {
+		polls := s.polls.Load()
+		a.clock.Advance(poll)
+		waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run's next poll")
+		select {
+		case r = <-turns:
+			require.Equal(t, core.ThreadID("t2"), r.Thread)
+			require.Equal(t, 1, r.Consumed, "a later poll's turn consumed t2's message")
+			return
+		case <-time.After(100 * time.Millisecond): // no slot was free at that poll
+		}
+	}
+	t.Fatal("five polls after t2's message, no turn on t2 had ended")
+}
+
+// With wake-ups, work a poll found and no slot was free to start makes no
+// look at a turn's end, nor does the turn's end claim it: under load it
+// is mostly work whose wake-up is on its way to a runner, and a look at
+// each turn's end that claimed it kept runners that fell behind from
+// catching up (issue 25). Once a thread has been found waiting at
+// stealAfter (3) looks before a poll that could not start it, a turn's
+// end claims it with no look: its wake-up's runner is not keeping up with
+// it, or the wake-up was lost.
+func TestRunPollLeftoverWaitsForPolls(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	const poll = time.Second // renewals (ttl/3) keep the lease live across the polls
+	next := make(chan struct{}, 3)
+	started := make(chan core.ThreadID, 3)
+	agent := runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
+		started <- sn.Delivered.Claim.Thread
+		<-next
+		return nil
+	})
+	a, _, stop := runWoken(t, s, func(c *runner.Config) { c.PollEvery, c.MaxConcurrentTurns = poll, 1 }, agent)
+	defer stop()
+	newThread(t, a.ws, "t3")
+	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
+		_, err := a.ws.Post(context.Background(), id, "m") // their wake-ups went to another runner
+		require.NoError(t, err)
+	}
+	polled := func(what string) {
+		t.Helper()
+		polls, waiters := s.polls.Load(), a.clock.Waiters()
+		a.clock.Advance(poll)
+		waitUntil(t, func() bool { return s.polls.Load() > polls && a.clock.Waiters() >= waiters }, what)
+	}
+	ended := func(id core.ThreadID) {
+		t.Helper()
+		next <- struct{}{}
+		waitUntil(t, func() bool { return taken(t, a, id) == 1 }, "Run to consume "+string(id)+"'s message")
+	}
+	polled("look 2, which first finds the three threads waiting")
+	require.Empty(t, started, "a poll claimed a thread it found waiting for the first time")
+	polled("look 3, which takes one of them")
+	first := waitFor(t, started, "the first thread's run to start")
+	polled("look 4, which finds the other two waiting, found first two looks before, with the slot taken")
+	polls := s.polls.Load()
+	ended(first)
+	time.Sleep(20 * time.Millisecond) // a Run that claimed a thread at the turn's end would start its run here
+	require.Empty(t, started, "a turn's end claimed a thread found waiting at two looks before the poll")
+	require.Equal(t, polls, s.polls.Load(), "Run looked at a turn's end for threads a poll left")
+	polled("look 5, which takes one of the two and leaves the other (found waiting three looks before)")
+	second := waitFor(t, started, "the second thread's run to start")
+	polls = s.polls.Load()
+	ended(second)
+	third := waitFor(t, started, "the third thread's run to start at the second's turn's end")
+	ended(third)
+	require.Equal(t, polls, s.polls.Load(), "Run looked at a turn's end for threads a poll left")
+	require.ElementsMatch(t, []core.ThreadID{"t1", "t2", "t3"}, []core.ThreadID{first, second, third})
 }

@@ -150,12 +150,20 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread. It looks for work every PollEvery; at once when Wake
 // delivers the empty ThreadID (once Wake is closed, it polls); and when a
-// turn ends, always without Wake, and with it only when a look or a
-// wake-up found work that no slot was free to start, or Wake named the
-// thread of a turn still going. A thread Wake names it claims at once,
-// with no look (see Config.Wake); and with Wake a poll takes only the
+// turn ends, always without Wake, and with it only when a sweep (its
+// first look, or one the empty ThreadID asked for) found work that no
+// slot was free to start. A thread Wake names it claims at once, with no
+// look (see Config.Wake); when no slot is free, or a turn of its own has
+// the thread, at the next turn's end. With Wake a poll takes only the
 // free threads an earlier look found waiting too, so that it does not
-// claim a thread whose wake-up is on its way to a runner.
+// claim a thread whose wake-up is on its way to a runner; and the threads
+// a poll found and could not start wait for their wake-up or a later
+// poll, except those found waiting at three looks before that poll: each
+// turn's end claims the next of those, the longest waiting first, so that
+// runners that share the threads unevenly share a backlog evenly. (A
+// look at each turn's end instead, which claimed every thread waiting,
+// kept runners that had fallen behind from catching up: most of what it
+// found was on its way to another runner; issue 25.)
 //
 // Of the threads with work it starts first those whose lease has expired
 // by Clock, the longest expired first (from one of the first four of that
@@ -240,9 +248,15 @@ func (r *Runner) Run(ctx context.Context) error {
 			needLook, poll = true, nil
 		case <-s.ended:
 			// Without wake-ups, a turn's end is when Run learns of work
-			// sooner than the poll; with them, only work it found and
-			// could not start (behind) waits for one.
+			// sooner than the poll. With them it claims, with no look,
+			// the threads wake-ups named that no slot could take then
+			// (rewake) and a poll's leftover; only work a sweep found
+			// and could not start (behind) waits for a look.
 			behind := s.takeBehind()
+			for _, id := range s.takeRewake() {
+				s.wakeFor(id)
+			}
+			s.launchLeftover()
 			needLook, fresh = needLook || wake == nil || behind, fresh || behind
 		case id, ok := <-w:
 			switch {
@@ -265,7 +279,7 @@ type scheduler struct {
 	rng       *rand.Rand
 	slots     chan struct{}
 	takeovers chan struct{}
-	ended     chan struct{} // a turn ended: Run looks again
+	ended     chan struct{} // a turn ended: Run starts what waits for a slot, or looks
 	jobs      chan turnJob  // a launched turn, to a worker whose turn ended (worker)
 	wg        sync.WaitGroup
 
@@ -273,11 +287,20 @@ type scheduler struct {
 	busy map[core.ThreadID]bool
 	// again holds the threads a wake-up named while this Run's own turn
 	// had them (a release that left work, seen before the turn was over):
-	// the turn's end makes Run look.
+	// the turn's end puts the thread in rewake.
 	again map[core.ThreadID]bool
-	// behind: a look or a wake-up found work that no slot was free to
-	// start, or a turn ended on a thread in again; the next turn's end
-	// makes Run look, and that look takes every free thread with work.
+	// rewake holds the threads a wake-up named that Run claims at the
+	// next turn's end, with no look: again's, and those no slot was free
+	// for.
+	rewake []core.ThreadID
+	// leftover holds the free threads the last poll found waiting at
+	// stealAfter looks before it and could not start, the longest
+	// waiting first: a turn's end claims the next of them, with no look.
+	// Only Run's goroutine uses it.
+	leftover []core.ThreadID
+	// behind: a sweep (a look that took every free thread with work) or a
+	// look's lapsed leases left work that no slot was free to start; the
+	// next turn's end makes Run look, and that look is a sweep.
 	behind bool
 	held   map[core.ThreadID]time.Time // threads found claimed by another, and when
 	// waiting holds, for each free thread with work, the look that first
@@ -320,6 +343,20 @@ const (
 	takeoverWindow = 4
 	lookWindow     = 16
 )
+
+// stealAfter is how many looks before a poll a free thread must have
+// been found waiting at for the poll to leave it to the next turn's end
+// when no slot was free (leftover): with wake-ups, a runner that left its
+// turn slots to its own wake-ups then takes, at each turn's end, the
+// longest-waiting thread whose wake-up's runner has not started it for
+// so long, which under a backlog evens the work out among the runners
+// (their shares of the threads differ, and so do their threads'
+// messages). A thread found waiting at fewer looks is, under load, most
+// often one whose wake-up is on its way to its runner or waits there for
+// a slot: claiming those at each turn's end found many taken, and kept
+// runners that fell behind from catching up (issue 25: measured with 1;
+// store/postgres/BENCH.md).
+const stealAfter = 3
 
 // full reports whether every ordinary turn slot is taken.
 func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
@@ -463,31 +500,75 @@ func startWithin[T any](rng *rand.Rand, list []T, window int) {
 
 // lookAndLaunch looks for work and starts what it found, in order (see
 // look): the lapsed threads until no slot takes them, then the free ones
-// until no slot is free. Work left unstarted makes it behind. asked and
-// fresh are look's.
+// until no slot is free. asked and fresh are look's. Lapsed threads left
+// unstarted make it behind, and so do free ones when fresh (a sweep: the
+// next turn's end looks again). A poll's free threads left unstarted
+// (with wake-ups, not fresh) are mostly, under load, those whose wake-up
+// is on its way to a runner or waits there for a slot: a look at each
+// turn's end that claimed them, finding many taken, kept runners that
+// had fallen behind from catching up (issue 25, store/postgres/BENCH.md).
+// Those found waiting at stealAfter looks before are the leftover; the
+// others wait for their wake-up or the next poll.
 func (s *scheduler) lookAndLaunch(asked, fresh bool) {
 	lapsed, free := s.look(asked, fresh)
-	s.launchAll(lapsed, true)
-	s.launchAll(free, false)
+	if s.launchAll(lapsed, true) < len(lapsed) {
+		s.setBehind()
+	}
+	n := s.launchAll(free, false)
+	switch {
+	case n == len(free):
+		s.leftover = nil
+	case fresh:
+		s.leftover = nil
+		s.setBehind()
+	default:
+		s.leftover = s.leftover[:0]
+		s.mu.Lock()
+		for _, id := range free[n:] {
+			if s.looks-s.waiting[id] >= stealAfter {
+				s.leftover = append(s.leftover, id)
+			}
+		}
+		s.mu.Unlock()
+	}
 }
 
-// launchAll launches each thread in turn until one finds no slot.
-func (s *scheduler) launchAll(ids []core.ThreadID, lapsed bool) {
-	for _, id := range ids {
-		if s.ctx.Err() != nil {
+// launchLeftover launches the first thread of leftover that is neither
+// this Run's nor found held by another, if a slot is free, and drops it
+// and those it passed over from leftover.
+func (s *scheduler) launchLeftover() {
+	for len(s.leftover) > 0 && s.ctx.Err() == nil {
+		id := s.leftover[0]
+		s.mu.Lock()
+		_, other := s.held[id]
+		skip := s.busy[id] || other
+		s.mu.Unlock()
+		if !skip && !s.launch(id, false) {
 			return
 		}
-		if !s.launch(id, lapsed) {
-			s.setBehind()
+		s.leftover = s.leftover[1:]
+		if !skip {
 			return
 		}
 	}
 }
 
+// launchAll launches each thread in turn until one finds no slot, and
+// returns how many it went through: len(ids) unless one found no slot.
+func (s *scheduler) launchAll(ids []core.ThreadID, lapsed bool) int {
+	for i, id := range ids {
+		if s.ctx.Err() != nil || !s.launch(id, lapsed) {
+			return i
+		}
+	}
+	return len(ids)
+}
+
 // wakeFor starts a turn on the thread a wake-up named, with no look: it
 // was given work while nobody held it (see Config.Wake). A thread found
 // held by another holder before is claimed all the same; one this Run is
-// working is looked at again when its turn ends.
+// working is claimed again when its turn ends, and so is one no slot was
+// free for at the next turn's end.
 func (s *scheduler) wakeFor(id core.ThreadID) {
 	s.mu.Lock()
 	if s.busy[id] {
@@ -498,8 +579,20 @@ func (s *scheduler) wakeFor(id core.ThreadID) {
 	delete(s.held, id)
 	s.mu.Unlock()
 	if !s.launch(id, false) {
-		s.setBehind()
+		s.mu.Lock()
+		s.rewake = append(s.rewake, id)
+		s.mu.Unlock()
 	}
+}
+
+// takeRewake returns the threads to claim at a turn's end (rewake), and
+// clears them.
+func (s *scheduler) takeRewake() []core.ThreadID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := s.rewake
+	s.rewake = nil
+	return ids
 }
 
 func (s *scheduler) setBehind() {
@@ -587,7 +680,7 @@ func (s *scheduler) turn(t turnJob) {
 	}
 	if s.again[t.id] {
 		delete(s.again, t.id)
-		s.behind = true
+		s.rewake = append(s.rewake, t.id)
 	}
 	s.mu.Unlock()
 	<-t.slot
