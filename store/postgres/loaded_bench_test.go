@@ -45,9 +45,9 @@ import (
 // rate=2000 is a little under half of what 4 runners start while 16
 // posters post 10,000 messages (internal/bench's Compare: 4,842-5,085 a
 // second on 5 Dec 2026, River 3,866-3,983): there a turn takes several
-// messages of its thread; at a
-// steady rate each message is a turn of its own, with its own claim
-// (BENCH.md, "The tail at half of saturation: a turn a message").
+// messages of its thread; at a steady rate each message is a turn of its
+// own, with its own claim (BENCH.md, "The tail at half of saturation: a
+// turn a message").
 //
 // rate=500/claim=two-trips and rate=half/claim=two-trips are the same
 // with the runners' Claims of two round trips (BEGIN with the claim, then
@@ -229,7 +229,8 @@ func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 	b.ReportMetric(per(br.polls()-polls0), "polls/msg")
 }
 
-// gcCycles returns how many cycles the garbage collector has begun.
+// gcCycles returns how many cycles the garbage collector has completed
+// (runtime.MemStats.NumGC).
 func gcCycles() uint32 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
