@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"runtime"
@@ -36,6 +37,12 @@ import (
 // each thread once. Without it the first message of each thread took
 // 5–64ms, over 1% of 5,000 messages, and p99 measured the start, not the
 // steady rate.
+//
+// start-write-p50-µs and start-write-p99-µs are the part of a message's
+// post-to-start from its turn's claim returning (TurnReport.Began) to the
+// run's start: the RunStart's round trip, and the runner's steps around
+// it. tail-start-write-% is that part's share of the time of the slowest
+// 1% of the messages (those at or past p99).
 //
 // gc/s is how many cycles the process's garbage collector completed a second
 // while the schedule ran. The process is the posters' and the runners':
@@ -78,17 +85,29 @@ type posted struct {
 type startLog struct {
 	mu      sync.Mutex
 	at      map[posted]time.Time
+	by      map[posted]core.Holder    // the claim whose turn started the run
+	claimed map[core.Holder]time.Time // when each turn's claim returned (TurnReport.Began)
 	goal    int
 	reached chan struct{}
 }
 
-func (l *startLog) started(m posted, at time.Time) {
+func (l *startLog) started(m posted, by core.Holder, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.at[m] = at
+	l.at[m], l.by[m] = at, by
 	if len(l.at) == l.goal {
 		close(l.reached)
 	}
+}
+
+// turned records when a turn's claim returned.
+func (l *startLog) turned(r runner.TurnReport) {
+	if r.Holder == "" || r.Began.IsZero() {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.claimed[r.Holder] = r.Began
 }
 
 // await waits until n runs have started, or fails b after a minute
@@ -112,14 +131,15 @@ func (l *startLog) await(b *testing.B, n int, what string) {
 
 func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 	const runners, threads, posters, saturation = 4, 100, 16, 4000
-	log := &startLog{at: make(map[posted]time.Time, threads+saturation+b.N)}
+	n := threads + saturation + b.N
+	log := &startLog{at: make(map[posted]time.Time, n), by: make(map[posted]core.Holder, n), claimed: make(map[core.Holder]time.Time, n)}
 	br := startRunners(b, runnerSetup{
 		runners: runners, threads: threads,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true, claimBegins: claimBegins,
-		opts: readModes[0].opts,
+		opts: readModes[0].opts, onTurn: log.turned,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
-				log.started(posted{sn.Delivered.Claim.Thread, sn.Delivered.Taken}, time.Now())
+				log.started(posted{sn.Delivered.Claim.Thread, sn.Delivered.Taken}, sn.Delivered.Claim.Holder, time.Now())
 				return nil
 			})
 		},
@@ -201,21 +221,10 @@ func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	gcs := gcCycles() - gc0
+	br.awaitIdle(b, nil) // every turn has reported when its claim returned
 	mu.Lock()
 	defer mu.Unlock()
-	log.mu.Lock()
-	defer log.mu.Unlock()
-	lat := make([]time.Duration, 0, b.N)
-	for m, p := range postedAt {
-		s, ok := log.at[m]
-		if !ok {
-			b.Fatalf("message %d of thread %q posted, and no run started for it", m.seq, m.thread)
-		}
-		lat = append(lat, max(s.Sub(p), 0)) // the start can commit before Post's caller sees its reply
-	}
-	slices.Sort(lat)
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	reportSplits(b, log.splits(b, postedAt))
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
 	if sat > 0 {
 		b.ReportMetric(sat, "saturation-msgs/s") // after ResetTimer, which drops the metrics reported before it
@@ -227,6 +236,57 @@ func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
 	b.ReportMetric(per(br.busy.Load()-busy0), "busy-turns/msg")
 	b.ReportMetric(per(br.idle.Load()-idle0), "idle-turns/msg")
 	b.ReportMetric(per(br.polls()-polls0), "polls/msg")
+}
+
+// split is one message's post-to-start, and its part from the turn's
+// claim returning to the run's start: the RunStart's write, and the
+// runner's steps around it.
+type split struct{ total, write time.Duration }
+
+// splits returns the post-to-start of each message posted (at the time
+// postedAt has), or fails b naming one whose run or claim it lacks.
+func (l *startLog) splits(b *testing.B, postedAt map[posted]time.Time) []split {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lat := make([]split, 0, len(postedAt))
+	for m, p := range postedAt {
+		s, ok := l.at[m]
+		if !ok {
+			b.Fatalf("message %d of thread %q posted, and no run started for it", m.seq, m.thread)
+		}
+		c, ok := l.claimed[l.by[m]]
+		if !ok {
+			b.Fatalf("message %d of thread %q: its turn (holder %q) reported no claim", m.seq, m.thread, l.by[m])
+		}
+		// The start can commit before Post's caller sees its reply.
+		lat = append(lat, split{total: max(s.Sub(p), 0), write: max(s.Sub(c), 0)})
+	}
+	return lat
+}
+
+// reportSplits reports the post-to-start's p50 and p99, the same of its
+// part after the claim (start-write-), and that part's share of the
+// slowest 1%'s post-to-start (tail-start-write-%): how much of the tail a
+// start written with its claim, in the claim's round trip, would remove.
+func reportSplits(b *testing.B, lat []split) {
+	slices.SortFunc(lat, func(x, y split) int { return cmp.Compare(x.total, y.total) })
+	writes := make([]time.Duration, len(lat))
+	for i, l := range lat {
+		writes[i] = l.write
+	}
+	slices.Sort(writes)
+	var tail, tailWrite time.Duration
+	for _, l := range lat[len(lat)*99/100:] {
+		tail += l.total
+		tailWrite += min(l.write, l.total)
+	}
+	b.ReportMetric(float64(lat[len(lat)/2].total.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].total.Microseconds()), "p99-µs")
+	b.ReportMetric(float64(writes[len(writes)/2].Microseconds()), "start-write-p50-µs")
+	b.ReportMetric(float64(writes[len(writes)*99/100].Microseconds()), "start-write-p99-µs")
+	if tail > 0 {
+		b.ReportMetric(100*float64(tailWrite)/float64(tail), "tail-start-write-%")
+	}
 }
 
 // gcCycles returns how many cycles the garbage collector has completed

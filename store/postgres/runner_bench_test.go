@@ -139,6 +139,8 @@ type runnerSetup struct {
 	// Stores send each one-trip write on its own, and their Claims begin
 	// a transaction that a second round trip commits.
 	readPost, wakeAll, tripsAlone, claimBegins bool
+	// onTurn, when set, is given each turn's report too.
+	onTurn func(runner.TurnReport)
 }
 
 // startRunners creates the threads and starts the runners, each waiting
@@ -192,6 +194,9 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 			PollEvery: cfg.pollEvery,
 			Wake:      wake,
 			OnTurn: func(r runner.TurnReport) {
+				if cfg.onTurn != nil {
+					cfg.onTurn(r)
+				}
 				br.turns.Add(1)
 				if r.Outcome == runner.OutcomeBusy {
 					br.busy.Add(1)
