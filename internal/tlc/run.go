@@ -194,7 +194,10 @@ func (e Env) args(job Job, meta string) []string {
 	if opts == nil {
 		opts = DefaultJavaOpts
 	}
-	a := append([]string{}, opts...)
+	// TLC's JVM makes a temporary directory of its own (tlc-<number>) and
+	// leaves it: in the metadir, it goes with the metadir. An option of
+	// the caller's comes after, and so wins.
+	a := append([]string{"-Djava.io.tmpdir=" + meta}, opts...)
 	if len(job.Library) > 0 {
 		a = append(a, "-DTLA-Library="+strings.Join(job.Library, string(os.PathListSeparator)))
 	}

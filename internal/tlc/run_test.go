@@ -136,7 +136,7 @@ echo "@!@!@ENDMSG 2186 @!@!@"
 		t.Errorf("outcome %v", res.Outcome)
 	}
 	body := res.Messages[0].Body
-	wantArgs := "args: -XX:+UseParallelGC -Xss16m -DTLA-Library=/lib -cp /no/tla2tools.jar:/no/cm.jar tlc2.TLC -tool -workers 2 -metadir /meta -config T.cfg -dump states T.tla"
+	wantArgs := "args: -Djava.io.tmpdir=/meta -XX:+UseParallelGC -Xss16m -DTLA-Library=/lib -cp /no/tla2tools.jar:/no/cm.jar tlc2.TLC -tool -workers 2 -metadir /meta -config T.cfg -dump states T.tla"
 	if !strings.Contains(body, wantArgs) {
 		t.Errorf("got %q\nwant %q", body, wantArgs)
 	}
@@ -151,7 +151,7 @@ echo "@!@!@ENDMSG 2186 @!@!@"
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body := res.Messages[0].Body; !strings.Contains(body, "args: -Xmx1g -cp ") {
+	if body := res.Messages[0].Body; !strings.Contains(body, "args: -Djava.io.tmpdir=/meta -Xmx1g -cp ") {
 		t.Errorf("a job's JavaOpts do not replace the defaults: %q", body)
 	}
 }
@@ -209,11 +209,17 @@ func TestRunReal(t *testing.T) {
 		t.Run(r.name, func(t *testing.T) {
 			job := r.job(t, root, t.TempDir())
 			job.Timeout = 2 * time.Minute
+			job.MetaDir = t.TempDir()
 			res, err := env.Run(context.Background(), job)
 			if err != nil {
 				t.Fatal(err)
 			}
 			checkResult(t, res, r.want)
+			// The JVM's temporary directory is the metadir: what TLC
+			// leaves there goes with it, not into the system's.
+			if made, _ := filepath.Glob(filepath.Join(job.MetaDir, "tlc-[0-9]*")); len(made) == 0 {
+				t.Errorf("TLC made no temporary directory in the metadir %s: is java.io.tmpdir passed?", job.MetaDir)
+			}
 			if res.CPU <= 0 {
 				t.Errorf("Result.CPU = %v: a JVM that ran takes CPU time", res.CPU)
 			}
