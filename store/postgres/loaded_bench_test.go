@@ -42,7 +42,8 @@ import (
 // post-to-start from its turn's claim returning (TurnReport.Began) to the
 // run's start: the RunStart's round trip, and the runner's steps around
 // it. tail-start-write-% is that part's share of the time of the slowest
-// 1% of the messages (those at or past p99).
+// 1% of the messages (those at or past p99). claimed-p99-µs is the p99
+// of the part before: post to the claim's return.
 //
 // gc/s is how many cycles the process's garbage collector completed a second
 // while the schedule ran. The process is the posters' and the runners':
@@ -265,16 +266,19 @@ func (l *startLog) splits(b *testing.B, postedAt map[posted]time.Time) []split {
 }
 
 // reportSplits reports the post-to-start's p50 and p99, the same of its
-// part after the claim (start-write-), and that part's share of the
-// slowest 1%'s post-to-start (tail-start-write-%): how much of the tail a
-// start written with its claim, in the claim's round trip, would remove.
+// part after the claim (start-write-), the p99 of the part before it
+// (claimed-p99-µs, post to the claim's return), and the part after's
+// share of the slowest 1%'s post-to-start (tail-start-write-%): how much
+// of the tail a start written with its claim, in the claim's round trip,
+// would remove.
 func reportSplits(b *testing.B, lat []split) {
 	slices.SortFunc(lat, func(x, y split) int { return cmp.Compare(x.total, y.total) })
-	writes := make([]time.Duration, len(lat))
+	writes, claimed := make([]time.Duration, len(lat)), make([]time.Duration, len(lat))
 	for i, l := range lat {
-		writes[i] = l.write
+		writes[i], claimed[i] = l.write, max(l.total-l.write, 0)
 	}
 	slices.Sort(writes)
+	slices.Sort(claimed)
 	var tail, tailWrite time.Duration
 	for _, l := range lat[len(lat)*99/100:] {
 		tail += l.total
@@ -284,6 +288,7 @@ func reportSplits(b *testing.B, lat []split) {
 	b.ReportMetric(float64(lat[len(lat)*99/100].total.Microseconds()), "p99-µs")
 	b.ReportMetric(float64(writes[len(writes)/2].Microseconds()), "start-write-p50-µs")
 	b.ReportMetric(float64(writes[len(writes)*99/100].Microseconds()), "start-write-p99-µs")
+	b.ReportMetric(float64(claimed[len(claimed)*99/100].Microseconds()), "claimed-p99-µs")
 	if tail > 0 {
 		b.ReportMetric(100*float64(tailWrite)/float64(tail), "tail-start-write-%")
 	}
