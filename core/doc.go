@@ -25,7 +25,10 @@
 // it made in one transaction, traced as the two actions with nothing
 // between them (one round trip to storage fewer); RunEndThenStart can add
 // the planned run's RunStart to the transaction, one write for the two, or,
-// when nothing is left to plan, the Release. ActionTable lists every
+// when nothing is left to plan, the Release. ClaimThenStart is
+// ClaimThenPlan with the planned run's RunStart in the claim's own
+// statements, when storage can write it there (the PostgreSQL Store does,
+// from its cache of the thread). ActionTable lists every
 // action with what it reads, writes and refuses: the trace checkers, the
 // trace viewer, the runner's steps and the simulations read it from there.
 //

@@ -149,6 +149,21 @@ type leaseClaimer interface {
 	ClaimLease(ctx context.Context, id ThreadID, holder Holder, now, expires time.Time) (t *Thread, was Lease, version uint64, err error)
 }
 
+// leaseStartClaimer is a leaseClaimer that can also start, in the
+// statements that write the claim, the run the claim's plan will make:
+// ClaimLeaseThenStart is ClaimLease, and, when the claim writes, it calls
+// plan (once) with the thread as the claim left it; when plan returns a
+// RunStarted event (and true) that storage wrote with the claim, the
+// thread it returns has that event too, and so does start, stamped with
+// its version (the claim's plus one). Storage writes the start only when
+// it can tell, in those statements, that the thread is as the event's
+// planner saw it: it never writes a start plan does not return. start's
+// Version is 0 when it wrote none (the caller then plans and starts
+// apart, as after ClaimLease).
+type leaseStartClaimer interface {
+	ClaimLeaseThenStart(ctx context.Context, id ThreadID, holder Holder, now, expires, at time.Time, plan func(*Thread) (Event, bool)) (t *Thread, was Lease, version uint64, start Event, err error)
+}
+
 // TraceLog is implemented by a Transaction that keeps the trace lines of
 // the writes it commits, inside the same transaction. When the Workspace
 // traces, it gives each write's line to such a transaction before commit,

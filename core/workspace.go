@@ -403,8 +403,11 @@ func (w *Workspace) unreserve(r *round, holder Holder) {
 // left it, the lease as it found it and the new version; ErrThreadBusy
 // and ErrInvalidArgument (holder holds the lease) when the lease refuses
 // the claim, with nothing written. A storage that decides the claim in
-// its write (leaseClaimer) makes it one step.
-func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, now, expires time.Time) (*Thread, Lease, uint64, error) {
+// its write (leaseClaimer) makes it one step. With start set, a storage
+// that can (leaseStartClaimer) may also write the run start start plans
+// (see leaseStartClaimer): it is returned as the start's event, with the
+// thread as it left it.
+func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, now, expires time.Time, start *startPlan) (*Thread, Lease, uint64, Event, error) {
 	refusal := func(l Lease) error {
 		switch {
 		case l.Holder == holder:
@@ -414,41 +417,96 @@ func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, 
 		}
 		return nil
 	}
-	if c, ok := tx.(leaseClaimer); ok {
-		t, l, v, err := c.ClaimLease(ctx, id, holder, now, expires)
+	sc, startable := tx.(leaseStartClaimer)
+	if c, ok := tx.(leaseClaimer); ok || start != nil && startable {
+		var (
+			t       *Thread
+			l       Lease
+			v       uint64
+			started Event
+			err     error
+		)
+		if start != nil && startable {
+			t, l, v, started, err = sc.ClaimLeaseThenStart(ctx, id, holder, now, expires, start.at, start.plan)
+		} else {
+			t, l, v, err = c.ClaimLease(ctx, id, holder, now, expires)
+		}
 		if err != nil {
-			return nil, Lease{}, 0, err
+			return nil, Lease{}, 0, Event{}, err
 		}
 		refused := refusal(l)
 		switch {
 		case v == 0 && refused != nil:
-			return nil, Lease{}, 0, refused
+			return nil, Lease{}, 0, Event{}, refused
 		case (v == 0) != (refused != nil):
 			// Storage and the rule above disagree: a broken storage.
-			return nil, Lease{}, 0, fmt.Errorf("%w: storage's claim of thread %q (version %d) disagrees with its lease %+v at %v",
+			return nil, Lease{}, 0, Event{}, fmt.Errorf("%w: storage's claim of thread %q (version %d) disagrees with its lease %+v at %v",
 				ErrInconsistentLog, id, v, l, now)
+		case started.Version != 0 && !start.wrote(started, v):
+			return nil, Lease{}, 0, Event{}, fmt.Errorf("%w: storage started a run on thread %q that its plan did not: %+v (the claim at version %d)",
+				ErrInconsistentLog, id, started, v)
 		}
-		return t, l, v, nil
+		return t, l, v, started, nil
 	}
 	t, err := tx.Thread(ctx, id)
 	if err != nil {
-		return nil, Lease{}, 0, err
+		return nil, Lease{}, 0, Event{}, err
 	}
 	l, err := tx.Lease(ctx, id)
 	if err != nil {
-		return nil, Lease{}, 0, err
+		return nil, Lease{}, 0, Event{}, err
 	}
 	if err := refusal(l); err != nil {
-		return nil, Lease{}, 0, err
+		return nil, Lease{}, 0, Event{}, err
 	}
 	v, err := tx.Bump(ctx, id)
 	if err != nil {
-		return nil, Lease{}, 0, err
+		return nil, Lease{}, 0, Event{}, err
 	}
 	if err := tx.PutLease(ctx, Lease{Thread: id, Holder: holder, ExpiresAt: expires}); err != nil {
-		return nil, Lease{}, 0, err
+		return nil, Lease{}, 0, Event{}, err
 	}
-	return t, l, v, nil
+	return t, l, v, Event{}, nil
+}
+
+// startPlan is a Claim's plan made from the thread as the claim left it,
+// for a storage that writes the run's start with the claim
+// (leaseStartClaimer): the Plan, its line, and the RunStarted event it
+// would record, at.
+type startPlan struct {
+	c        Claim
+	at       time.Time
+	called   bool
+	p        Plan
+	line     *TraceEvent
+	want     Event
+	startful bool
+}
+
+// plan is leaseStartClaimer's plan: planOf, and for a run the start that
+// RunStart would record on the thread.
+func (s *startPlan) plan(t *Thread) (Event, bool) {
+	s.called = true
+	s.p, s.line = planOf(t, s.c)
+	s.want, s.startful = Event{}, false
+	if s.p.Kind != PlanRun {
+		return Event{}, false
+	}
+	s.want = Event{Kind: RunStarted, At: s.at, Message: s.p.Message, Run: t.LastRun() + 1, Holder: s.c.Holder}
+	if t.Check(Event{Kind: RunStarted, Version: t.Version + 1, At: s.at, Message: s.p.Message, Run: s.want.Run, Holder: s.c.Holder}) != nil {
+		return Event{}, false
+	}
+	s.startful = true
+	return s.want, true
+}
+
+// wrote reports whether ev is the start plan returned, written with the
+// claim at version v: one version past it, at plan's time to storage's
+// precision (a microsecond or finer).
+func (s *startPlan) wrote(ev Event, v uint64) bool {
+	w := s.want
+	return s.called && s.startful && ev.Kind == w.Kind && ev.Message == w.Message && ev.Run == w.Run && ev.Holder == w.Holder &&
+		ev.Version == v+1 && !ev.At.After(w.At) && w.At.Sub(ev.At) < time.Microsecond
 }
 
 // Claim takes the thread's lease for holder until ttl from now by the
@@ -466,7 +524,7 @@ func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, 
 // When the outcome of the Claim's commit is unknown (ErrCommitUnknown) it
 // returns the claim with the error: the caller must end it with Crash.
 func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, error) {
-	c, _, err := w.claim(ctx, id, holder, ttl, false)
+	c, _, _, err := w.claim(ctx, id, holder, ttl, claimOnly)
 	return c, err
 }
 
@@ -478,33 +536,64 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 // errors are Claim's, and with one nothing was planned (for
 // ErrCommitUnknown the claim is returned as Claim returns it).
 func (w *Workspace) ClaimThenPlan(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, Plan, error) {
-	return w.claim(ctx, id, holder, ttl, true)
+	c, p, _, err := w.claim(ctx, id, holder, ttl, claimPlan)
+	return c, p, err
 }
 
-// claim is Claim, and Plan in the same transaction when plan is set.
-func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration, plan bool) (Claim, Plan, error) {
+// ClaimThenStart is ClaimThenPlan, and, when the plan is a run and
+// storage can write the run's start in the claim's own statements, that
+// RunStart too, with nothing between: the run's id is returned (0 when
+// it was not started: the caller then calls RunStart as after
+// ClaimThenPlan). Its three lines, Claim, Plan and RunStart, carry the
+// call and return of the one transaction. A started run consumed its
+// prompt under the claim's own lease, taken in the same statements, so
+// the start is fenced as RunStart is; with the start fence switched off
+// (WithFencesForTesting) it never starts, and RunStart's own call is
+// what a test of that fence exercises. It saves RunStart's round trip on
+// a PostgreSQL Store; the memory Store starts nothing here.
+func (w *Workspace) ClaimThenStart(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, Plan, RunID, error) {
+	return w.claim(ctx, id, holder, ttl, claimStart)
+}
+
+// claimMode is what claim does after the claim.
+type claimMode int
+
+const (
+	claimOnly  claimMode = iota // Claim
+	claimPlan                   // ClaimThenPlan
+	claimStart                  // ClaimThenStart
+)
+
+// claim is Claim, and Plan (and a start) in the same transaction as mode
+// says.
+func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration, mode claimMode) (Claim, Plan, RunID, error) {
 	c := Claim{Thread: id, Holder: holder}
 	if err := c.validate(); err != nil {
-		return Claim{}, Plan{}, err
+		return Claim{}, Plan{}, 0, err
 	}
 	if ttl <= 0 {
-		return Claim{}, Plan{}, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
+		return Claim{}, Plan{}, 0, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
 	if err := w.finishPending(ctx, id); err != nil {
-		return Claim{}, Plan{}, err
+		return Claim{}, Plan{}, 0, err
 	}
 	r, err := w.reserve(id, holder)
 	if err != nil {
-		return Claim{}, Plan{}, err
+		return Claim{}, Plan{}, 0, err
 	}
 	var (
-		p        Plan
-		planLine *TraceEvent
+		p                   Plan
+		planLine, startLine *TraceEvent
+		started             RunID
 	)
-	line, _, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
-		planLine = nil
+	line, _, err := w.traced(ctx, w.storage.Update, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
+		planLine, startLine, started = nil, nil, 0
 		now := leaseNow(w.clock)
-		t, l, v, err := takeLease(ctx, tx, id, holder, now, now.Add(ttl))
+		var sp *startPlan
+		if mode == claimStart && w.fences.Start {
+			sp = &startPlan{c: c, at: w.clock.Now()}
+		}
+		t, l, v, ev, err := takeLease(ctx, tx, id, holder, now, now.Add(ttl), sp)
 		if err != nil {
 			return err
 		}
@@ -513,15 +602,24 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		if l.Holder != "" {
 			(*line).Replaced = l.ExpiresAt.UnixNano()
 		}
-		if plan {
+		switch {
+		case mode == claimOnly:
+		case sp != nil && sp.called:
+			p, planLine = sp.p, sp.line // planned from the thread before the start
+			(*line).Taken = p.Taken
+		default:
 			t, err := tx.Thread(ctx, id) // as the claim left it
 			if err != nil {
 				return err
 			}
 			p, planLine = planOf(t, c)
 		}
+		if ev.Version != 0 {
+			started = ev.Run
+			startLine = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: id, Holder: holder, Msg: ev.Message, Run: ev.Run, Taken: ev.Message, Lease: holder}
+		}
 		return nil
-	})
+	}, &planLine, &startLine)
 	switch {
 	case errors.Is(err, ErrCommitUnknown):
 		if line == nil {
@@ -532,29 +630,39 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		}
 		r.mu.Lock()
 		r.doubt, r.claimDoubt = true, true
+		if planLine != nil && startLine != nil {
+			pl := *planLine // the Plan between the claim and its start, for a Crash that learns they committed
+			pl.Call, pl.Return = line.Call, line.Return
+			r.doubtPlan = &pl
+		}
 		kept := r.doubtWrite(line)
 		r.mu.Unlock()
 		if kept {
 			w.doubted(r, DoubtPending, false)
 		}
 		c.r = r
-		return c, Plan{}, err
+		return c, Plan{}, 0, err
 	case err != nil:
 		w.unreserve(r, holder)
-		return Claim{}, Plan{}, err
+		return Claim{}, Plan{}, 0, err
 	default:
 		r.tick, r.taken = line.Tick, line.Taken
 		c.r = r
 	}
-	if !plan {
-		return c, Plan{}, nil
+	if mode == claimOnly {
+		return c, Plan{}, 0, nil
 	}
 	// The claim is new: no other call has it yet, so nothing can have
 	// moved its round on since the commit.
 	if err := w.planAfter(c, line, planLine, p); err != nil {
-		return c, Plan{}, err
+		return c, Plan{}, 0, err
 	}
-	return c, p, nil
+	if startLine != nil {
+		if err := w.startAfter(c, line, startLine, p); err != nil {
+			return c, Plan{}, 0, err
+		}
+	}
+	return c, p, started, nil
 }
 
 // planAfter takes the claim's round on to the plan p, read (with its line
@@ -571,6 +679,20 @@ func (w *Workspace) planAfter(c Claim, line, planLine *TraceEvent, p Plan) error
 		w.trace(planLine)
 	}
 	r.leave(planLine, planLine != nil, nil, &p)
+	return nil
+}
+
+// startAfter takes the claim's round on from its plan p to the run's
+// start, written (with its line startLine) in the transaction of the
+// claim whose line is line (ClaimThenStart).
+func (w *Workspace) startAfter(c Claim, line, startLine *TraceEvent, p Plan) error {
+	r, err := w.enter(c, ActionRunStart, planned(PlanRun, p.Message, 0))
+	if err != nil {
+		return err
+	}
+	startLine.Call, startLine.Return = line.Call, line.Return
+	w.trace(startLine)
+	r.leave(startLine, true, nil, nil)
 	return nil
 }
 

@@ -115,13 +115,14 @@ type Config struct {
 	// SeparatePlans makes a turn plan each write in a read of its own,
 	// and start each run and release its claim in writes of their own. By
 	// default the claim and its first plan are one transaction, and so
-	// are each run's end and the next plan (core.Workspace.ClaimThenPlan,
+	// are each run's end and the next plan (core.Workspace.ClaimThenStart,
 	// RunEndThenStart): a round trip to storage fewer per turn, and per
-	// message while a thread has messages waiting; while three or more
-	// wait behind the next run's prompt, that run's start goes in the
-	// same transaction too (one write a message where there were two),
-	// and when nothing is left to plan, the claim's release does (a round
-	// trip fewer per turn again).
+	// message while a thread has messages waiting; the first run's start
+	// goes with the claim when storage can write it there (a round trip
+	// fewer again); while three or more wait behind the next run's
+	// prompt, that run's start goes with the run's end too (one write a
+	// message where there were two), and when nothing is left to plan,
+	// the claim's release does (a round trip fewer per turn again).
 	// The deterministic simulator sets it, so that each step of a turn is
 	// one step of the specification, after which any other process's step
 	// may come. Default false.
@@ -139,8 +140,9 @@ type Config struct {
 
 	// OnRun, when set, is called with each run's handle as soon as the
 	// run is planned: before its start is written, or, when the start
-	// went with the plan and the run's end before it (RunEndThenStart),
-	// right after; RunHandle.Wait then follows the run to its end. It
+	// went with the plan and the claim (ClaimThenStart) or the run's end
+	// before it (RunEndThenStart), right after; RunHandle.Wait then
+	// follows the run to its end. It
 	// must not block for long.
 	OnRun func(*RunHandle)
 

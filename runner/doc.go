@@ -4,10 +4,12 @@
 // answer a request (both fenced by the claim), run the agent, record the
 // run's end (not fenced), go on while messages remain, release. The claim
 // and the first plan, and each run's end and the plan after it, are one
-// transaction each (core.Workspace.ClaimThenPlan, RunEndThenStart); the
-// planned run's start goes with them while three messages or more wait
-// behind its prompt, and the release with the last run's end when nothing
-// is left to plan, unless Config.SeparatePlans is set.
+// transaction each (core.Workspace.ClaimThenStart, RunEndThenStart); the
+// planned run's start goes with the claim when storage can write it there
+// (a PostgreSQL Store that knows the thread), and with a run's end while
+// three messages or more wait behind its prompt, and the release with the
+// last run's end when nothing is left to plan, unless Config.SeparatePlans
+// is set.
 //
 // A timer renews the claim every RenewEvery; a renewal that finds the claim
 // gone cancels the running agent's context. Renewal is about liveness only:

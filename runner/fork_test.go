@@ -72,8 +72,8 @@ func TestTurnFork(t *testing.T) {
 		o, err := tt.Outcome()
 		require.NoError(t, err)
 		require.Equal(t, runner.OutcomeDone, o)
-		require.NoError(t, tt.Handle().Wait(ctx))
-		require.Equal(t, core.RunID(1), tt.Handle().RunID())
+		require.NoError(t, latestRun(tt).Wait(ctx))
+		require.Equal(t, core.RunID(1), latestRun(tt).RunID())
 	}
 	for _, s := range []*memory.Store{store, fstore} {
 		th, err := core.NewWorkspace(s, clock).Thread(ctx, "t")
@@ -134,7 +134,7 @@ func TestTurnForkAfterSteering(t *testing.T) {
 		o, err := tt.Outcome()
 		require.NoError(t, err)
 		require.Equal(t, runner.OutcomeDone, o)
-		require.NoError(t, tt.Handle().Wait(ctx))
+		require.NoError(t, latestRun(tt).Wait(ctx))
 		require.Equal(t, 2, tt.Report().Consumed, "the prompt and the steering")
 	}
 	for _, s := range []*memory.Store{store, fstore} {
@@ -144,4 +144,14 @@ func TestTurnForkAfterSteering(t *testing.T) {
 		require.Equal(t, []core.Seq{2}, th.Runs()[0].Steering)
 		require.Equal(t, core.StateEnded, th.Runs()[0].State)
 	}
+}
+
+// latestRun returns the handle of the turn's latest planned run (the
+// last of its report's), or nil.
+func latestRun(t *runner.Turn) *runner.RunHandle {
+	runs := t.Report().Runs
+	if len(runs) == 0 {
+		return nil
+	}
+	return runs[len(runs)-1]
 }

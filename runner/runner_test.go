@@ -168,7 +168,7 @@ func TestCommitUnknownNotRetried(t *testing.T) {
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeError, outcome)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
-	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrCommitUnknown)
+	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrCommitUnknown)
 	require.Equal(t, 1, u.calls-calls, "the write was retried, or the round went on, under the same holder")
 
 	outcome, err = b.r.TakeTurn(ctx, "t")

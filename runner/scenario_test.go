@@ -27,13 +27,13 @@ func adrScenario(t *testing.T, fences *core.Fences, lapse func(a, b *proc)) (s *
 
 	ta = a.r.NewTurn("t")
 	stepTo(t, ta, runner.StepRunStart)
-	require.Equal(t, core.Seq(1), ta.Handle().Prompt)
+	require.Equal(t, core.Seq(1), latestRun(ta).Prompt)
 
 	lapse(a, b)
 
 	tb = b.r.NewTurn("t")
 	stepTo(t, tb, runner.StepRunStart)
-	require.Equal(t, core.Seq(1), tb.Handle().Prompt, "B must plan the same message")
+	require.Equal(t, core.Seq(1), latestRun(tb).Prompt, "B must plan the same message")
 
 	ta.Step(ctx) // A's run_started
 	tb.Step(ctx) // B's run_started
@@ -51,8 +51,8 @@ func TestADRScenarioFenced(t *testing.T) {
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeFenced, outcome)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrThreadBusy, "RunHandle.Wait of a refused start")
-	require.Equal(t, core.RunID(0), ta.Handle().RunID(), "a refused start has no run")
+	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrThreadBusy, "RunHandle.Wait of a refused start")
+	require.Equal(t, core.RunID(0), latestRun(ta).RunID(), "a refused start has no run")
 	require.Equal(t, runner.StepAgent, tb.Next(), "B's start must succeed")
 
 	f := readFacts(t, s, "t")
@@ -125,7 +125,7 @@ func TestStalledWriteFenced(t *testing.T) {
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeFenced, outcome)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrThreadBusy)
+	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrThreadBusy)
 	f := readFacts(t, s, "t")
 	require.Equal(t, map[core.Seq]int{1: 1}, f.consumed)
 	require.Len(t, f.active, 1)
@@ -146,19 +146,19 @@ func TestAbandonedRunEndRefused(t *testing.T) {
 	stepTo(t, tb, runner.StepAbandon)
 	tb.Step(ctx)
 	stepTo(t, tb, runner.StepAgent)
-	require.Equal(t, core.Seq(2), tb.Handle().Prompt)
+	require.Equal(t, core.Seq(2), latestRun(tb).Prompt)
 
 	stepTo(t, ta, runner.StepOver)
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeLost, outcome)
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
-	require.ErrorIs(t, ta.Handle().Wait(ctx), core.ErrRunAbandoned)
+	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrRunAbandoned)
 
 	stepTo(t, tb, runner.StepOver)
 	outcome, err = tb.Outcome()
 	require.Equal(t, runner.OutcomeDone, outcome)
 	require.NoError(t, err)
-	require.NoError(t, tb.Handle().Wait(ctx))
+	require.NoError(t, latestRun(tb).Wait(ctx))
 	f := readFacts(t, s, "t")
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
 	require.Empty(t, f.active)
@@ -236,7 +236,7 @@ func TestFusedStartFenced(t *testing.T) {
 	require.Equal(t, runner.OutcomeFenced, outcome)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
 	stepTo(t, tb, runner.StepAgent)
-	require.Equal(t, core.Seq(2), tb.Handle().Prompt, "B starts the message A's fused start did not take")
+	require.Equal(t, core.Seq(2), latestRun(tb).Prompt, "B starts the message A's fused start did not take")
 	f := readFacts(t, s, "t")
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
 	require.Len(t, f.active, 1)

@@ -138,9 +138,6 @@ func (t *Turn) Next() Step { return t.next }
 // Claim returns the turn's claim, the zero Claim before it claims.
 func (t *Turn) Claim() core.Claim { return t.claim }
 
-// Handle returns the handle of the turn's latest planned run, or nil.
-func (t *Turn) Handle() *RunHandle { return t.handle }
-
 // Outcome returns how the turn ended and the error behind it, if any.
 func (t *Turn) Outcome() (Outcome, error) { return t.outcome, t.err }
 
@@ -295,11 +292,14 @@ func (t *Turn) stepClaim(ctx context.Context) {
 	// turn is stopping already (it would release at once).
 	withPlan := !t.r.cfg.SeparatePlans && !t.isStopping()
 	var (
-		c core.Claim
-		p core.Plan
+		c   core.Claim
+		p   core.Plan
+		run core.RunID
 	)
 	if withPlan {
-		c, p, err = t.r.ws.ClaimThenPlan(ctx, t.thread, holder, t.r.cfg.ClaimTTL)
+		// A run the plan makes may start with the claim
+		// (core.Workspace.ClaimThenStart), saving RunStart's round trip.
+		c, p, run, err = t.r.ws.ClaimThenStart(ctx, t.thread, holder, t.r.cfg.ClaimTTL)
 	} else {
 		c, err = t.r.ws.Claim(ctx, t.thread, holder, t.r.cfg.ClaimTTL)
 	}
@@ -339,6 +339,9 @@ func (t *Turn) stepClaim(ctx context.Context) {
 	t.next = StepPlan
 	if withPlan {
 		t.follow(p)
+		if run != 0 {
+			t.started(ctx, run)
+		}
 	}
 }
 

@@ -24,26 +24,49 @@ import (
 // same thread, whose log still holds the event the cache ended on ($6,
 // its seq, not 0; $7 its version; $8 its time): so that the events read
 // with the claim fold onto the cache, with no second round trip (behind).
-// It returns the row as it found it, the new version (NULL: nothing
-// written), and whether the row was sound. No row: the thread does not
-// exist.
+//
+// With the claim it starts a run (ok.start, s) when $9 is the row's
+// created (not 0: ClaimLeaseThenStart, whose cache folded the thread
+// with no active run and no open request, $10 events, the last at
+// version $11 and time $12) and the thread is still that one with those
+// events, every event after them a post, no run active and a message not
+// taken: then the claim's plan is a run for message taken + 1, whatever
+// the posts' texts, and the row moves one version more, to the start's
+// (w), which takes that message, as run $14, at $13 (s). The row is
+// written once, by w, as every write of this Store writes it.
+//
+// It returns the row as it found it, the claim's version (NULL: nothing
+// written), whether the row was sound, and whether the run started. No
+// row: the thread does not exist.
 const claimSQL = `WITH old AS (
-	SELECT id, created, version, taken, lease_holder, lease_expires FROM %[1]s.threads WHERE id = $1 FOR UPDATE
+	SELECT id, created, version, taken, lease_holder, lease_expires, last_message, active_runs, log_n, log_at
+	  FROM %[1]s.threads WHERE id = $1 FOR UPDATE
 ), ok AS (
 	SELECT coalesce((SELECT e.version FROM %[1]s.events e WHERE e.thread_id = old.id ORDER BY e.seq DESC LIMIT 1), 0) <= old.version
 	   AND ($5::bigint = 0 OR old.created = $5 AND ($6::bigint = 0 OR EXISTS (
-	        SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq = $6 AND e.version = $7::bigint AND e.at = $8::timestamptz))) AS sound
+	        SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq = $6 AND e.version = $7::bigint AND e.at = $8::timestamptz))) AS sound,
+	       $9::bigint <> 0 AND old.created = $9 AND old.active_runs = 0 AND old.last_message > old.taken AND old.log_n >= $10::bigint
+	   AND ($10::bigint = 0 OR EXISTS (
+	        SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq = $10 AND e.version = $11::bigint AND e.at = $12::timestamptz))
+	   AND NOT EXISTS (SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq > $10::bigint AND e.kind <> 'message_posted') AS start
 	  FROM old
 ), w AS (
-	UPDATE %[1]s.threads t SET version = old.version + 1, lease_holder = $2, lease_expires = $3
+	UPDATE %[1]s.threads t SET version = old.version + 1 + ok.start::int, lease_holder = $2, lease_expires = $3,
+	       taken = old.taken + ok.start::int, active_runs = old.active_runs + ok.start::int,
+	       log_n = old.log_n + ok.start::int, log_at = CASE WHEN ok.start THEN $13::timestamptz ELSE old.log_at END
 	  FROM old, ok
 	 WHERE t.id = old.id AND ok.sound AND (old.lease_holder IS NULL OR old.lease_expires IS NULL OR old.lease_expires <= $4)
 	   AND old.lease_holder IS DISTINCT FROM $2
-	RETURNING t.version
+	RETURNING old.version + 1 AS claimed, ok.start
 ), h AS (
 	INSERT INTO %[1]s.holders (key, holder) SELECT $1, $2 FROM w
+), s AS (
+	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
+	SELECT old.id, old.log_n + 1, w.claimed + 1, 'run_started', $13::timestamptz, old.taken + 1, '', $14::bigint, 0, $2
+	  FROM old, w WHERE w.start
 )
-SELECT old.created, old.version, old.taken, coalesce(old.lease_holder, ''), old.lease_expires, (SELECT version FROM w), ok.sound FROM old, ok`
+SELECT old.created, old.version, old.taken, coalesce(old.lease_holder, ''), old.lease_expires,
+       (SELECT claimed FROM w), ok.sound, coalesce((SELECT start FROM w), false) FROM old, ok`
 
 // ClaimLease is what core.Workspace's Claim calls, when a transaction has
 // it, in place of reading the thread and then writing (core's unexported
@@ -74,40 +97,77 @@ SELECT old.created, old.version, old.taken, coalesce(old.lease_holder, ''), old.
 //
 // A transaction that has read or written already takes the reading path.
 func (t *txn) ClaimLease(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires time.Time) (*core.Thread, core.Lease, uint64, error) {
+	th, was, v, _, err := t.claimLease(ctx, id, holder, now, expires, nil)
+	return th, was, v, err
+}
+
+// ClaimLeaseThenStart is ClaimLease, and, with the claim, the run its
+// plan will make (core's leaseStartClaimer; ClaimThenStart): claimSQL
+// starts it when the Store's cache folded the thread with no run active
+// and no request open, and the thread's log holds nothing after the
+// cache's events but posts: the plan is then a run for the first message
+// not taken, as plan says. Without such a cache, or on the reading path,
+// it starts nothing (and does not call plan). The start's event is read
+// back with the claim's events, and plan, given the thread as the claim
+// left it, must return that event: otherwise the Store and core disagree
+// on the plan, and the transaction is lost (core.ErrInconsistentLog;
+// core.ErrCommitUnknown too once the one round trip committed it).
+func (t *txn) ClaimLeaseThenStart(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires, at time.Time, plan func(*core.Thread) (core.Event, bool)) (*core.Thread, core.Lease, uint64, core.Event, error) {
+	return t.claimLease(ctx, id, holder, now, expires, &claimStart{at: eventTime(at), plan: plan})
+}
+
+// claimStart is what ClaimLeaseThenStart starts a run with: its time and
+// core's plan.
+type claimStart struct {
+	at   time.Time
+	plan func(*core.Thread) (core.Event, bool)
+}
+
+// claimLease is ClaimLease, starting a run as ClaimLeaseThenStart does
+// when st is not nil.
+func (t *txn) claimLease(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires time.Time, st *claimStart) (*core.Thread, core.Lease, uint64, core.Event, error) {
 	if holder == "" {
-		return nil, core.Lease{}, 0, fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
+		return nil, core.Lease{}, 0, core.Event{}, fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
 	}
 	if err := core.CheckText("holder", string(holder)); err != nil {
-		return nil, core.Lease{}, 0, err
+		return nil, core.Lease{}, 0, core.Event{}, err
 	}
 	if t.err != nil {
-		return nil, core.Lease{}, 0, t.err
+		return nil, core.Lease{}, 0, core.Event{}, t.err
 	}
 	fresh := !t.begun && !t.shot && len(t.pending) == 0 && len(t.assumed) == 0 && len(t.threads) == 0 && len(t.leases) == 0
 	if !fresh || t.readOnly || t.s.readClaim {
-		return t.claimRead(ctx, id, holder, now, expires)
+		th, was, v, err := t.claimRead(ctx, id, holder, now, expires)
+		return th, was, v, core.Event{}, err
+	}
+	if t.s.noClaimStart {
+		st = nil
 	}
 	oneTrip := !t.s.keepTrace && !t.s.claimBegins
 	if oneTrip {
-		th, was, v, sound, err := t.serverClaim(ctx, id, holder, now, expires, true)
+		th, was, v, ev, sound, err := t.serverClaim(ctx, id, holder, now, expires, true, st)
 		if err != nil || sound {
-			return th, was, v, err
+			return th, was, v, ev, err
 		}
 		// Nothing written: the row's events do not fold onto the
 		// cache alone. A transaction that stays open reads what fold
 		// needs.
 		t.reset(t.s, t.conn, false, t.speculate)
 	}
-	th, was, v, _, err := t.serverClaim(ctx, id, holder, now, expires, false)
-	return th, was, v, err
+	th, was, v, ev, _, err := t.serverClaim(ctx, id, holder, now, expires, false, st)
+	return th, was, v, ev, err
 }
 
 // serverClaim sends claimSQL with the read of the thread's new events:
 // as the transaction's one round trip (oneTrip, which commits it), or
-// after BEGIN. It returns what ClaimLease does, and whether claimSQL
-// found the row sound (oneTrip: nothing was written on a row that was
-// not, and nothing of it is returned).
-func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires time.Time, oneTrip bool) (*core.Thread, core.Lease, uint64, bool, error) {
+// after BEGIN. It returns what ClaimLease does, the run's start when st
+// asked for one and claimSQL wrote it, and whether claimSQL found the
+// row sound (oneTrip: nothing was written on a row that was not, and
+// nothing of it is returned).
+func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Holder, now, expires time.Time, oneTrip bool, st *claimStart) (*core.Thread, core.Lease, uint64, core.Event, bool, error) {
+	fail := func(err error) (*core.Thread, core.Lease, uint64, core.Event, bool, error) {
+		return nil, core.Lease{}, 0, core.Event{}, false, err
+	}
 	t.s.stats.serverClaims.Add(1)
 	expires = leaseExpiry(expires)
 	c := t.s.cached(id)
@@ -124,7 +184,7 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 		for _, sql := range []*string{&claimSQL, &eventsSQL} {
 			if _, err := t.conn.Prepare(ctx, t.s.q.name(*sql), *sql); err != nil {
 				t.err = fmt.Errorf("postgres: prepare: %w", err)
-				return nil, core.Lease{}, 0, false, t.err
+				return fail(t.err)
 			}
 			*sql = t.s.q.name(*sql)
 		}
@@ -135,14 +195,25 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 	} else {
 		b = t.batch() // BEGIN
 	}
+	// The cache the start is decided on (claimSQL's $9 to $12; $9 0: no
+	// start), and the start's time and run ($13, $14).
+	var sCreated, sN, sVersion, sRun int64
+	sLast, sAt := now, now
+	if st != nil && c != nil && startable(c.state) {
+		sCreated, sN, sVersion, sRun, sAt = c.created, c.n, int64(c.last.Version), int64(c.state.LastRun())+1, st.at
+		if c.n > 0 {
+			sLast = c.last.At
+		}
+	}
 	var row threadRow
 	var was core.Lease
 	var version *int64
-	var sound bool
-	b.Queue(claimSQL, string(id), string(holder), expires, now, created, n, lastVersion, lastAt).QueryRow(func(r pgx.Row) error {
+	var sound, started bool
+	b.Queue(claimSQL, string(id), string(holder), expires, now, created, n, lastVersion, lastAt,
+		sCreated, sN, sVersion, sLast, sAt, sRun).QueryRow(func(r pgx.Row) error {
 		var wasHolder string
 		var wasExpires *time.Time
-		err := r.Scan(&row.created, &row.version, &row.taken, &wasHolder, &wasExpires, &version, &sound)
+		err := r.Scan(&row.created, &row.version, &row.taken, &wasHolder, &wasExpires, &version, &sound, &started)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -162,33 +233,88 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 		send = t.sendClaim
 	}
 	if err := send(ctx, b); err != nil {
-		return nil, core.Lease{}, 0, false, err
+		return fail(err)
 	}
 	if !row.found {
-		return nil, core.Lease{}, 0, true, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
+		return nil, core.Lease{}, 0, core.Event{}, true, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
 	}
 	if oneTrip && !sound {
-		return nil, core.Lease{}, 0, false, nil
+		return fail(nil)
+	}
+	// committed makes err the transaction's loss: unknown whether it
+	// committed, once the one round trip that commits it was answered.
+	committed := func(err error) error {
+		if oneTrip && version != nil {
+			t.err = fmt.Errorf("postgres: %w: the claim committed, and its thread's log then did not fold: %w", core.ErrCommitUnknown, err)
+			return t.err
+		}
+		return err
+	}
+	var start eventRow
+	if started {
+		// The start is the last event read: the claim is folded
+		// without it, and core's plan must name it.
+		if version == nil || len(evs) == 0 {
+			return fail(committed(t.corrupt(fmt.Errorf("thread %q: the claim started a run that it did not read back", id))))
+		}
+		start, evs = evs[len(evs)-1], evs[:len(evs)-1]
 	}
 	t.leases[id] = was
 	th, err := t.fold(ctx, id, c, after, row, evs)
 	if err != nil {
-		if oneTrip && version != nil {
-			// The claim committed with the round trip.
-			t.err = fmt.Errorf("postgres: %w: the claim committed, and its thread's log then did not fold: %w", core.ErrCommitUnknown, err)
-			err = t.err
-		}
-		return nil, core.Lease{}, 0, sound, err
+		return nil, core.Lease{}, 0, core.Event{}, sound, committed(err)
 	}
 	if version == nil {
-		return th.state, was, 0, sound, nil // refused: nothing written
+		return th.state, was, 0, core.Event{}, sound, nil // refused: nothing written
 	}
 	// The row as claimSQL left it; written already, so not dirty.
 	th.header()
 	th.state.Version = uint64(*version)
 	t.leases[id] = core.Lease{Thread: id, Holder: holder, ExpiresAt: expires}
 	th.ownLease = true
-	return th.state, was, uint64(*version), sound, nil
+	if !started {
+		return th.state, was, uint64(*version), core.Event{}, sound, nil
+	}
+	ev, err := t.foldStart(id, th, st, start)
+	if err != nil {
+		return fail(committed(err))
+	}
+	return th.state, was, uint64(*version), ev, sound, nil
+}
+
+// foldStart folds into th, the thread as its claim left it, the run's
+// start that claimSQL wrote with the claim (start, read back), once
+// st's plan names that very start.
+func (t *txn) foldStart(id core.ThreadID, th *txThread, st *claimStart, start eventRow) (core.Event, error) {
+	ev := start.event()
+	want, ok := st.plan(th.state)
+	if !ok || want.Kind != ev.Kind || want.Message != ev.Message || want.Run != ev.Run || want.Holder != ev.Holder ||
+		!eventTime(want.At).Equal(ev.At) || ev.Version != th.state.Version+1 || start.seq != th.n+1 {
+		return core.Event{}, t.corrupt(fmt.Errorf("thread %q: the claim started run %d on message %d (event %d, version %d), which its plan (%v: %+v) does not",
+			id, ev.Run, ev.Message, start.seq, ev.Version, ok, want))
+	}
+	if err := th.state.Check(ev); err != nil {
+		return core.Event{}, t.corrupt(fmt.Errorf("thread %q: the claim's start does not apply: %w", id, err))
+	}
+	th.apply(ev)
+	th.n = start.seq
+	th.state.Version, th.state.Taken = ev.Version, ev.Message
+	return ev, nil
+}
+
+// startable reports whether a cached thread's plan, once posts alone
+// follow it and a claim is taken, is a run for the first message not
+// taken: no run active, no request open (claimSQL checks the rest).
+func startable(t *core.Thread) bool {
+	if activeRuns(t) > 0 {
+		return false
+	}
+	for _, r := range t.Requests {
+		if r.State == core.RequestOpen {
+			return false
+		}
+	}
+	return true
 }
 
 // sendClaim sends b, a Claim's statements with no BEGIN, as the

@@ -101,6 +101,9 @@ type Store struct {
 	// and commits it in a second round trip, as before the one-trip
 	// Claim (a benchmark's before).
 	claimBegins bool
+	// noClaimStart: ClaimLeaseThenStart starts no run, as before a
+	// Claim's statements could (a benchmark's before).
+	noClaimStart bool
 	// wakeAll: Wakeups wakes for every thread, as before the listeners
 	// shared the threads out (a benchmark's before).
 	wakeAll bool
