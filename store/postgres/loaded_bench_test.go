@@ -60,6 +60,9 @@ import (
 // rate=500/claim=two-trips and rate=half/claim=two-trips are the same
 // with the runners' Claims of two round trips (BEGIN with the claim, then
 // COMMIT: Store.claimBegins), the one-trip Claim's before.
+// rate=1250/start=apart and rate=half/start=apart are the same with each
+// run's start written apart from its claim (Store.noClaimStart), the
+// before of the start in the claim (ClaimThenStart).
 //
 //	scripts/with-postgres go test ./store/postgres -run '^$' -bench RunnerLoadedLatency -benchtime 5000x -count 3
 func BenchmarkRunnerLoadedLatency(b *testing.B) {
@@ -68,11 +71,15 @@ func BenchmarkRunnerLoadedLatency(b *testing.B) {
 		if rate == 0 {
 			name = "rate=half"
 		}
-		b.Run(name, func(b *testing.B) { benchLoadedLatency(b, rate, false) })
+		b.Run(name, func(b *testing.B) { benchLoadedLatency(b, rate, runnerSetup{}) })
 	}
-	// The before of the one-trip Claim, in the same run.
-	b.Run("rate=500/claim=two-trips", func(b *testing.B) { benchLoadedLatency(b, 500, true) })
-	b.Run("rate=half/claim=two-trips", func(b *testing.B) { benchLoadedLatency(b, 0, true) })
+	// The befores of the one-trip Claim and of the start in the claim,
+	// in the same run.
+	twoTrips, apart := runnerSetup{claimBegins: true}, runnerSetup{startApart: true}
+	b.Run("rate=500/claim=two-trips", func(b *testing.B) { benchLoadedLatency(b, 500, twoTrips) })
+	b.Run("rate=half/claim=two-trips", func(b *testing.B) { benchLoadedLatency(b, 0, twoTrips) })
+	b.Run("rate=1250/start=apart", func(b *testing.B) { benchLoadedLatency(b, 1250, apart) })
+	b.Run("rate=half/start=apart", func(b *testing.B) { benchLoadedLatency(b, 0, apart) })
 }
 
 // posted names one message: its thread and its seq.
@@ -130,13 +137,15 @@ func (l *startLog) await(b *testing.B, n int, what string) {
 	}
 }
 
-func benchLoadedLatency(b *testing.B, rate int, claimBegins bool) {
+// benchLoadedLatency is BenchmarkRunnerLoadedLatency at rate (0: half of
+// saturation), with undo's levers undone (claimBegins, startApart).
+func benchLoadedLatency(b *testing.B, rate int, undo runnerSetup) {
 	const runners, threads, posters, saturation = 4, 100, 16, 4000
 	n := threads + saturation + b.N
 	log := &startLog{at: make(map[posted]time.Time, n), by: make(map[posted]core.Holder, n), claimed: make(map[core.Holder]time.Time, n)}
 	br := startRunners(b, runnerSetup{
 		runners: runners, threads: threads,
-		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true, claimBegins: claimBegins,
+		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true, claimBegins: undo.claimBegins, startApart: undo.startApart,
 		opts: readModes[0].opts, onTurn: log.turned,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {

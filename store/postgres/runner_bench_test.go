@@ -139,6 +139,9 @@ type runnerSetup struct {
 	// Stores send each one-trip write on its own, and their Claims begin
 	// a transaction that a second round trip commits.
 	readPost, wakeAll, tripsAlone, claimBegins bool
+	// startApart: the runners' Stores write each run's start apart from
+	// its claim (Store.noClaimStart), as before ClaimThenStart.
+	startApart bool
 	// onTurn, when set, is given each turn's report too.
 	onTurn func(runner.TurnReport)
 }
@@ -175,7 +178,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.wakeAll, s.tripsAlone, s.claimBegins = cfg.wakeAll, cfg.tripsAlone, cfg.claimBegins
+		s.wakeAll, s.tripsAlone, s.claimBegins, s.noClaimStart = cfg.wakeAll, cfg.tripsAlone, cfg.claimBegins, cfg.startApart
 		stores = append(stores, s)
 		p := &probe{Storage: s, poll: cfg.pollEvery}
 		br.probes = append(br.probes, p)
