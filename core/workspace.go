@@ -472,15 +472,14 @@ func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, 
 // startPlan is a Claim's plan made from the thread as the claim left it,
 // for a storage that writes the run's start with the claim
 // (leaseStartClaimer): the Plan, its line, and the RunStarted event it
-// would record, at.
+// would record, at (zero: none).
 type startPlan struct {
-	c        Claim
-	at       time.Time
-	called   bool
-	p        Plan
-	line     *TraceEvent
-	want     Event
-	startful bool
+	c      Claim
+	at     time.Time
+	called bool
+	p      Plan
+	line   *TraceEvent
+	want   Event
 }
 
 // plan is leaseStartClaimer's plan: planOf, and for a run the start that
@@ -488,16 +487,16 @@ type startPlan struct {
 func (s *startPlan) plan(t *Thread) (Event, bool) {
 	s.called = true
 	s.p, s.line = planOf(t, s.c)
-	s.want, s.startful = Event{}, false
+	s.want = Event{}
 	if s.p.Kind != PlanRun {
 		return Event{}, false
 	}
-	s.want = Event{Kind: RunStarted, At: s.at, Message: s.p.Message, Run: t.LastRun() + 1, Holder: s.c.Holder}
-	if t.Check(Event{Kind: RunStarted, Version: t.Version + 1, At: s.at, Message: s.p.Message, Run: s.want.Run, Holder: s.c.Holder}) != nil {
+	want := Event{Kind: RunStarted, Version: t.Version + 1, At: s.at, Message: s.p.Message, Run: t.LastRun() + 1, Holder: s.c.Holder}
+	if t.Check(want) != nil {
 		return Event{}, false
 	}
-	s.startful = true
-	return s.want, true
+	s.want = want
+	return want, true
 }
 
 // wrote reports whether ev is the start plan returned, written with the
@@ -505,7 +504,7 @@ func (s *startPlan) plan(t *Thread) (Event, bool) {
 // precision (a microsecond or finer).
 func (s *startPlan) wrote(ev Event, v uint64) bool {
 	w := s.want
-	return s.called && s.startful && ev.Kind == w.Kind && ev.Message == w.Message && ev.Run == w.Run && ev.Holder == w.Holder &&
+	return w.Kind == RunStarted && ev.Kind == w.Kind && ev.Message == w.Message && ev.Run == w.Run && ev.Holder == w.Holder &&
 		ev.Version == v+1 && !ev.At.After(w.At) && w.At.Sub(ev.At) < time.Microsecond
 }
 
