@@ -111,6 +111,10 @@ type Store struct {
 	// Store's trips carried several in one round trip (a benchmark's
 	// before).
 	tripsAlone bool
+	// tripsSynced: the writes that share a round trip each commit on
+	// their own, behind a Sync of their own, as before they shared a
+	// transaction (a benchmark's before).
+	tripsSynced bool
 
 	mu       sync.Mutex
 	cache    map[core.ThreadID]*cacheEntry
@@ -138,6 +142,7 @@ type stats struct {
 	conflicts     atomic.Int64 // speculating transactions whose check failed
 	tripWrites    atomic.Int64 // one-trip writes sent (trips.go)
 	tripSends     atomic.Int64 // the round trips that carried them
+	tripGroups    atomic.Int64 // the round trips that carried several in one transaction
 	serverClaims  atomic.Int64 // Claims decided in the server (ClaimLease)
 	oneTripClaims atomic.Int64 // of those, Claims that were their transaction's one round trip
 	notices       atomic.Int64 // notifications the Store's listening connections read

@@ -89,8 +89,9 @@ type benchRunners struct {
 // claimed by another (busy) and the wake-ups they received, and the
 // runners' one-trip writes (trip-writes) with the round trips that
 // carried them (trip-sends: fewer when several went together, trips.go),
-// counted from zero at b.ResetTimer.
-func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [10]int64) {
+// and those of them that carried several in one transaction
+// (trip-groups), counted from zero at b.ResetTimer.
+func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [11]int64) {
 	now := br.counts()
 	per := func(i int) float64 { return float64(now[i]-base[i]) / float64(n) }
 	b.ReportMetric(per(0), "roundtrips/msg")
@@ -103,16 +104,18 @@ func (br *benchRunners) reportPerMessage(b *testing.B, n int, base [10]int64) {
 	b.ReportMetric(per(7), "wakeups/msg")
 	b.ReportMetric(per(8), "trip-writes/msg")
 	b.ReportMetric(per(9), "trip-sends/msg")
+	b.ReportMetric(per(10), "trip-groups/msg")
 }
 
-func (br *benchRunners) counts() [10]int64 {
-	var c [10]int64
+func (br *benchRunners) counts() [11]int64 {
+	var c [11]int64
 	for _, s := range br.stores {
 		c[0] += s.stats.roundTrips.Load()
 		c[1] += s.stats.transactions.Load()
 		c[2] += s.stats.conflicts.Load()
 		c[8] += s.stats.tripWrites.Load()
 		c[9] += s.stats.tripSends.Load()
+		c[10] += s.stats.tripGroups.Load()
 	}
 	c[3] = br.posterS.stats.roundTrips.Load()
 	for _, p := range br.probes {
@@ -139,6 +142,10 @@ type runnerSetup struct {
 	// Stores send each one-trip write on its own, and their Claims begin
 	// a transaction that a second round trip commits.
 	readPost, wakeAll, tripsAlone, claimBegins bool
+	// tripsSynced: the runners' Stores commit each write of a shared
+	// round trip on its own (Store.tripsSynced), as before the writes
+	// shared a transaction.
+	tripsSynced bool
 	// startApart: the runners' Stores write each run's start apart from
 	// its claim (Store.noClaimStart), as before ClaimThenStart.
 	startApart bool
@@ -178,7 +185,7 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.wakeAll, s.tripsAlone, s.claimBegins, s.noClaimStart = cfg.wakeAll, cfg.tripsAlone, cfg.claimBegins, cfg.startApart
+		s.wakeAll, s.tripsAlone, s.claimBegins, s.noClaimStart, s.tripsSynced = cfg.wakeAll, cfg.tripsAlone, cfg.claimBegins, cfg.startApart, cfg.tripsSynced
 		stores = append(stores, s)
 		p := &probe{Storage: s, poll: cfg.pollEvery}
 		br.probes = append(br.probes, p)
@@ -319,7 +326,10 @@ func (br *benchRunners) consumed(b *testing.B) int64 {
 // runners start, and the time is from their start until every message is
 // consumed, so that the posters do not bound the figure (posted=during
 // runs at posting-% near 100 on this machine); posts/s is the posters'
-// rate then, alone on the server.
+// rate then, alone on the server. trips=synced (reads=speculative only)
+// commits each write of a shared round trip on its own, behind a Sync of
+// its own, as before the writes shared a transaction: a before in the
+// same run.
 func BenchmarkRunnerThroughput(b *testing.B) {
 	for _, m := range readModes {
 		for _, before := range []bool{false, true} {
@@ -328,6 +338,11 @@ func BenchmarkRunnerThroughput(b *testing.B) {
 				name = m.name + "/posted=before"
 			}
 			b.Run(name, func(b *testing.B) { benchThroughput(b, throughputCase{opts: m.opts, before: before, posters: 16}) })
+			if !m.opts.LockingReads {
+				b.Run(name+"/trips=synced", func(b *testing.B) {
+					benchThroughput(b, throughputCase{opts: m.opts, before: before, posters: 16, tripsSynced: true})
+				})
+			}
 		}
 	}
 }
@@ -361,6 +376,7 @@ type throughputCase struct {
 	before                                     bool
 	posters                                    int
 	readPost, wakeAll, tripsAlone, claimBegins bool // runnerSetup's
+	tripsSynced                                bool // runnerSetup's
 }
 
 func benchThroughput(b *testing.B, c throughputCase) {
@@ -376,7 +392,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	setup := runnerSetup{
 		runners: runners, threads: threads, opts: opts,
 		claimTTL: 2 * time.Second, pollEvery: 50 * time.Millisecond, wake: true,
-		readPost: c.readPost, wakeAll: c.wakeAll, tripsAlone: c.tripsAlone, claimBegins: c.claimBegins,
+		readPost: c.readPost, wakeAll: c.wakeAll, tripsAlone: c.tripsAlone, claimBegins: c.claimBegins, tripsSynced: c.tripsSynced,
 		agent: func(int) runner.Agent {
 			return runner.AgentFunc(func(context.Context, *runner.Session) error {
 				if started.Add(1) == n {
@@ -399,7 +415,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	defer br.stop()
 	// posted=before: the runners' counts start at zero; the poster's
 	// round trips are not counted.
-	base := [10]int64{3: br.posterS.stats.roundTrips.Load()}
+	base := [11]int64{3: br.posterS.stats.roundTrips.Load()}
 	start := br.started
 	if !before {
 		settle()

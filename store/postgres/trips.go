@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -16,19 +17,24 @@ import (
 // 25's lever of several threads' writes carried together. While one
 // pipeline is in flight, the writes that become ready wait in the queue;
 // when it ends, the first of them sends them all, in one pipeline on its
-// own connection, each write followed by a Sync of its own. Statements up
-// to a Sync run as one implicit transaction, committed or rolled back on
-// its own: each write keeps its own check in its own statement (the
-// thread's version and its holder's lease, fastpath.go), and a write whose
-// check fails, or which the server refuses, rolls back alone, as it would
-// sent apart. A write with nothing in flight goes at once, alone, as
-// before; nothing ever waits for a timer.
+// own connection, with one Sync: the statements up to a Sync run as one
+// implicit transaction, so the writes share one commit (sendTogether).
+// Each write keeps its own check in its own statement (the thread's
+// version and its holder's lease, fastpath.go): the fence is each
+// thread's holder's, as when the write goes alone. A write whose check
+// fails rolls the shared transaction back, and the others go again
+// without it; a write the server refuses for any other reason sends them
+// all again, each behind a Sync of its own, so that each has the outcome
+// it would have had alone. A write with nothing in flight goes at once,
+// alone, as before; nothing ever waits for a timer.
 //
-// The writes of one pipeline run one after the other on one backend: a
-// write that waits for a thread's row lock holds up those after it until
-// the lock is granted (the writes of other connections are not held up).
-// No write of the queue holds a row lock while it waits, so no lock it
-// waits for can wait for the queue.
+// The writes of one pipeline run one after the other on one backend, and
+// lock their threads' rows in the threads' order, holding them until the
+// shared commit: a write that waits for a thread's row lock holds up
+// those after it until the lock is granted (the writes of other
+// connections are not held up), and two Stores' shared transactions never
+// wait for each other's locks. No write of the queue holds a row lock
+// while it waits, so no lock it waits for can wait for the queue.
 type trips struct {
 	mu    sync.Mutex
 	busy  bool   // a pipeline is in flight, or its sender is about to send one
@@ -161,9 +167,19 @@ func (q *trips) lead(ctx context.Context, leader *txn, batch []*txn) {
 	next.trip.signal <- true
 }
 
-// sendTogether sends the writes of batch in one pipeline on leader's
-// connection, a Sync after each, and sets each one's outcome. The
-// pipeline's context ends when every write's has.
+// sendTogether sends the writes of batch in one round trip on leader's
+// connection and sets each one's outcome. They go as one implicit
+// transaction (sendGroup), in the order of their threads: one commit for
+// them all. Each statement keeps its own check, so the fence is each
+// write's own; what the writes share is only the commit. When a write's
+// check fails (conflictCode, or its event's key taken), the whole
+// transaction rolled back: that write has its outcome (a failed check, as
+// it would have failed alone, the writes before it in the pipeline being
+// other threads' or, had they been its thread's, seen as committed), and
+// the others are sent again without it. Any other refusal sends them
+// again each behind a Sync of its own (sendSynced), so that each has the
+// outcome it would have had alone. The pipelines' context ends when every
+// write's has.
 func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 	all := func(err error) {
 		for _, m := range batch {
@@ -197,16 +213,127 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 		all(&unsentError{errors.New("the connection is closed")})
 		return
 	}
-	p := pc.StartPipeline(pctx)
-	for _, m := range batch {
-		for i := range m.trip.stmts {
-			st := &m.trip.stmts[i]
-			p.SendQueryPrepared(st.sd.Name, st.params[:st.n], st.formats(), nil)
+	stats := &leader.s.stats
+	again := false // a round trip after lead's: counted here
+	count := func() {
+		if again {
+			stats.roundTrips.Add(1)
+			stats.tripSends.Add(1)
 		}
+		again = true
+	}
+	// Row locks are taken in the order of the threads, so that two Stores'
+	// transactions never wait for each other's.
+	group := slices.Clone(batch)
+	slices.SortStableFunc(group, func(a, b *txn) int { return strings.Compare(a.tripThread(), b.tripThread()) })
+	for len(group) > 1 && !leader.s.tripsSynced {
+		count()
+		stats.tripGroups.Add(1)
+		k, refused, unknown := sendGroup(pctx, pc, group)
+		if unknown != nil {
+			for _, m := range group {
+				m.trip.err = &sentError{unknown} // whatever ran may have committed
+			}
+			if k >= 0 {
+				group[k].trip.err = refused // refused before the connection failed: rolled back
+			}
+			return
+		}
+		if refused == nil {
+			for _, m := range group {
+				m.trip.err = tripResult(pc, nil)
+			}
+			return
+		}
+		if k < 0 || !checkFailed(refused) {
+			break // each alone, then
+		}
+		group[k].trip.err = refused
+		group = slices.Delete(group, k, k+1)
+	}
+	count()
+	sendSynced(pctx, pc, group)
+}
+
+// sendTrip adds t's one-trip statements to p.
+func (t *txn) sendTrip(p *pgconn.Pipeline) {
+	for i := range t.trip.stmts {
+		st := &t.trip.stmts[i]
+		p.SendQueryPrepared(st.sd.Name, st.params[:st.n], st.formats(), nil)
+	}
+}
+
+// checkFailed reports whether err is a write's check failing: conflict()
+// raising, or the write's event's key taken (txn.noteConflict's).
+func checkFailed(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) &&
+		(pgErr.Code == conflictCode || pgErr.Code == "23505" && pgErr.ConstraintName == "events_pkey")
+}
+
+// tripThread is the thread a one-trip write checks first (its first
+// assumption), "" when none.
+func (t *txn) tripThread() string {
+	if len(t.assumed) == 0 {
+		return ""
+	}
+	return t.assumed[0].id
+}
+
+// sendGroup sends the writes of group in one pipeline with one Sync: one
+// implicit transaction, committed when every statement succeeded. It
+// returns refused, the server's error, when it rolled the transaction
+// back, with k the write whose statement it refused (-1: none known); and
+// unknown when the outcome is unknown, the connection having failed (k
+// and refused, when set, what the server had refused before that).
+func sendGroup(ctx context.Context, pc *pgconn.PgConn, group []*txn) (k int, refused, unknown error) {
+	p := pc.StartPipeline(ctx)
+	for _, m := range group {
+		m.sendTrip(p)
+	}
+	p.SendPipelineSync()
+	if err := p.Flush(); err != nil {
+		_ = p.Close()
+		return -1, nil, err
+	}
+	done, first, broken := syncedResult(p)
+	_ = p.Close()
+	var pgErr *pgconn.PgError
+	if first != nil && !errors.As(first, &pgErr) {
+		return -1, nil, first // not the server's: the connection's
+	}
+	if first != nil && pgErr.Severity == "ERROR" {
+		refused, k = first, -1
+		for i, m := range group {
+			if done < len(m.trip.stmts) {
+				k = i
+				break
+			}
+			done -= len(m.trip.stmts)
+		}
+	}
+	if broken != nil {
+		return k, refused, broken
+	}
+	if first != nil && refused == nil {
+		return -1, nil, first // FATAL or PANIC: the server ended the session
+	}
+	return k, refused, nil
+}
+
+// sendSynced sends the writes of batch in one pipeline on pc, a Sync
+// after each, so that each commits or rolls back on its own, and sets
+// each one's outcome.
+func sendSynced(ctx context.Context, pc *pgconn.PgConn, batch []*txn) {
+	p := pc.StartPipeline(ctx)
+	for _, m := range batch {
+		m.sendTrip(p)
 		p.SendPipelineSync()
 	}
 	if err := p.Flush(); err != nil {
-		all(&sentError{err})
+		for _, m := range batch {
+			m.trip.err = &sentError{err}
+		}
 		_ = p.Close()
 		return
 	}
@@ -217,7 +344,7 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 			continue
 		}
 		var first error
-		first, broken = syncedResult(p)
+		_, first, broken = syncedResult(p)
 		var pgErr *pgconn.PgError
 		switch {
 		case broken != nil && errors.As(first, &pgErr) && pgErr.Severity == "ERROR":
@@ -231,10 +358,10 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 	_ = p.Close() // every outcome is set; a failure here only says the connection is gone
 }
 
-// syncedResult reads one write's results from p up to its Sync, and
-// returns the first failure among them, and broken when the connection
-// failed before the Sync came back.
-func syncedResult(p *pgconn.Pipeline) (first, broken error) {
+// syncedResult reads the results from p up to the next Sync, and returns
+// how many statements succeeded before the first failure, that failure,
+// and broken when the connection failed before the Sync came back.
+func syncedResult(p *pgconn.Pipeline) (done int, first, broken error) {
 	for {
 		res, err := p.GetResults()
 		if err == nil && res == nil {
@@ -246,7 +373,7 @@ func syncedResult(p *pgconn.Pipeline) (first, broken error) {
 			}
 			var pgErr *pgconn.PgError
 			if !errors.As(err, &pgErr) {
-				return first, err
+				return done, first, err
 			}
 			continue // the server skips to the Sync
 		}
@@ -254,9 +381,11 @@ func syncedResult(p *pgconn.Pipeline) (first, broken error) {
 		case *pgconn.ResultReader:
 			if _, err := r.Close(); err != nil && first == nil {
 				first = err
+			} else if first == nil {
+				done++
 			}
 		case *pgconn.PipelineSync:
-			return first, nil
+			return done, first, nil
 		}
 	}
 }

@@ -67,16 +67,40 @@ func awaitQueued(t *testing.T, s *Store, n int) {
 	}
 }
 
+// queueStarts starts RunStarts of claims' runs of message 1 on a, in the
+// order given, each once the one before has gone in flight (the first)
+// or queued behind it in s's trips (with the first waiting for a row
+// lock, nothing goes until that lock is released); wait returns their
+// outcomes, indexed as claims.
+func queueStarts(t *testing.T, s *Store, a *proc, claims []core.Claim, order ...int) (wait func() []error) {
+	t.Helper()
+	errs := make([]error, len(claims))
+	var wg sync.WaitGroup
+	for n, i := range order {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = a.ws.RunStart(context.Background(), claims[i], 1)
+		}()
+		awaitQueued(t, s, n)
+	}
+	return func() []error {
+		wg.Wait()
+		return errs[:len(order)]
+	}
+}
+
 // The one-trip writes that become ready while one is in flight go
-// together in the next round trip, each its own implicit transaction
-// behind a Sync of its own (trips.go). A RunStart on t0 waits for t0's
-// row, locked from another connection; the RunStarts on t1, t2 and t3
-// wait behind it, and go in one round trip once it is done: two round
-// trips for the four writes. The fence holds write by write: t2's lease
-// was taken behind the Store's back, so its check fails, and, run again
-// with locking reads, its start is refused (ErrThreadBusy) with nothing
-// of a run written (only its RunRefused notice), while the writes beside
-// it in the pipeline commit. A write
+// together in the next round trip, in one implicit transaction, each with
+// its own check (trips.go). A RunStart on t0 waits for t0's row, locked
+// from another connection; the RunStarts on t1, t2 and t3 wait behind it,
+// and go in one round trip once it is done. The fence holds write by
+// write: t2's lease was taken behind the Store's back, so its check fails,
+// which rolls the round trip's transaction back; t1's and t3's starts go
+// again without it, and commit together (one transaction: their rows'
+// xmin is the same, and not t0's). Run again with locking reads, t2's
+// start is refused (ErrThreadBusy) with nothing of a run written (only its
+// RunRefused notice). A write
 // whose context ends while it waits in the queue leaves it unsent: a
 // failure, not an unknown outcome, and nothing written.
 func TestTripsTogether(t *testing.T) {
@@ -91,23 +115,9 @@ func TestTripsTogether(t *testing.T) {
 
 	release := holdRow(t, s, "t0")
 	trips, conflicts := s.stats.roundTrips.Load(), s.stats.conflicts.Load()
-	errs := make([]error, 4)
-	var wg sync.WaitGroup
-	start := func(i int) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, errs[i] = a.ws.RunStart(ctx, claims[i], 1)
-		}()
-	}
-	start(0)
-	awaitQueued(t, s, 0)
-	for i := 1; i < 4; i++ {
-		start(i)
-	}
-	awaitQueued(t, s, 3)
+	wait := queueStarts(t, s, a, claims, 0, 1, 2, 3)
 	release()
-	wg.Wait()
+	errs := wait()
 	for i, err := range errs {
 		if i == 2 {
 			require.ErrorIs(t, err, core.ErrThreadBusy, "t2's start, its lease another holder's")
@@ -125,9 +135,13 @@ func TestTripsTogether(t *testing.T) {
 	require.NoError(t, admin(t).QueryRow(ctx, `SELECT kind FROM `+q+`.events WHERE thread_id = 't2' ORDER BY seq DESC LIMIT 1`).Scan(&kind))
 	require.Equal(t, string(core.RunRefused), kind, "t2's last event")
 	require.Equal(t, int64(1), s.stats.conflicts.Load()-conflicts, "t2's check, failed")
-	// t0's, then t1's to t3's together, then t2's again with locking
-	// reads (its read, and the commit of its RunRefused notice).
-	require.Equal(t, int64(2+2), s.stats.roundTrips.Load()-trips, "round trips")
+	// t0's, then t1's to t3's together, then t1's and t3's again, then
+	// t2's with locking reads (its read, and the commit of its RunRefused
+	// notice).
+	require.Equal(t, int64(3+2), s.stats.roundTrips.Load()-trips, "round trips")
+	xmin := rowXmins(t, s, "t0", "t1", "t3")
+	require.Equal(t, xmin["t1"], xmin["t3"], "t1's and t3's starts, one transaction")
+	require.NotEqual(t, xmin["t0"], xmin["t1"], "t0's start, a transaction before")
 
 	// A write whose context ends in the queue.
 	release = holdRow(t, s, "t0")
@@ -148,6 +162,99 @@ func TestTripsTogether(t *testing.T) {
 	require.NoError(t, <-done)
 	_, _, version, _ = rowCounts(t, admin(t), s.Schema(), "t4")
 	require.Equal(t, version4, version, "t4 renewed by a write that left the queue")
+}
+
+// rowXmins returns the transaction that last wrote each of the threads'
+// rows.
+func rowXmins(t *testing.T, s *Store, ids ...core.ThreadID) map[core.ThreadID]string {
+	t.Helper()
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	xmin := map[core.ThreadID]string{}
+	for _, id := range ids {
+		var x string
+		require.NoError(t, admin(t).QueryRow(context.Background(), `SELECT xmin::text FROM `+q+`.threads WHERE id = $1`, string(id)).Scan(&x))
+		xmin[id] = x
+	}
+	return xmin
+}
+
+// A write of a shared round trip that the server refuses for a reason
+// other than its check rolls back the transaction it shared; the writes
+// go again, each behind a Sync of its own, so that each has the outcome
+// it would have had alone: t2's start fails with the server's error
+// (a trigger on the events refuses its event) and writes nothing, and
+// t1's and t3's commit, each in a transaction of its own.
+func TestTripsRefusedGoEachAlone(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	a, claims := tripThreads(t, s, 4)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	_, err := admin(t).Exec(ctx, `CREATE FUNCTION `+q+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'TC999'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON `+q+`.events FOR EACH ROW
+		WHEN (NEW.thread_id = 't2' AND NEW.kind = 'run_started') EXECUTE FUNCTION `+q+`.refuse()`)
+	require.NoError(t, err)
+	events2, _, version2, _ := rowCounts(t, admin(t), s.Schema(), "t2")
+
+	release := holdRow(t, s, "t0")
+	trips := s.stats.roundTrips.Load()
+	wait := queueStarts(t, s, a, claims, 0, 1, 2, 3)
+	release()
+	errs := wait()
+	for i, err := range errs {
+		if i == 2 {
+			require.ErrorContains(t, err, "refused by the test", "t2's start")
+			require.NotErrorIs(t, err, core.ErrCommitUnknown, "t2's start, refused")
+			continue
+		}
+		require.NoError(t, err, "t%d's start", i)
+		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
+		require.Equal(t, int64(1), taken, "t%d's start consumed its prompt", i)
+	}
+	events, _, version, _ := rowCounts(t, admin(t), s.Schema(), "t2")
+	require.Equal(t, []int64{int64(events2), version2}, []int64{int64(events), version}, "t2 written")
+	// t0's; t1's to t3's together, refused; the three again, each alone.
+	require.Equal(t, int64(3), s.stats.roundTrips.Load()-trips, "round trips")
+	xmin := rowXmins(t, s, "t1", "t3")
+	require.NotEqual(t, xmin["t1"], xmin["t3"], "t1's and t3's starts, each its own transaction")
+}
+
+// The writes of a shared round trip lock their threads' rows in the
+// threads' order, whatever order they came in, so that two Stores' shared
+// transactions never wait for each other's locks: RunStarts on t3, t1 and
+// t2 queue in that order behind one on t0; with t2's row locked from
+// another connection, the shared transaction holds t1's row and waits for
+// t2's, and has not reached t3's.
+func TestTripsLockInThreadOrder(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	a, claims := tripThreads(t, s, 4)
+	release0 := holdRow(t, s, "t0")
+	wait := queueStarts(t, s, a, claims, 0, 3, 1, 2)
+	release2 := holdRow(t, s, "t2")
+	release0()
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	locked := func(id core.ThreadID) bool {
+		tx, err := admin(t).Begin(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+		_, err = tx.Exec(ctx, `SELECT FROM `+q+`.threads WHERE id = $1 FOR UPDATE NOWAIT`, string(id))
+		return err != nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !locked("t1") {
+		if time.Now().After(deadline) {
+			t.Fatal("after 30s, the shared transaction holds no lock on t1's row")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	require.False(t, locked("t3"), "t3's row locked before t2's was granted")
+	release2()
+	for i, err := range wait() {
+		require.NoError(t, err, "t%d's start", i)
+	}
 }
 
 // The concurrent executions (sim.RunConcurrent, run -concurrent) on a
