@@ -273,6 +273,18 @@ const checkedWriteSQL = `WITH w AS (
 )
 SELECT %[1]s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
 
+// hardCheck ends each checked statement (%s is the schema): when the
+// check matched no row, conflict() raises, and the implicit transaction
+// the statement came in rolls back. softCheck is its twin for a write
+// that is its transaction's only statement, sent in a shared transaction
+// (trips.go): the failed check returns the thread's id as a row instead,
+// and the write, having matched no row, wrote nothing, so the writes
+// beside it in the shared transaction commit.
+const (
+	hardCheck = `SELECT %s.conflict($1) WHERE NOT EXISTS (SELECT FROM w)`
+	softCheck = `SELECT $1::text WHERE NOT EXISTS (SELECT FROM w)`
+)
+
 // writeLeaseSet is what checkedWriteSQL sets besides when it writes the
 // lease too.
 const writeLeaseSet = `, lease_holder = $23, lease_expires = $24`

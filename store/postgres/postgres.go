@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -408,6 +409,7 @@ func (s *Store) cached(id core.ThreadID) *cacheEntry {
 // queries are the Store's statements, with the schema's name quoted in.
 type queries struct {
 	names                                         map[string]string // a name for each statement, to prepare it under
+	soft                                          map[string]string // a checked statement's twin that returns its failed check (softCheck)
 	lockThread, lockLease, eventsAfter, allEvents string
 	readThread, readLease, logLength              string
 	createThread, threadIDs, saveThread           string
@@ -462,6 +464,16 @@ func newQueries(schema string) queries {
 		q.saveThread, q.putLease, q.deleteLease, q.acquired, q.insertTrace, q.saveLease, q.saveThreadLease, q.notifyFree,
 		q.claim, q.eventsAfter, q.saveEventLease} {
 		q.names[sql] = "tc_" + strconv.Itoa(i)
+	}
+	q.soft = map[string]string{}
+	hard := fmt.Sprintf(hardCheck, schema)
+	for i, sql := range []string{q.unchanged, q.saveUnchanged, q.saveLease, q.saveEventLease} {
+		if !strings.HasSuffix(sql, hard) {
+			panic("postgres: a checked statement does not end with its check: " + sql)
+		}
+		soft := strings.TrimSuffix(sql, hard) + softCheck
+		q.soft[sql] = soft
+		q.names[soft] = "tc_soft_" + strconv.Itoa(i)
 	}
 	return q
 }

@@ -48,12 +48,16 @@ type trip struct {
 	ctx    context.Context // the transaction's, while it waits
 	signal chan bool       // true: lead (send the queue); false: sent, err is the outcome
 	err    error
+	// softFailed: sent in a shared transaction as its softCheck twin, its
+	// check failed (it wrote nothing).
+	softFailed bool
 }
 
 // tripStmt is one prepared statement of a trip with its encoded arguments
 // (in the transaction's buffer).
 type tripStmt struct {
 	sd        *pgconn.StatementDescription
+	soft      *pgconn.StatementDescription // sd's softCheck twin, when prepared for a shared transaction
 	n         int
 	params    [maxParams][]byte
 	fmts      [maxParams]int16
@@ -69,7 +73,7 @@ func (tr *trip) add(sd *pgconn.StatementDescription, n int) *tripStmt {
 		tr.stmts = append(tr.stmts, tripStmt{})
 	}
 	st := &tr.stmts[len(tr.stmts)-1]
-	st.sd, st.n, st.allBinary = sd, n, true
+	st.sd, st.soft, st.n, st.allBinary = sd, nil, n, true
 	clear(st.params[:])
 	return st
 }
@@ -201,10 +205,20 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 	conn := leader.conn
 	for _, m := range batch {
 		for i := range m.trip.stmts {
-			sd := m.trip.stmts[i].sd
-			if _, err := conn.Prepare(pctx, sd.Name, sd.SQL); err != nil {
+			st := &m.trip.stmts[i]
+			if _, err := conn.Prepare(pctx, st.sd.Name, st.sd.SQL); err != nil {
 				all(&unsentError{fmt.Errorf("prepare: %w", err)})
 				return
+			}
+			if soft, ok := leader.s.q.soft[st.sd.SQL]; ok && len(m.trip.stmts) == 1 && !leader.s.tripsSynced {
+				sd, err := conn.Prepare(pctx, leader.s.q.name(soft), soft)
+				if err != nil {
+					all(&unsentError{fmt.Errorf("prepare: %w", err)})
+					return
+				}
+				if slices.Equal(sd.ParamOIDs, st.sd.ParamOIDs) {
+					st.soft = sd // its arguments, encoded for sd's, fit
+				}
 			}
 		}
 	}
@@ -242,6 +256,10 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 		if refused == nil {
 			for _, m := range group {
 				m.trip.err = tripResult(pc, nil)
+				if m.trip.err == nil && m.trip.softFailed {
+					m.trip.err = &pgconn.PgError{Severity: "ERROR", Code: conflictCode,
+						Message: fmt.Sprintf("thread %s or its lease changed since this process last wrote it", m.tripThread())}
+				}
 			}
 			return
 		}
@@ -255,11 +273,16 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 	sendSynced(pctx, pc, group)
 }
 
-// sendTrip adds t's one-trip statements to p.
-func (t *txn) sendTrip(p *pgconn.Pipeline) {
+// sendTrip adds t's one-trip statements to p, each as its softCheck twin
+// when soft and one is prepared.
+func (t *txn) sendTrip(p *pgconn.Pipeline, soft bool) {
 	for i := range t.trip.stmts {
 		st := &t.trip.stmts[i]
-		p.SendQueryPrepared(st.sd.Name, st.params[:st.n], st.formats(), nil)
+		name := st.sd.Name
+		if soft && st.soft != nil {
+			name = st.soft.Name
+		}
+		p.SendQueryPrepared(name, st.params[:st.n], st.formats(), nil)
 	}
 }
 
@@ -281,7 +304,9 @@ func (t *txn) tripThread() string {
 }
 
 // sendGroup sends the writes of group in one pipeline with one Sync: one
-// implicit transaction, committed when every statement succeeded. It
+// implicit transaction, committed when every statement succeeded. A write
+// that is one statement goes as its softCheck twin, when prepared: its
+// failed check sets its softFailed and leaves the others to commit. It
 // returns refused, the server's error, when it rolled the transaction
 // back, with k the write whose statement it refused (-1: none known); and
 // unknown when the outcome is unknown, the connection having failed (k
@@ -289,14 +314,24 @@ func (t *txn) tripThread() string {
 func sendGroup(ctx context.Context, pc *pgconn.PgConn, group []*txn) (k int, refused, unknown error) {
 	p := pc.StartPipeline(ctx)
 	for _, m := range group {
-		m.sendTrip(p)
+		m.trip.softFailed = false
+		m.sendTrip(p, true)
 	}
 	p.SendPipelineSync()
 	if err := p.Flush(); err != nil {
 		_ = p.Close()
 		return -1, nil, err
 	}
-	done, first, broken := syncedResult(p)
+	i, j := 0, 0 // the write and the statement the next result is of
+	done, first, broken := syncedResult(p, func(tag pgconn.CommandTag) {
+		for j == len(group[i].trip.stmts) {
+			i, j = i+1, 0
+		}
+		if group[i].trip.stmts[j].soft != nil && tag.RowsAffected() > 0 {
+			group[i].trip.softFailed = true
+		}
+		j++
+	})
 	_ = p.Close()
 	var pgErr *pgconn.PgError
 	if first != nil && !errors.As(first, &pgErr) {
@@ -327,7 +362,7 @@ func sendGroup(ctx context.Context, pc *pgconn.PgConn, group []*txn) (k int, ref
 func sendSynced(ctx context.Context, pc *pgconn.PgConn, batch []*txn) {
 	p := pc.StartPipeline(ctx)
 	for _, m := range batch {
-		m.sendTrip(p)
+		m.sendTrip(p, false)
 		p.SendPipelineSync()
 	}
 	if err := p.Flush(); err != nil {
@@ -344,7 +379,7 @@ func sendSynced(ctx context.Context, pc *pgconn.PgConn, batch []*txn) {
 			continue
 		}
 		var first error
-		_, first, broken = syncedResult(p)
+		_, first, broken = syncedResult(p, nil)
 		var pgErr *pgconn.PgError
 		switch {
 		case broken != nil && errors.As(first, &pgErr) && pgErr.Severity == "ERROR":
@@ -359,9 +394,10 @@ func sendSynced(ctx context.Context, pc *pgconn.PgConn, batch []*txn) {
 }
 
 // syncedResult reads the results from p up to the next Sync, and returns
-// how many statements succeeded before the first failure, that failure,
-// and broken when the connection failed before the Sync came back.
-func syncedResult(p *pgconn.Pipeline) (done int, first, broken error) {
+// how many statements succeeded before the first failure (each one's
+// command tag given to ok, when not nil), that failure, and broken when
+// the connection failed before the Sync came back.
+func syncedResult(p *pgconn.Pipeline, ok func(pgconn.CommandTag)) (done int, first, broken error) {
 	for {
 		res, err := p.GetResults()
 		if err == nil && res == nil {
@@ -379,10 +415,15 @@ func syncedResult(p *pgconn.Pipeline) (done int, first, broken error) {
 		}
 		switch r := res.(type) {
 		case *pgconn.ResultReader:
-			if _, err := r.Close(); err != nil && first == nil {
+			tag, err := r.Close()
+			switch {
+			case err != nil && first == nil:
 				first = err
-			} else if first == nil {
+			case first == nil:
 				done++
+				if ok != nil {
+					ok(tag)
+				}
 			}
 		case *pgconn.PipelineSync:
 			return done, first, nil

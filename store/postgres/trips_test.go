@@ -18,10 +18,10 @@ import (
 // tripThreads creates n threads, posts a message to each and claims each
 // with ClaimThenPlan (a run of message 1 planned), on one Workspace over
 // s: the Store then holds every lease, and writes from its cache.
-func tripThreads(t *testing.T, s *Store, n int) (*proc, []core.Claim) {
+func tripThreads(t *testing.T, s *Store, n int, opts ...core.Option) (*proc, []core.Claim) {
 	t.Helper()
 	ctx := context.Background()
-	a := newProc(s, "a")
+	a := newProc(s, "a", opts...)
 	var claims []core.Claim
 	for i := range n {
 		id := core.ThreadID(fmt.Sprintf("t%d", i))
@@ -95,19 +95,35 @@ func queueStarts(t *testing.T, s *Store, a *proc, claims []core.Claim, order ...
 // its own check (trips.go). A RunStart on t0 waits for t0's row, locked
 // from another connection; the RunStarts on t1, t2 and t3 wait behind it,
 // and go in one round trip once it is done. The fence holds write by
-// write: t2's lease was taken behind the Store's back, so its check fails,
-// which rolls the round trip's transaction back; t1's and t3's starts go
-// again without it, and commit together (one transaction: their rows'
-// xmin is the same, and not t0's). Run again with locking reads, t2's
-// start is refused (ErrThreadBusy) with nothing of a run written (only its
-// RunRefused notice). A write
-// whose context ends while it waits in the queue leaves it unsent: a
-// failure, not an unknown outcome, and nothing written.
+// write: t2's lease was taken behind the Store's back, so its check
+// fails. Its start is one statement, sent as its softCheck twin: it
+// writes nothing, and t1's and t3's starts commit in that round trip's
+// transaction (their rows' xmin is the same, and not t0's). With trace
+// lines kept (KeepTrace) a start is two statements, so t2's check raises
+// and rolls the shared transaction back: t1's and t3's go again without
+// it, and commit together then. Run again with locking reads, t2's start
+// is refused (ErrThreadBusy) with nothing of a run written (only its
+// RunRefused notice). A write whose context ends while it waits in the
+// queue leaves it unsent: a failure, not an unknown outcome, and nothing
+// written.
 func TestTripsTogether(t *testing.T) {
-	t.Parallel() // a schema of its own
+	t.Parallel()
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepTrace=%v", keep), func(t *testing.T) {
+			t.Parallel() // a schema of its own
+			testTripsTogether(t, keep)
+		})
+	}
+}
+
+func testTripsTogether(t *testing.T, keep bool) {
 	ctx := context.Background()
-	s := newStore(t)
-	a, claims := tripThreads(t, s, 5)
+	s := newStoreWith(t, Options{KeepTrace: keep})
+	var opts []core.Option
+	if keep {
+		opts = append(opts, core.WithTracer(&lines{})) // each write's line stored with it
+	}
+	a, claims := tripThreads(t, s, 5, opts...)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
 	_, err := admin(t).Exec(ctx, `UPDATE `+q+`.threads SET lease_holder = 'intruder', version = version + 1 WHERE id = 't2'`)
 	require.NoError(t, err)
@@ -135,10 +151,14 @@ func TestTripsTogether(t *testing.T) {
 	require.NoError(t, admin(t).QueryRow(ctx, `SELECT kind FROM `+q+`.events WHERE thread_id = 't2' ORDER BY seq DESC LIMIT 1`).Scan(&kind))
 	require.Equal(t, string(core.RunRefused), kind, "t2's last event")
 	require.Equal(t, int64(1), s.stats.conflicts.Load()-conflicts, "t2's check, failed")
-	// t0's, then t1's to t3's together, then t1's and t3's again, then
-	// t2's with locking reads (its read, and the commit of its RunRefused
-	// notice).
-	require.Equal(t, int64(3+2), s.stats.roundTrips.Load()-trips, "round trips")
+	// t0's, then t1's to t3's together (with trace lines, t1's and t3's
+	// again), then t2's with locking reads (its read, and the commit of
+	// its RunRefused notice).
+	want := int64(2 + 2)
+	if keep {
+		want++
+	}
+	require.Equal(t, want, s.stats.roundTrips.Load()-trips, "round trips")
 	xmin := rowXmins(t, s, "t0", "t1", "t3")
 	require.Equal(t, xmin["t1"], xmin["t3"], "t1's and t3's starts, one transaction")
 	require.NotEqual(t, xmin["t0"], xmin["t1"], "t0's start, a transaction before")
