@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,9 +12,18 @@ import (
 	"github.com/threadclaim/threadclaim/core/coretest"
 )
 
-type lines struct{ got []core.TraceEvent }
+// lines records trace lines; Trace may be called from several goroutines
+// at once, got read once they are done.
+type lines struct {
+	mu  sync.Mutex
+	got []core.TraceEvent
+}
 
-func (l *lines) Trace(ev core.TraceEvent) { l.got = append(l.got, ev) }
+func (l *lines) Trace(ev core.TraceEvent) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, ev)
+}
 
 // With KeepTrace, every committed write's trace line is stored by the
 // write's own transaction; refusals, reads and rolled-back writes are not.
