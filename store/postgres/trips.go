@@ -21,12 +21,14 @@ import (
 // implicit transaction, so the writes share one commit (sendTogether).
 // Each write keeps its own check in its own statement (the thread's
 // version and its holder's lease, fastpath.go): the fence is each
-// thread's holder's, as when the write goes alone. A write whose check
-// fails rolls the shared transaction back, and the others go again
-// without it; a write the server refuses for any other reason sends them
-// all again, each behind a Sync of its own, so that each has the outcome
-// it would have had alone. A write with nothing in flight goes at once,
-// alone, as before; nothing ever waits for a timer.
+// thread's holder's, as when the write goes alone. A write that is one
+// statement goes as its softCheck twin (fastpath.go): its failed check
+// writes nothing and lets the others commit. A check that raises (a write
+// of several statements) rolls the shared transaction back, and the
+// others go again without it; a write the server refuses for any other
+// reason sends them all again, each behind a Sync of its own, so that
+// each has the outcome it would have had alone. A write with nothing in
+// flight goes at once, alone, as before; nothing ever waits for a timer.
 //
 // The writes of one pipeline run one after the other on one backend, and
 // lock their threads' rows in the threads' order, holding them until the
@@ -175,8 +177,10 @@ func (q *trips) lead(ctx context.Context, leader *txn, batch []*txn) {
 // connection and sets each one's outcome. They go as one implicit
 // transaction (sendGroup), in the order of their threads: one commit for
 // them all. Each statement keeps its own check, so the fence is each
-// write's own; what the writes share is only the commit. When a write's
-// check fails (conflictCode, or its event's key taken), the whole
+// write's own; what the writes share is only the commit. A write of one
+// statement whose check fails (its softCheck twin's row) has that outcome
+// (conflictCode) and wrote nothing; the others commit. When a write's
+// check raises (conflictCode, or its event's key taken), the whole
 // transaction rolled back: that write has its outcome (a failed check, as
 // it would have failed alone, the writes before it in the pipeline being
 // other threads' or, had they been its thread's, seen as committed), and
