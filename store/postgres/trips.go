@@ -326,6 +326,7 @@ func sendGroup(ctx context.Context, pc *pgconn.PgConn, group []*txn) (k int, ref
 		_ = p.Close()
 		return -1, nil, err
 	}
+	k = -1
 	i, j := 0, 0 // the write and the statement the next result is of
 	done, first, broken := syncedResult(p, func(tag pgconn.CommandTag) {
 		for j == len(group[i].trip.stmts) {
@@ -342,7 +343,7 @@ func sendGroup(ctx context.Context, pc *pgconn.PgConn, group []*txn) (k int, ref
 		return -1, nil, first // not the server's: the connection's
 	}
 	if first != nil && pgErr.Severity == "ERROR" {
-		refused, k = first, -1
+		refused = first
 		for i, m := range group {
 			if done < len(m.trip.stmts) {
 				k = i

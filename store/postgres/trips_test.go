@@ -277,6 +277,53 @@ func TestTripsLockInThreadOrder(t *testing.T) {
 	}
 }
 
+// A shared round trip whose connection fails before its Sync comes back
+// leaves every write in it unknown (ErrCommitUnknown), though nothing of
+// it committed: RunStarts on t1, t2 and t3 queue behind one on t0, and
+// the shared transaction takes t1's row and waits for t2's, locked from
+// another connection; its backend is then terminated. The three starts
+// are unknown, and no row of theirs moved.
+func TestTripsConnectionLostUnknown(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	a, claims := tripThreads(t, s, 4)
+	release0 := holdRow(t, s, "t0")
+	wait := queueStarts(t, s, a, claims, 0, 1, 2, 3)
+	hold := admin(t)
+	tx, err := hold.Begin(ctx)
+	require.NoError(t, err)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	_, err = tx.Exec(ctx, `SELECT FROM `+q+`.threads WHERE id = 't2' FOR UPDATE`)
+	require.NoError(t, err)
+	var holder int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder))
+	release0()
+	var waiting int
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := admin(t).QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&waiting)
+		if err == nil {
+			break
+		}
+		require.ErrorIs(t, err, pgx.ErrNoRows)
+		if time.Now().After(deadline) {
+			t.Fatal("after 30s, no backend waits for t2's row")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, err = admin(t).Exec(ctx, `SELECT pg_terminate_backend($1)`, waiting)
+	require.NoError(t, err)
+	errs := wait()
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, errs[0], "t0's start")
+	for i := 1; i < 4; i++ {
+		require.ErrorIs(t, errs[i], core.ErrCommitUnknown, "t%d's start", i)
+		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
+		require.Zero(t, taken, "t%d's start committed", i)
+	}
+}
+
 // The concurrent executions (sim.RunConcurrent, run -concurrent) on a
 // Store, with enough threads and runners that their writes meet in the
 // Store's trips: the invariants hold, every message is consumed, the Go
