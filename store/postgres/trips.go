@@ -268,6 +268,15 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 			return
 		}
 		if k < 0 || !checkFailed(refused) {
+			if pctx.Err() != nil {
+				// Every write's context ended (the server cancelled the
+				// statement it was running, say): all rolled back, and
+				// none is to be sent again.
+				for _, m := range group {
+					m.trip.err = refused
+				}
+				return
+			}
 			break // each alone, then
 		}
 		group[k].trip.err = refused

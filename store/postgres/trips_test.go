@@ -40,12 +40,40 @@ func tripThreads(t *testing.T, s *Store, n int, opts ...core.Option) (*proc, []c
 // returned function is called.
 func holdRow(t *testing.T, s *Store, id core.ThreadID) (release func()) {
 	t.Helper()
+	release, _ = holdRowPid(t, s, id)
+	return release
+}
+
+// holdRowPid is holdRow, and the process ID of the backend that holds
+// the row.
+func holdRowPid(t *testing.T, s *Store, id core.ThreadID) (release func(), pid int) {
+	t.Helper()
 	ctx := context.Background()
 	tx, err := admin(t).Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `SELECT FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.threads WHERE id = $1 FOR UPDATE`, string(id))
 	require.NoError(t, err)
-	return func() { require.NoError(t, tx.Rollback(ctx)) }
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	return func() { require.NoError(t, tx.Rollback(ctx)) }, pid
+}
+
+// awaitBlocked waits until a backend waits for a lock the backend holder
+// holds, and returns its process ID.
+func awaitBlocked(t *testing.T, holder int) (waiting int) {
+	t.Helper()
+	conn := admin(t)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := conn.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&waiting)
+		if err == nil {
+			return waiting
+		}
+		require.ErrorIs(t, err, pgx.ErrNoRows)
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s, no backend waits for a lock backend %d holds", holder)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // awaitQueued waits until n writes wait in s's trips behind the one in
@@ -74,13 +102,19 @@ func awaitQueued(t *testing.T, s *Store, n int) {
 // outcomes, indexed as claims.
 func queueStarts(t *testing.T, s *Store, a *proc, claims []core.Claim, order ...int) (wait func() []error) {
 	t.Helper()
+	return queueStartsCtx(t, s, a, claims, func(int) context.Context { return context.Background() }, order...)
+}
+
+// queueStartsCtx is queueStarts with claims[i]'s start in context ctx(i).
+func queueStartsCtx(t *testing.T, s *Store, a *proc, claims []core.Claim, ctx func(i int) context.Context, order ...int) (wait func() []error) {
+	t.Helper()
 	errs := make([]error, len(claims))
 	var wg sync.WaitGroup
 	for n, i := range order {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = a.ws.RunStart(context.Background(), claims[i], 1)
+			_, errs[i] = a.ws.RunStart(ctx(i), claims[i], 1)
 		}()
 		awaitQueued(t, s, n)
 	}
@@ -290,35 +324,49 @@ func TestTripsConnectionLostUnknown(t *testing.T) {
 	a, claims := tripThreads(t, s, 4)
 	release0 := holdRow(t, s, "t0")
 	wait := queueStarts(t, s, a, claims, 0, 1, 2, 3)
-	hold := admin(t)
-	tx, err := hold.Begin(ctx)
-	require.NoError(t, err)
-	q := pgx.Identifier{s.Schema()}.Sanitize()
-	_, err = tx.Exec(ctx, `SELECT FROM `+q+`.threads WHERE id = 't2' FOR UPDATE`)
-	require.NoError(t, err)
-	var holder int
-	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holder))
+	release2, holder := holdRowPid(t, s, "t2")
 	release0()
-	var waiting int
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := admin(t).QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid))`, holder).Scan(&waiting)
-		if err == nil {
-			break
-		}
-		require.ErrorIs(t, err, pgx.ErrNoRows)
-		if time.Now().After(deadline) {
-			t.Fatal("after 30s, no backend waits for t2's row")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	_, err = admin(t).Exec(ctx, `SELECT pg_terminate_backend($1)`, waiting)
+	waiting := awaitBlocked(t, holder)
+	_, err := admin(t).Exec(ctx, `SELECT pg_terminate_backend($1)`, waiting)
 	require.NoError(t, err)
 	errs := wait()
-	require.NoError(t, tx.Rollback(ctx))
+	release2()
 	require.NoError(t, errs[0], "t0's start")
 	for i := 1; i < 4; i++ {
 		require.ErrorIs(t, errs[i], core.ErrCommitUnknown, "t%d's start", i)
+		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
+		require.Zero(t, taken, "t%d's start committed", i)
+	}
+}
+
+// A shared round trip whose writes' contexts all end while it waits for a
+// row lock is cancelled by the server: the shared transaction rolled back,
+// so every write fails, none as unknown, and none is sent again (each
+// alone, it could commit after its caller gave up on it).
+func TestTripsCancelledRolledBack(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	a, claims := tripThreads(t, s, 4)
+	release0 := holdRow(t, s, "t0")
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wait := queueStartsCtx(t, s, a, claims, func(i int) context.Context {
+		if i == 0 {
+			return ctx
+		}
+		return wctx
+	}, 0, 1, 2, 3)
+	release2, holder := holdRowPid(t, s, "t2")
+	release0()
+	awaitBlocked(t, holder)
+	cancel()
+	errs := wait()
+	release2()
+	require.NoError(t, errs[0], "t0's start")
+	for i := 1; i < 4; i++ {
+		require.Error(t, errs[i], "t%d's start", i)
+		require.NotErrorIs(t, errs[i], core.ErrCommitUnknown, "t%d's start, rolled back", i)
 		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
 		require.Zero(t, taken, "t%d's start committed", i)
 	}
