@@ -61,6 +61,7 @@ type fleetReport struct {
 	Problems      []string       `json:"problems"`
 	TLC           string         `json:"tlc"`
 	FusedStarts   int            `json:"fused_starts"`
+	SharedCommits int            `json:"shared_commits"`
 	CommitUnknown struct {
 		Events        *int `json:"events"`
 		Disagreements int  `json:"disagreements"`
@@ -153,6 +154,7 @@ func TestFleetSoakBacklog(t *testing.T) {
 	require.True(t, rep.Linearizable)
 	require.Empty(t, rep.Problems)
 	require.Positive(t, rep.FusedStarts, "no run started with the end of the run before")
+	require.Positive(t, rep.SharedCommits, "no transaction wrote two threads' events: no writes shared a round trip's commit")
 }
 
 // checkHTML loads the report page in headless chromium, when installed,

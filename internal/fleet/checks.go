@@ -11,6 +11,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/tlc"
 	"github.com/threadclaim/threadclaim/tracecheck"
@@ -93,6 +95,9 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	rep.Crashes, rep.CrashesAfterLoss = countCrashes(ordered)
 	rep.FusedStarts = countFusedStarts(histories)
+	if err := r.countSharedCommits(ctx, rep); err != nil {
+		return nil, err
+	}
 	doubts, err := readDoubts(r.dir)
 	if err != nil {
 		return nil, err
@@ -274,6 +279,21 @@ func readHistories(dir string) ([][]core.TraceEvent, error) {
 		out = append(out, h)
 	}
 	return out, nil
+}
+
+// countSharedCommits counts, from storage, the transactions that wrote
+// events of two threads or more (an event row's xmin is the transaction
+// that inserted it: events are never updated), and the threads' writes in
+// them.
+func (r *run) countSharedCommits(ctx context.Context, rep *Report) error {
+	q := `SELECT count(*), coalesce(sum(n), 0) FROM (SELECT count(DISTINCT thread_id) AS n FROM ` +
+		pgx.Identifier{r.schema}.Sanitize() + `.events GROUP BY xmin::text HAVING count(DISTINCT thread_id) > 1) AS shared`
+	return r.cluster.admin(ctx, func(conn *pgx.Conn) error {
+		if err := conn.QueryRow(ctx, q).Scan(&rep.SharedCommits, &rep.SharedCommitWrites); err != nil {
+			return fmt.Errorf("count shared commits: %w", err)
+		}
+		return nil
+	})
 }
 
 // countMessages counts, from storage, the messages posted and how many

@@ -146,6 +146,7 @@ pre { white-space: pre-wrap; background: #f6f6f6; padding: 8px; }
 <tr><th>live runs abandoned (must be 0)</th><td>{{.R.LiveAbandoned}}</td></tr>
 <tr><th>turns crashed (Crash lines)</th><td>{{.R.Crashes}}{{if .R.CrashesAfterLoss}}; {{.R.CrashesAfterLoss}} more rounds ended by the merge, their writes lost by storage{{end}}</td></tr>
 <tr><th>runs started with the end of the run before</th><td>{{.R.FusedStarts}}</td></tr>
+<tr><th>transactions that wrote events of 2 threads or more (their threads' writes)</th><td>{{.R.SharedCommits}} ({{.R.SharedCommitWrites}})</td></tr>
 <tr><th>commit unknown (writes, and how each was resolved)</th><td id="commit-unknown">{{.R.CommitUnknown.Line}}</td></tr>
 <tr><th>handover after SIGKILL</th><td>{{if not .R.Handovers}}none measured (no SIGKILL of a process holding a lease){{else}}{{len .R.Handovers}} threads: p50 {{printf "%.0f" .R.HandoverP50Ms}} ms, p99 {{printf "%.0f" .R.HandoverP99Ms}} ms, max {{printf "%.0f" .R.HandoverMaxMs}} ms; {{.R.HandoverWithin}} within TTL + one poll ({{printf "%.0f" .R.HandoverBoundMs}} ms), counted from the lease's expiry or, for the {{.R.HandoverIdle}} threads left with nothing to do, their next post; from the expiry alone p50 {{printf "%.0f" .R.HandoverRawP50Ms}} ms, p99 {{printf "%.0f" .R.HandoverRawP99Ms}} ms{{end}}</td></tr>
 <tr><th>Go trace checker</th><td>{{if .R.TraceAccepted}}accepted{{else}}REJECTED{{end}} ({{.R.TraceLines}} lines, {{.R.InvariantChecks}} invariant checks)</td></tr>

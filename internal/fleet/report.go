@@ -45,6 +45,13 @@ type Report struct {
 	// processes' histories: a RunEnd, Plan and RunStart with one call
 	// and return.
 	FusedStarts int `json:"fused_starts"`
+	// SharedCommits counts, from storage, the transactions that wrote
+	// events of two threads or more: writes that went in one round trip
+	// and shared its commit (store/postgres, trips.go), each fenced by its
+	// own thread's holder. SharedCommitWrites is the threads' writes in
+	// them.
+	SharedCommits      int `json:"shared_commits"`
+	SharedCommitWrites int `json:"shared_commit_writes"`
 	// CrashesAfterLoss counts the rounds the trace's merge ended with a
 	// Crash of its own, because storage lost writes they had made: no
 	// process traced those, so Crashes leaves them out.
@@ -203,6 +210,7 @@ func (rep *Report) WriteText(w io.Writer) {
 		rep.Posted, rep.ConsumedOnce, rep.ConsumedTwice, rep.Lost)
 	fmt.Fprintf(w, "runs                at most %d active at once in a thread; %d abandoned live; %d turns crashed (Crash)%s; %d started with the end of the run before\n",
 		rep.MaxActiveRuns, rep.LiveAbandoned, rep.Crashes, rep.crashesAfterLossNote(), rep.FusedStarts)
+	fmt.Fprintf(w, "shared commits      %d transactions wrote events of 2 threads or more (%d threads' writes)\n", rep.SharedCommits, rep.SharedCommitWrites)
 	fmt.Fprintf(w, "commit unknown      %s\n", rep.CommitUnknown.Line())
 	fmt.Fprintf(w, "storage lost        %s\n", rep.storageLostLine())
 	if len(rep.Handovers) > 0 {
