@@ -68,7 +68,11 @@
 // insert as a WITH. If anyone else wrote the row, the check fails and the
 // write runs again reading under lock, as core.Storage allows. A consuming
 // write is so one round trip, and costs the same whatever the thread's
-// size (BENCH.md, "A long thread"). A Claim, which must read another
+// size (BENCH.md, "A long thread"). The writes of a Store's several turns
+// that are ready while one is in flight go together in its next round
+// trip and share one commit, each still checked and fenced in its own
+// statement by its own thread's holder (DESIGN.md, "Several threads'
+// writes in one round trip"). A Claim, which must read another
 // holder's lease, is one too: one statement decides it in the server and writes it (the row
 // locked, the lease compared with the claimant's clock), sent with the
 // read of the thread's new events as one implicit transaction. With
