@@ -27,8 +27,8 @@ import (
 // with writeLeaseSet): one statement, and no PL/pgSQL. It goes in the
 // Store's next round trip (trips.go): at once when none is in flight,
 // else with the other writes that became ready meanwhile, sharing their
-// commit, each with its own check. It returns the error of the first statement that
-// failed, or of the connection.
+// commit, each with its own check. It returns the error of the first
+// statement that failed, or of the connection.
 func (t *txn) commitOneTrip(ctx context.Context) error {
 	t.trip.stmts = t.trip.stmts[:0]
 	for i := range t.assumed {
@@ -245,10 +245,10 @@ const pgTimeText = "2006-01-02 15:04:05.999999-07"
 // cache had (holder and expiry); and calls conflict() (0007), which
 // raises SQLSTATE TC001, when no row matched. The error rolls back the
 // implicit transaction the statement came in (trips.go sends the others
-// sharing it again). Under READ COMMITTED a row lock
-// that waited for another transaction rechecks the WHERE on the row that
-// transaction left, so the check sees every write that committed before
-// the lock was granted, the lease's included.
+// sharing it again). Under READ COMMITTED a row lock that waited for
+// another transaction rechecks the WHERE on the row that transaction
+// left, so the check sees every write that committed before the lock was
+// granted, the lease's included.
 //
 // checkedWriteSQL is the whole of a consuming write: the thread row's
 // UPDATE ($6 to $9, and the log's new end, $21 and $22) with the check
