@@ -469,6 +469,17 @@ func takeLease(ctx context.Context, tx Transaction, id ThreadID, holder Holder, 
 	return t, l, v, Event{}, nil
 }
 
+// runStarted is the event that starts run, claim c's, on prompt at at.
+func runStarted(c Claim, prompt Seq, run RunID, at time.Time) Event {
+	return Event{Kind: RunStarted, At: at, Message: prompt, Run: run, Holder: c.Holder}
+}
+
+// runStartLine is the RunStart line of ev, a run's start (runStarted)
+// recorded under lease.
+func runStartLine(c Claim, ev Event, lease Holder) *TraceEvent {
+	return &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: ev.Message, Run: ev.Run, Taken: ev.Message, Lease: lease}
+}
+
 // startPlan is a Claim's plan made from the thread as the claim left it,
 // for a storage that writes the run's start with the claim
 // (leaseStartClaimer): the Plan, its line, and the RunStarted event it
@@ -491,7 +502,8 @@ func (s *startPlan) plan(t *Thread) (Event, bool) {
 	if s.p.Kind != PlanRun {
 		return Event{}, false
 	}
-	want := Event{Kind: RunStarted, Version: t.Version + 1, At: s.at, Message: s.p.Message, Run: t.LastRun() + 1, Holder: s.c.Holder}
+	want := runStarted(s.c, s.p.Message, t.LastRun()+1, s.at)
+	want.Version = t.Version + 1
 	if t.Check(want) != nil {
 		return Event{}, false
 	}
@@ -615,7 +627,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 		}
 		if ev.Version != 0 {
 			started = ev.Run
-			startLine = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: id, Holder: holder, Msg: ev.Message, Run: ev.Run, Taken: ev.Message, Lease: holder}
+			startLine = runStartLine(c, ev, holder)
 		}
 		return nil
 	}, &planLine, &startLine)
@@ -962,11 +974,11 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 			return err
 		}
 		id = t.LastRun() + 1
-		ev := Event{Kind: RunStarted, At: w.clock.Now(), Message: prompt, Run: id, Holder: c.Holder}
+		ev := runStarted(c, prompt, id, w.clock.Now())
 		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
 		}
-		*line = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: prompt, Run: id, Taken: prompt, Lease: lease}
+		*line = runStartLine(c, ev, lease)
 		return nil
 	})
 	if err == nil && refused != nil {
@@ -1308,12 +1320,12 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 			return err
 		}
 		id := t.LastRun() + 1
-		ev := Event{Kind: RunStarted, At: w.clock.Now(), Message: p.Message, Run: id, Holder: c.Holder}
+		ev := runStarted(c, p.Message, id, w.clock.Now())
 		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
 		}
 		started = id
-		startLine = &TraceEvent{Tick: ev.Version, Action: ActionRunStart, Thread: c.Thread, Holder: c.Holder, Msg: p.Message, Run: id, Taken: p.Message, Lease: lease}
+		startLine = runStartLine(c, ev, lease)
 		return nil
 	}, &planLine, &startLine, &releaseLine)
 	if err == nil {

@@ -296,9 +296,9 @@ func (t *txn) foldStart(id core.ThreadID, th *txThread, st *claimStart, start ev
 	if err := th.state.Check(ev); err != nil {
 		return core.Event{}, t.corrupt(fmt.Errorf("thread %q: the claim's start does not apply: %w", id, err))
 	}
-	th.apply(ev)
+	th.apply(ev) // the version too
 	th.n = start.seq
-	th.state.Version, th.state.Taken = ev.Version, ev.Message
+	th.state.Taken = ev.Message
 	return ev, nil
 }
 

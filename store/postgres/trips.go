@@ -299,14 +299,6 @@ func (t *txn) sendTrip(p *pgconn.Pipeline, soft bool) {
 	}
 }
 
-// checkFailed reports whether err is a write's check failing: conflict()
-// raising, or the write's event's key taken (txn.noteConflict's).
-func checkFailed(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) &&
-		(pgErr.Code == conflictCode || pgErr.Code == "23505" && pgErr.ConstraintName == "events_pkey")
-}
-
 // tripThread is the thread a one-trip write checks first (its first
 // assumption), "" when none.
 func (t *txn) tripThread() string {

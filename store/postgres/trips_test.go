@@ -320,17 +320,10 @@ func TestTripsLockInThreadOrder(t *testing.T) {
 func TestTripsConnectionLostUnknown(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
-	s := newStore(t)
-	a, claims := tripThreads(t, s, 4)
-	release0 := holdRow(t, s, "t0")
-	wait := queueStarts(t, s, a, claims, 0, 1, 2, 3)
-	release2, holder := holdRowPid(t, s, "t2")
-	release0()
-	waiting := awaitBlocked(t, holder)
+	s, waiting, done := sharedBlocked(t, func(int) context.Context { return ctx })
 	_, err := admin(t).Exec(ctx, `SELECT pg_terminate_backend($1)`, waiting)
 	require.NoError(t, err)
-	errs := wait()
-	release2()
+	errs := done()
 	require.NoError(t, errs[0], "t0's start")
 	for i := 1; i < 4; i++ {
 		require.ErrorIs(t, errs[i], core.ErrCommitUnknown, "t%d's start", i)
@@ -346,29 +339,44 @@ func TestTripsConnectionLostUnknown(t *testing.T) {
 func TestTripsCancelledRolledBack(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
-	s := newStore(t)
-	a, claims := tripThreads(t, s, 4)
-	release0 := holdRow(t, s, "t0")
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wait := queueStartsCtx(t, s, a, claims, func(i int) context.Context {
+	s, _, done := sharedBlocked(t, func(i int) context.Context {
 		if i == 0 {
 			return ctx
 		}
 		return wctx
-	}, 0, 1, 2, 3)
-	release2, holder := holdRowPid(t, s, "t2")
-	release0()
-	awaitBlocked(t, holder)
+	})
 	cancel()
-	errs := wait()
-	release2()
+	errs := done()
 	require.NoError(t, errs[0], "t0's start")
 	for i := 1; i < 4; i++ {
 		require.Error(t, errs[i], "t%d's start", i)
 		require.NotErrorIs(t, errs[i], core.ErrCommitUnknown, "t%d's start, rolled back", i)
 		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
 		require.Zero(t, taken, "t%d's start committed", i)
+	}
+}
+
+// sharedBlocked makes a Store with threads t0 to t3 claimed, and queues
+// RunStarts on t1, t2 and t3 (claims[i]'s in ctx(i)) behind one on t0;
+// it returns once their shared transaction holds t1's row and waits for
+// t2's, locked from another connection: waiting is that transaction's
+// backend, and done releases t2's row and returns the four starts'
+// outcomes.
+func sharedBlocked(t *testing.T, ctx func(i int) context.Context) (s *Store, waiting int, done func() []error) {
+	t.Helper()
+	s = newStore(t)
+	a, claims := tripThreads(t, s, 4)
+	release0 := holdRow(t, s, "t0")
+	wait := queueStartsCtx(t, s, a, claims, ctx, 0, 1, 2, 3)
+	release2, holder := holdRowPid(t, s, "t2")
+	release0()
+	waiting = awaitBlocked(t, holder)
+	return s, waiting, func() []error {
+		errs := wait()
+		release2()
+		return errs
 	}
 }
 

@@ -281,12 +281,19 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
 // transaction's assumptions failing: the check raising, or the write's
 // event colliding with one the cache did not know of.
 func (t *txn) noteConflict(err error) {
-	var pgErr *pgconn.PgError
-	const uniqueViolation = "23505"
-	if len(t.assumed) > 0 && errors.As(err, &pgErr) &&
-		(pgErr.Code == conflictCode || pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey") {
+	if len(t.assumed) > 0 && checkFailed(err) {
 		t.conflict = true
 	}
+}
+
+// checkFailed reports whether err is a write's check failing: conflict()
+// raising, or the write's event colliding with one it did not know of
+// (its key taken).
+func checkFailed(err error) bool {
+	var pgErr *pgconn.PgError
+	const uniqueViolation = "23505"
+	return errors.As(err, &pgErr) &&
+		(pgErr.Code == conflictCode || pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey")
 }
 
 // retry reports whether the attempt that ended with err must be run again
