@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -49,10 +50,12 @@ import (
 // and batches, counted by a pgx tracer, over the same span as the CPU:
 // this project's are BenchmarkRunnerThroughput's roundtrips/msg, since
 // its Store takes a URL, not a pool), the client's CPU (this process: posters
-// and workers) and the server's CPU (every PostgreSQL process); and
+// and workers) and the server's CPU (every PostgreSQL process);
 // posting-%, the share of the time the posters were posting (near 100:
-// the posters bound the figure). A rate= workload reports late-% in its
-// place: the share of posts sent over 5ms behind the schedule (near 0:
+// the posters bound the figure); and slow-threads, how many of the 100
+// threads the slowest 1% of the messages were posted to (slowThreads).
+// A rate= workload reports late-% in posting-%'s place: the share of
+// posts sent over 5ms behind the schedule (near 0:
 // the rate is the one offered), and gc/s, the cycles this process's
 // garbage collector (River's and this project's alike) completed a second
 // while the posts went out.
@@ -113,6 +116,26 @@ const (
 	workers = 4
 	threads = 100
 )
+
+// slowThreads returns how many threads the slowest 1% of the messages
+// (at least one) were posted to: lat[i] is message first+i's
+// post-to-start time, and message m goes to thread m % threads (the
+// posters go round-robin; River's jobs are grouped the same way). A
+// queue that starts messages in the order they came spreads its slowest
+// over the threads posted to last; a runner whose threads wait for a
+// turn slot has them on the few threads that waited longest.
+func slowThreads(lat []time.Duration, first int) int {
+	idx := make([]int, len(lat))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(lat[b], lat[a]) })
+	seen := map[int]bool{}
+	for _, i := range idx[:max(len(idx)/100, min(len(idx), 1))] {
+		seen[(first+i)%threads] = true
+	}
+	return len(seen)
+}
 
 func measure(b *testing.B, url string, s system, w workload) {
 	ctx := context.Background()
@@ -216,6 +239,7 @@ func measure(b *testing.B, url string, s system, w workload) {
 		for i := range lat {
 			lat[i] = max(startedAt[warm+i].Sub(postedAt[warm+i]), 0)
 		}
+		b.ReportMetric(float64(slowThreads(lat, warm)), "slow-threads")
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
