@@ -2,12 +2,17 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -272,6 +277,87 @@ func TestTripsRefusedGoEachAlone(t *testing.T) {
 	require.Equal(t, int64(3), s.stats.roundTrips.Load()-trips, "round trips")
 	xmin := rowXmins(t, s, "t1", "t3")
 	require.NotEqual(t, xmin["t1"], xmin["t3"], "t1's and t3's starts, each its own transaction")
+}
+
+// A shared round trip in which the server refused one write, and whose
+// connection was then lost before its Sync came back: that write was
+// refused, so it rolled back (the server's ERROR, not ErrCommitUnknown);
+// the others, whose outcome the client never read, are ErrCommitUnknown
+// (here rolled back with it). RunStarts on t1 to t3 share a round trip
+// behind one on t0; a trigger refuses t2's, and the Store's connections
+// end right after the server's first ERROR (cutConn).
+func TestTripsRefusedThenConnectionLost(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	var armed atomic.Bool
+	cfg := poolConfig(t, randomName("tc_"))
+	cfg.ConnConfig.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, c net.Conn) (net.Conn, error) {
+		return &cutConn{Conn: c, armed: &armed}, nil
+	}
+	s := openStore(t, cfg, testSchema(t))
+	a, claims := tripThreads(t, s, 4)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	_, err := admin(t).Exec(ctx, `CREATE FUNCTION `+q+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'TC999'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON `+q+`.events FOR EACH ROW
+		WHEN (NEW.thread_id = 't2' AND NEW.kind = 'run_started') EXECUTE FUNCTION `+q+`.refuse()`)
+	require.NoError(t, err)
+
+	release := holdRow(t, s, "t0")
+	wait := queueStarts(t, s, a, claims, 0, 1, 2, 3)
+	armed.Store(true)
+	release()
+	errs := wait()
+	require.NoError(t, errs[0], "t0's start")
+	require.ErrorContains(t, errs[2], "refused by the test", "t2's start")
+	require.NotErrorIs(t, errs[2], core.ErrCommitUnknown, "t2's start, refused before the connection was lost")
+	for _, i := range []int{1, 3} {
+		require.ErrorIs(t, errs[i], core.ErrCommitUnknown, "t%d's start", i)
+		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
+		require.Zero(t, taken, "t%d's start committed", i)
+	}
+}
+
+// cutConn is a connection to the server that, once armed, ends right
+// after the first ErrorResponse the server sends: the client reads that
+// message, and then the connection is gone, with whatever came after it
+// (the rest of a pipeline's results, its ReadyForQuery). It follows the
+// server's messages from the connection's first byte (a type byte and a
+// length each).
+type cutConn struct {
+	net.Conn
+	armed *atomic.Bool
+	head  []byte // the current message's type and length, as read so far
+	left  int    // the current message's bytes still to come after its head
+	typ   byte   // the current message's type, once its head is read
+	cut   bool
+}
+
+func (c *cutConn) Read(p []byte) (int, error) {
+	if c.cut {
+		return 0, io.EOF
+	}
+	n, err := c.Conn.Read(p)
+	for i := 0; i < n; {
+		if c.left > 0 {
+			k := min(c.left, n-i)
+			i, c.left = i+k, c.left-k
+		} else {
+			c.head = append(c.head, p[i])
+			i++
+			if len(c.head) < 5 {
+				continue
+			}
+			c.typ, c.left = c.head[0], int(binary.BigEndian.Uint32(c.head[1:]))-4
+			c.head = c.head[:0]
+		}
+		if c.left == 0 && c.typ == 'E' && c.armed.Load() {
+			c.cut = true
+			_ = c.Conn.Close()
+			return i, nil
+		}
+	}
+	return n, err
 }
 
 // The writes of a shared round trip lock their threads' rows in the
