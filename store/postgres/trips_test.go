@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -245,15 +246,9 @@ func rowXmins(t *testing.T, s *Store, ids ...core.ThreadID) map[core.ThreadID]st
 // t1's and t3's commit, each in a transaction of its own.
 func TestTripsRefusedGoEachAlone(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
 	s := newStore(t)
 	a, claims := tripThreads(t, s, 4)
-	q := pgx.Identifier{s.Schema()}.Sanitize()
-	_, err := admin(t).Exec(ctx, `CREATE FUNCTION `+q+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'TC999'; END $$;
-		CREATE TRIGGER refuse BEFORE INSERT ON `+q+`.events FOR EACH ROW
-		WHEN (NEW.thread_id = 't2' AND NEW.kind = 'run_started') EXECUTE FUNCTION `+q+`.refuse()`)
-	require.NoError(t, err)
+	refuseStart(t, s, "t2")
 	events2, _, version2, _ := rowCounts(t, admin(t), s.Schema(), "t2")
 
 	release := holdRow(t, s, "t0")
@@ -288,7 +283,6 @@ func TestTripsRefusedGoEachAlone(t *testing.T) {
 // end right after the server's first ERROR (cutConn).
 func TestTripsRefusedThenConnectionLost(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
 	var armed atomic.Bool
 	cfg := poolConfig(t, randomName("tc_"))
 	cfg.ConnConfig.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, c net.Conn) (net.Conn, error) {
@@ -296,12 +290,7 @@ func TestTripsRefusedThenConnectionLost(t *testing.T) {
 	}
 	s := openStore(t, cfg, testSchema(t))
 	a, claims := tripThreads(t, s, 4)
-	q := pgx.Identifier{s.Schema()}.Sanitize()
-	_, err := admin(t).Exec(ctx, `CREATE FUNCTION `+q+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'TC999'; END $$;
-		CREATE TRIGGER refuse BEFORE INSERT ON `+q+`.events FOR EACH ROW
-		WHEN (NEW.thread_id = 't2' AND NEW.kind = 'run_started') EXECUTE FUNCTION `+q+`.refuse()`)
-	require.NoError(t, err)
+	refuseStart(t, s, "t2")
 
 	release := holdRow(t, s, "t0")
 	wait := queueStarts(t, s, a, claims, 0, 1, 2, 3)
@@ -316,6 +305,19 @@ func TestTripsRefusedThenConnectionLost(t *testing.T) {
 		_, _, _, taken := rowCounts(t, admin(t), s.Schema(), core.ThreadID(fmt.Sprintf("t%d", i)))
 		require.Zero(t, taken, "t%d's start committed", i)
 	}
+}
+
+// refuseStart makes the server refuse every RunStart on thread id (a
+// trigger on its run_started events raises SQLSTATE TC999, "refused by
+// the test"): a refusal that is not a failed check.
+func refuseStart(t *testing.T, s *Store, id core.ThreadID) {
+	t.Helper()
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	_, err := admin(t).Exec(context.Background(), `CREATE FUNCTION `+q+`.refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused by the test' USING ERRCODE = 'TC999'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON `+q+`.events FOR EACH ROW
+		WHEN (NEW.thread_id = '`+strings.ReplaceAll(string(id), "'", "''")+`' AND NEW.kind = 'run_started') EXECUTE FUNCTION `+q+`.refuse()`)
+	require.NoError(t, err)
 }
 
 // cutConn is a connection to the server that, once armed, ends right
