@@ -83,7 +83,8 @@ type Config struct {
 	// MaxConcurrentTurns is how many turns, each on its own thread, Run
 	// keeps going at once. More than one keeps a busy runner looking for
 	// work, so that a thread whose runner died is taken over soon after
-	// its lease expires. Default 4.
+	// its lease expires. Default 4. A storage that pools its connections
+	// needs one for each turn (store/postgres: its package doc).
 	MaxConcurrentTurns int
 
 	// TakeoverTurns is how many turns, beyond MaxConcurrentTurns, Run

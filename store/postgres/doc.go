@@ -38,6 +38,15 @@
 // states. DropSchema is for throwaway schemas (tests, tracecheck), never a
 // deployment.
 //
+// Each transaction holds one of the Store's pooled connections from its
+// start to its end, a write waiting to share another's round trip
+// included. The pool is pgxpool's, sized by the url's pool_max_conns
+// (default: 4, or the number of CPUs when more). Give a runner's Store at
+// least its MaxConcurrentTurns + TakeoverTurns + 1 (its looks and
+// renewals), or its turns wait for a connection: 16 turns a runner on a
+// pool of 4 drained a backlog up to a sixth slower than 4 turns did
+// (internal/bench/BENCH.md, "Where it stands on a fast host").
+//
 // A write whose commit outcome the client cannot know (the connection
 // broke, or the session was ended, after COMMIT was sent) returns an error
 // wrapping core.ErrCommitUnknown: the caller must take its claim as lost
