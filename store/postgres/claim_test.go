@@ -167,7 +167,7 @@ func TestClaimRaceOverLapsedLease(t *testing.T) {
 			}()
 		}
 		close(start)
-		wg.Wait()
+		waitWithin(t, &wg, 30*time.Second, fmt.Sprintf("%d claims at once on thread %s", n, id))
 		var won []int
 		for i, err := range errs {
 			if err == nil {

@@ -71,7 +71,7 @@ func TestMigrationsConcurrent(t *testing.T) {
 			errs[i] = err
 		}()
 	}
-	wg.Wait()
+	waitWithin(t, &wg, time.Minute, fmt.Sprintf("%d Opens at once migrating schema %s", n, schema))
 	for i, err := range errs {
 		require.NoError(t, err, "open %d", i)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -228,4 +229,18 @@ func (p *proc) startRun(t *testing.T, id core.ThreadID, h core.Holder) (core.Cla
 	run, err := p.ws.RunStart(ctx, c, plan.Message)
 	require.NoError(t, err)
 	return c, run
+}
+
+// waitWithin waits for wg, and fails the test, naming what it waited for,
+// if that takes longer than d: goroutines that talk to the server can
+// hang on a lock, and a test must not hang until go test's timeout.
+func waitWithin(t testing.TB, wg *sync.WaitGroup, d time.Duration, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("%s: not done after %v", what, d)
+	}
 }

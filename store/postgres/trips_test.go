@@ -125,19 +125,10 @@ func queueStartsCtx(t *testing.T, s *Store, a *proc, claims []core.Claim, ctx fu
 		awaitQueued(t, s, n)
 	}
 	return func() []error {
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(startsWithin):
-			t.Fatalf("the RunStarts on %d threads (order %v) had not all returned after %v", len(order), order, startsWithin)
-		}
+		waitWithin(t, &wg, 30*time.Second, fmt.Sprintf("the RunStarts on %d threads (order %v) returning", len(order), order))
 		return errs[:len(order)]
 	}
 }
-
-// startsWithin bounds queueStarts' wait for its RunStarts to return.
-const startsWithin = 30 * time.Second
 
 // The one-trip writes that become ready while one is in flight go
 // together in the next round trip, in one implicit transaction, each with
