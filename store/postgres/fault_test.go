@@ -132,7 +132,7 @@ func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 	require.NoError(t, look.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE application_name = $1
 		AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, app).Scan(&pid))
 	terminate(t, look, uint32(pid))
-	err = <-done
+	err = recvWithin(t, done, 30*time.Second, "the RunStart whose backend was terminated returning")
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	t.Logf("RunStart killed in COMMIT: %v", err)
 

@@ -53,7 +53,7 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 		_, err := a.ws.RunStart(ctx, ca, 1)
 		aDone <- err
 	}()
-	pid := <-paused // a's fenced write holds the lease row, inside its transaction
+	pid := recvWithin(t, paused, 30*time.Second, "a's fenced write pausing with the lease row locked") // inside its transaction
 
 	bDone := make(chan error, 1)
 	var cb core.Claim
@@ -98,12 +98,12 @@ func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
 	}
 
 	release()
-	require.NoError(t, <-aDone, "the fenced write of the lease's holder")
+	require.NoError(t, recvWithin(t, aDone, 30*time.Second, "the fenced write returning"), "the fenced write of the lease's holder")
 	// Once the fenced write commits, the SQL acquire and b's claim race for
 	// the lease row: the SQL acquire sees a's lease (the fenced write kept
 	// it) or b's (b's claim committed first), never an error.
-	require.Contains(t, []string{"ha", "hb"}, <-sqlDone, "the SQL acquire, once the fenced write committed")
-	require.NoError(t, <-bDone, "the claim, once the fenced write committed")
+	require.Contains(t, []string{"ha", "hb"}, recvWithin(t, sqlDone, 30*time.Second, "the SQL acquire returning"), "the SQL acquire, once the fenced write committed")
+	require.NoError(t, recvWithin(t, bDone, 30*time.Second, "the claim returning"), "the claim, once the fenced write committed")
 
 	st := storetest.Snapshot(t, s, id)
 	require.Equal(t, core.Holder("hb"), st.Lease.Holder)
@@ -165,7 +165,7 @@ func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 			return nil
 		})
 	}()
-	pid := <-paused
+	pid := recvWithin(t, paused, 30*time.Second, "the acquire pausing with the lease row locked")
 
 	aDone := make(chan error, 1)
 	go func() {
@@ -181,8 +181,8 @@ func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
 	default:
 	}
 	release()
-	require.NoError(t, <-bDone)
-	require.ErrorIs(t, <-aDone, core.ErrThreadBusy, "a fenced write after another holder's acquire")
+	require.NoError(t, recvWithin(t, bDone, 30*time.Second, "the acquire returning"))
+	require.ErrorIs(t, recvWithin(t, aDone, 30*time.Second, "the fenced write returning"), core.ErrThreadBusy, "a fenced write after another holder's acquire")
 	th, err := a.ws.Thread(ctx, id)
 	require.NoError(t, err)
 	require.Empty(t, th.Runs())

@@ -244,3 +244,16 @@ func waitWithin(t testing.TB, wg *sync.WaitGroup, d time.Duration, what string) 
 		t.Fatalf("%s: not done after %v", what, d)
 	}
 }
+
+// recvWithin receives from ch, and fails the test, naming what it waited
+// for, if nothing comes within d.
+func recvWithin[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("%s: nothing after %v", what, d)
+		panic("unreachable")
+	}
+}

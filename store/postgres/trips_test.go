@@ -214,12 +214,12 @@ func testTripsTogether(t *testing.T, keep bool) {
 	go func() { queued <- a.ws.Renew(wctx, claims[4], ttl) }()
 	awaitQueued(t, s, 1)
 	cancel()
-	err = <-queued
+	err = recvWithin(t, queued, 30*time.Second, "the queued write leaving the queue")
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, core.ErrCommitUnknown, "a write that was never sent")
 	awaitQueued(t, s, 0)
 	release()
-	require.NoError(t, <-done)
+	require.NoError(t, recvWithin(t, done, 30*time.Second, "the write in flight returning"))
 	_, _, version, _ = rowCounts(t, admin(t), s.Schema(), "t4")
 	require.Equal(t, version4, version, "t4 renewed by a write that left the queue")
 }
