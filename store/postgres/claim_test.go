@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // A Claim decided in the server (ClaimLease, claimSQL) and the Claim that
@@ -64,7 +65,7 @@ func claimStory(t *testing.T, s *Store, id core.ThreadID) []string {
 	t.Helper()
 	ctx := context.Background()
 	look := admin(t)
-	rec := &lines{}
+	rec := &tracecheck.Recorder{}
 	a, b, c := newProc(s, "a", core.WithTracer(rec)), newProc(s, "b", core.WithTracer(rec)), newProc(s, "c", core.WithTracer(rec))
 	require.NoError(t, a.ws.CreateThread(ctx, id))
 	_, err := a.ws.Post(ctx, id, "m1")
@@ -72,7 +73,7 @@ func claimStory(t *testing.T, s *Store, id core.ThreadID) []string {
 	var story []string
 	step := func(name string, p *proc, holder core.Holder, want error) {
 		t.Helper()
-		n := len(rec.got)
+		n := rec.Len()
 		_, err := p.ws.Claim(ctx, id, holder, ttl)
 		if want == nil {
 			require.NoError(t, err, name)
@@ -80,8 +81,8 @@ func claimStory(t *testing.T, s *Store, id core.ThreadID) []string {
 			require.ErrorIs(t, err, want, name)
 		}
 		line := "no line"
-		if len(rec.got) > n {
-			l := rec.got[len(rec.got)-1]
+		if rec.Len() > n {
+			l := rec.Lines()[rec.Len()-1]
 			line = fmt.Sprintf("%s tick %d holder %s taken %d expires %d replaced %d", l.Action, l.Tick, l.Holder, l.Taken, l.Expires, l.Replaced)
 		}
 		kind := "ok"
@@ -150,13 +151,13 @@ func TestClaimRaceOverLapsedLease(t *testing.T) {
 		_, err = a.ws.Claim(ctx, id, first, ttl)
 		require.NoError(t, err)
 		before := readRow(t, look, s.Schema(), id)
-		recs := make([]*lines, n)
+		recs := make([]*tracecheck.Recorder, n)
 		errs := make([]error, n)
 		holder := func(i int) core.Holder { return core.Holder(fmt.Sprintf("h%d-%d", i+1, r)) }
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range n {
-			recs[i] = &lines{}
+			recs[i] = &tracecheck.Recorder{}
 			p := newProc(s, fmt.Sprintf("p%d", i), core.WithTracer(recs[i]))
 			p.clock.Advance(2 * ttl)
 			wg.Add(1)
@@ -175,12 +176,12 @@ func TestClaimRaceOverLapsedLease(t *testing.T) {
 				continue
 			}
 			require.ErrorIs(t, err, core.ErrThreadBusy, "race %d, claimant %d", r, i)
-			require.Empty(t, recs[i].got, "a refused claim traces nothing")
+			require.Empty(t, recs[i].Lines(), "a refused claim traces nothing")
 		}
 		require.Len(t, won, 1, "race %d: exactly one claim wins", r)
 		w := won[0]
-		require.Len(t, recs[w].got, 1)
-		line := recs[w].got[0]
+		require.Len(t, recs[w].Lines(), 1)
+		line := recs[w].Lines()[0]
 		require.Equal(t, before.version+1, int64(line.Tick), "the winner's line is at the next version")
 		require.Equal(t, epoch.Add(ttl).UnixNano(), line.Replaced, "the winner replaced the first's lapsed lease")
 		after := readRow(t, look, s.Schema(), id)

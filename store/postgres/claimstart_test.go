@@ -35,7 +35,7 @@ func TestClaimThenStartInTheClaim(t *testing.T) {
 				require.NoError(t, err)
 				t.Cleanup(s.Close)
 				poster := newProc(openStore(t, poolConfig(t, "tc-poster"), schema), "poster")
-				rec := &lines{}
+				rec := &tracecheck.Recorder{}
 				a := newProc(s, "a", core.WithTracer(rec))
 				round := func(id core.ThreadID, holder core.Holder, msg string, inClaim bool) []core.TraceEvent {
 					t.Helper()
@@ -43,7 +43,7 @@ func TestClaimThenStartInTheClaim(t *testing.T) {
 					require.NoError(t, err)
 					s.noClaimStart = !inClaim
 					defer func() { s.noClaimStart = false }()
-					n, trips := len(rec.got), s.stats.roundTrips.Load()
+					n, trips := rec.Len(), s.stats.roundTrips.Load()
 					c, p, run, err := a.ws.ClaimThenStart(ctx, id, holder, ttl)
 					require.NoError(t, err)
 					require.Equal(t, core.PlanRun, p.Kind, "%s: the plan", holder)
@@ -54,7 +54,7 @@ func TestClaimThenStartInTheClaim(t *testing.T) {
 						require.NoError(t, err)
 					} else {
 						require.Equal(t, p.Message, core.Seq(run), "%s: the run started with the claim (one run a message here)", holder)
-						got := rec.got[n:]
+						got := rec.Lines()[n:]
 						require.Len(t, got, 3, "%s: Claim, Plan and RunStart", holder)
 						for _, l := range got[1:] {
 							require.Equal(t, [2]int64{got[0].Call, got[0].Return}, [2]int64{l.Call, l.Return}, "%s: %s's call and return", holder, l.Action)
@@ -70,7 +70,7 @@ func TestClaimThenStartInTheClaim(t *testing.T) {
 					require.Equal(t, [3]any{core.StateActive, holder, p.Message}, [3]any{r.State, r.Holder, th.Taken}, "%s: the run and the taken cursor", holder)
 					require.NoError(t, a.ws.RunEnd(ctx, c, run, "out"))
 					require.NoError(t, a.ws.Release(ctx, c))
-					return rec.got[n:]
+					return rec.Lines()[n:]
 				}
 				for _, id := range []core.ThreadID{"in", "apart"} {
 					require.NoError(t, poster.ws.CreateThread(ctx, id))
@@ -207,7 +207,7 @@ func TestClaimThenStartUnknownWhenReplyLost(t *testing.T) {
 	var writes atomic.Int32
 	s := lossyStore(t, testSchema(t), &armed, func([]byte) bool { return armed.Load() && writes.Add(1) == 2 })
 	s.keepTrace = true
-	rec, doubts := &lines{}, &[]core.Doubt{}
+	rec, doubts := &tracecheck.Recorder{}, &[]core.Doubt{}
 	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { *doubts = append(*doubts, d) }))
 	round := func(id core.ThreadID, h core.Holder) core.RunID {
 		t.Helper()
@@ -251,7 +251,7 @@ func TestClaimThenStartUnknownWhenReplyLost(t *testing.T) {
 	require.Equal(t, []string{at("Claim", v), at("Plan", v), at("RunStart", v+1)}, kept, "storage kept the claim, its plan and its start")
 	require.Equal(t, []string{at("Claim", v), at("Plan", v), at("RunStart", v+1), at("Crash", v+1)}, all)
 	var own []string
-	for _, l := range rec.got {
+	for _, l := range rec.Lines() {
 		if l.Thread == "t" && l.Holder == "ha" {
 			own = append(own, at(string(l.Action), int(l.Tick)))
 		}

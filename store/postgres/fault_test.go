@@ -196,7 +196,7 @@ func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
 	s := lossyStore(t, testSchema(t), &armed, bareCommit)
 	s.claimBegins = true
 	var doubts []core.Doubt
-	a := newProc(s, "a", core.WithTracer(&lines{}), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
+	a := newProc(s, "a", core.WithTracer(&tracecheck.Recorder{}), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
 	b := newProc(s, "b")
 	require.NoError(t, a.ws.CreateThread(ctx, "t"))
 	_, err := a.ws.Post(ctx, "t", "m1")
@@ -248,7 +248,7 @@ func TestClaimUnknownWhenReplyLost(t *testing.T) {
 	s := lossyStore(t, schema, &armed, func(p []byte) bool { return bytes.Contains(p, bind) })
 	require.Equal(t, claimBind(s.Schema()), bind)
 	var doubts []core.Doubt
-	rec := &lines{}
+	rec := &tracecheck.Recorder{}
 	a := newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
 	b := newProc(s, "b")
 	claimWarmedUp(t, a)
@@ -270,7 +270,7 @@ func TestClaimUnknownWhenReplyLost(t *testing.T) {
 	resolved := pending
 	resolved.Outcome, resolved.Crashed = core.DoubtUndecided, true
 	require.Equal(t, []core.Doubt{pending, resolved}, doubts)
-	crash := rec.got[len(rec.got)-1]
+	crash := rec.Lines()[rec.Len()-1]
 	require.Equal(t, core.ActionCrash, crash.Action)
 	require.Equal(t, uint64(readRow(t, admin(t), s.Schema(), "t").version), crash.Tick, "the Crash at the claim's version")
 }
@@ -524,11 +524,11 @@ func TestRunEndThenReleaseUnknownWhenReplyLost(t *testing.T) {
 
 // tracedLossyProc is process "a" over a lossyStore (armed) that keeps
 // trace lines: it traces to rec and reports its writes in doubt to doubts.
-func tracedLossyProc(t *testing.T, armed *atomic.Bool) (s *Store, a *proc, rec *lines, doubts *[]core.Doubt) {
+func tracedLossyProc(t *testing.T, armed *atomic.Bool) (s *Store, a *proc, rec *tracecheck.Recorder, doubts *[]core.Doubt) {
 	t.Helper()
 	s = lossyStore(t, testSchema(t), armed, nil)
 	s.keepTrace = true
-	rec, doubts = &lines{}, &[]core.Doubt{}
+	rec, doubts = &tracecheck.Recorder{}, &[]core.Doubt{}
 	a = newProc(s, "a", core.WithTracer(rec), core.WithDoubts(func(d core.Doubt) { *doubts = append(*doubts, d) }))
 	return s, a, rec, doubts
 }
@@ -536,7 +536,7 @@ func tracedLossyProc(t *testing.T, armed *atomic.Bool) (s *Store, a *proc, rec *
 // keptAndMerged returns holder's lines on thread as Action@Tick: those
 // storage's log kept, and those of the trace the fleet would merge from
 // that log and the process's history (rec), with that trace, sorted.
-func keptAndMerged(t *testing.T, s *Store, rec *lines, thread core.ThreadID, holder core.Holder) (kept, all []string, trace []core.TraceEvent) {
+func keptAndMerged(t *testing.T, s *Store, rec *tracecheck.Recorder, thread core.ThreadID, holder core.Holder) (kept, all []string, trace []core.TraceEvent) {
 	t.Helper()
 	stored, err := s.TraceLines(context.Background())
 	require.NoError(t, err)
@@ -545,7 +545,7 @@ func keptAndMerged(t *testing.T, s *Store, rec *lines, thread core.ThreadID, hol
 			kept = append(kept, fmt.Sprintf("%s@%d", l.Action, l.Tick))
 		}
 	}
-	trace, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{rec.got})
+	trace, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{rec.Lines()})
 	require.Empty(t, lost)
 	tracecheck.Sort(trace)
 	for _, l := range trace {

@@ -10,6 +10,7 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/core/coretest"
 	"github.com/threadclaim/threadclaim/store/storetest"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // A post by a process that does not hold the thread is one round trip
@@ -24,7 +25,7 @@ func TestPostOneRoundTrip(t *testing.T) {
 		for _, keep := range []bool{false, true} {
 			opts.KeepTrace = keep
 			s := newStoreWith(t, opts)
-			rec := &lines{}
+			rec := &tracecheck.Recorder{}
 			clock := coretest.NewClock(time.Unix(0, 0))
 			ws := core.NewWorkspace(s, clock, core.WithProcess("p"), core.WithTracer(rec))
 			require.NoError(t, ws.CreateThread(ctx, "t"))
@@ -50,7 +51,7 @@ func TestPostOneRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, core.Seq(4), th.Last())
 			require.Equal(t, uint64(4), th.Version)
-			for i, l := range rec.got {
+			for i, l := range rec.Lines() {
 				require.Equal(t, core.TraceEvent{Tick: uint64(i + 1), Action: core.ActionPost, Thread: "t", Msg: core.Seq(i + 1), Proc: "p"},
 					core.TraceEvent{Tick: l.Tick, Action: l.Action, Thread: l.Thread, Msg: l.Msg, Taken: l.Taken, Proc: l.Proc})
 			}

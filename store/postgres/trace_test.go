@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,20 +9,8 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
-
-// lines records trace lines; Trace may be called from several goroutines
-// at once, got read once they are done.
-type lines struct {
-	mu  sync.Mutex
-	got []core.TraceEvent
-}
-
-func (l *lines) Trace(ev core.TraceEvent) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.got = append(l.got, ev)
-}
 
 // With KeepTrace, every committed write's trace line is stored by the
 // write's own transaction; refusals, reads and rolled-back writes are not.
@@ -33,7 +20,7 @@ func TestKeepTrace(t *testing.T) {
 	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	rec := &lines{}
+	rec := &tracecheck.Recorder{}
 	clock := coretest.NewClock(time.Unix(0, 0))
 	a := core.NewWorkspace(s, clock, core.WithProcess("a"), core.WithTracer(rec))
 	b := core.NewWorkspace(s, clock, core.WithProcess("b"), core.WithTracer(rec))
@@ -57,7 +44,7 @@ func TestKeepTrace(t *testing.T) {
 	require.ErrorIs(t, b.RunEnd(ctx, cb, run, ""), core.ErrOutOfOrder) // refused: nothing stored
 
 	var writes []core.TraceEvent
-	for _, l := range rec.got {
+	for _, l := range rec.Lines() {
 		if !l.Read {
 			l.Call, l.Return = 0, 0
 			writes = append(writes, l)
@@ -87,12 +74,12 @@ func TestLoggedTrace(t *testing.T) {
 	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	rec := &lines{}
+	rec := &tracecheck.Recorder{}
 	a := core.NewWorkspace(s, coretest.NewClock(time.Unix(0, 0)), core.WithProcess("a"), core.WithTracer(rec))
 	require.NoError(t, a.CreateThread(ctx, "t"))
 	c, err := a.Claim(ctx, "t", "ha", time.Second)
 	require.NoError(t, err)
-	claim := rec.got[len(rec.got)-1]
+	claim := rec.Lines()[rec.Len()-1]
 	claim.Call, claim.Return = 0, 0
 	logged := func(s *Store, tick uint64) (core.TraceEvent, bool) {
 		var ev core.TraceEvent

@@ -161,7 +161,7 @@ func testTripsTogether(t *testing.T, keep bool) {
 	s := newStoreWith(t, Options{KeepTrace: keep})
 	var opts []core.Option
 	if keep {
-		opts = append(opts, core.WithTracer(&lines{})) // each write's line stored with it
+		opts = append(opts, core.WithTracer(&tracecheck.Recorder{})) // each write's line stored with it
 	}
 	a, claims := tripThreads(t, s, 5, opts...)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
