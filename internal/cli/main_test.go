@@ -187,6 +187,9 @@ func TestValidateOrderRule(t *testing.T) {
 	got, err := os.ReadFile(sorted)
 	require.NoError(t, err)
 	require.Equal(t, string(good), string(got))
+	fi, err := os.Stat(sorted)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), "a written trace is readable by all, as the other outputs are")
 
 	// Bad input to sort: exit 2, nothing written.
 	empty := filepath.Join(dir, "empty.ndjson")

@@ -77,14 +77,19 @@ func sortFile(path, out string, stdout io.Writer, fig *sortFigures) error {
 }
 
 // writeTraceFile writes lines to path through a temporary file beside it,
-// so that path is replaced whole or not at all.
+// so that path is replaced whole or not at all. The file is readable by
+// all (0644), as the command's other outputs are: a temporary file is
+// created readable by its owner only.
 func writeTraceFile(path string, lines []core.TraceEvent) error {
 	f, err := os.CreateTemp(filepath.Dir(path), ".trace-*")
 	if err != nil {
 		return failure{4, // could not run
 			fmt.Sprintf("write %s: %v", path, err)}
 	}
-	err = tracecheck.WriteLines(f, lines)
+	err = f.Chmod(0o644)
+	if err == nil {
+		err = tracecheck.WriteLines(f, lines)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
