@@ -48,7 +48,8 @@ import (
 // gc/s is how many cycles the process's garbage collector completed a second
 // while the schedule ran. The process is the posters' and the runners':
 // the messages whose start waited most were posted during a cycle, in
-// clusters (store/postgres/BENCH.md, "The tail at half of saturation").
+// clusters (store/postgres/BENCH.md, "The tail at half of saturation: the
+// collector").
 //
 // rate=2000 is a little under half of what 4 runners start while 16
 // posters post 10,000 messages (internal/bench's Compare: 4,842-5,085 a
