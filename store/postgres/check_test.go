@@ -388,3 +388,47 @@ func TestOneStatementRunEndRelease(t *testing.T) {
 		})
 	}
 }
+
+// A Renew and a Release under the Store's own lease (checkedLeaseSQL)
+// check the row's version too, as a consuming write does
+// (TestOneStatementCheck, "version"): when the row's version moved on
+// behind the Store's back with its lease and log as they were, the check
+// fails once, the write runs again reading under lock, and the row's
+// version moves past the changed one. A check that let a later version
+// through (version >= $3) would write the cache's stale row over the
+// newer one, its counts with it, and leave two row states under one
+// version: no check failed, and the version stayed where it was.
+func TestLeaseWriteChecksVersion(t *testing.T) {
+	t.Parallel() // schemas of their own
+	for _, tt := range []struct {
+		name string
+		op   func(ctx context.Context, ws *core.Workspace, c core.Claim) error
+	}{
+		{"renew", func(ctx context.Context, ws *core.Workspace, c core.Claim) error { return ws.Renew(ctx, c, 2*ttl) }},
+		{"release", func(ctx context.Context, ws *core.Workspace, c core.Claim) error { return ws.Release(ctx, c) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := newStore(t)
+			a := newProc(s, "a")
+			q := pgx.Identifier{s.Schema()}.Sanitize()
+			require.NoError(t, a.ws.CreateThread(ctx, "t"))
+			c, err := a.ws.Claim(ctx, "t", "h-t", ttl)
+			require.NoError(t, err)
+			version := func() int64 {
+				var v int64
+				require.NoError(t, admin(t).QueryRow(ctx, `SELECT version FROM `+q+`.threads WHERE id = 't'`).Scan(&v))
+				return v
+			}
+			_, err = admin(t).Exec(ctx, `UPDATE `+q+`.threads SET version = version + 1 WHERE id = 't'`)
+			require.NoError(t, err)
+			changed := version()
+			conflicts := s.stats.conflicts.Load()
+			require.NoError(t, tt.op(ctx, a.ws, c))
+			require.Equal(t, int64(1), s.stats.conflicts.Load()-conflicts,
+				"failed checks of the %s after the row's version moved behind the Store's back", tt.name)
+			require.Equal(t, changed+1, version(), "the row's version after the %s", tt.name)
+		})
+	}
+}

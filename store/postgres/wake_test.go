@@ -483,3 +483,35 @@ func TestShareAcrossAChange(t *testing.T) {
 		require.Equal(t, 1, n, "thread %s once the views settled", id)
 	}
 }
+
+// A post to a thread with no work whose lease is live wakes nobody, from
+// either path of Post (the poster's own lease's reading path, and
+// postSQL): the holder plans the message itself. TestPostWakesOnlyFreeThreads's
+// held thread already has work when it is posted to, so there the rule on
+// work alone keeps the post quiet, and the rule on the lease is never the
+// one that decides. Notifications come in commit order, so the post to a
+// free thread made after it is the next one heard.
+func TestPostToHeldThreadWithoutWorkWakesNobody(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	s := openStore(t, poolConfig(t, "tc-held-holder"), schema)
+	heard, err := s.Listen(ctx)
+	require.NoError(t, err)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	other := core.NewWorkspace(openStore(t, poolConfig(t, "tc-held-other"), schema), core.SystemClock{})
+	for i, poster := range []*core.Workspace{ws, other} {
+		held, free := core.ThreadID(fmt.Sprint("held", i)), core.ThreadID(fmt.Sprint("free", i))
+		for _, id := range []core.ThreadID{held, free} {
+			require.NoError(t, ws.CreateThread(ctx, id))
+		}
+		_, err := ws.Claim(ctx, held, core.Holder(fmt.Sprint("h", i)), time.Hour) // nothing posted: no work
+		require.NoError(t, err)
+		for _, id := range []core.ThreadID{held, free} {
+			_, err := poster.Post(ctx, id, "m")
+			require.NoError(t, err)
+		}
+		require.Equal(t, free, recvWithin(t, heard, 30*time.Second, "the wake-up of the post to "+string(free)),
+			"a post to a held thread with no work woke the runners (poster %d)", i)
+	}
+}
