@@ -50,9 +50,9 @@ func TestOneStatementCheckMutant(t *testing.T) {
 	t.Parallel() // schemas of their own
 	for _, tt := range []struct {
 		name   string
-		mutant func(s *Store) string
+		mutant func(t *testing.T, s *Store) string // t: the subtest's
 	}{
-		{"no check", func(s *Store) string {
+		{"no check", func(_ *testing.T, s *Store) string {
 			return fmt.Sprintf(`WITH w AS (
 				UPDATE %[1]s.threads SET version = $6, taken = $7, last_message = $8, active_runs = $9
 				 WHERE id = $1 AND $2::bigint IS NOT NULL AND $3::bigint IS NOT NULL AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL
@@ -62,7 +62,7 @@ func TestOneStatementCheckMutant(t *testing.T) {
 			SELECT id, $10::bigint, $11::bigint, $12::text, $13::timestamptz, $14::bigint, $15::text, $16::bigint, $17::bigint, $18::text
 			  FROM w WHERE $10::bigint IS NOT NULL`, pgx.Identifier{s.Schema()}.Sanitize())
 		}},
-		{"no lease check", func(s *Store) string {
+		{"no lease check", func(t *testing.T, s *Store) string {
 			return mustReplace(t, s.q.saveUnchanged, `AND lease_holder = $4 AND lease_expires = $5`,
 				`AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
 		}},
@@ -70,7 +70,7 @@ func TestOneStatementCheckMutant(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
-			mutateStatement(s, &s.q.saveUnchanged, tt.mutant(s))
+			mutateStatement(s, &s.q.saveUnchanged, tt.mutant(t, s))
 			err := checkOneStatement(t, s, `UPDATE %s.leases SET holder = 'hx' WHERE key = 't'`, true)
 			require.Error(t, err, "the mutant went unnoticed")
 			t.Logf("caught: %v", err)
@@ -88,16 +88,16 @@ func TestOneStatementLocks(t *testing.T) {
 	t.Parallel() // schemas of their own
 	for _, tt := range []struct {
 		name   string
-		stmt   func(q *queries) string
+		stmt   func(t *testing.T, q *queries) string // t: the subtest's
 		mutant bool
 	}{
-		{"write", func(q *queries) string { return q.saveUnchanged }, false},
-		{"check", func(q *queries) string { return q.unchanged }, false},
-		{"check unlocked", func(q *queries) string { return mustReplace(t, q.unchanged, `FOR UPDATE`, ``) }, true},
+		{"write", func(_ *testing.T, q *queries) string { return q.saveUnchanged }, false},
+		{"check", func(_ *testing.T, q *queries) string { return q.unchanged }, false},
+		{"check unlocked", func(t *testing.T, q *queries) string { return mustReplace(t, q.unchanged, `FOR UPDATE`, ``) }, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := checkStatementLocks(t, newStore(t), tt.stmt)
+			err := checkStatementLocks(t, newStore(t), func(q *queries) string { return tt.stmt(t, q) })
 			if tt.mutant {
 				require.Error(t, err, "the mutant went unnoticed")
 				t.Logf("caught: %v", err)
@@ -233,8 +233,8 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 // nothing, which is no error). With the mutant without the lease's
 // check, each rewrites or deletes the other holder's lease: caught.
 func TestOneStatementLeaseWrites(t *testing.T) {
-	t.Parallel() // schemas of their own
-	noLeaseCheck := func(sql string) string {
+	t.Parallel()                                            // schemas of their own
+	noLeaseCheck := func(t *testing.T, sql string) string { // t: the subtest's
 		return mustReplace(t, sql, `AND lease_holder = $4 AND lease_expires = $5`, `AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
 	}
 	for _, tt := range []struct {
@@ -258,7 +258,7 @@ func TestOneStatementLeaseWrites(t *testing.T) {
 				t.Parallel()
 				err := checkLeaseWrite(t, func(s *Store) {
 					if mutant {
-						mutateStatement(s, &s.q.saveLease, noLeaseCheck(s.q.saveLease))
+						mutateStatement(s, &s.q.saveLease, noLeaseCheck(t, s.q.saveLease))
 					}
 				}, tt.op, tt.busy, tt.gone)
 				if mutant {
