@@ -255,6 +255,32 @@ func testHoldsLeaseExpiredNotTaken(t *testing.T, s core.Storage) {
 	require.NoError(t, a.ws.Renew(ctx, ca, ttl), "an expired lease nobody took renews")
 }
 
+// testHoldsLeaseEmptyHolder: the empty holder holds no lease, not even a
+// thread's that nobody holds (whose zero Lease's holder is empty) or whose
+// lease was released: a fence asked for "" must not pass on a free
+// thread. (The Workspace refuses an empty holder before storage; the
+// port's promise holds without it.)
+func testHoldsLeaseEmptyHolder(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	check := func(when string) {
+		t.Helper()
+		require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			held, l, err := tx.HoldsLease(ctx, id, "")
+			require.NoError(t, err)
+			require.False(t, held, "%s: the empty holder holds the lease %+v", when, l)
+			return nil
+		}))
+	}
+	check("never claimed")
+	c, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	check("claimed by ha")
+	require.NoError(t, a.ws.Release(ctx, c))
+	check("released")
+}
+
 func testHoldsLeaseAfterTakeover(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
@@ -737,6 +763,25 @@ func CheckReuseHolderMutant(t *testing.T, s core.Storage) {
 func testReuseHolderRefused(t *testing.T, s core.Storage) {
 	_, err := reuseHolder(context.Background(), s)
 	require.ErrorIs(t, err, core.ErrHolderReused)
+}
+
+// testRolledBackAcquireFreesHolder: an acquire whose transaction rolled
+// back leaves no trace of its holder, which may then claim the thread
+// (ErrHolderReused is for a holder that held the lease).
+func testRolledBackAcquireFreesHolder(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	boom := errors.New("boom")
+	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		if err := tx.PutLease(ctx, core.Lease{Thread: id, Holder: "ha", ExpiresAt: epoch.Add(ttl)}); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	_, err = a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err, "a claim by the holder of an acquire that rolled back")
 }
 
 // The fence's central property (CheckAcquireWaits).
