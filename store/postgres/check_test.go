@@ -233,8 +233,9 @@ func TestOnePipelineOneTransaction(t *testing.T) {
 // nothing, which is no error). With the mutant without the lease's
 // check, each rewrites or deletes the other holder's lease: caught.
 func TestOneStatementLeaseWrites(t *testing.T) {
-	t.Parallel()                                            // schemas of their own
-	noLeaseCheck := func(t *testing.T, sql string) string { // t: the subtest's
+	t.Parallel() // schemas of their own
+	// t is the subtest's: a missing text fails the subtest that mutates.
+	noLeaseCheck := func(t *testing.T, sql string) string {
 		return mustReplace(t, sql, `AND lease_holder = $4 AND lease_expires = $5`, `AND $4::text IS NOT NULL AND $5::timestamptz IS NOT NULL`)
 	}
 	for _, tt := range []struct {
