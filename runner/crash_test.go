@@ -271,3 +271,56 @@ func TestConcurrentCallInDoubtEndsTheRound(t *testing.T) {
 		})
 	}
 }
+
+// A round left open that a claim of its thread by the runner's workspace
+// ended meanwhile (Workspace.Claim ends the thread's open round first) is
+// over: the runner's retry finds its Crash refused as ErrRoundOver, and
+// forgets the round rather than try again at every look.
+func TestOpenRoundEndedByAClaimIsForgotten(t *testing.T) {
+	ctx := context.Background()
+	a, f, rec := roundLeftOpen(t, nil)
+	f.set(false, false)  // storage is back
+	a.clock.Advance(ttl) // the lapsed claim's lease has expired
+	o, err := a.r.TakeTurn(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, o)
+	require.Equal(t, 1, traced(rec, core.ActionCrash), "the claim ended the open round with its Crash")
+	require.NoError(t, a.r.TakeTurns(ctx))
+	require.Equal(t, 0, a.r.OpenRounds(), "the round a claim ended is still open")
+	require.Equal(t, 1, traced(rec, core.ActionCrash))
+}
+
+// A renewal whose commit is unknown cancels the running agent's context:
+// only the round's Crash may follow it, so the turn must not wait on an
+// agent working under a claim it has given up. The turn then ends
+// OutcomeError with the renewal's error, its Crash traced and its run's
+// end not recorded.
+func TestRenewalInDoubtCancelsAgent(t *testing.T) {
+	ctx := context.Background()
+	u := &unknownCommit{Storage: memory.New()}
+	rec := &tracecheck.Recorder{}
+	started := make(chan struct{})
+	a := newProc(t, u, "A", procOpts{tracer: rec, agent: runner.AgentFunc(func(ctx context.Context, _ *runner.Session) error {
+		close(started)
+		<-ctx.Done()
+		return ctx.Err()
+	})})
+	newThread(t, a.ws, "t", "m1")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepAgent)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for !turn.Step(ctx) {
+		}
+	}()
+	waitFor(t, started, "the agent to start")
+	u.armed = true
+	require.ErrorIs(t, turn.Renew(ctx), core.ErrCommitUnknown)
+	waitFor(t, done, "the turn to end once the renewal in doubt cancelled the agent's context")
+	o, err := turn.Outcome()
+	require.Equal(t, runner.OutcomeError, o, "%v", err)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.Equal(t, 1, traced(rec, core.ActionCrash))
+	require.Zero(t, traced(rec, core.ActionRunEnd), "the run's end was recorded after a renewal in doubt")
+}

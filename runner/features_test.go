@@ -529,3 +529,20 @@ func TestRunAfterAwaitCancelledOnLoss(t *testing.T) {
 	outcome, _ := ta.Outcome()
 	require.Equal(t, runner.OutcomeLost, outcome)
 }
+
+// MaxTurnDuration is a bound the turn reaches: once exactly that long has
+// passed by the runner's clock, it plans nothing more. Runs at 0s and 4s
+// end at 8s, when an 8s turn is due to yield, with the third message left.
+func TestTurnBoundedByDurationReached(t *testing.T) {
+	ctx := context.Background()
+	var a *proc
+	a = newProc(t, memory.New(), "A", procOpts{
+		agent: runner.AgentFunc(func(context.Context, *runner.Session) error { a.clock.Advance(4 * time.Second); return nil }),
+		cfg:   func(c *runner.Config) { c.MaxTurnDuration = 8 * time.Second },
+	})
+	newThread(t, a.ws, "t", "m1", "m2", "m3")
+	outcome, err := a.r.TakeTurn(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeYielded, outcome)
+	require.Equal(t, core.Seq(2), taken(t, a, "t"), "runs at 0s and 4s; at 8s the turn has gone on for MaxTurnDuration")
+}

@@ -67,3 +67,48 @@ func TestSessionMisuseRefused(t *testing.T) {
 	require.Equal(t, "the answer", th.Runs()[0].Output, "the output the agent set before it returned")
 	require.Empty(t, th.Requests, "no request was opened")
 }
+
+// Output after Await recorded the run's end is refused as out of order:
+// the run's output was recorded with its end, and a later text would be
+// dropped silently. The run keeps the text set before Await.
+func TestOutputAfterAwaitRefused(t *testing.T) {
+	ctx := context.Background()
+	var a *proc
+	type result struct {
+		answer string
+		after  error
+	}
+	res := make(chan result, 1)
+	a = newProc(t, memory.New(), "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+		req, err := s.Ask(ctx, "which one?")
+		if err != nil {
+			return err
+		}
+		if err := s.Output("before the end"); err != nil {
+			return err
+		}
+		// The answer is posted before Await, so that the turn replies to
+		// it as soon as Await has recorded the run's end.
+		if _, err := a.ws.Post(context.Background(), "t", "that one"); err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(ctx, waitLimit)
+		defer cancel()
+		m, err := s.Await(actx, req)
+		if err != nil {
+			return err
+		}
+		res <- result{m.Text, s.Output("after the end")}
+		return nil
+	})})
+	newThread(t, a.ws, "t", "m1")
+	o, err := a.r.TakeTurn(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, o)
+	got := waitFor(t, res, "the agent to hear the answer and set its output after Await")
+	require.Equal(t, "that one", got.answer)
+	require.ErrorIs(t, got.after, core.ErrOutOfOrder, "Output after Await recorded the run's end")
+	th, err := a.ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, "before the end", th.Runs()[0].Output)
+}
