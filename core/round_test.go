@@ -79,6 +79,32 @@ func TestReleaseAfterRefusedStart(t *testing.T) {
 	w.refused(t, core.ErrRoundOver, func() error { return w.a.Crash(w.ctx, ca) })
 }
 
+// The fence refuses a write whose claim's holder is not the lease's
+// holder when nobody holds the lease at all: here A's claim lapsed, B
+// claimed the thread and released it. A's start is refused (consumed
+// nothing) as it is when another holds the lease
+// (TestReleaseAfterRefusedStart), and the trace stays valid.
+func TestStartFencedWhenNobodyHolds(t *testing.T) {
+	w := newWorld(t, "m1")
+	ca, err := w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := w.a.Plan(w.ctx, ca)
+	require.NoError(t, err)
+	w.clockB.Advance(ttl)
+	cb, err := w.b.Claim(w.ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	require.NoError(t, w.b.Release(w.ctx, cb))
+	l, err := w.a.Lease(w.ctx, "t")
+	require.NoError(t, err)
+	require.Empty(t, l.Holder, "nobody holds the thread")
+	_, err = w.a.RunStart(w.ctx, ca, p.Message)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "a start under a claim whose lease another took and released")
+	th, err := w.a.Thread(w.ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Seq(0), th.Taken, "the refused start consumed the message")
+	w.valid(t)
+}
+
 // Calls out of the round's order are refused: RunStart without a Plan, a
 // Reply or RunStart other than the plan, Release or Plan during a run, Ask
 // for another run, a second Claim while the round is open.
