@@ -264,21 +264,31 @@ func TestTurnBoundedByMessages(t *testing.T) {
 }
 
 // A bounded turn releases the thread with work left: MaxTurnDuration, by
-// the runner's clock (here an agent that takes 4s of it per run).
+// the runner's clock (here an agent that takes 4s of it per run). Runs at
+// 0s and 4s end at 8s, when a 7s turn is past its bound and an 8s turn
+// has reached it: either plans nothing more, the third message left.
 func TestTurnBoundedByDuration(t *testing.T) {
-	ctx := context.Background()
-	var a *proc
-	a = newProc(t, memory.New(), "A", procOpts{
-		agent: runner.AgentFunc(func(context.Context, *runner.Session) error { a.clock.Advance(4 * time.Second); return nil }),
-		cfg:   func(c *runner.Config) { c.MaxTurnDuration = 7 * time.Second },
-	})
-	newThread(t, a.ws, "t", "m1", "m2", "m3")
-	outcome, err := a.r.TakeTurn(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, runner.OutcomeYielded, outcome)
-	th, err := a.ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, core.Seq(2), th.Taken, "runs at 0s and 4s; at 8s the turn is past 7s")
+	for _, tt := range []struct {
+		bound time.Duration
+		why   string
+	}{
+		{7 * time.Second, "runs at 0s and 4s; at 8s the turn is past 7s"},
+		{8 * time.Second, "runs at 0s and 4s; at 8s the turn has gone on for MaxTurnDuration"},
+	} {
+		t.Run(tt.bound.String(), func(t *testing.T) {
+			ctx := context.Background()
+			var a *proc
+			a = newProc(t, memory.New(), "A", procOpts{
+				agent: runner.AgentFunc(func(context.Context, *runner.Session) error { a.clock.Advance(4 * time.Second); return nil }),
+				cfg:   func(c *runner.Config) { c.MaxTurnDuration = tt.bound },
+			})
+			newThread(t, a.ws, "t", "m1", "m2", "m3")
+			outcome, err := a.r.TakeTurn(ctx, "t")
+			require.NoError(t, err)
+			require.Equal(t, runner.OutcomeYielded, outcome)
+			require.Equal(t, core.Seq(2), taken(t, a, "t"), tt.why)
+		})
+	}
 }
 
 // Run keeps MaxConcurrentTurns turns going at once: two agents on two
@@ -528,21 +538,4 @@ func TestRunAfterAwaitCancelledOnLoss(t *testing.T) {
 	stepTo(t, ta, runner.StepOver)
 	outcome, _ := ta.Outcome()
 	require.Equal(t, runner.OutcomeLost, outcome)
-}
-
-// MaxTurnDuration is a bound the turn reaches: once exactly that long has
-// passed by the runner's clock, it plans nothing more. Runs at 0s and 4s
-// end at 8s, when an 8s turn is due to yield, with the third message left.
-func TestTurnBoundedByDurationReached(t *testing.T) {
-	ctx := context.Background()
-	var a *proc
-	a = newProc(t, memory.New(), "A", procOpts{
-		agent: runner.AgentFunc(func(context.Context, *runner.Session) error { a.clock.Advance(4 * time.Second); return nil }),
-		cfg:   func(c *runner.Config) { c.MaxTurnDuration = 8 * time.Second },
-	})
-	newThread(t, a.ws, "t", "m1", "m2", "m3")
-	outcome, err := a.r.TakeTurn(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, runner.OutcomeYielded, outcome)
-	require.Equal(t, core.Seq(2), taken(t, a, "t"), "runs at 0s and 4s; at 8s the turn has gone on for MaxTurnDuration")
 }
