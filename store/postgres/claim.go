@@ -172,28 +172,12 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 	expires = leaseExpiry(expires)
 	c := t.s.cached(id)
 	after, from := logFrom(c)
-	claimSQL, eventsSQL := t.s.q.claim, t.s.q.eventsAfter
-	var b *pgx.Batch
 	// The cache claimSQL checks the row against (oneTrip): the thread's
 	// created, and its event after, when it folded one.
 	var created, n, lastVersion int64
 	var lastAt time.Time
-	if oneTrip {
-		// Prepared apart, so that a failure to prepare is one of nothing
-		// sent, and the claim's round trip is the batch alone.
-		for _, sql := range []*string{&claimSQL, &eventsSQL} {
-			if _, err := t.conn.Prepare(ctx, t.s.q.name(*sql), *sql); err != nil {
-				t.err = fmt.Errorf("postgres: prepare: %w", err)
-				return fail(t.err)
-			}
-			*sql = t.s.q.name(*sql)
-		}
-		if c != nil {
-			created, n, lastVersion, lastAt = c.created, c.n, int64(c.last.Version), c.last.At
-		}
-		b = &pgx.Batch{} // no BEGIN: one implicit transaction
-	} else {
-		b = t.batch() // BEGIN
+	if oneTrip && c != nil {
+		created, n, lastVersion, lastAt = c.created, c.n, int64(c.last.Version), c.last.At
 	}
 	// The cache the start is decided on (claimSQL's $9 to $12; $9 0: no
 	// start), and the start's time and run ($13, $14).
@@ -205,35 +189,30 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 			sLast = c.last.At
 		}
 	}
-	var row threadRow
-	var was core.Lease
-	var version *int64
-	var sound, started bool
-	b.Queue(claimSQL, string(id), string(holder), expires, now, created, n, lastVersion, lastAt,
-		sCreated, sN, sVersion, sLast, sAt, sRun).QueryRow(func(r pgx.Row) error {
-		var wasHolder string
-		var wasExpires *time.Time
-		err := r.Scan(&row.created, &row.version, &row.taken, &wasHolder, &wasExpires, &version, &sound, &started)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		row.found = err == nil
-		if wasHolder != "" {
-			was = core.Lease{Thread: id, Holder: core.Holder(wasHolder)}
-			if wasExpires != nil {
-				was.ExpiresAt = wasExpires.UTC()
-			}
-		}
-		return err
-	})
+	args := [...]arg{str(string(id)), str(string(holder)), tm(expires), tm(now), i64(created), i64(n), i64(lastVersion), tm(lastAt),
+		i64(sCreated), i64(sN), i64(sVersion), tm(sLast), tm(sAt), i64(sRun)}
+	var cr claimRow
 	var evs []eventRow
-	t.queueEvents(b, eventsSQL, id, from, &evs)
-	send := t.send
 	if oneTrip {
-		send = t.sendClaim
+		if err := t.sendClaim(ctx, id, from, args[:], &cr, &evs); err != nil {
+			return fail(err)
+		}
+	} else {
+		b := t.batch() // BEGIN
+		var values [len(args)]any
+		for i, a := range args {
+			values[i] = a.value()
+		}
+		b.Queue(t.s.q.claim, values[:]...).QueryRow(cr.scan)
+		t.queueEvents(b, t.s.q.eventsAfter, id, from, &evs)
+		if err := t.send(ctx, b); err != nil {
+			return fail(err)
+		}
 	}
-	if err := send(ctx, b); err != nil {
-		return fail(err)
+	row, sound, started := cr.row, cr.sound, cr.started
+	var was core.Lease
+	if cr.holder != "" {
+		was = core.Lease{Thread: id, Holder: core.Holder(cr.holder), ExpiresAt: cr.expires}
 	}
 	if !row.found {
 		return nil, core.Lease{}, 0, core.Event{}, true, fmt.Errorf("thread %q: %w", id, core.ErrUnknownThread)
@@ -244,7 +223,7 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 	// committed makes err the transaction's loss: unknown whether it
 	// committed, once the one round trip that commits it was answered.
 	committed := func(err error) error {
-		if oneTrip && version != nil {
+		if oneTrip && cr.claimed {
 			t.err = fmt.Errorf("postgres: %w: the claim committed, and its thread's log then did not fold: %w", core.ErrCommitUnknown, err)
 			return t.err
 		}
@@ -254,7 +233,7 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 	if started {
 		// The start is the last event read: the claim is folded
 		// without it, and core's plan must name it.
-		if version == nil || len(evs) == 0 {
+		if !cr.claimed || len(evs) == 0 {
 			return fail(committed(t.corrupt(fmt.Errorf("thread %q: the claim started a run that it did not read back", id))))
 		}
 		start, evs = evs[len(evs)-1], evs[:len(evs)-1]
@@ -264,22 +243,22 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 	if err != nil {
 		return nil, core.Lease{}, 0, core.Event{}, sound, committed(err)
 	}
-	if version == nil {
+	if !cr.claimed {
 		return th.state, was, 0, core.Event{}, sound, nil // refused: nothing written
 	}
 	// The row as claimSQL left it; written already, so not dirty.
 	th.header()
-	th.state.Version = uint64(*version)
+	th.state.Version = uint64(cr.version)
 	t.leases[id] = core.Lease{Thread: id, Holder: holder, ExpiresAt: expires}
 	th.ownLease = true
 	if !started {
-		return th.state, was, uint64(*version), core.Event{}, sound, nil
+		return th.state, was, uint64(cr.version), core.Event{}, sound, nil
 	}
 	ev, err := t.foldStart(id, th, st, start)
 	if err != nil {
 		return fail(committed(err))
 	}
-	return th.state, was, uint64(*version), ev, sound, nil
+	return th.state, was, uint64(cr.version), ev, sound, nil
 }
 
 // foldStart folds into th, the thread as its claim left it, the run's
@@ -317,15 +296,81 @@ func startable(t *core.Thread) bool {
 	return true
 }
 
-// sendClaim sends b, a Claim's statements with no BEGIN, as the
-// transaction's one round trip, which commits it (t.shot). A connection
-// closed before the round trip sent nothing; once it was sent, its
-// failure is a COMMIT's (commitError), anything but the server's own
-// answer taken as sent (sentError): pgx may report a reply lost after
-// the server committed as a closed connection, which it deems safe to
-// retry (TestClaimUnknownWhenReplyLost).
-func (t *txn) sendClaim(ctx context.Context, b *pgx.Batch) error {
+// claimRow is claimSQL's row: the thread's row as the claim found it
+// (row.found false: no row, no such thread), its lease then (holder ""
+// for none), the claim's version when it wrote one (claimed), and
+// whether the row was sound and the run started.
+type claimRow struct {
+	row            threadRow
+	holder         string
+	expires        time.Time
+	version        int64
+	claimed        bool
+	sound, started bool
+}
+
+// scan reads the row through pgx (the claim after BEGIN).
+func (c *claimRow) scan(r pgx.Row) error {
+	var expires *time.Time
+	var version *int64
+	err := r.Scan(&c.row.created, &c.row.version, &c.row.taken, &c.holder, &expires, &version, &c.sound, &c.started)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	c.row.found = err == nil
+	if expires != nil {
+		c.expires = expires.UTC()
+	}
+	if version != nil {
+		c.version, c.claimed = *version, true
+	}
+	return err
+}
+
+// read reads the row in binary form (the one-trip claim).
+func (c *claimRow) read(r *pgconn.ResultReader) error {
+	b := binRow{fds: r.FieldDescriptions()}
+	if !r.NextRow() {
+		return nil
+	}
+	b.vals = r.Values()
+	c.row = threadRow{found: true, created: b.mustInt8(0), version: b.mustInt8(1), taken: b.mustInt8(2)}
+	c.holder = b.text(3)
+	c.expires, _ = b.timestamptz(4)
+	var null bool
+	c.version, null = b.int8(5)
+	c.claimed = !null
+	c.sound, c.started = b.boolean(6), b.boolean(7)
+	if b.err == nil && r.NextRow() {
+		b.err = errors.New("postgres: the claim returned a second row")
+	}
+	return b.err
+}
+
+// sendClaim sends claimSQL, with args, and the read of thread id's
+// events after seq from, with no BEGIN, as the transaction's one round
+// trip, which commits it (t.shot), and reads their rows into cr and evs.
+// The statements go as t's one-trip statements do (exec: prepared, their
+// arguments encoded into t's buffer) in a pipeline of pgconn's, and the
+// rows come back in binary form, decoded by hand (binRow): pgx's batch,
+// its rows, scans and context watch were most of a claim's garbage
+// (store/postgres/BENCH.md). A failure to prepare sent nothing, and
+// neither did a connection closed before the round trip; once it was
+// sent, its failure is a COMMIT's (commitError), anything but the
+// server's own answer taken as sent (sentError, tripResult): a reply lost
+// after the server committed reads as a closed connection, which pgconn
+// deems safe to retry (TestClaimUnknownWhenReplyLost). So is a row that
+// does not decode: the claim may have committed.
+func (t *txn) sendClaim(ctx context.Context, id core.ThreadID, from int64, args []arg, cr *claimRow, evs *[]eventRow) error {
 	if err := ctx.Err(); err != nil {
+		t.err = err
+		return err
+	}
+	if err := t.exec(ctx, t.s.q.claim, args...); err != nil {
+		t.err = err
+		return err
+	}
+	if err := t.exec(ctx, t.s.q.eventsAfter, str(string(id)), i64(from)); err != nil {
 		t.err = err
 		return err
 	}
@@ -337,16 +382,36 @@ func (t *txn) sendClaim(ctx context.Context, b *pgx.Batch) error {
 	t.shot, t.begun = true, true
 	t.s.stats.roundTrips.Add(1)
 	t.s.stats.oneTripClaims.Add(1)
-	err := t.conn.SendBatch(ctx, b).Close()
-	if err == nil {
-		return nil
+	p := pc.StartPipeline(ctx)
+	for i := range t.trip.stmts {
+		st := &t.trip.stmts[i]
+		p.SendQueryPrepared(st.sd.Name, st.params[:st.n], st.formats(), binaryResults)
 	}
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
-		err = &sentError{err} // sent: whatever pgx says of it, unknown
+	p.SendPipelineSync()
+	var first error
+	if err := p.Flush(); err != nil {
+		first = err
+	} else {
+		i := 0
+		_, first, _ = syncedResult(p, func(r *pgconn.ResultReader) error {
+			defer func() { i++ }()
+			if i == 0 {
+				return cr.read(r)
+			}
+			var err error
+			*evs, err = readEvents(r, t.evs[:0], args[1].s)
+			t.evs = *evs // reused by the next claim
+			return err
+		}, nil)
 	}
-	t.err = commitError(err)
-	return t.err
+	if err := p.Close(); first == nil {
+		first = err
+	}
+	if err := tripResult(pc, first); err != nil {
+		t.err = commitError(err)
+		return t.err
+	}
+	return nil
 }
 
 // claimRead is a Claim as the Workspace makes it on a Transaction without

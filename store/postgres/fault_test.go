@@ -555,3 +555,34 @@ func keptAndMerged(t *testing.T, s *Store, rec *tracecheck.Recorder, thread core
 	}
 	return kept, all, trace
 }
+
+// A one-trip Claim decodes its rows by hand, in binary form (sendClaim).
+// Rows it cannot decode come back after the server committed the claim:
+// Claim returns it with ErrCommitUnknown, as when the reply is lost, and
+// the lease is the claim's. Here the events' request column is an
+// integer, not the bigint the Store made it, which pgx's scans would
+// read and the Claim's decoder refuses.
+func TestClaimUnknownWhenRowsDoNotDecode(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	// Before any statement reading the events is prepared: a prepared
+	// statement whose result type changed is refused by the server.
+	_, err := admin(t).Exec(ctx, `ALTER TABLE `+q+`.events ALTER COLUMN request TYPE integer`)
+	require.NoError(t, err)
+	a, b := newProc(s, "a"), newProc(s, "b")
+	require.NoError(t, a.ws.CreateThread(ctx, "t"))
+	_, err = a.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	claims := s.stats.oneTripClaims.Load()
+
+	_, err = a.ws.Claim(ctx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.ErrorContains(t, err, "(request) is of type 23")
+	require.Equal(t, claims+1, s.stats.oneTripClaims.Load(), "the Claim was the one-trip claim")
+	l, err := b.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("ha"), l.Holder, "the server committed the claim")
+	require.Equal(t, "ha", *readRow(t, admin(t), s.Schema(), "t").holder)
+}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -329,7 +330,7 @@ func sendGroup(ctx context.Context, pc *pgconn.PgConn, group []*txn) (k int, ref
 	}
 	k = -1
 	i, j := 0, 0 // the write and the statement the next result is of
-	done, first, broken := syncedResult(p, func(tag pgconn.CommandTag) {
+	done, first, broken := syncedResult(p, nil, func(tag pgconn.CommandTag) {
 		for j == len(group[i].trip.stmts) {
 			i, j = i+1, 0
 		}
@@ -385,7 +386,7 @@ func sendSynced(ctx context.Context, pc *pgconn.PgConn, batch []*txn) {
 			continue
 		}
 		var first error
-		_, first, broken = syncedResult(p, nil)
+		_, first, broken = syncedResult(p, nil, nil)
 		var pgErr *pgconn.PgError
 		switch {
 		case broken != nil && errors.As(first, &pgErr) && pgErr.Severity == "ERROR":
@@ -399,11 +400,12 @@ func sendSynced(ctx context.Context, pc *pgconn.PgConn, batch []*txn) {
 	_ = p.Close() // every outcome is set; a failure here only says the connection is gone
 }
 
-// syncedResult reads the results from p up to the next Sync, and returns
-// how many statements succeeded before the first failure (each one's
-// command tag given to ok, when not nil), that failure, and broken when
-// the connection failed before the Sync came back.
-func syncedResult(p *pgconn.Pipeline, ok func(pgconn.CommandTag)) (done int, first, broken error) {
+// syncedResult reads the results from p up to the next Sync, each one's
+// rows given to rows, when not nil, and returns how many statements
+// succeeded before the first failure (each one's command tag given to ok,
+// when not nil), that failure (the server's, before one of rows), and
+// broken when the connection failed before the Sync came back.
+func syncedResult(p *pgconn.Pipeline, rows func(*pgconn.ResultReader) error, ok func(pgconn.CommandTag)) (done int, first, broken error) {
 	for {
 		res, err := p.GetResults()
 		if err == nil && res == nil {
@@ -421,7 +423,12 @@ func syncedResult(p *pgconn.Pipeline, ok func(pgconn.CommandTag)) (done int, fir
 		}
 		switch r := res.(type) {
 		case *pgconn.ResultReader:
+			var read error
+			if rows != nil && first == nil {
+				read = rows(r)
+			}
 			tag, err := r.Close()
+			err = cmp.Or(err, read)
 			switch {
 			case err != nil && first == nil:
 				first = err

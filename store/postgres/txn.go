@@ -43,6 +43,7 @@ type txn struct {
 	oneShot, shot, again bool
 	pending              []statement
 	buf                  []byte                       // the arguments of the statements sent in one round trip, encoded
+	evs                  []eventRow                   // the events a one-trip claim read (sendClaim), reused
 	trip                 trip                         // those statements, and their place in the Store's trips
 	threads              map[core.ThreadID]*txThread  // locked by this transaction
 	leases               map[core.ThreadID]core.Lease // locked (or seen absent) by this transaction
@@ -57,8 +58,9 @@ func (t *txn) reset(s *Store, conn *pgx.Conn, readOnly, speculate bool) {
 	clear(t.leases)
 	clear(t.spare[:])
 	clear(t.pending) // no strings kept alive
+	clear(t.evs)
 	*t = txn{s: s, conn: conn, readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
-		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0],
+		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0], evs: t.evs[:0],
 		trip: trip{stmts: t.trip.stmts[:0], signal: t.trip.signal}}
 }
 
