@@ -156,7 +156,7 @@ func benchLoadedLatency(b *testing.B, rate int, undo runnerSetup) {
 		},
 	})
 	defer br.stop()
-	settle()
+	br.settle(b)
 	ctx := context.Background()
 	var (
 		mu       sync.Mutex

@@ -73,6 +73,7 @@ type benchRunners struct {
 	threads []core.ThreadID
 	probes  []*probe
 	stores  []*Store // the runners'
+	shares  []*share // their Wakeups listeners' views (wake: true)
 	posterS *Store
 	stop    func()       // stops the runners and closes the Stores; idempotent
 	started time.Time    // when the first runner was started
@@ -191,9 +192,11 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 		br.probes = append(br.probes, p)
 		var wake <-chan core.ThreadID
 		if cfg.wake {
-			if wake, err = s.Wakeups(ctx); err != nil {
+			var sh *share
+			if wake, sh, err = s.wakeups(ctx); err != nil {
 				b.Fatal(err)
 			}
+			br.shares = append(br.shares, sh)
 			wake = br.counted(wake)
 		}
 		r, err := runner.New(runner.Config{
@@ -246,8 +249,27 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 }
 
 // settle waits until the runners' Wakeups listeners have read one
-// another and their views have settled (Wakeups' share).
-func settle() { time.Sleep(5 * shareEvery) }
+// another and their views have settled (Wakeups' share): each has read
+// all of them three times (about three shareEvery after the last came),
+// then for the nudges that make them LISTEN again to be read.
+func (br *benchRunners) settle(b *testing.B) {
+	b.Helper()
+	deadline := time.Now().Add(20 * shareEvery)
+	for {
+		settled := true
+		for _, sh := range br.shares {
+			settled = settled && sh.settled(len(br.shares))
+		}
+		if settled {
+			time.Sleep(shareEvery / 5)
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("the %d Wakeups listeners' views did not settle within %v", len(br.shares), 20*shareEvery)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // counted passes wake on, counting what it passes in br.wakes.
 func (br *benchRunners) counted(wake <-chan core.ThreadID) <-chan core.ThreadID {
@@ -418,7 +440,7 @@ func benchThroughput(b *testing.B, c throughputCase) {
 	base := [11]int64{3: br.posterS.stats.roundTrips.Load()}
 	start := br.started
 	if !before {
-		settle()
+		br.settle(b)
 		b.ResetTimer()
 		base = br.counts()
 		start = time.Now()
@@ -491,7 +513,7 @@ func benchLatency(b *testing.B, wake bool, threads, runners int) {
 		},
 	})
 	defer br.stop()
-	settle()
+	br.settle(b)
 	ctx := context.Background()
 	lat := make([]time.Duration, 0, b.N)
 	since := make([]int64, runners)

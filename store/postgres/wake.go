@@ -55,15 +55,22 @@ import (
 //
 // It returns Listen's error when the first connection or its LISTEN fails.
 func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
+	ids, _, err := s.wakeups(ctx)
+	return ids, err
+}
+
+// wakeups is Wakeups, with the listener's view of the share (for a test
+// or a benchmark to wait on: settled).
+func (s *Store) wakeups(ctx context.Context) (<-chan core.ThreadID, *share, error) {
 	sh := &share{all: s.wakeAll}
 	ids, err := s.listenAs(ctx, func() []string { return sh.channels(s) }, &sh.changes, s.wakeApp(), sh.connected)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !sh.all {
 		go s.watchShare(ctx, sh)
 	}
-	return coalesce(ids, sh.mine), nil
+	return coalesce(ids, sh.mine), sh, nil
 }
 
 // shareEvery is how often a Wakeups listener reads the schema's listeners
@@ -130,6 +137,19 @@ func (sh *share) saw(peers []uint32) {
 	}
 	sh.peers, sh.stable = peers, 0
 	sh.changes.Add(1)
+}
+
+// settled reports whether this listener's view has settled on n
+// listeners, itself among them: it read them, then the same twice more,
+// so it keeps no listeners from before (and a listener that sees every
+// thread's wake-ups sees them from the start).
+func (sh *share) settled(n int) bool {
+	if sh.all {
+		return true
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return len(sh.peers) == n && slices.Contains(sh.peers, sh.pid) && sh.prev == nil && sh.stable >= 2
 }
 
 // mine reports whether a wake-up for the thread is this listener's: the
