@@ -367,7 +367,7 @@ const stealAfter = 3
 // since: each claim of one of those is a round trip that finds the
 // thread taken. Claimed at any turn's end until the next poll, 0.015 to
 // 0.052 claims a message found the thread taken while 4 or 16 posters
-// posted; within a fifth of PollEvery, 0.004 to 0.011 (issue 25's
+// posted; within a fifth of PollEvery, 0.004 to 0.012 (issue 25's
 // target: 0.05; store/postgres/BENCH.md).
 const leftoverParts = 5
 
