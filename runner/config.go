@@ -66,8 +66,7 @@ type Config struct {
 	// takes only the free threads with work an earlier look found so too
 	// (the others' wake-ups are on their way), so a thread whose wake-up
 	// was lost is taken by the second poll that finds a slot free, or at
-	// a turn's end soon after a poll once found waiting at four polls
-	// (see Run). Default nil.
+	// a turn's end once found waiting at four polls (see Run). Default nil.
 	Wake <-chan core.ThreadID
 
 	// ShutdownGrace is how long a turn in progress may go on, recording

@@ -159,10 +159,8 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // claim a thread whose wake-up is on its way to a runner; and the threads
 // a poll found and could not start wait for their wake-up or a later
 // poll, except those found waiting at three looks before that poll: each
-// turn's end within a fifth of PollEvery of the poll claims the next of
-// those, the longest waiting first, so that runners that share the
-// threads unevenly share a backlog evenly (later, the other runners'
-// turn ends will have claimed many of them since). (A
+// turn's end claims the next of those, the longest waiting first, so that
+// runners that share the threads unevenly share a backlog evenly. (A
 // look at each turn's end instead, which claimed every thread waiting,
 // kept runners that had fallen behind from catching up: most of what it
 // found was on its way to another runner; issue 25.)
