@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -364,17 +363,7 @@ func TestRunPollTakesOnlyThreadsFoundBefore(t *testing.T) {
 // stealAfter (3) looks before a poll that could not start it, a turn's
 // end claims it with no look: its wake-up's runner is not keeping up with
 // it, or the wake-up was lost.
-//
-// stale: the turn's end comes more than a fifth of PollEvery after that
-// poll (leftoverParts), when the other runners' turn ends have likely
-// claimed the thread: it leaves the thread to the next poll.
 func TestRunPollLeftoverWaitsForPolls(t *testing.T) {
-	for _, stale := range []bool{false, true} {
-		t.Run(fmt.Sprintf("stale=%v", stale), func(t *testing.T) { testLeftover(t, stale) })
-	}
-}
-
-func testLeftover(t *testing.T, stale bool) {
 	s := &pollCounter{Store: memory.New()}
 	const poll = time.Second // renewals (ttl/3) keep the lease live across the polls
 	next := make(chan struct{}, 3)
@@ -414,15 +403,6 @@ func testLeftover(t *testing.T, stale bool) {
 	require.Equal(t, polls, s.polls.Load(), "Run looked at a turn's end for threads a poll left")
 	polled("look 5, which takes one of the two and leaves the other (found waiting three looks before)")
 	second := waitFor(t, started, "the second thread's run to start")
-	if stale {
-		a.clock.Advance(poll/5 + time.Millisecond)
-		ended(second)
-		time.Sleep(20 * time.Millisecond)
-		require.Empty(t, started, "a turn's end claimed a thread found waiting by a poll over a fifth of PollEvery before")
-		polled("look 6, which takes the third")
-		ended(waitFor(t, started, "the third thread's run to start at look 6"))
-		return
-	}
 	polls = s.polls.Load()
 	ended(second)
 	third := waitFor(t, started, "the third thread's run to start at the second's turn's end")

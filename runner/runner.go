@@ -295,11 +295,9 @@ type scheduler struct {
 	rewake []core.ThreadID
 	// leftover holds the free threads the last poll found waiting at
 	// stealAfter looks before it and could not start, the longest
-	// waiting first: a turn's end claims the next of them, with no look,
-	// until PollEvery/leftoverParts has passed since the poll (leftAt).
-	// Only Run's goroutine uses them.
+	// waiting first: a turn's end claims the next of them, with no look.
+	// Only Run's goroutine uses it.
 	leftover []core.ThreadID
-	leftAt   time.Time
 	// behind: a sweep (a look that took every free thread with work) or a
 	// look's lapsed leases left work that no slot was free to start; the
 	// next turn's end makes Run look, and that look is a sweep.
@@ -359,17 +357,6 @@ const (
 // runners that fell behind from catching up (issue 25: measured with 1;
 // store/postgres/BENCH.md).
 const stealAfter = 3
-
-// leftoverParts: a turn's end claims a poll's leftover only within
-// PollEvery/leftoverParts of that poll. Under a steady stream of posts
-// every runner's poll finds the same threads waiting, and the later a
-// turn ends the more of them the other runners' turn ends have claimed
-// since: each claim of one of those is a round trip that finds the
-// thread taken. Claimed at any turn's end until the next poll, 0.015 to
-// 0.052 claims a message found the thread taken while 4 or 16 posters
-// posted; within a fifth of PollEvery, 0.004 to 0.012 (issue 25's
-// target: 0.05; store/postgres/BENCH.md).
-const leftoverParts = 5
 
 // full reports whether every ordinary turn slot is taken.
 func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
@@ -535,7 +522,7 @@ func (s *scheduler) lookAndLaunch(asked, fresh bool) {
 		s.leftover = nil
 		s.setBehind()
 	default:
-		s.leftover, s.leftAt = s.leftover[:0], s.r.cfg.Clock.Now()
+		s.leftover = s.leftover[:0]
 		s.mu.Lock()
 		for _, id := range free[n:] {
 			if s.looks-s.waiting[id] >= stealAfter {
@@ -548,13 +535,8 @@ func (s *scheduler) lookAndLaunch(asked, fresh bool) {
 
 // launchLeftover launches the first thread of leftover that is neither
 // this Run's nor found held by another, if a slot is free, and drops it
-// and those it passed over from leftover; or drops them all once the poll
-// that found them is older than PollEvery/leftoverParts.
+// and those it passed over from leftover.
 func (s *scheduler) launchLeftover() {
-	if len(s.leftover) > 0 && s.r.cfg.Clock.Now().Sub(s.leftAt) > s.r.cfg.PollEvery/leftoverParts {
-		s.leftover = s.leftover[:0]
-		return
-	}
 	for len(s.leftover) > 0 && s.ctx.Err() == nil {
 		id := s.leftover[0]
 		s.mu.Lock()
