@@ -515,3 +515,29 @@ func TestPostToHeldThreadWithoutWorkWakesNobody(t *testing.T) {
 			"a post to a held thread with no work woke the runners (poster %d)", i)
 	}
 }
+
+// A listener's view has settled on n listeners once it has read them,
+// itself among them, and then the same twice more, with nothing kept
+// from before (the benchmarks wait on it before they measure).
+func TestShareSettled(t *testing.T) {
+	l := &share{pid: 20}
+	require.False(t, l.settled(2), "nothing read")
+	l.saw([]uint32{10})
+	require.False(t, l.settled(1), "itself not among them")
+	l.saw([]uint32{10, 20})
+	require.False(t, l.settled(2), "read once, the listeners before kept")
+	l.saw([]uint32{10, 20})
+	require.False(t, l.settled(2), "read twice")
+	l.saw([]uint32{10, 20})
+	require.True(t, l.settled(2), "read three times")
+	require.False(t, l.settled(3), "settled on 2 listeners, not 3")
+	l.saw(nil)
+	require.False(t, l.settled(2), "the read failed")
+	require.True(t, (&share{all: true}).settled(4), "a listener of every thread")
+	m := &share{pid: 10}
+	m.saw([]uint32{10, 20}) // all of them at its first read: nothing kept from before
+	require.False(t, m.settled(2), "read once")
+	m.saw([]uint32{10, 20})
+	m.saw([]uint32{10, 20})
+	require.True(t, m.settled(2), "read three times")
+}
