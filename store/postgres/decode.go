@@ -106,21 +106,21 @@ func (b *binRow) boolean(i int) bool {
 	return c[0] != 0
 }
 
-func (b *binRow) text(i int) string {
+func (b *binRow) text(i int) string { return string(b.textBytes(i)) }
+
+// textBytes is column i, a text that cannot be NULL, as its bytes.
+func (b *binRow) textBytes(i int) []byte {
 	c := b.col(i, pgtype.TextOID, 0)
 	if c == nil {
 		b.null(i)
 	}
-	return string(c)
+	return c
 }
 
 // kind is column i, an event's kind: one of core's, without allocating
 // (any other is copied as it is, and fold refuses it).
 func (b *binRow) kind(i int) string {
-	c := b.col(i, pgtype.TextOID, 0)
-	if c == nil {
-		b.null(i)
-	}
+	c := b.textBytes(i)
 	for _, k := range eventKinds {
 		if string(c) == string(k) {
 			return string(k)
@@ -138,10 +138,7 @@ var eventKinds = [...]core.EventKind{
 // holderOr is column i, a holder: known itself when the column holds it
 // (the claimant's, whose run the claim started), read without a copy.
 func (b *binRow) holderOr(i int, known string) string {
-	c := b.col(i, pgtype.TextOID, 0)
-	if c == nil {
-		b.null(i)
-	}
+	c := b.textBytes(i)
 	if string(c) == known {
 		return known
 	}
