@@ -39,6 +39,13 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
 	return s.listenAs(ctx, func() []string { return all }, nil, "", nil)
 }
 
+// moves counts the changes of what a listener's channels function returns
+// (changes) and, of them, the last its connection LISTENs for (followed):
+// the connection has caught up with the channels when the two are equal.
+type moves struct {
+	changes, followed atomic.Uint64
+}
+
 // listenOn delivers the payloads of channel's notifications, as Listen
 // says.
 func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.ThreadID, error) {
@@ -47,15 +54,16 @@ func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.Threa
 
 // listenAs delivers the payloads of the notifications on the channels
 // that channels returns, as Listen says, on a connection whose
-// application_name is app (unless empty). changed, when set, counts the
+// application_name is app (unless empty). moved, when set, counts the
 // changes of what channels returns: after each notification, the
-// connection LISTENs again (and UNLISTENs) when it has moved; a
+// connection LISTENs again (and UNLISTENs) when it has moved, and then
+// records the count it caught up with (moves.followed); a
 // notification on the Store's control channel (Wakeups' nudge) is for
 // that alone, and is not delivered. connected, when set, is told each
 // connection's backend process id, the first and each one after a
 // reconnection.
-func (s *Store) listenAs(ctx context.Context, channels func() []string, changed *atomic.Uint64, app string, connected func(pid uint32)) (<-chan core.ThreadID, error) {
-	l := &listener{s: s, channels: channels, changed: changed, app: app}
+func (s *Store) listenAs(ctx context.Context, channels func() []string, moved *moves, app string, connected func(pid uint32)) (<-chan core.ThreadID, error) {
+	l := &listener{s: s, channels: channels, moved: moved, app: app}
 	if err := l.connect(ctx); err != nil {
 		return nil, err
 	}
@@ -116,11 +124,11 @@ func (s *Store) listenAs(ctx context.Context, channels func() []string, changed 
 type listener struct {
 	s         *Store
 	channels  func() []string
-	changed   *atomic.Uint64
+	moved     *moves
 	app       string
 	conn      *pgx.Conn
 	listening map[string]bool
-	seen      uint64 // changed's count when listening was last brought up to date
+	seen      uint64 // moved's count when listening was last brought up to date
 }
 
 // connect opens a connection and LISTENs on the channels.
@@ -155,12 +163,12 @@ func (l *listener) connect(ctx context.Context) error {
 // follow LISTENs on the channels not listened on yet and UNLISTENs those
 // no longer wanted, in one round trip, when they may have changed.
 func (l *listener) follow(ctx context.Context) error {
-	if l.changed != nil {
-		n := l.changed.Load()
+	var n uint64
+	if l.moved != nil {
+		n = l.moved.changes.Load()
 		if n == l.seen && len(l.listening) > 0 {
 			return nil
 		}
-		l.seen = n
 	} else if len(l.listening) > 0 {
 		return nil
 	}
@@ -178,13 +186,15 @@ func (l *listener) follow(ctx context.Context) error {
 			sql.WriteString("UNLISTEN " + pgx.Identifier{c}.Sanitize() + ";")
 		}
 	}
-	if sql.Len() == 0 {
-		return nil
+	if sql.Len() > 0 {
+		if _, err := l.conn.Exec(ctx, sql.String()); err != nil {
+			return fmt.Errorf("postgres: listen: %w", err)
+		}
 	}
-	if _, err := l.conn.Exec(ctx, sql.String()); err != nil {
-		return fmt.Errorf("postgres: listen: %w", err)
+	l.listening, l.seen = wanted, n
+	if l.moved != nil {
+		l.moved.followed.Store(n)
 	}
-	l.listening = wanted
 	return nil
 }
 

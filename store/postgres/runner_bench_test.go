@@ -249,26 +249,12 @@ func startRunners(b *testing.B, cfg runnerSetup) *benchRunners {
 }
 
 // settle waits until the runners' Wakeups listeners have read one
-// another and their views have settled (Wakeups' share): each has read
-// all of them three times (about three shareEvery after the last came),
-// then for the nudges that make them LISTEN again to be read.
+// another, their views have settled (Wakeups' share: each has read all
+// of them three times, about three shareEvery after the last came), and
+// each LISTENs on its own shards.
 func (br *benchRunners) settle(b *testing.B) {
 	b.Helper()
-	deadline := time.Now().Add(20 * shareEvery)
-	for {
-		settled := true
-		for _, sh := range br.shares {
-			settled = settled && sh.settled(len(br.shares))
-		}
-		if settled {
-			time.Sleep(shareEvery / 5)
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the %d Wakeups listeners' views did not settle within %v", len(br.shares), 20*shareEvery)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	awaitListening(b, len(br.shares), br.shares...)
 }
 
 // counted passes wake on, counting what it passes in br.wakes.

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -63,7 +62,7 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
 // or a benchmark to wait on: settled).
 func (s *Store) wakeups(ctx context.Context) (<-chan core.ThreadID, *share, error) {
 	sh := &share{all: s.wakeAll}
-	ids, err := s.listenAs(ctx, func() []string { return sh.channels(s) }, &sh.changes, s.wakeApp(), sh.connected)
+	ids, err := s.listenAs(ctx, func() []string { return sh.channels(s) }, &sh.moves, s.wakeApp(), sh.connected)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -109,9 +108,9 @@ type share struct {
 	// same listeners are read twice more; nil: none kept.
 	prev   []uint32
 	stable int // reads since peers changed
-	// changes counts the changes of the shards this listener may own,
-	// so that its connection LISTENs again (listenAs).
-	changes atomic.Uint64
+	// moves counts the changes of the shards this listener may own, so
+	// that its connection LISTENs again (listenAs), and those it has.
+	moves
 }
 
 func (sh *share) connected(pid uint32) {
@@ -150,6 +149,14 @@ func (sh *share) settled(n int) bool {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return len(sh.peers) == n && slices.Contains(sh.peers, sh.pid) && sh.prev == nil && sh.stable >= 2
+}
+
+// listening reports whether this listener's view has settled on n
+// listeners (settled) and its connection LISTENs on the shards that view
+// gives it (its nudge was read): from then on, each thread's wake-ups
+// come to one listener of the n, and this one hears only its own.
+func (sh *share) listening(n int) bool {
+	return sh.settled(n) && (sh.all || sh.followed.Load() == sh.changes.Load())
 }
 
 // mine reports whether a wake-up for the thread is this listener's: the

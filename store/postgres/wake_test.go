@@ -29,6 +29,34 @@ func (c pollClock) After(d time.Duration) <-chan time.Time {
 	return c.SystemClock.After(d)
 }
 
+// awaitListening waits until the view of each of the Wakeups listeners
+// has settled on n listeners and its connection LISTENs on its own shards
+// (share.listening), about three shareEvery after the last listener came
+// or went, and fails naming the views that did not within 20 shareEvery.
+func awaitListening(tb testing.TB, n int, shares ...*share) {
+	tb.Helper()
+	deadline := time.Now().Add(20 * shareEvery)
+	for {
+		var late []string
+		for i, sh := range shares {
+			if !sh.listening(n) {
+				sh.mu.Lock()
+				late = append(late, fmt.Sprintf("listener %d (backend %d): reads %d listeners %v, the same %d times since, the ones before kept %v; LISTENs for change %d of %d",
+					i, sh.pid, len(sh.peers), sh.peers, sh.stable, sh.prev != nil, sh.followed.Load(), sh.changes.Load()))
+				sh.mu.Unlock()
+			}
+		}
+		if len(late) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the Wakeups listeners' views did not settle on %d listeners, each LISTENing on its own shards, within %v:\n%s",
+				n, 20*shareEvery, strings.Join(late, "\n"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func await(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
@@ -274,19 +302,18 @@ func TestWakeupsShared(t *testing.T) {
 	defer cancel()
 	schema := testSchema(t)
 	var wakes []<-chan core.ThreadID
+	var shares []*share
 	for i := range 3 {
 		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-share-%d", i)), schema)
-		w, err := s.Wakeups(ctx)
+		w, sh, err := s.wakeups(ctx)
 		require.NoError(t, err)
-		wakes = append(wakes, w)
+		wakes, shares = append(wakes, w), append(shares, sh)
 	}
 	posterS := openStore(t, poolConfig(t, "tc-share-poster"), schema)
 	all, err := posterS.Listen(ctx)
 	require.NoError(t, err)
 	poster := core.NewWorkspace(posterS, core.SystemClock{})
-	// The listeners' views agree, and have settled, once each has read
-	// the same listeners twice after the last one came.
-	time.Sleep(5 * shareEvery)
+	awaitListening(t, 3, shares...)
 	drain := func() {
 		for _, w := range wakes {
 			select {
@@ -351,21 +378,19 @@ func TestWakeupsReadOnlyTheirShare(t *testing.T) {
 	defer cancel()
 	schema := testSchema(t)
 	var stores []*Store
+	var shares []*share
 	for i := range 2 {
 		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-shard-%d", i)), schema)
-		w, err := s.Wakeups(ctx)
+		w, sh, err := s.wakeups(ctx)
 		require.NoError(t, err)
 		go func() {
 			for range w {
 			}
 		}()
-		stores = append(stores, s)
+		stores, shares = append(stores, s), append(shares, sh)
 	}
 	poster := core.NewWorkspace(openStore(t, poolConfig(t, "tc-shard-poster"), schema), core.SystemClock{})
-	// The views agree and have settled (each listener has read the other
-	// three times: 1.5s after the second came), and each listener has
-	// LISTENed again since (within shareEvery).
-	time.Sleep(6 * shareEvery)
+	awaitListening(t, 2, shares...)
 	read := func() int64 { return stores[0].stats.notices.Load() + stores[1].stats.notices.Load() }
 	before := read()
 	const posts = 40
@@ -394,14 +419,14 @@ func TestWakeupsTakeOverALeaversShare(t *testing.T) {
 	defer cancel()
 	schema := testSchema(t)
 	a := openStore(t, poolConfig(t, "tc-leave-a"), schema)
-	wa, err := a.Wakeups(ctx)
+	wa, sha, err := a.wakeups(ctx)
 	require.NoError(t, err)
 	bctx, bcancel := context.WithCancel(ctx)
-	wb, err := openStore(t, poolConfig(t, "tc-leave-b"), schema).Wakeups(bctx)
+	wb, shb, err := openStore(t, poolConfig(t, "tc-leave-b"), schema).wakeups(bctx)
 	require.NoError(t, err)
 	poster := core.NewWorkspace(openStore(t, poolConfig(t, "tc-leave-poster"), schema), core.SystemClock{})
-	time.Sleep(6 * shareEvery) // the views agree, and each listens on its own shards
-	var leaver core.ThreadID   // a thread of b's share
+	awaitListening(t, 2, sha, shb)
+	var leaver core.ThreadID // a thread of b's share
 	for i := 0; leaver == ""; i++ {
 		require.Less(t, i, 64, "no thread of 64 woke b")
 		id := core.ThreadID(fmt.Sprintf("t%d", i))
@@ -418,7 +443,7 @@ func TestWakeupsTakeOverALeaversShare(t *testing.T) {
 		}
 	}
 	bcancel()
-	time.Sleep(4 * shareEvery) // a has read the listeners without b
+	awaitListening(t, 1, sha) // a has read the listeners without b, and LISTENs on b's shards
 	// A thread of the same shard with no work: a post to it wakes. (A
 	// post to leaver, which has work since its wake-up went to b, wakes
 	// nobody: a poll finds it; TestPostWakesOnlyFreeThreads.)
@@ -540,4 +565,12 @@ func TestShareSettled(t *testing.T) {
 	m.saw([]uint32{10, 20})
 	m.saw([]uint32{10, 20})
 	require.True(t, m.settled(2), "read three times")
+	// listening: settled, and its connection LISTENs for the last change.
+	require.False(t, m.listening(2), "settled, its connection not caught up")
+	m.followed.Store(m.changes.Load() - 1)
+	require.False(t, m.listening(2), "its connection one change behind")
+	m.followed.Store(m.changes.Load())
+	require.True(t, m.listening(2), "settled, its connection caught up")
+	require.False(t, m.listening(3), "caught up on 2 listeners, not 3")
+	require.True(t, (&share{all: true}).listening(4), "a listener of every thread")
 }
