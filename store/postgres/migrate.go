@@ -60,8 +60,10 @@ const migrateLockClass = 0x7463 // "tc"
 // migrate creates the schema and applies the migrations it lacks, in one
 // transaction that holds an advisory lock on the schema's name: two
 // processes opening one schema at once apply each migration once, and the
-// second sees the first's work. A schema migrated by a newer binary (a
-// version this one does not know) is an error.
+// second sees the first's work. A schema already at this binary's
+// version is read once, with no lock and no transaction. A schema
+// migrated by a newer binary (a version this one does not know) is an
+// error.
 func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	ms, err := migrations()
 	if err != nil {
@@ -74,6 +76,17 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 // migration, or the first ones: a test makes an older schema with it).
 func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migration) error {
 	ident := pgx.Identifier{schema}.Sanitize()
+	// A schema already at this binary's version (the usual case: another
+	// process migrated it) needs no lock: one read says so. Any error
+	// (no schema, no table yet) leaves it to the locked path below, which
+	// reports its own.
+	var have int
+	if pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+ident+`.schema_migrations`).Scan(&have) == nil && have >= len(ms) {
+		if have > len(ms) {
+			return fmt.Errorf("schema %s is at version %d, newer than this binary's %d", ident, have, len(ms))
+		}
+		return nil
+	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, int32(migrateLockClass), schema); err != nil {
 			return fmt.Errorf("lock migrations: %w", err)

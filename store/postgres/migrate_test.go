@@ -78,6 +78,34 @@ func TestMigrationsConcurrent(t *testing.T) {
 	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
 }
 
+// Opening a schema that is up to date takes no lock and writes nothing:
+// it opens while another session holds the migrations' lock on the
+// schema (as a process applying a migration would), where the locked
+// path would wait for it.
+func TestMigrationsCurrentSchemaTakesNoLock(t *testing.T) {
+	ctx := context.Background()
+	schema := testSchema(t)
+	openStore(t, poolConfig(t, "tc"), schema)
+	conn, err := pgx.Connect(ctx, databaseURL(t))
+	require.NoError(t, err)
+	defer func() { _ = conn.Close(ctx) }()
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, int32(migrateLockClass), schema)
+	require.NoError(t, err)
+	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := open(octx, poolConfig(t, "tc"), Options{Schema: schema})
+	require.NoError(t, err, "open an up-to-date schema while its migrations' lock is held (waited for the lock?)")
+	s.Close()
+	require.Equal(t, allMigrations(t), appliedMigrations(t, schema))
+	// An older schema does take the lock: the opener waits for it.
+	_, err = admin(t).Exec(ctx, `DELETE FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations WHERE version = (SELECT max(version) FROM `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations)`)
+	require.NoError(t, err)
+	wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer wcancel()
+	_, err = open(wctx, poolConfig(t, "tc"), Options{Schema: schema})
+	require.Error(t, err, "an older schema opened while its migrations' lock was held")
+}
+
 // A schema a newer binary migrated is refused, not written to.
 func TestMigrationsNewerSchemaRefused(t *testing.T) {
 	schema := testSchema(t)
