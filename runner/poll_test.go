@@ -363,7 +363,19 @@ func TestRunPollTakesOnlyThreadsFoundBefore(t *testing.T) {
 // stealAfter (3) looks before a poll that could not start it, a turn's
 // end claims it with no look: its wake-up's runner is not keeping up with
 // it, or the wake-up was lost.
+//
+// stale: the turn's end comes more than a fifth of PollEvery after that
+// poll (leftoverFresh), when other runners' turn ends may have claimed
+// the thread since. It lists the threads again, once, and claims the
+// thread if it is still free ("free"); one another holder has claimed
+// meanwhile ("taken") it leaves, with no claim that finds it taken.
 func TestRunPollLeftoverWaitsForPolls(t *testing.T) {
+	for _, stale := range []string{"no", "free", "taken"} {
+		t.Run("stale="+stale, func(t *testing.T) { testLeftover(t, stale) })
+	}
+}
+
+func testLeftover(t *testing.T, stale string) {
 	s := &pollCounter{Store: memory.New()}
 	const poll = time.Second // renewals (ttl/3) keep the lease live across the polls
 	next := make(chan struct{}, 3)
@@ -373,7 +385,15 @@ func TestRunPollLeftoverWaitsForPolls(t *testing.T) {
 		<-next
 		return nil
 	})
-	a, _, stop := runWoken(t, s, func(c *runner.Config) { c.PollEvery, c.MaxConcurrentTurns = poll, 1 }, agent)
+	var busy atomic.Int64
+	a, _, stop := runWoken(t, s, func(c *runner.Config) {
+		c.PollEvery, c.MaxConcurrentTurns = poll, 1
+		c.OnTurn = func(r runner.TurnReport) {
+			if r.Outcome == runner.OutcomeBusy {
+				busy.Add(1)
+			}
+		}
+	}, agent)
 	defer stop()
 	newThread(t, a.ws, "t3")
 	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
@@ -404,9 +424,38 @@ func TestRunPollLeftoverWaitsForPolls(t *testing.T) {
 	polled("look 5, which takes one of the two and leaves the other (found waiting three looks before)")
 	second := waitFor(t, started, "the second thread's run to start")
 	polls = s.polls.Load()
+	if stale == "no" {
+		ended(second)
+		third := waitFor(t, started, "the third thread's run to start at the second's turn's end")
+		ended(third)
+		require.Equal(t, polls, s.polls.Load(), "Run looked at a turn's end for threads a poll left")
+		require.ElementsMatch(t, []core.ThreadID{"t1", "t2", "t3"}, []core.ThreadID{first, second, third})
+		return
+	}
+	var left core.ThreadID // the leftover's one thread
+	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
+		if id != first && id != second {
+			left = id
+		}
+	}
+	if stale == "taken" {
+		other := core.NewWorkspace(s, a.clock)
+		_, err := other.Claim(context.Background(), left, "another-runner", time.Hour)
+		require.NoError(t, err)
+	}
+	a.clock.Advance(poll/5 + time.Millisecond)
 	ended(second)
-	third := waitFor(t, started, "the third thread's run to start at the second's turn's end")
-	ended(third)
-	require.Equal(t, polls, s.polls.Load(), "Run looked at a turn's end for threads a poll left")
-	require.ElementsMatch(t, []core.ThreadID{"t1", "t2", "t3"}, []core.ThreadID{first, second, third})
+	if stale == "free" {
+		third := waitFor(t, started, "the third thread's run to start at the second's turn's end")
+		require.Equal(t, left, third)
+		require.Equal(t, polls+1, s.polls.Load(), "listings at the turn's end that claimed a stale leftover's thread")
+		ended(third)
+		require.Zero(t, busy.Load(), "claims that found the thread taken")
+		return
+	}
+	waitUntil(t, func() bool { return s.polls.Load() > polls }, "the turn's end to list the threads again, its leftover stale")
+	time.Sleep(20 * time.Millisecond) // a Run that claimed the thread would report its busy turn here
+	require.Empty(t, started, "a turn's end claimed a thread another holder had claimed since the poll")
+	require.Zero(t, busy.Load(), "claims that found the thread taken: the stale leftover was claimed as it was")
+	require.Equal(t, polls+1, s.polls.Load(), "listings at the turn's end")
 }

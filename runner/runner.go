@@ -160,7 +160,9 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // a poll found and could not start wait for their wake-up or a later
 // poll, except those found waiting at three looks before that poll: each
 // turn's end claims the next of those, the longest waiting first, so that
-// runners that share the threads unevenly share a backlog evenly. (A
+// runners that share the threads unevenly share a backlog evenly; past a
+// fifth of PollEvery after that poll it lists the threads again first,
+// and leaves those another runner has claimed since. (A
 // look at each turn's end instead, which claimed every thread waiting,
 // kept runners that had fallen behind from catching up: most of what it
 // found was on its way to another runner; issue 25.)
@@ -295,9 +297,12 @@ type scheduler struct {
 	rewake []core.ThreadID
 	// leftover holds the free threads the last poll found waiting at
 	// stealAfter looks before it and could not start, the longest
-	// waiting first: a turn's end claims the next of them, with no look.
-	// Only Run's goroutine uses it.
-	leftover []core.ThreadID
+	// waiting first: a turn's end claims the next of them, with no look
+	// while the listing they come from is fresh (leftAt: see
+	// refreshLeftover). Only Run's goroutine uses them, and stillFree.
+	leftover  []core.ThreadID
+	leftAt    time.Time
+	stillFree map[core.ThreadID]bool
 	// behind: a sweep (a look that took every free thread with work) or a
 	// look's lapsed leases left work that no slot was free to start; the
 	// next turn's end makes Run look, and that look is a sweep.
@@ -357,6 +362,22 @@ const (
 // runners that fell behind from catching up (issue 25: measured with 1;
 // store/postgres/BENCH.md).
 const stealAfter = 3
+
+// leftoverFresh: a turn's end claims the next thread of a poll's
+// leftover with no look only within PollEvery/leftoverFresh of the
+// listing it comes from; later, it lists the threads again first and
+// drops from the leftover those another runner has claimed since
+// (refreshLeftover). Under a steady stream of posts every runner's poll
+// finds the same threads waiting, and each runner claims its leftover
+// one turn's end at a time until its next poll: claimed from the poll's
+// listing alone, 32-37% of those claims found the thread taken by
+// another runner's turn end since: 0.017-0.042 claims a message while 4
+// or 16 posters posted (issue 25's target is 0.05), 0.003-0.0098 with
+// the listing brought up to date, for 0.02-0.035 listings a message more
+// and the same posting rate and tail. Dropping a stale leftover instead
+// cut them as much and cost the posting p99 1.3-1.6x: the threads it
+// held then waited for the next poll (store/postgres/BENCH.md).
+const leftoverFresh = 5
 
 // full reports whether every ordinary turn slot is taken.
 func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
@@ -522,7 +543,7 @@ func (s *scheduler) lookAndLaunch(asked, fresh bool) {
 		s.leftover = nil
 		s.setBehind()
 	default:
-		s.leftover = s.leftover[:0]
+		s.leftover, s.leftAt = s.leftover[:0], s.r.cfg.Clock.Now()
 		s.mu.Lock()
 		for _, id := range free[n:] {
 			if s.looks-s.waiting[id] >= stealAfter {
@@ -535,8 +556,12 @@ func (s *scheduler) lookAndLaunch(asked, fresh bool) {
 
 // launchLeftover launches the first thread of leftover that is neither
 // this Run's nor found held by another, if a slot is free, and drops it
-// and those it passed over from leftover.
+// and those it passed over from leftover. A leftover older than
+// PollEvery/leftoverFresh is brought up to date first (refreshLeftover).
 func (s *scheduler) launchLeftover() {
+	if len(s.leftover) > 0 && !s.full() {
+		s.refreshLeftover()
+	}
 	for len(s.leftover) > 0 && s.ctx.Err() == nil {
 		id := s.leftover[0]
 		s.mu.Lock()
@@ -551,6 +576,35 @@ func (s *scheduler) launchLeftover() {
 			return
 		}
 	}
+}
+
+// refreshLeftover lists the threads with work again when the leftover's
+// listing is older than PollEvery/leftoverFresh, and keeps in the
+// leftover, in its order, only the threads that are still free with work:
+// those another holder has claimed since, or whose work was done, would
+// each cost a claim that finds them taken, or finds nothing. When the
+// listing fails, the leftover stays as it was (the claims decide).
+func (s *scheduler) refreshLeftover() {
+	r := s.r
+	now := r.cfg.Clock.Now()
+	if now.Sub(s.leftAt) <= r.cfg.PollEvery/leftoverFresh {
+		return
+	}
+	list, err := r.ws.Pending(s.ctx)
+	if err != nil {
+		return
+	}
+	s.leftAt = now
+	if s.stillFree == nil {
+		s.stillFree = make(map[core.ThreadID]bool, len(list))
+	}
+	clear(s.stillFree)
+	for _, p := range list {
+		if p.Lease.Holder == "" {
+			s.stillFree[p.ID] = true
+		}
+	}
+	s.leftover = slices.DeleteFunc(s.leftover, func(id core.ThreadID) bool { return !s.stillFree[id] })
 }
 
 // launchAll launches each thread in turn until one finds no slot, and
