@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -369,8 +370,11 @@ func TestRunPollTakesOnlyThreadsFoundBefore(t *testing.T) {
 // the thread since. It lists the threads again, once, and claims the
 // thread if it is still free ("free"); one another holder has claimed
 // meanwhile ("taken") it leaves, with no claim that finds it taken.
+// When the last listing had over 16 threads for each of the leftover's
+// ("wide": 17 more threads with work, held by another holder), it does
+// not list them again, and claims the thread as the poll left it.
 func TestRunPollLeftoverWaitsForPolls(t *testing.T) {
-	for _, stale := range []string{"no", "free", "taken"} {
+	for _, stale := range []string{"no", "free", "taken", "wide"} {
 		t.Run("stale="+stale, func(t *testing.T) { testLeftover(t, stale) })
 	}
 }
@@ -399,6 +403,15 @@ func testLeftover(t *testing.T, stale string) {
 	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
 		_, err := a.ws.Post(context.Background(), id, "m") // their wake-ups went to another runner
 		require.NoError(t, err)
+	}
+	if stale == "wide" {
+		other := core.NewWorkspace(s, a.clock)
+		for i := range 17 {
+			id := core.ThreadID(fmt.Sprintf("w%d", i))
+			newThread(t, a.ws, id, "m")
+			_, err := other.Claim(context.Background(), id, core.Holder("other-"+string(id)), time.Hour)
+			require.NoError(t, err)
+		}
 	}
 	polled := func(what string) {
 		t.Helper()
@@ -445,6 +458,13 @@ func testLeftover(t *testing.T, stale string) {
 	}
 	a.clock.Advance(poll/5 + time.Millisecond)
 	ended(second)
+	if stale == "wide" {
+		third := waitFor(t, started, "the third thread's run to start at the second's turn's end")
+		require.Equal(t, left, third)
+		require.Equal(t, polls, s.polls.Load(), "listings at the turn's end, the last listing over 16 threads for the leftover's one")
+		ended(third)
+		return
+	}
 	if stale == "free" {
 		third := waitFor(t, started, "the third thread's run to start at the second's turn's end")
 		require.Equal(t, left, third)

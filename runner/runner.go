@@ -300,9 +300,10 @@ type scheduler struct {
 	// waiting first: a turn's end claims the next of them, with no look
 	// while the listing they come from is fresh (leftAt: see
 	// refreshLeftover). Only Run's goroutine uses them, and stillFree.
-	leftover  []core.ThreadID
-	leftAt    time.Time
-	stillFree map[core.ThreadID]bool
+	leftover   []core.ThreadID
+	leftAt     time.Time
+	stillFree  map[core.ThreadID]bool
+	lastListed int // threads the last listing (a look's, or the leftover's) had
 	// behind: a sweep (a look that took every free thread with work) or a
 	// look's lapsed leases left work that no slot was free to start; the
 	// next turn's end makes Run look, and that look is a sweep.
@@ -379,6 +380,17 @@ const stealAfter = 3
 // held then waited for the next poll (store/postgres/BENCH.md).
 const leftoverFresh = 5
 
+// refreshRows bounds what a leftover's listing may cost: it is made only
+// when the last listing had at most refreshRows threads for each thread
+// of the leftover, so that the rows it reads grow with the claims it may
+// save, not with every thread that has work. On PostgreSQL, with the
+// benchmarks' 25-65 threads with work, a listing cost the server about
+// 0.11 ms, and a claim that found its thread taken about 0.13-0.15 ms
+// and a round trip (store/postgres/BENCH.md); a listing's cost grows
+// with the threads it lists, a claim's does not. Past the bound the
+// leftover is claimed as the poll left it.
+const refreshRows = 16
+
 // full reports whether every ordinary turn slot is taken.
 func (s *scheduler) full() bool { return len(s.slots) == cap(s.slots) }
 
@@ -400,6 +412,7 @@ func (s *scheduler) look(asked, fresh bool) (lapsed, free []core.ThreadID) {
 		r.cfg.Logger.Warn("list threads with work", "err", err)
 	}
 	now := r.cfg.Clock.Now()
+	s.lastListed = len(list)
 	var expired []core.PendingThread
 	free = make([]core.ThreadID, 0, len(list))
 	for _, p := range list {
@@ -579,7 +592,8 @@ func (s *scheduler) launchLeftover() {
 }
 
 // refreshLeftover lists the threads with work again when the leftover's
-// listing is older than PollEvery/leftoverFresh, and keeps in the
+// listing is older than PollEvery/leftoverFresh and the last listing
+// was small enough for the leftover's length (refreshRows), and keeps in the
 // leftover, in its order, only the threads that are still free with work:
 // those another holder has claimed since, or whose work was done, would
 // each cost a claim that finds them taken, or finds nothing. When the
@@ -587,14 +601,14 @@ func (s *scheduler) launchLeftover() {
 func (s *scheduler) refreshLeftover() {
 	r := s.r
 	now := r.cfg.Clock.Now()
-	if now.Sub(s.leftAt) <= r.cfg.PollEvery/leftoverFresh {
+	if now.Sub(s.leftAt) <= r.cfg.PollEvery/leftoverFresh || s.lastListed > refreshRows*len(s.leftover) {
 		return
 	}
 	list, err := r.ws.Pending(s.ctx)
 	if err != nil {
 		return
 	}
-	s.leftAt = now
+	s.leftAt, s.lastListed = now, len(list)
 	if s.stillFree == nil {
 		s.stillFree = make(map[core.ThreadID]bool, len(list))
 	}
