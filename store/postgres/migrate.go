@@ -77,14 +77,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 func migrateTo(ctx context.Context, pool *pgxpool.Pool, schema string, ms []migration) error {
 	ident := pgx.Identifier{schema}.Sanitize()
 	// A schema already at this binary's version (the usual case: another
-	// process migrated it) needs no lock: one read says so. Any error
-	// (no schema, no table yet) leaves it to the locked path below, which
-	// reports its own.
+	// process migrated it) needs no lock: one read says so. Anything else
+	// (an older or newer schema, no schema, no table yet, an error) is
+	// the locked path's below, which decides and reports it.
 	var have int
-	if pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+ident+`.schema_migrations`).Scan(&have) == nil && have >= len(ms) {
-		if have > len(ms) {
-			return fmt.Errorf("schema %s is at version %d, newer than this binary's %d", ident, have, len(ms))
-		}
+	if pool.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM `+ident+`.schema_migrations`).Scan(&have) == nil && have == len(ms) {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
