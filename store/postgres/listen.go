@@ -36,7 +36,7 @@ func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
 	for k := range uint32(wakeShards) {
 		all = append(all, s.shardChannel(k))
 	}
-	return s.listenAs(ctx, func() []string { return all }, nil, "", nil)
+	return s.listenAs(ctx, func() []string { return all }, nil, "", nil, nil)
 }
 
 // moves counts the changes of what a listener's channels function returns
@@ -49,7 +49,7 @@ type moves struct {
 // listenOn delivers the payloads of channel's notifications, as Listen
 // says.
 func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.ThreadID, error) {
-	return s.listenAs(ctx, func() []string { return []string{channel} }, nil, "", nil)
+	return s.listenAs(ctx, func() []string { return []string{channel} }, nil, "", nil, nil)
 }
 
 // listenAs delivers the payloads of the notifications on the channels
@@ -59,10 +59,10 @@ func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.Threa
 // connection LISTENs again (and UNLISTENs) when it has moved, and then
 // records the count it caught up with (moves.followed); a
 // notification on the Store's control channel (Wakeups' nudge) is for
-// that alone, and is not delivered. connected, when set, is told each
-// connection's backend process id, the first and each one after a
-// reconnection.
-func (s *Store) listenAs(ctx context.Context, channels func() []string, moved *moves, app string, connected func(pid uint32)) (<-chan core.ThreadID, error) {
+// that, and for told (when set), which gets its payload; it is not
+// delivered. connected, when set, is told each connection's backend
+// process id, the first and each one after a reconnection.
+func (s *Store) listenAs(ctx context.Context, channels func() []string, moved *moves, app string, connected func(pid uint32), told func(payload string)) (<-chan core.ThreadID, error) {
 	l := &listener{s: s, channels: channels, moved: moved, app: app}
 	if err := l.connect(ctx); err != nil {
 		return nil, err
@@ -84,11 +84,15 @@ func (s *Store) listenAs(ctx context.Context, channels func() []string, moved *m
 		}
 		for {
 			n, err := l.conn.WaitForNotification(ctx)
-			if err == nil && n.Channel != s.control {
+			switch {
+			case err != nil:
+			case n.Channel != s.control:
 				s.stats.notices.Add(1)
 				if !send(core.ThreadID(n.Payload)) {
 					return
 				}
+			case told != nil:
+				told(n.Payload)
 			}
 			if err == nil {
 				err = l.follow(ctx)

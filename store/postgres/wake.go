@@ -26,16 +26,21 @@ import (
 // The share: every Wakeups listener of the schema, in any process, is
 // known to the others by its listening connection (whose application_name
 // is "tc-wake " and the schema, visible in pg_stat_activity), which each
-// reads again every shareEvery. A thread belongs to one of them, by its
+// reads again every shareEvery; every shareEveryUnsettled while its view
+// has not settled (a listener came or went); and at once when another
+// listener says, on the schema's control channel, that its own view
+// changed. A thread belongs to one of them, by its
 // wake-up shard (a hash of its id, wakeShards of them) over the listeners
 // ordered by backend process id, so a post wakes one runner, not all: the
 // others would claim the thread the woken one claims. The connection
 // LISTENs only on its own shards' channels, so it does not even read the
 // others' wake-ups. When a listener sees
-// the listeners change, it also takes the threads that were its own
-// before, until it has read the same listeners twice more: a listener
-// that has not seen the change yet decides by the listeners before it, so
-// the thread's listener by those, or by the new ones, wakes (two may). A
+// the listeners change, it says so on the control channel, and it also
+// takes the threads that were its own before until it has read the same
+// listeners twice more on its own schedule (a read that another's word
+// made does not count): a listener that has not seen the change yet
+// decides by the listeners before it, so the thread's listener by those,
+// or by the new ones, wakes (two may). A
 // listener whose process died takes its threads' wake-ups with it until
 // the others see it gone. A listener that cannot read the others, or is
 // not among them yet, wakes for every thread.
@@ -61,8 +66,15 @@ func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
 // wakeups is Wakeups, with the listener's view of the share (for a test
 // or a benchmark to wait on: settled).
 func (s *Store) wakeups(ctx context.Context) (<-chan core.ThreadID, *share, error) {
-	sh := &share{all: s.wakeAll}
-	ids, err := s.listenAs(ctx, func() []string { return sh.channels(s) }, &sh.moves, s.wakeApp(), sh.connected)
+	return s.wakeupsEvery(ctx, shareEvery)
+}
+
+// wakeupsEvery is wakeups whose listener, once its view has settled,
+// reads the listeners every every (a test's hour: only another's word
+// makes it read).
+func (s *Store) wakeupsEvery(ctx context.Context, every time.Duration) (<-chan core.ThreadID, *share, error) {
+	sh := &share{all: s.wakeAll, every: every, poke: make(chan struct{}, 1)}
+	ids, err := s.listenAs(ctx, func() []string { return sh.channels(s) }, &sh.moves, s.wakeApp(), sh.connected, sh.told)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -72,9 +84,20 @@ func (s *Store) wakeups(ctx context.Context) (<-chan core.ThreadID, *share, erro
 	return coalesce(ids, sh.mine), sh, nil
 }
 
-// shareEvery is how often a Wakeups listener reads the schema's listeners
-// again.
-const shareEvery = 500 * time.Millisecond
+// shareEvery is how often a Wakeups listener whose view has settled reads
+// the schema's listeners again, and shareEveryUnsettled how often one
+// whose view has not: for a while after it saw them change (or began),
+// the listener wakes for the threads of its share before the change as
+// well, each such thread waking two, and its runner claims threads
+// another was woken for. Read every 500ms, that while was 1 to 1.5s
+// after the runners started, and a runner woken for every thread fell
+// behind: of the first thousand messages posted at 2,000 a second, 290
+// to 480 waited over 20ms for their start, a few over 100ms
+// (internal/bench/BENCH.md, "The wake-up share settles sooner").
+const (
+	shareEvery          = 500 * time.Millisecond
+	shareEveryUnsettled = 100 * time.Millisecond
+)
 
 // wakeShards is how many channels the wake-ups go out on. A wake-up for a
 // thread NOTIFYs the channel of the thread's shard (a hash of its id), and
@@ -100,7 +123,11 @@ func (s *Store) wakeApp() string { return "tc-wake " + s.schema }
 
 // share is one Wakeups listener's view of the schema's listeners.
 type share struct {
-	all   bool // every thread is this listener's (a benchmark's before)
+	all   bool          // every thread is this listener's (a benchmark's before)
+	every time.Duration // how often to read the listeners once settled
+	// poke makes watchShare read the listeners now: another listener
+	// said on the control channel that its view changed.
+	poke  chan struct{}
 	mu    sync.Mutex
 	pid   uint32   // the listening connection's backend
 	peers []uint32 // the listeners' backends, in order; nil: unknown
@@ -120,11 +147,18 @@ func (sh *share) connected(pid uint32) {
 	sh.changes.Add(1)
 }
 
-// saw records a read of the listeners (nil: the read failed).
-func (sh *share) saw(peers []uint32) {
+// saw records a read of the listeners (nil: the read failed); timed
+// when the read was on the listener's own schedule, not made by another's
+// word, which does not count towards settling: the listeners that said
+// their view changed each made every other read, and a few of them
+// could settle a view before a slower listener has read the change.
+func (sh *share) saw(peers []uint32, timed bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if slices.Equal(peers, sh.peers) && (peers == nil) == (sh.peers == nil) {
+		if !timed {
+			return
+		}
 		if sh.stable++; sh.stable >= 2 && sh.prev != nil {
 			sh.prev = nil
 			sh.changes.Add(1)
@@ -136,6 +170,35 @@ func (sh *share) saw(peers []uint32) {
 	}
 	sh.peers, sh.stable = peers, 0
 	sh.changes.Add(1)
+}
+
+// next is how long until the listener reads the listeners again on its
+// own schedule: shareEveryUnsettled while its view has not settled (it
+// read them, and the same twice more, keeping none from before), else
+// every. A failed read is retried at every.
+func (sh *share) next() time.Duration {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.peers != nil && (sh.prev != nil || sh.stable < 2) {
+		return min(shareEveryUnsettled, sh.every)
+	}
+	return sh.every
+}
+
+// told is what the listening connection does with a notification on the
+// control channel: one from another listener (its payload is not this
+// one's backend) makes watchShare read the listeners now.
+func (sh *share) told(payload string) {
+	sh.mu.Lock()
+	self := payload == strconv.FormatUint(uint64(sh.pid), 10)
+	sh.mu.Unlock()
+	if self {
+		return
+	}
+	select {
+	case sh.poke <- struct{}{}:
+	default: // a read is due already
+	}
 }
 
 // settled reports whether this listener's view has settled on n
@@ -197,11 +260,14 @@ func (sh *share) channels(s *Store) []string {
 	return out
 }
 
-// watchShare reads the schema's listeners every shareEvery until ctx
-// ends.
+// watchShare reads the schema's listeners until ctx ends: on its own
+// schedule (share.next), and at once when another listener says its view
+// changed (share.told). When this one's changes, it says so on the
+// control channel, with its backend's id.
 func (s *Store) watchShare(ctx context.Context, sh *share) {
 	q := `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database() ORDER BY pid`
 	var nudged uint64
+	timed := true
 	for {
 		var peers []uint32
 		rows, err := s.pool.Query(ctx, q, s.wakeApp())
@@ -221,21 +287,29 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 		if err != nil {
 			peers = nil // unknown: wake for every thread
 		}
-		sh.saw(peers)
+		sh.saw(peers, timed)
 		if n := sh.changes.Load(); n != nudged {
 			// The shards this listener owns may have changed: its
 			// connection, waiting for a notification, LISTENs again at
-			// the next it reads; this one is for that.
-			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, s.control); err == nil {
+			// the next it reads; this one is for that, and tells the
+			// other listeners to read the listeners now.
+			sh.mu.Lock()
+			self := strconv.FormatUint(uint64(sh.pid), 10)
+			sh.mu.Unlock()
+			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.control, self); err == nil {
 				nudged = n
 			}
 		}
-		t := time.NewTimer(shareEvery)
+		t := time.NewTimer(sh.next())
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
+			timed = true
+		case <-sh.poke:
+			t.Stop()
+			timed = false
 		}
 	}
 }

@@ -471,10 +471,10 @@ func TestWakeupsTakeOverALeaversShare(t *testing.T) {
 func TestShareAcrossAChange(t *testing.T) {
 	old, now := []uint32{10, 20}, []uint32{10, 20, 30}
 	l10, l20, l30 := &share{pid: 10}, &share{pid: 20}, &share{pid: 30}
-	l10.saw(old)
-	l20.saw(old)
-	l30.saw(now)
-	l10.saw(now) // l10 saw the change, l20 not yet
+	l10.saw(old, true)
+	l20.saw(old, true)
+	l30.saw(now, true)
+	l10.saw(now, true) // l10 saw the change, l20 not yet
 	woken := func() {
 		for i := range 200 {
 			n := 0
@@ -490,11 +490,11 @@ func TestShareAcrossAChange(t *testing.T) {
 		}
 	}
 	woken()
-	l20.saw(now)
+	l20.saw(now, true)
 	woken()
 	for range 2 {
 		for _, l := range []*share{l10, l20, l30} {
-			l.saw(now)
+			l.saw(now, true)
 		}
 	}
 	for i := range 200 {
@@ -547,23 +547,23 @@ func TestPostToHeldThreadWithoutWorkWakesNobody(t *testing.T) {
 func TestShareSettled(t *testing.T) {
 	l := &share{pid: 20}
 	require.False(t, l.settled(2), "nothing read")
-	l.saw([]uint32{10})
+	l.saw([]uint32{10}, true)
 	require.False(t, l.settled(1), "itself not among them")
-	l.saw([]uint32{10, 20})
+	l.saw([]uint32{10, 20}, true)
 	require.False(t, l.settled(2), "read once, the listeners before kept")
-	l.saw([]uint32{10, 20})
+	l.saw([]uint32{10, 20}, true)
 	require.False(t, l.settled(2), "read twice")
-	l.saw([]uint32{10, 20})
+	l.saw([]uint32{10, 20}, true)
 	require.True(t, l.settled(2), "read three times")
 	require.False(t, l.settled(3), "settled on 2 listeners, not 3")
-	l.saw(nil)
+	l.saw(nil, true)
 	require.False(t, l.settled(2), "the read failed")
 	require.True(t, (&share{all: true}).settled(4), "a listener of every thread")
 	m := &share{pid: 10}
-	m.saw([]uint32{10, 20}) // all of them at its first read: nothing kept from before
+	m.saw([]uint32{10, 20}, true) // all of them at its first read: nothing kept from before
 	require.False(t, m.settled(2), "read once")
-	m.saw([]uint32{10, 20})
-	m.saw([]uint32{10, 20})
+	m.saw([]uint32{10, 20}, true)
+	m.saw([]uint32{10, 20}, true)
 	require.True(t, m.settled(2), "read three times")
 	// listening: settled, and its connection LISTENs for the last change.
 	require.False(t, m.listening(2), "settled, its connection not caught up")
@@ -573,4 +573,70 @@ func TestShareSettled(t *testing.T) {
 	require.True(t, m.listening(2), "settled, its connection caught up")
 	require.False(t, m.listening(3), "caught up on 2 listeners, not 3")
 	require.True(t, (&share{all: true}).listening(4), "a listener of every thread")
+}
+
+// A read that another listener's word made (not timed) adopts a change at
+// once, but does not count towards settling: only the listener's own
+// reads do. Until its view settles, the listener reads every
+// shareEveryUnsettled; then every. It reads at once on another's word,
+// not on its own (the payload is its backend's id).
+func TestShareReadsOnWord(t *testing.T) {
+	l := &share{pid: 20, every: time.Hour, poke: make(chan struct{}, 1)}
+	require.Equal(t, time.Hour, l.next(), "nothing read yet (a failed read is retried at every)")
+	l.saw([]uint32{10, 20}, true)
+	require.Equal(t, shareEveryUnsettled, l.next(), "read once")
+	l.saw([]uint32{10, 20}, true)
+	l.saw([]uint32{10, 20}, true)
+	require.True(t, l.settled(2))
+	require.Equal(t, time.Hour, l.next(), "settled")
+
+	l.saw([]uint32{10, 20, 30}, false) // 30 came, and said so
+	require.Equal(t, []uint32{10, 20, 30}, l.peers, "an untimed read adopts the change")
+	require.True(t, l.owns(1) && l.owns(3), "the shards it owned before kept: 1 by the new view, 3 by the one before")
+	for range 5 {
+		l.saw([]uint32{10, 20, 30}, false)
+	}
+	require.False(t, l.settled(3), "reads made by others' word do not settle a view")
+	require.Equal(t, shareEveryUnsettled, l.next(), "unsettled: read soon")
+	l.saw([]uint32{10, 20, 30}, true)
+	l.saw([]uint32{10, 20, 30}, true)
+	require.True(t, l.settled(3), "two of its own reads settle it")
+	require.False(t, l.owns(3), "the shards from before dropped once settled")
+
+	l.told("20")
+	select {
+	case <-l.poke:
+		t.Fatal("its own word made it read")
+	default:
+	}
+	l.told("30")
+	l.told("10") // a read is due already: one is enough
+	select {
+	case <-l.poke:
+	default:
+		t.Fatal("another's word did not make it read")
+	}
+	select {
+	case <-l.poke:
+		t.Fatal("two words made two reads due")
+	default:
+	}
+}
+
+// A listener whose view has settled, and which would not read the
+// listeners again for an hour, reads them at once when a new listener
+// says it came: the two views agree, and each LISTENs on its own shards,
+// long before the hour. Without the word, the first would keep its view
+// of itself alone (every thread its own) for the hour.
+func TestWakeupsNewcomerSaysSo(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	_, sha, err := openStore(t, poolConfig(t, "tc-word-a"), schema).wakeupsEvery(ctx, time.Hour)
+	require.NoError(t, err)
+	awaitListening(t, 1, sha)
+	_, shb, err := openStore(t, poolConfig(t, "tc-word-b"), schema).wakeupsEvery(ctx, time.Hour)
+	require.NoError(t, err)
+	awaitListening(t, 2, sha, shb)
 }
