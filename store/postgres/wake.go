@@ -91,13 +91,20 @@ func (s *Store) wakeupsEvery(ctx context.Context, every time.Duration) (<-chan c
 // well, each such thread waking two, and its runner claims threads
 // another was woken for. Read every 500ms, that while was 1 to 1.5s
 // after the runners started, and a runner woken for every thread fell
-// behind: of the first thousand messages posted at 2,000 a second, 290
-// to 480 waited over 20ms for their start, a few over 100ms
+// behind: of the first 1,500 messages posted at 2,000 a second, 289 to
+// 485 waited over 20ms for their start, a few over 100ms
 // (internal/bench/BENCH.md, "The wake-up share settles sooner").
 const (
 	shareEvery          = 500 * time.Millisecond
 	shareEveryUnsettled = 100 * time.Millisecond
 )
+
+// wordGap is the least time between two reads of the listeners that
+// other listeners' word made: when many come at once (a fleet starting),
+// each says so, and each listener reads at most once a wordGap for all
+// of them, not once for each. A listener that said so settles no sooner
+// than two shareEveryUnsettled later, by when the others have read.
+const wordGap = 50 * time.Millisecond
 
 // wakeShards is how many channels the wake-ups go out on. A wake-up for a
 // thread NOTIFYs the channel of the thread's shard (a hash of its id), and
@@ -262,13 +269,17 @@ func (sh *share) channels(s *Store) []string {
 
 // watchShare reads the schema's listeners until ctx ends: on its own
 // schedule (share.next), and at once when another listener says its view
-// changed (share.told). When this one's changes, it says so on the
+// changed (share.told), but not twice within a wordGap. When this one's changes, it says so on the
 // control channel, with its backend's id.
 func (s *Store) watchShare(ctx context.Context, sh *share) {
 	q := `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database() ORDER BY pid`
-	var nudged uint64
+	var (
+		nudged uint64
+		last   time.Time // the last read
+	)
 	timed := true
 	for {
+		last = time.Now()
 		var peers []uint32
 		rows, err := s.pool.Query(ctx, q, s.wakeApp())
 		if err == nil {
@@ -310,6 +321,15 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 		case <-sh.poke:
 			t.Stop()
 			timed = false
+			if d := wordGap - time.Since(last); d > 0 {
+				w := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					w.Stop()
+					return
+				case <-w.C:
+				}
+			}
 		}
 	}
 }
