@@ -276,7 +276,11 @@ func TestRunClosedWakePolls(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- a.r.Run(ctx) }()
-	waitUntil(t, func() bool { return a.clock.Waiters() > 0 }, "Run to wait for its next poll")
+	// Run looks, waits for its poll (a timer), reads the closed Wake,
+	// looks again and waits for its next poll (a second timer): the first
+	// timer alone is before the second look, whose transactions the
+	// count below would see.
+	waitUntil(t, func() bool { return a.clock.Waiters() >= 2 }, "Run to look again once Wake was closed, and wait for its next poll")
 	before := s.n.Load()
 	time.Sleep(20 * time.Millisecond) // a spinning Run would make thousands of transactions here
 	require.Equal(t, before, s.n.Load(), "Run spins on a closed Wake channel")
