@@ -104,6 +104,54 @@ func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
 	h.stop(t)
 }
 
+// A look that comes while the turn that finds the thread held by another
+// is still going (its report made, its bookkeeping not yet) does not make
+// Run claim the thread again when that turn ends: the other holder's work
+// is left out for PollEvery all the same. (Without it, CI saw
+// TestRunLeavesThreadClaimedByAnother claim twice now and then.)
+func TestRunLeavesThreadClaimedByAnotherWokenMidTurn(t *testing.T) {
+	h := &held{wake: make(chan core.ThreadID, 1), poll: ttl / 5, done: make(chan error)}
+	st := staleLeases{memory.New()}
+	var first atomic.Bool
+	h.a = newProc(t, st, "A", procOpts{cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery = h.wake, h.poll
+		c.OnTurn = func(r runner.TurnReport) {
+			if r.Outcome != runner.OutcomeBusy {
+				return
+			}
+			h.busy.Add(1)
+			if !first.CompareAndSwap(false, true) {
+				return
+			}
+			// Run looks while this turn is busy (this goroutine is the
+			// turn's: it reports a failure, and does not stop the test).
+			before := h.a.clock.Waiters()
+			h.wake <- ""
+			deadline := time.Now().Add(10 * time.Second)
+			for h.a.clock.Waiters() <= before {
+				if time.Now().After(deadline) {
+					t.Errorf("Run did not look after a wake-up, a turn going, within 10s")
+					return
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}})
+	newThread(t, h.a.ws, "t", "m1")
+	b := newProc(t, st, "B", procOpts{})
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	t.Cleanup(cancel)
+	_, err := b.ws.Claim(ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	go func() { h.done <- h.a.r.Run(ctx) }()
+	waitUntil(t, func() bool { return first.Load() }, "Run's first claim of t to find it held by B")
+	woken(t, h.a, h.wake)             // after the turn's end
+	time.Sleep(20 * time.Millisecond) // a Run that claimed t again would report more busy turns here
+	require.Equal(t, int64(1), h.busy.Load(), "Run claimed a thread held by another again within PollEvery, after a look mid-turn")
+	h.stop(t)
+}
+
 // Run does not claim a thread whose listed lease another holder has and
 // has not let expire by Run's clock, at any look; once it has expired, Run
 // takes the thread over at its next look.

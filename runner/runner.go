@@ -747,8 +747,14 @@ func (s *scheduler) turn(t turnJob) {
 		s.held[t.id] = s.r.cfg.Clock.Now()
 	}
 	if s.again[t.id] {
+		// A look found the thread busy here while the turn went on:
+		// claim it again, unless the turn found it held by another
+		// holder, whose work it is (left out for PollEvery, as a look
+		// leaves it).
 		delete(s.again, t.id)
-		s.rewake = append(s.rewake, t.id)
+		if o != OutcomeBusy {
+			s.rewake = append(s.rewake, t.id)
+		}
 	}
 	s.mu.Unlock()
 	<-t.slot
