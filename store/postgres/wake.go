@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,8 +42,10 @@ import (
 // made does not count): a listener that has not seen the change yet
 // decides by the listeners before it, so the thread's listener by those,
 // or by the new ones, wakes (two may). A
-// listener whose process died takes its threads' wake-ups with it until
-// the others see it gone. A listener that cannot read the others, or is
+// listener whose context ends says on the control channel that it goes
+// (when its Store's pool is still open), and the others leave it out of
+// their views from then on; one whose process died takes its threads'
+// wake-ups with it until the others see it gone. A listener that cannot read the others, or is
 // not among them yet, wakes for every thread.
 //
 // Wake-ups are hints, never claims, and can come late or not at all: a
@@ -142,6 +145,11 @@ type share struct {
 	// same listeners are read twice more; nil: none kept.
 	prev   []uint32
 	stable int // reads since peers changed
+	// gone is the listeners that said they go, left out of the listeners
+	// read until a read no longer has them (or goneReads reads have):
+	// their connections may outlast their word. The count is of the
+	// reads that had them since.
+	gone map[uint32]int
 	// moves counts the changes of the shards this listener may own, so
 	// that its connection LISTENs again (listenAs), and those it has.
 	moves
@@ -162,6 +170,7 @@ func (sh *share) connected(pid uint32) {
 func (sh *share) saw(peers []uint32, timed bool) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	peers = sh.leaveOut(peers)
 	if slices.Equal(peers, sh.peers) && (peers == nil) == (sh.peers == nil) {
 		if !timed {
 			return
@@ -179,6 +188,38 @@ func (sh *share) saw(peers []uint32, timed bool) {
 	sh.changes.Add(1)
 }
 
+// goneReads is how many reads of the listeners may still have one that
+// said it goes before it counts again: a connection that lingers that
+// long is not closing.
+const goneReads = 10
+
+// leaveOut returns peers without the listeners that said they go, and
+// forgets those peers no longer has. sh.mu is held.
+func (sh *share) leaveOut(peers []uint32) []uint32 {
+	if len(sh.gone) == 0 || peers == nil {
+		return peers
+	}
+	out := make([]uint32, 0, len(peers))
+	for _, pid := range peers {
+		n, ok := sh.gone[pid]
+		switch {
+		case !ok:
+			out = append(out, pid)
+		case n+1 >= goneReads:
+			delete(sh.gone, pid) // there after all
+			out = append(out, pid)
+		default:
+			sh.gone[pid] = n + 1
+		}
+	}
+	for pid := range sh.gone {
+		if !slices.Contains(peers, pid) {
+			delete(sh.gone, pid) // gone indeed
+		}
+	}
+	return out
+}
+
 // next is how long until the listener reads the listeners again on its
 // own schedule: shareEveryUnsettled while its view has not settled (it
 // read them, and the same twice more, keeping none from before), else
@@ -194,10 +235,19 @@ func (sh *share) next() time.Duration {
 
 // told is what the listening connection does with a notification on the
 // control channel: one from another listener (its payload is not this
-// one's backend) makes watchShare read the listeners now.
+// one's backend) makes watchShare read the listeners now. A payload of
+// "-" and a backend's id says that listener goes: it is left out.
 func (sh *share) told(payload string) {
 	sh.mu.Lock()
 	self := payload == strconv.FormatUint(uint64(sh.pid), 10)
+	if id, ok := strings.CutPrefix(payload, "-"); ok {
+		if pid, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(pid) != sh.pid {
+			if sh.gone == nil {
+				sh.gone = map[uint32]int{}
+			}
+			sh.gone[uint32(pid)] = 0
+		}
+	}
 	sh.mu.Unlock()
 	if self {
 		return
@@ -315,6 +365,7 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			s.sayGoing(ctx, sh)
 			return
 		case <-t.C:
 			timed = true
@@ -326,12 +377,27 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 				select {
 				case <-ctx.Done():
 					w.Stop()
+					s.sayGoing(ctx, sh)
 					return
 				case <-w.C:
 				}
 			}
 		}
 	}
+}
+
+// sayGoing tells the other listeners, on the control channel, that this
+// one goes (its context ended), so that they take its threads at once
+// rather than at their next read without it. It is a word, not a
+// promise: once the Store is closed it says nothing, and the others see
+// the listener gone when its connection is.
+func (s *Store) sayGoing(ctx context.Context, sh *share) {
+	sh.mu.Lock()
+	pid := sh.pid
+	sh.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.control, "-"+strconv.FormatUint(uint64(pid), 10))
 }
 
 // fnv32 is the 32-bit FNV-1a hash of s.

@@ -640,3 +640,56 @@ func TestWakeupsNewcomerSaysSo(t *testing.T) {
 	require.NoError(t, err)
 	awaitListening(t, 2, sha, shb)
 }
+
+// A listener that says it goes ("-" and its backend's id on the control
+// channel) is left out of the others' views at once, even while the
+// server still lists its connection, until a read no longer has it; one
+// still listed after goneReads reads counts again. A listener's word
+// about itself is not taken.
+func TestShareLeavesOutTheGoing(t *testing.T) {
+	l := &share{pid: 20, every: time.Hour, poke: make(chan struct{}, 1)}
+	for range 3 {
+		l.saw([]uint32{10, 20, 30}, true)
+	}
+	require.True(t, l.settled(3))
+	l.told("-30")
+	select {
+	case <-l.poke:
+	default:
+		t.Fatal("the word that 30 goes did not make it read")
+	}
+	l.saw([]uint32{10, 20, 30}, false) // 30's connection still open
+	require.Equal(t, []uint32{10, 20}, l.peers, "30 left out while still listed")
+	l.saw([]uint32{10, 20}, true)
+	l.saw([]uint32{10, 20}, true)
+	require.True(t, l.settled(2), "settled without 30")
+	require.Empty(t, l.gone, "30 forgotten once no read has it")
+
+	l.told("-20")
+	require.Empty(t, l.gone, "its own word that it goes is not taken")
+	l.told("-10")
+	for range goneReads - 1 {
+		l.saw([]uint32{10, 20}, true)
+		require.Equal(t, []uint32{20}, l.peers, "10 left out while it may be closing")
+	}
+	l.saw([]uint32{10, 20}, true)
+	require.Equal(t, []uint32{10, 20}, l.peers, "10 still listed after %d reads: it counts again", goneReads)
+}
+
+// A listener whose context ends says so, and the one left, which would
+// not read the listeners again for an hour, takes its threads at once:
+// its view settles on itself alone long before the hour.
+func TestWakeupsLeaverSaysSo(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	_, sha, err := openStore(t, poolConfig(t, "tc-bye-a"), schema).wakeupsEvery(ctx, time.Hour)
+	require.NoError(t, err)
+	bctx, bcancel := context.WithCancel(ctx)
+	_, shb, err := openStore(t, poolConfig(t, "tc-bye-b"), schema).wakeupsEvery(bctx, time.Hour)
+	require.NoError(t, err)
+	awaitListening(t, 2, sha, shb)
+	bcancel()
+	awaitListening(t, 1, sha)
+}
