@@ -319,8 +319,9 @@ func (sh *share) channels(s *Store) []string {
 
 // watchShare reads the schema's listeners until ctx ends: on its own
 // schedule (share.next), and at once when another listener says its view
-// changed (share.told), but not twice within a wordGap. When this one's changes, it says so on the
-// control channel, with its backend's id.
+// changed (share.told), but not twice within a wordGap. When its own view
+// changes, it says so on the control channel, with its backend's id; when
+// ctx ends, it says that it goes (sayGoing).
 func (s *Store) watchShare(ctx context.Context, sh *share) {
 	q := `SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database() ORDER BY pid`
 	var (
