@@ -59,8 +59,9 @@ type Config struct {
 	// Wake, a turn's end makes Run look only when a sweep (its first
 	// look, or one the empty id asked for) found work that no slot could
 	// start; it claims again, with no look, the turn's own thread when a
-	// wake-up named it (or the empty id's look found work there) while
-	// the turn had it; without Wake, Run looks at every turn's end. A
+	// wake-up named it (or the empty id's look found work there, unless
+	// the turn found the thread held by another holder) while the turn
+	// had it; without Wake, Run looks at every turn's end. A
 	// source that names threads another holder has makes claims that
 	// find them taken. Polling stays the fallback: with Wake, a poll
 	// takes only the free threads with work an earlier look found so too

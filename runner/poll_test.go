@@ -108,8 +108,29 @@ func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
 // is still going (its report made, its bookkeeping not yet) does not make
 // Run claim the thread again when that turn ends: the other holder's work
 // is left out for PollEvery all the same. (Without it, CI saw
-// TestRunLeavesThreadClaimedByAnother claim twice now and then.)
+// TestRunLeavesThreadClaimedByAnother claim twice now and then.) A
+// wake-up that names the thread meanwhile does: it says nobody held the
+// thread when its work came.
 func TestRunLeavesThreadClaimedByAnotherWokenMidTurn(t *testing.T) {
+	t.Run("look", func(t *testing.T) {
+		h := runWokenMidTurn(t, "")
+		woken(t, h.a, h.wake)             // after the turn's end
+		time.Sleep(20 * time.Millisecond) // a Run that claimed t again would report more busy turns here
+		require.Equal(t, int64(1), h.busy.Load(), "Run claimed a thread held by another again within PollEvery, after a look mid-turn")
+		h.stop(t)
+	})
+	t.Run("named", func(t *testing.T) {
+		h := runWokenMidTurn(t, "t")
+		waitUntil(t, func() bool { return h.busy.Load() == 2 }, "Run to claim t again at the turn's end, a wake-up having named it mid-turn")
+		h.stop(t)
+	})
+}
+
+// runWokenMidTurn is runHeld's A and B, where A's first turn on t, which
+// finds t held by B, sends the wake-up id (and then the empty one, to
+// know that Run has dealt with it: its look waits on a new timer) before
+// its bookkeeping, and returns once that turn has reported.
+func runWokenMidTurn(t *testing.T, id core.ThreadID) *held {
 	h := &held{wake: make(chan core.ThreadID, 1), poll: ttl / 5, done: make(chan error)}
 	st := staleLeases{memory.New()}
 	var first atomic.Bool
@@ -123,9 +144,12 @@ func TestRunLeavesThreadClaimedByAnotherWokenMidTurn(t *testing.T) {
 			if !first.CompareAndSwap(false, true) {
 				return
 			}
-			// Run looks while this turn is busy (this goroutine is the
-			// turn's: it reports a failure, and does not stop the test).
+			// This goroutine is the turn's: it reports a failure, and
+			// does not stop the test.
 			before := h.a.clock.Waiters()
+			if id != "" {
+				h.wake <- id
+			}
 			h.wake <- ""
 			deadline := time.Now().Add(10 * time.Second)
 			for h.a.clock.Waiters() <= before {
@@ -146,10 +170,7 @@ func TestRunLeavesThreadClaimedByAnotherWokenMidTurn(t *testing.T) {
 	require.NoError(t, err)
 	go func() { h.done <- h.a.r.Run(ctx) }()
 	waitUntil(t, func() bool { return first.Load() }, "Run's first claim of t to find it held by B")
-	woken(t, h.a, h.wake)             // after the turn's end
-	time.Sleep(20 * time.Millisecond) // a Run that claimed t again would report more busy turns here
-	require.Equal(t, int64(1), h.busy.Load(), "Run claimed a thread held by another again within PollEvery, after a look mid-turn")
-	h.stop(t)
+	return h
 }
 
 // Run does not claim a thread whose listed lease another holder has and

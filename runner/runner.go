@@ -288,8 +288,10 @@ type scheduler struct {
 	mu   sync.Mutex
 	busy map[core.ThreadID]bool
 	// again holds the threads a wake-up named while this Run's own turn
-	// had them (a release that left work, seen before the turn was over):
-	// the turn's end puts the thread in rewake.
+	// had them (a release that left work, seen before the turn was over),
+	// true, and those a look asked for by a wake-up found busy here,
+	// false: the turn's end puts the thread in rewake, unless the turn
+	// found the thread held by another holder and only a look asked.
 	again map[core.ThreadID]bool
 	// rewake holds the threads a wake-up named that Run claims at the
 	// next turn's end, with no look: again's, and those no slot was free
@@ -446,7 +448,9 @@ func (s *scheduler) look(asked, fresh bool) (lapsed, free []core.ThreadID) {
 	}
 	for _, p := range list {
 		if asked && s.busy[p.ID] {
-			s.again[p.ID] = true
+			if _, ok := s.again[p.ID]; !ok {
+				s.again[p.ID] = false // a named wake-up's true stays
+			}
 		}
 	}
 	return lapsed, free
@@ -746,13 +750,15 @@ func (s *scheduler) turn(t turnJob) {
 	if o == OutcomeBusy {
 		s.held[t.id] = s.r.cfg.Clock.Now()
 	}
-	if s.again[t.id] {
-		// A look found the thread busy here while the turn went on:
-		// claim it again, unless the turn found it held by another
-		// holder, whose work it is (left out for PollEvery, as a look
-		// leaves it).
+	if named, ok := s.again[t.id]; ok {
+		// A wake-up named the thread, or a look found it busy here,
+		// while the turn went on: claim it again. Not when only a look
+		// asked and the turn found the thread held by another holder,
+		// whose work it is: it is left out for PollEvery, as a look
+		// leaves it. A named wake-up says nobody held it when its work
+		// came, so it is claimed all the same (see wakeFor).
 		delete(s.again, t.id)
-		if o != OutcomeBusy {
+		if named || o != OutcomeBusy {
 			s.rewake = append(s.rewake, t.id)
 		}
 	}
