@@ -131,44 +131,27 @@ func TestRunLeavesThreadClaimedByAnotherWokenMidTurn(t *testing.T) {
 // know that Run has dealt with it: its look waits on a new timer) before
 // its bookkeeping, and returns once that turn has reported.
 func runWokenMidTurn(t *testing.T, id core.ThreadID) *held {
-	h := &held{wake: make(chan core.ThreadID, 1), poll: ttl / 5, done: make(chan error)}
-	st := staleLeases{memory.New()}
 	var first atomic.Bool
-	h.a = newProc(t, st, "A", procOpts{cfg: func(c *runner.Config) {
-		c.Wake, c.PollEvery = h.wake, h.poll
-		c.OnTurn = func(r runner.TurnReport) {
-			if r.Outcome != runner.OutcomeBusy {
-				return
-			}
-			h.busy.Add(1)
-			if !first.CompareAndSwap(false, true) {
-				return
-			}
-			// This goroutine is the turn's: it reports a failure, and
-			// does not stop the test.
-			before := h.a.clock.Waiters()
-			if id != "" {
-				h.wake <- id
-			}
-			h.wake <- ""
-			deadline := time.Now().Add(10 * time.Second)
-			for h.a.clock.Waiters() <= before {
-				if time.Now().After(deadline) {
-					t.Errorf("Run did not look after a wake-up, a turn going, within 10s")
-					return
-				}
-				time.Sleep(time.Millisecond)
-			}
+	h := runHeldWith(t, staleLeases{memory.New()}, func(h *held) {
+		if !first.CompareAndSwap(false, true) {
+			return
 		}
-	}})
-	newThread(t, h.a.ws, "t", "m1")
-	b := newProc(t, st, "B", procOpts{})
-	ctx, cancel := context.WithCancel(context.Background())
-	h.cancel = cancel
-	t.Cleanup(cancel)
-	_, err := b.ws.Claim(ctx, "t", "hb", ttl)
-	require.NoError(t, err)
-	go func() { h.done <- h.a.r.Run(ctx) }()
+		// This goroutine is the turn's: it reports a failure, and does
+		// not stop the test.
+		before := h.a.clock.Waiters()
+		if id != "" {
+			h.wake <- id
+		}
+		h.wake <- ""
+		deadline := time.Now().Add(10 * time.Second)
+		for h.a.clock.Waiters() <= before {
+			if time.Now().After(deadline) {
+				t.Errorf("Run did not look after a wake-up, a turn going, within 10s")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
 	waitUntil(t, func() bool { return first.Load() }, "Run's first claim of t to find it held by B")
 	return h
 }
@@ -210,12 +193,22 @@ type held struct {
 // ttl, and starts A's Run.
 func runHeld(t *testing.T, s core.Storage) *held {
 	t.Helper()
+	return runHeldWith(t, s, nil)
+}
+
+// runHeldWith is runHeld whose A calls busy (when set), on the turn's
+// goroutine, after counting each busy turn.
+func runHeldWith(t *testing.T, s core.Storage, busy func(*held)) *held {
+	t.Helper()
 	h := &held{wake: make(chan core.ThreadID, 1), poll: ttl / 5, done: make(chan error)}
 	h.a = newProc(t, s, "A", procOpts{cfg: func(c *runner.Config) {
 		c.Wake, c.PollEvery = h.wake, h.poll
 		c.OnTurn = func(r runner.TurnReport) {
 			if r.Outcome == runner.OutcomeBusy {
 				h.busy.Add(1)
+				if busy != nil {
+					busy(h)
+				}
 			}
 		}
 	}})

@@ -238,8 +238,8 @@ func (sh *share) next() time.Duration {
 // one's backend) makes watchShare read the listeners now. A payload of
 // "-" and a backend's id says that listener goes: it is left out.
 func (sh *share) told(payload string) {
+	self := payload == sh.self()
 	sh.mu.Lock()
-	self := payload == strconv.FormatUint(uint64(sh.pid), 10)
 	if id, ok := strings.CutPrefix(payload, "-"); ok {
 		if pid, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(pid) != sh.pid {
 			if sh.gone == nil {
@@ -256,6 +256,14 @@ func (sh *share) told(payload string) {
 	case sh.poke <- struct{}{}:
 	default: // a read is due already
 	}
+}
+
+// self is the listening connection's backend id, as the control
+// channel's words carry it.
+func (sh *share) self() string {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return strconv.FormatUint(uint64(sh.pid), 10)
 }
 
 // settled reports whether this listener's view has settled on n
@@ -329,6 +337,7 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 		last   time.Time // the last read
 	)
 	timed := true
+	defer s.sayGoing(ctx, sh) // it returns only when ctx ends
 	for {
 		last = time.Now()
 		var peers []uint32
@@ -355,10 +364,7 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 			// connection, waiting for a notification, LISTENs again at
 			// the next it reads; this one is for that, and tells the
 			// other listeners to read the listeners now.
-			sh.mu.Lock()
-			self := strconv.FormatUint(uint64(sh.pid), 10)
-			sh.mu.Unlock()
-			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.control, self); err == nil {
+			if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.control, sh.self()); err == nil {
 				nudged = n
 			}
 		}
@@ -366,7 +372,6 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			s.sayGoing(ctx, sh)
 			return
 		case <-t.C:
 			timed = true
@@ -378,7 +383,6 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 				select {
 				case <-ctx.Done():
 					w.Stop()
-					s.sayGoing(ctx, sh)
 					return
 				case <-w.C:
 				}
@@ -393,12 +397,9 @@ func (s *Store) watchShare(ctx context.Context, sh *share) {
 // promise: once the Store is closed it says nothing, and the others see
 // the listener gone when its connection is.
 func (s *Store) sayGoing(ctx context.Context, sh *share) {
-	sh.mu.Lock()
-	pid := sh.pid
-	sh.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.control, "-"+strconv.FormatUint(uint64(pid), 10))
+	_, _ = s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, s.control, "-"+sh.self())
 }
 
 // fnv32 is the 32-bit FNV-1a hash of s.
