@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -300,6 +301,7 @@ func (r *run) countSharedCommits(ctx context.Context, rep *Report) error {
 // times each was consumed.
 func (r *run) countMessages(ctx context.Context, rep *Report) error {
 	ws := core.NewWorkspace(r.store, core.SystemClock{})
+	var lostIn []lostMessage
 	for _, id := range r.threads {
 		th, err := ws.Thread(ctx, id)
 		if err != nil {
@@ -311,6 +313,7 @@ func (r *run) countMessages(ctx context.Context, rep *Report) error {
 			switch c := n[seq]; {
 			case c == 0:
 				rep.Lost++
+				lostIn = append(lostIn, lostMessage{id, seq})
 			case c == 1:
 				rep.ConsumedOnce++
 			default:
@@ -323,9 +326,70 @@ func (r *run) countMessages(ctx context.Context, rep *Report) error {
 	}
 	if rep.Lost > 0 {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("Liveness: %d of %d messages never consumed", rep.Lost, rep.Posted))
+		rep.Problems = append(rep.Problems, r.describeLost(ctx, lostIn))
 	}
 	if !rep.Drained {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("Liveness: threads still had work %v after the last post", r.cfg.Timeout))
+	}
+	return nil
+}
+
+// lostMessage is a message no write consumed.
+type lostMessage struct {
+	thread core.ThreadID
+	seq    core.Seq
+}
+
+// maxLostShown bounds the threads describeLost shows.
+const maxLostShown = 2
+
+// describeLost shows, for the first threads with a message no write
+// consumed, the thread's row and its log as storage has them, so that a
+// failure seen once (in CI, on a cluster since thrown away) can be read
+// afterwards: the row's taken cursor and log end against the events.
+func (r *run) describeLost(ctx context.Context, lost []lostMessage) string {
+	var b strings.Builder
+	shown := map[core.ThreadID]bool{}
+	for _, m := range lost {
+		fmt.Fprintf(&b, "thread %s: message %d never consumed", m.thread, m.seq)
+		if shown[m.thread] || len(shown) == maxLostShown {
+			b.WriteString("\n")
+			continue
+		}
+		shown[m.thread] = true
+		if err := r.cluster.admin(ctx, func(conn *pgx.Conn) error { return describeThread(ctx, conn, r.schema, m.thread, &b) }); err != nil {
+			fmt.Fprintf(&b, "; its row and log could not be read: %v\n", err)
+		}
+	}
+	return "Liveness detail:\n" + b.String()
+}
+
+// describeThread writes the thread's row and its events, one a line.
+func describeThread(ctx context.Context, conn *pgx.Conn, schema string, id core.ThreadID, b *strings.Builder) error {
+	s := pgx.Identifier{schema}.Sanitize()
+	var row string
+	if err := conn.QueryRow(ctx, `SELECT format('version %s, taken %s, last_message %s, active_runs %s, log_n %s, log_at %s, lease %s until %s',
+		version, taken, last_message, active_runs, log_n, coalesce(log_at::text, '-'), coalesce(lease_holder, '-'), coalesce(lease_expires::text, '-')) FROM `+s+`.threads WHERE id = $1`, string(id)).Scan(&row); err != nil {
+		return err
+	}
+	fmt.Fprintf(b, "; its row: %s\n", row)
+	for _, q := range []struct{ title, sql string }{
+		{"its events (seq version kind at message run request holder)",
+			`SELECT format('  %s %s %s %s %s %s %s %s', seq, version, kind, at, message, run, request, holder) FROM ` + s + `.events WHERE thread_id = $1 ORDER BY seq`},
+		{"its trace lines", `SELECT '  ' || line::text FROM ` + s + `.trace_lines WHERE thread_id = $1 ORDER BY tick`},
+	} {
+		rows, err := conn.Query(ctx, q.sql, string(id))
+		if err != nil {
+			return err
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(b, " %s:\n", q.title)
+		for _, l := range lines {
+			b.WriteString(l + "\n")
+		}
 	}
 	return nil
 }
