@@ -73,6 +73,9 @@ var (
 
 	// ErrInconsistentLog: a storage read a thread's stored events and they
 	// do not fold into a thread (an event that does not follow the one
-	// before it): storage holds what no sequence of writes makes.
+	// before it): storage holds what no sequence of writes makes. Or a
+	// consuming write of a claim's round found the thread's taken cursor
+	// behind the one the round saw (storage lost commits it had
+	// acknowledged): the write would skip a message, and wrote nothing.
 	ErrInconsistentLog = errors.New("stored log is inconsistent")
 )

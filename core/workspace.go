@@ -222,6 +222,29 @@ func record(ctx context.Context, tx Transaction, t *Thread, ev *Event) error {
 	return nil
 }
 
+// skips returns an error when consuming msg would skip a message: msg is
+// past the one after the thread's taken cursor. A round plans, and Steer
+// gives, the message after the cursor it reads, and under its lease no
+// other write moves the cursor; so storage whose cursor is behind the
+// round's has lost commits the round saw acknowledged (synchronous_commit
+// off and a crash, a failover to an asynchronous replica). The write
+// would leave the lost consumption's message behind the cursor, never
+// consumed, on a thread whose row says no work is left. It is refused,
+// and writes nothing; the round's Crash ends it, and the next claim plans
+// from storage's cursor. A cursor ahead of the round's, which only an
+// unfenced write can make, is the fence's to catch, not this check's.
+//
+// With a fence off or a mutant on (tests only), a stale write may move the
+// cursor back, past a plan made under a lease: that is the defect the
+// checks must see, so the refusal is off there.
+func (w *Workspace) skips(t *Thread, msg Seq) error {
+	if msg <= t.Taken+1 || w.fences != AllFences() || w.mutants != (Mutants{}) {
+		return nil
+	}
+	return fmt.Errorf("%w: thread %q: this round would consume message %d, but storage has consumed only up to %d: storage lost commits the round saw acknowledged",
+		ErrInconsistentLog, t.ID, msg, t.Taken)
+}
+
 // CreateThread adds an empty thread. It returns ErrThreadExists, or
 // ErrInvalidArgument for an id that is empty, longer than MaxIDBytes, or
 // that CheckText refuses.
@@ -973,6 +996,9 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 			}
 			return err
 		}
+		if err := w.skips(t, prompt); err != nil {
+			return err
+		}
 		id = t.LastRun() + 1
 		ev := runStarted(c, prompt, id, w.clock.Now())
 		if err := record(ctx, tx, t, &ev); err != nil {
@@ -1021,6 +1047,9 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 		}
 		lease, err := w.fence(ctx, tx, w.fences.Reply, c, t, TraceEvent{Action: ActionReplyFenced, Msg: answer, Req: req}, line)
 		if err != nil {
+			return err
+		}
+		if err := w.skips(t, answer); err != nil {
 			return err
 		}
 		ev := Event{Kind: Answered, At: w.clock.Now(), Message: answer, Request: req, Holder: c.Holder}
@@ -1224,6 +1253,9 @@ func (w *Workspace) SteerRecord(ctx context.Context, c Claim, run RunID, msg Seq
 			return err
 		case w.mutants.SteerRecordKeepsCursor:
 			return w.steerUnchecked(ctx, tx, t, c, run, msg, line)
+		}
+		if err := w.skips(t, msg); err != nil {
+			return err
 		}
 		if err := record(ctx, tx, t, &ev); err != nil {
 			return err

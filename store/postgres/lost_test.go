@@ -286,3 +286,104 @@ func openOther(t *testing.T, s *Store) *Store {
 	require.NoError(t, err)
 	return openStore(t, cfg, s.Schema())
 }
+
+// Storage that lost a consumption this claim's round saw acknowledged (a
+// RunStart, a Reply, a SteerRecord), while it kept the claim's lease:
+// the round's next consuming write, planned from what it saw, would
+// consume the message after the lost one, and leave the lost one behind
+// the taken cursor, never consumed, on a thread whose row says no work is
+// left. The write is refused instead (core.ErrInconsistentLog), writing
+// nothing; the round's Crash ends it, and the next claim plans the lost
+// message. Before the refusal, the fleet's lose nemesis left a message
+// unconsumed once (internal/fleet/BENCH.md).
+func TestLostConsumptionSkipsNothing(t *testing.T) {
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		for _, write := range []string{"RunStart", "Reply", "SteerRecord"} {
+			t.Run(write, func(t *testing.T) { testLostConsumption(t, opts, write) })
+		}
+	})
+}
+
+func testLostConsumption(t *testing.T, opts Options, write string) {
+	ctx := context.Background()
+	s := newStoreWith(t, opts)
+	look := admin(t)
+	a, c := claimedThread(t, s) // message 1, claimed, a run of it planned
+	id := c.Thread
+	post := func(text string) {
+		_, err := a.ws.Post(ctx, id, text)
+		require.NoError(t, err)
+	}
+	var kept rowState
+	var next func() error // the round's next consuming write, planned before the loss
+	switch write {
+	case "RunStart":
+		post("m2")
+		kept = readRow(t, look, s.Schema(), id)
+		run, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+		require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
+		p, err := a.ws.Plan(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, [2]int{int(core.PlanRun), 2}, [2]int{int(p.Kind), int(p.Message)})
+		next = func() error { _, err := a.ws.RunStart(ctx, c, 2); return err }
+	case "Reply":
+		run, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+		for _, q := range []string{"q1", "q2"} {
+			_, err := a.ws.Ask(ctx, c, run, q)
+			require.NoError(t, err)
+		}
+		require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
+		post("a1")
+		post("a2")
+		p, err := a.ws.Plan(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, [3]int{int(core.PlanReply), 1, 2}, [3]int{int(p.Kind), int(p.Request), int(p.Message)})
+		kept = readRow(t, look, s.Schema(), id)
+		require.NoError(t, a.ws.Reply(ctx, c, 1, 2))
+		p, err = a.ws.Plan(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, [3]int{int(core.PlanReply), 2, 3}, [3]int{int(p.Kind), int(p.Request), int(p.Message)})
+		next = func() error { return a.ws.Reply(ctx, c, 2, 3) }
+	case "SteerRecord":
+		run, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+		post("s2")
+		post("s3")
+		m, ok, err := a.ws.Steer(ctx, c, run)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "s2", m.Text)
+		kept = readRow(t, look, s.Schema(), id)
+		require.NoError(t, a.ws.SteerRecord(ctx, c, run, 2))
+		m, ok, err = a.ws.Steer(ctx, c, run)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "s3", m.Text)
+		next = func() error { return a.ws.SteerRecord(ctx, c, run, 3) }
+	}
+	loseCommits(t, look, s.Schema(), id, kept)
+
+	err := next()
+	require.ErrorIs(t, err, core.ErrInconsistentLog, "a consuming write past a message storage has not consumed")
+	require.Equal(t, kept, readRow(t, look, s.Schema(), id), "nothing written")
+	require.NoError(t, a.ws.Crash(ctx, c))
+
+	// The next claim plans the message whose consumption storage lost.
+	a.clock.Advance(2 * ttl)
+	c2, err := a.ws.Claim(ctx, id, "ha2", ttl)
+	require.NoError(t, err)
+	p, err := a.ws.Plan(ctx, c2)
+	require.NoError(t, err)
+	if write == "SteerRecord" {
+		require.Equal(t, core.PlanAbandon, p.Kind, "the crashed round's run is left active: %+v", p)
+		for _, run := range p.Runs {
+			require.NoError(t, a.ws.Abandon(ctx, c2, run))
+		}
+		p, err = a.ws.Plan(ctx, c2)
+		require.NoError(t, err)
+	}
+	require.Equal(t, kept.taken+1, int64(p.Message), "the plan after the loss: %+v", p)
+}
