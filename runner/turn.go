@@ -323,10 +323,12 @@ func (t *Turn) stepClaim(ctx context.Context) {
 		t.end(ctx, OutcomeError, err)
 		return
 	}
-	_, t.span = t.r.tracer.Start(ctx, "threadclaim.turn", trace.WithAttributes(
+	if _, span := t.r.tracer.Start(ctx, "threadclaim.turn", trace.WithAttributes(
 		attribute.String("thread", string(t.thread)),
 		attribute.String("process", t.r.ws.Process()),
-	))
+	)); span.IsRecording() {
+		t.span = span // nil otherwise: no events, attributes or end to make
+	}
 	t.begun = t.r.cfg.Clock.Now()
 	t.mu.Lock()
 	t.claim = c
@@ -791,6 +793,9 @@ func (t *Turn) report() {
 
 func (t *Turn) event(name string, attrs ...attribute.KeyValue) {
 	if t.span != nil {
-		t.span.AddEvent(name, trace.WithAttributes(attrs...))
+		// A copy, so that attrs does not escape: the callers' arguments
+		// stay on the stack when nothing records (the default no-op
+		// tracer, or a span sampled out).
+		t.span.AddEvent(name, trace.WithAttributes(append([]attribute.KeyValue(nil), attrs...)...))
 	}
 }
