@@ -74,8 +74,9 @@ var (
 	// ErrInconsistentLog: a storage read a thread's stored events and they
 	// do not fold into a thread (an event that does not follow the one
 	// before it): storage holds what no sequence of writes makes. Or a
-	// consuming write of a claim's round found the thread's taken cursor
-	// behind the one the round saw (storage lost commits it had
-	// acknowledged): the write would skip a message, and wrote nothing.
+	// write of a claim's round found storage behind what the round saw
+	// (it lost commits it had acknowledged): a consuming write would skip
+	// a message, or a run's start would make a second run active. The
+	// write wrote nothing.
 	ErrInconsistentLog = errors.New("stored log is inconsistent")
 )

@@ -222,27 +222,44 @@ func record(ctx context.Context, tx Transaction, t *Thread, ev *Event) error {
 	return nil
 }
 
-// skips returns an error when consuming msg would skip a message: msg is
-// past the one after the thread's taken cursor. A round plans, and Steer
-// gives, the message after the cursor it reads, and under its lease no
-// other write moves the cursor; so storage whose cursor is behind the
-// round's has lost commits the round saw acknowledged (synchronous_commit
-// off and a crash, a failover to an asynchronous replica). The write
-// would leave the lost consumption's message behind the cursor, never
-// consumed, on a thread whose row says no work is left. It is refused,
-// and writes nothing; the round's Crash ends it, and the next claim plans
-// from storage's cursor. A cursor ahead of the round's, which only an
-// unfenced write can make, is the fence's to catch, not this check's.
+// behind returns an error when storage is behind what the claim's round
+// saw: consuming msg would skip a message (msg is past the one after the
+// thread's taken cursor), or, for a run's start (starting), a run is
+// active. A round plans, and Steer gives, the message after the cursor
+// it reads, and plans a run only when no run is active; under its lease
+// no other write moves the cursor or starts a run. So storage whose
+// cursor is behind the round's, or with a run active that the round saw
+// end or abandoned, has lost commits the round saw acknowledged
+// (synchronous_commit off and a crash, a failover to an asynchronous
+// replica) while it kept the claim. The write would leave the lost
+// consumption's message behind the cursor, never consumed, on a thread
+// whose row says no work is left; or start a second run beside the one
+// whose end was lost. It is refused, and writes nothing; the round's
+// Crash ends it, and the next claim plans from storage's state. A cursor
+// ahead of the round's (msg consumed already), which only a write the
+// fence should have refused can make, is the fence's to catch, not this
+// check's: the check says nothing then, a run active or not.
 //
 // With a fence off or a mutant on (tests only), a stale write may move the
-// cursor back, past a plan made under a lease: that is the defect the
-// checks must see, so the refusal is off there.
-func (w *Workspace) skips(t *Thread, msg Seq) error {
-	if msg <= t.Taken+1 || w.fences != AllFences() || w.mutants != (Mutants{}) {
+// cursor back, or start a run, past a plan made under a lease: that is
+// the defect the checks must see, so the refusal is off there.
+func (w *Workspace) behind(t *Thread, msg Seq, starting bool) error {
+	if w.fences != AllFences() || w.mutants != (Mutants{}) {
 		return nil
 	}
-	return fmt.Errorf("%w: thread %q: this round would consume message %d, but storage has consumed only up to %d: storage lost commits the round saw acknowledged",
-		ErrInconsistentLog, t.ID, msg, t.Taken)
+	if msg > t.Taken+1 {
+		return fmt.Errorf("%w: thread %q: this round would consume message %d, but storage has consumed only up to %d: storage lost commits the round saw acknowledged",
+			ErrInconsistentLog, t.ID, msg, t.Taken)
+	}
+	if starting && msg == t.Taken+1 {
+		for _, r := range t.runs.live {
+			if r.State == StateActive {
+				return fmt.Errorf("%w: thread %q: this round would start a run on message %d, but storage has run %d active, which the round saw end: storage lost commits the round saw acknowledged",
+					ErrInconsistentLog, t.ID, msg, r.ID)
+			}
+		}
+	}
+	return nil
 }
 
 // CreateThread adds an empty thread. It returns ErrThreadExists, or
@@ -996,7 +1013,7 @@ func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, e
 			}
 			return err
 		}
-		if err := w.skips(t, prompt); err != nil {
+		if err := w.behind(t, prompt, true); err != nil {
 			return err
 		}
 		id = t.LastRun() + 1
@@ -1049,7 +1066,7 @@ func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Se
 		if err != nil {
 			return err
 		}
-		if err := w.skips(t, answer); err != nil {
+		if err := w.behind(t, answer, false); err != nil {
 			return err
 		}
 		ev := Event{Kind: Answered, At: w.clock.Now(), Message: answer, Request: req, Holder: c.Holder}
@@ -1254,7 +1271,7 @@ func (w *Workspace) SteerRecord(ctx context.Context, c Claim, run RunID, msg Seq
 		case w.mutants.SteerRecordKeepsCursor:
 			return w.steerUnchecked(ctx, tx, t, c, run, msg, line)
 		}
-		if err := w.skips(t, msg); err != nil {
+		if err := w.behind(t, msg, false); err != nil {
 			return err
 		}
 		if err := record(ctx, tx, t, &ev); err != nil {

@@ -287,25 +287,27 @@ func openOther(t *testing.T, s *Store) *Store {
 	return openStore(t, cfg, s.Schema())
 }
 
-// Storage that lost a consumption this claim's round saw acknowledged (a
-// RunStart, a Reply, a SteerRecord), while it kept the claim's lease:
-// the round's next consuming write, planned from what it saw, would
-// consume the message after the lost one, and leave the lost one behind
-// the taken cursor, never consumed, on a thread whose row says no work is
-// left. The write is refused instead (core.ErrInconsistentLog), writing
-// nothing; the round's Crash ends it, and the next claim plans the lost
-// message. Before the refusal, the fleet's lose nemesis left a message
-// unconsumed once (internal/fleet/BENCH.md).
-func TestLostConsumptionSkipsNothing(t *testing.T) {
+// Storage that lost a write this claim's round saw acknowledged (a
+// RunStart, a Reply, a SteerRecord, a RunEnd), while it kept the claim's
+// lease, so that the fence passes: the round's next write, planned from
+// what it saw, would consume the message after a lost consumption's, and
+// leave the lost one behind the taken cursor, never consumed, on a thread
+// whose row says no work is left; or, after a lost RunEnd, start a second
+// run beside the one storage still has active. The write is refused
+// instead (core.ErrInconsistentLog), writing nothing; the round's Crash
+// ends it, and the next claim plans the lost message (after abandoning
+// the run the lost write left active). Before the refusal, the fleet's
+// lose nemesis left a message unconsumed once (internal/fleet/BENCH.md).
+func TestWriteAfterLostCommitRefused(t *testing.T) {
 	t.Parallel() // a schema of its own
 	eachReadMode(t, func(t *testing.T, opts Options) {
-		for _, write := range []string{"RunStart", "Reply", "SteerRecord"} {
-			t.Run(write, func(t *testing.T) { testLostConsumption(t, opts, write) })
+		for _, lost := range []string{"RunStart", "Reply", "SteerRecord", "RunEnd"} {
+			t.Run("lost="+lost, func(t *testing.T) { testWriteAfterLost(t, opts, lost) })
 		}
 	})
 }
 
-func testLostConsumption(t *testing.T, opts Options, write string) {
+func testWriteAfterLost(t *testing.T, opts Options, write string) {
 	ctx := context.Background()
 	s := newStoreWith(t, opts)
 	look := admin(t)
@@ -347,6 +349,16 @@ func testLostConsumption(t *testing.T, opts Options, write string) {
 		require.NoError(t, err)
 		require.Equal(t, [3]int{int(core.PlanReply), 2, 3}, [3]int{int(p.Kind), int(p.Request), int(p.Message)})
 		next = func() error { return a.ws.Reply(ctx, c, 2, 3) }
+	case "RunEnd":
+		post("m2")
+		run, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+		kept = readRow(t, look, s.Schema(), id)
+		require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
+		p, err := a.ws.Plan(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, [2]int{int(core.PlanRun), 2}, [2]int{int(p.Kind), int(p.Message)})
+		next = func() error { _, err := a.ws.RunStart(ctx, c, 2); return err }
 	case "SteerRecord":
 		run, err := a.ws.RunStart(ctx, c, 1)
 		require.NoError(t, err)
@@ -367,7 +379,7 @@ func testLostConsumption(t *testing.T, opts Options, write string) {
 	loseCommits(t, look, s.Schema(), id, kept)
 
 	err := next()
-	require.ErrorIs(t, err, core.ErrInconsistentLog, "a consuming write past a message storage has not consumed")
+	require.ErrorIs(t, err, core.ErrInconsistentLog, "a write built on what storage lost")
 	require.Equal(t, kept, readRow(t, look, s.Schema(), id), "nothing written")
 	require.NoError(t, a.ws.Crash(ctx, c))
 
@@ -377,7 +389,7 @@ func testLostConsumption(t *testing.T, opts Options, write string) {
 	require.NoError(t, err)
 	p, err := a.ws.Plan(ctx, c2)
 	require.NoError(t, err)
-	if write == "SteerRecord" {
+	if write == "SteerRecord" || write == "RunEnd" {
 		require.Equal(t, core.PlanAbandon, p.Kind, "the crashed round's run is left active: %+v", p)
 		for _, run := range p.Runs {
 			require.NoError(t, a.ws.Abandon(ctx, c2, run))
