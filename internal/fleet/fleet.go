@@ -176,10 +176,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if err != nil {
 		return nil, interrupted(ctx, err)
 	}
-	if !drained && ctx.Err() == nil {
-		// The faults have healed: a last chance to drain.
-		drained, err = r.drain(ctx, time.Now().Add(r.cfg.Timeout/4))
-		if err != nil {
+	if ctx.Err() == nil {
+		if drained, err = r.settle(ctx, drained); err != nil {
 			return nil, interrupted(ctx, err)
 		}
 	}
@@ -300,27 +298,45 @@ func (r *run) await(ctx context.Context, postErr <-chan error, nemesisDone <-cha
 	r.postedAt = time.Now()
 	r.mu.Unlock()
 	fmt.Fprintf(r.out, "posted every message after %v; waiting for them to be consumed\n", time.Since(r.start).Round(time.Millisecond))
-	return r.drain(ctx, time.Now().Add(r.cfg.Timeout))
+	drained, _, err := r.drain(ctx, time.Now().Add(r.cfg.Timeout))
+	return drained, err
+}
+
+// settle looks at the drain again once the faults have ended, waiting
+// up to a quarter of the timeout: a last chance to drain, or a second look
+// at a drain seen while they ran (seen), which may not hold. Storage that
+// loses commits (the lose nemesis) can take back a consumption it had
+// acknowledged after the drain was seen: a restart already under way when
+// the nemesis was stopped. The runners then consume the message again;
+// counted at once, it was lost (a CI run of TestFleetLosesCommits on 6 Dec
+// 2026, internal/fleet/BENCH.md).
+func (r *run) settle(ctx context.Context, seen bool) (bool, error) {
+	drained, work, err := r.drain(ctx, time.Now().Add(r.cfg.Timeout/4))
+	if err == nil && seen && work {
+		fmt.Fprintf(r.out, "work came back after the faults ended (storage lost acknowledged writes after the drain was seen); drained again: %v\n", drained)
+	}
+	return drained, err
 }
 
 // drain waits until no thread has work (a message to consume, a run
-// active) or deadline.
-func (r *run) drain(ctx context.Context, deadline time.Time) (bool, error) {
+// active) or deadline. work says whether it saw a thread with work.
+func (r *run) drain(ctx context.Context, deadline time.Time) (drained, work bool, err error) {
 	ws := core.NewWorkspace(r.store, core.SystemClock{})
 	for time.Now().Before(deadline) {
 		ids, err := ws.Pending(ctx)
 		if err == nil && len(ids) == 0 {
-			return true, nil
+			return true, work, nil
 		}
+		work = work || len(ids) > 0
 		select {
 		case p := <-r.died:
-			return false, r.diedError(p)
+			return false, work, r.diedError(p)
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return false, work, ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return false, nil
+	return false, work, nil
 }
 
 func (r *run) diedError(p *proc) error {
