@@ -16,21 +16,31 @@ import (
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
-// A message no write consumed is shown with its thread's row and log as
-// storage has them, and only the first threads' in full: what a liveness
-// failure seen once leaves to read after its cluster is gone.
-func TestDescribeLost(t *testing.T) {
+// openStore opens a Store on a schema of its own, named from prefix, on
+// the real PostgreSQL server of DATABASE_URL, dropped when the test ends;
+// it returns a context with the test's deadline and the server's URL.
+func openStore(t *testing.T, prefix string, keepTrace bool) (context.Context, *postgres.Store, string) {
+	t.Helper()
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
 		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./internal/fleet)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	schema := fmt.Sprintf("tclost_%d", time.Now().UnixNano())
-	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, KeepTrace: true})
+	t.Cleanup(cancel)
+	st, err := postgres.Open(ctx, url, postgres.Options{Schema: fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()), KeepTrace: keepTrace})
 	require.NoError(t, err)
-	defer st.Close()
-	defer func() { _ = st.DropSchema(context.WithoutCancel(ctx)) }()
+	t.Cleanup(func() {
+		_ = st.DropSchema(context.WithoutCancel(ctx))
+		st.Close()
+	})
+	return ctx, st, url
+}
+
+// A message no write consumed is shown with its thread's row and log as
+// storage has them, and only the first threads' in full: what a liveness
+// failure seen once leaves to read after its cluster is gone.
+func TestDescribeLost(t *testing.T) {
+	ctx, st, url := openStore(t, "tclost", true)
 	ws := core.NewWorkspace(st, core.SystemClock{}, core.WithTracer(tracecheck.NewHistoryWriter(io.Discard)))
 	for _, id := range []core.ThreadID{"t1", "t2", "t3"} {
 		require.NoError(t, ws.CreateThread(ctx, id))
@@ -39,10 +49,10 @@ func TestDescribeLost(t *testing.T) {
 			require.NoError(t, err)
 		}
 	}
-	_, _, _, err = ws.ClaimThenStart(ctx, "t1", "w1", time.Minute)
+	_, _, _, err := ws.ClaimThenStart(ctx, "t1", "w1", time.Minute)
 	require.NoError(t, err)
 
-	r := &run{schema: schema, cluster: &cluster{url: url}}
+	r := &run{schema: st.Schema(), cluster: &cluster{url: url}}
 	got := r.describeLost(ctx, []lostMessage{{"t1", 2}, {"t2", 1}, {"t2", 2}, {"t3", 1}})
 	t.Log(got)
 	require.Contains(t, got, "thread t1: message 2 never consumed; its row: version 4, taken 1, last_message 2, active_runs 1, log_n 3")
@@ -62,16 +72,7 @@ func TestDescribeLost(t *testing.T) {
 // consume it again). Trusting the drain seen, the fleet counted such a
 // message lost in CI.
 func TestSettleLooksAgain(t *testing.T) {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./internal/fleet)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	st, err := postgres.Open(ctx, url, postgres.Options{Schema: fmt.Sprintf("tcsettle_%d", time.Now().UnixNano())})
-	require.NoError(t, err)
-	defer st.Close()
-	defer func() { _ = st.DropSchema(context.WithoutCancel(ctx)) }()
+	ctx, st, _ := openStore(t, "tcsettle", false)
 	ws := core.NewWorkspace(st, core.SystemClock{})
 	require.NoError(t, ws.CreateThread(ctx, "t1"))
 	var out strings.Builder
