@@ -58,7 +58,10 @@ import (
 // posts sent over 5ms behind the schedule (near 0:
 // the rate is the one offered), and gc/s, the cycles this process's
 // garbage collector (River's and this project's alike) completed a second
-// while the posts went out.
+// while the posts went out; and when the slowest 1% were posted
+// (tailWhen): tail-at-s, their median post time from the first timed
+// post, and tail-span-s, the span of the middle 90% of those times, short
+// for a stall, near the run's 10 s for a tail spread over it.
 func BenchmarkCompare(b *testing.B) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
@@ -135,6 +138,31 @@ func slowThreads(lat []time.Duration, first int) int {
 		seen[(first+i)%threads] = true
 	}
 	return len(seen)
+}
+
+// tailWhen returns when the slowest 1% of the messages (lat, each
+// message's post-to-start) were posted, as offsets from the first post
+// (posted, the same messages' post times): the median offset (at), and
+// the span from the 5th to the 95th percentile of the offsets (span). A
+// stall of the host, the server or the workers makes a short span; a
+// tail spread over the run, a span near the run's length.
+func tailWhen(lat []time.Duration, posted []time.Time) (at, span time.Duration) {
+	idx := make([]int, len(lat))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(lat[b], lat[a]) })
+	idx = idx[:max(len(idx)/100, min(len(idx), 1))]
+	offs := make([]time.Duration, len(idx))
+	for k, i := range idx {
+		offs[k] = posted[i].Sub(posted[0])
+	}
+	slices.Sort(offs)
+	n := len(offs)
+	if n == 0 {
+		return 0, 0
+	}
+	return offs[n/2], offs[n*95/100] - offs[n*5/100]
 }
 
 func measure(b *testing.B, url string, s system, w workload) {
@@ -240,6 +268,11 @@ func measure(b *testing.B, url string, s system, w workload) {
 			lat[i] = max(startedAt[warm+i].Sub(postedAt[warm+i]), 0)
 		}
 		b.ReportMetric(float64(slowThreads(lat, warm)), "slow-threads")
+		if w.rate > 0 {
+			at, span := tailWhen(lat, postedAt[warm:])
+			b.ReportMetric(at.Seconds(), "tail-at-s")
+			b.ReportMetric(span.Seconds(), "tail-span-s")
+		}
 		slices.Sort(lat)
 		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")

@@ -33,3 +33,32 @@ func TestSlowThreads(t *testing.T) {
 		t.Errorf("no messages: slowThreads = %d, want 0", got)
 	}
 }
+
+// The slowest 1% posted within a tenth of a second make a short span at
+// that time; spread over the run, a span near its length.
+func TestTailWhen(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 6, 0, 0, 0, time.UTC)
+	posted := make([]time.Time, 1000)
+	lat := make([]time.Duration, 1000)
+	for i := range posted {
+		posted[i] = t0.Add(time.Duration(i) * 10 * time.Millisecond) // 10 s
+		lat[i] = time.Millisecond
+	}
+	for i := 500; i < 510; i++ { // a stall at 5 s
+		lat[i] = 50 * time.Millisecond
+	}
+	at, span := tailWhen(lat, posted)
+	if at < 5*time.Second || at > 5100*time.Millisecond || span > 100*time.Millisecond {
+		t.Errorf("a stall at 5 s: at %v, span %v; want 5-5.1 s and at most 100 ms", at, span)
+	}
+	for i := 500; i < 510; i++ {
+		lat[i] = time.Millisecond
+	}
+	for i := 0; i < 1000; i += 100 { // one slow message a second
+		lat[i] = 50 * time.Millisecond
+	}
+	if _, span := tailWhen(lat, posted); span < 8*time.Second {
+		t.Errorf("a tail spread over 10 s: span %v, want at least 8 s", span)
+	}
+}
+
