@@ -140,6 +140,26 @@ func slowThreads(lat []time.Duration, first int) int {
 	return len(seen)
 }
 
+// reportLatency reports the post-to-start of the timed messages (posted
+// and started, the first of them message first): its p50 and p99, the
+// threads of the slowest 1%, and, at a steady rate, when those were
+// posted.
+func reportLatency(b *testing.B, w workload, posted, started []time.Time, first int) {
+	lat := make([]time.Duration, len(posted))
+	for i := range lat {
+		lat[i] = max(started[i].Sub(posted[i]), 0)
+	}
+	b.ReportMetric(float64(slowThreads(lat, first)), "slow-threads")
+	if w.rate > 0 {
+		at, span := tailWhen(lat, posted)
+		b.ReportMetric(at.Seconds(), "tail-at-s")
+		b.ReportMetric(span.Seconds(), "tail-span-s")
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
 // tailWhen returns when the slowest 1% of the messages (lat, each
 // message's post-to-start) were posted, as offsets from the first post
 // (posted, the same messages' post times): the median offset (at), and
@@ -263,19 +283,7 @@ func measure(b *testing.B, url string, s system, w workload) {
 	n := float64(w.n - warm)
 	b.ReportMetric(n/elapsed.Seconds(), "msgs/s")
 	if !w.before {
-		lat := make([]time.Duration, w.n-warm)
-		for i := range lat {
-			lat[i] = max(startedAt[warm+i].Sub(postedAt[warm+i]), 0)
-		}
-		b.ReportMetric(float64(slowThreads(lat, warm)), "slow-threads")
-		if w.rate > 0 {
-			at, span := tailWhen(lat, postedAt[warm:])
-			b.ReportMetric(at.Seconds(), "tail-at-s")
-			b.ReportMetric(span.Seconds(), "tail-span-s")
-		}
-		slices.Sort(lat)
-		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
-		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+		reportLatency(b, w, postedAt[warm:], startedAt[warm:], warm)
 		if w.rate > 0 {
 			b.ReportMetric(100*float64(late)/n, "late-%")
 		} else {

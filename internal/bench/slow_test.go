@@ -61,4 +61,3 @@ func TestTailWhen(t *testing.T) {
 		t.Errorf("a tail spread over 10 s: span %v, want at least 8 s", span)
 	}
 }
-
