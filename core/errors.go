@@ -76,7 +76,8 @@ var (
 	// before it): storage holds what no sequence of writes makes. Or a
 	// write of a claim's round found storage behind what the round saw
 	// (it lost commits it had acknowledged): a consuming write would skip
-	// a message, or a run's start would make a second run active. The
-	// write wrote nothing.
+	// a message, a run's start would make a second run active, or an Ask
+	// would take the id of one the round saw opened. The write wrote
+	// nothing.
 	ErrInconsistentLog = errors.New("stored log is inconsistent")
 )

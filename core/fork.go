@@ -65,7 +65,7 @@ func (f *forked) round(r *round) *round {
 		phase: r.phase, plan: r.plan, run: r.run, steer: r.steer,
 		doubt: r.doubt, claimDoubt: r.claimDoubt, doubtReleased: r.doubtReleased,
 		crashing: r.crashing, crashFailed: r.crashFailed,
-		tick: r.tick, taken: r.taken,
+		tick: r.tick, taken: r.taken, asked: r.asked,
 	}
 	if r.doubtLine != nil {
 		l := *r.doubtLine

@@ -124,6 +124,9 @@ type round struct {
 	// read.
 	tick  uint64
 	taken Seq
+	// asked is the last request this round's Asks opened: storage that
+	// has fewer requests lost one of them (Ask).
+	asked RequestID
 	// calls counts calls on the round in flight; idle is closed when it
 	// drops to zero (Crash waits for it, so that no line of the round
 	// follows its Crash).

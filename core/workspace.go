@@ -1105,12 +1105,21 @@ func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string
 		return 0, err
 	}
 	var id RequestID
+	r.mu.Lock()
+	asked := r.asked
+	r.mu.Unlock()
 	line, traced, err := w.update(ctx, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		t, err := tx.Thread(ctx, c.Thread)
 		if err != nil {
 			return err
 		}
 		id = RequestID(len(t.Requests) + 1)
+		if id <= asked {
+			// Requests are never taken back: storage lost the round's
+			// own Ask (see behind), and the question would take its id.
+			return fmt.Errorf("%w: thread %q: this round asked request %d, but storage has %d requests: storage lost commits the round saw acknowledged",
+				ErrInconsistentLog, c.Thread, asked, len(t.Requests))
+		}
 		ev := Event{Kind: Asked, At: w.clock.Now(), Run: run, Request: id, Text: question}
 		if err := record(ctx, tx, t, &ev); err != nil {
 			return err
@@ -1122,6 +1131,9 @@ func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string
 	if err != nil {
 		return 0, err
 	}
+	r.mu.Lock()
+	r.asked = max(r.asked, id)
+	r.mu.Unlock()
 	return id, nil
 }
 

@@ -301,7 +301,7 @@ func openOther(t *testing.T, s *Store) *Store {
 func TestWriteAfterLostCommitRefused(t *testing.T) {
 	t.Parallel() // a schema of its own
 	eachReadMode(t, func(t *testing.T, opts Options) {
-		for _, lost := range []string{"RunStart", "Reply", "SteerRecord", "RunEnd"} {
+		for _, lost := range []string{"RunStart", "Reply", "SteerRecord", "RunEnd", "Ask"} {
 			t.Run("lost="+lost, func(t *testing.T) { testWriteAfterLost(t, opts, lost) })
 		}
 	})
@@ -359,6 +359,15 @@ func testWriteAfterLost(t *testing.T, opts Options, write string) {
 		require.NoError(t, err)
 		require.Equal(t, [2]int{int(core.PlanRun), 2}, [2]int{int(p.Kind), int(p.Message)})
 		next = func() error { _, err := a.ws.RunStart(ctx, c, 2); return err }
+	case "Ask":
+		post("m2")
+		run, err := a.ws.RunStart(ctx, c, 1)
+		require.NoError(t, err)
+		kept = readRow(t, look, s.Schema(), id)
+		q, err := a.ws.Ask(ctx, c, run, "q1")
+		require.NoError(t, err)
+		require.Equal(t, core.RequestID(1), q)
+		next = func() error { _, err := a.ws.Ask(ctx, c, run, "q2"); return err } // it would be request 1 again
 	case "SteerRecord":
 		run, err := a.ws.RunStart(ctx, c, 1)
 		require.NoError(t, err)
@@ -389,7 +398,7 @@ func testWriteAfterLost(t *testing.T, opts Options, write string) {
 	require.NoError(t, err)
 	p, err := a.ws.Plan(ctx, c2)
 	require.NoError(t, err)
-	if write == "SteerRecord" || write == "RunEnd" {
+	if write == "SteerRecord" || write == "RunEnd" || write == "Ask" {
 		require.Equal(t, core.PlanAbandon, p.Kind, "the crashed round's run is left active: %+v", p)
 		for _, run := range p.Runs {
 			require.NoError(t, a.ws.Abandon(ctx, c2, run))
