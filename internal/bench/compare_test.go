@@ -128,16 +128,23 @@ const (
 // over the threads posted to last; a runner whose threads wait for a
 // turn slot has them on the few threads that waited longest.
 func slowThreads(lat []time.Duration, first int) int {
+	seen := map[int]bool{}
+	for _, i := range slowest(lat) {
+		seen[(first+i)%threads] = true
+	}
+	return len(seen)
+}
+
+// slowest returns the indices of the slowest 1% of the messages (lat,
+// each one's post-to-start), slowest first; at least one, when there are
+// any.
+func slowest(lat []time.Duration) []int {
 	idx := make([]int, len(lat))
 	for i := range idx {
 		idx[i] = i
 	}
 	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(lat[b], lat[a]) })
-	seen := map[int]bool{}
-	for _, i := range idx[:max(len(idx)/100, min(len(idx), 1))] {
-		seen[(first+i)%threads] = true
-	}
-	return len(seen)
+	return idx[:max(len(idx)/100, min(len(idx), 1))]
 }
 
 // reportLatency reports the post-to-start of the timed messages (posted
@@ -167,12 +174,7 @@ func reportLatency(b *testing.B, w workload, posted, started []time.Time, first 
 // stall of the host, the server or the workers makes a short span; a
 // tail spread over the run, a span near the run's length.
 func tailWhen(lat []time.Duration, posted []time.Time) (at, span time.Duration) {
-	idx := make([]int, len(lat))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(lat[b], lat[a]) })
-	idx = idx[:max(len(idx)/100, min(len(idx), 1))]
+	idx := slowest(lat)
 	offs := make([]time.Duration, len(idx))
 	for k, i := range idx {
 		offs[k] = posted[i].Sub(posted[0])

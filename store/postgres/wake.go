@@ -238,8 +238,8 @@ func (sh *share) next() time.Duration {
 // one's backend) makes watchShare read the listeners now. A payload of
 // "-" and a backend's id says that listener goes: it is left out.
 func (sh *share) told(payload string) {
-	self := payload == sh.self()
 	sh.mu.Lock()
+	self := payload == strconv.FormatUint(uint64(sh.pid), 10)
 	if id, ok := strings.CutPrefix(payload, "-"); ok {
 		if pid, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(pid) != sh.pid {
 			if sh.gone == nil {

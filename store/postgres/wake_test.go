@@ -633,12 +633,20 @@ func TestWakeupsNewcomerSaysSo(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	schema := testSchema(t)
-	_, sha, err := openStore(t, poolConfig(t, "tc-word-a"), schema).wakeupsEvery(ctx, time.Hour)
-	require.NoError(t, err)
+	sha := hourlyWakeups(ctx, t, schema, "tc-word-a")
 	awaitListening(t, 1, sha)
-	_, shb, err := openStore(t, poolConfig(t, "tc-word-b"), schema).wakeupsEvery(ctx, time.Hour)
-	require.NoError(t, err)
+	shb := hourlyWakeups(ctx, t, schema, "tc-word-b")
 	awaitListening(t, 2, sha, shb)
+}
+
+// hourlyWakeups starts a Wakeups listener of a Store of its own (app, its
+// pool's application name) on schema, which reads the listeners again
+// only once an hour when its view has settled, and returns its view.
+func hourlyWakeups(ctx context.Context, t *testing.T, schema, app string) *share {
+	t.Helper()
+	_, sh, err := openStore(t, poolConfig(t, app), schema).wakeupsEvery(ctx, time.Hour)
+	require.NoError(t, err)
+	return sh
 }
 
 // A listener that says it goes ("-" and its backend's id on the control
@@ -684,11 +692,9 @@ func TestWakeupsLeaverSaysSo(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	schema := testSchema(t)
-	_, sha, err := openStore(t, poolConfig(t, "tc-bye-a"), schema).wakeupsEvery(ctx, time.Hour)
-	require.NoError(t, err)
+	sha := hourlyWakeups(ctx, t, schema, "tc-bye-a")
 	bctx, bcancel := context.WithCancel(ctx)
-	_, shb, err := openStore(t, poolConfig(t, "tc-bye-b"), schema).wakeupsEvery(bctx, time.Hour)
-	require.NoError(t, err)
+	shb := hourlyWakeups(bctx, t, schema, "tc-bye-b")
 	awaitListening(t, 2, sha, shb)
 	bcancel()
 	awaitListening(t, 1, sha)
