@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,19 @@ import (
 // each has the outcome it would have had alone. A write with nothing in
 // flight goes at once, alone, as before; nothing ever waits for a timer.
 //
+// The writers of a shared round trip are on their way back when it ends:
+// a turn that consumed a message writes the next one's start a few
+// microseconds later. Were the first of them back to go at once, alone,
+// the others would queue behind it and every turn would wait for two
+// round trips a message, its own and a lone one's. So the first of them
+// back (a write on one of their threads), with nothing in flight, yields
+// the processor (gatherYields times at most, no timer) while fewer
+// writes than they were are queued, and then takes those that are along.
+// A writer whose write failed, or released its thread (its turn ended),
+// is not waited for; a write on another thread does not wait. Writes a round trip while draining: 2.2 before,
+// 3.3 after (store/postgres/BENCH.md, "The writers of a shared round
+// trip gathered").
+//
 // The writes of one pipeline run one after the other on one backend, and
 // lock their threads' rows in the threads' order, holding them until the
 // shared commit: a write that waits for a thread's row lock holds up
@@ -42,7 +56,20 @@ type trips struct {
 	mu    sync.Mutex
 	busy  bool   // a pipeline is in flight, or its sender is about to send one
 	queue []*txn // ready, waiting for it to end, in the order they came
+	// back: the threads of the writers the last round trip carried that
+	// are expected back with a write of their own (it was shared).
+	back []string
+	// yields bounds the gather's yields: gatherYields (a test's own
+	// bound, to see the gather without the scheduler's leeway).
+	yields int
 }
+
+// gatherYields bounds the processor yields of a write that waits for the
+// writers of the shared round trip that just ended (trips). Each yield
+// lets the goroutines ready to run run first; a writer busy elsewhere (an
+// agent at work) is not waited for beyond them. 8 and 32 drained as fast
+// (store/postgres/BENCH.md).
+const gatherYields = 8
 
 // trip is one transaction's one-trip statements, and its wait in the
 // Store's trips.
@@ -115,8 +142,7 @@ func (q *trips) send(ctx context.Context, t *txn) error {
 	q.mu.Lock()
 	if !q.busy {
 		q.busy = true
-		q.mu.Unlock()
-		q.lead(ctx, t, nil)
+		q.lead(ctx, t, q.gather(t))
 		return t.trip.err
 	}
 	if t.trip.signal == nil {
@@ -141,30 +167,61 @@ func (q *trips) send(ctx context.Context, t *txn) error {
 		return t.trip.err
 	}
 	q.mu.Lock()
-	batch := append([]*txn{t}, q.queue...)
-	q.queue = q.queue[:0]
-	q.mu.Unlock()
-	q.lead(ctx, t, batch)
+	q.lead(ctx, t, q.gather(t))
 	return t.trip.err
+}
+
+// gather returns the writes t is to lead: t and those queued. When t is
+// one of the writers of the last shared round trip (its thread's), it
+// first lets the others come back: until as many writes as they were
+// are queued, or q.yields yields have passed. nil: t alone. It is called with q.mu held, and releases
+// it.
+func (q *trips) gather(t *txn) []*txn {
+	back := len(q.back)
+	if !slices.Contains(q.back, t.tripThread()) {
+		back = 0 // not one of them: they may be done
+	}
+	q.back = q.back[:0]
+	for i := 0; i < q.yields && len(q.queue)+1 < back; i++ {
+		q.mu.Unlock()
+		runtime.Gosched() // the writers on their way back queue meanwhile
+		q.mu.Lock()
+	}
+	var batch []*txn
+	if len(q.queue) > 0 {
+		batch = append(append(make([]*txn, 0, len(q.queue)+1), t), q.queue...)
+		q.queue = q.queue[:0]
+	}
+	q.mu.Unlock()
+	return batch
 }
 
 // lead sends batch, which begins with leader (nil: leader alone), on
 // leader's connection, hands each write its outcome, and then the lead to
-// the first write that queued meanwhile, if any.
+// the first write that queued meanwhile, if any. It counts the writers it
+// expects back (q.back) for the next leader's gather.
 func (q *trips) lead(ctx context.Context, leader *txn, batch []*txn) {
 	leader.s.stats.roundTrips.Add(1)
 	leader.s.stats.tripWrites.Add(int64(max(len(batch), 1)))
 	leader.s.stats.tripSends.Add(1)
+	var back []string
 	if len(batch) <= 1 {
 		leader.trip.err = leader.sendAlone(ctx)
 	} else {
 		sendTogether(ctx, leader, batch)
+		back = make([]string, 0, len(batch))
+		for _, m := range batch {
+			if id := m.tripThread(); m.trip.err == nil && !m.releases && id != "" {
+				back = append(back, id)
+			}
+		}
 		for _, m := range batch[1:] {
 			m.trip.signal <- false
 		}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.back = back
 	if len(q.queue) == 0 {
 		q.busy = false
 		return

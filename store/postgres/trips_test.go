@@ -224,6 +224,50 @@ func testTripsTogether(t *testing.T, keep bool) {
 	require.Equal(t, version4, version, "t4 renewed by a write that left the queue")
 }
 
+// The writers of a shared round trip, back with their next writes, go
+// together again (trips' gather): without it the first back went alone
+// and the others behind it, two round trips where one does. Each round,
+// a Renew on t0 waits for t0's row, locked from another connection; the
+// Renews on t1, t2 and t3 queue behind it and go in one round trip once
+// it is done; then each of the three renews again at once. Their second
+// writes take one round trip: 3 a round in all, against 4 without the
+// gather. The gather waits for its writers by yielding the processor, a
+// bounded number of times (gatherYields); under -race on a loaded host
+// they can take longer than that to come back, so the test lets it yield
+// for longer, and allows a round in which a writer came back late.
+func TestTripsGatherWritersBack(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	s := newStore(t)
+	s.trips.yields = 1 << 20
+	a, claims := tripThreads(t, s, 4)
+	const rounds = 10
+	trips := s.stats.roundTrips.Load()
+	for r := range rounds {
+		release := holdRow(t, s, "t0")
+		errs := make(chan error, 7)
+		go func() { errs <- a.ws.Renew(ctx, claims[0], ttl) }()
+		awaitQueued(t, s, 0)
+		for i := 1; i <= 3; i++ {
+			go func() {
+				if err := a.ws.Renew(ctx, claims[i], ttl); err != nil {
+					errs <- err
+					return
+				}
+				errs <- a.ws.Renew(ctx, claims[i], ttl)
+			}()
+			awaitQueued(t, s, i)
+		}
+		release()
+		for range 4 {
+			require.NoError(t, recvWithin(t, errs, 30*time.Second, fmt.Sprintf("round %d's renews returning", r)))
+		}
+	}
+	got := s.stats.roundTrips.Load() - trips
+	t.Logf("%d rounds: %d round trips", rounds, got)
+	require.LessOrEqual(t, got, int64(rounds*3+1), "round trips in %d rounds: t0's renew, the three together, and their next three together (3 a round)", rounds)
+}
+
 // rowXmins returns the transaction that last wrote each of the threads'
 // rows.
 func rowXmins(t *testing.T, s *Store, ids ...core.ThreadID) map[core.ThreadID]string {

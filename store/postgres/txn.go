@@ -48,6 +48,7 @@ type txn struct {
 	threads              map[core.ThreadID]*txThread  // locked by this transaction
 	leases               map[core.ThreadID]core.Lease // locked (or seen absent) by this transaction
 	err                  error                        // the first failure: the transaction is lost
+	releases             bool                         // a lease is deleted: its holder's turn ends (trips)
 	spare                [2]txThread                  // the first threads' values, reused
 	nSpare               int
 }
@@ -853,6 +854,7 @@ func (t *txn) DeleteLease(ctx context.Context, id core.ThreadID) error {
 		return err
 	}
 	t.queue(t.s.q.deleteLease, str(string(id)))
+	t.releases = true
 	t.leases[id] = core.Lease{}
 	th.ownLease = false
 	if hasWork(th.state) {
