@@ -210,6 +210,26 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 		}
 	}()
 	time.Sleep(300 * time.Millisecond) // warm up: every runner busy
+	// With more slots than work ("wide"), the others can hold every thread
+	// for a while: kill the victim when it holds one.
+	victimHolds := func() bool {
+		for _, id := range ids {
+			l, err := poster.Lease(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if strings.HasPrefix(string(l.Holder), "v") {
+				return true
+			}
+		}
+		return false
+	}
+	for wait := time.Now().Add(handoverCap); !victimHolds(); {
+		if time.Now().After(wait) {
+			b.Fatalf("the victim held no thread in the %v after the warm-up", handoverCap)
+		}
+		time.Sleep(time.Millisecond)
+	}
 
 	// Kill the victim, then list the threads whose lease it holds.
 	seen.mu.Lock()
