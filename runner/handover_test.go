@@ -212,19 +212,7 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 	time.Sleep(300 * time.Millisecond) // warm up: every runner busy
 	// With more slots than work ("wide"), the others can hold every thread
 	// for a while: kill the victim when it holds one.
-	victimHolds := func() bool {
-		for _, id := range ids {
-			l, err := poster.Lease(ctx, id)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if strings.HasPrefix(string(l.Holder), "v") {
-				return true
-			}
-		}
-		return false
-	}
-	for wait := time.Now().Add(handoverCap); !victimHolds(); {
+	for wait := time.Now().Add(handoverCap); len(victimThreads(b, poster, ids)) == 0; {
 		if time.Now().After(wait) {
 			b.Fatalf("the victim held no thread in the %v after the warm-up", handoverCap)
 		}
@@ -237,16 +225,7 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 	close(victim.stop)
 	seen.after = killed
 	seen.mu.Unlock()
-	var held []core.ThreadID
-	for _, id := range ids {
-		l, err := poster.Lease(ctx, id)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if strings.HasPrefix(string(l.Holder), "v") {
-			held = append(held, id)
-		}
-	}
+	held := victimThreads(b, poster, ids)
 	deadline := killed.Add(handoverCap)
 	var out []time.Duration
 	for _, id := range held {
@@ -269,6 +248,23 @@ func handover(b *testing.B, c handoverCase) []time.Duration {
 	close(end)
 	wg.Wait()
 	return out
+}
+
+// victimThreads lists the threads of ids whose lease the victim (holders
+// "v...") holds.
+func victimThreads(b *testing.B, poster *core.Workspace, ids []core.ThreadID) []core.ThreadID {
+	b.Helper()
+	var held []core.ThreadID
+	for _, id := range ids {
+		l, err := poster.Lease(context.Background(), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if strings.HasPrefix(string(l.Holder), "v") {
+			held = append(held, id)
+		}
+	}
+	return held
 }
 
 // deadThread makes thread id on s as a runner process that died would
