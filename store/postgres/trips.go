@@ -41,9 +41,9 @@ import (
 // the processor (gatherYields times at most, no timer) while fewer
 // writes than they were are queued, and then takes those that are along.
 // A writer whose write failed, or released its thread (its turn ended),
-// is not waited for; a write on another thread does not wait. Writes a round trip while draining: 2.2 before,
-// 3.3 after (store/postgres/BENCH.md, "The writers of a shared round
-// trip gathered").
+// is not waited for; a write on another thread does not wait. Writes a
+// round trip while draining: 2.2 before, 3.3 after (store/postgres/
+// BENCH.md, "The writers of a shared round trip gathered").
 //
 // The writes of one pipeline run one after the other on one backend, and
 // lock their threads' rows in the threads' order, holding them until the
@@ -174,8 +174,8 @@ func (q *trips) send(ctx context.Context, t *txn) error {
 // gather returns the writes t is to lead: t and those queued. When t is
 // one of the writers of the last shared round trip (its thread's), it
 // first lets the others come back: until as many writes as they were
-// are queued, or q.yields yields have passed. nil: t alone. It is called with q.mu held, and releases
-// it.
+// are queued, or q.yields yields have passed. nil: t alone. It is
+// called with q.mu held, and releases it.
 func (q *trips) gather(t *txn) []*txn {
 	back := len(q.back)
 	if !slices.Contains(q.back, t.tripThread()) {

@@ -245,7 +245,7 @@ func TestTripsGatherWritersBack(t *testing.T) {
 	trips := s.stats.roundTrips.Load()
 	for r := range rounds {
 		release := holdRow(t, s, "t0")
-		errs := make(chan error, 7)
+		errs := make(chan error, 4) // t0's renew, and each of the three's last
 		go func() { errs <- a.ws.Renew(ctx, claims[0], ttl) }()
 		awaitQueued(t, s, 0)
 		for i := 1; i <= 3; i++ {
