@@ -219,7 +219,7 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 		cacheCap:  max(opts.CachedThreads, 0),
 		keepTrace: opts.KeepTrace,
 		speculate: !opts.LockingReads && opts.CachedThreads > 0,
-		trips:     trips{yields: gatherYields},
+		trips:     trips{yields: gatherYields, patience: gatherPatience},
 	}
 	s.txns.New = func() any {
 		return &txn{threads: map[core.ThreadID]*txThread{}, leases: map[core.ThreadID]core.Lease{}}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -38,8 +39,9 @@ import (
 // the others would queue behind it and every turn would wait for two
 // round trips a message, its own and a lone one's. So the first of them
 // back (a write on one of their threads), with nothing in flight, yields
-// the processor (gatherYields times at most, no timer) while fewer
-// writes than they were are queued, and then takes those that are along.
+// the processor (gatherYields times at most, none begun after
+// gatherPatience; no timer) while fewer writes than they were are
+// queued, and then takes those that are along.
 // A writer whose write failed, or released its thread (its turn ended),
 // is not waited for; a write on another thread does not wait. Writes a
 // round trip while draining: 2.2 before, 3.3 after (store/postgres/
@@ -59,17 +61,25 @@ type trips struct {
 	// back: the threads of the writers the last round trip carried that
 	// are expected back with a write of their own (it was shared).
 	back []string
-	// yields bounds the gather's yields: gatherYields (a test's own
-	// bound, to see the gather without the scheduler's leeway).
-	yields int
+	// yields and patience bound the gather: gatherYields and
+	// gatherPatience (a test's own, to see the gather without the
+	// scheduler's leeway).
+	yields   int
+	patience time.Duration
 }
 
-// gatherYields bounds the processor yields of a write that waits for the
-// writers of the shared round trip that just ended (trips). Each yield
-// lets the goroutines ready to run run first; a writer busy elsewhere (an
-// agent at work) is not waited for beyond them. 8 and 32 drained as fast
-// (store/postgres/BENCH.md).
-const gatherYields = 8
+// gatherYields and gatherPatience bound the wait of a write for the
+// writers of the shared round trip that just ended (trips): at most 8
+// processor yields, and no yield begun after 200µs. Each yield lets the
+// goroutines ready to run run first; a writer busy elsewhere (an agent at
+// work) is not waited for beyond them. 8 and 32 yields drained as fast
+// (store/postgres/BENCH.md); the time bounds the cost of a yield when
+// every processor is busy with goroutines that do not block (agents at
+// work), where one yield can last a scheduling slice.
+const (
+	gatherYields   = 8
+	gatherPatience = 200 * time.Microsecond
+)
 
 // trip is one transaction's one-trip statements, and its wait in the
 // Store's trips.
@@ -182,7 +192,13 @@ func (q *trips) gather(t *txn) []*txn {
 		back = 0 // not one of them: they may be done
 	}
 	q.back = q.back[:0]
+	var since time.Time
 	for i := 0; i < q.yields && len(q.queue)+1 < back; i++ {
+		if i == 0 {
+			since = time.Now()
+		} else if time.Since(since) > q.patience {
+			break
+		}
 		q.mu.Unlock()
 		runtime.Gosched() // the writers on their way back queue meanwhile
 		q.mu.Lock()

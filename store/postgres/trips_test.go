@@ -232,14 +232,15 @@ func testTripsTogether(t *testing.T, keep bool) {
 // it is done; then each of the three renews again at once. Their second
 // writes take one round trip: 3 a round in all, against 4 without the
 // gather. The gather waits for its writers by yielding the processor, a
-// bounded number of times (gatherYields); under -race on a loaded host
-// they can take longer than that to come back, so the test lets it yield
-// for longer, and allows a round in which a writer came back late.
+// bounded number of times for a bounded time (gatherYields,
+// gatherPatience); under -race on a loaded host they can take longer than
+// that to come back, so the test lets it wait longer, and allows a round
+// in which a writer came back late.
 func TestTripsGatherWritersBack(t *testing.T) {
 	t.Parallel() // a schema of its own
 	ctx := context.Background()
 	s := newStore(t)
-	s.trips.yields = 1 << 20
+	s.trips.yields, s.trips.patience = 1<<20, time.Minute
 	a, claims := tripThreads(t, s, 4)
 	const rounds = 10
 	trips := s.stats.roundTrips.Load()
