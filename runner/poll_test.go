@@ -100,7 +100,19 @@ func TestRunLeavesThreadClaimedByAnother(t *testing.T) {
 	a.clock.Advance(poll) // B's lease (ttl) is still live: a second busy claim
 	waitUntil(t, func() bool { return busy.Load() == 2 }, "Run to claim t again once PollEvery passed")
 	a.clock.Advance(ttl) // B's lease has expired by A's clock: A takes t over
-	h.takenOver(t)
+	// ... at its next look but one, maybe. The second busy turn is
+	// reported (OnTurn) before Run notes it: Run may note it after this
+	// Advance, or look while it is still going (the poll's timer fired),
+	// and leave t out for PollEvery from then. (CI saw the test wait here
+	// for a poll that never came.) So the clock moves on a poll at a time
+	// until Run takes t over.
+	waitUntil(t, func() bool {
+		if taken(t, a, "t") == 1 {
+			return true
+		}
+		a.clock.Advance(poll)
+		return false
+	}, "Run to take t over once B's lease expired")
 	h.stop(t)
 }
 
