@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/store/postgres"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -44,16 +42,8 @@ func storageState(t *testing.T, ctx context.Context, conn *pgx.Conn, schema, id 
 // leaves), and the restored state takes the next Claim at the same
 // version, as storage that lost the Claim would.
 func TestRewindRestoresThePreClaimState(t *testing.T) {
-	url := os.Getenv("DATABASE_URL")
-	if url == "" {
-		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./internal/fleet)")
-	}
-	ctx := context.Background()
-	schema := fmt.Sprintf("tcrewind_%d", time.Now().UnixNano())
-	st, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, KeepTrace: true})
-	require.NoError(t, err)
-	defer st.Close()
-	defer func() { _ = st.DropSchema(ctx) }()
+	ctx, st, url := openStore(t, "tcrewind", true)
+	schema := st.Schema()
 	conn, err := pgx.Connect(ctx, url)
 	require.NoError(t, err)
 	defer conn.Close(ctx)

@@ -239,7 +239,7 @@ func (sh *share) next() time.Duration {
 // "-" and a backend's id says that listener goes: it is left out.
 func (sh *share) told(payload string) {
 	sh.mu.Lock()
-	self := payload == strconv.FormatUint(uint64(sh.pid), 10)
+	self := payload == sh.selfLocked()
 	if id, ok := strings.CutPrefix(payload, "-"); ok {
 		if pid, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(pid) != sh.pid {
 			if sh.gone == nil {
@@ -263,8 +263,11 @@ func (sh *share) told(payload string) {
 func (sh *share) self() string {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return strconv.FormatUint(uint64(sh.pid), 10)
+	return sh.selfLocked()
 }
+
+// selfLocked is self, with sh.mu held.
+func (sh *share) selfLocked() string { return strconv.FormatUint(uint64(sh.pid), 10) }
 
 // settled reports whether this listener's view has settled on n
 // listeners, itself among them: it read them, then the same twice more,
