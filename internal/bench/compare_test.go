@@ -51,9 +51,13 @@ import (
 // this project's are BenchmarkRunnerThroughput's roundtrips/msg, since
 // its Store takes a URL, not a pool), the client's CPU (this process: posters
 // and workers) and the server's CPU (every PostgreSQL process);
-// posting-%, the share of the time the posters were posting (near 100:
-// the posters bound the figure); and slow-threads, how many of the 100
-// threads the slowest 1% of the messages were posted to (slowThreads).
+// sessions, the connections the server took in the timed span (the
+// posters' too while posting); posting-%, the share of the time the
+// posters were posting (near 100: the posters bound the figure); and
+// slow-threads, how many of the 100 threads the slowest 1% of the
+// messages were posted to (slowThreads). The drain reports instead how
+// its time went: first-1%-ms, first-10%-ms and last-10%-ms
+// (reportPhases).
 // A rate= workload reports late-% in posting-%'s place: the share of
 // posts sent over 5ms behind the schedule (near 0:
 // the rate is the one offered), and gc/s, the cycles this process's
@@ -167,6 +171,22 @@ func reportLatency(b *testing.B, w workload, posted, started []time.Time, first 
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
 
+// reportPhases reports how a drain's time went (started: each message's
+// start; t0: the workers' start): first-1%-ms and first-10%-ms, from t0
+// to the start of the 1st and the 10th percentile of the messages, and
+// last-10%-ms, from the 90th percentile's start to the last. The start
+// pays for the workers' connections and first statements; the end, for
+// whatever runs while most of the workers have nothing left.
+func reportPhases(b *testing.B, t0 time.Time, started []time.Time) {
+	at := slices.Clone(started)
+	slices.SortFunc(at, func(x, y time.Time) int { return x.Compare(y) })
+	n := len(at)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(at[n/100].Sub(t0)), "first-1%-ms")
+	b.ReportMetric(ms(at[n/10].Sub(t0)), "first-10%-ms")
+	b.ReportMetric(ms(at[n-1].Sub(at[n*9/10])), "last-10%-ms")
+}
+
 // tailWhen returns when the slowest 1% of the messages (lat, each
 // message's post-to-start) were posted, as offsets from the first post
 // (posted, the same messages' post times): the median offset (at), and
@@ -220,6 +240,7 @@ func measure(b *testing.B, url string, s system, w workload) {
 	srv := newServer(b, url)
 	var (
 		trips0, xacts0 int64
+		sessions0      int64
 		cpu0, scpu0    time.Duration
 		t0             time.Time
 		warm           int // the messages of the warm-up, not timed
@@ -230,7 +251,7 @@ func measure(b *testing.B, url string, s system, w workload) {
 		if counted != nil {
 			trips0 = counted.roundTrips()
 		}
-		xacts0 = srv.xacts(b)
+		xacts0, sessions0 = srv.xacts(b)
 		cpu0, scpu0 = clientCPU(), srv.cpu(b)
 		t0 = time.Now()
 	}
@@ -279,7 +300,8 @@ func measure(b *testing.B, url string, s system, w workload) {
 	}
 	s.stop(ctx, url)
 	time.Sleep(300 * time.Millisecond)
-	xacts := srv.xacts(b) - xacts0
+	xacts, sessions := srv.xacts(b)
+	xacts -= xacts0
 	srv.close()
 
 	n := float64(w.n - warm)
@@ -293,6 +315,10 @@ func measure(b *testing.B, url string, s system, w workload) {
 		}
 	}
 	b.ReportMetric(float64(xacts)/n, "xacts/msg")
+	b.ReportMetric(float64(sessions-sessions0), "sessions")
+	if w.before {
+		reportPhases(b, t0, startedAt)
+	}
 	if counted != nil {
 		b.ReportMetric(float64(trips)/n, "roundtrips/msg")
 	}
@@ -388,14 +414,15 @@ func newServer(b *testing.B, url string) *server {
 
 func (s *server) close() { _ = s.conn.Close(context.Background()) }
 
-// xacts is the server's transactions committed and rolled back, in every
-// database, as its statistics have them.
-func (s *server) xacts(b *testing.B) int64 {
-	var n int64
-	if err := s.conn.QueryRow(context.Background(), `SELECT sum(xact_commit + xact_rollback)::bigint FROM pg_stat_database`).Scan(&n); err != nil {
+// xacts is the server's transactions committed and rolled back, and the
+// sessions (connections) it has had, in every database, as its
+// statistics have them: a backend counts its own once it has ended, or
+// gone a second without reporting.
+func (s *server) xacts(b *testing.B) (xacts, sessions int64) {
+	if err := s.conn.QueryRow(context.Background(), `SELECT sum(xact_commit + xact_rollback)::bigint, sum(sessions)::bigint FROM pg_stat_database`).Scan(&xacts, &sessions); err != nil {
 		b.Fatal(err)
 	}
-	return n
+	return xacts, sessions
 }
 
 // cpu is the CPU time of the postmaster, of its children that exited (it
