@@ -30,7 +30,8 @@ import (
 //	              transaction of its own, and finds nothing for it
 //
 // Each reports the server's CPU an operation (every PostgreSQL process:
-// server-cpu-µs/op) and the wall time (ns/op).
+// server-cpu-µs/op) and the wall time (ns/op); notify also the server's
+// transactions a NOTIFY (xacts/op: its own, and each listener's reads).
 func BenchmarkServer(b *testing.B) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
@@ -69,12 +70,20 @@ func benchNotify(b *testing.B, url string, n int) {
 	defer cancel()
 	const channel = "bench_notified"
 	got := make(chan error, 1)
+	var conns []*pgx.Conn
+	closeAll := func() {
+		for _, c := range conns {
+			_ = c.Close(context.Background())
+		}
+		conns = nil
+	}
+	defer closeAll()
 	for i := range n {
 		c, err := pgx.Connect(ctx, url)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer c.Close(context.Background())
+		conns = append(conns, c)
 		ch := fmt.Sprintf("bench_other_%d", i)
 		if i == 0 {
 			ch = channel
@@ -97,7 +106,7 @@ func benchNotify(b *testing.B, url string, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer poster.Close(context.Background())
+	conns = append(conns, poster)
 	notify := func() {
 		if _, err := poster.Exec(ctx, `SELECT pg_notify($1, 'x')`, channel); err != nil {
 			b.Fatal(err)
@@ -107,6 +116,7 @@ func benchNotify(b *testing.B, url string, n int) {
 	srv := newServer(b, url)
 	defer srv.close()
 	cpu0 := srv.cpu(b)
+	xacts0, _ := srv.xacts(b)
 	b.ResetTimer()
 	for range b.N {
 		notify()
@@ -127,4 +137,11 @@ func benchNotify(b *testing.B, url string, n int) {
 			b.Fatalf("the listener on %s did not stop within 10s of its context's end", channel)
 		}
 	}
+	// A backend reports its transactions when it ends (or after a while
+	// idle): close them all, then read (their LISTENs and the first
+	// NOTIFY's, before the timer, are a few among b.N).
+	closeAll()
+	time.Sleep(300 * time.Millisecond)
+	xacts, _ := srv.xacts(b)
+	b.ReportMetric(float64(xacts-xacts0)/float64(b.N), "xacts/op")
 }
