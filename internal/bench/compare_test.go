@@ -416,8 +416,9 @@ func (s *server) close() { _ = s.conn.Close(context.Background()) }
 
 // xacts is the server's transactions committed and rolled back, and the
 // sessions (connections) it has had, in every database, as its
-// statistics have them: a backend counts its own once it has ended, or
-// gone a second without reporting.
+// statistics have them: a backend reports its own when it ends, and
+// while it runs at most once a second (once idle, about ten seconds
+// later), so read them once the connections of interest have closed.
 func (s *server) xacts(b *testing.B) (xacts, sessions int64) {
 	if err := s.conn.QueryRow(context.Background(), `SELECT sum(xact_commit + xact_rollback)::bigint, sum(sessions)::bigint FROM pg_stat_database`).Scan(&xacts, &sessions); err != nil {
 		b.Fatal(err)
