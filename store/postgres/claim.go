@@ -374,6 +374,10 @@ func (t *txn) sendClaim(ctx context.Context, id core.ThreadID, from int64, args 
 		t.err = err
 		return err
 	}
+	if err := t.ready(ctx); err != nil {
+		t.err = err
+		return err
+	}
 	pc := t.conn.PgConn()
 	if pc.IsClosed() {
 		t.err = errors.New("postgres: the connection is closed: the claim was not sent")

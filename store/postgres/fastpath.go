@@ -106,6 +106,9 @@ func (t *txn) commitOneTrip(ctx context.Context) error {
 // buffer it keeps; a batch's buffer grew anew at each write, 12% of the
 // bytes a runner allocated a message (store/postgres/BENCH.md).
 func (t *txn) sendAlone(ctx context.Context) error {
+	if err := t.ready(ctx); err != nil {
+		return err
+	}
 	pc := t.conn.PgConn()
 	if pc.IsClosed() {
 		return errors.New("postgres: the connection is closed: nothing sent")
@@ -172,17 +175,30 @@ func (t *txn) firstPending(sql string) *statement {
 }
 
 // exec adds the prepared statement sql, with args, to t's one-trip
-// statements (t.trip). The statement is prepared on the connection the
-// first time (a round trip of its own, once per connection). Integers,
+// statements (t.trip). The statement is prepared once for the Store (a
+// round trip of its own, on the connection t then takes), and its
+// description kept (Store.sds): t takes no connection for it after that;
+// the connection that sends it prepares it first if it has not (ready,
+// sendTogether: once per connection). Integers,
 // times and strings go in PostgreSQL's binary form where the statement
 // takes a bigint, a timestamptz or a text, which the server reads without
 // parsing (and the client writes without formatting); any other parameter
 // goes as text. The encoded arguments stay in t.buf until the trip is
 // sent.
 func (t *txn) exec(ctx context.Context, sql string, args ...arg) error {
-	sd, err := t.conn.Prepare(ctx, t.s.q.name(sql), sql)
-	if err != nil {
-		return fmt.Errorf("postgres: prepare: %w", err)
+	var sd *pgconn.StatementDescription
+	if v, ok := t.s.sds.Load(sql); ok {
+		sd = v.(*pgconn.StatementDescription)
+	} else {
+		if err := t.need(ctx); err != nil {
+			return err
+		}
+		var err error
+		sd, err = t.conn.Prepare(ctx, t.s.q.name(sql), sql)
+		if err != nil {
+			return fmt.Errorf("postgres: prepare: %w", err)
+		}
+		t.s.sds.Store(sql, sd)
 	}
 	st := t.trip.add(sd, len(args))
 	buf := t.buf

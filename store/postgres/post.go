@@ -90,6 +90,9 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 	}
 	// Autocommitted: the statement is the transaction, and once sent its
 	// outcome is COMMIT's.
+	if err := t.need(ctx); err != nil {
+		return 0, 0, 0, err
+	}
 	t.shot = true
 	t.s.stats.roundTrips.Add(1)
 	err = scan(t.conn.QueryRow(ctx, t.s.q.post, args...))

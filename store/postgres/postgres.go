@@ -128,6 +128,7 @@ type Store struct {
 	trips trips // the one-trip writes waiting to be sent, and whether some are in flight
 
 	pendingLen atomic.Int64 // how many threads PendingThreads listed last
+	sds        sync.Map     // sql -> *pgconn.StatementDescription, as prepared on any connection
 
 	// txns are transactions' values, reused: a write allocates little.
 	// A txn holds nothing that outlives its transaction (the cache
@@ -271,23 +272,29 @@ func (s *Store) View(ctx context.Context, fn func(ctx context.Context, tx core.T
 }
 
 // run runs fn in one transaction on one connection, read-only or not, and
-// commits it when fn returns nil.
+// commits it when fn returns nil. The connection is taken from the pool
+// when the transaction first needs one (txn.need): a write that goes in
+// a shared round trip from the Store's cache, with no read, never holds
+// one while it waits (trips), so the connections a runner opens are the
+// ones its round trips use, not one a turn.
 func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Context, tx core.Transaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("postgres: acquire connection: %w", err)
-	}
-	// Release destroys a connection left inside a transaction or broken,
-	// which also ends the transaction on the server.
-	defer conn.Release()
 	speculate := s.speculate
 	t := s.txns.Get().(*txn)
-	defer s.txns.Put(t)
+	t.held, t.conn = nil, nil
+	defer func() {
+		// Release destroys a connection left inside a transaction or
+		// broken, which also ends the transaction on the server.
+		if t.held != nil {
+			t.held.Release()
+		}
+		t.held, t.conn = nil, nil
+		s.txns.Put(t)
+	}()
 	for {
-		t.reset(s, conn.Conn(), readOnly, speculate)
+		t.reset(s, t.conn, readOnly, speculate)
 		err := t.attempt(ctx, fn)
 		s.stats.transactions.Add(1)
 		if t.conflict {

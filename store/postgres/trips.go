@@ -47,6 +47,15 @@ import (
 // round trip while draining: 2.2 before, 3.3 after (store/postgres/
 // BENCH.md, "The writers of a shared round trip gathered").
 //
+// A write waiting in the queue holds no connection (Store.run takes one
+// only when a transaction needs it, and a queued write gives its back):
+// the one that leads takes one (sendTogether, sendAlone), and it can, so
+// writers that wait can never hold up the one they wait for, whatever the
+// pool's size. With 4 runners of 4 turns each, draining, a pool of 2 a
+// runner did as well as 4, with 13 connections opened instead of 21
+// (internal/bench/BENCH.md, "Transactions that take a connection only
+// when they need one").
+//
 // The writes of one pipeline run one after the other on one backend, and
 // lock their threads' rows in the threads' order, holding them until the
 // shared commit: a write that waits for a thread's row lock holds up
@@ -160,6 +169,13 @@ func (q *trips) send(ctx context.Context, t *txn) error {
 	}
 	q.queue = append(q.queue, t)
 	q.mu.Unlock()
+	if t.held != nil {
+		// A one-trip write has no transaction open on its connection: it
+		// holds none while it waits, so the one that leads can always
+		// take one.
+		t.held.Release()
+		t.held, t.conn = nil, nil
+	}
 	var lead bool
 	select {
 	case lead = <-t.trip.signal:
@@ -279,6 +295,10 @@ func sendTogether(ctx context.Context, leader *txn, batch []*txn) {
 			}
 		})
 		defer stop()
+	}
+	if err := leader.need(pctx); err != nil {
+		all(err)
+		return
 	}
 	conn := leader.conn
 	for _, m := range batch {

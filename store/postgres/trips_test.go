@@ -269,6 +269,55 @@ func TestTripsGatherWritersBack(t *testing.T) {
 	require.LessOrEqual(t, got, int64(rounds*3+1), "round trips in %d rounds: t0's renew, the three together, and their next three together (3 a round)", rounds)
 }
 
+// A write that waits for a shared round trip holds no connection
+// (Store.run, txn.need, trips.send). t0's renew leads and waits for t0's
+// row, locked from another connection, on the connection it took. The
+// RunStarts on t1, t2 and t3 then queue behind it: t1's prepares its
+// statement, new to the Store, on a connection of its own and gives it
+// back as it queues, t2's and t3's take none. Only the leader's is taken
+// while they wait. Once the row is released, the three go in one round
+// trip. Then the same with a pool of one connection, which the leader
+// holds: the three queue all the same, and go together. Had each
+// transaction taken a connection first, as before, the three would hold
+// the others' (or, with one connection, wait for it, not in the queue).
+func TestTripsWaitersHoldNoConnection(t *testing.T) {
+	t.Parallel() // schemas of its own
+	for _, conns := range []int32{4, 1} {
+		t.Run(fmt.Sprintf("pool=%d", conns), func(t *testing.T) {
+			ctx := context.Background()
+			cfg := poolConfig(t, randomName("tc_"))
+			cfg.MaxConns = conns
+			s := openStore(t, cfg, testSchema(t))
+			a, claims := tripThreads(t, s, 4)
+			if conns == 1 {
+				// The RunStart's statement prepared: with one connection,
+				// held by the leader, no other could be taken to prepare it.
+				_, err := a.ws.RunStart(ctx, claims[3], 1)
+				require.NoError(t, err)
+				claims = claims[:3]
+			}
+			trips := s.stats.roundTrips.Load()
+			release := holdRow(t, s, "t0")
+			errs := make(chan error, len(claims))
+			go func() { errs <- a.ws.Renew(ctx, claims[0], ttl) }()
+			awaitQueued(t, s, 0)
+			for i := 1; i < len(claims); i++ {
+				go func() {
+					_, err := a.ws.RunStart(ctx, claims[i], 1)
+					errs <- err
+				}()
+				awaitQueued(t, s, i)
+			}
+			require.Equal(t, int32(1), s.pool.Stat().AcquiredConns(), "connections taken while the writes wait: the leader's")
+			release()
+			for range claims {
+				require.NoError(t, recvWithin(t, errs, 30*time.Second, "the renew and the starts returning"))
+			}
+			require.Equal(t, int64(2), s.stats.roundTrips.Load()-trips, "round trips: t0's renew, then the starts together")
+		})
+	}
+}
+
 // rowXmins returns the transaction that last wrote each of the threads'
 // rows.
 func rowXmins(t *testing.T, s *Store, ids ...core.ThreadID) map[core.ThreadID]string {

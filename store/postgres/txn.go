@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -27,6 +28,7 @@ import (
 type txn struct {
 	s     *Store
 	conn  *pgx.Conn
+	held  *pgxpool.Conn // the pool's connection conn is, once taken (need)
 	begun bool
 	// readOnly: a View's transaction, REPEATABLE READ READ ONLY, reading
 	// without FOR UPDATE.
@@ -60,7 +62,7 @@ func (t *txn) reset(s *Store, conn *pgx.Conn, readOnly, speculate bool) {
 	clear(t.spare[:])
 	clear(t.pending) // no strings kept alive
 	clear(t.evs)
-	*t = txn{s: s, conn: conn, readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
+	*t = txn{s: s, conn: conn, held: t.held, readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
 		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0], evs: t.evs[:0],
 		trip: trip{stmts: t.trip.stmts[:0], signal: t.trip.signal}}
 }
@@ -265,6 +267,10 @@ func (t *txn) send(ctx context.Context, b *pgx.Batch) error {
 		t.shot = true
 		b.Queue("commit")
 	}
+	if err := t.need(ctx); err != nil {
+		t.err = err
+		return err
+	}
 	t.begun = true
 	t.s.stats.roundTrips.Add(1)
 	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
@@ -336,6 +342,9 @@ func (t *txn) commit(ctx context.Context) error {
 		tag, err = t.bareCommit(ctx)
 	default:
 		b := t.batch()
+		if err = t.need(ctx); err != nil {
+			return err
+		}
 		t.begun = true
 		t.s.stats.roundTrips.Add(1)
 		b.Queue("commit").Exec(func(ct pgconn.CommandTag) error { tag = ct; return nil })
@@ -362,6 +371,9 @@ func (t *txn) commit(ctx context.Context) error {
 // had been sent; so once the connection was open when the COMMIT went
 // out, any error but the server's own answer is an unknown outcome.
 func (t *txn) bareCommit(ctx context.Context) (pgconn.CommandTag, error) {
+	if err := t.need(ctx); err != nil {
+		return pgconn.CommandTag{}, err
+	}
 	pc := t.conn.PgConn()
 	if pc.IsClosed() {
 		_, err := pc.Exec(ctx, "commit").ReadAll() // refused before sending: safe to retry
@@ -394,6 +406,9 @@ func (t *txn) wrote() bool {
 // connection it cannot roll back is destroyed when released, which ends
 // the transaction on the server.
 func (t *txn) rollback(ctx context.Context) {
+	if t.conn == nil {
+		return
+	}
 	pc := t.conn.PgConn()
 	if !t.begun || pc.IsClosed() || pc.TxStatus() == 'I' {
 		return
@@ -919,4 +934,37 @@ func (e eventRow) event() core.Event {
 		Request: core.RequestID(e.request),
 		Holder:  core.Holder(e.holder),
 	}
+}
+
+// need takes t's connection from the pool, when it has none yet: a
+// transaction takes one when it first reads, sends or prepares, not
+// before (Store.run), and a one-trip write gives its back while it waits
+// for a shared round trip (trips.send). A failure to take one is a
+// failure before anything was sent.
+func (t *txn) need(ctx context.Context) error {
+	if t.conn != nil {
+		return nil
+	}
+	c, err := t.s.pool.Acquire(ctx)
+	if err != nil {
+		return &unsentError{fmt.Errorf("acquire connection: %w", err)}
+	}
+	t.held, t.conn = c, c.Conn()
+	return nil
+}
+
+// ready is need, with t's one-trip statements prepared on the connection
+// (exec prepared them on whichever connection it had; pgx's Prepare of a
+// statement the connection has is no round trip).
+func (t *txn) ready(ctx context.Context) error {
+	if err := t.need(ctx); err != nil {
+		return err
+	}
+	for i := range t.trip.stmts {
+		st := &t.trip.stmts[i]
+		if _, err := t.conn.Prepare(ctx, st.sd.Name, st.sd.SQL); err != nil {
+			return &unsentError{fmt.Errorf("prepare: %w", err)}
+		}
+	}
+	return nil
 }
