@@ -52,9 +52,9 @@ import (
 // the one that leads takes one (sendTogether, sendAlone), and it can, so
 // writers that wait can never hold up the one they wait for, whatever the
 // pool's size. With 4 runners of 4 turns each, draining, a pool of 2 a
-// runner did as well as 4, with 13 connections opened instead of 21
-// (internal/bench/BENCH.md, "Transactions that take a connection only
-// when they need one").
+// runner went 1.04–1.11× as fast as 4, with 13 connections opened
+// instead of 21 (internal/bench/BENCH.md, "Transactions that take a
+// connection only when they need one").
 //
 // The writes of one pipeline run one after the other on one backend, and
 // lock their threads' rows in the threads' order, holding them until the
