@@ -277,9 +277,11 @@ func TestTripsGatherWritersBack(t *testing.T) {
 // back as it queues, t2's and t3's take none. Only the leader's is taken
 // while they wait. Once the row is released, the three go in one round
 // trip. Then the same with a pool of one connection, which the leader
-// holds: the three queue all the same, and go together. Had each
-// transaction taken a connection first, as before, the three would hold
-// the others' (or, with one connection, wait for it, not in the queue).
+// holds (t3's RunStart goes first, alone, to prepare the statement, which
+// no second connection could): t1's and t2's queue all the same, and go
+// together. Had each transaction taken a connection first, as before,
+// the queued writes would hold connections of their own (or, with one,
+// wait for it, not in the queue).
 func TestTripsWaitersHoldNoConnection(t *testing.T) {
 	t.Parallel() // schemas of its own
 	for _, conns := range []int32{4, 1} {
