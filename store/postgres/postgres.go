@@ -282,8 +282,7 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 		return err
 	}
 	speculate := s.speculate
-	t := s.txns.Get().(*txn)
-	t.held, t.conn = nil, nil
+	t := s.txns.Get().(*txn) // no connection: run's end leaves none on it
 	defer func() {
 		// Release destroys a connection left inside a transaction or
 		// broken, which also ends the transaction on the server.
