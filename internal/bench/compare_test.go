@@ -19,10 +19,11 @@ import (
 )
 
 // BenchmarkCompare runs each workload on River (with its defaults, and
-// with a FetchCooldown of 1ms) and on this project's runner, one after
-// the other, on the server DATABASE_URL names (run it under
-// scripts/with-postgres; go test's -count repeats each one in a row, so
-// alternate by running go test again, as BENCH.md's command does). b.N
+// with a FetchCooldown of 1ms) and on this project's runner (with its
+// defaults, and with 16 turns a runner), one after the other, on the
+// server DATABASE_URL names (run it under scripts/with-postgres; go
+// test's -count repeats each one in a row, so alternate by running go
+// test again, as BENCH.md's command does). b.N
 // is not used: each workload has its own size (run with -benchtime 1x).
 //
 //	drain       20,000 messages posted (by 16 posters) before the
@@ -69,7 +70,7 @@ import (
 func BenchmarkCompare(b *testing.B) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
-		b.Skip("DATABASE_URL is not set: run under scripts/with-postgres")
+		b.Fatal("DATABASE_URL is not set: run under scripts/with-postgres")
 	}
 	workloads := []workload{
 		{name: "drain", n: 20000, posters: 16, before: true},
@@ -80,7 +81,7 @@ func BenchmarkCompare(b *testing.B) {
 		{name: "rate=2000", n: 20000, posters: 16, rate: 2000},
 	}
 	for _, w := range workloads {
-		for _, sys := range []func() system{newRiver, newRiverFast, newThreadclaim} {
+		for _, sys := range []func() system{newRiver, newRiverFast, newThreadclaim, newThreadclaimTurns16} {
 			s := sys()
 			b.Run(w.name+"/"+s.name(), func(b *testing.B) { measure(b, url, s, w) })
 		}

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,9 +17,11 @@ import (
 // (its own pool and listening connection, as 4 processes would have),
 // over 100 threads, waking on the Store's Wakeups (LISTEN/NOTIFY) and
 // polling every 50ms, ClaimTTL 2s, the runner's defaults otherwise (4
-// turns at once); the posters post round-robin over the threads through
-// a Store of their own. Each workload gets a fresh schema.
+// turns at once, unless turns says more); the posters post round-robin
+// over the threads through a Store of their own. Each workload gets a
+// fresh schema.
 type tcSystem struct {
+	turns   int // MaxConcurrentTurns; 0: the runner's default
 	schema  string
 	poster  *postgres.Store
 	ws      *core.Workspace
@@ -32,7 +35,17 @@ var schemas atomic.Int64
 
 func newThreadclaim() system { return &tcSystem{} }
 
-func (*tcSystem) name() string { return "threadclaim" }
+// newThreadclaimTurns16 is the runner with 16 turns at once, as River's
+// is with a FetchCooldown of 1ms: a setting that trades one workload for
+// another (BENCH.md, "Sixteen turns a runner").
+func newThreadclaimTurns16() system { return &tcSystem{turns: 16} }
+
+func (t *tcSystem) name() string {
+	if t.turns > 0 {
+		return "threadclaim-turns=" + strconv.Itoa(t.turns)
+	}
+	return "threadclaim"
+}
 
 func (t *tcSystem) setup(ctx context.Context, url string) error {
 	t.schema = fmt.Sprintf("tc_bench_%d_%d", time.Now().UnixNano()%1e9, schemas.Add(1))
@@ -81,6 +94,8 @@ func (t *tcSystem) start(ctx context.Context, url string, started func(string)) 
 			ClaimTTL:  2 * time.Second,
 			PollEvery: 50 * time.Millisecond,
 			Wake:      wake,
+
+			MaxConcurrentTurns: t.turns,
 		})
 		if err != nil {
 			return err
