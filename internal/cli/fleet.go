@@ -95,6 +95,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the workers' and the nemesis's choices")
 	fs.DurationVar(&cfg.TTL, "ttl", 50*time.Millisecond, "claim TTL (at least 10ms)")
 	fs.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "the workers' poll period")
+	fs.IntVar(&cfg.Turns, "turns", 0, "turns each worker keeps going at once (0: the runner's default, 4)")
 	fs.DurationVar(&cfg.AgentMax, "agent-max", 0, "longest agent run (default 2/3 of the TTL)")
 	fs.Float64Var(&cfg.Ask, "ask", 0.5, "the chance a run asks a question (answered by a Reply), besides the agent's one in four")
 	fs.DurationVar(&cfg.MaxSkew, "max-skew", 0, "lease clocks spread over [0, this] (default 4 TTLs)")

@@ -37,6 +37,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.StringVar(&cfg.ClockFile, "clock-file", "", "a file holding the lease clock's offset, read every 5ms")
 	fs.DurationVar(&cfg.TTL, "ttl", 300*time.Millisecond, "claim TTL (at least 10ms)")
 	fs.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "poll period, the fallback of LISTEN/NOTIFY wake-ups")
+	fs.IntVar(&cfg.Turns, "turns", 0, "turns at once (0: the runner's default, 4)")
 	fs.DurationVar(&cfg.AgentMax, "agent-max", 200*time.Millisecond, "longest agent run")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the agent's choices")
 	fs.Float64Var(&cfg.Ask, "ask", 0, "the chance a run asks a question, besides the agent's one in four")

@@ -138,6 +138,9 @@ type Config struct {
 	Seed     uint64        // seeds the workers' and the nemesis's choices; default 1
 	TTL      time.Duration // claim TTL; default 50ms; at least MinTTL
 	Poll     time.Duration // the workers' poll period; default 50ms
+	// Turns is how many turns each worker keeps going at once
+	// (runner.Config's MaxConcurrentTurns); 0: the runner's default.
+	Turns    int
 	AgentMax time.Duration // longest agent run; default 2/3 of the TTL
 	// Ask is the chance that a run asks a question, besides the agent's
 	// one in four: each question's answer is a Reply. 0 to 1; default 0.
@@ -261,6 +264,8 @@ func (c Config) Validate() error {
 		return configErrorf("-ttl %v: must be at least %v", c.TTL, MinTTL)
 	case c.Poll < 0:
 		return configErrorf("-poll %v: must be positive", c.Poll)
+	case c.Turns < 0:
+		return configErrorf("-turns %d: must not be negative", c.Turns)
 	case c.AgentMax < 0:
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
 	case c.Ask < 0 || c.Ask > 1:

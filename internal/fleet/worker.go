@@ -37,6 +37,7 @@ type WorkerConfig struct {
 	ClockFile string
 	TTL       time.Duration // claim TTL; at least MinTTL
 	Poll      time.Duration // poll period; positive
+	Turns     int           // turns at once (runner.Config's MaxConcurrentTurns); 0: the runner's default
 	AgentMax  time.Duration // longest agent run; not negative
 	Seed      uint64        // seeds the agent's choices
 	// Ask is the chance that a run asks a question before the stalling
@@ -74,6 +75,8 @@ func (c WorkerConfig) Validate() error {
 		return configErrorf("-ttl %v: must be at least %v", c.TTL, MinTTL)
 	case c.Poll <= 0:
 		return configErrorf("-poll %v: must be positive", c.Poll)
+	case c.Turns < 0:
+		return configErrorf("-turns %d: must not be negative", c.Turns)
 	case c.AgentMax < 0:
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
 	case c.Ask < 0 || c.Ask > 1:
@@ -177,14 +180,15 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 	}
 	ws := core.NewWorkspace(store, clock, opts...)
 	r, err := runner.New(runner.Config{
-		Workspace:  ws,
-		Clock:      clock,
-		ClaimTTL:   cfg.TTL,
-		RenewEvery: cfg.TTL / 3,
-		PollEvery:  cfg.Poll,
-		Wake:       wake,
-		Agent:      askingAgent(cfg.Seed, cfg.Ask, sim.StallingAgent(cfg.Seed, cfg.AgentMax)),
-		Logger:     slog.New(slog.DiscardHandler), // the fleet's checks report what the turns did
+		Workspace:          ws,
+		Clock:              clock,
+		ClaimTTL:           cfg.TTL,
+		RenewEvery:         cfg.TTL / 3,
+		PollEvery:          cfg.Poll,
+		MaxConcurrentTurns: cfg.Turns,
+		Wake:               wake,
+		Agent:              askingAgent(cfg.Seed, cfg.Ask, sim.StallingAgent(cfg.Seed, cfg.AgentMax)),
+		Logger:             slog.New(slog.DiscardHandler), // the fleet's checks report what the turns did
 	})
 	if err != nil {
 		return err
