@@ -156,8 +156,8 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	if err := r.createThreads(ctx, posters[0]); err != nil {
 		return nil, interrupted(ctx, err)
 	}
-	fmt.Fprintf(progress, "tracecheck fleet: %d runner processes, %d threads, %d messages by %d posters, ttl %v, fences %s, nemesis %s, schema %s, directory %s\n",
-		cfg.Procs, cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, fencesText(cfg.Unfenced), nemesisString(cfg.Nemesis), r.schema, r.dir)
+	fmt.Fprintf(progress, "tracecheck fleet: %d runner processes of %d turns, %d threads, %d messages by %d posters, ttl %v, fences %s, nemesis %s, schema %s, directory %s\n",
+		cfg.Procs, turns(cfg.Turns), cfg.Threads, cfg.Messages, cfg.Posters, cfg.TTL, fencesText(cfg.Unfenced), nemesisString(cfg.Nemesis), r.schema, r.dir)
 	if err := r.startSlots(); err != nil {
 		return nil, err
 	}

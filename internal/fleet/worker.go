@@ -47,6 +47,15 @@ type WorkerConfig struct {
 	Unfenced core.Fences // the fences switched off, a mutant; default none
 }
 
+// turns is how many turns a worker of the setting n keeps going at once:
+// n, or the runner's default for 0.
+func turns(n int) int {
+	if n == 0 {
+		return runner.DefaultMaxConcurrentTurns
+	}
+	return n
+}
+
 // MinTTL is the shortest claim TTL a fleet or a worker accepts: renewals
 // come every TTL/3, and below a few milliseconds a round trip to the
 // database outlasts the lease.
@@ -193,7 +202,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(log, "worker %s: pid %d, lease clock %+v, ttl %v, fences %s\n", cfg.Name, os.Getpid(), cfg.Skew, cfg.TTL, fencesText(cfg.Unfenced))
+	fmt.Fprintf(log, "worker %s: pid %d, lease clock %+v, ttl %v, %d turns, fences %s\n", cfg.Name, os.Getpid(), cfg.Skew, cfg.TTL, turns(cfg.Turns), fencesText(cfg.Unfenced))
 	_ = r.Run(ctx)
 	if err := hw.Err(); err != nil {
 		return err
