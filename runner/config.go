@@ -84,8 +84,13 @@ type Config struct {
 	// MaxConcurrentTurns is how many turns, each on its own thread, Run
 	// keeps going at once. More than one keeps a busy runner looking for
 	// work, so that a thread whose runner died is taken over soon after
-	// its lease expires. Default 4. A storage that pools its connections
-	// needs one for each turn (store/postgres: its package doc).
+	// its lease expires. Default 4. On store/postgres the writes that
+	// turns have ready at once share one round trip, and a turn waiting
+	// for it holds no pooled connection, so with short turns more of them
+	// carry more writes a round trip: 16 drained a backlog 1.3× as fast
+	// as 4, and cost more a message where the runners keep up with the
+	// posts (store/postgres: its package doc; internal/bench/BENCH.md,
+	// "Sixteen turns a runner").
 	MaxConcurrentTurns int
 
 	// TakeoverTurns is how many turns, beyond MaxConcurrentTurns, Run

@@ -40,19 +40,24 @@
 //
 // A transaction takes one of the Store's pooled connections when it first
 // reads, sends or prepares a statement, and holds it to its end; a write
-// waiting to share another's round trip holds none (one it took to
-// prepare a statement it gives back as it waits). The pool is pgxpool's,
-// sized by the url's pool_max_conns (default: 4, or the number of CPUs
-// when more). A runner whose turns write from the Store's cache needs a
-// connection for the round trip in flight and one for a claim or a look
-// beside it: 4 runners of 4 turns each, each Store with
-// pool_max_conns=2, drained a backlog 1.04–1.11× as fast as with the
-// default pool, opening 13 connections where it opened 21
-// (internal/bench/BENCH.md, "Transactions that take a connection only
-// when they need one"). Turns that read under lock (LockingReads, or
-// threads the cache does not hold) hold a connection each while they
-// read: give such a runner's Store its MaxConcurrentTurns +
-// TakeoverTurns + 1, or its turns wait for a connection.
+// waiting to share another's round trip holds none (one it took to prepare
+// a statement it gives back as it waits). The pool is pgxpool's, sized by
+// the url's pool_max_conns (default: 4, or the number of CPUs when more).
+// A runner of 4 turns that write from the Store's cache needs a connection
+// for the round trip in flight and one for a claim or a look beside it: 4
+// such runners, each Store with pool_max_conns=2, drained a backlog
+// 1.04–1.11× as fast as with the default pool, opening 13 connections
+// where they opened 21 (internal/bench/BENCH.md, "Transactions that take a
+// connection only when they need one"). More turns want more: runners of
+// 16 or 32 turns on pools of 2 mostly fell behind 16 posters (a median
+// wait of 0.07–0.58 s), and with 32 turns, and once with 16 on a pool of
+// 3, some turns' leases (ClaimTTL 2s) lapsed to another runner; 16 turns
+// on the default pool drained 1.3× as fast as 4 ("Sixteen turns a
+// runner").
+// Turns that read under lock (LockingReads, or threads the cache does not
+// hold) hold a connection each while they read: give such a runner's Store
+// its MaxConcurrentTurns + TakeoverTurns + 1, or its turns wait for a
+// connection.
 //
 // A write whose commit outcome the client cannot know (the connection
 // broke, or the session was ended, after COMMIT was sent) returns an error
