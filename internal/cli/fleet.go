@@ -97,6 +97,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	fs.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "the workers' poll period")
 	fs.IntVar(&cfg.Turns, "turns", 0, "turns each worker keeps going at once (0: the runner's default, 4)")
 	fs.DurationVar(&cfg.AgentMax, "agent-max", 0, "longest agent run (default 2/3 of the TTL)")
+	fs.StringVar(&cfg.Agent, "agent", fleet.AgentStalling, "the workers' agent: stalling (runs up to -agent-max, asks a question one run in four, takes the steering half the time, outputs) or none (returns at once, as the benchmarks' agent: with -ask 0 every message is a RunStart)")
 	fs.Float64Var(&cfg.Ask, "ask", 0.5, "the chance a run asks a question (answered by a Reply), besides the agent's one in four")
 	fs.DurationVar(&cfg.MaxSkew, "max-skew", 0, "lease clocks spread over [0, this] (default 4 TTLs)")
 	fs.DurationVar(&cfg.Timeout, "timeout", 2*time.Minute, "every message must be consumed within this after the last post")

@@ -252,6 +252,7 @@ func TestFleetAndWorkerFlagsValidatedUpFront(t *testing.T) {
 		{[]string{"fleet", "-duration", "-1s"}, "-duration -1s"},
 		{[]string{"fleet", "-timeout", "0s"}, "-timeout 0s"},
 		{[]string{"fleet", "-turns", "-1"}, "-turns -1"},
+		{[]string{"fleet", "-agent", "sleepy"}, `-agent "sleepy"`},
 		{[]string{"fleet", "-nemesis", "flood"}, `"flood" is not a kind`},
 		{[]string{"fleet", "-unfenced=claim"}, "-unfenced"},
 		{[]string{"fleet", "-procs", "1", "-nemesis", "kill"}, "-procs 1"},
@@ -262,6 +263,7 @@ func TestFleetAndWorkerFlagsValidatedUpFront(t *testing.T) {
 		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "extra"}, "unexpected argument extra"},
 		{[]string{"worker", "-name", "p", "-history", "h"}, "-schema"},
 		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "-turns", "-2"}, "-turns -2"},
+		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "-agent", ""}, `-agent ""`},
 		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "-unfenced=claim"}, "-unfenced"},
 	} {
 		args := c.args

@@ -39,6 +39,7 @@ func cmdWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "poll period, the fallback of LISTEN/NOTIFY wake-ups")
 	fs.IntVar(&cfg.Turns, "turns", 0, "turns at once (0: the runner's default, 4)")
 	fs.DurationVar(&cfg.AgentMax, "agent-max", 200*time.Millisecond, "longest agent run")
+	fs.StringVar(&cfg.Agent, "agent", fleet.AgentStalling, "the agent: stalling (runs up to -agent-max, asks, steers, outputs) or none (returns at once)")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the agent's choices")
 	fs.Float64Var(&cfg.Ask, "ask", 0, "the chance a run asks a question, besides the agent's one in four")
 	fs.Var(&unfenced, "unfenced", "switch fences off, the mutant: alone every fence, or a list of start, reply, abandon")

@@ -142,6 +142,9 @@ type Config struct {
 	// (runner.Config's MaxConcurrentTurns); 0: the runner's default.
 	Turns    int
 	AgentMax time.Duration // longest agent run; default 2/3 of the TTL
+	// Agent is the workers' agent: AgentStalling (the default) or
+	// AgentNone.
+	Agent string
 	// Ask is the chance that a run asks a question, besides the agent's
 	// one in four: each question's answer is a Reply. 0 to 1; default 0.
 	Ask float64
@@ -207,6 +210,9 @@ func (c Config) withDefaults() Config {
 	if c.AgentMax == 0 {
 		c.AgentMax = c.TTL * 2 / 3
 	}
+	if c.Agent == "" {
+		c.Agent = AgentStalling
+	}
 	if c.MaxSkew == 0 {
 		c.MaxSkew = 4 * c.TTL
 	}
@@ -268,6 +274,8 @@ func (c Config) Validate() error {
 		return configErrorf("-turns %d: must not be negative", c.Turns)
 	case c.AgentMax < 0:
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
+	case !validAgent(c.Agent):
+		return configErrorf("-agent %q: must be %s or %s", c.Agent, AgentStalling, AgentNone)
 	case c.Ask < 0 || c.Ask > 1:
 		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
 	case c.MaxSkew < 0:

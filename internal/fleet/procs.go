@@ -178,7 +178,7 @@ func (r *run) startWorker(s *slot) (*proc, error) {
 	args := []string{"-schema", r.schema, "-name", name,
 		"-history", filepath.Join(r.dir, name+".history"), "-skew", s.skew.String(),
 		"-clock-file", p.clockFile, "-ttl", r.cfg.TTL.String(), "-poll", r.cfg.Poll.String(),
-		"-agent-max", r.cfg.AgentMax.String(), "-ask", fmt.Sprint(r.cfg.Ask), "-seed", fmt.Sprint(seed)}
+		"-agent", r.cfg.Agent, "-agent-max", r.cfg.AgentMax.String(), "-ask", fmt.Sprint(r.cfg.Ask), "-seed", fmt.Sprint(seed)}
 	if r.cfg.Turns > 0 {
 		args = append(args, "-turns", fmt.Sprint(r.cfg.Turns))
 	}

@@ -39,12 +39,35 @@ type WorkerConfig struct {
 	Poll      time.Duration // poll period; positive
 	Turns     int           // turns at once (runner.Config's MaxConcurrentTurns); 0: the runner's default
 	AgentMax  time.Duration // longest agent run; not negative
+	Agent     string        // AgentStalling or AgentNone
 	Seed      uint64        // seeds the agent's choices
 	// Ask is the chance that a run asks a question before the stalling
 	// agent's own choices (which ask one run in four): more questions,
 	// more Replies to fence. 0 to 1.
 	Ask      float64
 	Unfenced core.Fences // the fences switched off, a mutant; default none
+}
+
+// The workers' agents (-agent).
+const (
+	// AgentStalling runs for up to AgentMax, asks a question one run in
+	// four and takes the steering half the time otherwise, and outputs
+	// (sim.StallingAgent).
+	AgentStalling = "stalling"
+	// AgentNone returns at once, with no output, question or steering,
+	// as the benchmarks' agent does: each message is a RunStart of its
+	// own (with -ask 0), a claim's start among them.
+	AgentNone = "none"
+)
+
+func validAgent(a string) bool { return a == AgentStalling || a == AgentNone }
+
+// workerAgent is the agent cfg.Agent names.
+func workerAgent(cfg WorkerConfig) runner.Agent {
+	if cfg.Agent == AgentNone {
+		return runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })
+	}
+	return sim.StallingAgent(cfg.Seed, cfg.AgentMax)
 }
 
 // turns is how many turns a worker of the setting n keeps going at once:
@@ -88,6 +111,8 @@ func (c WorkerConfig) Validate() error {
 		return configErrorf("-turns %d: must not be negative", c.Turns)
 	case c.AgentMax < 0:
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
+	case !validAgent(c.Agent):
+		return configErrorf("-agent %q: must be %s or %s", c.Agent, AgentStalling, AgentNone)
 	case c.Ask < 0 || c.Ask > 1:
 		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
 	}
@@ -196,7 +221,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig, log io.Writer) error {
 		PollEvery:          cfg.Poll,
 		MaxConcurrentTurns: cfg.Turns,
 		Wake:               wake,
-		Agent:              askingAgent(cfg.Seed, cfg.Ask, sim.StallingAgent(cfg.Seed, cfg.AgentMax)),
+		Agent:              askingAgent(cfg.Seed, cfg.Ask, workerAgent(cfg)),
 		Logger:             slog.New(slog.DiscardHandler), // the fleet's checks report what the turns did
 	})
 	if err != nil {
