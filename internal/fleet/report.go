@@ -22,6 +22,8 @@ type Report struct {
 	Posters  int     `json:"posters"`
 	TTLMs    float64 `json:"ttl_ms"`
 	PollMs   float64 `json:"poll_ms"`
+	Turns    int     `json:"turns"` // each worker's turns at once
+	Agent    string  `json:"agent"` // the workers' agent (-agent)
 	Fences   string  `json:"fences"`
 	Seed     uint64  `json:"seed"`
 	ElapsedS float64 `json:"elapsed_s"`
@@ -140,7 +142,7 @@ type ProcReport struct {
 func (r *run) newReport(drained bool) *Report {
 	rep := &Report{
 		Schema: r.schema, Procs: r.cfg.Procs, Threads: r.cfg.Threads, Posters: r.cfg.Posters,
-		TTLMs: ms(r.cfg.TTL), PollMs: ms(r.cfg.Poll), Fences: fencesText(r.cfg.Unfenced), Seed: r.cfg.Seed,
+		TTLMs: ms(r.cfg.TTL), PollMs: ms(r.cfg.Poll), Turns: turns(r.cfg.Turns), Agent: r.cfg.Agent, Fences: fencesText(r.cfg.Unfenced), Seed: r.cfg.Seed,
 		ElapsedS: time.Since(r.start).Seconds(), Drained: drained, Nemesis: map[Kind]int{},
 		Problems: []string{},
 	}
