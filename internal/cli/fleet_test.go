@@ -263,7 +263,7 @@ func TestFleetAndWorkerFlagsValidatedUpFront(t *testing.T) {
 		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "extra"}, "unexpected argument extra"},
 		{[]string{"worker", "-name", "p", "-history", "h"}, "-schema"},
 		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "-turns", "-2"}, "-turns -2"},
-		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "-agent", ""}, `-agent ""`},
+		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "-agent", "sleepy"}, `-agent "sleepy"`},
 		{[]string{"worker", "-schema", "s", "-name", "p", "-history", "h", "-unfenced=claim"}, "-unfenced"},
 	} {
 		args := c.args

@@ -39,7 +39,7 @@ type WorkerConfig struct {
 	Poll      time.Duration // poll period; positive
 	Turns     int           // turns at once (runner.Config's MaxConcurrentTurns); 0: the runner's default
 	AgentMax  time.Duration // longest agent run; not negative
-	Agent     string        // AgentStalling or AgentNone
+	Agent     string        // AgentStalling (or "") or AgentNone
 	Seed      uint64        // seeds the agent's choices
 	// Ask is the chance that a run asks a question before the stalling
 	// agent's own choices (which ask one run in four): more questions,
@@ -111,7 +111,7 @@ func (c WorkerConfig) Validate() error {
 		return configErrorf("-turns %d: must not be negative", c.Turns)
 	case c.AgentMax < 0:
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
-	case !validAgent(c.Agent):
+	case c.Agent != "" && !validAgent(c.Agent):
 		return configErrorf("-agent %q: must be %s or %s", c.Agent, AgentStalling, AgentNone)
 	case c.Ask < 0 || c.Ask > 1:
 		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
