@@ -28,12 +28,27 @@ import (
 // With the claim it starts a run (ok.start, s) when $9 is the row's
 // created (not 0: ClaimLeaseThenStart, whose cache folded the thread
 // with no active run and no open request, $10 events, the last at
-// version $11 and time $12) and the thread is still that one with those
-// events, every event after them a post, no run active and a message not
-// taken: then the claim's plan is a run for message taken + 1, whatever
-// the posts' texts, and the row moves one version more, to the start's
-// (w), which takes that message, as run $14, at $13 (s). The row is
-// written once, by w, as every write of this Store writes it.
+// version $11 and time $12, and $15 messages) and the thread is still
+// that one with those events, every event after them a post, no run
+// active and a message not taken: then the claim's plan is a run for
+// message taken + 1, whatever the posts' texts, and the row moves one
+// version more, to the start's (w), which takes that message, as run
+// $14, at $13 (s). The row is written once, by w, as every write of this
+// Store writes it.
+//
+// "Every event after them a post" is read from the locked row, not from
+// the events: the row's log_n less $10 (the events since the cache's)
+// equals its last_message less $15 (the posts since), since a post moves
+// both by one and every other event log_n alone. Under READ COMMITTED
+// the events subqueries read the statement's snapshot, taken before it
+// waited for the row's lock, while old is the row as its last writer
+// left it: a claim that waited behind other writers (a claim with its
+// start, an end, a release) saw none of their events, and started run
+// $14 on a thread that had run it already (TestClaimStartsFromStaleCaches).
+// The events subqueries left are safe with that snapshot: the cache's
+// last event was committed before the cache was made, so the snapshot
+// has it, and a row behind its log is found again by the fold of the
+// events read after the claim.
 //
 // It returns the row as it found it, the claim's version (NULL: nothing
 // written), whether the row was sound, and whether the run started. No
@@ -48,7 +63,7 @@ const claimSQL = `WITH old AS (
 	       $9::bigint <> 0 AND old.created = $9 AND old.active_runs = 0 AND old.last_message > old.taken AND old.log_n >= $10::bigint
 	   AND ($10::bigint = 0 OR EXISTS (
 	        SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq = $10 AND e.version = $11::bigint AND e.at = $12::timestamptz))
-	   AND NOT EXISTS (SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq > $10::bigint AND e.kind <> 'message_posted') AS start
+	   AND old.log_n - $10::bigint = old.last_message - $15::bigint AS start
 	  FROM old
 ), w AS (
 	UPDATE %[1]s.threads t SET version = old.version + 1 + ok.start::int, lease_holder = $2, lease_expires = $3,
@@ -179,18 +194,19 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 	if oneTrip && c != nil {
 		created, n, lastVersion, lastAt = c.created, c.n, int64(c.last.Version), c.last.At
 	}
-	// The cache the start is decided on (claimSQL's $9 to $12; $9 0: no
-	// start), and the start's time and run ($13, $14).
-	var sCreated, sN, sVersion, sRun int64
+	// The cache the start is decided on (claimSQL's $9 to $12 and $15; $9
+	// 0: no start), and the start's time and run ($13, $14).
+	var sCreated, sN, sVersion, sRun, sMessages int64
 	sLast, sAt := now, now
 	if st != nil && c != nil && startable(c.state) {
 		sCreated, sN, sVersion, sRun, sAt = c.created, c.n, int64(c.last.Version), int64(c.state.LastRun())+1, st.at
+		sMessages = int64(c.state.Last())
 		if c.n > 0 {
 			sLast = c.last.At
 		}
 	}
 	args := [...]arg{str(string(id)), str(string(holder)), tm(expires), tm(now), i64(created), i64(n), i64(lastVersion), tm(lastAt),
-		i64(sCreated), i64(sN), i64(sVersion), tm(sLast), tm(sAt), i64(sRun)}
+		i64(sCreated), i64(sN), i64(sVersion), tm(sLast), tm(sAt), i64(sRun), i64(sMessages)}
 	var cr claimRow
 	var evs []eventRow
 	if oneTrip {
