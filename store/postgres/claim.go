@@ -44,7 +44,8 @@ import (
 // waited for the row's lock, while old is the row as its last writer
 // left it: a claim that waited behind other writers (a claim with its
 // start, an end, a release) saw none of their events, and started run
-// $14 on a thread that had run it already (TestClaimStartsFromStaleCaches).
+// $14 on a thread that had run it already (TestClaimStartAfterWaitingForTheRow,
+// TestClaimStartsFromStaleCaches).
 // The events subqueries left are safe with that snapshot: the cache's
 // last event was committed before the cache was made, so the snapshot
 // has it, and a row behind its log is found again by the fold of the
