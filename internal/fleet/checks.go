@@ -106,6 +106,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	r.mu.Lock()
 	kills := append([]kill(nil), r.kills...)
 	rep.Events = append([]Event(nil), r.events...)
+	overran := slices.Clone(r.overran)
 	r.mu.Unlock()
 	killed := map[string]bool{}
 	for _, k := range kills {
@@ -125,6 +126,9 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt, ended)
 	rep.doubtProblems()
+	if len(overran) > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("clean stop: %s did not stop within %v of SIGTERM, and were killed: a runner's Run ends within two ShutdownGraces once storage answers", strings.Join(overran, ", "), r.stopGrace))
+	}
 
 	rep.Handovers = r.handovers(ordered, kills)
 	rep.summariseHandovers(r.cfg.TTL + r.cfg.Poll)

@@ -42,7 +42,11 @@ type run struct {
 	procs     []*proc
 	events    []Event
 	kills     []kill
-	postedAt  time.Time // when the last post returned
+	// overran names the workers that did not stop within stopGrace of
+	// their SIGTERM, and were killed (each a kill as well).
+	overran   []string
+	stopGrace time.Duration // stopGrace, or a test's
+	postedAt  time.Time     // when the last post returned
 	// KindRewind's tallies: Claims rewound; of them, those whose version
 	// another worker's write took again with the log unchanged before the
 	// first went on, those written otherwise first, and those nobody
@@ -98,6 +102,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		rng:       rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65736973)),
 		workerRNG: rand.New(rand.NewPCG(cfg.Seed, 0x666c656574)),
 		cluster:   &cluster{url: cfg.URL},
+		stopGrace: stopGrace,
 	}
 	var suffix [4]byte
 	if _, err := crand.Read(suffix[:]); err != nil {
@@ -142,7 +147,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 			s.proxy.Close()
 		}
 	}()
-	defer r.stopWorkers(10 * time.Second)
+	defer r.stopWorkers()
 
 	posters, err := r.makePosters()
 	if err != nil {
@@ -181,7 +186,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 			return nil, interrupted(ctx, err)
 		}
 	}
-	r.stopWorkers(10 * time.Second)
+	r.stopWorkers()
 	if ctx.Err() != nil {
 		return nil, ErrInterrupted
 	}

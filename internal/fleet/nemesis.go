@@ -267,9 +267,12 @@ func (r *run) restartCluster(ctx context.Context, kind Kind, ev *Event) error {
 	return nil
 }
 
-// retireGrace bounds a retired worker's clean stop: past it the worker is
-// killed, and counted as a kill.
-const retireGrace = 15 * time.Second
+// stopGrace bounds a worker's clean stop, a retired one's or the last
+// one's: past it the worker is killed (stopKilled). A runner's Run gives
+// its turns in progress a ShutdownGrace (5s by default) and then its open
+// rounds' Crash as long again, so a worker that stops cleanly, with
+// storage there, is gone before it.
+const stopGrace = 15 * time.Second
 
 // retire cuts slot s's worker p off from the database for one to three
 // TTLs, then, the cut healed, stops it cleanly (SIGTERM) at once and
@@ -303,13 +306,21 @@ func (r *run) stopCleanly(s *slot, p *proc) (*proc, error) {
 	}
 	select {
 	case <-p.done:
-	case <-time.After(retireGrace):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-		p.note("did not stop on SIGTERM within %v: killed", retireGrace)
-		r.mu.Lock()
-		r.kills = append(r.kills, kill{p, at})
-		r.mu.Unlock()
+	case <-time.After(r.stopGrace):
+		r.stopKilled(p, at)
 	}
 	return r.startWorker(s)
+}
+
+// stopKilled kills worker p, sent SIGTERM at at, which has not stopped
+// within r.stopGrace: it is a kill (its writes in doubt are settled from
+// storage's log), and an overrun the report names as a problem.
+func (r *run) stopKilled(p *proc, at time.Time) {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+	p.note("did not stop on SIGTERM within %v: killed", r.stopGrace)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.kills = append(r.kills, kill{p, at})
+	r.overran = append(r.overran, p.name)
 }

@@ -216,11 +216,12 @@ func (r *run) startWorker(s *slot) (*proc, error) {
 }
 
 // stopWorkers continues every stopped process and ends each with SIGTERM,
-// or SIGKILL when it has not exited within grace.
-func (r *run) stopWorkers(grace time.Duration) {
+// or SIGKILL when it has not exited within r.stopGrace of it (stopKilled).
+func (r *run) stopWorkers() {
 	r.mu.Lock()
 	procs := append([]*proc(nil), r.procs...)
 	r.mu.Unlock()
+	at := time.Now()
 	for _, p := range procs {
 		select {
 		case <-p.done:
@@ -231,14 +232,21 @@ func (r *run) stopWorkers(grace time.Duration) {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	deadline := time.After(grace)
+	deadline := time.After(r.stopGrace)
+	over := false
 	for _, p := range procs {
+		if !over {
+			select {
+			case <-p.done:
+				continue
+			case <-deadline:
+				over = true
+			}
+		}
 		select {
 		case <-p.done:
-		case <-deadline:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-			p.note("did not stop on SIGTERM within %v: killed", grace)
+		default:
+			r.stopKilled(p, at)
 		}
 	}
 	for _, p := range procs {
