@@ -126,9 +126,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt, ended)
 	rep.doubtProblems()
-	if len(overran) > 0 {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("clean stop: %s did not stop within %v of SIGTERM, and were killed: a runner's Run ends within two ShutdownGraces once storage answers", strings.Join(overran, ", "), r.stopGrace))
-	}
+	rep.stopProblems(overran, r.stopGrace)
 
 	rep.Handovers = r.handovers(ordered, kills)
 	rep.summariseHandovers(r.cfg.TTL + r.cfg.Poll)
@@ -696,6 +694,15 @@ func countCrashes(lines []core.TraceEvent) (turns, afterLoss int) {
 		}
 	}
 	return turns, afterLoss
+}
+
+// stopProblems adds the problem of the workers that were not gone grace
+// after their SIGTERM (overran), if any: a runner's Run ends its turns
+// and its open rounds within two ShutdownGraces once storage answers.
+func (rep *Report) stopProblems(overran []string, grace time.Duration) {
+	if len(overran) > 0 {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("clean stop: %s not gone %v after SIGTERM, so killed: a runner's Run ends within two ShutdownGraces once storage answers", strings.Join(overran, ", "), grace))
+	}
 }
 
 // doubtProblems adds the problems the writes in doubt show: a resolution

@@ -56,4 +56,10 @@ func TestStopWorkersKillsAndNamesAnOverrun(t *testing.T) {
 	require.Equal(t, "p2", r.kills[0].proc.name)
 	require.Contains(t, ignores.fate[len(ignores.fate)-1], "did not stop on SIGTERM within 300ms: killed")
 	require.Empty(t, stops.fate)
+	var rep Report
+	rep.stopProblems(r.overran, r.stopGrace)
+	require.Equal(t, []string{"clean stop: p2 not gone 300ms after SIGTERM, so killed: a runner's Run ends within two ShutdownGraces once storage answers"}, rep.Problems)
+	rep = Report{}
+	rep.stopProblems(nil, r.stopGrace)
+	require.Empty(t, rep.Problems, "every worker gone in time")
 }
