@@ -232,19 +232,15 @@ func (r *run) stopWorkers() {
 		_ = p.cmd.Process.Signal(syscall.SIGCONT)
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	deadline := time.After(r.stopGrace)
-	over := false
+	end := at.Add(r.stopGrace)
 	for _, p := range procs {
-		if !over {
-			select {
-			case <-p.done:
-				continue
-			case <-deadline:
-				over = true
-			}
-		}
 		select {
 		case <-p.done:
+			continue
+		case <-time.After(time.Until(end)):
+		}
+		select {
+		case <-p.done: // it exited as the grace ran out
 		default:
 			r.stopKilled(p, at)
 		}
