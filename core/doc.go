@@ -28,7 +28,8 @@
 // when nothing is left to plan, the Release. ClaimThenStart is
 // ClaimThenPlan with the planned run's RunStart in the claim's own
 // statements, when storage can write it there (the PostgreSQL Store does,
-// from its cache of the thread). ActionTable lists every
+// from its cache of the thread or from the log it reads with the claim).
+// ActionTable lists every
 // action with what it reads, writes and refuses: the trace checkers, the
 // trace viewer, the runner's steps and the simulations read it from there.
 //

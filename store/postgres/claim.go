@@ -51,21 +51,40 @@ import (
 // has it, and a row behind its log is found again by the fold of the
 // events read after the claim.
 //
+// A claimant with no cache of the thread ($16 not 0: ClaimLeaseThenStart
+// on a thread this Store never folded, whose events it reads whole with
+// the claim) has the start decided from the log itself: no run active
+// and a message not taken (the row), no request open (every asked event
+// answered), and the run the next after the log's starts. The log is
+// read in the statement's snapshot, so it is trusted only when it has
+// log_n events and that snapshot's row is the locked row: the same
+// version, which every write of the thread moves (a binary before
+// migration 0008 leaves log_n as it was), so no writer came between the
+// snapshot and the lock (TestClaimStartAfterWaitingForTheRow, cold).
+//
 // It returns the row as it found it, the claim's version (NULL: nothing
 // written), whether the row was sound, and whether the run started. No
 // row: the thread does not exist.
 const claimSQL = `WITH old AS (
 	SELECT id, created, version, taken, lease_holder, lease_expires, last_message, active_runs, log_n, log_at
 	  FROM %[1]s.threads WHERE id = $1 FOR UPDATE
+), cold AS (
+	SELECT count(*) AS n, count(*) FILTER (WHERE e.kind = 'run_started') AS runs,
+	       count(*) FILTER (WHERE e.kind = 'asked') AS asked, count(*) FILTER (WHERE e.kind = 'answered') AS answered
+	  FROM %[1]s.events e WHERE $16::bigint <> 0 AND e.thread_id = $1
 ), ok AS (
 	SELECT coalesce((SELECT e.version FROM %[1]s.events e WHERE e.thread_id = old.id ORDER BY e.seq DESC LIMIT 1), 0) <= old.version
 	   AND ($5::bigint = 0 OR old.created = $5 AND ($6::bigint = 0 OR EXISTS (
 	        SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq = $6 AND e.version = $7::bigint AND e.at = $8::timestamptz))) AS sound,
-	       $9::bigint <> 0 AND old.created = $9 AND old.active_runs = 0 AND old.last_message > old.taken AND old.log_n >= $10::bigint
+	       ($9::bigint <> 0 AND old.created = $9 AND old.active_runs = 0 AND old.last_message > old.taken AND old.log_n >= $10::bigint
 	   AND ($10::bigint = 0 OR EXISTS (
 	        SELECT FROM %[1]s.events e WHERE e.thread_id = old.id AND e.seq = $10 AND e.version = $11::bigint AND e.at = $12::timestamptz))
-	   AND old.log_n - $10::bigint = old.last_message - $15::bigint AS start
-	  FROM old
+	   AND old.log_n - $10::bigint = old.last_message - $15::bigint
+	    OR $16::bigint <> 0 AND old.active_runs = 0 AND old.last_message > old.taken
+	   AND (SELECT t.version FROM %[1]s.threads t WHERE t.id = old.id) = old.version
+	   AND cold.n = old.log_n AND cold.asked = cold.answered) AS start,
+	       CASE WHEN $16::bigint <> 0 THEN cold.runs + 1 ELSE $14::bigint END AS run
+	  FROM old, cold
 ), w AS (
 	UPDATE %[1]s.threads t SET version = old.version + 1 + ok.start::int, lease_holder = $2, lease_expires = $3,
 	       taken = old.taken + ok.start::int, active_runs = old.active_runs + ok.start::int,
@@ -78,8 +97,8 @@ const claimSQL = `WITH old AS (
 	INSERT INTO %[1]s.holders (key, holder) SELECT $1, $2 FROM w
 ), s AS (
 	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
-	SELECT old.id, old.log_n + 1, w.claimed + 1, 'run_started', $13::timestamptz, old.taken + 1, '', $14::bigint, 0, $2
-	  FROM old, w WHERE w.start
+	SELECT old.id, old.log_n + 1, w.claimed + 1, 'run_started', $13::timestamptz, old.taken + 1, '', ok.run, 0, $2
+	  FROM old, ok, w WHERE w.start
 )
 SELECT old.created, old.version, old.taken, coalesce(old.lease_holder, ''), old.lease_expires,
        (SELECT claimed FROM w), ok.sound, coalesce((SELECT start FROM w), false) FROM old, ok`
@@ -122,8 +141,11 @@ func (t *txn) ClaimLease(ctx context.Context, id core.ThreadID, holder core.Hold
 // starts it when the Store's cache folded the thread with no run active
 // and no request open, and the thread's log holds nothing after the
 // cache's events but posts: the plan is then a run for the first message
-// not taken, as plan says. Without such a cache, or on the reading path,
-// it starts nothing (and does not call plan). The start's event is read
+// not taken, as plan says. With no cache of the thread, it starts the run
+// when the log, read whole with the claim, has no run active and no
+// request open, and a message not taken. With a cache that has a run
+// active or a request open, or on the reading path, it starts nothing
+// (and does not call plan). The start's event is read
 // back with the claim's events, and plan, given the thread as the claim
 // left it, must return that event: otherwise the Store and core disagree
 // on the plan, and the transaction is lost (core.ErrInconsistentLog;
@@ -196,10 +218,15 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 		created, n, lastVersion, lastAt = c.created, c.n, int64(c.last.Version), c.last.At
 	}
 	// The cache the start is decided on (claimSQL's $9 to $12 and $15; $9
-	// 0: no start), and the start's time and run ($13, $14).
-	var sCreated, sN, sVersion, sRun, sMessages int64
+	// 0: none), or, with no cache, the log ($16 1), and the start's time
+	// and run ($13, $14).
+	var sCreated, sN, sVersion, sRun, sMessages, sCold int64
 	sLast, sAt := now, now
-	if st != nil && c != nil && startable(c.state) {
+	switch {
+	case st == nil:
+	case c == nil:
+		sCold, sAt = 1, st.at
+	case startable(c.state):
 		sCreated, sN, sVersion, sRun, sAt = c.created, c.n, int64(c.last.Version), int64(c.state.LastRun())+1, st.at
 		sMessages = int64(c.state.Last())
 		if c.n > 0 {
@@ -207,7 +234,7 @@ func (t *txn) serverClaim(ctx context.Context, id core.ThreadID, holder core.Hol
 		}
 	}
 	args := [...]arg{str(string(id)), str(string(holder)), tm(expires), tm(now), i64(created), i64(n), i64(lastVersion), tm(lastAt),
-		i64(sCreated), i64(sN), i64(sVersion), tm(sLast), tm(sAt), i64(sRun), i64(sMessages)}
+		i64(sCreated), i64(sN), i64(sVersion), tm(sLast), tm(sAt), i64(sRun), i64(sMessages), i64(sCold)}
 	var cr claimRow
 	var evs []eventRow
 	if oneTrip {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -18,11 +19,11 @@ import (
 // the same lines, Claim, Plan and RunStart, at the same ticks, with the
 // same fields, on two threads driven alike, one with the start in the
 // claim and one without; and the thread's run, taken cursor and version
-// alike. It starts only from a Store's cache of the thread (the first
-// round, on a thread the Store never read, starts apart), the three
-// lines share the transaction's call and return, and without stored
-// trace lines the claim with its start is one round trip. With stored
-// trace lines (KeepTrace) all three are stored.
+// alike. It starts from a Store's cache of the thread and, in the first
+// round, from the log of a thread the Store never read; the three lines
+// share the transaction's call and return, and without stored trace
+// lines the claim with its start is one round trip. With stored trace
+// lines (KeepTrace) all three are stored.
 func TestClaimThenStartInTheClaim(t *testing.T) {
 	t.Parallel() // schemas of their own
 	eachReadMode(t, func(t *testing.T, opts Options) {
@@ -77,8 +78,8 @@ func TestClaimThenStartInTheClaim(t *testing.T) {
 				}
 				var in, apart []core.TraceEvent
 				for i := 1; i <= 3; i++ {
-					// The first round reads the thread: no cache to start from.
-					in = append(in, round("in", core.Holder(fmt.Sprintf("in-%d", i)), "m", i > 1)...)
+					// The first round reads the thread whole: no cache to start from.
+					in = append(in, round("in", core.Holder(fmt.Sprintf("in-%d", i)), "m", true)...)
 					apart = append(apart, round("apart", core.Holder(fmt.Sprintf("apart-%d", i)), "m", false)...)
 				}
 				require.Equal(t, sameFields(apart, "apart-", "in-"), sameFields(in, "", ""), "the lines of the start in the claim and apart")
@@ -261,4 +262,161 @@ func TestClaimThenStartUnknownWhenReplyLost(t *testing.T) {
 	require.NoError(t, err, "the trace as storage and the process left it")
 	require.Len(t, *doubts, 2)
 	require.Equal(t, core.Doubt{Proc: "a", Thread: "t", Holder: "ha", Action: core.ActionClaim, Tick: uint64(v), Outcome: core.DoubtCommitted, Crashed: true}, (*doubts)[1])
+}
+
+// A Store with no cache of a thread starts the claim's run from the
+// thread's log, read whole with the claim: when the log has no run
+// active and no request open, and a message not taken, the claim starts
+// the run core plans, run ids counted on from the log's, in the claim's
+// one round trip. A request left open (the plan is a reply), a run a
+// crashed holder left active (the plan is to abandon it), nothing left
+// to take, a row whose log_n an older binary left behind its log, or
+// the start's fence off each get the plan alone; a claim
+// that finds the lease held starts nothing and writes nothing. Every
+// thread's log folds afterwards on a Store that never saw it.
+func TestClaimThenStartFromTheLog(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := context.Background()
+	schema := testSchema(t)
+	other := newProc(openStore(t, poolConfig(t, "tc-log-other"), schema), "other")
+	s, err := open(ctx, poolConfig(t, "tc-log-cold"), Options{Schema: schema, CachedThreads: -1})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	cold := newProc(s, "cold")
+	post := func(id core.ThreadID, n int) {
+		t.Helper()
+		for range n {
+			_, err := other.ws.Post(ctx, id, "m")
+			require.NoError(t, err)
+		}
+	}
+	// runs has other post a message and run and end it, n times on
+	// thread id, asking a request in the last when ask is set, and
+	// answering it in a round of its own when answer is set.
+	runs := func(id core.ThreadID, n int, ask, answer bool) {
+		t.Helper()
+		for i := range n {
+			post(id, 1)
+			c, run := other.startRun(t, id, core.Holder(fmt.Sprintf("%s-other-%d", id, i)))
+			if ask && i == n-1 {
+				_, err := other.ws.Ask(ctx, c, run, "q")
+				require.NoError(t, err)
+			}
+			require.NoError(t, other.ws.RunEnd(ctx, c, run, "out"))
+			require.NoError(t, other.ws.Release(ctx, c))
+		}
+		if answer { // a later round's reply, on a message posted for it
+			post(id, 1)
+			c, p, err := other.ws.ClaimThenPlan(ctx, id, core.Holder(id+"-other-reply"), ttl)
+			require.NoError(t, err)
+			require.Equal(t, core.PlanReply, p.Kind)
+			require.NoError(t, other.ws.Reply(ctx, c, p.Request, p.Message))
+			p, err = other.ws.Plan(ctx, c)
+			require.NoError(t, err)
+			require.Equal(t, core.PlanNothing, p.Kind)
+			require.NoError(t, other.ws.Release(ctx, c))
+		}
+	}
+	// claim claims id with its start on the cold Store and checks the
+	// plan's kind and the run started with the claim (0: none).
+	claim := func(p *proc, id core.ThreadID, kind core.PlanKind, want core.RunID) {
+		t.Helper()
+		trips := s.stats.roundTrips.Load()
+		c, pl, run, err := p.ws.ClaimThenStart(ctx, id, core.Holder(id+"-cold"), ttl)
+		require.NoError(t, err, "%s: the claim", id)
+		require.Equal(t, kind, pl.Kind, "%s: the plan", id)
+		require.Equal(t, want, run, "%s: the run started with the claim", id)
+		for _, r := range pl.Runs { // PlanAbandon's
+			require.NoError(t, p.ws.Abandon(ctx, c, r))
+		}
+		if run == 0 {
+			require.NoError(t, p.ws.Crash(ctx, c)) // the round ends here, its plan left
+			return
+		}
+		require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "%s: round trips of the claim with its start", id)
+		require.NoError(t, p.ws.RunEnd(ctx, c, run, "out"))
+		require.NoError(t, p.ws.Release(ctx, c))
+	}
+	for _, id := range []core.ThreadID{"fresh", "ended", "asked", "answered", "crashed", "taken", "old-post", "fence-off", "busy"} {
+		require.NoError(t, other.ws.CreateThread(ctx, id))
+	}
+
+	post("fresh", 2)
+	claim(cold, "fresh", core.PlanRun, 1)
+
+	runs("ended", 2, false, false)
+	post("ended", 1)
+	claim(cold, "ended", core.PlanRun, 3)
+
+	runs("asked", 1, true, false)
+	post("asked", 1)
+	claim(cold, "asked", core.PlanReply, 0)
+
+	runs("answered", 1, true, true)
+	post("answered", 1)
+	claim(cold, "answered", core.PlanRun, 2)
+
+	post("crashed", 1)
+	c, _ := other.startRun(t, "crashed", "crashed-other")
+	require.NoError(t, other.ws.Crash(ctx, c))
+	post("crashed", 1)
+	cold.clock.Advance(2 * ttl)
+	claim(cold, "crashed", core.PlanAbandon, 0)
+	other.clock.Advance(2 * ttl) // the clocks agree again
+
+	runs("taken", 1, false, false)
+	claim(cold, "taken", core.PlanNothing, 0)
+
+	// An older binary's post (before migration 0008) leaves the row's
+	// log_n behind its log: the log is not the row's to start from.
+	post("old-post", 1)
+	olderBinaryPost(t, schema, "old-post")
+	claim(cold, "old-post", core.PlanRun, 0)
+
+	post("fence-off", 1)
+	off := newProc(s, "off", core.WithFencesForTesting(core.Fences{Reply: true, Abandon: true}))
+	claim(off, "fence-off", core.PlanRun, 0)
+
+	post("busy", 1)
+	c, err = other.ws.Claim(ctx, "busy", "busy-other", ttl)
+	require.NoError(t, err)
+	before, err := other.ws.Thread(ctx, "busy")
+	require.NoError(t, err)
+	_, _, run, err := cold.ws.ClaimThenStart(ctx, "busy", "busy-cold", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	require.Zero(t, run)
+	after, err := other.ws.Thread(ctx, "busy")
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{before.Version, uint64(before.LastRun())}, [2]uint64{after.Version, uint64(after.LastRun())}, "a refused claim wrote nothing")
+	require.NoError(t, other.ws.Release(ctx, c))
+
+	foldsFromScratch(t, schema, map[core.ThreadID]core.RunID{"fresh": 1, "ended": 3, "asked": 1, "answered": 2, "crashed": 1, "taken": 1,
+		"old-post": 0, "fence-off": 0, "busy": 0})
+}
+
+// olderBinaryPost posts a message on thread id as a binary before
+// migration 0008 did: the event and the row's version and last_message,
+// with the row's log_n left as it was.
+func olderBinaryPost(t *testing.T, schema string, id core.ThreadID) {
+	t.Helper()
+	ctx := context.Background()
+	q := pgx.Identifier{schema}.Sanitize()
+	_, err := admin(t).Exec(ctx, `INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text)
+		SELECT id, log_n + 1, version + 1, 'message_posted', log_at, last_message + 1, 'm' FROM `+q+`.threads WHERE id = $1`, string(id))
+	require.NoError(t, err)
+	_, err = admin(t).Exec(ctx, `UPDATE `+q+`.threads SET version = version + 1, last_message = last_message + 1 WHERE id = $1`, string(id))
+	require.NoError(t, err)
+}
+
+// foldsFromScratch checks that each thread's log folds on a Store that
+// never saw it, with the runs runs, none of them active.
+func foldsFromScratch(t *testing.T, schema string, runs map[core.ThreadID]core.RunID) {
+	t.Helper()
+	fresh := newProc(openStore(t, poolConfig(t, "tc-log-fresh"), schema), "fresh")
+	for id, n := range runs {
+		th, err := fresh.ws.Thread(context.Background(), id)
+		require.NoError(t, err, "%s folds from scratch", id)
+		require.Equal(t, n, th.LastRun(), "%s: its runs", id)
+		require.Empty(t, th.ActiveRuns(), "%s: its active runs", id)
+	}
 }

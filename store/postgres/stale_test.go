@@ -16,13 +16,16 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// Four Stores, each with a cache of its own, take a few threads at once
-// with ClaimThenStart, end runs (RunEnd, or RunEndThenStart as a runner
-// does) and release, while a poster posts and each Store looks at the
-// threads (Workspace.Thread, a View). A Store's cache of a thread goes
-// stale whenever another Store takes the thread, so claimSQL starts runs
-// from stale caches and from fresh ones, behind its check that only
-// posts follow the cache's last event. Every start must be the run core
+// Four Stores, two with a cache of their own and two with none, take a
+// few threads at once with ClaimThenStart, end runs (RunEnd, or
+// RunEndThenStart as a runner does) and release, while a poster posts
+// and each Store looks at the threads (Workspace.Thread, a View). A
+// Store's cache of a thread goes stale whenever another Store takes the
+// thread, so claimSQL starts runs from stale caches and from fresh ones,
+// behind its check that only posts follow the cache's last event, and,
+// for the Stores with no cache, from the log read with the claim, behind
+// its check that no writer came between that read and the row's lock
+// (the claims wait for each other's locks). Every start must be the run core
 // plans (otherwise ErrInconsistentLog), and at the end every thread's log
 // must fold from scratch, one ended run a message, on every Store and on
 // a Store with no cache. A benchmark once left a log that did not fold
@@ -47,10 +50,20 @@ func TestClaimStartsFromStaleCaches(t *testing.T) {
 		ids[i] = core.ThreadID(fmt.Sprintf("t%d", i))
 		require.NoError(t, poster.ws.CreateThread(ctx, ids[i]))
 	}
+	cold := func(i int) bool { return i >= nStores-2 }
 	procs := make([]*proc, nStores)
 	stores := make([]*Store, nStores)
 	for i := range procs {
-		stores[i] = openStore(t, poolConfig(t, fmt.Sprintf("tc-stale-%d", i)), schema)
+		// The last two keep no cache: each claim reads the log whole,
+		// and starts its run from that.
+		opts := Options{Schema: schema}
+		if cold(i) {
+			opts.CachedThreads = -1
+		}
+		var err error
+		stores[i], err = open(ctx, poolConfig(t, fmt.Sprintf("tc-stale-%d", i)), opts)
+		require.NoError(t, err)
+		t.Cleanup(stores[i].Close)
 		procs[i] = newProc(stores[i], fmt.Sprintf("p%d", i))
 	}
 
@@ -93,7 +106,7 @@ func TestClaimStartsFromStaleCaches(t *testing.T) {
 					if !mine[i][j].TryLock() {
 						continue
 					}
-					err := staleTurn(ctx, p, rng, id, &n)
+					err := staleTurn(ctx, p, rng, id, cold(i), &n)
 					mine[i][j].Unlock()
 					if err != nil {
 						errs <- err
@@ -109,7 +122,8 @@ func TestClaimStartsFromStaleCaches(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.Positive(t, n.inClaim.Load(), "runs started with their claim: the path under test")
-	t.Logf("%d messages consumed, %d runs started with their claim", n.consumed.Load(), n.inClaim.Load())
+	require.Positive(t, n.coldInClaim.Load(), "runs started with their claim by a Store with no cache")
+	t.Logf("%d messages consumed, %d runs started with their claim, %d of them with no cache", n.consumed.Load(), n.inClaim.Load(), n.coldInClaim.Load())
 
 	fresh := newProc(openStore(t, poolConfig(t, "tc-stale-fresh"), schema), "fresh")
 	for _, id := range ids {
@@ -129,20 +143,42 @@ func TestClaimStartsFromStaleCaches(t *testing.T) {
 // reads the events in the snapshot its statement took before the wait,
 // and the row as that writer left it. Here the writer (SQL on a
 // connection of the test's, as another process's Store would write)
-// starts and ends run 2 and leaves the lease free, while b, whose cache
-// ended with run 1 and which has seen only posts since, claims the
-// thread with its start. The start must be run 3 on message 3, as core
-// plans it from the log, not run 2 again from the cache (claimSQL's
-// check of the events since the cache reads the row's counters, which
-// the wait brings up to date, not the snapshot's events).
+// starts and ends run 2 and leaves the lease free, while b, which has
+// seen run 1 and only posts since, claims the thread with its start. The
+// start must be run 3 on message 3, as core plans it from the log, not
+// run 2 again: from its cache, which ended with run 1 (claimSQL's check
+// of the events since the cache reads the row's counters, which the wait
+// brings up to date, not the snapshot's events), or, with no cache
+// (cold), from the snapshot's log, which has one run (claimSQL trusts
+// that log only when it is as long as the row's log_n, and the
+// snapshot's row is the locked one). The writer is also an older binary
+// (oldWriter), which leaves log_n as it was: only the row's version then
+// tells the snapshot's log from the row's.
 func TestClaimStartAfterWaitingForTheRow(t *testing.T) {
-	t.Parallel() // a schema of its own
+	t.Parallel() // schemas of their own
+	for _, c := range []struct{ cold, oldWriter bool }{{false, false}, {true, false}, {true, true}} {
+		t.Run(fmt.Sprintf("cold=%v/oldWriter=%v", c.cold, c.oldWriter), func(t *testing.T) {
+			t.Parallel()
+			claimStartAfterWaiting(t, c.cold, c.oldWriter)
+		})
+	}
+}
+
+func claimStartAfterWaiting(t *testing.T, cold, oldWriter bool) {
 	ctx := context.Background()
 	schema := testSchema(t)
 	poster := newProc(openStore(t, poolConfig(t, "tc-wait-poster"), schema), "poster")
-	b := newProc(openStore(t, poolConfig(t, "tc-wait-b"), schema), "b")
+	app := randomName("tc-wait-b-")
+	opts := Options{Schema: schema}
+	if cold {
+		opts.CachedThreads = -1
+	}
+	bs, err := open(ctx, poolConfig(t, app), opts)
+	require.NoError(t, err)
+	t.Cleanup(bs.Close)
+	b := newProc(bs, "b")
 	require.NoError(t, poster.ws.CreateThread(ctx, "t"))
-	_, err := poster.ws.Post(ctx, "t", "m1")
+	_, err = poster.ws.Post(ctx, "t", "m1")
 	require.NoError(t, err)
 	c, plan, run, err := b.ws.ClaimThenStart(ctx, "t", "b1", ttl)
 	require.NoError(t, err)
@@ -176,13 +212,17 @@ func TestClaimStartAfterWaitingForTheRow(t *testing.T) {
 		c, plan, run, err := b.ws.ClaimThenStart(ctx, "t", "b2", ttl)
 		done <- claimed{c, plan, run, err}
 	}()
-	waitFor(t, x, "b's claim waiting for the thread's row", waitingBackend, "tc-wait-b")
+	waitFor(t, x, "b's claim waiting for the thread's row", waitingBackend, app)
 	_, err = tx.Exec(ctx, `INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
 		SELECT 't', $1::bigint + 1, $2::bigint + 1, 'run_started', max(at), 2, '', 2, 0, 'x' FROM `+q+`.events WHERE thread_id = 't'
 		UNION ALL
 		SELECT 't', $1::bigint + 2, $2::bigint + 2, 'run_ended', max(at), 0, '', 2, 0, '' FROM `+q+`.events WHERE thread_id = 't'`, logN, version)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `UPDATE `+q+`.threads SET version = version + 2, taken = 2, log_n = log_n + 2 WHERE id = 't'`)
+	moved := 2
+	if oldWriter {
+		moved = 0
+	}
+	_, err = tx.Exec(ctx, `UPDATE `+q+`.threads SET version = version + 2, taken = 2, log_n = log_n + $1 WHERE id = 't'`, moved)
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 
@@ -205,12 +245,12 @@ func TestClaimStartAfterWaitingForTheRow(t *testing.T) {
 }
 
 // staleCounts are what TestClaimStartsFromStaleCaches's turns count.
-type staleCounts struct{ consumed, inClaim, holders atomic.Int64 }
+type staleCounts struct{ consumed, inClaim, coldInClaim, holders atomic.Int64 }
 
 // staleTurn is a turn of TestClaimStartsFromStaleCaches: it claims id
 // with its start, runs what it plans, ends each run (RunEnd, or
 // RunEndThenStart), and releases; a thread held by another is no error.
-func staleTurn(ctx context.Context, p *proc, rng *rand.Rand, id core.ThreadID, c *staleCounts) error {
+func staleTurn(ctx context.Context, p *proc, rng *rand.Rand, id core.ThreadID, cold bool, c *staleCounts) error {
 	h := core.Holder(fmt.Sprintf("h%d", c.holders.Add(1)))
 	cl, plan, run, err := p.ws.ClaimThenStart(ctx, id, h, ttl)
 	if errors.Is(err, core.ErrThreadBusy) {
@@ -221,6 +261,9 @@ func staleTurn(ctx context.Context, p *proc, rng *rand.Rand, id core.ThreadID, c
 	}
 	if run != 0 {
 		c.inClaim.Add(1)
+		if cold {
+			c.coldInClaim.Add(1)
+		}
 	}
 	for plan.Kind == core.PlanRun {
 		if run == 0 {
