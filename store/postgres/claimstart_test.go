@@ -190,13 +190,25 @@ func TestClaimThenStartOnlyWhenOnlyPostsFollow(t *testing.T) {
 }
 
 // A claim with its run's start (ClaimThenStart), on a Store that keeps
-// trace lines, whose COMMIT's reply is lost after the server committed:
+// trace lines, whose COMMIT's reply is lost after the server committed
+// (from the Store's cache of the thread, or from its log, cold):
 // storage's log holds the Claim, the Plan and the RunStart, and the
 // round's Crash learns from it that the claim committed, and traces the
 // Plan before its own line, at the start's version. The trace as the
 // fleet merges it is accepted.
 func TestClaimThenStartUnknownWhenReplyLost(t *testing.T) {
-	t.Parallel() // a schema of its own
+	t.Parallel() // schemas of their own
+	for _, cold := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cold=%v", cold), func(t *testing.T) {
+			t.Parallel()
+			claimThenStartReplyLost(t, cold)
+		})
+	}
+}
+
+// claimThenStartReplyLost is TestClaimThenStartUnknownWhenReplyLost,
+// on a thread the Store has cached, or (cold) never read.
+func claimThenStartReplyLost(t *testing.T, cold bool) {
 	// Its own deadline: a fault injected at the wrong round trip would
 	// otherwise leave a read waiting for go test's timeout.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -225,11 +237,14 @@ func TestClaimThenStartUnknownWhenReplyLost(t *testing.T) {
 		require.NoError(t, a.ws.Release(ctx, c))
 		return started
 	}
-	// A round on each thread leaves it cached; "warm"'s second prepares
-	// the statements of a claim with its start on the connection.
+	// A round on each thread leaves it cached ("t" only when not cold);
+	// "warm"'s second prepares the statements of a claim with its start
+	// on the connection.
 	for _, id := range []core.ThreadID{"warm", "t"} {
 		require.NoError(t, a.ws.CreateThread(ctx, id))
-		round(id, core.Holder(id+"-1"))
+		if id != "t" || !cold {
+			round(id, core.Holder(id+"-1"))
+		}
 	}
 	require.NotZero(t, round("warm", "warm-2"), "the start with the claim")
 	_, err := a.ws.Post(ctx, "t", "m")
