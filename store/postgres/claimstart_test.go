@@ -168,17 +168,7 @@ func TestClaimThenStartOnlyWhenOnlyPostsFollow(t *testing.T) {
 	apart(off, "fence-off", "off-1", core.PlanRun)
 
 	cached("busy")
-	c, err = other.ws.Claim(ctx, "busy", "other-busy", ttl)
-	require.NoError(t, err)
-	before, err := other.ws.Thread(ctx, "busy")
-	require.NoError(t, err)
-	_, _, run, err = a.ws.ClaimThenStart(ctx, "busy", "a-busy", ttl)
-	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.Zero(t, run)
-	after, err := other.ws.Thread(ctx, "busy")
-	require.NoError(t, err)
-	require.Equal(t, [2]uint64{before.Version, uint64(before.LastRun())}, [2]uint64{after.Version, uint64(after.LastRun())}, "a refused claim wrote nothing")
-	require.NoError(t, other.ws.Release(ctx, c))
+	refusedBusy(t, other, a, "busy")
 
 	cached("crashed")
 	c, _ = a.startRun(t, "crashed", "a-crashed")
@@ -393,17 +383,7 @@ func TestClaimThenStartFromTheLog(t *testing.T) {
 	claim(off, "fence-off", core.PlanRun, 0)
 
 	post("busy", 1)
-	c, err = other.ws.Claim(ctx, "busy", "busy-other", ttl)
-	require.NoError(t, err)
-	before, err := other.ws.Thread(ctx, "busy")
-	require.NoError(t, err)
-	_, _, run, err := cold.ws.ClaimThenStart(ctx, "busy", "busy-cold", ttl)
-	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.Zero(t, run)
-	after, err := other.ws.Thread(ctx, "busy")
-	require.NoError(t, err)
-	require.Equal(t, [2]uint64{before.Version, uint64(before.LastRun())}, [2]uint64{after.Version, uint64(after.LastRun())}, "a refused claim wrote nothing")
-	require.NoError(t, other.ws.Release(ctx, c))
+	refusedBusy(t, other, cold, "busy")
 
 	foldsFromScratch(t, schema, map[core.ThreadID]core.RunID{"fresh": 1, "ended": 3, "asked": 1, "answered": 2, "crashed": 1, "taken": 1,
 		"old-post": 0, "fence-off": 0, "busy": 0})
@@ -434,4 +414,23 @@ func foldsFromScratch(t *testing.T, schema string, runs map[core.ThreadID]core.R
 		require.Equal(t, n, th.LastRun(), "%s: its runs", id)
 		require.Empty(t, th.ActiveRuns(), "%s: its active runs", id)
 	}
+}
+
+// refusedBusy has holder claim thread id, and then p claim it with its
+// start: p's claim must be refused as busy, start nothing and write
+// nothing. holder releases the thread after.
+func refusedBusy(t *testing.T, holder, p *proc, id core.ThreadID) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := holder.ws.Claim(ctx, id, core.Holder(id+"-"+core.ThreadID(holder.ws.Process())), ttl)
+	require.NoError(t, err)
+	before, err := holder.ws.Thread(ctx, id)
+	require.NoError(t, err)
+	_, _, run, err := p.ws.ClaimThenStart(ctx, id, core.Holder(id+"-"+core.ThreadID(p.ws.Process())), ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	require.Zero(t, run)
+	after, err := holder.ws.Thread(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, [2]uint64{before.Version, uint64(before.LastRun())}, [2]uint64{after.Version, uint64(after.LastRun())}, "a refused claim wrote nothing")
+	require.NoError(t, holder.ws.Release(ctx, c))
 }
