@@ -52,15 +52,16 @@ import (
 // events read after the claim.
 //
 // A claimant with no cache of the thread ($16 not 0: ClaimLeaseThenStart
-// on a thread this Store never folded, whose events it reads whole with
-// the claim) has the start decided from the log itself: no run active
-// and a message not taken (the row), no request open (every asked event
-// answered), and the run the next after the log's starts. The log is
-// read in the statement's snapshot, so it is trusted only when it has
-// log_n events and that snapshot's row is the locked row: the same
-// version, which every write of the thread moves (a binary before
-// migration 0008 leaves log_n as it was), so no writer came between the
-// snapshot and the lock (TestClaimStartAfterWaitingForTheRow, cold).
+// on a thread this Store has not folded, or whose cache entry it let go,
+// whose events it reads whole with the claim) has the start decided from
+// the log itself: no run active and a message not taken (the row), no
+// request open (every asked event answered), and the run the next after
+// the log's starts. The log is read in the statement's snapshot, so it
+// is trusted only when it has log_n events and that snapshot's row is
+// the locked row: the same version, which every write of the thread
+// moves (a binary before migration 0008 leaves log_n as it was), so no
+// writer came between the snapshot and the lock
+// (TestClaimStartAfterWaitingForTheRow, cold).
 //
 // It returns the row as it found it, the claim's version (NULL: nothing
 // written), whether the row was sound, and whether the run started. No
