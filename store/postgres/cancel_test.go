@@ -56,9 +56,7 @@ func TestCancelledLockWaitEndsOnServer(t *testing.T) {
 	eachReadMode(t, func(t *testing.T, opts Options) {
 		app := randomName("tc_")
 		opts.Schema = testSchema(t)
-		s, err := open(context.Background(), poolConfig(t, app), opts)
-		require.NoError(t, err)
-		t.Cleanup(s.Close)
+		s := openStoreWith(t, poolConfig(t, app), opts)
 		err, id, blocker := lockWaitCancelled(t, s, app)
 		require.NotErrorIs(t, err, core.ErrCommitUnknown)
 		waitFor(t, admin(t), "no backend of the store waiting for a lock",

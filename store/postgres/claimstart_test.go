@@ -32,9 +32,7 @@ func TestClaimThenStartInTheClaim(t *testing.T) {
 				ctx := context.Background()
 				schema := testSchema(t)
 				opts.Schema, opts.KeepTrace = schema, keep
-				s, err := open(ctx, poolConfig(t, "tc-start"), opts)
-				require.NoError(t, err)
-				t.Cleanup(s.Close)
+				s := openStoreWith(t, poolConfig(t, "tc-start"), opts)
 				poster := newProc(openStore(t, poolConfig(t, "tc-poster"), schema), "poster")
 				rec := &tracecheck.Recorder{}
 				a := newProc(s, "a", core.WithTracer(rec))
@@ -284,9 +282,7 @@ func TestClaimThenStartFromTheLog(t *testing.T) {
 	ctx := context.Background()
 	schema := testSchema(t)
 	other := newProc(openStore(t, poolConfig(t, "tc-log-other"), schema), "other")
-	s, err := open(ctx, poolConfig(t, "tc-log-cold"), Options{Schema: schema, CachedThreads: -1})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
+	s := openStoreWith(t, poolConfig(t, "tc-log-cold"), Options{Schema: schema, CachedThreads: -1})
 	cold := newProc(s, "cold")
 	post := func(id core.ThreadID, n int) {
 		t.Helper()

@@ -83,7 +83,13 @@ func poolConfig(tb testing.TB, app string) *pgxpool.Config {
 // openStore opens a Store on schema, closed when the test ends.
 func openStore(tb testing.TB, cfg *pgxpool.Config, schema string) *Store {
 	tb.Helper()
-	s, err := open(context.Background(), cfg, Options{Schema: schema})
+	return openStoreWith(tb, cfg, Options{Schema: schema})
+}
+
+// openStoreWith opens a Store with opts, closed when the test ends.
+func openStoreWith(tb testing.TB, cfg *pgxpool.Config, opts Options) *Store {
+	tb.Helper()
+	s, err := open(context.Background(), cfg, opts)
 	require.NoError(tb, err)
 	tb.Cleanup(s.Close)
 	return s
@@ -99,10 +105,7 @@ func newStore(tb testing.TB) *Store {
 func newStoreWith(tb testing.TB, opts Options) *Store {
 	tb.Helper()
 	opts.Schema = testSchema(tb)
-	s, err := open(context.Background(), poolConfig(tb, randomName("tc_")), opts)
-	require.NoError(tb, err)
-	tb.Cleanup(s.Close)
-	return s
+	return openStoreWith(tb, poolConfig(tb, randomName("tc_")), opts)
 }
 
 // readModes are the two ways a write transaction reads: speculating from

@@ -60,10 +60,7 @@ func TestClaimStartsFromStaleCaches(t *testing.T) {
 		if cold(i) {
 			opts.CachedThreads = -1
 		}
-		var err error
-		stores[i], err = open(ctx, poolConfig(t, fmt.Sprintf("tc-stale-%d", i)), opts)
-		require.NoError(t, err)
-		t.Cleanup(stores[i].Close)
+		stores[i] = openStoreWith(t, poolConfig(t, fmt.Sprintf("tc-stale-%d", i)), opts)
 		procs[i] = newProc(stores[i], fmt.Sprintf("p%d", i))
 	}
 
@@ -173,12 +170,9 @@ func claimStartAfterWaiting(t *testing.T, cold, oldWriter bool) {
 	if cold {
 		opts.CachedThreads = -1
 	}
-	bs, err := open(ctx, poolConfig(t, app), opts)
-	require.NoError(t, err)
-	t.Cleanup(bs.Close)
-	b := newProc(bs, "b")
+	b := newProc(openStoreWith(t, poolConfig(t, app), opts), "b")
 	require.NoError(t, poster.ws.CreateThread(ctx, "t"))
-	_, err = poster.ws.Post(ctx, "t", "m1")
+	_, err := poster.ws.Post(ctx, "t", "m1")
 	require.NoError(t, err)
 	c, plan, run, err := b.ws.ClaimThenStart(ctx, "t", "b1", ttl)
 	require.NoError(t, err)
