@@ -70,7 +70,9 @@ import (
 // run's length (10 s at a steady rate) for a tail spread over it; and
 // p99-after-1s-ms, the p99 of the messages posted a second or more after
 // the first timed post (afterFirst), which leaves out the workers' start
-// where posters=4 and posters=16 time it.
+// where posters=4 and posters=16 time it. With -statements, each
+// workload also logs its costliest statements on the server, per message
+// (statementsReport).
 func BenchmarkCompare(b *testing.B) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
@@ -267,19 +269,19 @@ func measure(b *testing.B, url string, s system, w workload) {
 	counted, _ := s.(interface{ roundTrips() int64 })
 	srv := newServer(b, url)
 	var (
-		trips0, xacts0 int64
-		sessions0      int64
-		cpu0, scpu0    time.Duration
-		t0             time.Time
-		warm           int // the messages of the warm-up, not timed
-		posting        time.Duration
-		late           int64
+		trips0, xacts0, sessions0 int64
+		cpu0, scpu0               time.Duration
+		t0                        time.Time
+		warm                      int // the messages of the warm-up, not timed
+		posting                   time.Duration
+		late                      int64
 	)
 	begin := func() {
 		if counted != nil {
 			trips0 = counted.roundTrips()
 		}
 		xacts0, sessions0 = srv.xacts(b)
+		srv.statementsReset(ctx, b)
 		cpu0, scpu0 = clientCPU(), srv.cpu(b)
 		t0 = time.Now()
 	}
@@ -318,6 +320,7 @@ func measure(b *testing.B, url string, s system, w workload) {
 		b.Fatalf("%d of %d messages started after 5 minutes", nStarted.Load(), w.n)
 	}
 	cpu, scpu := clientCPU()-cpu0, srv.cpu(b)-scpu0
+	srv.statementsReport(ctx, b, w.n-warm)
 	var trips int64
 	if counted != nil {
 		trips = counted.roundTrips() - trips0
