@@ -14,7 +14,8 @@ import (
 // The statistics are reset when the timed span begins and read when the
 // last message has started, so they hold the posters', the workers' and
 // the listeners' statements of that span (and, from the database's other
-// sessions, anything else that ran then).
+// sessions, anything else that ran then). scripts/pg-statements does
+// the like for a benchmark of store/postgres, over its whole run.
 var statements = flag.Bool("statements", false, "log the server's statements of each workload's timed span (pg_stat_statements; see BENCH.md)")
 
 // topStatements is how many statements a workload's report lists, the
