@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -55,7 +56,7 @@ func (s *server) statementsReport(ctx context.Context, b *testing.B, n int) {
 		b.Fatalf("-statements: %v", err)
 	}
 	defer rows.Close()
-	b.Logf("%9s %9s %7s %7s %7s %7s %6s  %s", "calls/msg", "µs/msg", "min-µs", "mean-µs", "blk", "wal", "rows", "statement (per call: blk, wal, rows)")
+	b.Logf("%9s %9s %7s %7s %8s %8s %9s  %s", "calls/msg", "µs/msg", "min-µs", "mean-µs", "blk/call", "wal/call", "rows/call", "statement")
 	for rows.Next() {
 		var (
 			calls                        int64
@@ -66,7 +67,7 @@ func (s *server) statementsReport(ctx context.Context, b *testing.B, n int) {
 		if err := rows.Scan(&calls, &total, &least, &mean, &blocks, &walRecords, &rowsEach, &query); err != nil {
 			b.Fatalf("-statements: %v", err)
 		}
-		b.Logf("%9.3f %9.1f %7.0f %7.0f %7.1f %7.1f %6.2f  %s", float64(calls)/float64(n), total*1000/float64(n),
+		b.Logf("%9.3f %9.1f %7.0f %7.0f %8.1f %8.1f %9.2f  %s", float64(calls)/float64(n), total*1000/float64(n),
 			least*1000, mean*1000, blocks, walRecords, rowsEach, statementStart(query))
 	}
 	if err := rows.Err(); err != nil {
@@ -87,4 +88,18 @@ func statementStart(q string) string {
 		return string(r[:90])
 	}
 	return q
+}
+
+func TestStatementStart(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"SELECT  1\n\t FROM x", "SELECT 1 FROM x"},
+		{`UPDATE "tc_bench_340676151_1".threads SET v = $1`, "UPDATE threads SET v = $1"},
+		{"INSERT INTO river_bench.river_job (id)", "INSERT INTO river_job (id)"},
+		{"SELECT tc_bench_x.y FROM other_schema.t", "SELECT tc_bench_x.y FROM other_schema.t"},
+		{strings.Repeat("é", 100), strings.Repeat("é", 90)},
+	} {
+		if got := statementStart(c.in); got != c.want {
+			t.Errorf("statementStart(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
 }
