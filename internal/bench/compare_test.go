@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"runtime"
@@ -72,7 +73,9 @@ import (
 // the first timed post (afterFirst), which leaves out the workers' start
 // where posters=4 and posters=16 time it. With -statements, each
 // workload also logs its costliest statements on the server, per message
-// (statementsReport).
+// (statementsReport). With -rate N, a steady-rate workload of N messages
+// a second (ten seconds of them, as the others) runs after rate=2000: to
+// compare the two sides at the rate one of them posts at.
 func BenchmarkCompare(b *testing.B) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
@@ -86,6 +89,12 @@ func BenchmarkCompare(b *testing.B) {
 		{name: "rate=700", n: 7000, posters: 16, rate: 700},
 		{name: "rate=2000", n: 20000, posters: 16, rate: 2000},
 	}
+	switch r := *extraRate; {
+	case r < 0:
+		b.Fatalf("-rate %d: a rate is a number of messages a second, 1 or more", r)
+	case r > 0:
+		workloads = append(workloads, workload{name: "rate=" + strconv.Itoa(r), n: 10 * r, posters: 16, rate: r})
+	}
 	for _, w := range workloads {
 		for _, sys := range []func() system{newRiver, newRiverFast, newThreadclaim, newThreadclaimTurns16} {
 			s := sys()
@@ -93,6 +102,9 @@ func BenchmarkCompare(b *testing.B) {
 		}
 	}
 }
+
+// extraRate is -rate: a steady-rate workload of its own, when not 0.
+var extraRate = flag.Int("rate", 0, "add a workload rate=N: ten seconds of N messages a second, after rate=2000")
 
 type workload struct {
 	name    string
