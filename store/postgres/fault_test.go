@@ -187,13 +187,25 @@ func TestCommitUnknownWhenReplyLost(t *testing.T) {
 // Claims begin a transaction (claimBegins, a benchmark's before). When
 // the COMMIT's reply is lost, Claim returns the claim with
 // ErrCommitUnknown, the lease is the claim's (the server committed), and
-// the claim's Crash ends the round.
+// the claim's Crash ends the round. The same when the COMMIT's write is
+// slow, and pgconn's background reader reads while it goes.
 func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
-	t.Parallel() // a schema of its own
+	t.Parallel() // schemas of their own
+	for _, slow := range []time.Duration{0, 40 * time.Millisecond} {
+		t.Run(fmt.Sprintf("slowWrite=%v", slow), func(t *testing.T) {
+			t.Parallel()
+			claimCommitReplyLost(t, slow)
+		})
+	}
+}
+
+// claimCommitReplyLost is TestClaimCommitUnknownWhenReplyLost, the
+// COMMIT's write taking slow.
+func claimCommitReplyLost(t *testing.T, slow time.Duration) {
 	ctx := context.Background()
 	var armed atomic.Bool
 	bareCommit := func(p []byte) bool { return len(p) > 0 && p[0] == 'Q' && bytes.Contains(p, []byte("commit")) }
-	s := lossyStore(t, testSchema(t), &armed, bareCommit)
+	s := slowLossyStore(t, testSchema(t), &armed, bareCommit, slow)
 	s.claimBegins = true
 	var doubts []core.Doubt
 	a := newProc(s, "a", core.WithTracer(&tracecheck.Recorder{}), core.WithDoubts(func(d core.Doubt) { doubts = append(doubts, d) }))
@@ -280,7 +292,17 @@ func TestClaimUnknownWhenReplyLost(t *testing.T) {
 // the write that commits with only (nil: the first).
 func lossyStore(t *testing.T, schema string, armed *atomic.Bool, only func(p []byte) bool) *Store {
 	t.Helper()
-	return oneConnStore(t, schema, func(c net.Conn) net.Conn { return &lossyConn{Conn: c, armed: armed, only: only} })
+	return slowLossyStore(t, schema, armed, only, 0)
+}
+
+// slowLossyStore is lossyStore whose write that commits takes slow
+// before its bytes go: past 15ms, pgconn's background reader reads while
+// the write goes on.
+func slowLossyStore(t *testing.T, schema string, armed *atomic.Bool, only func(p []byte) bool, slow time.Duration) *Store {
+	t.Helper()
+	return oneConnStore(t, schema, func(c net.Conn) net.Conn {
+		return &lossyConn{Conn: c, armed: armed, only: only, slowWrite: slow}
+	})
 }
 
 // oneConnStore opens a Store on schema with one connection, whose
@@ -329,54 +351,87 @@ func claimWarmedUp(t *testing.T, a *proc) core.Claim {
 // ReadyForQuery that says no transaction is open and follows no error, so
 // the server has committed, and then dropped: the client reads an
 // unexpected EOF, as when the network fails after the commit.
+//
+// pgconn may read in a goroutine of its own while it writes (its
+// background reader), so a read can begin before the write that commits
+// does. Once armed, reads go message by message, and each message is
+// judged when it has arrived: the write is marked sent before its bytes
+// go, so every message of its reply finds it marked.
 type lossyConn struct {
 	net.Conn
 	armed *atomic.Bool
 	// only, when set, picks the write that commits: the first write
 	// after arming that it accepts.
 	only func(p []byte) bool
-	mu   sync.Mutex
-	sent bool
+	// slowWrite is how long the write that commits waits before its
+	// bytes go.
+	slowWrite time.Duration
+	mu        sync.Mutex
+	sent      bool
+	// pending is the rest of the last message passed through, and failed
+	// says an error came since the last ReadyForQuery; the reader's own.
+	pending []byte
+	failed  bool
 }
 
 func (c *lossyConn) Write(p []byte) (int, error) {
-	n, err := c.Conn.Write(p)
 	if (c.only == nil || c.only(p)) && c.armed.CompareAndSwap(true, false) {
 		c.mu.Lock()
 		c.sent = true
 		c.mu.Unlock()
+		time.Sleep(c.slowWrite)
 	}
-	return n, err
+	return c.Conn.Write(p)
 }
 
 func (c *lossyConn) Read(p []byte) (int, error) {
-	c.mu.Lock()
-	sent := c.sent
-	c.mu.Unlock()
-	if !sent {
-		return c.Conn.Read(p)
-	}
-	failed := false
-	for {
-		var head [5]byte
-		if _, err := io.ReadFull(c.Conn, head[:]); err != nil {
+	for len(c.pending) == 0 {
+		c.mu.Lock()
+		sent := c.sent
+		c.mu.Unlock()
+		if !sent && !c.armed.Load() {
+			return c.Conn.Read(p)
+		}
+		msg, err := c.readMessage()
+		if err != nil {
 			return 0, err
 		}
-		body := make([]byte, binary.BigEndian.Uint32(head[1:])-4)
-		if _, err := io.ReadFull(c.Conn, body); err != nil {
-			return 0, err
+		c.mu.Lock()
+		sent = c.sent
+		c.mu.Unlock()
+		if !sent {
+			c.pending = msg
+			break
 		}
-		switch head[0] {
+		switch msg[0] {
 		case 'E':
-			failed = true
+			c.failed = true
 		case 'Z':
-			if !failed && bytes.Equal(body, []byte{'I'}) {
+			if !c.failed && bytes.Equal(msg[5:], []byte{'I'}) {
 				_ = c.Conn.Close()
 				return 0, io.ErrUnexpectedEOF
 			}
-			failed = false
+			c.failed = false
 		}
 	}
+	n := copy(p, c.pending)
+	c.pending = c.pending[n:]
+	return n, nil
+}
+
+// readMessage reads one whole message of the server's: its type, its
+// length and its body.
+func (c *lossyConn) readMessage() ([]byte, error) {
+	var head [5]byte
+	if _, err := io.ReadFull(c.Conn, head[:]); err != nil {
+		return nil, err
+	}
+	msg := make([]byte, 1+binary.BigEndian.Uint32(head[1:]))
+	copy(msg, head[:])
+	if _, err := io.ReadFull(c.Conn, msg[5:]); err != nil {
+		return nil, err
+	}
+	return msg, nil
 }
 
 // A one-trip Claim whose caller's deadline passes after the server
