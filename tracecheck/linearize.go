@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -507,7 +509,8 @@ var (
 // porcupine.Illegal and an error wrapping ErrNotLinearizable, or
 // porcupine.Unknown and an error wrapping ErrLinearizabilityUnknown. On
 // Illegal, when htmlPath is not empty, it writes porcupine's visualisation
-// of the history there (a self-contained HTML file).
+// of the history there (a self-contained HTML file), making its directory
+// if it is missing; on any other outcome it writes nothing.
 func CheckLinearizable(ops []porcupine.Operation, timeout time.Duration, htmlPath string) (porcupine.CheckResult, error) {
 	return checkLinearizable(LeaseModel(), ops, timeout, htmlPath)
 }
@@ -528,7 +531,11 @@ func checkLinearizable(model porcupine.Model, ops []porcupine.Operation, timeout
 	}
 	// Again, verbose, for the visualisation of the partial linearizations.
 	_, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
-	if err := porcupine.VisualizePath(model, info, htmlPath); err != nil {
+	err := os.MkdirAll(filepath.Dir(htmlPath), 0o755)
+	if err == nil {
+		err = porcupine.VisualizePath(model, info, htmlPath)
+	}
+	if err != nil {
 		return res, fmt.Errorf("%w (%d operations); writing its visualisation: %v", ErrNotLinearizable, len(ops), err)
 	}
 	return res, fmt.Errorf("%w (%d operations); visualisation in %s", ErrNotLinearizable, len(ops), htmlPath)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -250,7 +251,7 @@ func TestUnfencedNotLinearizable(t *testing.T) {
 	_, err = a.Taken(ctx, "t1")
 	must(err)
 
-	html := filepath.Join(t.TempDir(), "unfenced.html")
+	html := filepath.Join(t.TempDir(), "out", "unfenced.html") // its directory made for it
 	res, err := tracecheck.CheckLinearizable(hist.Operations(), 10*time.Second, html)
 	if res != porcupine.Illegal || !errors.Is(err, tracecheck.ErrNotLinearizable) {
 		t.Fatalf("want Illegal, got %v (%v)", res, err)
@@ -284,8 +285,12 @@ func TestUnfencedNotLinearizable(t *testing.T) {
 	if _, err := a.RunStart(ctx, ca, pa.Message); !errors.Is(err, core.ErrThreadBusy) {
 		t.Fatalf("fenced start under another's lease: %v", err)
 	}
-	if res, err := tracecheck.CheckLinearizable(fenced.Operations(), 10*time.Second, ""); res != porcupine.Ok {
+	dir := filepath.Join(t.TempDir(), "out")
+	if res, err := tracecheck.CheckLinearizable(fenced.Operations(), 10*time.Second, filepath.Join(dir, "fenced.html")); res != porcupine.Ok {
 		t.Fatalf("fenced schedule: %v (%v)", res, err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a linearizable history wrote %s: %v", dir, err)
 	}
 }
 

@@ -42,11 +42,14 @@ func TestHelpAndUsage(t *testing.T) {
 	require.Contains(t, errs, "no/such/file.ndjson")
 }
 
-// The main job passes with the fences on, exercising every spec action.
+// The main job passes with the fences on, exercising every spec action,
+// and writes nothing where failures would go.
 func TestRunFenced(t *testing.T) {
-	dir := t.TempDir()
-	code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "1", "-trace-dir", dir)
+	dir, fails := t.TempDir(), filepath.Join(t.TempDir(), "out")
+	code, out, errs := runCLI("run", "-seeds", "40", "-concurrent", "1", "-trace-dir", dir,
+		"-shrink-dir", fails, "-porcupine-html", filepath.Join(fails, "porcupine.html"))
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.NoDirExists(t, fails, "a passing run made the failures' directory")
 	require.Contains(t, out, "PASS")
 	require.Contains(t, out, "accepted every trace")
 	require.NotContains(t, out, "never exercised")
