@@ -56,6 +56,26 @@ func TestModelCommand(t *testing.T) {
 	require.Nil(t, rep.Violation)
 }
 
+// A cfg that declares a violation of a liveness property, which the model
+// does not check, is TLC's to find: the model passes it when no invariant
+// breaks on the way, and fails it when one does.
+func TestModelCommandTLCOnlyExpectation(t *testing.T) {
+	code, out, errs := runCLI("model", "../../spec/ThreadClaimLapseNoFairness.cfg")
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	require.Contains(t, out, "not checked (temporal): EveryPostConsumed")
+	require.Contains(t, out, "a property TLC alone checks; no invariant violated on the way, as expected")
+
+	unfenced := smallCfg(t, "violation EveryPostConsumed", false)
+	text, err := os.ReadFile(unfenced)
+	require.NoError(t, err)
+	text = []byte(strings.Replace(string(text), "CHECK_DEADLOCK", "PROPERTIES\n EveryPostConsumed\nCHECK_DEADLOCK", 1))
+	require.NoError(t, os.WriteFile(unfenced, text, 0o644))
+	code, out, _ = runCLI("model", unfenced)
+	require.Equal(t, exitFailed, code, out)
+	require.Contains(t, out, "invariant I1_ConsumedAtMostOnce violated")
+	require.Contains(t, out, "NOT AS EXPECTED")
+}
+
 func TestModelCommandBadInput(t *testing.T) {
 	code, out, _ := runCLI("model", "-h")
 	require.Equal(t, exitOK, code)

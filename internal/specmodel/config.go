@@ -322,5 +322,23 @@ func (c Config) Unchecked() []string {
 	return out
 }
 
+// ExpectsUnchecked reports whether the cfg declares the violation of a
+// property the model does not check (Unchecked), such as a liveness
+// property with no fairness to make it hold: TLC alone can find that
+// violation, and the model's part of the expectation is that no invariant
+// of the cfg is violated on the way.
+func (c Config) ExpectsUnchecked() bool {
+	if len(c.Expect) < 2 || c.Expect[0] != "violation" {
+		return false
+	}
+	un := c.Unchecked()
+	for _, name := range c.Expect[1:] {
+		if !slices.Contains(un, name) {
+			return false
+		}
+	}
+	return true
+}
+
 // checks reports whether the cfg lists the property.
 func (c Config) checks(prop string) bool { return slices.Contains(c.Properties, prop) }

@@ -23,9 +23,12 @@ var tlcFigures = map[string]struct {
 	"ThreadClaimLapseAbandonUnfenced.cfg": {281, 0, 8, core.InvNoLiveAbandon},
 	// the cfgs that come with one switch per fence (FenceStart,
 	// FenceReply), measured the same way
-	"ThreadClaimLapseReplyUnfenced.cfg":   {6527, 0, 20, ""},
-	"ThreadClaimLapseSmall.cfg":           {6459, 27730, 20, ""},
-	"ThreadClaimLapseLivenessSmall.cfg":   {6459, 27730, 20, ""}, // the small cfg's graph under LiveSpec
+	"ThreadClaimLapseReplyUnfenced.cfg": {6527, 0, 20, ""},
+	"ThreadClaimLapseSmall.cfg":         {6459, 27730, 20, ""},
+	"ThreadClaimLapseLivenessSmall.cfg": {6459, 27730, 20, ""}, // the small cfg's graph under LiveSpec
+	// EveryPostConsumed violated with no fairness: TLC finds it on the whole
+	// graph, which is the small cfg's; the model checks no liveness
+	"ThreadClaimLapseNoFairness.cfg":      {6459, 27730, 20, ""},
 	"ThreadClaimLapseUnfenced.cfg":        {411, 0, 9, core.InvConsumedAtMostOnce},
 	"ThreadClaimLapseStartUnfencedI3.cfg": {411, 0, 9, core.InvOneActiveRun},
 	// the steering cfgs (FenceSteer, RefuseSteerAbandoned)
@@ -63,9 +66,9 @@ func TestSpecCfgs(t *testing.T) {
 			switch {
 			case len(c.Expect) == 0:
 				t.Errorf("the cfg declares no outcome (`\\* expect: ok` or `\\* expect: violation INV...`)")
-			case c.Expect[0] == "ok" && v != nil:
+			case (c.Expect[0] == "ok" || c.ExpectsUnchecked()) && v != nil:
 				t.Errorf("expected no violation; %s violated at depth %d:\n%s", v.Invariant, v.Depth, m.FormatTrace(v.Trace))
-			case c.Expect[0] == "violation" && (v == nil || !slices.Contains(c.Expect[1:], v.Invariant)):
+			case c.Expect[0] == "violation" && !c.ExpectsUnchecked() && (v == nil || !slices.Contains(c.Expect[1:], v.Invariant)):
 				t.Errorf("expected a violation of one of %v, got %+v", c.Expect[1:], v)
 			}
 			for _, a := range c.Fires {
