@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/runner"
@@ -201,6 +202,45 @@ func TestTurnRepliesThenRuns(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.Lease{}, l, "a finished turn releases its claim")
 	_ = s
+}
+
+// A fenced Abandon: C started a run and died; A claims the thread once C's
+// lease has expired and plans the run's abandonment; A's own claim lapses
+// (B's clock runs further ahead) and B claims the thread, its next step the
+// same Abandon. A's Abandon is refused by the fence: A's turn is fenced (a
+// refusal of "abandon" counted, no run abandoned by A), and B abandons C's
+// run and starts the next message.
+func TestAbandonFenced(t *testing.T) {
+	ctx := context.Background()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	s, rec := memory.New(), &tracecheck.Recorder{}
+	c := newProc(t, s, "C", procOpts{tracer: rec})
+	a := newProc(t, s, "A", procOpts{tracer: rec, skew: ttl + time.Second, cfg: func(c *runner.Config) { c.MeterProvider = mp }})
+	b := newProc(t, s, "B", procOpts{tracer: rec, skew: 2 * (ttl + time.Second)})
+	newThread(t, c.ws, "t", "m1", "m2")
+	stepTo(t, c.r.NewTurn("t"), runner.StepAgent) // C's run of m1 is active; C goes no further
+	ta := a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepAbandon)
+	tb := b.r.NewTurn("t")
+	stepTo(t, tb, runner.StepAbandon)
+
+	ta.Step(ctx) // A's Abandon, under B's lease
+	outcome, err := ta.Outcome()
+	require.Equal(t, runner.OutcomeFenced, outcome)
+	require.ErrorIs(t, err, core.ErrThreadBusy)
+	sums := counterSums(t, reader)
+	require.Equal(t, map[string]int64{"write=abandon": 1}, sums[runner.MetricFencedRefusals])
+	require.Equal(t, map[string]int64{"outcome=fenced": 1}, sums[runner.MetricTurns])
+	require.Nil(t, sums[runner.MetricRunsAbandoned], "A abandoned nothing")
+	require.Equal(t, []core.RunID{1}, readFacts(t, s, "t").active, "C's run is still active after A's refused Abandon")
+
+	stepTo(t, tb, runner.StepAgent)
+	f := readFacts(t, s, "t")
+	require.Equal(t, []core.RunID{2}, f.active, "B abandoned C's run and started its own")
+	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
+	_, err = tracecheck.Check(sortedLines(rec))
+	require.NoError(t, err)
 }
 
 // fusedStartScenario: A's turn on a thread with a backlog has run its
