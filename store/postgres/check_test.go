@@ -34,6 +34,7 @@ func TestOneStatementCheck(t *testing.T) {
 		{"holder", `UPDATE %s.leases SET holder = 'hx' WHERE key = 't'`, true},
 		{"expiry", `UPDATE %s.leases SET expires_at = expires_at + interval '1 second' WHERE key = 't'`, false},
 		{"lease gone", `DELETE FROM %s.leases WHERE key = 't'`, true},
+		{"log end", logEndNotice, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
@@ -41,6 +42,17 @@ func TestOneStatementCheck(t *testing.T) {
 		})
 	}
 }
+
+// logEndNotice appends a notice to the thread's log (a refused start's
+// RunRefused, which bumps no version) stamped with the log's last time, as
+// a writer whose clock reads no later would: of the row, only the log's end
+// (log_n) tells it moved, and behind it the events' key (thread_id, seq)
+// refuses the write's event at the notice's seq. Either way the check
+// fails once and the start, read again, goes through after the notice.
+const logEndNotice = `WITH e AS (
+	INSERT INTO %[1]s.events (thread_id, seq, version, kind, at, message, text, run, request, holder)
+	SELECT id, log_n + 1, version, 'run_refused', log_at, 1, '', 0, 0, 'hx' FROM %[1]s.threads WHERE id = 't')
+	UPDATE %[1]s.threads SET log_n = log_n + 1 WHERE id = 't'`
 
 // The check's mutants are caught: each lets a write under a lease that
 // changed hands (behind the Store's back, with SQL) commit. The write's
