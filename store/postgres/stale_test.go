@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // Four Stores, two with a cache of their own and two with none, take a
@@ -295,4 +296,50 @@ func staleTurn(ctx context.Context, p *proc, rng *rand.Rand, id core.ThreadID, c
 		return fmt.Errorf("Release %s by %s: %w", id, h, err)
 	}
 	return nil
+}
+
+// A Release that finds in its Store's cache another holder's lease writes
+// nothing (a Release without the lease), but the cache is read only as the
+// speculation of a Store that holds the lease itself, and the round trip
+// still checks that the cached row is current. Here it is not: A1's claim
+// lapsed and A2, a process on the same Store, claimed the thread (the
+// Store's own lease, cached); then A2's claim lapsed too and B, on another
+// Store, claimed it. A1's Release finds A2's lease in the cache; the check
+// fails (counted), A1 reads the row again and traces the lease as it is
+// now, B's, at the row's current version. Without the check the Release
+// would trace A2's lease at the version the cache had: a read of an older
+// state, which the trace checker, ordering lines by version, accepts as
+// serializable, but not the current read a Store promises; the failed
+// check's count is what pins it (a mutation sweep found it unpinned).
+func TestReleaseOnAStaleCache(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	schema := testSchema(t)
+	rec := &tracecheck.Recorder{}
+	sa := openStore(t, poolConfig(t, "tc-stale-release-a"), schema)
+	a1, a2 := newProc(sa, "a1", core.WithTracer(rec)), newProc(sa, "a2", core.WithTracer(rec))
+	b := newProc(openStore(t, poolConfig(t, "tc-stale-release-b"), schema), "b", core.WithTracer(rec))
+	require.NoError(t, a1.ws.CreateThread(ctx, "t"))
+	_, err := a1.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	c1, err := a1.ws.Claim(ctx, "t", "h1", ttl)
+	require.NoError(t, err)
+	a2.clock.Advance(ttl + time.Second) // A1's lease has expired by A2's clock
+	_, err = a2.ws.Claim(ctx, "t", "h2", ttl)
+	require.NoError(t, err)
+	b.clock.Advance(2 * (ttl + time.Second)) // and A2's by B's
+	_, err = b.ws.Claim(ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+
+	conflicts := sa.stats.conflicts.Load()
+	require.NoError(t, a1.ws.Release(ctx, c1), "a Release without the lease is no error")
+	require.Equal(t, int64(1), sa.stats.conflicts.Load()-conflicts, "the Release's check found the cached row stale")
+	l, err := b.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.Holder("hb"), l.Holder, "B still holds the thread")
+	lines := rec.Lines()
+	tracecheck.Sort(lines)
+	_, err = tracecheck.Check(lines)
+	require.NoError(t, err, "the trace of the three claims and A1's Release")
 }
