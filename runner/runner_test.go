@@ -181,6 +181,42 @@ func TestCommitUnknownNotRetried(t *testing.T) {
 	require.Equal(t, core.StateAbandoned, th.Runs()[0].State, "B abandons the run whose start A could not confirm")
 }
 
+// A Reply whose commit outcome is unknown is not sent again under the same
+// holder either: core allows the round nothing but its Crash, so a second
+// Reply would be refused as out of order, which only a defect explains.
+// The turn ends OutcomeError with the Reply's own error, after one call.
+func TestReplyCommitUnknownNotRetried(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	u := &unknownCommit{Storage: s}
+	a := newProc(t, u, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, sn *runner.Session) error {
+		req, err := sn.Ask(ctx, "which one?")
+		if err == nil {
+			_, err = sn.Await(ctx, req) // ends the run; m2 answers
+		}
+		return err
+	})})
+	b := newProc(t, s, "B", procOpts{skew: ttl})
+	newThread(t, b.ws, "t", "m1", "m2")
+
+	ta := a.r.NewTurn("t")
+	stepTo(t, ta, runner.StepReply)
+	u.armed = true
+	calls := u.calls
+	ta.Step(ctx)
+	require.Equal(t, runner.StepOver, ta.Next())
+	outcome, err := ta.Outcome()
+	require.Equal(t, runner.OutcomeError, outcome)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.NotErrorIs(t, err, core.ErrOutOfOrder, "the Reply was sent again")
+	require.Equal(t, 1, u.calls-calls, "the Reply was retried, or the round went on, under the same holder")
+
+	outcome, err = b.r.TakeTurn(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, outcome)
+	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, readFacts(t, s, "t").consumed, "the Reply committed: m2 answered once")
+}
+
 // A fenced start is a failed turn: its span's status is Error, and the
 // metrics count a fenced turn and a fenced refusal of run_started.
 func TestTelemetryFencedStartIsFailedTurn(t *testing.T) {
