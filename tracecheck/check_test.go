@@ -1166,6 +1166,37 @@ func TestCheckValues(t *testing.T) {
 	}
 }
 
+// The values of steering's and Crash's lines are held to the spec's too:
+// a Steer of another run, a record or a refusal of another message than
+// the one steered, a Crash under another holder.
+func TestCheckValuesSteerAndCrash(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		line int
+		edit func(*core.TraceEvent)
+		rule string
+	}{
+		{"ok-steer-record.ndjson", 6, func(e *core.TraceEvent) { e.Run = 2 }, "line.run"},
+		{"ok-steer-record.ndjson", 7, func(e *core.TraceEvent) { e.Msg = 1 }, "line.msg"},
+		{"ok-steer-exception.ndjson", 9, func(e *core.TraceEvent) { e.Msg = 1 }, "line.msg"},
+		{"ok-crash-takeover.ndjson", 5, func(e *core.TraceEvent) { e.Holder = "h-0b66" }, "line.holder"},
+	} {
+		lines, err := tracecheck.ReadFile("testdata/" + tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tracecheck.Check(lines); err != nil {
+			t.Fatalf("%s as it is: %v", tc.file, err)
+		}
+		tc.edit(&lines[tc.line-1])
+		_, err = tracecheck.Check(lines)
+		var v *tracecheck.Violation
+		if !asViolation(err, &v) || v.Line != tc.line || v.Rule != tc.rule {
+			t.Errorf("%s line %d edited: want %q there, got %v", tc.file, tc.line, tc.rule, err)
+		}
+	}
+}
+
 // BenchmarkCheck measures the Go checker on a long trace that core wrote
 // (3 threads, 4 processes, lapses, stalls, refusals, crashes): lines/s.
 func BenchmarkCheck(b *testing.B) {

@@ -414,6 +414,10 @@ func TestLeaseModel(t *testing.T) {
 			steer("a", 1, 2, tracecheck.LinOK), steer("a", 1, 2, tracecheck.LinOK)}, false},
 		{"steering refused moves nothing", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1),
 			steer("a", 1, 2, tracecheck.LinAbandoned), taken(2)}, false},
+		// the record is not fenced: refused as busy under another's lease,
+		// it would be a fence the spec does not have
+		{"steering record refused as busy", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1),
+			claim("b", 20*s, tracecheck.LinOK), steer("a", 1, 2, tracecheck.LinBusy)}, false},
 	} {
 		var ops []porcupine.Operation
 		for i, o := range tc.ops {

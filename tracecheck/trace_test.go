@@ -134,6 +134,12 @@ func TestReadRejects(t *testing.T) {
 		{"huge msg", strings.Replace(goodLine, `"msg":1`, `"msg":9223372036854775808`, 1), 1, "out of range"},
 		{"key case", strings.Replace(goodLine, `"tick"`, `"Tick"`, 1), 1, `unknown field "Tick"`},
 		{"duplicate key", strings.Replace(goodLine, `"msg":1`, `"msg":1,"msg":2`, 1), 1, `duplicate field "msg"`},
+		// The reader's fast path tries the key the canonical order puts
+		// next: a key read out of order earlier and repeated there is
+		// still a duplicate.
+		{"duplicate key in order", strings.Replace(goodLine, `"tick":1,"read":false`, `"read":false,"tick":1,"read":true`, 1), 1, `duplicate field "read"`},
+		{"duplicate key in order, later", strings.Replace(goodLine, `"msg":1,"req":0`, `"req":0,"msg":1,"req":0`, 1), 1, `duplicate field "req"`},
+		{"duplicate first key", strings.Replace(goodLine, `"tick":1,`, `"tick":1,"tick":1,`, 1), 1, `duplicate field "tick"`},
 		{"null value", strings.Replace(goodLine, `"proc":"poster"`, `"proc":null`, 1), 1, "want a string"},
 		{"bad utf8", strings.Replace(goodLine, `"proc":"poster"`, "\"proc\":\"p\xff\"", 1), 1, "invalid UTF-8"},
 		{"control char", strings.Replace(goodLine, `"proc":"poster"`, "\"proc\":\"p\x01\"", 1), 1, "control character"},
