@@ -127,11 +127,14 @@ func TestOutOfOrderRefused(t *testing.T) {
 	w.refused(t, core.ErrOutOfOrder, func() error { _, err := w.a.Ask(w.ctx, c, run+1, "q"); return err })
 	req, err := w.a.Ask(w.ctx, c, run, "q")
 	require.NoError(t, err)
+	req2, err := w.a.Ask(w.ctx, c, run, "q2")
+	require.NoError(t, err)
 	require.NoError(t, w.a.RunEnd(w.ctx, c, run, ""))
 	p, err = w.a.Plan(w.ctx, c)
 	require.NoError(t, err)
 	require.Equal(t, core.Plan{Kind: core.PlanReply, Message: 2, Request: req, Taken: 1, Posted: p.Posted}, p)
 	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Reply(w.ctx, c, req, 1) })
+	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Reply(w.ctx, c, req2, 2) }) // the other open request
 	require.NoError(t, w.a.Reply(w.ctx, c, req, 2))
 	w.refused(t, core.ErrOutOfOrder, func() error { return w.a.Reply(w.ctx, c, req, 2) }) // a stale plan
 	require.NoError(t, w.a.Release(w.ctx, c))

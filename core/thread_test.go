@@ -45,6 +45,16 @@ func TestThreadCheckRefusals(t *testing.T) {
 			core.Event{Kind: core.Asked, Run: 1, Request: 2}, core.ErrRunNotActive},
 		{"end of an unknown run", nil, core.Event{Kind: core.RunEnded, Run: 7}, core.ErrUnknownRun},
 		{"unknown kind", nil, core.Event{Kind: "nope"}, core.ErrInvalidArgument},
+		{"ask that skips a request id", nil, core.Event{Kind: core.Asked, Run: 1, Request: 3}, core.ErrInvalidArgument},
+		{"answer not posted yet", nil, core.Event{Kind: core.Answered, Request: 1, Message: 3}, core.ErrUnknownMessage},
+		{"answer of message 0", nil, core.Event{Kind: core.Answered, Request: 1, Message: 0}, core.ErrUnknownMessage},
+		{"steering of message 0", nil, core.Event{Kind: core.RunSteered, Run: 1, Message: 0}, core.ErrUnknownMessage},
+		{"steering not posted yet", nil, core.Event{Kind: core.RunSteered, Run: 1, Message: 3}, core.ErrUnknownMessage},
+		{"output of an active run", nil, core.Event{Kind: core.RunOutput, Run: 1, Text: "early"}, core.ErrOutOfOrder},
+		{"output of an unknown run", nil, core.Event{Kind: core.RunOutput, Run: 7, Text: "x"}, core.ErrUnknownRun},
+		{"refusal at an older version", nil, core.Event{Version: 3, Kind: core.RunRefused, Message: 2, Holder: "h2"}, core.ErrInvalidArgument},
+		{"refusal with no holder", nil, core.Event{Version: 5, Kind: core.RunRefused, Message: 2}, core.ErrInvalidArgument},
+		{"refusal of message 0", nil, core.Event{Version: 5, Kind: core.RunRefused, Message: 0, Holder: "h2"}, core.ErrUnknownMessage},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
