@@ -205,6 +205,26 @@ func TestUnfencedStartsStale(t *testing.T) {
 	}
 }
 
+// TestRenewUnexpires: a Renew of a lease that lapsed under its live holder
+// (nobody took it) makes it live again. The states are the same either
+// way (Lapse then Renew comes back to a state reachable without them), so
+// only this step, and TLC's graph edge for edge, say so.
+func TestRenewUnexpires(t *testing.T) {
+	c, err := ReadConfig("../../spec/ThreadClaimLapseSmall.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := New(c)
+	s := walk(t, m, Step{core.ActionPost, -1, 0}, Step{core.ActionClaim, 0, 0}, Step{core.ActionLapse, -1, 0})
+	if !s.Lease.Expired {
+		t.Fatalf("after Lapse: %s", s.String())
+	}
+	out := m.Do(&s, Step{core.ActionRenew, 0, 0})
+	if !out.Enabled || out.Next.Lease.Expired || out.Next.Lease.Holder != s.Lease.Holder {
+		t.Errorf("Renew of the lapsed lease: %+v, from %s", out, s.String())
+	}
+}
+
 // TestKeyRoundTrip: every reachable state's key decodes to the state, and
 // distinct states have distinct keys (the graph's count would be off
 // otherwise; here checked on the render).
