@@ -46,9 +46,11 @@
 // than the current plan, a Release during a run, any call after a refusal,
 // Release or Crash ended the round, a claim from another Workspace or
 // built by hand, a second Claim on a thread whose round is open, a holder
-// it claimed with before. So any sequence of calls is either refused or
-// traced as a behaviour of the specification. Crash traces without needing
-// storage to answer.
+// it claimed with before, a call made while another call of the round is
+// in flight (a claim's calls go one at a time; only Renew runs beside
+// another, and Crash waits for them). So any sequence of calls, from one
+// goroutine or several, is either refused or traced as a behaviour of the
+// specification. Crash traces without needing storage to answer.
 //
 // Storage is the port: a transaction reads and appends a thread's events,
 // saves its cursor, and answers HoldsLease, which stays true until the

@@ -132,6 +132,13 @@ type round struct {
 	// follows its Crash).
 	calls int
 	idle  chan struct{}
+	// sole counts the calls in flight other than Renew and Crash: at most
+	// one. Two of them at once could trace their lines in an order the
+	// round's phase did not allow (a Plan read after a Release that ended
+	// the round, an Ask after a Steer), so a second is refused. A Renew
+	// runs beside any call (its line is a write only while the lease is
+	// the claim's), and Crash waits for the calls in flight.
+	sole int
 }
 
 // allowed says whether a call of the action may start from phase p: the
@@ -191,6 +198,12 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 			return nil, err
 		}
 	}
+	if a != ActionRenew && a != ActionCrash {
+		if r.sole > 0 {
+			return nil, fmt.Errorf("%s on thread %q: %w: another call of the round is in flight (a claim's calls go one at a time; only Renew runs beside another)", a, c.Thread, ErrOutOfOrder)
+		}
+		r.sole++
+	}
 	if r.calls == 0 {
 		r.idle = make(chan struct{})
 	}
@@ -207,6 +220,19 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 // follows after line, as one call: no Crash comes between them.
 func (r *round) leave(line *TraceEvent, traced bool, err error, plan *Plan, more ...*TraceEvent) {
 	r.mu.Lock()
+	r.sole--
+	r.leaveLocked(line, traced, err, plan, more...)
+}
+
+// leaveRenew is leave for a Renew, which runs beside the round's other
+// calls (sole does not count it).
+func (r *round) leaveRenew(line *TraceEvent, traced bool, err error) {
+	r.mu.Lock()
+	r.leaveLocked(line, traced, err, nil)
+}
+
+// leaveLocked is leave's work, with r.mu held; it unlocks r.mu.
+func (r *round) leaveLocked(line *TraceEvent, traced bool, err error, plan *Plan, more ...*TraceEvent) {
 	if traced && plan != nil {
 		r.plan = *plan
 	}

@@ -355,3 +355,83 @@ func TestNewWorkspaceNeedsStorageAndClock(t *testing.T) {
 	require.PanicsWithValue(t, "core: NewWorkspace: nil Storage", func() { core.NewWorkspace(nil, coretest.NewClock(epoch)) })
 	require.PanicsWithValue(t, "core: NewWorkspace: nil Clock", func() { core.NewWorkspace(memory.New(), nil) })
 }
+
+// stalledStorage holds the next Update, once armed, until released: a
+// call of the round in flight.
+type stalledStorage struct {
+	core.Storage
+	entered, release chan struct{}
+}
+
+func (s *stalledStorage) arm() (entered, release chan struct{}) {
+	s.entered, s.release = make(chan struct{}), make(chan struct{})
+	return s.entered, s.release
+}
+
+func (s *stalledStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if s.entered != nil {
+		entered, release := s.entered, s.release
+		s.entered = nil
+		close(entered)
+		select {
+		case <-release:
+		case <-time.After(10 * time.Second):
+			return errors.New("stalledStorage: never released")
+		}
+	}
+	return s.Storage.Update(ctx, fn)
+}
+
+// A claim's calls go one at a time: while one is in flight, a second
+// (other than Renew) is refused as out of order, writing and tracing
+// nothing, so that no line of the round lands in an order its phase did
+// not allow (a Plan read after the Release that ended the round). A Renew
+// runs beside a call in flight. Once the call is back, the next goes on,
+// and the trace is the spec's.
+func TestRoundCallsOneAtATime(t *testing.T) {
+	for _, first := range []string{"Plan", "Release"} {
+		t.Run(first+" in flight", func(t *testing.T) {
+			w := newWorld(t, "m1")
+			s := &stalledStorage{Storage: w.s}
+			a := core.NewWorkspace(s, coretest.NewClock(epoch), core.WithProcess("A2"), core.WithTracer(w.rec))
+			c, err := a.Claim(w.ctx, "t", "hz", ttl)
+			require.NoError(t, err)
+			entered, release := s.arm()
+			done := make(chan error, 1)
+			go func() {
+				if first == "Plan" {
+					_, err := a.Plan(w.ctx, c)
+					done <- err
+					return
+				}
+				done <- a.Release(w.ctx, c)
+			}()
+			select {
+			case <-entered:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the %s never reached storage", first)
+			}
+			require.NoError(t, a.Renew(w.ctx, c, ttl), "a Renew beside the call in flight")
+			second := func() error { return a.Release(w.ctx, c) }
+			if first == "Release" {
+				second = func() error { _, err := a.Plan(w.ctx, c); return err }
+			}
+			w.refused(t, core.ErrOutOfOrder, second)
+			close(release)
+			select {
+			case err := <-done:
+				require.NoError(t, err, "the %s in flight", first)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the %s never came back", first)
+			}
+			if first == "Plan" {
+				_, err = a.RunStart(w.ctx, c, 1)
+				require.NoError(t, err, "the round goes on from the Plan")
+			} else {
+				_, err = a.Plan(w.ctx, c)
+				require.ErrorIs(t, err, core.ErrRoundOver, "the Release ended the round")
+			}
+			w.valid(t)
+		})
+	}
+}

@@ -783,7 +783,7 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 			Now: now.UnixNano(), TTL: int64(ttl), Expires: now.Add(ttl).UnixNano()}
 		return nil
 	})
-	r.leave(line, traced, err, nil)
+	r.leaveRenew(line, traced, err)
 	return err
 }
 
