@@ -88,12 +88,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	}
 	rep.crossCheckCounts(ordered)
 	rep.MaxActiveRuns, rep.LiveAbandoned = activeRuns(ordered)
-	if rep.MaxActiveRuns > 1 {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("I3_OneActiveRun: %d runs of one thread active at once", rep.MaxActiveRuns))
-	}
-	if rep.LiveAbandoned > 0 {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("NoLiveAbandon: %d runs abandoned while their own claim held the lease", rep.LiveAbandoned))
-	}
+	rep.Problems = append(rep.Problems, rep.runProblems()...)
 	rep.Crashes, rep.CrashesAfterLoss = countCrashes(ordered)
 	rep.FusedStarts = countFusedStarts(histories)
 	if err := r.countSharedCommits(ctx, rep); err != nil {
@@ -323,17 +318,38 @@ func (r *run) countMessages(ctx context.Context, rep *Report) error {
 			}
 		}
 	}
+	rep.Problems = append(rep.Problems, rep.countProblems(r.cfg.Timeout, func() string { return r.describeLost(ctx, lostIn) })...)
+	return nil
+}
+
+// runProblems are the problems of the runs the trace shows: runs of one
+// thread active at once (I3), runs abandoned under their own live claim.
+func (rep *Report) runProblems() []string {
+	var ps []string
+	if rep.MaxActiveRuns > 1 {
+		ps = append(ps, fmt.Sprintf("I3_OneActiveRun: %d runs of one thread active at once", rep.MaxActiveRuns))
+	}
+	if rep.LiveAbandoned > 0 {
+		ps = append(ps, fmt.Sprintf("NoLiveAbandon: %d runs abandoned while their own claim held the lease", rep.LiveAbandoned))
+	}
+	return ps
+}
+
+// countProblems are the problems of the messages storage counts: one
+// consumed more than once (I1), ones never consumed (with describeLost's
+// account of them), threads with work left timeout after the last post.
+func (rep *Report) countProblems(timeout time.Duration, describeLost func() string) []string {
+	var ps []string
 	if rep.ConsumedTwice > 0 {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("I1_ConsumedAtMostOnce: %d messages consumed more than once", rep.ConsumedTwice))
+		ps = append(ps, fmt.Sprintf("I1_ConsumedAtMostOnce: %d messages consumed more than once", rep.ConsumedTwice))
 	}
 	if rep.Lost > 0 {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("Liveness: %d of %d messages never consumed", rep.Lost, rep.Posted))
-		rep.Problems = append(rep.Problems, r.describeLost(ctx, lostIn))
+		ps = append(ps, fmt.Sprintf("Liveness: %d of %d messages never consumed", rep.Lost, rep.Posted), describeLost())
 	}
 	if !rep.Drained {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("Liveness: threads still had work %v after the last post", r.cfg.Timeout))
+		ps = append(ps, fmt.Sprintf("Liveness: threads still had work %v after the last post", timeout))
 	}
-	return nil
+	return ps
 }
 
 // lostMessage is a message no write consumed.

@@ -370,3 +370,54 @@ func TestPostingDeadline(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrUnknownThread, "the last error")
 	require.Contains(t, err.Error(), "failed for 100ms (-timeout)")
 }
+
+// Each failure the runs and the counts can show fails the fleet on its
+// own: set alone on an otherwise clean report, each adds its problem, and
+// a clean report has none. (The fleet's mutant test is caught by several
+// checks at once, so it cannot tell that each one bites.)
+func TestVerdictProblemsEachAlone(t *testing.T) {
+	clean := func() *Report { return &Report{Posted: 10, ConsumedOnce: 10, Drained: true} }
+	described := func() string { return "the lost messages, described" }
+	if ps := append(clean().runProblems(), clean().countProblems(time.Minute, described)...); len(ps) != 0 {
+		t.Fatalf("a clean report has problems: %q", ps)
+	}
+	for _, tc := range []struct {
+		name string
+		set  func(*Report)
+		want []string
+	}{
+		{"two runs active", func(r *Report) { r.MaxActiveRuns = 2 }, []string{"I3_OneActiveRun: 2 runs"}},
+		{"a live abandon", func(r *Report) { r.LiveAbandoned = 1 }, []string{"NoLiveAbandon: 1 runs"}},
+		{"one consumed twice", func(r *Report) { r.ConsumedTwice, r.ConsumedOnce = 1, 9 }, []string{"I1_ConsumedAtMostOnce: 1 messages"}},
+		{"one lost", func(r *Report) { r.Lost, r.ConsumedOnce = 1, 9 }, []string{"Liveness: 1 of 10 messages never consumed", "the lost messages, described"}},
+		{"not drained", func(r *Report) { r.Drained = false }, []string{"Liveness: threads still had work 1m0s"}},
+	} {
+		r := clean()
+		tc.set(r)
+		ps := append(r.runProblems(), r.countProblems(time.Minute, described)...)
+		if len(ps) != len(tc.want) {
+			t.Errorf("%s: problems %q, want %d", tc.name, ps, len(tc.want))
+			continue
+		}
+		for i, w := range tc.want {
+			if !strings.HasPrefix(ps[i], w) {
+				t.Errorf("%s: problem %q, want it to begin %q", tc.name, ps[i], w)
+			}
+		}
+	}
+}
+
+// The acknowledged writes storage lost are counted by action, and the
+// posts among them apart: a post lost before anyone took it is no message
+// to consume, and the report says how many.
+func TestNoteStorageLost(t *testing.T) {
+	var rep Report
+	rep.noteStorageLost([]core.TraceEvent{{Action: core.ActionPost}, {Action: core.ActionClaim}, {Action: core.ActionClaim}})
+	require.Equal(t, 3, rep.StorageLostWrites)
+	require.Equal(t, 1, rep.PostsLost)
+	require.Equal(t, map[core.Action]int{core.ActionPost: 1, core.ActionClaim: 2}, rep.StorageLost)
+	var none Report
+	none.noteStorageLost(nil)
+	require.Zero(t, none.StorageLostWrites)
+	require.Nil(t, none.StorageLost)
+}
