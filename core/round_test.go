@@ -181,11 +181,7 @@ func TestBusyHolderNotSpent(t *testing.T) {
 // follows its Crash.
 func TestCrashWaitsForCallsInFlight(t *testing.T) {
 	w := newWorld(t, "m1")
-	gate := &gated{Store: w.s, entered: make(chan struct{}), release: make(chan struct{})}
-	a := core.NewWorkspace(gate, coretest.NewClock(epoch), core.WithProcess("C"), core.WithTracer(w.rec))
-	c, err := a.Claim(w.ctx, "t", "hc", ttl)
-	require.NoError(t, err)
-	gate.arm()
+	gate, a, c := w.gatedClaim(t, "C", "hc")
 	renewed := make(chan error, 1)
 	go func() { renewed <- a.Renew(w.ctx, c, ttl) }()
 	wait(t, gate.entered, "the renewal to reach storage")
@@ -212,6 +208,19 @@ type gated struct {
 }
 
 func (g *gated) arm() { g.armed = true }
+
+// gatedClaim makes process proc's workspace on w's storage behind a gate,
+// claims thread "t" for holder h with it, and arms the gate: the
+// workspace's next call holds in storage until the gate's release.
+func (w *world) gatedClaim(t *testing.T, proc string, h core.Holder) (*gated, *core.Workspace, core.Claim) {
+	t.Helper()
+	gate := &gated{Store: w.s, entered: make(chan struct{}), release: make(chan struct{})}
+	a := core.NewWorkspace(gate, coretest.NewClock(epoch), core.WithProcess(proc), core.WithTracer(w.rec))
+	c, err := a.Claim(w.ctx, "t", h, ttl)
+	require.NoError(t, err)
+	gate.arm()
+	return gate, a, c
+}
 
 func (g *gated) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
 	if g.armed {
@@ -356,32 +365,6 @@ func TestNewWorkspaceNeedsStorageAndClock(t *testing.T) {
 	require.PanicsWithValue(t, "core: NewWorkspace: nil Clock", func() { core.NewWorkspace(memory.New(), nil) })
 }
 
-// stalledStorage holds the next Update, once armed, until released: a
-// call of the round in flight.
-type stalledStorage struct {
-	core.Storage
-	entered, release chan struct{}
-}
-
-func (s *stalledStorage) arm() (entered, release chan struct{}) {
-	s.entered, s.release = make(chan struct{}), make(chan struct{})
-	return s.entered, s.release
-}
-
-func (s *stalledStorage) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
-	if s.entered != nil {
-		entered, release := s.entered, s.release
-		s.entered = nil
-		close(entered)
-		select {
-		case <-release:
-		case <-time.After(10 * time.Second):
-			return errors.New("stalledStorage: never released")
-		}
-	}
-	return s.Storage.Update(ctx, fn)
-}
-
 // A claim's calls go one at a time: while one is in flight, a second
 // (other than Renew) is refused as out of order, writing and tracing
 // nothing, so that no line of the round lands in an order its phase did
@@ -392,11 +375,7 @@ func TestRoundCallsOneAtATime(t *testing.T) {
 	for _, first := range []string{"Plan", "Release"} {
 		t.Run(first+" in flight", func(t *testing.T) {
 			w := newWorld(t, "m1")
-			s := &stalledStorage{Storage: w.s}
-			a := core.NewWorkspace(s, coretest.NewClock(epoch), core.WithProcess("A2"), core.WithTracer(w.rec))
-			c, err := a.Claim(w.ctx, "t", "hz", ttl)
-			require.NoError(t, err)
-			entered, release := s.arm()
+			gate, a, c := w.gatedClaim(t, "A2", "hz")
 			done := make(chan error, 1)
 			go func() {
 				if first == "Plan" {
@@ -406,29 +385,20 @@ func TestRoundCallsOneAtATime(t *testing.T) {
 				}
 				done <- a.Release(w.ctx, c)
 			}()
-			select {
-			case <-entered:
-			case <-time.After(10 * time.Second):
-				t.Fatalf("the %s never reached storage", first)
-			}
+			wait(t, gate.entered, "the "+first+" to reach storage")
 			require.NoError(t, a.Renew(w.ctx, c, ttl), "a Renew beside the call in flight")
 			second := func() error { return a.Release(w.ctx, c) }
 			if first == "Release" {
 				second = func() error { _, err := a.Plan(w.ctx, c); return err }
 			}
 			w.refused(t, core.ErrOutOfOrder, second)
-			close(release)
-			select {
-			case err := <-done:
-				require.NoError(t, err, "the %s in flight", first)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("the %s never came back", first)
-			}
+			close(gate.release)
+			require.NoError(t, wait(t, done, "the "+first+" in flight to return"))
 			if first == "Plan" {
-				_, err = a.RunStart(w.ctx, c, 1)
+				_, err := a.RunStart(w.ctx, c, 1)
 				require.NoError(t, err, "the round goes on from the Plan")
 			} else {
-				_, err = a.Plan(w.ctx, c)
+				_, err := a.Plan(w.ctx, c)
 				require.ErrorIs(t, err, core.ErrRoundOver, "the Release ended the round")
 			}
 			w.valid(t)

@@ -242,18 +242,8 @@ func TestTelemetryFencedStartIsFailedTurn(t *testing.T) {
 	require.Contains(t, ended[0].Status().Description, "fenced")
 	require.Contains(t, ended[0].Attributes(), attribute.String("outcome", "fenced"))
 
-	sums := counterSums(t, reader)
-	require.Equal(t, map[string]int64{"outcome=fenced": 1}, sums[runner.MetricTurns])
-	require.Equal(t, map[string]int64{"write=run_started": 1}, sums[runner.MetricFencedRefusals])
-	require.Nil(t, sums[runner.MetricRunsStarted], "a refused start is not a started run")
-}
-
-// counterSums collects the reader's counters: by metric name, by their
-// attributes (key=value, joined), the sum of the points.
-func counterSums(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]int64 {
-	t.Helper()
 	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
+	require.NoError(t, reader.Collect(ctx, &rm))
 	sums := map[string]map[string]int64{}
 	for _, sm := range rm.ScopeMetrics {
 		for _, m := range sm.Metrics {
@@ -271,7 +261,9 @@ func counterSums(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[st
 			}
 		}
 	}
-	return sums
+	require.Equal(t, map[string]int64{"outcome=fenced": 1}, sums[runner.MetricTurns])
+	require.Equal(t, map[string]int64{"write=run_started": 1}, sums[runner.MetricFencedRefusals])
+	require.Nil(t, sums[runner.MetricRunsStarted], "a refused start is not a started run")
 }
 
 // Run works every thread with messages until its context ends, waking on

@@ -1156,13 +1156,19 @@ func TestCheckValues(t *testing.T) {
 		{5, func(e *core.TraceEvent) { e.Action = core.ActionLapse }, "action"},
 		{5, func(e *core.TraceEvent) { e.Proc = "" }, "line.proc"},
 	} {
-		lines := slices.Clone(base)
-		tc.edit(&lines[tc.line-1])
-		_, err := tracecheck.Check(lines)
-		var v *tracecheck.Violation
-		if !asViolation(err, &v) || v.Line != tc.line || v.Rule != tc.rule {
-			t.Errorf("line %d edited: want %q there, got %v", tc.line, tc.rule, err)
-		}
+		checkEdited(t, "ok-fenced-refusals.ndjson", slices.Clone(base), tc.line, tc.edit, tc.rule)
+	}
+}
+
+// checkEdited edits line (1-based) of the accepted trace lines, read from
+// file, and requires the checker to reject the trace there for rule.
+func checkEdited(t *testing.T, file string, lines []core.TraceEvent, line int, edit func(*core.TraceEvent), rule string) {
+	t.Helper()
+	edit(&lines[line-1])
+	_, err := tracecheck.Check(lines)
+	var v *tracecheck.Violation
+	if !asViolation(err, &v) || v.Line != line || v.Rule != rule {
+		t.Errorf("%s line %d edited: want %q there, got %v", file, line, rule, err)
 	}
 }
 
@@ -1188,12 +1194,7 @@ func TestCheckValuesSteerAndCrash(t *testing.T) {
 		if _, err := tracecheck.Check(lines); err != nil {
 			t.Fatalf("%s as it is: %v", tc.file, err)
 		}
-		tc.edit(&lines[tc.line-1])
-		_, err = tracecheck.Check(lines)
-		var v *tracecheck.Violation
-		if !asViolation(err, &v) || v.Line != tc.line || v.Rule != tc.rule {
-			t.Errorf("%s line %d edited: want %q there, got %v", tc.file, tc.line, tc.rule, err)
-		}
+		checkEdited(t, tc.file, lines, tc.line, tc.edit, tc.rule)
 	}
 }
 
