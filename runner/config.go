@@ -196,6 +196,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RenewEvery == 0 {
 		c.RenewEvery = c.ClaimTTL / 3
+		if c.RenewEvery == 0 && c.ClaimTTL > 0 {
+			return c, fmt.Errorf("runner config: ClaimTTL %v is too short: RenewEvery, ClaimTTL/3 by default, would be 0", c.ClaimTTL)
+		}
 	}
 	if c.PollEvery == 0 {
 		c.PollEvery = DefaultPollEvery

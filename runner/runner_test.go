@@ -33,6 +33,7 @@ func TestConfigValidation(t *testing.T) {
 		{"no agent", runner.Config{Workspace: ws}, "Agent is required"},
 		{"negative ttl", runner.Config{Workspace: ws, Agent: agent, ClaimTTL: -time.Second}, "ClaimTTL -1s must be positive"},
 		{"renew not shorter", runner.Config{Workspace: ws, Agent: agent, ClaimTTL: time.Second, RenewEvery: time.Second}, "RenewEvery 1s must be shorter than ClaimTTL 1s"},
+		{"ttl too short for the default renewal", runner.Config{Workspace: ws, Agent: agent, ClaimTTL: 2 * time.Nanosecond}, "ClaimTTL 2ns is too short: RenewEvery, ClaimTTL/3 by default, would be 0"},
 		{"negative renew", runner.Config{Workspace: ws, Agent: agent, RenewEvery: -time.Second}, "RenewEvery -1s must be positive"},
 		{"negative poll", runner.Config{Workspace: ws, Agent: agent, PollEvery: -time.Second}, "PollEvery -1s must be positive"},
 		{"negative grace", runner.Config{Workspace: ws, Agent: agent, ShutdownGrace: -time.Second}, "ShutdownGrace -1s must be positive"},
