@@ -36,7 +36,8 @@
 // validation, LockingReads makes every write read under lock (two round
 // trips, for comparison), CachedThreads sizes the cache of folded thread
 // states. DropSchema is for throwaway schemas (tests, tracecheck), never a
-// deployment.
+// deployment; it refuses the schema public and one that holds anything
+// the Store did not make.
 //
 // A transaction takes one of the Store's pooled connections when it first
 // reads, sends or prepares a statement, and holds it to its end; a write

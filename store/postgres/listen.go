@@ -30,8 +30,12 @@ import (
 // the receiver should look at every thread. A receiver that falls behind
 // makes the server queue the notifications; none is dropped.
 //
-// It returns an error when the first connection or its LISTEN fails.
+// It returns an error when the first connection or its LISTEN fails, or
+// the Store is closed.
 func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
+	if s.closed.Load() {
+		return nil, errStoreClosed
+	}
 	all := []string{s.channel}
 	for k := range uint32(wakeShards) {
 		all = append(all, s.shardChannel(k))

@@ -3,10 +3,14 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // Open refuses an empty url unless asked for pgx's defaults, and names a
@@ -50,4 +54,80 @@ func BenchmarkOpen(b *testing.B) {
 			}
 		})
 	}
+}
+
+// Open refuses PostgreSQL's own schemas before it connects.
+func TestOpenRefusesSystemSchemas(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, schema := range []string{"information_schema", "pg_catalog", "pg_mine"} {
+		_, err := Open(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=5", Options{Schema: schema})
+		require.ErrorContains(t, err, fmt.Sprintf("schema name %q is PostgreSQL's own", schema))
+	}
+}
+
+// DropSchema drops a schema only when all it holds is the Store's own: a
+// table or a function of someone else's in it makes it refuse, dropping
+// nothing, and so does the schema public, whatever it holds.
+func TestDropSchemaRefusesOthers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := (&Store{schema: "public"}).DropSchema(ctx)
+	require.ErrorContains(t, err, `drop schema "public": refused`)
+
+	s := newStore(t)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	conn := admin(t)
+	schema := pgx.Identifier{s.Schema()}.Sanitize()
+	exists := func() bool {
+		var n int
+		require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, s.Schema()).Scan(&n))
+		return n == 1
+	}
+	for _, c := range []struct{ make, drop, name string }{
+		{`CREATE TABLE ` + schema + `.users (id int)`, `DROP TABLE ` + schema + `.users`, "users"},
+		{`CREATE FUNCTION ` + schema + `.f() RETURNS int LANGUAGE sql AS 'SELECT 1'`, `DROP FUNCTION ` + schema + `.f()`, "f()"},
+		{`CREATE SEQUENCE ` + schema + `.ids`, `DROP SEQUENCE ` + schema + `.ids`, "ids"},
+	} {
+		_, err := conn.Exec(ctx, c.make)
+		require.NoError(t, err)
+		err = s.DropSchema(ctx)
+		require.ErrorContains(t, err, "refused: it holds what this Store did not make ("+c.name+")")
+		require.True(t, exists(), "the schema was dropped with %s in it", c.name)
+		_, err = ws.Post(ctx, "t", "still here")
+		require.NoError(t, err)
+		_, err = conn.Exec(ctx, c.drop)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.DropSchema(ctx))
+	require.False(t, exists(), "the schema is still there")
+}
+
+// ownObjects is what the migrations leave in a fresh schema, no more, no
+// less: a migration that adds a table or a function must add it there,
+// or DropSchema refuses the Store's own schemas.
+func TestOwnObjects(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := newStore(t)
+	var all []string
+	require.NoError(t, admin(t).QueryRow(ctx, othersSQL, s.Schema(), []string{}).Scan(&all))
+	want := slices.Clone(ownObjects)
+	slices.Sort(want)
+	require.Equal(t, want, all)
+}
+
+// Once a Store is closed, Listen and Wakeups refuse, opening no
+// connection.
+func TestListenAfterClose(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := open(ctx, poolConfig(t, randomName("tc_")), Options{Schema: testSchema(t)})
+	require.NoError(t, err)
+	s.Close()
+	_, err = s.Listen(ctx)
+	require.ErrorIs(t, err, errStoreClosed)
+	_, err = s.Wakeups(ctx)
+	require.ErrorIs(t, err, errStoreClosed)
 }

@@ -28,7 +28,8 @@ type Options struct {
 	// Schema is the PostgreSQL schema that holds the tables; Open creates
 	// it. Default "threadclaim". At most 55 bytes, since the wake-up
 	// channels' names are Schema + ".posted" and Schema + ".p" and a
-	// shard's number, and PostgreSQL names stop at 63.
+	// shard's number, and PostgreSQL names stop at 63. Not
+	// information_schema nor a pg_ name: those are PostgreSQL's own.
 	Schema string
 
 	// CachedThreads is how many threads' folded states the Store keeps
@@ -75,8 +76,11 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
-	if len(o.Schema) > maxSchemaLen {
+	switch {
+	case len(o.Schema) > maxSchemaLen:
 		return fmt.Errorf("schema name %q is longer than %d bytes", o.Schema, maxSchemaLen)
+	case o.Schema == "information_schema" || strings.HasPrefix(o.Schema, "pg_"):
+		return fmt.Errorf("schema name %q is PostgreSQL's own (information_schema, pg_*): give the Store a schema of its own", o.Schema)
 	}
 	return nil
 }
@@ -124,6 +128,8 @@ type Store struct {
 	stats stats
 
 	hub eventHub // WatchEvents' shared listener
+
+	closed atomic.Bool // Close was called: Listen and Wakeups refuse
 
 	trips trips // the one-trip writes waiting to be sent, and whether some are in flight
 
@@ -230,13 +236,17 @@ func openPool(ctx context.Context, cfg *pgxpool.Config, opts Options) (*Store, e
 
 // Close closes the Store's connections: the pool's, and the one
 // WatchEvents' watchers share (they get no more notices). Transactions
-// still running fail.
+// still running fail, and so do later calls; Listen and Wakeups refuse
+// (errStoreClosed). A Listen or Wakeups channel made before it goes on
+// until its context ends.
 func (s *Store) Close() {
+	s.closed.Store(true)
 	s.hub.close()
 	s.pool.Close()
 }
 
-// errStoreClosed is WatchEvents' error once the Store is closed.
+// errStoreClosed is the error of WatchEvents, Listen and Wakeups once
+// the Store is closed.
 var errStoreClosed = errors.New("postgres: the store is closed")
 
 // Schema returns the schema the Store's tables are in.

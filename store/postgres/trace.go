@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -105,9 +106,43 @@ func (s *Store) TraceLines(ctx context.Context) ([]core.TraceEvent, error) {
 // It is an administrative operation for throwaway schemas: tests,
 // tracecheck run -storage and tracecheck fleet make a schema per execution
 // and drop it after. A deployment never calls it.
+//
+// It refuses, dropping nothing, the schema public (the database's own)
+// and a schema that holds a table, view, sequence or function the Store's
+// migrations did not make (ownObjects): someone else's, which DROP SCHEMA
+// CASCADE would take with it.
 func (s *Store) DropSchema(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE"); err != nil {
-		return fmt.Errorf("postgres: drop schema %q: %w", s.schema, err)
+	if s.schema == "public" {
+		return fmt.Errorf("postgres: drop schema %q: refused: it is the database's own schema", s.schema)
 	}
-	return nil
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var others []string
+		if err := tx.QueryRow(ctx, othersSQL, s.schema, ownObjects).Scan(&others); err != nil {
+			return fmt.Errorf("postgres: drop schema %q: %w", s.schema, err)
+		}
+		if len(others) > 0 {
+			return fmt.Errorf("postgres: drop schema %q: refused: it holds what this Store did not make (%s); drop it by hand if that is meant", s.schema, strings.Join(others, ", "))
+		}
+		if _, err := tx.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{s.schema}.Sanitize()+" CASCADE"); err != nil {
+			return fmt.Errorf("postgres: drop schema %q: %w", s.schema, err)
+		}
+		return nil
+	})
 }
+
+// ownObjects are the tables, views, sequences and functions the Store's
+// migrations leave in its schema (TestOwnObjects keeps the list true).
+var ownObjects = []string{
+	"events", "holders", "leases", "schema_migrations", "threads", "threads_created_seq", "trace_lines",
+	"conflict()", "notify_followers()", "save_unchanged()", "unchanged()", "unchanged_save()", "unchanged_save_event()",
+}
+
+// othersSQL lists what schema $1 holds beyond the names in $2: its
+// tables, views, sequences (by name) and functions (by name and "()").
+const othersSQL = `SELECT coalesce(array_agg(o ORDER BY o), '{}') FROM (
+  SELECT c.relname::text AS o FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+   WHERE n.nspname = $1 AND c.relkind IN ('r', 'v', 'm', 'p', 'f', 'S')
+  UNION ALL
+  SELECT p.proname || '()' FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE n.nspname = $1) x
+ WHERE NOT (o = ANY($2))`

@@ -60,8 +60,12 @@ import (
 // gets, or one that outlives it: a closed channel is always ready, and a
 // runner still running would then look for work without pause.
 //
-// It returns Listen's error when the first connection or its LISTEN fails.
+// It returns Listen's error when the first connection or its LISTEN
+// fails, or the Store is closed.
 func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
+	if s.closed.Load() {
+		return nil, errStoreClosed
+	}
 	ids, _, err := s.wakeups(ctx)
 	return ids, err
 }
