@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -491,7 +492,7 @@ func (t *Turn) stepAgent() {
 	}
 	t.session = s
 	done := make(chan error, 1)
-	go func() { done <- t.r.cfg.Agent.Run(t.runCtx, s) }()
+	go func() { done <- t.runAgent(s) }()
 	select {
 	case t.runErr = <-done:
 		if !s.endedRun() {
@@ -514,6 +515,22 @@ func (t *Turn) stepAgent() {
 		t.afterAwait(s)
 		t.detach(done)
 	}
+}
+
+// runAgent runs the agent and returns its error. An agent that panics
+// fails its run as one that returned an error would, with an error
+// wrapping ErrAgentPanicked (the value and the stack; logged at Error):
+// the run's end is recorded as ever, and the runner's other turns, and
+// its process, go on.
+func (t *Turn) runAgent(s *Session) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v\n%s", ErrAgentPanicked, p, debug.Stack())
+			t.r.cfg.Logger.Error("agent panicked", slog.String("thread", string(t.thread)),
+				slog.Int64("run", int64(s.Delivered.Run)), slog.Any("err", err))
+		}
+	}()
+	return t.r.cfg.Agent.Run(t.runCtx, s)
 }
 
 // afterAwait takes the turn on from the run's end that Session.Await
