@@ -1,7 +1,9 @@
 package runner_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -111,4 +113,78 @@ func TestOutputAfterAwaitRefused(t *testing.T) {
 	th, err := a.ws.Thread(ctx, "t")
 	require.NoError(t, err)
 	require.Equal(t, "before the end", th.Runs()[0].Output)
+}
+
+// An agent that panics fails its run, as one that returns an error
+// would: the runner recovers, records the run's end, logs the panic with
+// its stack, and goes on to the thread's next message; the run's handle
+// says so (ErrAgentPanicked). Before, the panic took the process down.
+func TestAgentPanicFailsItsRun(t *testing.T) {
+	ctx := context.Background()
+	var logs bytes.Buffer
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "boom", "fine")
+	handles := make(chan *runner.RunHandle, 2)
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		OnRun:  func(h *runner.RunHandle) { handles <- h },
+		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+			if s.Delivered.Prompt.Text == "boom" {
+				_ = s.Output("before the panic")
+				panic("the agent's bug")
+			}
+			return s.Output("ok")
+		})})
+	require.NoError(t, err)
+	done := make(chan runner.Outcome, 1)
+	go func() {
+		o, _ := r.TakeTurn(ctx, "t")
+		done <- o
+	}()
+	require.Equal(t, runner.OutcomeDone, waitFor(t, done, "the turn to end"))
+	wctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	first, second := waitFor(t, handles, "the first run's handle"), waitFor(t, handles, "the second run's handle")
+	err = first.Wait(wctx)
+	require.ErrorIs(t, err, runner.ErrAgentPanicked)
+	require.ErrorContains(t, err, "the agent's bug")
+	require.NoError(t, second.Wait(wctx))
+	require.Contains(t, logs.String(), "agent panicked")
+	require.Contains(t, logs.String(), "runtime/debug.Stack", "the log carries the stack")
+
+	th, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Len(t, th.Runs(), 2)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State, "the panicked run ended")
+	require.Equal(t, "before the panic", th.Runs()[0].Output)
+	require.Equal(t, core.StateEnded, th.Runs()[1].State)
+}
+
+// A Runner runs one Run at a time: a second call while one goes on is
+// refused at once, and the first goes on; once it returns, Run may be
+// called again.
+func TestRunTwiceRefused(t *testing.T) {
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "m1")
+	started, release := make(chan struct{}, 1), make(chan struct{})
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
+		Agent: runner.AgentFunc(func(context.Context, *runner.Session) error {
+			started <- struct{}{}
+			<-release
+			return nil
+		})})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- r.Run(ctx) }()
+	waitFor(t, started, "the first Run's agent to start")
+	sctx, scancel := context.WithTimeout(context.Background(), waitLimit) // a Run let in would go on until then
+	defer scancel()
+	require.ErrorContains(t, r.Run(sctx), "Run is already running on this Runner", "a second Run beside the first")
+	close(release)
+	cancel()
+	require.NoError(t, waitFor(t, first, "the first Run to return"))
+	again, acancel := context.WithCancel(context.Background())
+	acancel()
+	require.NoError(t, r.Run(again), "Run once the first returned")
 }

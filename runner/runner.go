@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -35,7 +36,13 @@ type Runner struct {
 
 	openMu sync.Mutex
 	open   []openRound // rounds whose Crash storage did not answer
+
+	running atomic.Bool // a Run is going on: a second one is refused
 }
+
+// errRunning is Run's error when another Run of the same Runner is going
+// on.
+var errRunning = errors.New("runner: Run is already running on this Runner: one Run at a time (start another Runner for more turns, or raise MaxConcurrentTurns)")
 
 // openRound is a round whose Crash could not be traced: a write of it
 // returned core.ErrCommitUnknown and storage did not answer the Crash's
@@ -147,7 +154,8 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // waits for its turns to stop gracefully (see TakeTurn) and returns nil: a
 // runner stopped by its context (cancelled or past its deadline) is not a
 // failure. (Before issue 24 it returned ctx's error; a caller that wants
-// to know why it stopped reads ctx.Err().) It keeps up to MaxConcurrentTurns turns going at once, each on
+// to know why it stopped reads ctx.Err().) A Runner runs one Run at a
+// time: a call while another goes on returns an error at once. It keeps up to MaxConcurrentTurns turns going at once, each on
 // its own thread. It looks for work every PollEvery; at once when Wake
 // delivers the empty ThreadID (once Wake is closed, it polls); and when a
 // turn ends, always without Wake, and with it only when a sweep (its
@@ -198,6 +206,10 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // found held by another holder all the same (OutcomeBusy: the listing was
 // stale) it leaves out of its looks for PollEvery.
 func (r *Runner) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errRunning
+	}
+	defer r.running.Store(false)
 	s := &scheduler{
 		r:         r,
 		ctx:       ctx,
