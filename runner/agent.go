@@ -13,15 +13,16 @@ import (
 // Agent runs one run: it is given the prompt and may ask the person
 // questions, which later messages answer through replies. The run ends
 // when Run returns, with its error or without; a Run that panics fails
-// its run the same way (ErrAgentPanicked), and the runner goes on.
+// its run the same way (its error says so, with the panic's value and
+// stack), and the runner goes on.
 type Agent interface {
 	Run(ctx context.Context, s *Session) error
 }
 
-// ErrAgentPanicked is the run's error (RunHandle.Wait) when its agent
-// panicked: the runner recovers the panic, records the run's end as for
-// an agent that returned an error, and goes on.
-var ErrAgentPanicked = errors.New("runner: the agent panicked")
+// errAgentPanicked is wrapped by the run's error (RunHandle.Wait) when
+// its agent panicked: the runner recovers the panic, records the run's
+// end as for an agent that returned an error, and goes on.
+var errAgentPanicked = errors.New("runner: the agent panicked")
 
 // AgentFunc adapts a function to Agent.
 type AgentFunc func(ctx context.Context, s *Session) error

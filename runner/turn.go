@@ -519,13 +519,13 @@ func (t *Turn) stepAgent() {
 
 // runAgent runs the agent and returns its error. An agent that panics
 // fails its run as one that returned an error would, with an error
-// wrapping ErrAgentPanicked (the value and the stack; logged at Error):
+// wrapping errAgentPanicked (the value and the stack; logged at Error):
 // the run's end is recorded as ever, and the runner's other turns, and
 // its process, go on.
 func (t *Turn) runAgent(s *Session) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v\n%s", ErrAgentPanicked, p, debug.Stack())
+			err = fmt.Errorf("%w: %v\n%s", errAgentPanicked, p, debug.Stack())
 			t.r.cfg.Logger.Error("agent panicked", slog.String("thread", string(t.thread)),
 				slog.Int64("run", int64(s.Delivered.Run)), slog.Any("err", err))
 		}
