@@ -553,3 +553,85 @@ func testLeftover(t *testing.T, stale string) {
 	require.Zero(t, busy.Load(), "claims that found the thread taken: the stale leftover was claimed as it was")
 	require.Equal(t, polls+1, s.polls.Load(), "listings at the turn's end")
 }
+
+// A look that found more lapsed threads than its slots could take (no
+// takeover slot) makes the turn's end look again, with Wake too: the
+// lapsed thread left is taken over when the slot frees, not at the next
+// poll (an hour here). Sweep 3 of the mutation passes: the scheduler's
+// mark for it could be dropped with no test failing.
+func TestRunLapsedLeftWhileFullTakenAtTurnEnd(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	wake := make(chan core.ThreadID)
+	release := make(chan struct{})
+	started := make(chan core.ThreadID, 2)
+	agent := runner.AgentFunc(func(_ context.Context, sn *runner.Session) error {
+		started <- sn.Delivered.Claim.Thread
+		<-release
+		return nil
+	})
+	a := newProc(t, s, "A", procOpts{agent: agent, cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery, c.MaxConcurrentTurns, c.TakeoverTurns = wake, time.Hour, 1, -1
+	}})
+	deadThread(t, s, "d1")
+	deadThread(t, s, "d2")
+	a.clock.Advance(ttl) // both leases have expired by A's clock
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	first := waitFor(t, started, "the agent of the first lapsed thread's run to start")
+	other := map[core.ThreadID]core.ThreadID{"d1": "d2", "d2": "d1"}[first]
+	// Run's first look over (it may still be launching when the agent
+	// starts, and would find the slot free once the turn ended).
+	waitUntil(t, func() bool { return a.clock.Waiters() == 2 }, "the turn's renewal and Run's poll to wait on the clock")
+	polls := s.polls.Load()
+	close(release)
+	waitUntil(t, func() bool { return taken(t, a, other) == 2 }, fmt.Sprintf("the turn's end to take %s over, without a poll", other))
+	require.Equal(t, polls+1, s.polls.Load(), "one look, at the turn's end")
+	cancel()
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+}
+
+// A plain poll (no wake-up asked for it) that lists a thread this Run's
+// turn has leaves that thread alone when the turn ends: only a look a
+// wake-up asked for marks it to be claimed again (see Config.Wake), for
+// the turn itself plans what was posted meanwhile. Sweep 3 of the
+// mutation passes: a poll that marked it made a claim more a turn, with
+// nothing left to plan, and no test failed.
+func TestRunPollLeavesOwnTurnAlone(t *testing.T) {
+	s := &pollCounter{Store: memory.New()}
+	wake := make(chan core.ThreadID)
+	release := make(chan struct{})
+	started := make(chan struct{}, 2)
+	turns := make(chan runner.TurnReport, 4)
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	})
+	a := newProc(t, s, "A", procOpts{agent: agent, cfg: func(c *runner.Config) {
+		c.Wake, c.PollEvery, c.MaxConcurrentTurns = wake, ttl/10, 2
+		c.OnTurn = func(rep runner.TurnReport) { turns <- rep }
+	}})
+	newThread(t, a.ws, "t1", "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error)
+	go func() { done <- a.r.Run(ctx) }()
+	waitFor(t, started, "the agent of t1's first run to start")
+	_, err := a.ws.Post(ctx, "t1", "m2") // t1 has work while its turn goes on
+	require.NoError(t, err)
+	waitUntil(t, func() bool { return a.clock.Waiters() == 2 }, "the turn's renewal and Run's poll to wait on the clock")
+	polls := s.polls.Load()
+	a.clock.Advance(ttl / 10) // the poll, well before the renewal
+	waitUntil(t, func() bool { return s.polls.Load() > polls }, "Run's poll, which lists t1")
+	close(release)
+	rep := waitFor(t, turns, "t1's turn to end")
+	require.Equal(t, runner.OutcomeDone, rep.Outcome)
+	require.Equal(t, 2, rep.Consumed, "the turn planned m2 itself")
+	time.Sleep(20 * time.Millisecond) // a claim more would come here
+	require.Zero(t, len(turns), "a turn more on t1 after its turn ended with nothing left")
+	require.Equal(t, int64(1), a.holders.Load(), "a claim more on t1")
+	cancel()
+	require.NoError(t, waitFor(t, done, "Run to return once its context ended"), "a stopped runner returns nil")
+}
