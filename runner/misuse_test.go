@@ -41,12 +41,7 @@ func TestSessionMisuseRefused(t *testing.T) {
 			return nil
 		})})
 	require.NoError(t, err)
-	done := make(chan runner.Outcome, 1)
-	go func() {
-		o, _ := r.TakeTurn(ctx, "t")
-		done <- o
-	}()
-	require.Equal(t, runner.OutcomeDone, waitFor(t, done, "the turn to end"))
+	require.Equal(t, runner.OutcomeDone, turnOn(t, r, "t"))
 	require.ErrorIs(t, nul, core.ErrInvalidArgument, "Output with a NUL byte")
 	require.ErrorIs(t, utf, core.ErrInvalidArgument, "Output with invalid UTF-8")
 	require.ErrorIs(t, await, core.ErrUnknownRequest, "Await on a request the run did not ask")
@@ -136,12 +131,7 @@ func TestAgentPanicFailsItsRun(t *testing.T) {
 			return s.Output("ok")
 		})})
 	require.NoError(t, err)
-	done := make(chan runner.Outcome, 1)
-	go func() {
-		o, _ := r.TakeTurn(ctx, "t")
-		done <- o
-	}()
-	require.Equal(t, runner.OutcomeDone, waitFor(t, done, "the turn to end"))
+	require.Equal(t, runner.OutcomeDone, turnOn(t, r, "t"))
 	wctx, cancel := context.WithTimeout(ctx, waitLimit)
 	defer cancel()
 	first, second := waitFor(t, handles, "the first run's handle"), waitFor(t, handles, "the second run's handle")
@@ -186,4 +176,17 @@ func TestRunTwiceRefused(t *testing.T) {
 	again, acancel := context.WithCancel(context.Background())
 	acancel()
 	require.NoError(t, r.Run(again), "Run once the first returned")
+}
+
+// turnOn takes a turn on the thread, in a goroutine of its own, and
+// returns its outcome, failing the test when it does not end within
+// waitLimit.
+func turnOn(t *testing.T, r *runner.Runner, thread core.ThreadID) runner.Outcome {
+	t.Helper()
+	done := make(chan runner.Outcome, 1)
+	go func() {
+		o, _ := r.TakeTurn(context.Background(), thread)
+		done <- o
+	}()
+	return waitFor(t, done, "the turn on "+string(thread)+" to end")
 }
