@@ -210,19 +210,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return errRunning
 	}
 	defer r.running.Store(false)
-	s := &scheduler{
-		r:         r,
-		ctx:       ctx,
-		rng:       newRand(),
-		slots:     make(chan struct{}, r.cfg.MaxConcurrentTurns),
-		takeovers: make(chan struct{}, max(r.cfg.TakeoverTurns, 0)),
-		ended:     make(chan struct{}, 1),
-		jobs:      make(chan turnJob),
-		busy:      map[core.ThreadID]bool{},
-		again:     map[core.ThreadID]bool{},
-		held:      map[core.ThreadID]time.Time{},
-		waiting:   map[core.ThreadID]uint64{},
-	}
+	s := r.newScheduler(ctx)
 	defer r.detached.Wait()
 	defer func() {
 		s.wg.Wait()
@@ -282,6 +270,23 @@ func (r *Runner) Run(ctx context.Context) error {
 				s.wakeFor(id)
 			}
 		}
+	}
+}
+
+// newScheduler returns the state of a Run whose context is ctx.
+func (r *Runner) newScheduler(ctx context.Context) *scheduler {
+	return &scheduler{
+		r:         r,
+		ctx:       ctx,
+		rng:       newRand(),
+		slots:     make(chan struct{}, r.cfg.MaxConcurrentTurns),
+		takeovers: make(chan struct{}, max(r.cfg.TakeoverTurns, 0)),
+		ended:     make(chan struct{}, 1),
+		jobs:      make(chan turnJob),
+		busy:      map[core.ThreadID]bool{},
+		again:     map[core.ThreadID]bool{},
+		held:      map[core.ThreadID]time.Time{},
+		waiting:   map[core.ThreadID]uint64{},
 	}
 }
 
