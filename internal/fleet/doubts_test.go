@@ -94,6 +94,30 @@ func TestCountDoubts(t *testing.T) {
 	require.Contains(t, page.String(), `<td id="commit-unknown">11 writes (Claim 2`)
 }
 
+// Two corners of matching a doubt against storage's log, each of which
+// a mutant could move with no other test failing (sweep 3): a line of the
+// same action at the write's tick under another holder is not the write
+// (its Crash's "not committed" agrees with the log), and a write at
+// exactly the tick its Crash read was in the log the Crash read (its "not
+// committed" disagrees; only a later tick is "committed after").
+func TestCountDoubtsCorners(t *testing.T) {
+	stored := []core.TraceEvent{
+		{Thread: "t1", Tick: 5, Action: core.ActionRelease, Holder: "h2"}, // another's Release at h1's tick
+		{Thread: "t1", Tick: 9, Action: core.ActionRunStart, Holder: "h3"},
+	}
+	ds := []core.Doubt{
+		{Proc: "p1", Thread: "t1", Holder: "h1", Action: core.ActionRelease, Tick: 5, Outcome: core.DoubtNotCommitted, Crashed: true},
+		{Proc: "p3", Thread: "t1", Holder: "h3", Action: core.ActionRunStart, Tick: 9, Outcome: core.DoubtNotCommitted, Crashed: true},
+	}
+	cu := countDoubts(ds, stored, nil, map[core.Holder]uint64{"h1": 6, "h3": 9}, nil)
+	require.Equal(t, CommitUnknown{
+		Events:    2,
+		ByAction:  map[core.Action]int{core.ActionRelease: 1, core.ActionRunStart: 1},
+		Committed: 1, NotCommitted: 1, Crashed: 2,
+		Disagreements: 1, // h3's: its Crash read tick 9, which held its RunStart
+	}, cu)
+}
+
 // A doubts file whose last line was cut short (its process was killed
 // writing it) is read without that line; a bad line before others is an
 // error naming it.
