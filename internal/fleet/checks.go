@@ -107,18 +107,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	for _, k := range kills {
 		killed[k.proc.name] = true
 	}
-	crashedAt := map[core.Holder]uint64{}
-	ended := map[core.Holder]bool{}
-	for _, h := range histories {
-		for _, ev := range h {
-			if ev.Action == core.ActionCrash && ev.Holder != "" {
-				crashedAt[ev.Holder] = ev.Tick
-			}
-			if info, _ := core.Info(ev.Action); info.EndsRound && ev.Holder != "" {
-				ended[ev.Holder] = true
-			}
-		}
-	}
+	crashedAt, ended := roundEnds(histories)
 	rep.CommitUnknown = countDoubts(doubts, stored, killed, crashedAt, ended)
 	rep.doubtProblems()
 	rep.stopProblems(overran, r.stopGrace)
@@ -128,6 +117,29 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	rep.Throughput = throughput(ordered, r.start, time.Since(r.start))
 	r.describeProcs(rep)
 	return rep, nil
+}
+
+// roundEnds reads the workers' histories for how their claims' rounds
+// ended: crashedAt, the tick each claim's Crash read; ended, the claims
+// whose round a traced line ended (an action core.ActionTable marks
+// EndsRound: a Release, a refusal that ends the round, and the like).
+// Lines with no holder (Posts) count for neither.
+func roundEnds(histories [][]core.TraceEvent) (crashedAt map[core.Holder]uint64, ended map[core.Holder]bool) {
+	crashedAt, ended = map[core.Holder]uint64{}, map[core.Holder]bool{}
+	for _, h := range histories {
+		for _, ev := range h {
+			if ev.Holder == "" {
+				continue
+			}
+			if ev.Action == core.ActionCrash {
+				crashedAt[ev.Holder] = ev.Tick
+			}
+			if info, _ := core.Info(ev.Action); info.EndsRound {
+				ended[ev.Holder] = true
+			}
+		}
+	}
+	return crashedAt, ended
 }
 
 // checkTrace writes the merged lines to path, thread by thread, each in

@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -116,6 +117,35 @@ func TestCountDoubtsCorners(t *testing.T) {
 		Committed: 1, NotCommitted: 1, Crashed: 2,
 		Disagreements: 1, // h3's: its Crash read tick 9, which held its RunStart
 	}, cu)
+}
+
+// The workers' histories say which claims' rounds a line ended, and at
+// which tick each claim's Crash read: every action the action table marks
+// as ending the round counts, any other does not, and neither counts a
+// line without a holder.
+func TestRoundEnds(t *testing.T) {
+	var histories [][]core.TraceEvent
+	wantEnded := map[core.Holder]bool{}
+	for i, a := range core.ActionTable() {
+		h := core.Holder(fmt.Sprint("h", i))
+		histories = append(histories, []core.TraceEvent{{Action: a.Action, Holder: h, Tick: uint64(10 + i)}, {Action: a.Action, Tick: 99}})
+		if a.EndsRound {
+			wantEnded[h] = true
+		}
+	}
+	histories = append(histories, []core.TraceEvent{{Action: core.ActionCrash, Holder: "hc", Tick: 3}, {Action: core.ActionCrash, Holder: "hc", Tick: 7}})
+	wantEnded["hc"] = true // a Crash ends its round
+	crashedAt, ended := roundEnds(histories)
+	require.NotEmpty(t, wantEnded)
+	require.Equal(t, wantEnded, ended)
+	var crashHolder core.Holder
+	for i, a := range core.ActionTable() {
+		if a.Action == core.ActionCrash {
+			crashHolder = core.Holder(fmt.Sprint("h", i))
+			require.Equal(t, map[core.Holder]uint64{crashHolder: uint64(10 + i), "hc": 7}, crashedAt, "the tick of each claim's last Crash")
+		}
+	}
+	require.NotEmpty(t, crashHolder, "the action table has a Crash")
 }
 
 // A doubts file whose last line was cut short (its process was killed
