@@ -154,6 +154,31 @@ func TestHandovers(t *testing.T) {
 	require.True(t, hs[3].Idle)
 }
 
+// A lease that had expired before its holder was killed (its renewal
+// stalled) is handed over from the kill, not from the expiry: until the
+// kill its holder was alive, and another's Claim then is no handover of a
+// dead process's thread. Sweep 3: timed from the expiry, no test failed.
+func TestHandoverFromTheKill(t *testing.T) {
+	start := time.Unix(1000, 0)
+	at := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+	killed := &proc{name: "p1", offsets: []offsetAt{{start, 0}}}
+	taker := &proc{name: "p2", offsets: []offsetAt{{start, 100 * time.Millisecond}}}
+	r := &run{cfg: Config{TTL: 300 * time.Millisecond}, start: start, procs: []*proc{killed, taker}}
+	lines := []core.TraceEvent{
+		{Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: at(0), Return: at(time.Millisecond)},
+		// Its expiry, 60ms on p1's clock, is -40ms on p2's; p1 is killed
+		// at 150ms, and p2's Claim returns at 170ms.
+		{Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Call: at(2 * time.Millisecond), Return: at(3 * time.Millisecond), Expires: at(60 * time.Millisecond)},
+		{Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: "h2", Call: at(160 * time.Millisecond), Return: at(170 * time.Millisecond)},
+	}
+	hs := r.handovers(lines, []kill{{killed, start.Add(150 * time.Millisecond)}})
+	require.Len(t, hs, 1)
+	require.Equal(t, 20*time.Millisecond, hs[0].Raw, "from the kill at 150ms")
+	require.Equal(t, 20*time.Millisecond, hs[0].AfterExpiry)
+	require.Equal(t, 20*time.Millisecond, hs[0].AfterKill)
+	require.False(t, hs[0].Idle)
+}
+
 // Issue 26: a handover is measured only from a moment the thread had work
 // and its holder was gone. A write whose commit its writer never learned,
 // but which storage's log has, ended the thread's work: the thread was
