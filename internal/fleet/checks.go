@@ -54,7 +54,6 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 	rep.TraceFile = tracePath
 	rep.TraceRemoved = r.cfg.Dir == "" && !r.cfg.Keep
 	rep.TraceLines, rep.StoredWrites = len(ordered), len(stored)
-	rep.TraceAccepted = checkErr == nil
 	rep.Actions = map[core.Action]int{}
 	for _, a := range core.Actions() {
 		if n := st.PerAction[a]; n > 0 {
@@ -62,23 +61,12 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		}
 	}
 	rep.LapsesInferred, rep.InvariantChecks = st.LapsesInferred, st.InvariantChecks
-	if checkErr != nil {
-		rep.TraceError = rep.blame(checkErr.Error())
-		rep.Problems = append(rep.Problems, rep.TraceError)
-	}
+	rep.noteTrace(checkErr)
 
 	ops := tracecheck.OperationsFromTrace(ordered)
 	rep.Operations = len(ops)
 	_, linErr := tracecheck.CheckLinearizable(ops, r.cfg.PorcupineTimeout, filepath.Join(r.dir, "porcupine.html"))
-	switch {
-	case linErr == nil:
-		rep.Linearizable, rep.LinResult = true, "linearizable"
-	case errors.Is(linErr, tracecheck.ErrLinearizabilityUnknown):
-		rep.LinResult, rep.Inconclusive = linErr.Error(), true
-	default:
-		rep.LinResult = rep.blame(linErr.Error())
-		rep.Problems = append(rep.Problems, rep.LinResult)
-	}
+	rep.noteLinearizable(linErr)
 
 	r.checkTLC(ctx, rep, ordered, tracePath)
 	r.shrinkFailures(ctx, rep, ordered, checkErr, linErr)
@@ -206,6 +194,39 @@ func (r *run) checkTLC(ctx context.Context, rep *Report, ordered []core.TraceEve
 		rep.Problems = append(rep.Problems, "TLC trace validation could not run: "+err.Error())
 		return
 	}
+	rep.noteTLC(tracePath, threads, rejectedAt)
+}
+
+// noteTrace records the Go trace checker's verdict on the merged trace
+// (checkErr: nil when it accepted it); a rejection is a problem.
+func (rep *Report) noteTrace(checkErr error) {
+	rep.TraceAccepted = checkErr == nil
+	if checkErr != nil {
+		rep.TraceError = rep.blame(checkErr.Error())
+		rep.Problems = append(rep.Problems, rep.TraceError)
+	}
+}
+
+// noteLinearizable records porcupine's verdict on the history (linErr:
+// nil when linearizable); a history that is not is a problem, one it
+// could not decide in time is inconclusive.
+func (rep *Report) noteLinearizable(linErr error) {
+	switch {
+	case linErr == nil:
+		rep.Linearizable, rep.LinResult = true, "linearizable"
+	case errors.Is(linErr, tracecheck.ErrLinearizabilityUnknown):
+		rep.LinResult, rep.Inconclusive = linErr.Error(), true
+	default:
+		rep.LinResult = rep.blame(linErr.Error())
+		rep.Problems = append(rep.Problems, rep.LinResult)
+	}
+}
+
+// noteTLC records TLC's verdicts on the sampled threads (rejectedAt[i]:
+// the file line TLC rejected thread i at, 0 when it accepted it), each
+// against the Go checker's on the thread alone: a rejection is a problem,
+// and so is a disagreement, of verdict or of line.
+func (rep *Report) noteTLC(tracePath string, threads []tlc.Thread, rejectedAt []int) {
 	accepted := 0
 	for i, th := range threads {
 		rep.TLCThreads = append(rep.TLCThreads, string(th.ID))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/tlc"
 	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
@@ -445,4 +447,80 @@ func TestNoteStorageLost(t *testing.T) {
 	none.noteStorageLost(nil)
 	require.Zero(t, none.StorageLostWrites)
 	require.Nil(t, none.StorageLost)
+}
+
+// The trace checker's, porcupine's and TLC's verdicts each make a problem
+// alone, on a clean report: a rejected trace, a history that is not
+// linearizable (one porcupine could not decide is inconclusive, no
+// problem), a thread TLC rejects, and a thread on which TLC and the Go
+// checker disagree, of verdict or of line. Sweep 3: each append could be
+// dropped with the fleet's end-to-end tests still failing on another.
+func TestVerdictNotesEachAlone(t *testing.T) {
+	var clean Report
+	clean.noteTrace(nil)
+	clean.noteLinearizable(nil)
+	require.Empty(t, clean.Problems)
+	require.True(t, clean.TraceAccepted)
+	require.True(t, clean.Linearizable)
+
+	var rejected Report
+	rejected.noteTrace(errors.New("trace.ndjson:7: RunStart by p2: guard fails"))
+	require.False(t, rejected.TraceAccepted)
+	require.Equal(t, []string{"trace.ndjson:7: RunStart by p2: guard fails"}, rejected.Problems)
+
+	var notLin, unknown Report
+	notLin.noteLinearizable(tracecheck.ErrNotLinearizable)
+	require.False(t, notLin.Linearizable)
+	require.Equal(t, []string{tracecheck.ErrNotLinearizable.Error()}, notLin.Problems)
+	unknown.noteLinearizable(fmt.Errorf("after 1m: %w", tracecheck.ErrLinearizabilityUnknown))
+	require.True(t, unknown.Inconclusive)
+	require.Empty(t, unknown.Problems)
+
+	read := func(name string) []core.TraceEvent {
+		lines, err := tracecheck.ReadFile(filepath.Join("..", "..", "tracecheck", "testdata", name))
+		require.NoError(t, err)
+		return lines
+	}
+	// Two threads, their lines interleaved in the file: the Go checker
+	// accepts the first, and rejects the second at its 5th line, which is
+	// the file's 10th.
+	okLines, badLines := read("ok-crash-takeover.ndjson"), read("bad-start-under-other-lease.ndjson")
+	var file []core.TraceEvent
+	for i := range max(len(okLines), len(badLines)) {
+		if i < len(okLines) {
+			file = append(file, okLines[i])
+		}
+		if i < len(badLines) {
+			l := badLines[i]
+			l.Thread = "t2"
+			file = append(file, l)
+		}
+	}
+	ths := tlc.SplitThreads(file)
+	require.Len(t, ths, 2)
+	ok, bad := ths[0], ths[1]
+	require.Equal(t, 10, bad.N[4])
+	for _, tc := range []struct {
+		name   string
+		th     tlc.Thread
+		tlcAt  int
+		prefix []string
+	}{
+		{"both accept", ok, 0, nil},
+		{"both reject at one line", bad, 10, []string{"TLC trace validation: t.ndjson:10: thread t2"}},
+		{"TLC rejects what Go accepts", ok, 5, []string{"TLC trace validation: t.ndjson:5:", "TLC and the Go checker disagree"}},
+		{"TLC accepts what Go rejects", bad, 0, []string{"TLC and the Go checker disagree"}},
+		{"both reject, at other lines", bad, 5, []string{"TLC trace validation: t.ndjson:5:", "TLC and the Go checker disagree"}},
+	} {
+		var rep Report
+		rep.noteTLC("t.ndjson", []tlc.Thread{tc.th}, []int{tc.tlcAt})
+		if len(rep.Problems) != len(tc.prefix) {
+			t.Errorf("%s: problems %q, want %d", tc.name, rep.Problems, len(tc.prefix))
+			continue
+		}
+		for i, p := range tc.prefix {
+			require.True(t, strings.HasPrefix(rep.Problems[i], p), "%s: problem %q, want it to begin %q", tc.name, rep.Problems[i], p)
+		}
+		require.Equal(t, []string{string(tc.th.ID)}, rep.TLCThreads)
+	}
 }
