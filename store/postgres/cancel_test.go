@@ -18,7 +18,7 @@ import (
 // transaction, still open.
 func lockWaitCancelled(t *testing.T, s *Store, app string) (error, core.ThreadID, pgx.Tx) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	a, _, _, id, ca := claimed(t, s)
 	var err error
 

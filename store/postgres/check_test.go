@@ -125,7 +125,7 @@ func TestOneStatementLocks(t *testing.T) {
 // returns an error unless another connection then finds both the thread's
 // row and its lease's row locked.
 func checkStatementLocks(t *testing.T, s *Store, stmt func(q *queries) string) error {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	claimedThread(t, s)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
 	var created, version int64
@@ -185,7 +185,7 @@ func mustReplace(t *testing.T, s, old, new string) string {
 // trip and the run started; changed, one failed check, then the run
 // started, or refused when busy, and in that case nothing written.
 func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	a, c := claimedThread(t, s)
 	if change != "" {
 		_, err := admin(t).Exec(ctx, fmt.Sprintf(change, pgx.Identifier{s.Schema()}.Sanitize()))
@@ -219,7 +219,7 @@ func checkOneStatement(t *testing.T, s *Store, change string, busy bool) error {
 // with it, and the error is the server's, not an unknown outcome.
 func TestOnePipelineOneTransaction(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	a, c := claimedThread(t, s)
 	run, err := a.ws.RunStart(ctx, c, 1)
@@ -291,7 +291,7 @@ func TestOneStatementLeaseWrites(t *testing.T) {
 // its lease went to holder hx behind the Store's back (want: one failed
 // check, op refused when busy, and hx's lease left as it was).
 func checkLeaseWrite(t *testing.T, setup func(s *Store), op func(ctx context.Context, ws *core.Workspace, c core.Claim) error, busy, gone bool) error {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	setup(s)
 	a := newProc(s, "a")
@@ -355,7 +355,7 @@ func TestOneStatementRunEndRelease(t *testing.T) {
 	for _, mutant := range []bool{false, true} {
 		t.Run(fmt.Sprintf("mutant=%v", mutant), func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
+			ctx := testCtx(t)
 			s := newStore(t)
 			if mutant {
 				mutateStatement(s, &s.q.saveEventLease, mustReplace(t, s.q.saveEventLease,
@@ -422,7 +422,7 @@ func TestLeaseWriteChecksVersion(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
+			ctx := testCtx(t)
 			s := newStore(t)
 			a := newProc(s, "a")
 			q := pgx.Identifier{s.Schema()}.Sanitize()

@@ -63,7 +63,7 @@ func TestClaimInOneStatement(t *testing.T) {
 // fields a Claim's line has), and the thread's row after it.
 func claimStory(t *testing.T, s *Store, id core.ThreadID) []string {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	look := admin(t)
 	rec := &tracecheck.Recorder{}
 	a, b, c := newProc(s, "a", core.WithTracer(rec)), newProc(s, "b", core.WithTracer(rec)), newProc(s, "c", core.WithTracer(rec))
@@ -137,7 +137,7 @@ func rowText(r rowState) string {
 // the first committed wrote over its claim: two winners.)
 func TestClaimRaceOverLapsedLease(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStoreWith(t, Options{})
 	look := admin(t)
 	a := newProc(s, "a")

@@ -29,7 +29,7 @@ func TestClaimThenStartInTheClaim(t *testing.T) {
 	eachReadMode(t, func(t *testing.T, opts Options) {
 		for _, keep := range []bool{false, true} {
 			t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
-				ctx := context.Background()
+				ctx := testCtx(t)
 				schema := testSchema(t)
 				opts.Schema, opts.KeepTrace = schema, keep
 				s := openStoreWith(t, poolConfig(t, "tc-start"), opts)
@@ -129,7 +129,7 @@ func sameFields(lines []core.TraceEvent, from, to string) []string {
 // claim that finds the lease held starts nothing and writes nothing.
 func TestClaimThenStartOnlyWhenOnlyPostsFollow(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	s := openStore(t, poolConfig(t, "tc-start"), schema)
 	other := newProc(openStore(t, poolConfig(t, "tc-other"), schema), "other")
@@ -279,7 +279,7 @@ func claimThenStartReplyLost(t *testing.T, cold bool) {
 // thread's log folds afterwards on a Store that never saw it.
 func TestClaimThenStartFromTheLog(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	other := newProc(openStore(t, poolConfig(t, "tc-log-other"), schema), "other")
 	s := openStoreWith(t, poolConfig(t, "tc-log-cold"), Options{Schema: schema, CachedThreads: -1})
@@ -390,7 +390,7 @@ func TestClaimThenStartFromTheLog(t *testing.T) {
 // with the row's log_n left as it was.
 func olderBinaryPost(t *testing.T, schema string, id core.ThreadID) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	q := pgx.Identifier{schema}.Sanitize()
 	_, err := admin(t).Exec(ctx, `INSERT INTO `+q+`.events (thread_id, seq, version, kind, at, message, text)
 		SELECT id, log_n + 1, version + 1, 'message_posted', log_at, last_message + 1, 'm' FROM `+q+`.threads WHERE id = $1`, string(id))
@@ -417,7 +417,7 @@ func foldsFromScratch(t *testing.T, schema string, runs map[core.ThreadID]core.R
 // nothing. holder releases the thread after.
 func refusedBusy(t *testing.T, holder, p *proc, id core.ThreadID) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	c, err := holder.ws.Claim(ctx, id, core.Holder(id+"-"+core.ThreadID(holder.ws.Process())), ttl)
 	require.NoError(t, err)
 	before, err := holder.ws.Thread(ctx, id)

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"context"
 	"encoding/binary"
 	"testing"
 	"time"
@@ -17,7 +16,7 @@ import (
 // one-trip Claim reads its row and its events by hand, everything else
 // through pgx, and fold compares what the two read.
 func TestBinRowAgreesWithPgx(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	conn := admin(t)
 	times := []time.Time{
 		{}, // the zero time: a cache with no event sends it

@@ -40,7 +40,7 @@ func terminate(t *testing.T, conn *pgx.Conn, pid uint32) {
 // consumes the message, once.
 func TestBackendKilledMidFencedWrite(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	a, b, h, id, ca := claimed(t, s)
 	var err error
@@ -101,7 +101,7 @@ func TestBackendKilledMidFencedWrite(t *testing.T) {
 // test reads that it did not, which the runner could not.)
 func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	app := randomName("tc_")
 	s := openStore(t, poolConfig(t, app), testSchema(t))
 	a, _, _, id, ca := claimed(t, s)
@@ -151,7 +151,7 @@ func TestCommitUnknownWhenKilledInCommit(t *testing.T) {
 // claimant instead abandons the run that did start.
 func TestCommitUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var armed atomic.Bool
 	s := lossyStore(t, testSchema(t), &armed, nil)
 	h := &hooked{Storage: s}
@@ -202,7 +202,7 @@ func TestClaimCommitUnknownWhenReplyLost(t *testing.T) {
 // claimCommitReplyLost is TestClaimCommitUnknownWhenReplyLost, the
 // COMMIT's write taking slow.
 func claimCommitReplyLost(t *testing.T, slow time.Duration) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var armed atomic.Bool
 	bareCommit := func(p []byte) bool { return len(p) > 0 && p[0] == 'Q' && bytes.Contains(p, []byte("commit")) }
 	s := slowLossyStore(t, testSchema(t), &armed, bareCommit, slow)
@@ -233,7 +233,7 @@ func claimCommitReplyLost(t *testing.T, slow time.Duration) {
 // the lease stays until it expires.
 func claimInDoubt(t *testing.T, a, b *proc, ca core.Claim) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 
 	l, err := b.ws.Lease(ctx, "t")
 	require.NoError(t, err)
@@ -253,7 +253,7 @@ func claimInDoubt(t *testing.T, a, b *proc, ca core.Claim) {
 // TestClaimCommitUnknownWhenReplyLost.
 func TestClaimUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var armed atomic.Bool
 	schema := testSchema(t)
 	bind := claimBind(schema)
@@ -334,7 +334,7 @@ func claimBind(schema string) []byte {
 // Store's connection. It returns that claim.
 func claimWarmedUp(t *testing.T, a *proc) core.Claim {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	for _, id := range []core.ThreadID{"warm", "t"} {
 		require.NoError(t, a.ws.CreateThread(ctx, id))
 		_, err := a.ws.Post(ctx, id, "m1")
@@ -443,7 +443,7 @@ func (c *lossyConn) readMessage() ([]byte, error) {
 // left every such claim in doubt.)
 func TestClaimDeadlineWhileReplySlow(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	bind := claimBind(schema)
 	var armed atomic.Bool
@@ -500,7 +500,7 @@ func (c *slowConn) Read(p []byte) (int, error) {
 // without the Plan it is not.
 func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var armed atomic.Bool
 	s, a, rec, doubts := tracedLossyProc(t, &armed)
 	// "warm" prepares the fused write's statements on the connection:
@@ -542,7 +542,7 @@ func TestRunEndThenStartUnknownWhenReplyLost(t *testing.T) {
 // Release ended the round). The merged trace is accepted.
 func TestRunEndThenReleaseUnknownWhenReplyLost(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	var armed atomic.Bool
 	s, a, rec, doubts := tracedLossyProc(t, &armed)
 	// "warm" prepares the fused write's statements on the connection:
@@ -619,7 +619,7 @@ func keptAndMerged(t *testing.T, s *Store, rec *tracecheck.Recorder, thread core
 // read and the Claim's decoder refuses.
 func TestClaimUnknownWhenRowsDoNotDecode(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
 	// Before any statement reading the events is prepared: a prepared

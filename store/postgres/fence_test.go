@@ -33,7 +33,7 @@ func TestAcquireWaitsForFencedWrite(t *testing.T) {
 }
 
 func testAcquireWaitsForFencedWrite(t *testing.T, opts Options) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStoreWith(t, opts)
 	a, b, h, id, ca := claimed(t, s)
 	var err error
@@ -127,7 +127,7 @@ func TestFencedWriteWaitsForAcquire(t *testing.T) {
 }
 
 func testFencedWriteWaitsForAcquire(t *testing.T, opts Options) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStoreWith(t, opts)
 	a, b, _, id, ca := claimed(t, s)
 	var err error

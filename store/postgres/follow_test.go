@@ -19,7 +19,7 @@ import (
 // read the thread's whole log.
 func TestEventsAfterReadsOnlyNewEvents(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStoreWith(t, Options{})
 	ws := core.NewWorkspace(s, coretest.NewClock(time.Unix(0, 0)))
 	require.NoError(t, ws.CreateThread(ctx, "t"))

@@ -43,7 +43,7 @@ func waitFor(t *testing.T, conn *pgx.Conn, what, query string, args ...any) {
 // taken cursor: what a half-written transaction would leave.
 func rowCounts(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) (events, messages int, version, taken int64) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	q := pgx.Identifier{schema}.Sanitize()
 	require.NoError(t, conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+q+`.events WHERE thread_id = $1),
 		(SELECT count(*) FROM `+q+`.events WHERE thread_id = $1 AND kind = $2), version, taken FROM `+q+`.threads WHERE id = $1`,
@@ -58,7 +58,7 @@ func rowCounts(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) (e
 // test moves on to let a's lease expire.
 func claimed(t *testing.T, s *Store) (a, b *proc, h *hooked, id core.ThreadID, ca core.Claim) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	h = &hooked{Storage: s}
 	a, b, id = newProc(h, "a"), newProc(s, "b"), "t"
 	require.NoError(t, a.ws.CreateThread(ctx, id))

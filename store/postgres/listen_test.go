@@ -94,7 +94,7 @@ func TestListenReconnects(t *testing.T) {
 // workspace's clock is manual, so Follow's own poll never fires: only
 // notices wake it.
 func TestFollowAcrossKilledListener(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	app := randomName("tc_")
 	s := openStore(t, poolConfig(t, app), testSchema(t))
 	ws := core.NewWorkspace(s, coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)))

@@ -39,7 +39,7 @@ func readRow(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID) rowS
 // (all of them).
 func loseCommits(t *testing.T, conn *pgx.Conn, schema string, id core.ThreadID, r rowState) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	q := pgx.Identifier{schema}.Sanitize()
 	_, err := conn.Exec(ctx, `DELETE FROM `+q+`.events WHERE thread_id = $1 AND seq > $2`, string(id), r.events)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestLostCommitsSurvived(t *testing.T) {
 // is back where the first Store's cache has it, so that only the log's
 // last event tells the cache is not storage's.
 func testLostCommits(t *testing.T, opts Options, postOnly, overtaken bool) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStoreWith(t, opts)
 	look := admin(t)
 	a, c := claimedThread(t, s)
@@ -164,7 +164,7 @@ func events(t *testing.T, s *Store, id core.ThreadID) []core.Event {
 // round trip.
 func TestMigrationLogEnd(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema, pool := schemaAt(ctx, t, 7)
 	q := pgx.Identifier{schema}.Sanitize()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
@@ -199,7 +199,7 @@ func TestMigrationLogEnd(t *testing.T) {
 func TestRowBehindItsLogRefused(t *testing.T) {
 	t.Parallel() // a schema of its own
 	eachReadMode(t, func(t *testing.T, opts Options) {
-		ctx := context.Background()
+		ctx := testCtx(t)
 		s := newStoreWith(t, opts)
 		look := admin(t)
 		a, c := claimedThread(t, s)
@@ -235,7 +235,7 @@ func TestClaimOneTripOnStaleCache(t *testing.T) {
 	t.Parallel() // a schema of its own
 	for _, stale := range []string{"commits lost", "thread made again"} {
 		t.Run(stale, func(t *testing.T) {
-			ctx := context.Background()
+			ctx := testCtx(t)
 			s := newStore(t)
 			look := admin(t)
 			a, c := claimedThread(t, s)
@@ -308,7 +308,7 @@ func TestWriteAfterLostCommitRefused(t *testing.T) {
 }
 
 func testWriteAfterLost(t *testing.T, opts Options, write string) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStoreWith(t, opts)
 	look := admin(t)
 	a, c := claimedThread(t, s) // message 1, claimed, a run of it planned

@@ -41,7 +41,7 @@ func allMigrations(t *testing.T) []int {
 
 // Opening a schema a second time applies nothing again, and keeps its data.
 func TestMigrationsTwice(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	s1 := openStore(t, poolConfig(t, "tc"), schema)
 	require.NoError(t, core.NewWorkspace(s1, core.SystemClock{}).CreateThread(ctx, "kept"))
@@ -83,7 +83,7 @@ func TestMigrationsConcurrent(t *testing.T) {
 // schema (as a process applying a migration would), where the locked
 // path would wait for it.
 func TestMigrationsCurrentSchemaTakesNoLock(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	openStore(t, poolConfig(t, "tc"), schema)
 	conn, err := pgx.Connect(ctx, databaseURL(t))
@@ -119,7 +119,7 @@ func TestMigrationsNewerSchemaRefused(t *testing.T) {
 
 // The schema's name is an identifier, quoted wherever it is used.
 func TestSchemaNameQuoted(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t) + `; DROP TABLE "x" --Q`
 	s := openStore(t, poolConfig(t, "tc"), schema)
 	ws := core.NewWorkspace(s, core.SystemClock{})
@@ -153,7 +153,7 @@ func TestCommitErrorClassification(t *testing.T) {
 // A commit the server refuses (a deferred trigger raises at COMMIT) is a
 // known outcome: nothing was kept, and the error is not ErrCommitUnknown.
 func TestCommitRefusedByServer(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	a, c := claimedThread(t, s)
 	q := pgx.Identifier{s.Schema()}.Sanitize()
@@ -179,7 +179,7 @@ func TestCommitRefusedByServer(t *testing.T) {
 // a second claim.
 func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema, pool := schemaAt(ctx, t, 2)
 	require.Equal(t, []int{1, 2}, appliedMigrations(t, schema))
 
@@ -269,7 +269,7 @@ func TestMigrationBackfillsFromOlderSchema(t *testing.T) {
 // been refused by them; the Store never writes one).
 func TestMigrationToOneStatement(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema, pool := schemaAt(ctx, t, 5)
 	q := pgx.Identifier{schema}.Sanitize()
 	_, err := pool.Exec(ctx, `INSERT INTO `+q+`.threads (id, version, taken, last_message) VALUES ('t', 1, 0, 1);
@@ -299,7 +299,7 @@ func TestMigrationToOneStatement(t *testing.T) {
 // statement.
 func TestMigrationLeaseOnThread(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema, pool := schemaAt(ctx, t, 6)
 	q := pgx.Identifier{schema}.Sanitize()
 	exp := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)
@@ -470,7 +470,7 @@ func keepsRowChecks(tb testing.TB, s *Store) {
 // place, finds a row that breaks any of their conditions.
 func TestMigrationDropsRowChecks(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema, pool := schemaAt(ctx, t, 9)
 	q := pgx.Identifier{schema}.Sanitize()
 	checks := func(tables ...string) []string {
@@ -519,7 +519,7 @@ func TestMigrationDropsRowChecks(t *testing.T) {
 // numbers the next post after them, and runs the first in one trip.
 func TestMigrationDropsMessagesTable(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema, pool := schemaAt(ctx, t, 10)
 	q := pgx.Identifier{schema}.Sanitize()
 	at := time.Date(2030, 1, 2, 3, 4, 5, 123456000, time.UTC)

@@ -21,7 +21,7 @@ import (
 func TestPostOneRoundTrip(t *testing.T) {
 	t.Parallel() // a schema of its own
 	eachReadMode(t, func(t *testing.T, opts Options) {
-		ctx := context.Background()
+		ctx := testCtx(t)
 		for _, keep := range []bool{false, true} {
 			opts.KeepTrace = keep
 			s := newStoreWith(t, opts)

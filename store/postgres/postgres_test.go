@@ -40,6 +40,20 @@ func randomName(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
+// testCtx returns the context of a test's storage calls: it ends when
+// the test does, or after testDeadline, so that a call that never
+// returns (a lock the test's own transaction holds, say) fails the test
+// with the call's deadline error, not the whole package at go test's
+// timeout.
+func testCtx(tb testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(tb.Context(), testDeadline)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// testDeadline bounds each test's storage calls (testCtx).
+const testDeadline = 3 * time.Minute
+
 // admin is a plain connection for a test to look at the server with
 // (pg_stat_activity, pg_locks) and to act on it (pg_terminate_backend).
 func admin(tb testing.TB) *pgx.Conn {
@@ -198,7 +212,7 @@ type proc struct {
 // round has planned the run of "m1".
 func claimedThread(t *testing.T, s core.Storage) (*proc, core.Claim) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	a := newProc(s, "a")
 	require.NoError(t, a.ws.CreateThread(ctx, "t"))
 	_, err := a.ws.Post(ctx, "t", "m1")
@@ -226,7 +240,7 @@ func newProc(s core.Storage, name string, opts ...core.Option) *proc {
 // starts the planned run, failing t if either fails.
 func (p *proc) startRun(t *testing.T, id core.ThreadID, h core.Holder) (core.Claim, core.RunID) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	c, plan, err := p.ws.ClaimThenPlan(ctx, id, h, ttl)
 	require.NoError(t, err)
 	run, err := p.ws.RunStart(ctx, c, plan.Message)

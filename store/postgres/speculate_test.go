@@ -40,7 +40,7 @@ func staleCache(t *testing.T) (*Store, core.ThreadID) {
 // write on it commits with no check. (Mutant: the !t.begun dropped.)
 func TestSpeculationEndsWithTheFirstRoundTrip(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s, id := staleCache(t)
 	var last core.Seq
 	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
@@ -64,7 +64,7 @@ func TestSpeculationEndsWithTheFirstRoundTrip(t *testing.T) {
 // the !t.begun dropped from retry.)
 func TestSpeculativeRefusalRunsAgainFromTheServer(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s, id := staleCache(t)
 	errStale := errors.New("the thread lacks message 2")
 	runs := 0
@@ -93,7 +93,7 @@ func TestSpeculativeRefusalRunsAgainFromTheServer(t *testing.T) {
 // lease it read; a cost, never a wrong write.)
 func TestEntryOwnsNoLeaseAnotherClaimed(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	_, c := claimedThread(t, s)
 	require.True(t, s.cached(c.Thread).ownLease, "the Store's own claim")
@@ -120,7 +120,7 @@ func TestEntryOwnsNoLeaseAnotherClaimed(t *testing.T) {
 // a claim made.)
 func TestRefusedOneTripClaimOnCorruptLogIsNotInDoubt(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	_, c := claimedThread(t, s) // holder "ha", live; event 1, the post of m1
 	_, err := admin(t).Exec(ctx, `INSERT INTO `+pgx.Identifier{s.Schema()}.Sanitize()+

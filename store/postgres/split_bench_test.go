@@ -147,7 +147,7 @@ func (r *rawThread) send(ctx context.Context) error {
 // of the tests. Two writes, the second checked against the row the first
 // left; then the row's version, its log end and the events counted.
 func TestRawWrite(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	ws := core.NewWorkspace(s, core.SystemClock{})
 	id := core.ThreadID("raw")

@@ -163,7 +163,7 @@ func TestClaimStartAfterWaitingForTheRow(t *testing.T) {
 }
 
 func claimStartAfterWaiting(t *testing.T, cold, oldWriter bool) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	poster := newProc(openStore(t, poolConfig(t, "tc-wait-poster"), schema), "poster")
 	app := randomName("tc-wait-b-")

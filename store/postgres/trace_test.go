@@ -15,7 +15,7 @@ import (
 // With KeepTrace, every committed write's trace line is stored by the
 // write's own transaction; refusals, reads and rolled-back writes are not.
 func TestKeepTrace(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func TestKeepTrace(t *testing.T) {
 // Crash after a write whose commit was unknown asks it), and nothing for
 // a tick no write logged, or from a Store that keeps no traces.
 func TestLoggedTrace(t *testing.T) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	schema := testSchema(t)
 	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
 	require.NoError(t, err)

@@ -26,7 +26,7 @@ import (
 // s: the Store then holds every lease, and writes from its cache.
 func tripThreads(t *testing.T, s *Store, n int, opts ...core.Option) (*proc, []core.Claim) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	a := newProc(s, "a", opts...)
 	var claims []core.Claim
 	for i := range n {
@@ -54,7 +54,7 @@ func holdRow(t *testing.T, s *Store, id core.ThreadID) (release func()) {
 // the row.
 func holdRowPid(t *testing.T, s *Store, id core.ThreadID) (release func(), pid int) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := testCtx(t)
 	tx, err := admin(t).Begin(ctx)
 	require.NoError(t, err)
 	_, err = tx.Exec(ctx, `SELECT FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.threads WHERE id = $1 FOR UPDATE`, string(id))
@@ -157,7 +157,7 @@ func TestTripsTogether(t *testing.T) {
 }
 
 func testTripsTogether(t *testing.T, keep bool) {
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStoreWith(t, Options{KeepTrace: keep})
 	var opts []core.Option
 	if keep {
@@ -238,7 +238,7 @@ func testTripsTogether(t *testing.T, keep bool) {
 // in which a writer came back late.
 func TestTripsGatherWritersBack(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	s.trips.yields, s.trips.patience = 1<<20, time.Minute
 	a, claims := tripThreads(t, s, 4)
@@ -286,7 +286,7 @@ func TestTripsWaitersHoldNoConnection(t *testing.T) {
 	t.Parallel() // schemas of its own
 	for _, conns := range []int32{4, 1} {
 		t.Run(fmt.Sprintf("pool=%d", conns), func(t *testing.T) {
-			ctx := context.Background()
+			ctx := testCtx(t)
 			cfg := poolConfig(t, randomName("tc_"))
 			cfg.MaxConns = conns
 			s := openStore(t, cfg, testSchema(t))
@@ -466,7 +466,7 @@ func (c *cutConn) Read(p []byte) (int, error) {
 // t2's, and has not reached t3's.
 func TestTripsLockInThreadOrder(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	a, claims := tripThreads(t, s, 4)
 	release0 := holdRow(t, s, "t0")
@@ -503,7 +503,7 @@ func TestTripsLockInThreadOrder(t *testing.T) {
 // are unknown, and no row of theirs moved.
 func TestTripsConnectionLostUnknown(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s, waiting, done := sharedBlocked(t, func(int) context.Context { return ctx })
 	_, err := admin(t).Exec(ctx, `SELECT pg_terminate_backend($1)`, waiting)
 	require.NoError(t, err)
@@ -522,7 +522,7 @@ func TestTripsConnectionLostUnknown(t *testing.T) {
 // alone, it could commit after its caller gave up on it).
 func TestTripsCancelledRolledBack(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	s, _, done := sharedBlocked(t, func(i int) context.Context {
@@ -594,7 +594,7 @@ func TestTripsInConcurrentExecutions(t *testing.T) {
 // lease's next write, and every write of the turn took two round trips.)
 func TestSpeculationResumesAfterConflict(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	a, c := claimedThread(t, s)
 	other := openStore(t, poolConfig(t, randomName("tc_")), s.Schema())

@@ -265,7 +265,7 @@ func TestPostWakesOnlyFreeThreads(t *testing.T) {
 // is one the server refuses, so a NOTIFY sent fails the post.
 func TestPostUnderOwnLeaseWakesOnlyWithoutWork(t *testing.T) {
 	t.Parallel() // a schema of its own
-	ctx := context.Background()
+	ctx := testCtx(t)
 	s := newStore(t)
 	a, c := claimedThread(t, s) // message 1 planned, not yet taken
 	s.shards = strings.Repeat("c", 64)
