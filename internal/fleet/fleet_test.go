@@ -156,16 +156,24 @@ func TestHandovers(t *testing.T) {
 	require.True(t, hs[3].Idle)
 }
 
+// twoProcs is a run of two processes with a TTL of 300ms: p1, the one a
+// test kills, whose clock is true, and p2, whose clock runs 100ms ahead.
+// at gives the time d after the run's start, in Unix nanoseconds.
+func twoProcs() (r *run, killed *proc, at func(d time.Duration) int64) {
+	start := time.Unix(1000, 0)
+	killed = &proc{name: "p1", offsets: []offsetAt{{start, 0}}}
+	taker := &proc{name: "p2", offsets: []offsetAt{{start, 100 * time.Millisecond}}}
+	r = &run{cfg: Config{TTL: 300 * time.Millisecond}, start: start, procs: []*proc{killed, taker}}
+	return r, killed, func(d time.Duration) int64 { return start.Add(d).UnixNano() }
+}
+
 // A lease that had expired before its holder was killed (its renewal
 // stalled) is handed over from the kill, not from the expiry: until the
 // kill its holder was alive, and another's Claim then is no handover of a
 // dead process's thread. Sweep 3: timed from the expiry, no test failed.
 func TestHandoverFromTheKill(t *testing.T) {
-	start := time.Unix(1000, 0)
-	at := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
-	killed := &proc{name: "p1", offsets: []offsetAt{{start, 0}}}
-	taker := &proc{name: "p2", offsets: []offsetAt{{start, 100 * time.Millisecond}}}
-	r := &run{cfg: Config{TTL: 300 * time.Millisecond}, start: start, procs: []*proc{killed, taker}}
+	r, killed, at := twoProcs()
+	start := r.start
 	lines := []core.TraceEvent{
 		{Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: at(0), Return: at(time.Millisecond)},
 		// Its expiry, 60ms on p1's clock, is -40ms on p2's; p1 is killed
@@ -188,11 +196,8 @@ func TestHandoverFromTheKill(t *testing.T) {
 // known return, and reported a handover of 7.7 s that was a Claim 17 ms
 // after the thread's next Post.
 func TestHandoverAfterWriteInDoubt(t *testing.T) {
-	start := time.Unix(1000, 0)
-	at := func(d time.Duration) int64 { return start.Add(d).UnixNano() }
-	killed := &proc{name: "p1", offsets: []offsetAt{{start, 0}}}
-	taker := &proc{name: "p2", offsets: []offsetAt{{start, 100 * time.Millisecond}}}
-	r := &run{cfg: Config{TTL: 300 * time.Millisecond}, start: start, procs: []*proc{killed, taker}}
+	r, killed, at := twoProcs()
+	start := r.start
 	lines := []core.TraceEvent{
 		{Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: at(0), Return: at(time.Millisecond)},
 		{Action: core.ActionClaim, Thread: "t1", Proc: "p3", Holder: "h1", Call: at(10 * time.Millisecond), Return: at(11 * time.Millisecond)},
