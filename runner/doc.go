@@ -20,6 +20,11 @@
 // run's handle returns core.ErrThreadBusy from Wait, the turn ends as a
 // failed turn (OutcomeFenced), and the thread is the new holder's.
 //
+// The agent's error, and its panic, which the runner recovers, end its run
+// like its return: the run's end is recorded (its message stays consumed),
+// the run's handle returns the error from Wait, and the turn goes on. A
+// Runner has one Run at a time.
+//
 // Stopping is graceful: when Run's context ends, the running agent's
 // context is cancelled, its run's end is recorded and the claim released
 // (OutcomeStopped), and Run returns nil: a stop is not an error. Storage calls are not cut off by that context, since a
