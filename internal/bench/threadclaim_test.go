@@ -109,14 +109,17 @@ func (t *tcSystem) start(ctx context.Context, url string, started func(string)) 
 	return nil
 }
 
-func (t *tcSystem) stop(ctx context.Context, url string) {
+// stop drops the schema through a runner's Store, with no connection of
+// its own: the workload's count of the connections the server took
+// (sessions) is read after stop. (Before 7 Dec 2026 it opened a Store to
+// drop it, and every runner workload counted one connection more.)
+func (t *tcSystem) stop(ctx context.Context, _ string) {
 	t.cancel()
 	t.wg.Wait()
-	for _, s := range t.stores {
-		s.Close()
+	if len(t.stores) > 0 {
+		_ = t.stores[0].DropSchema(ctx)
 	}
-	if s, err := postgres.Open(ctx, url, postgres.Options{Schema: t.schema}); err == nil {
-		_ = s.DropSchema(ctx)
+	for _, s := range t.stores {
 		s.Close()
 	}
 }
