@@ -47,8 +47,8 @@
 // A runner of 4 turns that write from the Store's cache needs a connection
 // for the round trip in flight and one for a claim or a look beside it: 4
 // such runners, each Store with pool_max_conns=2, drained a backlog
-// 1.04–1.11× as fast as with the default pool, opening 13 connections
-// where they opened 21 (internal/bench/BENCH.md, "Transactions that take a
+// 1.04–1.11× as fast as with the default pool, opening 12 connections
+// where they opened 20 (internal/bench/BENCH.md, "Transactions that take a
 // connection only when they need one"). More turns want more: runners of
 // 16 or 32 turns on pools of 2 mostly fell behind 16 posters (a median
 // wait of 0.07–0.58 s), and with 32 turns, and once with 16 on a pool of
