@@ -20,7 +20,7 @@ type Outcome int
 const (
 	OutcomeUnknown    Outcome = iota
 	NoError                   // "Model checking completed. No error has been found." (2193)
-	InvariantViolated         // an invariant, named by Result.Name (2107, 2110, 2146)
+	InvariantViolated         // an invariant, named by Result.Name (2107, 2110)
 	PropertyViolated          // a temporal or action property, named by Result.Name (2108, 2112, 2116)
 	Deadlock                  // a state without successors with deadlock checking on (2114)
 	AssumptionFalse           // an ASSUME that evaluated to FALSE (2104); Result.Text locates it
@@ -52,7 +52,6 @@ const (
 	codeTemporalProperty       = 2116
 	codeBehaviorUpToHere       = 2121
 	codeBackToState            = 2122
-	codeInvariantLevel         = 2146
 	codeParsingFailed2         = 2171
 	codeStarting               = 2185
 	codeFinished               = 2186
@@ -285,7 +284,9 @@ func (p *parser) message(m Message) error {
 		p.res.Finished = true
 	case codeSuccess:
 		p.setOutcome(NoError, "", "")
-	case codeInvariantInitial, codeInvariantBehavior, codeInvariantLevel:
+	case codeInvariantInitial, codeInvariantBehavior:
+		// (Not 2146: an invariant that is not a state predicate, an
+		// error of the cfg, whose text the default case keeps.)
 		p.setOutcome(InvariantViolated, violatedName(m.Body), "")
 	case codePropertyInitial, codeActionPropertyBehavior, codeTemporalProperty:
 		p.setOutcome(PropertyViolated, violatedName(m.Body), "")
