@@ -113,18 +113,6 @@ func TestBatchVerdictsIndependent(t *testing.T) {
 	}
 }
 
-func TestValidateBatchRefusesMixedThreads(t *testing.T) {
-	lines := []core.TraceEvent{{Thread: "t1"}, {Thread: "t2"}}
-	_, _, err := Env{}.ValidateBatch(context.Background(), Batch{Dir: "x", SpecDir: "y"}, [][]core.TraceEvent{lines})
-	if err == nil {
-		t.Fatal("a trace of two threads was accepted into a batch")
-	}
-	_, _, err = Env{}.ValidateBatch(context.Background(), Batch{Dir: "x", SpecDir: "y"}, [][]core.TraceEvent{{}})
-	if err == nil {
-		t.Fatal("an empty trace was accepted into a batch")
-	}
-}
-
 func TestSplitThreadsKeepsFileOrderAndLines(t *testing.T) {
 	lines := []core.TraceEvent{{Thread: "a", Tick: 1}, {Thread: "b", Tick: 1}, {Thread: "a", Tick: 3}, {Thread: "a", Tick: 2}}
 	ths := SplitThreads(lines)
