@@ -53,15 +53,11 @@ func TestTLCMutantsSurvivorFails(t *testing.T) {
 	if code != exitFailed {
 		t.Errorf("exit %d, want 1:\n%s", code, out)
 	}
-	for _, w := range []string{
+	wantAll(t, out,
 		"PASS  mutant caught: caught by spec/M.cfg: expected ok, got violation Inv",
 		"FAIL  mutant survivor: SURVIVED spec/M.cfg (survives)",
 		"tlc: spec mutants: 1 of 2 caught",
-	} {
-		if !strings.Contains(out, w) {
-			t.Errorf("want %q in\n%s", w, out)
-		}
-	}
+	)
 }
 
 // TestTLCBatchExpectations: in batch mode a bad-* trace TLC accepts
@@ -84,18 +80,14 @@ func TestTLCBatchExpectations(t *testing.T) {
 	if code != exitFailed {
 		t.Errorf("exit %d, want 1:\n%s", code, out)
 	}
-	for _, w := range []string{
+	wantAll(t, out,
 		"FAIL  fx/bad-accepted.ndjson: expected rejected, got accepted",
 		"PASS  fx/bad-rejected.ndjson: expected rejected, got rejected at line 2",
 		"PASS  fx/ok-accepted.ndjson: expected accepted, got accepted",
 		"PASS  fx/bad-two.ndjson: expected rejected, got rejected at line 3\n",
 		"FAIL  fx/ok-rejected.ndjson: expected accepted, got rejected at line 1",
 		"tlc: 2 of 5 checks unexpected",
-	} {
-		if !strings.Contains(out, w) {
-			t.Errorf("want %q in\n%s", w, out)
-		}
-	}
+	)
 }
 
 // TestTLCGraphErrorFails: a state graph that cannot be compared (here:
@@ -114,14 +106,10 @@ func TestTLCGraphErrorFails(t *testing.T) {
 		"ThreadClaimLapseSmall.cfg": "\\* expect: ok\n\\* fake: ok\n" + rest,
 	})
 	code, out := runTLCCmd(t, root, "spec")
-	for _, w := range []string{
+	wantAll(t, out,
 		"PASS  spec/ThreadClaimLapseSmall.cfg: expected ok, got ok",
 		"FAIL  graph spec/ThreadClaimLapseSmall.cfg: TLC's state graph against the Go model:",
-	} {
-		if !strings.Contains(out, w) {
-			t.Errorf("want %q in\n%s", w, out)
-		}
-	}
+	)
 	if code != exitFailed || strings.Contains(out, "TLC did not finish") {
 		t.Errorf("exit %d, want 1, and no run that did not finish:\n%s", code, out)
 	}
@@ -147,5 +135,15 @@ func TestVerdictOfSurvivor(t *testing.T) {
 	}
 	if got, _ := verdictOf(nil); got != report.Passed {
 		t.Errorf("no error: verdict %v, want %v", got, report.Passed)
+	}
+}
+
+// wantAll fails the test for each of wants that out lacks, showing out.
+func wantAll(t *testing.T, out string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			t.Errorf("want %q in\n%s", w, out)
+		}
 	}
 }
