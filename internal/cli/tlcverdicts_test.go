@@ -21,12 +21,8 @@ func TestTLCTraceLowestLineFirstThread(t *testing.T) {
 	root, _ := tlcRepo(t, nil)
 	dir := filepath.Join(root, "fixtures")
 	writeTraces(t, dir, map[string]string{
-		// t1's second line (file line 3) is rejected; t2's third (file
-		// line 5) too: the file's rejection is line 3.
-		"bad-first.ndjson": strings.Join([]string{
-			line(1, "t1", "a"), line(1, "t2", "a"), line(2, "t1", "px"), line(2, "t2", "a"), line(3, "t2", "px"),
-		}, "\n") + "\n",
-		"expected-lines": "bad-first.ndjson 3\n",
+		"bad-first.ndjson": lowestFirst(),
+		"expected-lines":   "bad-first.ndjson 3\n",
 	})
 	code, out := runTLCCmd(t, root, "trace", dir)
 	want := "PASS  fixtures/bad-first.ndjson: expected rejected, got rejected at line 3 of 5 (Post), as the Go checker does (2 threads, each checked on its own)"
@@ -70,11 +66,8 @@ func TestTLCBatchExpectations(t *testing.T) {
 		"bad-accepted.ndjson": line(1, "t1", "a") + "\n",
 		"bad-rejected.ndjson": line(1, "t1", "a") + "\n" + line(2, "t1", "px") + "\n",
 		"ok-accepted.ndjson":  line(1, "t1", "a") + "\n",
-		// t1 is rejected at file line 3, t2 at file line 5.
-		"bad-two.ndjson": strings.Join([]string{
-			line(1, "t1", "a"), line(1, "t2", "a"), line(2, "t1", "px"), line(2, "t2", "a"), line(3, "t2", "px"),
-		}, "\n") + "\n",
-		"ok-rejected.ndjson": line(1, "t1", "px") + "\n",
+		"bad-two.ndjson":      lowestFirst(),
+		"ok-rejected.ndjson":  line(1, "t1", "px") + "\n",
 	})
 	code, out := runTLCCmd(t, root, "batch", dir)
 	if code != exitFailed {
@@ -146,4 +139,13 @@ func wantAll(t *testing.T, out string, wants ...string) {
 			t.Errorf("want %q in\n%s", w, out)
 		}
 	}
+}
+
+// lowestFirst is a trace of two threads, their lines interleaved: t1's
+// second line (file line 3) is rejected, and t2's third (file line 5).
+// The file is rejected at line 3, in the thread that comes first.
+func lowestFirst() string {
+	return strings.Join([]string{
+		line(1, "t1", "a"), line(1, "t2", "a"), line(2, "t1", "px"), line(2, "t2", "a"), line(3, "t2", "px"),
+	}, "\n") + "\n"
 }

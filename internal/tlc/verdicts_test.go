@@ -20,6 +20,11 @@ import (
 // checker's and to the cfgs' declared outcomes: each fails with a mutant
 // that no test caught before.
 
+// fakeMsg is a shell function for fakeJava's scripts: msg CODE:SEVERITY
+// TEXT prints one of TLC's messages as TLC does.
+const fakeMsg = `msg() { echo "@!@!@STARTMSG $1 @!@!@"; echo "$2"; echo "@!@!@ENDMSG ${1%%:*} @!@!@"; }
+`
+
 // TestFixtureProblem: a fixture's verdict is held to its name and to
 // its expected-lines line: a bad-* fixture rejected at another line than
 // the Go checker's is a problem, not only one accepted.
@@ -209,8 +214,7 @@ func TestMutantRunVerdicts(t *testing.T) {
 	// module says CRASH (then it stops without an outcome); a batch
 	// matches as many lines of the one trace as the trace spec's MATCH
 	// says, and fails on a trace spec that says BROKEN.
-	env := fakeJava(t, `msg() { echo "@!@!@STARTMSG $1 @!@!@"; echo "$2"; echo "@!@!@ENDMSG ${1%%:*} @!@!@"; }
-if [ -z "$TRACE_BATCH" ]; then
+	env := fakeJava(t, fakeMsg+`if [ -z "$TRACE_BATCH" ]; then
 	grep -q CRASH M.tla && exit 1
 	msg 2193:0 "Model checking completed. No error has been found."
 	msg 2186:0 "Finished in 1ms"
@@ -322,8 +326,7 @@ func TestValidateBatchDistrustsResult(t *testing.T) {
 		{"a result too many", "[1,1]", ok},
 		{"no result", "", ok},
 	} {
-		script := `msg() { echo "@!@!@STARTMSG $1 @!@!@"; echo "$2"; echo "@!@!@ENDMSG ${1%%:*} @!@!@"; }
-[ -n "` + c.result + `" ] && echo '` + c.result + `' > "$TRACE_RESULT"
+		script := fakeMsg + `[ -n "` + c.result + `" ] && echo '` + c.result + `' > "$TRACE_RESULT"
 ` + c.outcome + `
 msg 2186:0 "Finished in 1ms"
 `

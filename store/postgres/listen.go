@@ -33,9 +33,6 @@ import (
 // It returns an error when the first connection or its LISTEN fails, or
 // the Store is closed.
 func (s *Store) Listen(ctx context.Context) (<-chan core.ThreadID, error) {
-	if s.closed.Load() {
-		return nil, errStoreClosed
-	}
 	all := []string{s.channel}
 	for k := range uint32(wakeShards) {
 		all = append(all, s.shardChannel(k))
@@ -67,6 +64,9 @@ func (s *Store) listenOn(ctx context.Context, channel string) (<-chan core.Threa
 // delivered. connected, when set, is told each connection's backend
 // process id, the first and each one after a reconnection.
 func (s *Store) listenAs(ctx context.Context, channels func() []string, moved *moves, app string, connected func(pid uint32), told func(payload string)) (<-chan core.ThreadID, error) {
+	if s.closed.Load() {
+		return nil, errStoreClosed
+	}
 	l := &listener{s: s, channels: channels, moved: moved, app: app}
 	if err := l.connect(ctx); err != nil {
 		return nil, err

@@ -63,9 +63,6 @@ import (
 // It returns Listen's error when the first connection or its LISTEN
 // fails, or the Store is closed.
 func (s *Store) Wakeups(ctx context.Context) (<-chan core.ThreadID, error) {
-	if s.closed.Load() {
-		return nil, errStoreClosed
-	}
 	ids, _, err := s.wakeups(ctx)
 	return ids, err
 }
