@@ -1007,7 +1007,7 @@ func (r *tlcRun) checkGenerated() error {
 	off := filepath.Join(r.work, "generated-unfenced")
 	rc := run("-seeds", "3", "-seed", "100", "-concurrent", "0", "-unfenced", "-trace-dir", off)
 	bad, _ := filepath.Glob(filepath.Join(off, "bad-*.ndjson"))
-	if rc != exitFailed || len(bad) == 0 {
+	if !unfencedCaught(rc, len(bad)) {
 		r.report(false, "generated traces", fmt.Sprintf("tracecheck run -unfenced did not catch the mutant (exit %d, %d bad traces)", rc, len(bad)), &log)
 		return nil
 	}
@@ -1029,6 +1029,15 @@ func (r *tlcRun) checkGenerated() error {
 	}
 	r.checkTraces(fmt.Sprintf("generated (tracecheck run -trace-dir; -unfenced -seeds 3; %d API machines)", apiMachines), all)
 	return nil
+}
+
+// unfencedCaught reports whether a 'tracecheck run -unfenced' that exited
+// rc and wrote bad bad-* traces caught the mutant: only a run that found
+// violations exits 1 (exitFailed), and it must have written the traces
+// it rejected for TLC to reject too. Any other exit (0, a usage error, a
+// run that could not finish) did not catch it.
+func unfencedCaught(rc, bad int) bool {
+	return rc == exitFailed && bad > 0
 }
 
 // The API machines whose traces go to TLC with the generated ones: each

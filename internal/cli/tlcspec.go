@@ -203,6 +203,15 @@ func (r *tlcRun) checkDifferential() error {
 	if err != nil {
 		return failure{exitCouldNotRun, fmt.Sprintf("tlc: differential: %v", err)}
 	}
+	r.reportDifferential(rs, fmt.Sprintf("from %d simulation traces and %d walks of the model, seed %d", sim, len(traces)-sim, r.opts.seed), time.Since(t0))
+	return nil
+}
+
+// reportDifferential reports each case on which the Go checker and TLC
+// disagree, in verdict or in line, as a failure of its own, then the
+// differential's summary, which passes only when they agree on every
+// case. from says where the cases came from; took is TLC's time.
+func (r *tlcRun) reportDifferential(rs []tlc.DiffResult, from string, took time.Duration) {
 	agree, rejected, lines := 0, 0, 0
 	for _, c := range rs {
 		lines += len(c.Case.Lines)
@@ -216,11 +225,12 @@ func (r *tlcRun) checkDifferential() error {
 		r.report(false, "differential: "+c.Case.From+": "+c.Case.Desc,
 			fmt.Sprintf("the Go checker: %s; TLC: %s\n      Go's reason: %s", lineWords(c.Go), lineWords(c.TLC), firstLineOf(c.GoErr)), nil)
 	}
+	r.mu.Lock()
 	r.lines += lines
+	r.mu.Unlock()
 	r.report(agree == len(rs), "differential",
-		fmt.Sprintf("%d mutated traces (from %d simulation traces and %d walks of the model, seed %d), %d rejected by the Go checker, %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
-			len(rs), sim, len(traces)-sim, r.opts.seed, rejected, lines, agree, len(rs), time.Since(t0).Seconds()), nil)
-	return nil
+		fmt.Sprintf("%d mutated traces (%s), %d rejected by the Go checker, %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
+			len(rs), from, rejected, lines, agree, len(rs), took.Seconds()), nil)
 }
 
 func lineWords(n int) string {

@@ -3,12 +3,16 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/report"
+	"github.com/threadclaim/threadclaim/internal/tlc"
 )
 
 // The tests of this file came from the fifth mutation pass (7 Dec 2026):
@@ -128,6 +132,65 @@ func TestVerdictOfSurvivor(t *testing.T) {
 	}
 	if got, _ := verdictOf(nil); got != report.Passed {
 		t.Errorf("no error: verdict %v, want %v", got, report.Passed)
+	}
+}
+
+// TestDifferentialSummaryNeedsEveryCase: the differential's summary
+// passes only when the Go checker and TLC agree on every case; one case
+// on which they disagree in the line alone fails by itself and fails the
+// summary, which counts the cases, rejections and lines.
+func TestDifferentialSummaryNeedsEveryCase(t *testing.T) {
+	two := make([]core.TraceEvent, 2)
+	for _, c := range []struct {
+		name       string
+		rs         []tlc.DiffResult
+		failed     int
+		want, fail string
+	}{
+		{"all agree", []tlc.DiffResult{
+			{Case: tlc.DiffCase{From: "ok-1", Desc: "d1", Lines: two}, Go: 2, TLC: 2, GoErr: "no"},
+			{Case: tlc.DiffCase{From: "ok-2", Desc: "d2", Lines: two}},
+		}, 0, "PASS  differential: 2 mutated traces (f), 1 rejected by the Go checker, 4 lines: the Go checker and TLC agree on 2 of 2", ""},
+		{"a line apart", []tlc.DiffResult{
+			{Case: tlc.DiffCase{From: "ok-1", Desc: "d1", Lines: two}, Go: 2, TLC: 2},
+			{Case: tlc.DiffCase{From: "ok-2", Desc: "d2", Lines: two}, Go: 1, TLC: 2, GoErr: "why\nmore"},
+		}, 2, "FAIL  differential: 2 mutated traces (f), 2 rejected by the Go checker, 4 lines: the Go checker and TLC agree on 1 of 2",
+			"FAIL  differential: ok-2: d2: the Go checker: rejected at line 1; TLC: rejected at line 2\n      Go's reason: why\n"},
+		{"a verdict apart", []tlc.DiffResult{
+			{Case: tlc.DiffCase{From: "ok-3", Desc: "d3", Lines: two}, Go: 0, TLC: 1},
+		}, 2, "FAIL  differential: 1 mutated traces (f), 0 rejected by the Go checker, 2 lines: the Go checker and TLC agree on 0 of 1",
+			"FAIL  differential: ok-3: d3: the Go checker: accepted; TLC: rejected at line 1"},
+	} {
+		var out bytes.Buffer
+		r := &tlcRun{out: &out}
+		r.reportDifferential(c.rs, "f", time.Second)
+		if r.failed != c.failed || r.checked != c.failed/2+1 {
+			t.Errorf("%s: %d failed of %d checked, want %d of %d:\n%s", c.name, r.failed, r.checked, c.failed, c.failed/2+1, out.String())
+		}
+		wantAll(t, out.String(), c.want, c.fail)
+	}
+}
+
+// TestUnfencedCaught: the generated traces' unfenced run caught the
+// mutant only when it exited 1 having written bad-* traces: not when it
+// passed, nor when it failed to run (usage, could not finish), nor when
+// it exited 1 with no trace for TLC to reject.
+func TestUnfencedCaught(t *testing.T) {
+	for _, c := range []struct {
+		rc, bad int
+		want    bool
+	}{
+		{exitFailed, 3, true},
+		{exitFailed, 1, true},
+		{exitFailed, 0, false},
+		{exitOK, 3, false},
+		{exitUsage, 3, false},
+		{exitCouldNotRun, 3, false},
+		{-1, 3, false},
+	} {
+		if got := unfencedCaught(c.rc, c.bad); got != c.want {
+			t.Errorf("unfencedCaught(exit %d, %d bad) = %v, want %v", c.rc, c.bad, got, c.want)
+		}
 	}
 }
 
