@@ -348,6 +348,109 @@ func TestOperationsFromTrace(t *testing.T) {
 	}
 }
 
+// TestOperationsFromTraceKeepsTimes guards the history's real-time
+// order: each operation is called and returns when its line says. A's
+// second start, called after B's Claim returned, cannot go before it,
+// and B holds the lease then: not linearizable. Called before B's Claim,
+// it is. (The sixth mutation pass: operations all called at time 0 made
+// every pair concurrent, and no test failed.)
+func TestOperationsFromTraceKeepsTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		startAt int64 // A's second start: called at startAt, returns at startAt+1
+		claimB  int64 // B's Claim: the same
+		want    porcupine.CheckResult
+	}{
+		{"A's start after B's claim", 7, 5, porcupine.Illegal},
+		{"A's start before B's claim", 5, 7, porcupine.Ok},
+	} {
+		lines := []core.TraceEvent{
+			{Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "hA", Call: 1, Return: 2},
+			{Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: "hA", Msg: 1, Run: 1, Call: 3, Return: 4},
+			{Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: "hB", Call: tc.claimB, Return: tc.claimB + 1},
+			{Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: "hA", Msg: 2, Run: 2, Call: tc.startAt, Return: tc.startAt + 1},
+		}
+		ops := tracecheck.OperationsFromTrace(lines)
+		if len(ops) != 4 {
+			t.Fatalf("%s: want 4 operations, got %d", tc.name, len(ops))
+		}
+		if res, err := tracecheck.CheckLinearizable(ops, 10*time.Second, ""); res != tc.want {
+			t.Errorf("%s: want %v, got %v (%v)", tc.name, tc.want, res, err)
+		}
+	}
+}
+
+// TestOperationsFromTraceRefusals guards what each refusal line is in
+// the history: StartFenced and ReplyFenced are fenced writes refused as
+// busy, which the holder of the lease cannot be told, and SteerRefused is
+// a record refused because its run was abandoned, which consumes
+// nothing: the next holder's start of the same message is its first
+// consumption. (The sixth mutation pass: a ReplyFenced line left out of
+// the history, or a SteerRefused line taken for a record that succeeded,
+// failed no test.)
+func TestOperationsFromTraceRefusals(t *testing.T) {
+	claimA := core.TraceEvent{Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "hA", Call: 1, Return: 2}
+	startA := core.TraceEvent{Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: "hA", Msg: 1, Run: 1, Call: 3, Return: 4}
+	for _, tc := range []struct {
+		name  string
+		lines []core.TraceEvent
+		want  porcupine.CheckResult
+	}{
+		{"StartFenced under its own lease", []core.TraceEvent{claimA,
+			{Action: core.ActionStartFenced, Thread: "t1", Proc: "p1", Holder: "hA", Msg: 1, Lease: "hA", Call: 3, Return: 4}}, porcupine.Illegal},
+		{"ReplyFenced under its own lease", []core.TraceEvent{claimA, startA,
+			{Action: core.ActionReplyFenced, Thread: "t1", Proc: "p1", Holder: "hA", Req: 1, Msg: 2, Lease: "hA", Call: 5, Return: 6}}, porcupine.Illegal},
+		{"ReplyFenced under another's lease", []core.TraceEvent{claimA, startA,
+			{Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: "hB", Call: 5, Return: 6},
+			{Action: core.ActionReplyFenced, Thread: "t1", Proc: "p1", Holder: "hA", Req: 1, Msg: 2, Lease: "hB", Call: 7, Return: 8}}, porcupine.Ok},
+		{"SteerRefused, then the message started by the next holder", []core.TraceEvent{claimA, startA,
+			{Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: "hB", Call: 5, Return: 6},
+			{Action: core.ActionSteerRefused, Thread: "t1", Proc: "p1", Holder: "hA", Run: 1, Msg: 2, Call: 7, Return: 8},
+			{Action: core.ActionRunStart, Thread: "t1", Proc: "p2", Holder: "hB", Msg: 2, Run: 2, Call: 9, Return: 10}}, porcupine.Ok},
+	} {
+		ops := tracecheck.OperationsFromTrace(tc.lines)
+		if len(ops) != len(tc.lines) {
+			t.Errorf("%s: want %d operations, got %d", tc.name, len(tc.lines), len(ops))
+			continue
+		}
+		if res, err := tracecheck.CheckLinearizable(ops, 10*time.Second, ""); res != tc.want {
+			t.Errorf("%s: want %v, got %v (%v)", tc.name, tc.want, res, err)
+		}
+	}
+}
+
+// unknownCommits is storage whose every write commits and returns
+// core.ErrCommitUnknown, as when the reply to COMMIT is lost.
+type unknownCommits struct{ core.Storage }
+
+func (s unknownCommits) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	if err := s.Storage.Update(ctx, fn); err != nil {
+		return err
+	}
+	return fmt.Errorf("the reply to COMMIT was lost: %w", core.ErrCommitUnknown)
+}
+
+// TestLinClientLeavesOutUnknownOutcomes guards the operations whose
+// outcome the model does not know: a Claim whose commit is unknown
+// (it committed) is not recorded, since no status says it. (The sixth
+// mutation pass: such a Claim recorded as ok failed no test.)
+func TestLinClientLeavesOutUnknownOutcomes(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	if err := core.NewWorkspace(store, core.SystemClock{}).CreateThread(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	h := tracecheck.NewHistory(func() int64 { n++; return n })
+	c := &tracecheck.LinClient{ID: 0, H: h, W: core.NewWorkspace(unknownCommits{store}, core.SystemClock{})}
+	if _, err := c.Claim(ctx, "t1", "hA", 10*time.Second); !errors.Is(err, core.ErrCommitUnknown) {
+		t.Fatalf("Claim: want ErrCommitUnknown, got %v", err)
+	}
+	if got := h.Len(); got != 0 {
+		t.Fatalf("a Claim whose commit is unknown was recorded: %d operations %v", got, countLin(h.Operations()))
+	}
+}
+
 // TestLeaseModel guards the model's specification of each operation.
 func TestLeaseModel(t *testing.T) {
 	const s = int64(time.Second)
@@ -400,6 +503,10 @@ func TestLeaseModel(t *testing.T) {
 		{"reply", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1), reply("a", 1, 2, tracecheck.LinOK), taken(2)}, true},
 		{"reply answered", []op{claim("a", 0, tracecheck.LinOK), reply("a", 1, 2, tracecheck.LinOK), reply("a", 1, 3, tracecheck.LinAnswered)}, true},
 		{"reply twice", []op{claim("a", 0, tracecheck.LinOK), reply("a", 1, 2, tracecheck.LinOK), reply("a", 1, 3, tracecheck.LinOK)}, false},
+		// I1 for answers: a message a start consumed cannot answer
+		// (the sixth mutation pass: a Reply that did not check its
+		// message failed no test)
+		{"reply with a consumed message", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1), reply("a", 1, 1, tracecheck.LinOK)}, false},
 		{"reply under another's lease", []op{claim("a", 0, tracecheck.LinOK), claim("b", 20*s, tracecheck.LinOK), reply("a", 1, 2, tracecheck.LinOK)}, false},
 		{"steering recorded", []op{claim("a", 0, tracecheck.LinOK), start("a", 1, tracecheck.LinOK, 1), steer("a", 1, 2, tracecheck.LinOK), taken(2)}, true},
 		// not fenced: a stalled run's record commits under another's lease
