@@ -512,3 +512,170 @@ func TestMergeHistoriesStoredRead(t *testing.T) {
 		})
 	}
 }
+
+// A history file reads back as it was written: each line's trace line
+// with its call and return times. (The sixth mutation pass: a return
+// read back as the call failed no test.)
+func TestHistoryReadBack(t *testing.T) {
+	evs := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Lease: "h1", Call: 10, Return: 20},
+		{Tick: 1, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: "h1", Kind: core.PlanKindRun, Msg: 1, Call: 30, Return: 45},
+	}
+	var b bytes.Buffer
+	w := tracecheck.NewHistoryWriter(&b)
+	for _, ev := range evs {
+		w.Trace(ev)
+	}
+	require.NoError(t, w.Err())
+	got, err := tracecheck.ReadHistory(&b, "p1.history")
+	require.NoError(t, err)
+	require.Equal(t, evs, got)
+}
+
+// The histories of the stale-read corners: storage kept the first Post
+// and p1's Claim, and p1's Plan read tick 3 at [planCall, planReturn].
+// With lost, the poster's Post of message 2 at tick 3 (called at 30,
+// returned at 40) was acknowledged and lost. With kept, storage kept a
+// Post of message 2 at tick 3, called at keptCall.
+func staleCornerHistories(planCall, planReturn int64, lost, kept bool, keptCall int64) (stored []core.TraceEvent, histories [][]core.TraceEvent) {
+	h1 := core.Holder("h1")
+	stored = []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+	}
+	poster := []core.TraceEvent{{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2}}
+	if lost {
+		poster = append(poster, core.TraceEvent{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: 30, Return: 40})
+	}
+	if kept {
+		stored = append(stored, core.TraceEvent{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2})
+		poster = append(poster, core.TraceEvent{Tick: 3, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2, Call: keptCall, Return: keptCall + 10})
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 1, Call: planCall, Return: planReturn},
+	}
+	return stored, [][]core.TraceEvent{poster, p1}
+}
+
+// The corners of a stale read (staleRead, lostByThread), each of which a
+// mutant of the sixth mutation pass moved with no test failing. A read
+// called before the lost write was, that returned after that write was
+// called, may have seen it: stale. A read that returned before the lost
+// write did saw it, though a write storage kept at that tick was called
+// meanwhile (storage lost the write only after acknowledging it, so the
+// kept one committed later): stale. A read at the tick of a write
+// storage kept, no lost write recorded, called before that write was and
+// returned after it was called, may have seen the kept write: not stale
+// (one that returned before that write was called saw another write
+// there, unrecorded and lost: TestMergeHistoriesReadOfAnUnrecordedLostWrite).
+// A stale read is left out, and its claim's round ends with a Crash; one
+// that is not is kept.
+func TestMergeHistoriesStaleReadCorners(t *testing.T) {
+	for _, c := range []struct {
+		name                 string
+		planCall, planReturn int64
+		lost, kept           bool
+		keptCall             int64
+		want                 []string
+	}{
+		{"called before the lost write, returned after its call", 25, 35, true, false, 0, []string{"Post", "Claim", "Crash"}},
+		{"returned before the lost write, a kept write called meanwhile", 37, 39, true, true, 35, []string{"Post", "Claim", "Crash", "Post"}},
+		{"overlapping the kept write at its tick", 1000, 1020, false, true, 1010, []string{"Post", "Claim", "Post", "Plan"}},
+	} {
+		stored, histories := staleCornerHistories(c.planCall, c.planReturn, c.lost, c.kept, c.keptCall)
+		lines, lost := tracecheck.MergeHistories(stored, histories)
+		require.Len(t, lost, map[bool]int{true: 1, false: 0}[c.lost], c.name)
+		actions, ordered := inOrder(lines)
+		require.Equal(t, c.want, actions, c.name)
+		_, err := tracecheck.Check(ordered)
+		require.NoError(t, err, "%s: the trace of what storage kept", c.name)
+	}
+}
+
+// A claim that lost a write and whose last line storage kept ended its
+// round (here a Release that took the lost Renew's tick) gets no Crash
+// from the merge: a Crash after the Release would be a line of an idle
+// process. (The sixth mutation pass: the Crash added after any last
+// line failed no test.)
+func TestMergeHistoriesNoCrashAfterAnEndedRound(t *testing.T) {
+	h1 := core.Holder("h1")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionRelease, Thread: "t1", Proc: "p1", Holder: h1},
+	}
+	poster := []core.TraceEvent{{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2}}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 3, Action: core.ActionRenew, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 30, Return: 40}, // lost
+		{Tick: 3, Action: core.ActionRelease, Thread: "t1", Proc: "p1", Holder: h1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1})
+	require.Len(t, lost, 1)
+	require.Equal(t, core.ActionRenew, lost[0].Action)
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Release"}, actions, "no Crash after the Release that ended the round")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the trace of what storage kept")
+}
+
+// A refusal that names no lease (nobody held it: another claim took the
+// lapsed lease and released it) saw no lease storage lost: it is kept
+// and checked as it is. (The sixth mutation pass: a refusal naming no
+// lease taken for one that saw a lost Claim, left out and replaced by a
+// Crash, failed no test.)
+func TestMergeHistoriesRefusalOfNoLease(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2},
+		{Tick: 4, Action: core.ActionRelease, Thread: "t1", Proc: "p2", Holder: h2},
+	}
+	poster := []core.TraceEvent{{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1, Call: 1, Return: 2}}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 1, Call: 10, Return: 20},
+		{Tick: 4, Read: true, Action: core.ActionStartFenced, Thread: "t1", Proc: "p1", Holder: h1, Msg: 1, Call: 50, Return: 60},
+	}
+	p2 := []core.TraceEvent{
+		{Tick: 3, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Call: 30, Return: 35},
+		{Tick: 4, Action: core.ActionRelease, Thread: "t1", Proc: "p2", Holder: h2, Call: 40, Return: 45},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{poster, p1, p2})
+	require.Empty(t, lost)
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Plan", "Claim", "Release", "StartFenced"}, actions, "the refusal of no lease kept")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err)
+}
+
+// A Crash placed after its claim's write that committed late (the
+// process could not learn the commit: it gave the round up first) takes
+// that write's taken cursor with its tick: here the late write is a
+// RunStart, which moved the cursor. (The sixth mutation pass: a Crash
+// moved with its old cursor failed no test; TestMergeHistoriesCrashAfterLateWrite's
+// late Renew moves no cursor.)
+func TestMergeHistoriesCrashAfterLateStart(t *testing.T) {
+	h1, h2 := core.Holder("h1"), core.Holder("h2")
+	stored := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1},
+		// The RunStart's COMMIT reached the server after p1's Crash read tick 2.
+		{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: h1, Msg: 1, Run: 1, Taken: 1, Lease: h1},
+		{Tick: 4, Action: core.ActionClaim, Thread: "t1", Proc: "p2", Holder: h2, Lease: h2, Taken: 1},
+	}
+	p1 := []core.TraceEvent{
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: h1, Lease: h1, Call: 10, Return: 20},
+		{Tick: 2, Read: true, Action: core.ActionPlan, Thread: "t1", Proc: "p1", Holder: h1, Kind: core.PlanKindRun, Msg: 1, Call: 10, Return: 20},
+		{Tick: 2, Read: true, Action: core.ActionCrash, Thread: "t1", Proc: "p1", Holder: h1, Call: 50, Return: 60},
+	}
+	lines, lost := tracecheck.MergeHistories(stored, [][]core.TraceEvent{p1})
+	require.Empty(t, lost)
+	actions, ordered := inOrder(lines)
+	require.Equal(t, []string{"Post", "Claim", "Plan", "RunStart", "Crash", "Claim"}, actions)
+	require.Equal(t, core.Seq(1), ordered[4].Taken, "the Crash at the RunStart's tick, with its cursor")
+	_, err := tracecheck.Check(ordered)
+	require.NoError(t, err, "the Crash after the late RunStart")
+}
