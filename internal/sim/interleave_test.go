@@ -3,11 +3,16 @@ package sim
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/memory"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -164,4 +169,53 @@ func TestSimFusedTurns(t *testing.T) {
 	require.Positive(t, fusedUnseen, "no fused transaction committed with its commit unknown")
 	caught, _ := runSeeds(t, 60, Config{Messages: 10, Interleave: true, FusedTurns: true, Unfenced: core.Fences{Start: true}})
 	require.Positive(t, caught[core.InvConsumedAtMostOnce]+caught[core.InvOneActiveRun], "the start's fence off went unseen: %v", caught)
+}
+
+// Each fault is what its name says, as the process and storage see it:
+// commit-unknown commits and tells the process core.ErrCommitUnknown;
+// rollback-unknown rolls back and tells it core.ErrCommitUnknown too;
+// write-failed rolls back and tells it of a plain failure. Here every
+// Release is faulted (rate 1), each on a thread of its own, until each
+// fault came up, and whether its lease is gone says whether it
+// committed. (The sixth mutation pass: a rollback-unknown reported as a
+// plain failure, so that no rolled-back write was ever in doubt, failed
+// no test.)
+func TestFaultsAreWhatTheySay(t *testing.T) {
+	ctx := context.Background()
+	store := memory.New()
+	f := &faults{rate: 1, rng: rand.New(rand.NewPCG(1, 2))}
+	ws := core.NewWorkspace(&procStorage{Storage: store, faults: f}, coretest.NewClock(time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)), core.WithTracer(&tracecheck.Recorder{}))
+	seen := map[FaultKind]int{}
+	for i := 0; len(seen) < int(numFaults); i++ {
+		require.Less(t, i, 100, "in 100 faulted Releases, not every fault came up: %v", seen)
+		id := core.ThreadID(fmt.Sprint("t", i))
+		require.NoError(t, ws.CreateThread(ctx, id))
+		c, err := ws.Claim(ctx, id, core.Holder(fmt.Sprint("h", i)), time.Minute)
+		require.NoError(t, err)
+		before := f.injected
+		err = ws.Release(ctx, c)
+		kind := FaultKind(-1)
+		for k := range numFaults {
+			if f.injected[k] > before[k] {
+				kind = k
+			}
+		}
+		require.NotEqual(t, FaultKind(-1), kind, "Release %d: no fault drawn at rate 1", i)
+		seen[kind]++
+		l, lerr := ws.Lease(ctx, id)
+		require.NoError(t, lerr)
+		committed := l.Holder == ""
+		switch kind {
+		case FaultCommitUnknown:
+			require.ErrorIs(t, err, core.ErrCommitUnknown, "%s", kind)
+			require.True(t, committed, "%s: the Release did not commit", kind)
+		case FaultRollbackUnknown:
+			require.ErrorIs(t, err, core.ErrCommitUnknown, "%s", kind)
+			require.False(t, committed, "%s: the Release committed", kind)
+		case FaultWriteFailed:
+			require.Error(t, err, "%s", kind)
+			require.NotErrorIs(t, err, core.ErrCommitUnknown, "%s", kind)
+			require.False(t, committed, "%s: the Release committed", kind)
+		}
+	}
 }

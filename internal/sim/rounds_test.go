@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/runner"
 )
 
 // At the end of an execution the spec's state of every process agrees
@@ -90,4 +91,22 @@ func TestRunFailsWhenRefusalLeavesNoLine(t *testing.T) {
 	}
 	require.Positive(t, caught, "no seed of 200 caught")
 	t.Logf("%d of 200 seeds caught", caught)
+}
+
+// A process whose turn has not claimed its thread yet has no round open
+// there: the spec must have it idle on that thread too. Here the trace
+// leaves p1 claimed on t1 (a round whose end left no line) while Go's p1
+// has a new turn on t1, not yet claimed: the check names it. (The sixth
+// mutation pass: the turn's thread passed over whether or not the turn
+// had claimed it, and no test failed.)
+func TestCheckRoundsTurnNotYetClaimed(t *testing.T) {
+	// A turn that has not claimed needs no Runner to say so.
+	s := &Seeded{procs: []*simProc{{name: "p1", turn: (*runner.Runner)(nil).NewTurn("t1"), thread: "t1", co: &coroutine{}}}}
+	lines := []core.TraceEvent{{Tick: 1, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Lease: "h1"}}
+	err := s.checkRounds(lines)
+	var inv *InvariantError
+	require.True(t, errors.As(err, &inv), "a round open in the spec on the thread of a turn not yet claimed: %v", err)
+	require.Equal(t, InvRoundsAgree, inv.Invariant)
+	require.Equal(t, core.ThreadID("t1"), inv.Thread)
+	require.Contains(t, inv.Detail, "its turn on t1, not yet claimed")
 }
