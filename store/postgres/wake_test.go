@@ -509,6 +509,27 @@ func TestShareAcrossAChange(t *testing.T) {
 	}
 }
 
+// A listener whose last read of the listeners left itself out (the read
+// came before its own connection showed, or its connection was made
+// again under another backend id) takes every thread, so that the
+// threads the others' views give it still wake it: here 10 and 20 have
+// read 30 and settled, and 30 has read only 10 and 20. (The sixth
+// mutation pass: a listener left out of its own view owned nothing, and
+// a third of the threads woke no listener; no test failed.)
+func TestShareLeftOutOfItsOwnView(t *testing.T) {
+	l10, l20, l30 := &share{pid: 10}, &share{pid: 20}, &share{pid: 30}
+	for range 3 {
+		l10.saw([]uint32{10, 20, 30}, true)
+		l20.saw([]uint32{10, 20, 30}, true)
+	}
+	l30.saw([]uint32{10, 20}, true)
+	for i := range 200 {
+		id := core.ThreadID(fmt.Sprintf("t%d", i))
+		require.True(t, l30.mine(id), "thread %s: the listener left out of its own view does not take it", id)
+		require.True(t, l10.mine(id) || l20.mine(id) || l30.mine(id), "thread %s wakes no listener", id)
+	}
+}
+
 // A post to a thread with no work whose lease is live wakes nobody, from
 // either path of Post (the poster's own lease's reading path, and
 // postSQL): the holder plans the message itself. TestPostWakesOnlyFreeThreads's
