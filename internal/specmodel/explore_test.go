@@ -36,6 +36,11 @@ var tlcFigures = map[string]struct {
 	"ThreadClaimLapseSteerUnguarded.cfg":     {3319, 0, 13, core.InvConsumedAtMostOnce},
 	"ThreadClaimLapseGivenTwice.cfg":         {2020, 0, 12, InvGivenAtMostOnce},
 	"ThreadClaimLapseSteerStartUnfenced.cfg": {3130, 0, 13, core.InvSteeringException},
+	// the whole graphs of two unfenced models, and the liveness property
+	// with one message and no fairness (the model checks no liveness)
+	"ThreadClaimLapseAbandonUnfencedGraph.cfg": {7763, 31324, 20, ""},
+	"ThreadClaimLapseStartUnfencedGraph.cfg":   {1598, 6254, 17, ""},
+	"ThreadClaimLapseNoFairnessOneMsg.cfg":     {189, 733, 11, ""},
 }
 
 func specCfgs(t testing.TB) []string {
