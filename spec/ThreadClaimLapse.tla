@@ -449,4 +449,14 @@ EveryPostConsumed ==
 \* behaviour before the last claim is spent.
 EveryPostConsumedButClaim == FairnessButClaim => EveryPostConsumed
 
+\* Every lease ends (is freed or expires) once lapses stop.  False, and
+\* meant to be: a live holder may keep its lease for ever, since only a
+\* dead claim's lease must expire (OrphanLapse's fairness).  Progress comes
+\* from the holder's own steps, and safety from the fence, never from a
+\* live lease's expiry.  ThreadClaimLapseLeaseKept.cfg must find it
+\* violated under LiveSpec: fairness that made every lease expire would
+\* make it hold.
+EveryLeaseEnds ==
+    LapsesStop => (lease.holder # 0 ~> (lease.holder = 0 \/ lease.expired))
+
 =============================================================================
