@@ -271,34 +271,43 @@ func TestReleaseReadUnknownIsNoWriteInDoubt(t *testing.T) {
 	require.Equal(t, 1, crashes, "the round's end is A's Crash")
 }
 
-// holdingStore is a logStore whose next Update, once hold is set,
-// commits, says so by closing held, and returns only once hold is closed,
-// reporting its outcome unknown: a write whose reply is held up on the
-// wire while the round goes on.
-type holdingStore struct {
+// pauseStore is a logStore whose next Update, once pauseNext is called,
+// says so by closing paused and waits until resume is closed: before it
+// runs (a write held up on its way to storage), or, with after, once it
+// has committed, and then reports its outcome unknown (a write whose
+// reply is held up on the wire). The round goes on meanwhile.
+type pauseStore struct {
 	*logStore
-	mu         sync.Mutex
-	hold, held chan struct{}
+	after          bool
+	mu             sync.Mutex
+	paused, resume chan struct{}
 }
 
-func (s *holdingStore) holdNext() (held, release chan struct{}) {
+func (s *pauseStore) pauseNext() (paused, resume chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.hold, s.held = make(chan struct{}), make(chan struct{})
-	return s.held, s.hold
+	s.paused, s.resume = make(chan struct{}), make(chan struct{})
+	return s.paused, s.resume
 }
 
-func (s *holdingStore) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+func (s *pauseStore) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
 	s.mu.Lock()
-	hold, held := s.hold, s.held
-	s.hold, s.held = nil, nil
+	paused, resume := s.paused, s.resume
+	s.paused, s.resume = nil, nil
 	s.mu.Unlock()
-	err := s.logStore.Update(ctx, fn)
-	if hold == nil || err != nil {
+	if resume == nil {
+		return s.logStore.Update(ctx, fn)
+	}
+	if !s.after {
+		close(paused)
+		<-resume
+		return s.logStore.Update(ctx, fn)
+	}
+	if err := s.logStore.Update(ctx, fn); err != nil {
 		return err
 	}
-	close(held)
-	<-hold
+	close(paused)
+	<-resume
 	return fmt.Errorf("the reply to COMMIT was lost: %w", core.ErrCommitUnknown)
 }
 
@@ -313,14 +322,14 @@ func (s *holdingStore) Update(ctx context.Context, fn func(context.Context, core
 func TestCrashAfterTwoWritesInDoubtResolvesTheFirst(t *testing.T) {
 	ctx := context.Background()
 	s := newLogStore(memory.New())
-	hs := &holdingStore{logStore: s}
+	hs := &pauseStore{logStore: s, after: true}
 	rec := &tracecheck.Recorder{}
 	doubts := &doubtLog{}
 	a := core.NewWorkspace(hs, coretest.NewClock(epoch), core.WithProcess("A"), core.WithTracer(rec), core.WithDoubts(doubts.add))
 	require.NoError(t, a.CreateThread(ctx, "t"))
 	c, err := a.Claim(ctx, "t", "a1", ttl)
 	require.NoError(t, err)
-	held, release := hs.holdNext()
+	held, release := hs.pauseNext()
 	renewed := make(chan error, 1)
 	go func() { renewed <- a.Renew(ctx, c, ttl) }()
 	select {
@@ -458,34 +467,6 @@ func TestCrashAfterClaimRolledBackUnknownAndClaimedAtItsTick(t *testing.T) {
 	w.s.valid(t, w.rec)
 }
 
-// gateStore is a logStore whose next Update, once gated, waits until
-// the gate opens before it runs (and says it waits by closing waiting):
-// a write held up on its way to storage while the round goes on.
-type gateStore struct {
-	*logStore
-	mu            sync.Mutex
-	gate, waiting chan struct{}
-}
-
-func (s *gateStore) gateNext() (waiting, open chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.gate, s.waiting = make(chan struct{}), make(chan struct{})
-	return s.waiting, s.gate
-}
-
-func (s *gateStore) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
-	s.mu.Lock()
-	gate, waiting := s.gate, s.waiting
-	s.gate, s.waiting = nil, nil
-	s.mu.Unlock()
-	if gate != nil {
-		close(waiting)
-		<-gate
-	}
-	return s.logStore.Update(ctx, fn)
-}
-
 // A Release that rolled back, reported unknown, whose tick the claim's
 // own Renew, held up on its way and committed after, then took: storage's
 // log has a line of the claim at the tick, but a Renew's, so the Release
@@ -496,7 +477,7 @@ func (s *gateStore) Update(ctx context.Context, fn func(context.Context, core.Tr
 func TestCrashAfterReleaseRolledBackUnknownAndRenewedAtItsTick(t *testing.T) {
 	ctx := context.Background()
 	s := newLogStore(memory.New())
-	gs := &gateStore{logStore: s}
+	gs := &pauseStore{logStore: s}
 	rec := &tracecheck.Recorder{}
 	doubts := &doubtLog{}
 	clock := coretest.NewClock(epoch)
@@ -504,7 +485,7 @@ func TestCrashAfterReleaseRolledBackUnknownAndRenewedAtItsTick(t *testing.T) {
 	require.NoError(t, a.CreateThread(ctx, "t"))
 	c, err := a.Claim(ctx, "t", "a1", ttl)
 	require.NoError(t, err)
-	waiting, open := gs.gateNext()
+	waiting, open := gs.pauseNext()
 	renewed := make(chan error, 1)
 	go func() { renewed <- a.Renew(ctx, c, ttl) }()
 	select {
