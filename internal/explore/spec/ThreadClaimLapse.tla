@@ -406,10 +406,10 @@ OrphanLapse == Lapse /\ \A p \in Procs : hold[p] # lease.holder
 \* Fairness: each process keeps taking the steps of its round (weak
 \* fairness per action), and the lease of a dead claim eventually expires.
 \* Post, Renew, Release, Ask, Crash and LiveLapse are the environment's
-\* choice and get no fairness: they may happen, or not.
-Fairness ==
+\* choice and get no fairness: they may happen, or not.  FairnessButClaim
+\* is all of it but Claim's, for EveryPostConsumedButClaim below.
+FairnessButClaim ==
     /\ \A p \in Procs :
-          /\ WF_vars(Claim(p))
           /\ WF_vars(\E r \in 1..MaxRuns : Abandon(p, r))
           /\ WF_vars(AbandonFenced(p))
           /\ WF_vars(Plan(p))
@@ -422,6 +422,10 @@ Fairness ==
           /\ WF_vars(SteerRecord(p))
           /\ WF_vars(SteerRefused(p))
     /\ WF_vars(OrphanLapse)
+
+Fairness ==
+    /\ \A p \in Procs : WF_vars(Claim(p))
+    /\ FairnessButClaim
 
 LiveSpec == Spec /\ Fairness
 
@@ -437,5 +441,22 @@ ClaimsSpent == nextHolder > MaxClaims /\ \A p \in Procs : pc[p] = "idle"
 EveryPostConsumed ==
     LapsesStop =>
         \A m \in Msgs : (msgs >= m) ~> (consumed[m] >= 1 \/ ClaimsSpent)
+
+\* The same with every step fair but Claim's: a message posted while no
+\* process holds a claim may wait for ever, since no one need claim.  It is
+\* violated while a claim is left, so a cfg with one claim
+\* (ThreadClaimLapseNoClaimFairness.cfg) shows that ClaimsSpent excuses no
+\* behaviour before the last claim is spent.
+EveryPostConsumedButClaim == FairnessButClaim => EveryPostConsumed
+
+\* Every lease ends (is freed or expires) once lapses stop.  False, and
+\* meant to be: a live holder may keep its lease for ever, since only a
+\* dead claim's lease must expire (OrphanLapse's fairness).  Progress comes
+\* from the holder's own steps, and safety from the fence, never from a
+\* live lease's expiry.  ThreadClaimLapseLeaseKept.cfg must find it
+\* violated under LiveSpec: fairness that made every lease expire would
+\* make it hold.
+EveryLeaseEnds ==
+    LapsesStop => (lease.holder # 0 ~> (lease.holder = 0 \/ lease.expired))
 
 =============================================================================
