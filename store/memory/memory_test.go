@@ -2,6 +2,7 @@ package memory_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -69,5 +70,213 @@ func TestCopiedReads(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestHandedOutSlicesAreCopies: the thread ids and events a transaction
+// hands out are the caller's; writing into them changes no storage (the
+// seventh mutation pass: ThreadIDs, Events and EventsAfter returning the
+// Store's own slices failed no test).
+func TestHandedOutSlicesAreCopies(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	s := memory.New()
+	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		if err := tx.CreateThread(ctx, "t1"); err != nil {
+			return err
+		}
+		return tx.Append(ctx, "t1", core.Event{Kind: core.MessagePosted, Version: 1, Message: 1, Text: "m1", At: at})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		ids, err := tx.ThreadIDs(ctx)
+		if err != nil {
+			return err
+		}
+		ids[0] = "mutated"
+		evs, err := tx.Events(ctx, "t1")
+		if err != nil {
+			return err
+		}
+		evs[0].Text = "mutated"
+		after, err := tx.(interface {
+			EventsAfter(context.Context, core.ThreadID, core.Position) ([]core.Event, error)
+		}).EventsAfter(ctx, "t1", 0)
+		if err != nil {
+			return err
+		}
+		after[0].Message = 99
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		ids, err := tx.ThreadIDs(ctx)
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 || ids[0] != "t1" {
+			t.Errorf("ThreadIDs = %v after its result was written, want [t1]", ids)
+		}
+		evs, err := tx.Events(ctx, "t1")
+		if err != nil {
+			return err
+		}
+		if len(evs) != 1 || evs[0].Text != "m1" || evs[0].Message != 1 {
+			t.Errorf("Events = %+v after its and EventsAfter's results were written, want message 1, m1", evs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchEventsOnAppend: a commit that appended an event wakes a
+// watcher, and one that appended none does not (the seventh mutation
+// pass: telling the watchers only of commits that appended nothing
+// failed no test).
+func TestWatchEventsOnAppend(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := memory.New()
+	ch, err := s.WatchEvents(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		return tx.CreateThread(ctx, "t1")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+		t.Fatal("a commit that appended no event woke the watcher")
+	default:
+	}
+	at := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		return tx.Append(ctx, "t1", core.Event{Kind: core.MessagePosted, Version: 1, Message: 1, Text: "m1", At: at})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("a commit that appended an event did not wake the watcher")
+	}
+}
+
+// TestRawWritesRefused: the Store itself refuses a lease with no holder,
+// an event whose holder PostgreSQL would refuse, and an event the thread's
+// Check refuses, whatever its caller checked (the seventh mutation pass:
+// each of these refusals dropped failed no test).
+func TestRawWritesRefused(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	s := memory.New()
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		if err := tx.CreateThread(ctx, "t1"); err != nil {
+			return err
+		}
+		return tx.Append(ctx, "t1", core.Event{Kind: core.MessagePosted, Version: 1, Message: 1, Text: "m1", At: at})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for name, write := range map[string]func(context.Context, core.Transaction) error{
+		"lease with no holder": func(ctx context.Context, tx core.Transaction) error {
+			return tx.PutLease(ctx, core.Lease{Thread: "t1", ExpiresAt: at.Add(time.Minute)})
+		},
+		"holder with a NUL byte": func(ctx context.Context, tx core.Transaction) error {
+			return tx.Append(ctx, "t1", core.Event{Kind: core.RunStarted, Version: 2, Run: 1, Message: 1, Holder: "h\x00", At: at})
+		},
+		"message not the next": func(ctx context.Context, tx core.Transaction) error {
+			return tx.Append(ctx, "t1", core.Event{Kind: core.MessagePosted, Version: 2, Message: 3, Text: "m3", At: at})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := s.Update(ctx, write)
+			if !errors.Is(err, core.ErrInvalidArgument) {
+				t.Fatalf("err = %v, want core.ErrInvalidArgument", err)
+			}
+		})
+	}
+}
+
+// TestCloneKeepsHolderReuse: a clone of the holder-reuse mutant's store
+// is the mutant too (the seventh mutation pass: a Clone that dropped the
+// option failed no test).
+func TestCloneKeepsHolderReuse(t *testing.T) {
+	ctx := context.Background()
+	at := time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		opts      []memory.Option
+		wantReuse bool
+	}{
+		{"default", nil, false},
+		{"reuse", []memory.Option{memory.WithHolderReuseForTesting()}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := memory.New(tc.opts...)
+			if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+				if err := tx.CreateThread(ctx, "t1"); err != nil {
+					return err
+				}
+				if err := tx.PutLease(ctx, core.Lease{Thread: "t1", Holder: "a", ExpiresAt: at}); err != nil {
+					return err
+				}
+				return tx.DeleteLease(ctx, "t1")
+			}); err != nil {
+				t.Fatal(err)
+			}
+			err := s.Clone().Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+				return tx.PutLease(ctx, core.Lease{Thread: "t1", Holder: "a", ExpiresAt: at})
+			})
+			if reused := err == nil; reused != tc.wantReuse {
+				t.Fatalf("the clone's second lease to holder a: err = %v, want reuse %v", err, tc.wantReuse)
+			}
+			if err != nil && !errors.Is(err, core.ErrHolderReused) {
+				t.Fatalf("err = %v, want core.ErrHolderReused", err)
+			}
+		})
+	}
+}
+
+// TestFailedUpdateUndoesSaveTaken: a transaction that saved the taken
+// cursor and then failed leaves the cursor where it was (the seventh
+// mutation pass: SaveTaken with no undo record failed no test).
+func TestFailedUpdateUndoesSaveTaken(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		return tx.CreateThread(ctx, "t1")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("failed")
+	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		if err := tx.SaveTaken(ctx, "t1", 5); err != nil {
+			return err
+		}
+		return failed
+	})
+	if !errors.Is(err, failed) {
+		t.Fatalf("err = %v, want the transaction's own", err)
+	}
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		th, err := tx.Thread(ctx, "t1")
+		if err != nil {
+			return err
+		}
+		if th.Taken != 0 {
+			t.Errorf("Taken = %d after a failed transaction saved 5, want 0", th.Taken)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
