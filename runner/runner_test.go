@@ -37,6 +37,16 @@ func TestConfigValidation(t *testing.T) {
 		{"negative renew", runner.Config{Workspace: ws, Agent: agent, RenewEvery: -time.Second}, "RenewEvery -1s must be positive"},
 		{"negative poll", runner.Config{Workspace: ws, Agent: agent, PollEvery: -time.Second}, "PollEvery -1s must be positive"},
 		{"negative grace", runner.Config{Workspace: ws, Agent: agent, ShutdownGrace: -time.Second}, "ShutdownGrace -1s must be positive"},
+		// Each bound at its edge, and the fields no case above set, each
+		// naming its field (the seventh mutation pass: a bound moved from
+		// 0 to -1ns, a bound dropped for the last three fields, and an
+		// error naming another field failed no test).
+		{"ttl just negative", runner.Config{Workspace: ws, Agent: agent, ClaimTTL: -time.Nanosecond}, "ClaimTTL -1ns must be positive"},
+		{"poll just negative", runner.Config{Workspace: ws, Agent: agent, PollEvery: -time.Nanosecond}, "PollEvery -1ns must be positive"},
+		{"grace just negative", runner.Config{Workspace: ws, Agent: agent, ShutdownGrace: -time.Nanosecond}, "ShutdownGrace -1ns must be positive"},
+		{"negative turns", runner.Config{Workspace: ws, Agent: agent, MaxConcurrentTurns: -1}, "MaxConcurrentTurns -1 must be positive"},
+		{"negative turn messages", runner.Config{Workspace: ws, Agent: agent, MaxTurnMessages: -1}, "MaxTurnMessages -1 must not be negative"},
+		{"negative turn duration", runner.Config{Workspace: ws, Agent: agent, MaxTurnDuration: -time.Nanosecond}, "MaxTurnDuration -1ns must be positive"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -52,6 +62,16 @@ func TestConfigValidation(t *testing.T) {
 	require.Equal(t, runner.DefaultClaimTTL/3, cfg.RenewEvery)
 	require.Equal(t, runner.DefaultPollEvery, cfg.PollEvery)
 	require.Equal(t, runner.DefaultShutdownGrace, cfg.ShutdownGrace)
+	require.Equal(t, runner.DefaultMaxConcurrentTurns, cfg.MaxConcurrentTurns)
+	require.Equal(t, runner.DefaultTakeoverTurns, cfg.TakeoverTurns)
+	require.Equal(t, runner.DefaultClaimTTL, cfg.MaxTurnDuration)
+	// MaxTurnDuration's default is the ClaimTTL set, not the default one
+	// (the seventh mutation pass: a default of DefaultClaimTTL failed no
+	// test).
+	r, err = runner.New(runner.Config{Workspace: ws, Agent: agent, ClaimTTL: 9 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, 9*time.Second, r.Config().MaxTurnDuration)
+	require.Equal(t, 3*time.Second, r.Config().RenewEvery)
 	h1, err := cfg.NewHolder()
 	require.NoError(t, err)
 	h2, err := cfg.NewHolder()
