@@ -20,7 +20,8 @@ const followWait = 10 * time.Second
 // it, and its methods serve a storage's own tests.
 type follower struct {
 	events chan core.ThreadEvent
-	done   chan error
+	done   chan struct{} // closed once Follow returned, err then set
+	err    error
 	cancel context.CancelFunc
 }
 
@@ -28,9 +29,10 @@ type follower struct {
 // through ws. Stop ends it.
 func Follow(ws *core.Workspace, id core.ThreadID, after core.Position) *follower {
 	ctx, cancel := context.WithCancel(context.Background())
-	f := &follower{events: make(chan core.ThreadEvent, 1024), done: make(chan error, 1), cancel: cancel}
+	f := &follower{events: make(chan core.ThreadEvent, 1024), done: make(chan struct{}), cancel: cancel}
 	go func() {
-		f.done <- ws.Follow(ctx, id, after, func(ev core.ThreadEvent) error {
+		defer close(f.done)
+		f.err = ws.Follow(ctx, id, after, func(ev core.ThreadEvent) error {
 			select {
 			case f.events <- ev:
 				return nil
@@ -52,8 +54,8 @@ func (f *follower) Next(t testing.TB, n int, what string) []core.ThreadEvent {
 		select {
 		case ev := <-f.events:
 			out = append(out, ev)
-		case err := <-f.done:
-			t.Fatalf("Follow returned %v while waiting for %s (%d of %d events came)", err, what, len(out), n)
+		case <-f.done:
+			t.Fatalf("Follow returned %v while waiting for %s (%d of %d events came)", f.err, what, len(out), n)
 		case <-time.After(followWait):
 			t.Fatalf("no event in %v while waiting for %s (%d of %d events came)", followWait, what, len(out), n)
 		}
@@ -73,10 +75,16 @@ func (f *follower) Quiet(t testing.TB, d time.Duration) {
 }
 
 // Stop ends the follower and returns Follow's error (nil when it ended
-// with its context).
+// with its context), also after Next saw it return; a Follow that goes on
+// followWait after its context ended is an error, not a hang.
 func (f *follower) Stop() error {
 	f.cancel()
-	return <-f.done
+	select {
+	case <-f.done:
+		return f.err
+	case <-time.After(followWait):
+		return fmt.Errorf("Follow did not return within %v of its context's end", followWait)
+	}
 }
 
 // CheckPositions fails the test unless evs are the thread's events from
