@@ -271,8 +271,9 @@ func TestReleaseReadUnknownIsNoWriteInDoubt(t *testing.T) {
 	require.Equal(t, 1, crashes, "the round's end is A's Crash")
 }
 
-// pauseStore is a logStore whose next Update, once pauseNext is called,
-// says so by closing paused and waits until resume is closed: before it
+// pauseStore is a logStore whose next Update, once pauseNext is called
+// (renewHeld calls it), says so by closing paused and waits until resume
+// is closed: before it
 // runs (a write held up on its way to storage), or, with after, once it
 // has committed, and then reports its outcome unknown (a write whose
 // reply is held up on the wire). The round goes on meanwhile.
@@ -288,6 +289,34 @@ func (s *pauseStore) pauseNext() (paused, resume chan struct{}) {
 	defer s.mu.Unlock()
 	s.paused, s.resume = make(chan struct{}), make(chan struct{})
 	return s.paused, s.resume
+}
+
+// renewHeld starts a Renew of c through a, which s holds up, and returns
+// once it is held; resume lets it go on and returns the Renew's error.
+func (s *pauseStore) renewHeld(ctx context.Context, t *testing.T, a *core.Workspace, c core.Claim) (resume func() error) {
+	t.Helper()
+	paused, release := s.pauseNext()
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(ctx, c, ttl) }()
+	where := "reached storage"
+	if s.after {
+		where = "committed"
+	}
+	select {
+	case <-paused:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("after 30s, the Renew has not %s", where)
+	}
+	return func() error {
+		close(release)
+		select {
+		case err := <-renewed:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("after 30s, the held-up Renew has not returned")
+			return nil
+		}
+	}
 }
 
 func (s *pauseStore) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
@@ -329,23 +358,10 @@ func TestCrashAfterTwoWritesInDoubtResolvesTheFirst(t *testing.T) {
 	require.NoError(t, a.CreateThread(ctx, "t"))
 	c, err := a.Claim(ctx, "t", "a1", ttl)
 	require.NoError(t, err)
-	held, release := hs.pauseNext()
-	renewed := make(chan error, 1)
-	go func() { renewed <- a.Renew(ctx, c, ttl) }()
-	select {
-	case <-held:
-	case <-time.After(30 * time.Second):
-		t.Fatal("after 30s, the Renew has not committed")
-	}
+	resume := hs.renewHeld(ctx, t, a, c)
 	s.arm(core.ActionRelease, true)
 	require.ErrorIs(t, a.Release(ctx, c), core.ErrCommitUnknown)
-	close(release)
-	select {
-	case err := <-renewed:
-		require.ErrorIs(t, err, core.ErrCommitUnknown)
-	case <-time.After(30 * time.Second):
-		t.Fatal("after 30s, the Renew whose reply was held up has not returned")
-	}
+	require.ErrorIs(t, resume(), core.ErrCommitUnknown)
 	require.NoError(t, a.Crash(ctx, c))
 	lines := s.valid(t, rec)
 	require.Equal(t, core.ActionRelease, lines[len(lines)-1].Action, "the stored Release ends the round, no Crash after it")
@@ -485,23 +501,10 @@ func TestCrashAfterReleaseRolledBackUnknownAndRenewedAtItsTick(t *testing.T) {
 	require.NoError(t, a.CreateThread(ctx, "t"))
 	c, err := a.Claim(ctx, "t", "a1", ttl)
 	require.NoError(t, err)
-	waiting, open := gs.pauseNext()
-	renewed := make(chan error, 1)
-	go func() { renewed <- a.Renew(ctx, c, ttl) }()
-	select {
-	case <-waiting:
-	case <-time.After(30 * time.Second):
-		t.Fatal("after 30s, the Renew has not reached storage")
-	}
+	resume := gs.renewHeld(ctx, t, a, c)
 	s.arm(core.ActionRelease, false)
 	require.ErrorIs(t, a.Release(ctx, c), core.ErrCommitUnknown)
-	close(open)
-	select {
-	case err := <-renewed:
-		require.NoError(t, err, "the Renew, committed at the tick the Release would have had")
-	case <-time.After(30 * time.Second):
-		t.Fatal("after 30s, the held-up Renew has not returned")
-	}
+	require.NoError(t, resume(), "the Renew, committed at the tick the Release would have had")
 	require.NoError(t, a.Crash(ctx, c))
 	ds := doubts.all()
 	require.Len(t, ds, 2)
