@@ -290,7 +290,7 @@ func (r *runner) refusal(ctx context.Context, d *driver, i int, st specmodel.Ste
 func askable(st specmodel.Step, s *specmodel.State, failed string) bool {
 	switch st.Action {
 	case core.ActionClaim:
-		return failed == `lease.holder = 0 \/ lease.expired`
+		return failed == `~ClaimTakesLive => (lease.holder = 0 \/ lease.expired)`
 	case core.ActionRenew:
 		return failed == `HasLease(p)`
 	case core.ActionAbandon:

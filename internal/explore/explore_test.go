@@ -323,7 +323,8 @@ func TestUseCfg(t *testing.T) {
 	require.Equal(t, "TRUE", got["FenceAbandon"].Value)
 	require.Contains(t, got["FenceAbandon"].Why, "state 8: Abandon by p1 without the lease: not a counterexample of this cfg?")
 	require.Equal(t, Constant{Name: "RefuseSteerAbandoned", Value: "TRUE"}, got["RefuseSteerAbandoned"])
-	require.Len(t, tr.Constants, 9)
+	require.Equal(t, Constant{Name: "ClaimTakesLive", Value: "FALSE"}, got["ClaimTakesLive"])
+	require.Len(t, tr.Constants, 10)
 }
 
 // Issue 26: the ITF export is checked without a browser. Every thread of

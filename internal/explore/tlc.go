@@ -417,6 +417,7 @@ func CfgConstants(c specmodel.Config) []Constant {
 		{Name: "FenceAbandon", Value: b(c.Fences.Abandon)},
 		{Name: "FenceSteer", Value: b(c.FenceSteer)},
 		{Name: "RefuseSteerAbandoned", Value: b(c.RefuseSteerAbandoned)},
+		{Name: "ClaimTakesLive", Value: b(c.ClaimTakesLive)},
 	}
 }
 

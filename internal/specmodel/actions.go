@@ -275,7 +275,7 @@ const (
 	cReqOpen      = `reqs[plan[p].req].state = "open"`
 	cMsgsBound    = `msgs < MaxMsgs`
 	cClaimsBound  = `nextHolder <= MaxClaims`
-	cLeaseFree    = `lease.holder = 0 \/ lease.expired`
+	cLeaseFree    = `~ClaimTakesLive => (lease.holder = 0 \/ lease.expired)`
 	cLeaseHeld    = `lease.holder # 0`
 	cLeaseLive    = `~lease.expired`
 	cRunID        = `r \in RunIds`
@@ -319,14 +319,15 @@ func (m *Model) Lapse(s *State) Outcome {
 	return Outcome{Enabled: true, Next: n}
 }
 
-// Claim(p): p takes a free or expired lease under a fresh holder.
+// Claim(p): p takes a free or expired lease under a fresh holder (any
+// lease with ClaimTakesLive).
 func (m *Model) Claim(s *State, p int) Outcome {
 	switch {
 	case s.Procs[p].PC != Idle:
 		return refused(cPCIdle)
 	case !(int(s.NextHolder) <= m.cfg.MaxClaims):
 		return refused(cClaimsBound)
-	case !(s.Lease.Holder == 0 || s.Lease.Expired):
+	case !m.cfg.ClaimTakesLive && !(s.Lease.Holder == 0 || s.Lease.Expired):
 		return refused(cLeaseFree)
 	}
 	n := m.clone(s)

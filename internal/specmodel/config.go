@@ -34,6 +34,11 @@ type Config struct {
 	// run active (RefuseSteerAbandoned). A cfg that gives neither has the
 	// Go code's: FALSE and TRUE.
 	FenceSteer, RefuseSteerAbandoned bool
+	// ClaimTakesLive is the constant that drops Claim's guard: a Claim
+	// may take a live lease. It is a defect, TRUE only in the cfg whose
+	// model must break NoLiveTakeover; a cfg that does not give it has
+	// the Go code's FALSE.
+	ClaimTakesLive bool
 
 	Specification string   // SPECIFICATION: Spec or LiveSpec
 	Invariants    []string // INVARIANTS, in the cfg's order
@@ -248,6 +253,8 @@ func (c *Config) setConstant(k, v string) error {
 		c.FenceSteer, err = boolean()
 	case "RefuseSteerAbandoned":
 		c.RefuseSteerAbandoned, err = boolean()
+	case "ClaimTakesLive":
+		c.ClaimTakesLive, err = boolean()
 	default:
 		return fmt.Errorf("unknown constant %s", k)
 	}

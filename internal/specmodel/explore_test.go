@@ -45,6 +45,10 @@ var tlcFigures = map[string]struct {
 	"ThreadClaimLapseNoClaimFairness.cfg": {33, 91, 8, ""},
 	// EveryLeaseEnds violated under LiveSpec (TLC -workers 1)
 	"ThreadClaimLapseLeaseKept.cfg": {189, 733, 11, ""},
+	// Claim's guard dropped (ClaimTakesLive): NoLiveTakeover violated, and
+	// the small cfg's states with more edges when it is not checked
+	"ThreadClaimLapseClaimTakesLive.cfg":      {11, 0, 3, core.PropNoLiveTakeover},
+	"ThreadClaimLapseClaimTakesLiveGraph.cfg": {6459, 28274, 18, ""},
 }
 
 func specCfgs(t testing.TB) []string {

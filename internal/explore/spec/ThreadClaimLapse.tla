@@ -42,13 +42,15 @@ CONSTANTS
     FenceReply,     \* Reply requires the lease to be the writer's
     FenceAbandon,   \* Abandon requires the lease to be the writer's
     FenceSteer,     \* SteerRecord requires the lease to be the writer's
-    RefuseSteerAbandoned \* SteerRecord requires the writer's run active
+    RefuseSteerAbandoned, \* SteerRecord requires the writer's run active
+    ClaimTakesLive  \* Claim may take a live lease (TRUE only to break NoLiveTakeover)
 
 ASSUME /\ Procs # {}
        /\ MaxMsgs \in Nat /\ MaxClaims \in Nat /\ MaxAsks \in Nat
        /\ FenceStart \in BOOLEAN /\ FenceReply \in BOOLEAN
        /\ FenceAbandon \in BOOLEAN
        /\ FenceSteer \in BOOLEAN /\ RefuseSteerAbandoned \in BOOLEAN
+       /\ ClaimTakesLive \in BOOLEAN
 
 VARIABLES
     \* storage
@@ -118,11 +120,13 @@ Post ==
     /\ msgs' = msgs + 1
     /\ UNCHANGED <<giveVars, taken, lease, runs, reqs, consumed, liveAbandoned, procVars>>
 
-\* p takes the lease with a fresh holder; only a free or expired lease.
+\* p takes the lease with a fresh holder; only a free or expired lease (any
+\* lease with ClaimTakesLive, a defect for the model that must break
+\* NoLiveTakeover).
 Claim(p) ==
     /\ pc[p] = "idle"
     /\ nextHolder <= MaxClaims
-    /\ lease.holder = 0 \/ lease.expired
+    /\ ~ClaimTakesLive => (lease.holder = 0 \/ lease.expired)
     /\ lease' = [holder |-> nextHolder, expired |-> FALSE]
     /\ hold' = [hold EXCEPT ![p] = nextHolder]
     /\ pc' = [pc EXCEPT ![p] = "claimed"]
