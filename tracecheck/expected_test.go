@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -20,9 +21,9 @@ var updateExpected = flag.Bool("update-expected", false, "rewrite the expected-l
 
 // rejectedAt returns the line at which the Go reader or checker rejects
 // the trace file, 0 if it accepts it.
-func rejectedAt(t *testing.T, path string) int {
+func rejectedAt(t *testing.T, path string, opts ...tracecheck.Option) int {
 	t.Helper()
-	_, err := tracecheck.CheckFile(path)
+	_, err := tracecheck.CheckFile(path, opts...)
 	var v *tracecheck.Violation
 	var le *tracecheck.LineError
 	switch {
@@ -37,12 +38,42 @@ func rejectedAt(t *testing.T, path string) int {
 	return 0
 }
 
-// Every bad-* fixture, here and in tla/testdata, is rejected by the Go
-// checker at the line its directory's expected-lines names; scripts/tlc
-// requires TLC's trace spec to reject it at that same line. Every ok-*
-// fixture is accepted.
+// fixtureDirs are the directories of trace fixtures: this package's,
+// tla/testdata, and each subdirectory of tla/testdata, whose "fences" file
+// names the fences its traces are held to (every fence when there is none).
+func fixtureDirs(t *testing.T) []string {
+	t.Helper()
+	dirs := []string{"testdata", "../tla/testdata"}
+	subs, err := filepath.Glob("../tla/testdata/*/fences")
+	require.NoError(t, err)
+	require.NotEmpty(t, subs, "no tla/testdata/*/fences")
+	for _, f := range subs {
+		dirs = append(dirs, filepath.Dir(f))
+	}
+	return dirs
+}
+
+// dirFences are the fences a fixture directory's traces are held to.
+func dirFences(t *testing.T, dir string) core.Fences {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "fences"))
+	if errors.Is(err, os.ErrNotExist) {
+		return core.AllFences()
+	}
+	require.NoError(t, err)
+	f, err := core.ParseFences(string(b))
+	require.NoError(t, err, "%s/fences", dir)
+	return f
+}
+
+// Every bad-* fixture, here and in tla/testdata and its subdirectories
+// (each held to its directory's fences), is rejected by the Go checker at
+// the line its directory's expected-lines names; scripts/tlc requires
+// TLC's trace spec to reject it at that same line. Every ok-* fixture is
+// accepted.
 func TestFixturesExpectedLines(t *testing.T) {
-	for _, dir := range []string{"testdata", "../tla/testdata"} {
+	for _, dir := range fixtureDirs(t) {
+		fences := dirFences(t, dir)
 		files, err := filepath.Glob(filepath.Join(dir, "*.ndjson"))
 		require.NoError(t, err)
 		require.NotEmpty(t, files, dir)
@@ -50,7 +81,7 @@ func TestFixturesExpectedLines(t *testing.T) {
 		var names []string
 		for _, f := range files {
 			base := filepath.Base(f)
-			at := rejectedAt(t, f)
+			at := rejectedAt(t, f, tracecheck.WithFences(fences))
 			switch {
 			case strings.HasPrefix(base, "ok-"):
 				require.Zero(t, at, "%s is rejected", f)
@@ -65,8 +96,23 @@ func TestFixturesExpectedLines(t *testing.T) {
 		sort.Strings(names)
 		path := filepath.Join(dir, "expected-lines")
 		if *updateExpected {
+			// The file's own leading comments stay (a subdirectory's say
+			// which fences its traces get past); a new file gets these.
+			header := "# The line at which the Go trace checker rejects each bad-* trace; scripts/tlc\n# requires TLC to reject it at the same line. Regenerate: go test ./tracecheck -run ExpectedLines -update-expected\n"
+			if old, err := os.ReadFile(path); err == nil {
+				var kept strings.Builder
+				for _, l := range strings.SplitAfter(string(old), "\n") {
+					if !strings.HasPrefix(l, "#") {
+						break
+					}
+					kept.WriteString(l)
+				}
+				if kept.Len() > 0 {
+					header = kept.String()
+				}
+			}
 			var b strings.Builder
-			b.WriteString("# The line at which the Go trace checker rejects each bad-* trace; scripts/tlc\n# requires TLC to reject it at the same line. Regenerate: go test ./tracecheck -run ExpectedLines -update-expected\n")
+			b.WriteString(header)
 			for _, n := range names {
 				fmt.Fprintf(&b, "%s %d\n", n, want[n])
 			}
