@@ -56,5 +56,9 @@ func MarkRoundInDoubt(c Claim) {
 	c.r.doubtPlan = &TraceEvent{Action: ActionPlan, Read: true, Thread: c.Thread, Tick: c.r.tick + 1}
 }
 
+// RecentHolders is how many holders a Workspace remembers to refuse
+// their reuse.
+const RecentHolders = recentHolders
+
 // SameRound reports whether two claims name the same round.
 func SameRound(a, b Claim) bool { return a.r == b.r }

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,4 +61,49 @@ func TestWorkspaceFork(t *testing.T) {
 	want, _ = core.RoundFields(c)
 	got, _ = core.RoundFields(claim(c))
 	require.Equal(t, want, got)
+}
+
+// A claim another workspace made is no round of the one forked: the
+// fork's claim function hands it back as it is, as it does the zero
+// Claim. (The eighth mutation pass: a fork that copied any round it was
+// given failed no test.)
+func TestWorkspaceForkLeavesOthersClaims(t *testing.T) {
+	w := newWorld(t, "m1")
+	c, err := w.b.Claim(w.ctx, "t", "hb", ttl)
+	require.NoError(t, err)
+	_, claim := w.a.ForkForTesting(w.s.Clone(), coretest.NewClock(w.a.Now()), nil)
+	require.True(t, core.SameRound(c, claim(c)), "B's claim was mapped to a round of A's fork")
+	require.Equal(t, core.Claim{}, claim(core.Claim{}))
+}
+
+// A fork remembers the holders its workspace claimed with as the
+// workspace does, oldest first: given the same claims, the two refuse the
+// same holders, and forget the same one once RecentHolders fresh holders
+// came after it (then only storage refuses it, on a thread it held).
+// (The eighth mutation pass: a fork that kept the holders but not their
+// order failed no test.)
+func TestWorkspaceForkRemembersHoldersInOrder(t *testing.T) {
+	w := newWorld(t)
+	require.NoError(t, w.a.CreateThread(w.ctx, "u"))
+	c, err := w.a.Claim(w.ctx, "t", "h-old", ttl)
+	require.NoError(t, err)
+	require.NoError(t, w.a.Release(w.ctx, c))
+	f, _ := w.a.ForkForTesting(w.s.Clone(), coretest.NewClock(w.a.Now()), nil)
+	for k, ws := range []*core.Workspace{w.a, f} {
+		who := []string{"the workspace", "its fork"}[k]
+		fresh := func(i int) {
+			t.Helper()
+			c, err := ws.Claim(w.ctx, "t", core.Holder(fmt.Sprintf("h%d", i)), ttl)
+			require.NoError(t, err)
+			require.NoError(t, ws.Release(w.ctx, c))
+		}
+		for i := range core.RecentHolders - 1 {
+			fresh(i)
+		}
+		_, err := ws.Claim(w.ctx, "u", "h-old", ttl)
+		require.ErrorIs(t, err, core.ErrHolderReused, "%s: h-old, %d fresh holders after it", who, core.RecentHolders-1)
+		fresh(core.RecentHolders - 1)
+		_, err = ws.Claim(w.ctx, "u", "h-old", ttl)
+		require.NoError(t, err, "%s: h-old, forgotten after %d fresh holders", who, core.RecentHolders)
+	}
 }
