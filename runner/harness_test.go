@@ -143,6 +143,19 @@ func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
 	}
 }
 
+// waitRun waits for the run's handle to finish and returns the run's
+// error, or fails the test naming the run it waited for.
+func waitRun(t testing.TB, h *runner.RunHandle, what string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	err := h.Wait(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("timed out after %v waiting for %s to finish", waitLimit, what)
+	}
+	return err
+}
+
 // waitUntil polls cond until it holds, or fails naming what it waited for.
 func waitUntil(t testing.TB, cond func() bool, what string) {
 	t.Helper()

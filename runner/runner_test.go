@@ -200,7 +200,7 @@ func TestCommitUnknownNotRetried(t *testing.T) {
 
 	ta := a.r.NewTurn("t")
 	writeInDoubt(t, ta, u, runner.StepRunStart)
-	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrCommitUnknown)
+	require.ErrorIs(t, waitRun(t, latestRun(ta), "the run whose start is in doubt"), core.ErrCommitUnknown)
 
 	outcome, err := b.r.TakeTurn(ctx, "t")
 	require.NoError(t, err)

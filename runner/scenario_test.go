@@ -46,13 +46,12 @@ func adrScenario(t *testing.T, fences *core.Fences, lapse func(a, b *proc)) (s *
 func skewLapse(a, b *proc) { b.clock.Advance(ttl + time.Second) }
 
 func TestADRScenarioFenced(t *testing.T) {
-	ctx := context.Background()
 	s, _, _, ta, tb := adrScenario(t, nil, skewLapse)
 
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeFenced, outcome)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrThreadBusy, "RunHandle.Wait of a refused start")
+	require.ErrorIs(t, waitRun(t, latestRun(ta), "the handle of A's refused start"), core.ErrThreadBusy, "RunHandle.Wait of a refused start")
 	require.Equal(t, core.RunID(0), latestRun(ta).RunID(), "a refused start has no run")
 	require.Equal(t, runner.StepAgent, tb.Next(), "B's start must succeed")
 
@@ -126,7 +125,7 @@ func TestStalledWriteFenced(t *testing.T) {
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeFenced, outcome)
 	require.ErrorIs(t, err, core.ErrThreadBusy)
-	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrThreadBusy)
+	require.ErrorIs(t, waitRun(t, latestRun(ta), "the handle of A's refused start"), core.ErrThreadBusy)
 	f := readFacts(t, s, "t")
 	require.Equal(t, map[core.Seq]int{1: 1}, f.consumed)
 	require.Len(t, f.active, 1)
@@ -153,13 +152,13 @@ func TestAbandonedRunEndRefused(t *testing.T) {
 	outcome, err := ta.Outcome()
 	require.Equal(t, runner.OutcomeLost, outcome)
 	require.ErrorIs(t, err, core.ErrRunAbandoned)
-	require.ErrorIs(t, latestRun(ta).Wait(ctx), core.ErrRunAbandoned)
+	require.ErrorIs(t, waitRun(t, latestRun(ta), "A's abandoned run"), core.ErrRunAbandoned)
 
 	stepTo(t, tb, runner.StepOver)
 	outcome, err = tb.Outcome()
 	require.Equal(t, runner.OutcomeDone, outcome)
 	require.NoError(t, err)
-	require.NoError(t, latestRun(tb).Wait(ctx))
+	require.NoError(t, waitRun(t, latestRun(tb), "B's run"))
 	f := readFacts(t, s, "t")
 	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
 	require.Empty(t, f.active)
