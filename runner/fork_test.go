@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -72,7 +73,7 @@ func TestTurnFork(t *testing.T) {
 		o, err := tt.Outcome()
 		require.NoError(t, err)
 		require.Equal(t, runner.OutcomeDone, o)
-		require.NoError(t, latestRun(tt).Wait(ctx))
+		require.NoError(t, waitRun(t, latestRun(tt), "the turn's run"))
 		require.Equal(t, core.RunID(1), latestRun(tt).RunID())
 	}
 	for _, s := range []*memory.Store{store, fstore} {
@@ -134,7 +135,7 @@ func TestTurnForkAfterSteering(t *testing.T) {
 		o, err := tt.Outcome()
 		require.NoError(t, err)
 		require.Equal(t, runner.OutcomeDone, o)
-		require.NoError(t, latestRun(tt).Wait(ctx))
+		require.NoError(t, waitRun(t, latestRun(tt), "the turn's run"))
 		require.Equal(t, 2, tt.Report().Consumed, "the prompt and the steering")
 	}
 	for _, s := range []*memory.Store{store, fstore} {
@@ -154,4 +155,90 @@ func latestRun(t *runner.Turn) *runner.RunHandle {
 		return nil
 	}
 	return runs[len(runs)-1]
+}
+
+// forkOf forks the proc's workspace and runner over a copy of the memory
+// storage under it, tracing to rec: the fork's workspace, runner and claim
+// function.
+func forkOf(a *proc, s *memory.Store, rec *tracecheck.Recorder) (*core.Workspace, *runner.Runner, func(core.Claim) core.Claim) {
+	clock := coretest.NewClock(a.clock.Now())
+	ws, claim := a.ws.ForkForTesting(s.Clone(), clock, rec)
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })
+	newHolder := func() (core.Holder, error) { return core.Holder(fmt.Sprintf("F-%d", a.holders.Add(1))), nil }
+	return ws, a.r.ForkForTesting(ws, clock, agent, newHolder, claim), claim
+}
+
+// A runner forked with a round left open (its Release's commit unknown,
+// its Crash unanswered) tries that round's Crash on the fork's copy of the
+// round: the fork's round is then over. (The eighth mutation pass: a fork
+// that kept the original's claims for its open rounds failed no test; its
+// retry's Crash is refused as another workspace's claim, which the runner
+// takes for a round that ended, and the fork's round stays open.)
+func TestRunnerForkEndsItsOpenRounds(t *testing.T) {
+	ctx := context.Background()
+	f := &flaky{Store: memory.New()}
+	a := newProc(t, f, "A", procOpts{tracer: &tracecheck.Recorder{}, cfg: func(c *runner.Config) { c.SeparatePlans = true }})
+	newThread(t, a.ws, "t", "m1")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepRelease)
+	f.set(true, false)
+	require.True(t, turn.Step(ctx), "the turn goes on after a Release whose commit is unknown")
+	require.Equal(t, 1, a.r.OpenRounds(), "the round left open is not recorded")
+
+	f.set(false, false)
+	fws, fr, claim := forkOf(a, f.Store, &tracecheck.Recorder{})
+	require.Equal(t, 1, fr.OpenRounds())
+	require.NoError(t, fr.TakeTurns(ctx)) // no thread has work: only the retry
+	require.Zero(t, fr.OpenRounds(), "the fork's retry left its round open")
+	require.ErrorIs(t, fws.Crash(ctx, claim(turn.Claim())), core.ErrRoundOver, "the fork's round is still open after its runner's retry")
+	require.Equal(t, 1, a.r.OpenRounds(), "the fork's retry ended the original's round")
+}
+
+// A turn forked while a renewal's commit is unknown is copied in doubt:
+// its next step makes no call and crashes with the renewal's error, as
+// the original's does. (The eighth mutation pass: a fork that lost the
+// doubt failed no test.)
+func TestTurnForkInDoubt(t *testing.T) {
+	ctx := context.Background()
+	u := &unknownCommit{Storage: memory.New()}
+	a := newProc(t, u, "A", procOpts{cfg: func(c *runner.Config) { c.SeparatePlans = true }})
+	newThread(t, a.ws, "t", "m1")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepPlan)
+	u.armed = true
+	require.ErrorIs(t, turn.Renew(ctx), core.ErrCommitUnknown)
+
+	_, fr, claim := forkOf(a, u.Storage.(*memory.Store), &tracecheck.Recorder{})
+	fturn := turn.ForkForTesting(ctx, fr, claim)
+	want, _ := runner.TurnFields(turn)
+	got, _ := runner.TurnFields(fturn)
+	require.Equal(t, want, got)
+	for _, tt := range []*runner.Turn{fturn, turn} {
+		require.True(t, tt.Step(ctx), "the step after a renewal in doubt ends the turn")
+		o, err := tt.Outcome()
+		require.Equal(t, runner.OutcomeError, o, "%v", err)
+		require.ErrorIs(t, err, core.ErrCommitUnknown)
+	}
+}
+
+// A turn forked after its run ended with the agent's error: the fork's
+// handle of that run says the same error. (The eighth mutation pass: a
+// fork whose handles lost their error, and said nil, failed no test.)
+func TestTurnForkKeepsTheRunsError(t *testing.T) {
+	ctx := context.Background()
+	boom := errors.New("the agent failed")
+	s := memory.New()
+	a := newProc(t, s, "A", procOpts{
+		agent: runner.AgentFunc(func(context.Context, *runner.Session) error { return boom }),
+		cfg:   func(c *runner.Config) { c.SeparatePlans = true },
+	})
+	newThread(t, a.ws, "t", "m1")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepRunEnd)
+	require.False(t, turn.Step(ctx)) // RunEnd
+	require.ErrorIs(t, waitRun(t, latestRun(turn), "the run"), boom)
+
+	_, fr, claim := forkOf(a, s, &tracecheck.Recorder{})
+	fturn := turn.ForkForTesting(ctx, fr, claim)
+	require.ErrorIs(t, waitRun(t, latestRun(fturn), "the fork's handle of the ended run"), boom)
 }
