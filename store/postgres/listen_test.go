@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -162,5 +164,59 @@ func TestEventNoticesOnlyForFollowedThreads(t *testing.T) {
 	case <-notices:
 	case <-time.After(30 * time.Second):
 		t.Fatal("WatchEvents delivered no notice for the followed thread's write within 30s")
+	}
+}
+
+// A listener whose context ended closes its connection, whether it was
+// waiting for a notification or for its receiver to take a wake-up (more
+// of them came than the channel holds): once the channel has closed, the
+// server soon lists no LISTEN connection of the Store. (The eighth
+// mutation pass: a listener that left its connection open failed no test.
+// The connection is outside the pool: ended while waiting, the
+// connection's deadline closes it all the same, but ended while handing a
+// wake-up over, only the garbage collector would, some time later, when
+// it finalises the dropped socket. The collector is off while the test
+// looks, so that only the listener's own Close can; the test is not
+// parallel, so no other test allocates meanwhile.)
+func TestListenClosesItsConnection(t *testing.T) {
+	app := randomName("tc_")
+	s := openStore(t, poolConfig(t, app), testSchema(t))
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	look := admin(t)
+	const listeners = `SELECT count(*) = $2 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'`
+	for _, lagging := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(testCtx(t))
+		defer cancel()
+		wake, err := s.Listen(ctx)
+		require.NoError(t, err)
+		waitFor(t, look, "the listener's connection", listeners, app, 1)
+		if lagging {
+			n := cap(wake) + 1
+			for i := range n {
+				id := core.ThreadID(fmt.Sprint("t", i))
+				require.NoError(t, ws.CreateThread(ctx, id))
+				_, err := ws.Post(ctx, id, "m")
+				require.NoError(t, err)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for s.stats.notices.Load() < int64(n) {
+				if time.Now().After(deadline) {
+					t.Fatalf("timed out after 30s waiting for the listener to read %d notifications (%d so far): %d in the channel, one it waits to hand over", n, s.stats.notices.Load(), cap(wake))
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}
+		gc := debug.SetGCPercent(-1)
+		defer debug.SetGCPercent(gc)
+		cancel()
+		closed := make(chan struct{})
+		go func() {
+			for range wake {
+			}
+			close(closed)
+		}()
+		recvWithin(t, closed, 30*time.Second, "the wake-up channel to close once its context ended")
+		waitFor(t, look, fmt.Sprintf("no LISTEN connection of the Store once its listener ended (lagging receiver: %v)", lagging), listeners, app, 0)
+		debug.SetGCPercent(gc)
 	}
 }

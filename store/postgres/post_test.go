@@ -96,3 +96,49 @@ func TestConformanceUntraced(t *testing.T) {
 	t.Parallel() // a schema of its own
 	storetest.Run(t, func(t *testing.T) core.Storage { return untraced{newStoreWith(t, Options{})} })
 }
+
+// A post in a View's transaction, which may not write, is refused and
+// writes nothing, in both read modes: PostMessage's one statement, which
+// commits on its own, is for a transaction that may write. (The eighth
+// mutation pass: a PostMessage that took its one statement in a View
+// failed no test; the View committed the post.)
+func TestPostInAViewWritesNothing(t *testing.T) {
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		ctx := testCtx(t)
+		s := newStoreWith(t, opts)
+		ws := core.NewWorkspace(s, core.SystemClock{})
+		require.NoError(t, ws.CreateThread(ctx, "t"))
+		err := s.View(ctx, func(ctx context.Context, tx core.Transaction) error {
+			_, _, _, err := tx.(*txn).PostMessage(ctx, "t", time.Now(), "m")
+			return err
+		})
+		require.Error(t, err, "a post in a read-only transaction")
+		th, err := ws.Thread(ctx, "t")
+		require.NoError(t, err)
+		require.Zero(t, th.Last(), "a View wrote a message")
+		events, messages, version, _ := rowCounts(t, admin(t), s.Schema(), "t")
+		require.Equal(t, []int64{0, 0, 0}, []int64{int64(events), int64(messages), version})
+	})
+}
+
+// A post by the Store that holds the thread's lease, its cache entry
+// distrusted (a check that speculated on it failed), is postSQL's one
+// statement, one round trip: the reading path is one only when it may
+// speculate on the entry, and here it reads the thread from the server
+// first. (The eighth mutation pass: PostMessage taking the reading path
+// on a distrusted entry, two round trips, failed no test.)
+func TestPostOnADistrustedEntryOneRoundTrip(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := testCtx(t)
+	s := newStore(t)
+	a, c := claimedThread(t, s)
+	s.distrust([]assumption{{id: string(c.Thread)}})
+	e := s.cached(c.Thread)
+	require.True(t, e != nil && e.ownLease && e.distrusted, "the entry of the Store's claimed thread, distrusted")
+	trips := s.stats.roundTrips.Load()
+	seq, err := a.ws.Post(ctx, c.Thread, "m2")
+	require.NoError(t, err)
+	require.Equal(t, core.Seq(2), seq)
+	require.Equal(t, int64(1), s.stats.roundTrips.Load()-trips, "round trips of the post")
+}

@@ -720,3 +720,55 @@ func TestWakeupsLeaverSaysSo(t *testing.T) {
 	bcancel()
 	awaitListening(t, 1, sha)
 }
+
+// A post to a thread whose run is still active wakes nobody, though its
+// holder's lease has expired by the server's clock and no message waits:
+// the run left active is work already, a poll's to find (the lapsed
+// holder's). Both ways of posting keep the rule, as in
+// TestPostWakesOnlyFreeThreads, whose commit-order reading this test
+// shares. (The eighth mutation pass: postSQL without its active_runs
+// condition failed no test.)
+func TestPostToARunningLapsedThreadWakesNobody(t *testing.T) {
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	schema := testSchema(t)
+	s := openStore(t, poolConfig(t, "tc-wake-running"), schema)
+	heard, err := s.Listen(ctx)
+	require.NoError(t, err)
+	next := func(what string) core.ThreadID {
+		t.Helper()
+		select {
+		case id := <-heard:
+			return id
+		case <-time.After(30 * time.Second):
+			t.Fatalf("timed out waiting for %s", what)
+			return ""
+		}
+	}
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	other := core.NewWorkspace(openStore(t, poolConfig(t, "tc-wake-running-other"), schema), core.SystemClock{})
+	// A lease written by a clock an hour behind the server's has expired
+	// by the server's clock.
+	behind := core.NewWorkspace(s, coretest.NewClock(time.Now().Add(-time.Hour)))
+	for i, poster := range []*core.Workspace{ws, other} {
+		running, free := core.ThreadID(fmt.Sprint("running", i)), core.ThreadID(fmt.Sprint("free", i))
+		for _, id := range []core.ThreadID{running, free} {
+			require.NoError(t, ws.CreateThread(ctx, id))
+		}
+		_, err := poster.Post(ctx, running, "m1")
+		require.NoError(t, err)
+		require.Equal(t, running, next("the first post to a free thread"))
+		c, err := behind.Claim(ctx, running, core.Holder(fmt.Sprint("h-running", i)), time.Minute)
+		require.NoError(t, err)
+		p, err := behind.Plan(ctx, c)
+		require.NoError(t, err)
+		require.Equal(t, core.PlanRun, p.Kind)
+		_, err = behind.RunStart(ctx, c, p.Message)
+		require.NoError(t, err)
+		_, err = poster.Post(ctx, running, "m2")
+		require.NoError(t, err)
+		_, err = poster.Post(ctx, free, "m")
+		require.NoError(t, err)
+		require.Equal(t, free, next("the post after the one to the running thread"), "a post to a thread with a run active woke the runners (poster %d)", i)
+	}
+}
