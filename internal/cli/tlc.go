@@ -72,10 +72,12 @@ Runs TLC (package tlc) and checks every result against what is expected:
              fails, by name
   differential
              -mutated traces (default 2000), mutants of the traces the Go
-             simulation writes (tracecheck run -trace-dir), each through
-             the Go checker and through TLC (in one batch): both must give
-             the same verdict at the same line on every one; prints the
-             count and every disagreement
+             simulation writes (tracecheck run -trace-dir) and of walks of
+             the model, each through the Go checker and through TLC (in
+             one batch): both must give the same verdict at the same line
+             on every one; then the same with every fence off, with 80
+             walks of the unfenced model that each break an invariant, as
+             walked and mutated; prints the counts and every disagreement
   batch      every trace of the DIRs and FILEs, split by thread, in ONE TLC
              run, with every fence on; prints each verdict and the lines
              per second (ok-* must be accepted, bad-* rejected, other

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,7 +149,13 @@ func (r *tlcRun) checkBatch(paths []string) error {
 
 // checkDifferential has the Go simulation write traces (fences on), makes
 // opts.mutated mutants of them, and requires the Go checker and TLC to
-// agree on each: the same verdict, at the same line.
+// agree on each: the same verdict, at the same line. It does so twice:
+// held to every fence, and held to none. A mutant of a fenced trace
+// rarely gets as far as an invariant with the fences off (a field of its
+// line disagrees first), so the second run also has walks of the model
+// with every fence off, each as walked and mutated: stale writes that
+// must break an invariant (I1, I3, NoLiveAbandon, SteeringException) at
+// the same line in both checkers.
 func (r *tlcRun) checkDifferential() error {
 	if r.opts.mutated < 1 {
 		return usageError{"-mutated must be at least 1"}
@@ -196,41 +203,100 @@ func (r *tlcRun) checkDifferential() error {
 	}
 	rng := rand.New(rand.NewPCG(r.opts.seed, 0x7d1f))
 	cases := tlc.MakeCases(rng, diffMutator, names, traces, r.opts.mutated)
-	b, _, keep := r.batchRun("differential", core.AllFences())
-	t0 := time.Now()
-	rs, err := r.env.Differential(r.ctx, b, cases)
-	keep()
-	if err != nil {
-		return failure{exitCouldNotRun, fmt.Sprintf("tlc: differential: %v", err)}
+	from := fmt.Sprintf("from %d simulation traces and %d walks of the model, seed %d", sim, len(traces)-sim, r.opts.seed)
+	// The walks with every fence off, as walked and as many mutants.
+	off := cfg
+	off.Fences = core.Fences{}
+	unfenced := specmodel.New(off)
+	var offNames []string
+	var offTraces [][]core.TraceEvent
+	var offCases []tlc.DiffCase
+	for k, path := range brokenWalks(unfenced, walks, diffWalks) {
+		name := fmt.Sprintf("unfenced-walk-%d", k+1)
+		lines := unfenced.TraceLines(path)
+		offNames, offTraces = append(offNames, name), append(offTraces, lines)
+		offCases = append(offCases, tlc.DiffCase{From: name, Desc: "as walked", Lines: lines})
 	}
-	r.reportDifferential(rs, fmt.Sprintf("from %d simulation traces and %d walks of the model, seed %d", sim, len(traces)-sim, r.opts.seed), time.Since(t0))
+	offCases = append(offCases, tlc.MakeCases(rng, diffMutator, offNames, offTraces, len(offTraces))...)
+	for _, d := range diffFences {
+		b, _, keep := r.batchRun(d.name, d.fences)
+		t0 := time.Now()
+		cs, from := cases, from
+		if d.fences == (core.Fences{}) {
+			cs = append(slices.Clip(cases), offCases...)
+			from += fmt.Sprintf(", and %d walks of the model with every fence off, as walked and mutated", len(offTraces))
+		}
+		rs, err := r.env.Differential(r.ctx, b, cs)
+		keep()
+		if err != nil {
+			return failure{exitCouldNotRun, fmt.Sprintf("tlc: %s: %v", d.name, err)}
+		}
+		r.reportDifferential(d.name, rs, from, time.Since(t0))
+	}
 	return nil
+}
+
+// brokenWalks returns up to n random walks of m, each cut at the first
+// state where an invariant the trace spec checks after each step is
+// false: with the fences off, a walk that lasts breaks one now and then (a
+// stale start, a live abandon). It gives up after 200 walks for each one
+// it wants, so that a model in which nothing breaks costs little.
+func brokenWalks(m *specmodel.Model, rng *rand.Rand, n int) [][]specmodel.TraceStep {
+	invariants := []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon, core.InvSteeringException}
+	var out [][]specmodel.TraceStep
+	for try := 0; len(out) < n && try < 200*n; try++ {
+		path := m.RandomWalk(rng, 60)
+		for k := range path {
+			if !slices.ContainsFunc(invariants, func(inv string) bool { return !m.Invariant(inv, &path[k].State) }) {
+				continue
+			}
+			out = append(out, path[:k+1])
+			break
+		}
+	}
+	return out
+}
+
+// diffFences are the fences the differential holds its cases to, each
+// in a run of its own: every fence (as the code runs), and none, so that
+// the checks behind the fences (the invariants after each step) are
+// compared too, which no fence lets a trace reach when every fence is on.
+var diffFences = []struct {
+	name   string
+	fences core.Fences
+}{
+	{"differential", core.AllFences()},
+	{"differential, every fence off", core.Fences{}},
 }
 
 // reportDifferential reports each case on which the Go checker and TLC
 // disagree, in verdict or in line, as a failure of its own, then the
 // differential's summary, which passes only when they agree on every
-// case. from says where the cases came from; took is TLC's time.
-func (r *tlcRun) reportDifferential(rs []tlc.DiffResult, from string, took time.Duration) {
-	agree, rejected, lines := 0, 0, 0
+// case; name names the run. from says where the cases came from; took
+// is TLC's time.
+func (r *tlcRun) reportDifferential(name string, rs []tlc.DiffResult, from string, took time.Duration) {
+	agree, rejected, byInvariant, lines := 0, 0, 0, 0
 	for _, c := range rs {
 		lines += len(c.Case.Lines)
 		if c.Go > 0 {
 			rejected++
+			if strings.Contains(c.GoErr, ": invariant ") {
+				byInvariant++
+			}
 		}
 		if c.Agree() {
 			agree++
 			continue
 		}
-		r.report(false, "differential: "+c.Case.From+": "+c.Case.Desc,
+		r.report(false, name+": "+c.Case.From+": "+c.Case.Desc,
 			fmt.Sprintf("the Go checker: %s; TLC: %s\n      Go's reason: %s", lineWords(c.Go), lineWords(c.TLC), firstLineOf(c.GoErr)), nil)
 	}
 	r.mu.Lock()
 	r.lines += lines
 	r.mu.Unlock()
-	r.report(agree == len(rs), "differential",
-		fmt.Sprintf("%d mutated traces (%s), %d rejected by the Go checker, %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
-			len(rs), from, rejected, lines, agree, len(rs), took.Seconds()), nil)
+	r.report(agree == len(rs), name,
+		fmt.Sprintf("%d mutated traces (%s), %d rejected by the Go checker (%d through an invariant), %d lines: the Go checker and TLC agree on %d of %d (same verdict, same line); TLC %.1fs",
+			len(rs), from, rejected, byInvariant, lines, agree, len(rs), took.Seconds()), nil)
 }
 
 func lineWords(n int) string {

@@ -4,15 +4,20 @@ package cli
 
 import (
 	"bytes"
+	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/report"
+	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/internal/tlc"
+	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
 // The tests of this file came from the fifth mutation pass (7 Dec 2026):
@@ -148,22 +153,22 @@ func TestDifferentialSummaryNeedsEveryCase(t *testing.T) {
 		want, fail string
 	}{
 		{"all agree", []tlc.DiffResult{
-			{Case: tlc.DiffCase{From: "ok-1", Desc: "d1", Lines: two}, Go: 2, TLC: 2, GoErr: "no"},
+			{Case: tlc.DiffCase{From: "ok-1", Desc: "d1", Lines: two}, Go: 2, TLC: 2, GoErr: "x.ndjson:2: RunStart by p1: invariant I1_ConsumedAtMostOnce violated"},
 			{Case: tlc.DiffCase{From: "ok-2", Desc: "d2", Lines: two}},
-		}, 0, "PASS  differential: 2 mutated traces (f), 1 rejected by the Go checker, 4 lines: the Go checker and TLC agree on 2 of 2", ""},
+		}, 0, "PASS  differential: 2 mutated traces (f), 1 rejected by the Go checker (1 through an invariant), 4 lines: the Go checker and TLC agree on 2 of 2", ""},
 		{"a line apart", []tlc.DiffResult{
 			{Case: tlc.DiffCase{From: "ok-1", Desc: "d1", Lines: two}, Go: 2, TLC: 2},
 			{Case: tlc.DiffCase{From: "ok-2", Desc: "d2", Lines: two}, Go: 1, TLC: 2, GoErr: "why\nmore"},
-		}, 2, "FAIL  differential: 2 mutated traces (f), 2 rejected by the Go checker, 4 lines: the Go checker and TLC agree on 1 of 2",
+		}, 2, "FAIL  differential: 2 mutated traces (f), 2 rejected by the Go checker (0 through an invariant), 4 lines: the Go checker and TLC agree on 1 of 2",
 			"FAIL  differential: ok-2: d2: the Go checker: rejected at line 1; TLC: rejected at line 2\n      Go's reason: why\n"},
 		{"a verdict apart", []tlc.DiffResult{
 			{Case: tlc.DiffCase{From: "ok-3", Desc: "d3", Lines: two}, Go: 0, TLC: 1},
-		}, 2, "FAIL  differential: 1 mutated traces (f), 0 rejected by the Go checker, 2 lines: the Go checker and TLC agree on 0 of 1",
+		}, 2, "FAIL  differential: 1 mutated traces (f), 0 rejected by the Go checker (0 through an invariant), 2 lines: the Go checker and TLC agree on 0 of 1",
 			"FAIL  differential: ok-3: d3: the Go checker: accepted; TLC: rejected at line 1"},
 	} {
 		var out bytes.Buffer
 		r := &tlcRun{out: &out}
-		r.reportDifferential(c.rs, "f", time.Second)
+		r.reportDifferential("differential", c.rs, "f", time.Second)
 		if r.failed != c.failed || r.checked != c.failed/2+1 {
 			t.Errorf("%s: %d failed of %d checked, want %d of %d:\n%s", c.name, r.failed, r.checked, c.failed, c.failed/2+1, out.String())
 		}
@@ -211,4 +216,51 @@ func lowestFirst() string {
 	return strings.Join([]string{
 		line(1, "t1", "a"), line(1, "t2", "a"), line(2, "t1", "px"), line(2, "t2", "a"), line(3, "t2", "px"),
 	}, "\n") + "\n"
+}
+
+// TestBrokenWalksBreakAnInvariant: the walks the differential adds with
+// every fence off each end at the first state where an invariant the
+// trace spec checks is false, and the Go checker, held to no fence,
+// rejects each one's trace at its last line through an invariant (so the
+// fences-off run compares the checks behind the fences). With every
+// fence on, no walk breaks one.
+func TestBrokenWalksBreakAnInvariant(t *testing.T) {
+	cfg, err := specmodel.ReadConfig("../../spec/ThreadClaimLapse.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := brokenWalks(specmodel.New(cfg), rand.New(rand.NewPCG(1, 2)), 5); len(got) != 0 {
+		t.Fatalf("with every fence on, %d walks broke an invariant", len(got))
+	}
+	cfg.Fences = core.Fences{}
+	m := specmodel.New(cfg)
+	walks := brokenWalks(m, rand.New(rand.NewPCG(1, 2)), 20)
+	if len(walks) != 20 {
+		t.Fatalf("%d walks of 20 broke an invariant with every fence off", len(walks))
+	}
+	invariants := []string{core.InvTypeOK, core.InvConsumedAtMostOnce, core.InvOneActiveRun, core.InvNoLiveAbandon, core.InvSteeringException}
+	broken := map[string]int{}
+	for i, path := range walks {
+		holds := func(k int) bool {
+			return !slices.ContainsFunc(invariants, func(inv string) bool { return !m.Invariant(inv, &path[k].State) })
+		}
+		for k := range len(path) - 1 {
+			if !holds(k) {
+				t.Fatalf("walk %d: an invariant is false at step %d of %d: not cut at the first", i, k+1, len(path))
+			}
+		}
+		if holds(len(path) - 1) {
+			t.Fatalf("walk %d: every invariant holds at its end", i)
+		}
+		lines := m.TraceLines(path)
+		_, err := tracecheck.Check(lines, tracecheck.WithFences(core.Fences{}))
+		var v *tracecheck.Violation
+		if !errors.As(err, &v) || v.Kind != tracecheck.ErrInvariant || v.Line != len(lines) {
+			t.Fatalf("walk %d (%d lines): the Go checker with no fence: %v; want an invariant broken at its last line", i, len(lines), err)
+		}
+		broken[v.Rule]++
+	}
+	if broken[core.InvConsumedAtMostOnce] == 0 || broken[core.InvNoLiveAbandon] == 0 {
+		t.Errorf("invariants the walks broke first: %v; want I1 and NoLiveAbandon among them", broken)
+	}
 }
