@@ -12,7 +12,7 @@ func RoundFields(c Claim) (map[string]any, int) {
 	out := map[string]any{}
 	for i := range v.NumField() {
 		switch name := v.Type().Field(i).Name; name {
-		case "ws", "mu", "idle", "calls", "sole": // the calls in flight, none in a fork
+		case "ws", "mu", "idle", "calls", "sole", "ending": // the calls in flight, none in a fork
 		default:
 			f := v.Field(i)
 			switch f.Kind() {

@@ -34,7 +34,7 @@ func TestWorkspaceFork(t *testing.T) {
 	want, n := core.RoundFields(c)
 	got, _ := core.RoundFields(fc)
 	require.Equal(t, want, got)
-	require.Equal(t, 21, n, "round has a field more or less: make Workspace.ForkForTesting copy it, and this test see it")
+	require.Equal(t, 22, n, "round has a field more or less: make Workspace.ForkForTesting copy it, and this test see it")
 	require.Equal(t, "A", f.Process())
 
 	// The fork consumes m1 in the copy: its line goes to its own tracer.

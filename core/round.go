@@ -119,6 +119,10 @@ type round struct {
 	// could not read after a write in doubt, so the round waits for one
 	// that can.
 	crashing, crashFailed bool
+	// ending counts the Crash calls that have begun and not returned: from
+	// the moment one begins, no other call of the round may begin (see
+	// Workspace.Crash).
+	ending int
 	// tick and taken are the last version this round's traced lines saw,
 	// and the taken cursor at it: where Crash places its line without a
 	// read.
@@ -181,9 +185,11 @@ func (w *Workspace) enter(c Claim, a Action, check func(r *round) error) (*round
 	switch {
 	case ph == phaseOver:
 		return nil, fmt.Errorf("%s on thread %q: %w", a, c.Thread, ErrRoundOver)
-	case r.crashing && a != ActionCrash:
+	case (r.crashing || r.ending > 0) && a != ActionCrash:
 		// The round's Crash is being traced, at a version that a write of
-		// the round (a renewal) must not pass.
+		// the round (a renewal) must not pass, or waits for the calls in
+		// flight before it reads that version: a renewal that began in
+		// between would run beside the read.
 		return nil, fmt.Errorf("%s on thread %q: %w: the round's Crash is in progress", a, c.Thread, ErrRoundOver)
 	case r.doubt && a != ActionCrash && !w.mutants.DoubtIgnored:
 		return nil, fmt.Errorf("%s on thread %q: %w: a write's commit is unknown, only Crash may follow", a, c.Thread, ErrOutOfOrder)

@@ -358,6 +358,45 @@ func TestRenewDuringCrashRefused(t *testing.T) {
 	w.valid(t)
 }
 
+// A renewal called while the round's Crash waits for a call in flight is
+// refused too: once Crash has begun, no call of the round may begin, or
+// one that began after Crash's wait and before its read (a renewal timer
+// firing just then) would run beside the read, and its write could land
+// after the Crash line. A renewal already in flight when Crash began is
+// waited for, and the trace is the spec's.
+func TestRenewWhileCrashWaitsRefused(t *testing.T) {
+	w := newWorld(t, "m1")
+	gate, a, c := w.gatedClaim(t, "C2", "hw")
+	renewed := make(chan error, 1)
+	go func() { renewed <- a.Renew(w.ctx, c, ttl) }()
+	wait(t, gate.entered, "the first Renew to reach storage")
+	crashed := make(chan error, 1)
+	go func() { crashed <- a.Crash(w.ctx, c) }()
+	// Renewals before the Crash goroutine begins are the round's own, and
+	// go on; once it has begun, each is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := a.Renew(w.ctx, c, ttl)
+		if errors.Is(err, core.ErrRoundOver) {
+			break
+		}
+		require.NoError(t, err)
+		if time.Now().After(deadline) {
+			t.Fatal("no Renew was refused in 10 s while Crash waited for the Renew in flight")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-crashed:
+		t.Fatalf("Crash returned (%v) while a Renew of the round was in flight", err)
+	default:
+	}
+	close(gate.release)
+	require.NoError(t, wait(t, renewed, "the Renew in flight to return"))
+	require.NoError(t, wait(t, crashed, "Crash to return"))
+	w.valid(t)
+}
+
 // A Workspace over no storage, or with no clock, is refused when it is
 // made, with the argument's name, not at its first call.
 func TestNewWorkspaceNeedsStorageAndClock(t *testing.T) {

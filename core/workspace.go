@@ -1428,7 +1428,9 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 // nothing; the claim's lease stays until it expires and the next claimant
 // abandons whatever the round left active.
 //
-// Its trace line does not depend on storage answering: Crash first waits
+// From the moment Crash begins until it returns, every other call of the
+// round is refused with ErrRoundOver, a Renew too. Its trace line does not
+// depend on storage answering: Crash first waits
 // for the round's calls in flight (or for ctx), then reads the thread's
 // version and taken cursor, and traces its line at them; when that read
 // fails (storage unreachable, ctx ended) it traces at the last version the
@@ -1448,13 +1450,23 @@ func (w *Workspace) Crash(ctx context.Context, c Claim) error {
 	if err != nil {
 		return err
 	}
-	// Crash counts as a call in flight while it waits for the others.
+	// Crash counts as a call in flight while it waits for the others, and
+	// from now on no other call may begin (enter): one that began after
+	// the wait and before finish's read (a renewal timer firing then)
+	// would run beside that read, and its write could land after the
+	// Crash line.
 	r.mu.Lock()
 	r.calls--
 	if r.calls == 0 {
 		close(r.idle)
 	}
+	r.ending++
 	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.ending--
+		r.mu.Unlock()
+	}()
 	if err := r.wait(ctx); err != nil {
 		return err
 	}
