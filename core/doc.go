@@ -48,7 +48,8 @@
 // built by hand, a second Claim on a thread whose round is open, a holder
 // it claimed with before, a call made while another call of the round is
 // in flight (a claim's calls go one at a time; only Renew runs beside
-// another, and Crash waits for them). So any sequence of calls, from one
+// another, and Crash waits for them), a call begun while Crash goes on.
+// So any sequence of calls, from one
 // goroutine or several, is either refused or traced as a behaviour of the
 // specification. Crash traces without needing storage to answer.
 //
