@@ -46,12 +46,13 @@ Runs TLC (package tlc) and checks every result against what is expected:
              every transition, by the same action to the same state (for
              a cfg with a violation: the outcome and the states up to it)
   trace      the trace spec tla/ThreadClaimLapseTrace.tla on every *.ndjson
-             of each DIR (default: $TRACE_DIR, else tla/testdata and
-             tracecheck/testdata): ok-* must be accepted, bad-* rejected,
-             at the line the directory's expected-lines file names (the Go
-             checker's line) when it names one, and held to the fences its
-             "fences" file names (all when there is none). A FILE given by
-             itself is expected to be accepted unless it is named bad-*.
+             of each DIR (default: $TRACE_DIR, else tla/testdata, each of
+             its subdirectories that holds traces, and tracecheck/testdata):
+             ok-* must be accepted, bad-* rejected, at the line the
+             directory's expected-lines file names (the Go checker's line)
+             when it names one, and held to the fences its "fences" file
+             names (all when there is none). A FILE given by itself is
+             expected to be accepted unless it is named bad-*.
              Every thread of every file goes to ONE TLC run (the trace
              spec's batch mode; one run per set of fences): it prints the
              run's lines per second, then each file's verdict.
@@ -706,14 +707,16 @@ type traceInput struct {
 
 // collectTraces reads every trace the trace mode checks. Paths are
 // directories of fixtures or single files; none means $TRACE_DIR or the
-// two fixture directories. A malformed trace is a usage error (exit 2)
-// naming its file and line, unless it is a bad-* fixture.
+// fixture directories: tla/testdata with its subdirectories (each held to
+// the fences its "fences" file names: tlc.FixtureDirs, the spec mutants'
+// too) and tracecheck/testdata. A malformed trace is a usage error (exit
+// 2) naming its file and line, unless it is a bad-* fixture.
 func collectTraces(root string, paths []string) ([]traceInput, error) {
 	if len(paths) == 0 {
 		if d := os.Getenv("TRACE_DIR"); d != "" {
 			paths = strings.Fields(d)
 		} else {
-			paths = []string{filepath.Join(root, "tla", "testdata"), filepath.Join(root, "tracecheck", "testdata")}
+			paths = append(tlc.FixtureDirs(root), filepath.Join(root, "tracecheck", "testdata"))
 		}
 	}
 	var out []traceInput

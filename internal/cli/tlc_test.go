@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // fakeTLC is a stand-in for java running TLC -tool. For a batch of traces
@@ -429,5 +432,35 @@ func TestTLCUsage(t *testing.T) {
 	}
 	if code, out := runTLCCmd(t, t.TempDir(), "spec"); code != exitUsage || !strings.Contains(out, "not the repository's root") {
 		t.Errorf("no spec/: exit %d:\n%s", code, out)
+	}
+}
+
+// With no DIR and no $TRACE_DIR, the trace mode checks every fixture
+// directory: tla/testdata, each subdirectory of it that holds traces
+// (held to the fences its "fences" file names), and tracecheck/testdata;
+// as the spec mutants' check does (tlc.FixtureDirs).
+func TestCollectTracesDefaultsToEveryFixtureDir(t *testing.T) {
+	root := t.TempDir()
+	t.Setenv("TRACE_DIR", "")
+	writeTraces(t, filepath.Join(root, "tla", "testdata"), map[string]string{"ok-a.ndjson": line(1, "t1", "a") + "\n"})
+	writeTraces(t, filepath.Join(root, "tla", "testdata", "abandon-unfenced"), map[string]string{
+		"ok-b.ndjson": line(1, "t1", "b") + "\n", "fences": "start reply\n"})
+	writeTraces(t, filepath.Join(root, "tla", "testdata", "empty"), map[string]string{"README": "no traces\n"})
+	writeTraces(t, filepath.Join(root, "tracecheck", "testdata"), map[string]string{"ok-c.ndjson": line(1, "t1", "c") + "\n"})
+	ins, err := collectTraces(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]core.Fences{}
+	for _, in := range ins {
+		got[in.show] = in.fences
+	}
+	want := map[string]core.Fences{
+		filepath.Join("tla", "testdata", "ok-a.ndjson"):                     core.AllFences(),
+		filepath.Join("tla", "testdata", "abandon-unfenced", "ok-b.ndjson"): {Start: true, Reply: true},
+		filepath.Join("tracecheck", "testdata", "ok-c.ndjson"):              core.AllFences(),
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("the default trace inputs and their fences: %v, want %v", got, want)
 	}
 }
