@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,4 +99,62 @@ func TestFollowEndsItsWatch(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("timed out after 10s waiting for the watch's context to end once Follow returned")
 	}
+}
+
+// endedWatch is the memory Store, whose watches end as they begin (their
+// channel closed, as a storage's that stops telling), and which counts
+// its transactions.
+type endedWatch struct {
+	*memory.Store
+	txs atomic.Int64
+}
+
+func (s *endedWatch) WatchEvents(context.Context, core.ThreadID) (<-chan struct{}, error) {
+	ch := make(chan struct{})
+	close(ch)
+	return ch, nil
+}
+
+func (s *endedWatch) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	s.txs.Add(1)
+	return s.Store.Update(ctx, fn)
+}
+
+// A Follow whose watch has ended (its notice channel closed) polls: it
+// reads the log once more and then waits for the poll on the workspace's
+// clock, as on a storage that never told; it does not read again and
+// again. A message posted then comes at the poll. (The ninth mutation
+// pass: a closed notice channel taken for a notice, which made Follow
+// read the log without end, failed no test.)
+func TestFollowPollsOnceItsWatchEnds(t *testing.T) {
+	ctx := context.Background()
+	clock := coretest.NewClock(epoch)
+	s := &endedWatch{Store: memory.New()}
+	ws := core.NewWorkspace(s, clock)
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err := ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+
+	f := storetest.Follow(ws, "t", 1)
+	defer func() { require.NoError(t, f.Stop()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for clock.Waiters() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for Follow, its watch ended, to read the log and wait for its poll")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Nothing is to happen before the poll: no event to wait for, so the
+	// test looks again after a while.
+	txs := s.txs.Load()
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, txs, s.txs.Load(), "Follow read the log again before its poll, its watch ended")
+	require.Equal(t, 1, clock.Waiters(), "Follow waits for one poll")
+
+	_, err = ws.Post(ctx, "t", "m2")
+	require.NoError(t, err)
+	clock.Advance(time.Second) // Follow's poll
+	evs := f.Next(t, 1, "m2's event, read at Follow's poll")
+	storetest.CheckPositions(t, evs, 2, core.MessagePosted)
+	require.Equal(t, "m2", evs[0].Text)
 }
