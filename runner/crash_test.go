@@ -324,3 +324,122 @@ func TestRenewalInDoubtCancelsAgent(t *testing.T) {
 	require.Equal(t, 1, traced(rec, core.ActionCrash))
 	require.Zero(t, traced(rec, core.ActionRunEnd), "the run's end was recorded after a renewal in doubt")
 }
+
+// heldDoubts is storage that reports the commits it is told to as unknown
+// (after committing them), naming each by the report given, and that can
+// hold its next transaction back before it begins.
+type heldDoubts struct {
+	core.Storage
+	mu      sync.Mutex
+	hold    chan struct{} // the next Update closes held and waits for it
+	held    chan struct{}
+	reports []string // the next commits, reported unknown in this order
+}
+
+func (s *heldDoubts) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	s.mu.Lock()
+	hold, held := s.hold, s.held
+	s.hold = nil
+	s.mu.Unlock()
+	if hold != nil {
+		close(held)
+		<-hold
+	}
+	err := s.Storage.Update(ctx, fn)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || len(s.reports) == 0 {
+		return err
+	}
+	report := s.reports[0]
+	s.reports = s.reports[1:]
+	return errors.Join(core.ErrCommitUnknown, errors.New(report))
+}
+
+// Two calls of a round in doubt, one after the other: the turn keeps the
+// first's error, and gives its round up with it. Here a renewal begun
+// before the agent's Ask is held back until the Ask's commit was reported
+// unknown; then its own is. The run's end makes no call and the turn
+// crashes, OutcomeError with the Ask's error. (The ninth mutation pass: a
+// turn that kept the last call in doubt's error failed no test.)
+func TestTurnKeepsTheFirstCallInDoubt(t *testing.T) {
+	ctx := context.Background()
+	s := &heldDoubts{Storage: memory.New()}
+	started, ask := make(chan struct{}), make(chan struct{})
+	a := newProc(t, s, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, sess *runner.Session) error {
+		close(started)
+		<-ask
+		_, err := sess.Ask(ctx, "which one?")
+		return err
+	})})
+	newThread(t, a.ws, "t", "m1")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepAgent)
+	stepped := make(chan bool, 1)
+	go func() { stepped <- turn.Step(ctx) }()
+	waitFor(t, started, "the agent to start")
+
+	hold, held := make(chan struct{}), make(chan struct{})
+	s.mu.Lock()
+	s.hold, s.held = hold, held
+	s.reports = []string{"the Ask's commit reset", "the renewal's commit reset"}
+	s.mu.Unlock()
+	renewed := make(chan error, 1)
+	go func() { renewed <- turn.Renew(ctx) }()
+	waitFor(t, held, "the renewal's transaction to be held back")
+	close(ask)
+	require.False(t, waitFor(t, stepped, "the agent's step to end once its Ask was in doubt"))
+	close(hold)
+	err := waitFor(t, renewed, "the held renewal to return")
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.ErrorContains(t, err, "the renewal's commit reset")
+
+	stepTo(t, turn, runner.StepOver)
+	o, err := turn.Outcome()
+	require.Equal(t, runner.OutcomeError, o, "%v", err)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.ErrorContains(t, err, "the Ask's commit reset", "the turn crashed with the second call's doubt, not the first's")
+}
+
+// cancelledInCommit is storage whose armed transaction commits, and then
+// ends the caller's context and reports its commit unknown: a COMMIT cut
+// off as the context ended.
+type cancelledInCommit struct {
+	core.Storage
+	armed  bool
+	cancel context.CancelFunc
+}
+
+func (s *cancelledInCommit) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	err := s.Storage.Update(ctx, fn)
+	if s.armed && err == nil {
+		s.armed = false
+		s.cancel()
+		return errors.Join(core.ErrCommitUnknown, context.Canceled)
+	}
+	return err
+}
+
+// A write in doubt because the step's context ended in its commit is
+// given up all the same: the turn's Crash reads on a context that has not
+// ended, learns what became of the write, and ends the round, which is
+// not left open for a later look. (The ninth mutation pass: a Crash made
+// on the step's own context, which could not read, failed no test.)
+func TestCrashAfterTheStepsContextEnded(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &cancelledInCommit{Storage: memory.New(), cancel: cancel}
+	rec := &tracecheck.Recorder{}
+	a := newProc(t, s, "A", procOpts{tracer: rec, cfg: func(c *runner.Config) { c.SeparatePlans = true }})
+	newThread(t, a.ws, "t", "m1")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepRunEnd)
+	s.armed = true
+	require.True(t, turn.Step(ctx), "the run's end in doubt ends the turn")
+	require.Error(t, ctx.Err())
+	o, err := turn.Outcome()
+	require.Equal(t, runner.OutcomeError, o, "%v", err)
+	require.ErrorIs(t, err, core.ErrCommitUnknown)
+	require.Equal(t, 0, a.r.OpenRounds(), "the round was left open: its Crash could not read")
+	require.Equal(t, 1, traced(rec, core.ActionCrash))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -94,4 +95,32 @@ func TestRenewDuringReleaseMakesNoCall(t *testing.T) {
 	o, err := turn.Outcome()
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, o)
+}
+
+// A run's end recorded with the next run's start (RunEndThenStart, with a
+// backlog behind the next prompt) lets renewals start again: the turn
+// held them back for the transaction, which could have released the
+// claim, and it did not. A renewal during the next run extends the lease.
+// (The ninth mutation pass: a turn that left its renewals held back after
+// RunEndThenStart started a run, its claim left to lapse under a running
+// agent, failed no test.)
+func TestRenewAfterRunEndThenStart(t *testing.T) {
+	ctx := context.Background()
+	a := newProc(t, memory.New(), "A", procOpts{})
+	newThread(t, a.ws, "t", "m1", "m2", "m3", "m4", "m5")
+	turn := a.r.NewTurn("t")
+	stepTo(t, turn, runner.StepRunEnd)
+	require.False(t, turn.Step(ctx))
+	require.Equal(t, runner.StepAgent, turn.Next(), "RunEndThenStart started the next run")
+	require.Equal(t, core.Seq(2), taken(t, a, "t"))
+
+	before, err := a.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	a.clock.Advance(time.Second)
+	require.NoError(t, turn.Renew(ctx))
+	after, err := a.ws.Lease(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before.Holder, after.Holder)
+	require.Equal(t, before.ExpiresAt.Add(time.Second), after.ExpiresAt, "the renewal during the next run did not extend the claim")
+	stepTo(t, turn, runner.StepOver)
 }
