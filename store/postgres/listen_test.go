@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -219,4 +220,48 @@ func TestListenClosesItsConnection(t *testing.T) {
 		waitFor(t, look, fmt.Sprintf("no LISTEN connection of the Store once its listener ended (lagging receiver: %v)", lagging), listeners, app, 0)
 		debug.SetGCPercent(gc)
 	}
+}
+
+// A listener's connection whose LISTEN fails is closed, whether it is the
+// first (listenAs returns the error) or one after a failure on the
+// channels' change (the listener then closes the connection it had and
+// connects again). The channels function here names the empty channel,
+// which the server refuses, first at the start and then once at a
+// change. The collector is off while the test looks, so that only the
+// listener's own Close can end a connection it drops; the test is not
+// parallel. (The ninth mutation pass: a listener that left either
+// connection open failed no test.)
+func TestListenClosesAConnectionItLeaves(t *testing.T) {
+	s := newStore(t)
+	app := randomName("tc-listen-")
+	look := admin(t)
+	const backends = `SELECT count(*) = $2 FROM pg_stat_activity WHERE application_name = $1`
+	gc := debug.SetGCPercent(-1)
+	defer debug.SetGCPercent(gc)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+
+	var refused atomic.Bool
+	channels := func() []string {
+		if refused.Swap(false) {
+			return []string{""}
+		}
+		return []string{"tc_leaves"}
+	}
+	refused.Store(true)
+	_, err := s.listenAs(ctx, channels, nil, app, nil, nil)
+	require.Error(t, err, "a LISTEN on the empty channel")
+	waitFor(t, look, "no connection of the listener whose first LISTEN failed", backends, app, 0)
+
+	mv := &moves{}
+	wake, err := s.listenAs(ctx, channels, mv, app, nil, nil)
+	require.NoError(t, err)
+	waitFor(t, look, "the listener's connection", backends, app, 1)
+	refused.Store(true)
+	mv.changes.Add(1)
+	_, err = look.Exec(ctx, `SELECT pg_notify('tc_leaves', 'x')`)
+	require.NoError(t, err)
+	require.Equal(t, core.ThreadID("x"), receive(t, wake))
+	require.Equal(t, core.ThreadID(""), receive(t, wake), "the listener reconnected once its LISTEN failed")
+	waitFor(t, look, "one connection of the listener once it reconnected", backends, app, 1)
 }

@@ -772,3 +772,44 @@ func TestPostToARunningLapsedThreadWakesNobody(t *testing.T) {
 		require.Equal(t, free, next("the post after the one to the running thread"), "a post to a thread with a run active woke the runners (poster %d)", i)
 	}
 }
+
+// A Wakeups listener whose connection broke takes its new connection's
+// backend for its own: once it has reconnected (and said so, with the
+// empty ThreadID), the two listeners' views settle again, each LISTENing
+// on its own shards. (The ninth mutation pass: a listener that kept its
+// first backend's id after a reconnection, and so never found itself
+// among the listeners it read, failed no test.)
+func TestWakeupsSettleAfterAReconnection(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	schema := testSchema(t)
+	var wakes []<-chan core.ThreadID
+	var shares []*share
+	for i := range 2 {
+		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-reconnect-%d", i)), schema)
+		w, sh, err := s.wakeups(ctx)
+		require.NoError(t, err)
+		wakes, shares = append(wakes, w), append(shares, sh)
+	}
+	awaitListening(t, 2, shares...)
+	pid := func() uint32 {
+		shares[0].mu.Lock()
+		defer shares[0].mu.Unlock()
+		return shares[0].pid
+	}
+	old := pid()
+	terminate(t, admin(t), old)
+	deadline := time.After(30 * time.Second)
+	for reconnected := false; !reconnected; {
+		select {
+		case id, ok := <-wakes[0]:
+			require.True(t, ok, "listener 0's wake-ups ended")
+			reconnected = id == ""
+		case <-deadline:
+			t.Fatal("timed out after 30s waiting for listener 0 to say it reconnected (the empty ThreadID)")
+		}
+	}
+	awaitListening(t, 2, shares...)
+	require.NotEqual(t, old, pid(), "listener 0 kept its first backend's id")
+}
