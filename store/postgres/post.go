@@ -61,7 +61,7 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 		return 0, 0, 0, t.err
 	}
 	fresh := !t.begun && !t.shot && len(t.pending) == 0 && len(t.assumed) == 0 && len(t.threads) == 0
-	if c := t.s.cached(id); !fresh || t.readOnly || t.s.readPost || c != nil && c.ownLease && !c.distrusted && t.speculate {
+	if c := t.s.cached(id); !fresh || t.readOnly || t.s.readPost || t.postReads || c != nil && c.ownLease && !c.distrusted && t.speculate {
 		return t.postRead(ctx, id, at, text)
 	}
 	at = eventTime(at)
@@ -81,6 +81,12 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 			return err
 		})
 		if err := t.send(ctx, b); err != nil {
+			if logBehind(err) {
+				// As below, but the statement was in a transaction,
+				// which the collision lost: Store.run runs fn again,
+				// its post reading.
+				return 0, 0, 0, fmt.Errorf("thread %q: %w", id, errPostBehind)
+			}
 			return 0, 0, 0, err
 		}
 		if !found {
@@ -96,10 +102,8 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 	t.shot = true
 	t.s.stats.roundTrips.Add(1)
 	err = scan(t.conn.QueryRow(ctx, t.s.q.post, args...))
-	var pgErr *pgconn.PgError
-	const uniqueViolation = "23505"
 	switch {
-	case errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey":
+	case logBehind(err):
 		// The row's log end is behind its log (a binary before
 		// migration 0009 appended): nothing was written. Post reading
 		// the log, which sets the row's log end again.
@@ -111,6 +115,22 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 		return 0, 0, 0, commitError(err)
 	}
 	return core.Seq(msg), uint64(version), core.Seq(taken), nil
+}
+
+// errPostBehind: a one-statement post in a transaction collided with an
+// event its thread's row did not know of (the row's log end behind its
+// log: a binary before migration 0009 appended), which lost the
+// transaction; nothing of it was kept. Store.run runs the transaction's
+// function again, its post reading the log (postRead), which sets the
+// row's log end again.
+var errPostBehind = errors.New("postgres: the thread's log end was behind its log: run again, reading")
+
+// logBehind reports whether err is a one-statement post's event colliding
+// with one its thread's row did not know of (the events' primary key).
+func logBehind(err error) bool {
+	var pgErr *pgconn.PgError
+	const uniqueViolation = "23505"
+	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey"
 }
 
 // postRead is a post as Workspace.Post makes it on a Transaction that is

@@ -149,30 +149,39 @@ func TestPostOnADistrustedEntryOneRoundTrip(t *testing.T) {
 // reading the thread: the one statement's event collides with the log's
 // and writes nothing, and the post goes on in a transaction of its own,
 // which sets the row's log end again; the next post is one statement
-// again. (The ninth mutation pass: a post that went on as though its one
-// statement had committed the transaction failed no test.)
+// again. With KeepTrace the one statement is in a transaction, which the
+// collision loses: the transaction is run again, its post reading.
+// (The ninth mutation pass: a post that went on as though its one
+// statement had committed the transaction failed no test; and with
+// KeepTrace the post failed, "duplicate key value violates unique
+// constraint events_pkey".)
 func TestPostAfterAnOlderBinarysPost(t *testing.T) {
-	t.Parallel() // a schema of its own
-	ctx := testCtx(t)
-	s := newStore(t)
-	ws := core.NewWorkspace(s, core.SystemClock{})
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	_, err := ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	olderBinaryPost(t, s.Schema(), "t") // message 2
-	for _, m := range []core.Seq{3, 4} {
-		seq, err := ws.Post(ctx, "t", fmt.Sprintf("m%d", m))
-		require.NoError(t, err, "post of m%d", m)
-		require.Equal(t, m, seq)
+	t.Parallel()
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("KeepTrace=%v", keep), func(t *testing.T) {
+			t.Parallel() // a schema of its own
+			ctx := testCtx(t)
+			s := newStoreWith(t, Options{KeepTrace: keep})
+			ws := core.NewWorkspace(s, core.SystemClock{})
+			require.NoError(t, ws.CreateThread(ctx, "t"))
+			_, err := ws.Post(ctx, "t", "m1")
+			require.NoError(t, err)
+			olderBinaryPost(t, s.Schema(), "t") // message 2
+			for _, m := range []core.Seq{3, 4} {
+				seq, err := ws.Post(ctx, "t", fmt.Sprintf("m%d", m))
+				require.NoError(t, err, "post of m%d", m)
+				require.Equal(t, m, seq)
+			}
+			evs := events(t, s, "t")
+			require.Len(t, evs, 4)
+			for i, ev := range evs {
+				require.Equal(t, core.MessagePosted, ev.Kind)
+				require.Equal(t, core.Seq(i+1), ev.Message)
+			}
+			require.Equal(t, "m4", evs[3].Text)
+			th, err := ws.Thread(ctx, "t")
+			require.NoError(t, err)
+			require.Equal(t, core.Seq(4), th.Last())
+		})
 	}
-	evs := events(t, s, "t")
-	require.Len(t, evs, 4)
-	for i, ev := range evs {
-		require.Equal(t, core.MessagePosted, ev.Kind)
-		require.Equal(t, core.Seq(i+1), ev.Message)
-	}
-	require.Equal(t, "m4", evs[3].Text)
-	th, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, core.Seq(4), th.Last())
 }

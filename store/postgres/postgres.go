@@ -302,8 +302,10 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 		t.held, t.conn = nil, nil
 		s.txns.Put(t)
 	}()
+	postReads := false
 	for {
 		t.reset(s, t.conn, readOnly, speculate)
+		t.postReads = postReads
 		err := t.attempt(ctx, fn)
 		s.stats.transactions.Add(1)
 		if t.conflict {
@@ -314,6 +316,10 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 			// was kept: run fn again, reading from the server.
 			s.distrust(t.assumed)
 			speculate = false
+			continue
+		}
+		if !postReads && errors.Is(err, errPostBehind) {
+			postReads = true
 			continue
 		}
 		if err == nil {

@@ -43,16 +43,20 @@ type txn struct {
 	// and its new events) is one round trip; fn asking for a second
 	// (again) is run again with a transaction that stays open.
 	oneShot, shot, again bool
-	pending              []statement
-	buf                  []byte                       // the arguments of the statements sent in one round trip, encoded
-	evs                  []eventRow                   // the events a one-trip claim read (sendClaim), reused
-	trip                 trip                         // those statements, and their place in the Store's trips
-	threads              map[core.ThreadID]*txThread  // locked by this transaction
-	leases               map[core.ThreadID]core.Lease // locked (or seen absent) by this transaction
-	err                  error                        // the first failure: the transaction is lost
-	releases             bool                         // a lease is deleted: its holder's turn ends (trips)
-	spare                [2]txThread                  // the first threads' values, reused
-	nSpare               int
+	// postReads: a post reads the thread first (postRead), as after a
+	// one-statement post collided with a log whose end its row did not
+	// know (errPostBehind).
+	postReads bool
+	pending   []statement
+	buf       []byte                       // the arguments of the statements sent in one round trip, encoded
+	evs       []eventRow                   // the events a one-trip claim read (sendClaim), reused
+	trip      trip                         // those statements, and their place in the Store's trips
+	threads   map[core.ThreadID]*txThread  // locked by this transaction
+	leases    map[core.ThreadID]core.Lease // locked (or seen absent) by this transaction
+	err       error                        // the first failure: the transaction is lost
+	releases  bool                         // a lease is deleted: its holder's turn ends (trips)
+	spare     [2]txThread                  // the first threads' values, reused
+	nSpare    int
 }
 
 // reset makes t a new transaction on conn, keeping its allocations.
