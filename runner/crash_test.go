@@ -246,7 +246,7 @@ func TestConcurrentCallInDoubtEndsTheRound(t *testing.T) {
 			var turn *runner.Turn
 			var callErr error
 			a := newProc(t, u, "A", procOpts{tracer: rec, agent: runner.AgentFunc(func(ctx context.Context, sn *runner.Session) error {
-				u.armed = true
+				u.arm()
 				if via == "ask" {
 					_, callErr = sn.Ask(ctx, "which one?")
 				} else {
@@ -257,7 +257,7 @@ func TestConcurrentCallInDoubtEndsTheRound(t *testing.T) {
 			newThread(t, a.ws, "t", "m1")
 			turn = a.r.NewTurn("t")
 			stepTo(t, turn, runner.StepAgent)
-			calls := u.calls
+			calls := u.count()
 			for !turn.Step(ctx) {
 			}
 			require.ErrorIs(t, callErr, core.ErrCommitUnknown)
@@ -265,7 +265,7 @@ func TestConcurrentCallInDoubtEndsTheRound(t *testing.T) {
 			require.Equal(t, runner.OutcomeError, o, "%v", err)
 			require.ErrorIs(t, err, core.ErrCommitUnknown)
 			require.NotErrorIs(t, err, core.ErrOutOfOrder)
-			require.Equal(t, 2, u.calls-calls, "the call in doubt and the Crash's read of its outcome, nothing between")
+			require.Equal(t, 2, u.count()-calls, "the call in doubt and the Crash's read of its outcome, nothing between")
 			require.Equal(t, 1, traced(rec, core.ActionCrash))
 			require.Zero(t, traced(rec, core.ActionRunEnd), "the run's end was recorded after a call in doubt")
 		})
@@ -315,7 +315,7 @@ func TestRenewalInDoubtCancelsAgent(t *testing.T) {
 		}
 	}()
 	waitFor(t, started, "the agent to start")
-	u.armed = true
+	u.arm()
 	require.ErrorIs(t, turn.Renew(ctx), core.ErrCommitUnknown)
 	waitFor(t, done, "the turn to end once the renewal in doubt cancelled the agent's context")
 	o, err := turn.Outcome()

@@ -205,7 +205,7 @@ func TestTurnForkInDoubt(t *testing.T) {
 	newThread(t, a.ws, "t", "m1")
 	turn := a.r.NewTurn("t")
 	stepTo(t, turn, runner.StepPlan)
-	u.armed = true
+	u.arm()
 	require.ErrorIs(t, turn.Renew(ctx), core.ErrCommitUnknown)
 
 	_, fr, claim := forkOf(a, u.Storage.(*memory.Store), &tracecheck.Recorder{})

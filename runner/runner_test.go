@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,20 +155,43 @@ func TestLostRenewalCancelsAgent(t *testing.T) {
 
 // unknownCommit commits a transaction and then says it cannot tell
 // whether it did, once, when armed: the connection broke during COMMIT.
+// It counts the transactions it was given; an agent may read storage
+// beside the turn's own calls, so its fields are behind mu.
 type unknownCommit struct {
 	core.Storage
+	mu    sync.Mutex
 	armed bool
 	calls int
 }
 
 func (u *unknownCommit) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	u.mu.Lock()
 	u.calls++
+	u.mu.Unlock()
 	err := u.Storage.Update(ctx, fn)
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	if u.armed && err == nil {
 		u.armed = false
 		return errors.Join(core.ErrCommitUnknown, errors.New("connection reset during COMMIT"))
 	}
 	return err
+}
+
+// arm makes the next transaction's commit unknown, and returns how many
+// transactions came before it.
+func (u *unknownCommit) arm() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.armed = true
+	return u.calls
+}
+
+// count is how many transactions u was given.
+func (u *unknownCommit) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.calls
 }
 
 // writeInDoubt steps the turn to step and takes that step with storage's
@@ -177,15 +201,14 @@ func (u *unknownCommit) Update(ctx context.Context, fn func(context.Context, cor
 func writeInDoubt(t *testing.T, turn *runner.Turn, u *unknownCommit, step runner.Step) {
 	t.Helper()
 	stepTo(t, turn, step)
-	u.armed = true
-	calls := u.calls
+	calls := u.arm()
 	turn.Step(context.Background())
 	require.Equal(t, runner.StepOver, turn.Next())
 	outcome, err := turn.Outcome()
 	require.Equal(t, runner.OutcomeError, outcome)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	require.NotErrorIs(t, err, core.ErrOutOfOrder, "the %s was sent again", step)
-	require.Equal(t, 1, u.calls-calls, "the %s was retried, or the round went on, under the same holder", step)
+	require.Equal(t, 1, u.count()-calls, "the %s was retried, or the round went on, under the same holder", step)
 }
 
 // A write whose commit outcome is unknown ends the round; it is never
@@ -218,11 +241,12 @@ func TestReplyCommitUnknownNotRetried(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	u := &unknownCommit{Storage: s}
+	// The agent asks and returns, its request open: the turn's next plan
+	// answers it with m2. (An agent that awaited the answer would read
+	// storage beside the turn's calls, and its reads would count among
+	// them, or take the commit armed for the Reply.)
 	a := newProc(t, u, "A", procOpts{agent: runner.AgentFunc(func(ctx context.Context, sn *runner.Session) error {
-		req, err := sn.Ask(ctx, "which one?")
-		if err == nil {
-			_, err = sn.Await(ctx, req) // ends the run; m2 answers
-		}
+		_, err := sn.Ask(ctx, "which one?")
 		return err
 	})})
 	b := newProc(t, s, "B", procOpts{skew: ttl})
@@ -359,7 +383,7 @@ func TestClaimCommitUnknownGivenUp(t *testing.T) {
 	require.NoError(t, ws.CreateThread(ctx, "t"))
 	_, err = ws.Post(ctx, "t", "m1")
 	require.NoError(t, err)
-	u.armed = true
+	u.arm()
 	outcome, err := r.TakeTurn(ctx, "t")
 	require.Equal(t, runner.OutcomeError, outcome)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
