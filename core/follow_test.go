@@ -28,6 +28,19 @@ func (s portOnly) Update(ctx context.Context, fn func(context.Context, core.Tran
 
 type portOnlyTx struct{ core.Transaction }
 
+// awaitPoll waits, 10 s at most, until something waits on clock (a
+// Follow for its poll), and fails naming what it waited for.
+func awaitPoll(t *testing.T, clock *coretest.Clock, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for clock.Waiters() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for " + what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // On a storage that neither reads the log after a position nor tells of
 // its growth, a follower resumed at the log's end waits (its end is no
 // position past it), and reads again at each poll of the workspace's
@@ -48,13 +61,7 @@ func TestFollowPollsAStorageThatDoesNotTell(t *testing.T) {
 
 	f := storetest.Follow(ws, "t", 1)
 	defer func() { require.NoError(t, f.Stop()) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for clock.Waiters() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for Follow, resumed at the log's end, to read the log and wait for its poll")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitPoll(t, clock, "Follow, resumed at the log's end, to read the log and wait for its poll")
 	_, err = ws.Post(ctx, "t", "m2")
 	require.NoError(t, err)
 	clock.Advance(time.Second) // Follow's poll
@@ -137,13 +144,7 @@ func TestFollowPollsOnceItsWatchEnds(t *testing.T) {
 
 	f := storetest.Follow(ws, "t", 1)
 	defer func() { require.NoError(t, f.Stop()) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for clock.Waiters() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for Follow, its watch ended, to read the log and wait for its poll")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitPoll(t, clock, "Follow, its watch ended, to read the log and wait for its poll")
 	// Nothing is to happen before the poll: no event to wait for, so the
 	// test looks again after a while.
 	txs := s.txs.Load()

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/tlc"
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
@@ -39,30 +40,21 @@ func rejectedAt(t *testing.T, path string, opts ...tracecheck.Option) int {
 }
 
 // fixtureDirs are the directories of trace fixtures: this package's,
-// tla/testdata, and each subdirectory of tla/testdata, whose "fences" file
-// names the fences its traces are held to (every fence when there is none).
+// and tla/testdata with each of its subdirectories that holds traces
+// (tlc.FixtureDirs, as scripts/tlc has them), whose "fences" file names
+// the fences its traces are held to (every fence when there is none).
 func fixtureDirs(t *testing.T) []string {
 	t.Helper()
-	dirs := []string{"testdata", "../tla/testdata"}
-	subs, err := filepath.Glob("../tla/testdata/*/fences")
-	require.NoError(t, err)
-	require.NotEmpty(t, subs, "no tla/testdata/*/fences")
-	for _, f := range subs {
-		dirs = append(dirs, filepath.Dir(f))
-	}
-	return dirs
+	tla := tlc.FixtureDirs("..")
+	require.Greater(t, len(tla), 1, "no tla/testdata subdirectory of traces")
+	return append([]string{"testdata"}, tla...)
 }
 
 // dirFences are the fences a fixture directory's traces are held to.
 func dirFences(t *testing.T, dir string) core.Fences {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, "fences"))
-	if errors.Is(err, os.ErrNotExist) {
-		return core.AllFences()
-	}
+	f, err := tlc.ReadFences(filepath.Join(dir, "fences"))
 	require.NoError(t, err)
-	f, err := core.ParseFences(string(b))
-	require.NoError(t, err, "%s/fences", dir)
 	return f
 }
 

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -124,14 +123,6 @@ func (t *txn) PostMessage(ctx context.Context, id core.ThreadID, at time.Time, t
 // function again, its post reading the log (postRead), which sets the
 // row's log end again.
 var errPostBehind = errors.New("postgres: the thread's log end was behind its log: run again, reading")
-
-// logBehind reports whether err is a one-statement post's event colliding
-// with one its thread's row did not know of (the events' primary key).
-func logBehind(err error) bool {
-	var pgErr *pgconn.PgError
-	const uniqueViolation = "23505"
-	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey"
-}
 
 // postRead is a post as Workspace.Post makes it on a Transaction that is
 // without PostMessage: read the thread, check the event, bump, append.

@@ -304,9 +304,17 @@ func (t *txn) noteConflict(err error) {
 // (its key taken).
 func checkFailed(err error) bool {
 	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == conflictCode || logBehind(err)
+}
+
+// logBehind reports whether err is a write's event colliding with one
+// already in the log (the events' primary key): the writer took the log's
+// end from a cache, or from a thread row whose end an older binary left
+// behind (a one-statement post).
+func logBehind(err error) bool {
+	var pgErr *pgconn.PgError
 	const uniqueViolation = "23505"
-	return errors.As(err, &pgErr) &&
-		(pgErr.Code == conflictCode || pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey")
+	return errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == "events_pkey"
 }
 
 // retry reports whether the attempt that ended with err must be run again

@@ -737,13 +737,7 @@ func TestPostToARunningLapsedThreadWakesNobody(t *testing.T) {
 	require.NoError(t, err)
 	next := func(what string) core.ThreadID {
 		t.Helper()
-		select {
-		case id := <-heard:
-			return id
-		case <-time.After(30 * time.Second):
-			t.Fatalf("timed out waiting for %s", what)
-			return ""
-		}
+		return recvWithin(t, heard, 30*time.Second, what)
 	}
 	ws := core.NewWorkspace(s, core.SystemClock{})
 	other := core.NewWorkspace(openStore(t, poolConfig(t, "tc-wake-running-other"), schema), core.SystemClock{})
