@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -59,5 +60,27 @@ func TestTailWhen(t *testing.T) {
 	}
 	if _, span := tailWhen(lat, posted); span < 8*time.Second {
 		t.Errorf("a tail spread over 10 s: span %v, want at least 8 s", span)
+	}
+}
+
+// Started out of their order, the messages' p99 in post order is what the
+// same start instants give the k-th post: here 3, 3 and 8 ms where the
+// workers gave 10, 2 and 2.
+func TestInPostOrder(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 7, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	posted := []time.Time{ms(0), ms(1), ms(2)}
+	started := []time.Time{ms(10), ms(3), ms(4)}
+	got := inPostOrder(posted, started)
+	want := []time.Duration{3 * time.Millisecond, 3 * time.Millisecond, 8 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Errorf("inPostOrder = %v, want %v", got, want)
+	}
+	if posted[0] != ms(0) || started[0] != ms(10) {
+		t.Errorf("inPostOrder sorted its arguments in place: %v, %v", posted, started)
+	}
+	// A post's return read after its message's start counts 0.
+	if got := inPostOrder([]time.Time{ms(5)}, []time.Time{ms(4)}); got[0] != 0 {
+		t.Errorf("a start read before its post's return: %v, want 0", got[0])
 	}
 }
