@@ -13,9 +13,10 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// The tests of this file came from the ninth mutation pass (7 Dec 2026):
-// each fails with the mutant its comment names, where no test failed
-// before.
+// The checks of what a transaction read from the Store's cache
+// (checkedSQL, checkedWriteSQL, the one-trip claim's): tests from the
+// ninth mutation pass (7 Dec 2026), each of which fails with the mutant
+// its comment names, where no test failed before.
 
 // A transaction that read a thread from the Store's cache and then needs
 // a round trip sends the check alone (checkedSQL) with its BEGIN

@@ -7,15 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
-// Tests from the ninth mutation pass over wake.go, decode.go, events.go
-// and trace.go: each fails on a mutant that failed no other test.
+// The wake-ups' share of the threads and the followers' LISTEN
+// connection: tests from the ninth mutation pass (7 Dec 2026), each of
+// which fails with the mutant its comment names, where no test failed
+// before.
 
 // A listener that saw the listeners change keeps the threads that were
 // its own before until it has read the same listeners twice more, not
@@ -278,35 +278,4 @@ func TestCloseClosesTheWatchersConnection(t *testing.T) {
 	waitFor(t, look, "the watchers' LISTEN connection", listeners, app, 1)
 	s.Close()
 	waitFor(t, look, "no LISTEN connection of the Store once it was closed, its watcher's context still going", listeners, app, 0)
-}
-
-// A read of the trace lines that the server fails is an error, not fewer
-// lines: here the trace_lines the Store reads is a view whose second
-// line fails (a division by zero) as the server evaluates it. (The
-// mutant: TraceLines ignoring the rows' error, which returned no line
-// and no error, failed no test; tracecheck fleet would have checked a
-// trace with lines missing.)
-func TestTraceLinesReadFails(t *testing.T) {
-	ctx := testCtx(t)
-	schema := testSchema(t)
-	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithTracer(&tracecheck.Recorder{}))
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	for _, m := range []string{"m1", "m2"} {
-		_, err := ws.Post(ctx, "t", m)
-		require.NoError(t, err)
-	}
-	lines, err := s.TraceLines(ctx)
-	require.NoError(t, err)
-	require.Len(t, lines, 2, "the two posts' lines")
-	q := pgx.Identifier{schema}.Sanitize()
-	_, err = admin(t).Exec(ctx, `ALTER TABLE `+q+`.trace_lines RENAME TO trace_lines_kept;
-CREATE VIEW `+q+`.trace_lines AS
-	SELECT thread_id, tick, read, CASE WHEN tick = (SELECT max(tick) FROM `+q+`.trace_lines_kept) THEN (line::text || (1/(tick - tick))::text)::jsonb ELSE line END AS line
-	FROM `+q+`.trace_lines_kept`)
-	require.NoError(t, err)
-	lines, err = s.TraceLines(ctx)
-	require.ErrorContains(t, err, "division by zero", "read %d lines", len(lines))
 }
