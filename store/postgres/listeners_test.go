@@ -17,6 +17,10 @@ import (
 // which fails with the mutant its comment names, where no test failed
 // before.
 
+// followersListening asks whether the server lists $2 LISTEN connections
+// of the followers (the events' channel) under the application name $1.
+const followersListening = `SELECT count(*) = $2 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`
+
 // A listener that saw the listeners change keeps the threads that were
 // its own before until it has read the same listeners twice more, not
 // once: here 10 and 20 settled on {10, 20}, 30 came, and 10 has read
@@ -183,12 +187,11 @@ func TestLastWatcherClosesTheListener(t *testing.T) {
 	ws := core.NewWorkspace(s, core.SystemClock{})
 	require.NoError(t, ws.CreateThread(testCtx(t), "t"))
 	look := admin(t)
-	const listeners = `SELECT count(*) = $2 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`
 	for round := range 2 {
 		ctx, cancel := context.WithCancel(testCtx(t))
 		ch, err := s.WatchEvents(ctx, "t")
 		require.NoError(t, err)
-		waitFor(t, look, fmt.Sprintf("the followers' LISTEN connection (round %d)", round), listeners, app, 1)
+		waitFor(t, look, fmt.Sprintf("the followers' LISTEN connection (round %d)", round), followersListening, app, 1)
 		cancel()
 		closed := make(chan struct{})
 		go func() {
@@ -197,7 +200,7 @@ func TestLastWatcherClosesTheListener(t *testing.T) {
 			close(closed)
 		}()
 		recvWithin(t, closed, 30*time.Second, "the watcher's channel to close once its context ended")
-		waitFor(t, look, fmt.Sprintf("no LISTEN connection of the Store once its last watcher stopped (round %d)", round), listeners, app, 0)
+		waitFor(t, look, fmt.Sprintf("no LISTEN connection of the Store once its last watcher stopped (round %d)", round), followersListening, app, 0)
 	}
 }
 
@@ -249,7 +252,7 @@ func TestWatchEventsMarkFails(t *testing.T) {
 	_, err = s.WatchEvents(testCtx(t), "t\x00")
 	require.Error(t, err, "WatchEvents of an id with a NUL byte, which the server refuses")
 	waitFor(t, look, "no LISTEN connection of the Store once its marks failed",
-		`SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`, app)
+		followersListening, app, 0)
 }
 
 // A followed thread's mark is renewed well before it lapses: a follower
@@ -274,8 +277,7 @@ func TestCloseClosesTheWatchersConnection(t *testing.T) {
 	_, err := s.WatchEvents(ctx, "t")
 	require.NoError(t, err)
 	look := admin(t)
-	const listeners = `SELECT count(*) = $2 FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%.events%'`
-	waitFor(t, look, "the watchers' LISTEN connection", listeners, app, 1)
+	waitFor(t, look, "the watchers' LISTEN connection", followersListening, app, 1)
 	s.Close()
-	waitFor(t, look, "no LISTEN connection of the Store once it was closed, its watcher's context still going", listeners, app, 0)
+	waitFor(t, look, "no LISTEN connection of the Store once it was closed, its watcher's context still going", followersListening, app, 0)
 }
