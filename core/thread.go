@@ -398,9 +398,11 @@ func (t *Thread) checkActive(id RunID) error {
 	return nil
 }
 
-// Apply folds ev into t and sets t.Version to ev.Version. The caller has
-// checked ev with Check; an event that fails it is a broken invariant of
-// the storage and panics.
+// Apply folds ev into t and raises t.Version to ev.Version, never lowering
+// it: the version counts committed writes, and a RunRefused notice bumps
+// none (it carries the thread's version as it found it). The caller
+// has checked ev with Check; an event that fails it is a broken invariant
+// of the storage and panics.
 func (t *Thread) Apply(ev Event) {
 	if err := t.Check(ev); err != nil {
 		panic(fmt.Sprintf("core: applying an event that fails its check: %v", err))
