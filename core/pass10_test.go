@@ -1,0 +1,336 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/memory"
+	"github.com/threadclaim/threadclaim/tracecheck"
+)
+
+// Check refuses the events whose ids or messages are not the next ones
+// from below as well as from above: a post of a seq already posted, a
+// start on message 0, an Ask under a request id already used. Each is
+// refused with the thread unchanged, and Apply panics on it.
+// (the tenth mutation pass: Check's post test as ev.Message > Last()+1,
+// its prompt test without ev.Message < 1, and its request test as
+// ev.Request > len(Requests)+1 failed no test)
+func TestCheckRefusesIDsFromBelow(t *testing.T) {
+	cases := []struct {
+		name string
+		ev   core.Event
+		want error
+	}{
+		{"post of a seq already posted", core.Event{Kind: core.MessagePosted, Message: 2}, core.ErrInvalidArgument},
+		{"post of seq 0", core.Event{Kind: core.MessagePosted, Message: 0}, core.ErrInvalidArgument},
+		{"start on message 0", core.Event{Kind: core.RunStarted, Run: 2, Message: 0, Holder: "h"}, core.ErrUnknownMessage},
+		{"ask under a used request id", core.Event{Kind: core.Asked, Run: 1, Request: 1}, core.ErrInvalidArgument},
+		{"ask under request id 0", core.Event{Kind: core.Asked, Run: 1, Request: 0}, core.ErrInvalidArgument},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			th := sample()
+			before := th.Clone()
+			require.ErrorIs(t, th.Check(c.ev), c.want)
+			require.Equal(t, before, th, "Check changed the thread")
+			require.Panics(t, func() { th.Apply(c.ev) }, "Apply of a refused event is a broken invariant")
+		})
+	}
+}
+
+// Consumed counts only answered requests' answers: an open request, whose
+// Answer is still 0, consumes nothing (no count for message 0).
+// (the tenth mutation pass: Consumed counting every request's Answer,
+// open ones too, failed no test)
+func TestConsumedSkipsOpenRequests(t *testing.T) {
+	th := sample() // request 1 open
+	require.Equal(t, map[core.Seq]int{1: 1}, th.Consumed())
+}
+
+// A request id below 1 is no request: Check refuses an answer to request
+// 0 with ErrUnknownRequest (not a panic), and so does the Workspace's
+// Answer. (the tenth mutation pass: request's bound as id < 0 failed no
+// test)
+func TestRequestZeroIsUnknown(t *testing.T) {
+	th := sample()
+	require.ErrorIs(t, th.Check(core.Event{Kind: core.Answered, Request: 0, Message: 2}), core.ErrUnknownRequest)
+
+	w := newWorld(t, "m1")
+	_, _, err := w.a.Answer(w.ctx, "t", 0)
+	require.ErrorIs(t, err, core.ErrUnknownRequest)
+}
+
+// A run's StartedAt is its RunStarted event's time: the starting
+// workspace's clock. (the tenth mutation pass: the fold leaving
+// StartedAt zero failed no test)
+func TestRunStartedAtIsTheStartsClock(t *testing.T) {
+	w := newWorld(t, "m1")
+	c, err := w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := w.a.Plan(w.ctx, c)
+	require.NoError(t, err)
+	run, err := w.a.RunStart(w.ctx, c, p.Message)
+	require.NoError(t, err)
+	th, err := w.a.Thread(w.ctx, "t")
+	require.NoError(t, err)
+	r, ok := th.Run(run)
+	require.True(t, ok)
+	require.Equal(t, epoch, r.StartedAt)
+}
+
+// Apply never takes a thread's version back (Version counts the
+// thread's committed writes): an event stamped below it leaves Version
+// where it was. (the tenth mutation pass: Apply setting Version to the
+// event's unconditionally failed no test)
+func TestApplyKeepsTheNewerVersion(t *testing.T) {
+	th := sample() // version 4
+	th.Apply(core.Event{Version: 2, Kind: core.MessagePosted, Message: 3})
+	require.Equal(t, uint64(4), th.Version)
+	require.Equal(t, core.Seq(3), th.Last())
+}
+
+// failSaveStore is a storage whose transactions fail every SaveTaken
+// with errSave, as a storage that cannot write its cursor does.
+type failSaveStore struct{ core.Storage }
+
+var errSave = errors.New("the cursor's write failed")
+
+func (s failSaveStore) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return s.Storage.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		return fn(ctx, failSaveTx{tx})
+	})
+}
+
+type failSaveTx struct{ core.Transaction }
+
+func (failSaveTx) SaveTaken(context.Context, core.ThreadID, core.Seq) error { return errSave }
+
+// A consuming write whose cursor's save fails returns that error and
+// commits nothing: no run started on a message the cursor does not pass.
+// (the tenth mutation pass: record swallowing SaveTaken's error failed no
+// test)
+func TestConsumingWriteFailsWithItsCursor(t *testing.T) {
+	ctx := context.Background()
+	ws := core.NewWorkspace(failSaveStore{memory.New()}, coretest.NewClock(epoch))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err := ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	c, err := ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := ws.Plan(ctx, c)
+	require.NoError(t, err)
+	before, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	_, err = ws.RunStart(ctx, c, p.Message)
+	require.ErrorIs(t, err, errSave)
+	after, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a start whose cursor failed wrote")
+}
+
+// swapStore is a storage that can be swapped for another under the
+// workspace over it: a copy taken earlier (memory.Store.Clone) stands for
+// a storage that lost the commits made since.
+type swapStore struct{ cur *core.Storage }
+
+func (s swapStore) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
+	return (*s.cur).Update(ctx, fn)
+}
+
+// A start planned at message 2 on a storage whose cursor is at 0 (it lost
+// the commits of run 1's start and end: two behind the plan) is refused
+// with ErrInconsistentLog and writes nothing: the start would leave
+// message 1 behind the cursor, never consumed.
+// (the tenth mutation pass: behind's test as msg > Taken+2 failed no test)
+func TestStartRefusedTwoBehind(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	var cur core.Storage = s
+	ws := core.NewWorkspace(swapStore{&cur}, coretest.NewClock(epoch))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	for _, m := range []string{"m1", "m2"} {
+		_, err := ws.Post(ctx, "t", m)
+		require.NoError(t, err)
+	}
+	c, err := ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := ws.Plan(ctx, c)
+	require.NoError(t, err)
+	lost := s.Clone() // storage as it will be after losing run 1's start and end
+	run, err := ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	require.NoError(t, ws.RunEnd(ctx, c, run, ""))
+	p, err = ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanRun, p.Kind)
+	require.Equal(t, core.Seq(2), p.Message)
+
+	cur = lost
+	before, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	_, err = ws.RunStart(ctx, c, p.Message)
+	require.ErrorIs(t, err, core.ErrInconsistentLog)
+	after, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the refused start wrote")
+}
+
+// A claim never abandons its own run, even when storage shows it active
+// after losing the commit of its end: Abandon refuses it with
+// ErrRunNotActive and writes nothing.
+// (the tenth mutation pass: Abandon without its own-run check failed no
+// test)
+func TestAbandonRefusesTheClaimsOwnRun(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	var cur core.Storage = s
+	ws := core.NewWorkspace(swapStore{&cur}, coretest.NewClock(epoch))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	for _, m := range []string{"m1", "m2"} {
+		_, err := ws.Post(ctx, "t", m)
+		require.NoError(t, err)
+	}
+	c, err := ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := ws.Plan(ctx, c)
+	require.NoError(t, err)
+	run, err := ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	lost := s.Clone() // storage as it will be after losing the run's end
+	require.NoError(t, ws.RunEnd(ctx, c, run, ""))
+
+	cur = lost
+	p, err = ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanAbandon, p.Kind)
+	require.Equal(t, []core.RunID{run}, p.Runs)
+	before, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.ErrorIs(t, ws.Abandon(ctx, c, run), core.ErrRunNotActive)
+	after, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the claim abandoned its own run")
+}
+
+// A round that asked request 1 refuses to ask again, with
+// ErrInconsistentLog and nothing written, on a storage that lost that
+// Ask's commit: the new question would take the acknowledged request's
+// id. (the tenth mutation pass: Ask's test as id < asked, and Ask not
+// remembering the id it asked, each failed no test)
+func TestAskRefusedWhenStorageLostTheRoundsAsk(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	var cur core.Storage = s
+	ws := core.NewWorkspace(swapStore{&cur}, coretest.NewClock(epoch))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err := ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	c, err := ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := ws.Plan(ctx, c)
+	require.NoError(t, err)
+	run, err := ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	lost := s.Clone() // storage as it will be after losing the Ask
+	q, err := ws.Ask(ctx, c, run, "first?")
+	require.NoError(t, err)
+	require.Equal(t, core.RequestID(1), q)
+
+	cur = lost
+	before, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	_, err = ws.Ask(ctx, c, run, "second?")
+	require.ErrorIs(t, err, core.ErrInconsistentLog)
+	after, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the refused Ask wrote")
+}
+
+// The Answered event a Reply appends names the claim that wrote it, as
+// every fenced event does (Event.Holder): a follower of the thread sees
+// whose reply consumed the answer. (the tenth mutation pass: Reply's
+// Answered event with no Holder failed no test)
+func TestReplyEventCarriesItsHolder(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	ws := core.NewWorkspace(s, coretest.NewClock(epoch))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err := ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	c, err := ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := ws.Plan(ctx, c)
+	require.NoError(t, err)
+	run, err := ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	q, err := ws.Ask(ctx, c, run, "which?")
+	require.NoError(t, err)
+	require.NoError(t, ws.RunEnd(ctx, c, run, ""))
+	answer, err := ws.Post(ctx, "t", "this one")
+	require.NoError(t, err)
+	p, err = ws.Plan(ctx, c)
+	require.NoError(t, err)
+	require.Equal(t, core.PlanReply, p.Kind)
+	require.NoError(t, ws.Reply(ctx, c, q, answer))
+
+	var evs []core.Event
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		var err error
+		evs, err = tx.Events(ctx, "t")
+		return err
+	}))
+	last := evs[len(evs)-1]
+	require.Equal(t, core.Answered, last.Kind)
+	require.Equal(t, core.Holder("ha"), last.Holder)
+	require.Equal(t, answer, last.Message)
+	require.Equal(t, q, last.Request)
+}
+
+// SteerRecord's line carries the taken cursor its write left (the
+// steering message), also on a storage whose reads are copies that the
+// transaction's writes do not change (memory.WithCopiedReads, as a
+// storage that reads rows into values of its own). (the tenth mutation
+// pass: the SteerRecord line's Taken from the thread read before the
+// write failed no test; only tracecheck run's simulation caught it)
+func TestSteerRecordLineTakenOnCopiedReads(t *testing.T) {
+	ctx := context.Background()
+	rec := &tracecheck.Recorder{}
+	ws := core.NewWorkspace(memory.New(memory.WithCopiedReads()), coretest.NewClock(epoch), core.WithProcess("A"), core.WithTracer(rec))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	for _, m := range []string{"m1", "m2"} {
+		_, err := ws.Post(ctx, "t", m)
+		require.NoError(t, err)
+	}
+	c, err := ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := ws.Plan(ctx, c)
+	require.NoError(t, err)
+	run, err := ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	m, ok, err := ws.Steer(ctx, c, run)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NoError(t, ws.SteerRecord(ctx, c, run, m.Seq))
+	lines := rec.Lines()
+	last := lines[len(lines)-1]
+	require.Equal(t, core.ActionSteerRecord, last.Action)
+	require.Equal(t, core.Seq(2), last.Msg)
+	require.Equal(t, core.Seq(2), last.Taken)
+}
+
+// Renew refuses a ttl of zero, as Claim does, with ErrInvalidArgument and
+// nothing written or traced: a lease renewed to expire at once is no
+// renewal. (the tenth mutation pass: Renew's test as ttl < 0 failed no
+// test)
+func TestRenewRefusesZeroTTL(t *testing.T) {
+	w := newWorld(t, "m1")
+	c, err := w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	w.refused(t, core.ErrInvalidArgument, func() error { return w.a.Renew(w.ctx, c, 0) })
+	require.NoError(t, w.a.Renew(w.ctx, c, ttl))
+}
