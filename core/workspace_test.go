@@ -13,86 +13,10 @@ import (
 	"github.com/threadclaim/threadclaim/tracecheck"
 )
 
-// Check refuses the events whose ids or messages are not the next ones
-// from below as well as from above: a post of a seq already posted, a
-// start on message 0, an Ask under a request id already used. Each is
-// refused with the thread unchanged, and Apply panics on it.
-// (the tenth mutation pass: Check's post test as ev.Message > Last()+1,
-// its prompt test without ev.Message < 1, and its request test as
-// ev.Request > len(Requests)+1 failed no test)
-func TestCheckRefusesIDsFromBelow(t *testing.T) {
-	cases := []struct {
-		name string
-		ev   core.Event
-		want error
-	}{
-		{"post of a seq already posted", core.Event{Kind: core.MessagePosted, Message: 2}, core.ErrInvalidArgument},
-		{"post of seq 0", core.Event{Kind: core.MessagePosted, Message: 0}, core.ErrInvalidArgument},
-		{"start on message 0", core.Event{Kind: core.RunStarted, Run: 2, Message: 0, Holder: "h"}, core.ErrUnknownMessage},
-		{"ask under a used request id", core.Event{Kind: core.Asked, Run: 1, Request: 1}, core.ErrInvalidArgument},
-		{"ask under request id 0", core.Event{Kind: core.Asked, Run: 1, Request: 0}, core.ErrInvalidArgument},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			th := sample()
-			before := th.Clone()
-			require.ErrorIs(t, th.Check(c.ev), c.want)
-			require.Equal(t, before, th, "Check changed the thread")
-			require.Panics(t, func() { th.Apply(c.ev) }, "Apply of a refused event is a broken invariant")
-		})
-	}
-}
-
-// Consumed counts only answered requests' answers: an open request, whose
-// Answer is still 0, consumes nothing (no count for message 0).
-// (the tenth mutation pass: Consumed counting every request's Answer,
-// open ones too, failed no test)
-func TestConsumedSkipsOpenRequests(t *testing.T) {
-	th := sample() // request 1 open
-	require.Equal(t, map[core.Seq]int{1: 1}, th.Consumed())
-}
-
-// A request id below 1 is no request: Check refuses an answer to request
-// 0 with ErrUnknownRequest (not a panic), and so does the Workspace's
-// Answer. (the tenth mutation pass: request's bound as id < 0 failed no
-// test)
-func TestRequestZeroIsUnknown(t *testing.T) {
-	th := sample()
-	require.ErrorIs(t, th.Check(core.Event{Kind: core.Answered, Request: 0, Message: 2}), core.ErrUnknownRequest)
-
-	w := newWorld(t, "m1")
-	_, _, err := w.a.Answer(w.ctx, "t", 0)
-	require.ErrorIs(t, err, core.ErrUnknownRequest)
-}
-
-// A run's StartedAt is its RunStarted event's time: the starting
-// workspace's clock. (the tenth mutation pass: the fold leaving
-// StartedAt zero failed no test)
-func TestRunStartedAtIsTheStartsClock(t *testing.T) {
-	w := newWorld(t, "m1")
-	c, err := w.a.Claim(w.ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	p, err := w.a.Plan(w.ctx, c)
-	require.NoError(t, err)
-	run, err := w.a.RunStart(w.ctx, c, p.Message)
-	require.NoError(t, err)
-	th, err := w.a.Thread(w.ctx, "t")
-	require.NoError(t, err)
-	r, ok := th.Run(run)
-	require.True(t, ok)
-	require.Equal(t, epoch, r.StartedAt)
-}
-
-// Apply never takes a thread's version back (Version counts the
-// thread's committed writes): an event stamped below it leaves Version
-// where it was. (the tenth mutation pass: Apply setting Version to the
-// event's unconditionally failed no test)
-func TestApplyKeepsTheNewerVersion(t *testing.T) {
-	th := sample() // version 4
-	th.Apply(core.Event{Version: 2, Kind: core.MessagePosted, Message: 3})
-	require.Equal(t, uint64(4), th.Version)
-	require.Equal(t, core.Seq(3), th.Last())
-}
+// The Workspace's corners that only a storage that lost commits, a
+// storage whose cursor write fails, or reads copied out of storage
+// reach: tests from the tenth mutation pass (7 Dec 2026), each of which
+// fails with the mutant its comment names, where no test failed before.
 
 // failSaveStore is a storage whose transactions fail every SaveTaken
 // with errSave, as a storage that cannot write its cursor does.
