@@ -11,12 +11,16 @@ import (
 	"github.com/threadclaim/threadclaim/core"
 )
 
-// p10Line is a line in core's own form with every required field set and
-// no two numbers alike, so that a value read into the wrong field shows.
-const p10Line = `{"tick":3,"read":false,"action":"Reply","thread":"t1","proc":"p1","holder":"h1","msg":4,"req":5,"run":6,"taken":7,"lease":"h1"}`
+// The trace format's corners, the Writer's and the Reader's (its fast path
+// too): tests from the tenth mutation pass (7 Dec 2026), each of which
+// fails with the mutant its comment names, where no test failed before.
 
-// p10Read reads input and fails the test on an error.
-func p10Read(t *testing.T, input string) []core.TraceEvent {
+// everyFieldLine is a line in core's own form with every required field set and
+// no two numbers alike, so that a value read into the wrong field shows.
+const everyFieldLine = `{"tick":3,"read":false,"action":"Reply","thread":"t1","proc":"p1","holder":"h1","msg":4,"req":5,"run":6,"taken":7,"lease":"h1"}`
+
+// readOrFail reads input and fails the test on an error.
+func readOrFail(t *testing.T, input string) []core.TraceEvent {
 	t.Helper()
 	lines, err := Read(strings.NewReader(input), "in")
 	if err != nil {
@@ -25,8 +29,8 @@ func p10Read(t *testing.T, input string) []core.TraceEvent {
 	return lines
 }
 
-// p10Rejected checks that input is refused as malformed at line n.
-func p10Rejected(t *testing.T, input string, n int) {
+// refusedAt checks that input is refused as malformed at line n.
+func refusedAt(t *testing.T, input string, n int) {
 	t.Helper()
 	_, err := Read(strings.NewReader(input), "in")
 	var le *LineError
@@ -81,9 +85,9 @@ func TestRecorderWriteToCountsBytes(t *testing.T) {
 	}
 }
 
-// p10LineOfLen returns p10Line with its proc lengthened to make it n bytes.
-func p10LineOfLen(n int) string {
-	return strings.Replace(p10Line, `"proc":"p1"`, `"proc":"`+strings.Repeat("x", n-len(p10Line)+2)+`"`, 1)
+// everyFieldLineOfLen returns everyFieldLine with its proc lengthened to make it n bytes.
+func everyFieldLineOfLen(n int) string {
+	return strings.Replace(everyFieldLine, `"proc":"p1"`, `"proc":"`+strings.Repeat("x", n-len(everyFieldLine)+2)+`"`, 1)
 }
 
 // A line of exactly MaxLineBytes, arriving a byte at a time, is read once,
@@ -91,11 +95,11 @@ func p10LineOfLen(n int) string {
 // taking the bytes it has as the whole line. (the tenth mutation pass:
 // r.w-r.r >= MaxLineBytes in Next failed no test)
 func TestReaderLongestLineInPieces(t *testing.T) {
-	long := p10LineOfLen(MaxLineBytes)
+	long := everyFieldLineOfLen(MaxLineBytes)
 	if len(long) != MaxLineBytes {
 		t.Fatalf("the line is %d bytes", len(long))
 	}
-	next := strings.Replace(p10Line, `"tick":3`, `"tick":8`, 1)
+	next := strings.Replace(everyFieldLine, `"tick":3`, `"tick":8`, 1)
 	rd := NewReader(iotest.OneByteReader(strings.NewReader(long+"\n"+next+"\n")), "in")
 	var ticks []uint64
 	for range 4 {
@@ -117,15 +121,15 @@ func TestReaderLongestLineInPieces(t *testing.T) {
 // is not dropped as if the trace ended before it. (the tenth mutation
 // pass: r.r+1 < r.w for the last line failed no test)
 func TestReaderLastLineOfOneByte(t *testing.T) {
-	p10Rejected(t, p10Line+"\nx", 2)
-	p10Rejected(t, p10Line+"\n}", 2)
+	refusedAt(t, everyFieldLine+"\nx", 2)
+	refusedAt(t, everyFieldLine+"\n}", 2)
 }
 
 // An escaped quote inside a string is part of the string, not its end.
 // (the tenth mutation pass: the decoder stepping one byte, not two, over
 // a backslash failed no test)
 func TestReadEscapedQuote(t *testing.T) {
-	lines := p10Read(t, strings.Replace(p10Line, `"proc":"p1"`, `"proc":"a\"b"`, 1))
+	lines := readOrFail(t, strings.Replace(everyFieldLine, `"proc":"p1"`, `"proc":"a\"b"`, 1))
 	if len(lines) != 1 || lines[0].Proc != `a"b` {
 		t.Fatalf("read %+v", lines)
 	}
@@ -136,7 +140,7 @@ func TestReadEscapedQuote(t *testing.T) {
 // failed no test)
 func TestReadRefusesEveryControlCharacter(t *testing.T) {
 	for c := 0; c < 0x20; c++ {
-		p10Rejected(t, strings.Replace(p10Line, `"proc":"p1"`, `"proc":"p`+string(rune(c))+`"`, 1), 1)
+		refusedAt(t, strings.Replace(everyFieldLine, `"proc":"p1"`, `"proc":"p`+string(rune(c))+`"`, 1), 1)
 	}
 }
 
@@ -145,10 +149,10 @@ func TestReadRefusesEveryControlCharacter(t *testing.T) {
 // failed no test)
 func TestReadBooleanWhole(t *testing.T) {
 	for _, v := range []string{"trux", "tool", "fals0"} {
-		p10Rejected(t, strings.Replace(p10Line, `"read":false`, `"read":`+v, 1), 1)
-		p10Rejected(t, strings.Replace(p10Line, `"lease":"h1"`, `"lease":"h1","output":`+v, 1), 1)
+		refusedAt(t, strings.Replace(everyFieldLine, `"read":false`, `"read":`+v, 1), 1)
+		refusedAt(t, strings.Replace(everyFieldLine, `"lease":"h1"`, `"lease":"h1","output":`+v, 1), 1)
 	}
-	if lines := p10Read(t, strings.Replace(p10Line, `"read":false`, `"read": true`, 1)); !lines[0].Read {
+	if lines := readOrFail(t, strings.Replace(everyFieldLine, `"read":false`, `"read": true`, 1)); !lines[0].Read {
 		t.Fatal("read true read as false")
 	}
 }
@@ -158,7 +162,7 @@ func TestReadBooleanWhole(t *testing.T) {
 // the next key in order past the last field, without next < numFields,
 // failed no test)
 func TestReadKeyAfterOutput(t *testing.T) {
-	lines := p10Read(t, strings.Replace(p10Line, `,"lease":"h1"}`, `,"output":true,"lease":"h1"}`, 1))
+	lines := readOrFail(t, strings.Replace(everyFieldLine, `,"lease":"h1"}`, `,"output":true,"lease":"h1"}`, 1))
 	if len(lines) != 1 || !lines[0].Output || lines[0].Lease != "h1" {
 		t.Fatalf("read %+v", lines)
 	}
@@ -170,13 +174,13 @@ func TestReadKeyAfterOutput(t *testing.T) {
 func TestReadEachRequiredKeyMissing(t *testing.T) {
 	for f := range fKind {
 		var kept []string
-		for _, part := range strings.Split(strings.Trim(p10Line, "{}"), ",") {
+		for _, part := range strings.Split(strings.Trim(everyFieldLine, "{}"), ",") {
 			if !strings.HasPrefix(part, `"`+fieldNames[f]+`":`) {
 				kept = append(kept, part)
 			}
 		}
-		p10Rejected(t, "{"+strings.Join(kept, ",")+"}", 1)
-		p10Rejected(t, "{ "+strings.Join(kept, " , ")+" }", 1)
+		refusedAt(t, "{"+strings.Join(kept, ",")+"}", 1)
+		refusedAt(t, "{ "+strings.Join(kept, " , ")+" }", 1)
 	}
 }
 
@@ -185,8 +189,8 @@ func TestReadEachRequiredKeyMissing(t *testing.T) {
 // reads it. (the tenth mutation pass: req decoded into msg failed no
 // test)
 func TestReadSlowPathFieldForField(t *testing.T) {
-	full := strings.Replace(p10Line, `"lease":"h1"}`, `"lease":"l1","kind":"reply","now":-11,"ttl":12,"expires":13,"replaced":14,"output":true}`, 1)
-	want := p10Read(t, full)[0]
+	full := strings.Replace(everyFieldLine, `"lease":"h1"}`, `"lease":"l1","kind":"reply","now":-11,"ttl":12,"expires":13,"replaced":14,"output":true}`, 1)
+	want := readOrFail(t, full)[0]
 	if want.Kind != core.PlanKindReply || want.Now != -11 || want.Replaced != 14 || !want.Output || want.Lease != "l1" || want.Req != 5 {
 		t.Fatalf("the fast path reads %+v", want)
 	}
@@ -200,7 +204,7 @@ func TestReadSlowPathFieldForField(t *testing.T) {
 		"{" + strings.Join(rev, ",") + "}",
 		"{ " + strings.Join(rev, " , ") + " }",
 	} {
-		if got := p10Read(t, in); len(got) != 1 || got[0] != want {
+		if got := readOrFail(t, in); len(got) != 1 || got[0] != want {
 			t.Fatalf("%s: read %+v, want %+v", in, got, want)
 		}
 	}
@@ -212,8 +216,8 @@ func TestReadSlowPathFieldForField(t *testing.T) {
 // failed no test)
 func TestReadSeventeenByteStrings(t *testing.T) {
 	a, b := "aaaaaaaaXaaaaaaaa", "aaaaaaaaYaaaaaaaa"
-	lines := p10Read(t, strings.Replace(p10Line, `"thread":"t1"`, `"thread":"`+a+`"`, 1)+"\n"+
-		strings.Replace(p10Line, `"thread":"t1"`, `"thread":"`+b+`"`, 1)+"\n")
+	lines := readOrFail(t, strings.Replace(everyFieldLine, `"thread":"t1"`, `"thread":"`+a+`"`, 1)+"\n"+
+		strings.Replace(everyFieldLine, `"thread":"t1"`, `"thread":"`+b+`"`, 1)+"\n")
 	if string(lines[0].Thread) != a || string(lines[1].Thread) != b {
 		t.Fatalf("read threads %q and %q", lines[0].Thread, lines[1].Thread)
 	}
@@ -224,7 +228,7 @@ func TestReadSeventeenByteStrings(t *testing.T) {
 // lease for the holder by length and last byte failed no test; only
 // FuzzCanonical's fuzzing found it)
 func TestReadLeaseLikeHolder(t *testing.T) {
-	lines := p10Read(t, strings.Replace(p10Line, `"lease":"h1"`, `"lease":"g1"`, 1))
+	lines := readOrFail(t, strings.Replace(everyFieldLine, `"lease":"h1"`, `"lease":"g1"`, 1))
 	if lines[0].Holder != "h1" || lines[0].Lease != "g1" {
 		t.Fatalf("holder %q, lease %q", lines[0].Holder, lines[0].Lease)
 	}
@@ -236,10 +240,10 @@ func TestReadLeaseLikeHolder(t *testing.T) {
 // only FuzzCanonical's fuzzing found it)
 func TestReadOneTrailingByte(t *testing.T) {
 	for _, c := range []string{"x", "}", "0", ","} {
-		p10Rejected(t, p10Line+c+"\n"+p10Line, 1)
-		p10Rejected(t, p10Line+"\n"+p10Line+c, 2)
+		refusedAt(t, everyFieldLine+c+"\n"+everyFieldLine, 1)
+		refusedAt(t, everyFieldLine+"\n"+everyFieldLine+c, 2)
 	}
-	if lines := p10Read(t, p10Line+"\r"); len(lines) != 1 {
+	if lines := readOrFail(t, everyFieldLine+"\r"); len(lines) != 1 {
 		t.Fatalf("read %d lines", len(lines))
 	}
 }
@@ -249,6 +253,6 @@ func TestReadOneTrailingByte(t *testing.T) {
 // skipping 14 bytes failed no test)
 func TestReadOutputTrueWhole(t *testing.T) {
 	for _, v := range []string{"trux", "tXXX", "t   "} {
-		p10Rejected(t, strings.Replace(p10Line, `"lease":"h1"}`, `"lease":"h1","output":`+v+`}`, 1), 1)
+		refusedAt(t, strings.Replace(everyFieldLine, `"lease":"h1"}`, `"lease":"h1","output":`+v+`}`, 1), 1)
 	}
 }
