@@ -18,6 +18,38 @@ import (
 // reach: tests from the tenth mutation pass (7 Dec 2026), each of which
 // fails with the mutant its comment names, where no test failed before.
 
+// claimedPlanned returns a Workspace over s (the clock at epoch) with
+// thread "t", the posts given, claimed by holder "ha", and the claim's
+// first plan.
+func claimedPlanned(t *testing.T, s core.Storage, posts ...string) (*core.Workspace, core.Claim, core.Plan) {
+	t.Helper()
+	ctx := context.Background()
+	ws := core.NewWorkspace(s, coretest.NewClock(epoch))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	for _, m := range posts {
+		_, err := ws.Post(ctx, "t", m)
+		require.NoError(t, err)
+	}
+	c, err := ws.Claim(ctx, "t", "ha", ttl)
+	require.NoError(t, err)
+	p, err := ws.Plan(ctx, c)
+	require.NoError(t, err)
+	return ws, c, p
+}
+
+// refusedUnchanged requires write to fail with want and to leave thread
+// "t" as it was (what: the failure's message otherwise).
+func refusedUnchanged(t *testing.T, ws *core.Workspace, want error, what string, write func() error) {
+	t.Helper()
+	ctx := context.Background()
+	before, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.ErrorIs(t, write(), want)
+	after, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, what)
+}
+
 // failSaveStore is a storage whose transactions fail every SaveTaken
 // with errSave, as a storage that cannot write its cursor does.
 type failSaveStore struct{ core.Storage }
@@ -40,21 +72,11 @@ func (failSaveTx) SaveTaken(context.Context, core.ThreadID, core.Seq) error { re
 // test)
 func TestConsumingWriteFailsWithItsCursor(t *testing.T) {
 	ctx := context.Background()
-	ws := core.NewWorkspace(failSaveStore{memory.New()}, coretest.NewClock(epoch))
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	_, err := ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	c, err := ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	p, err := ws.Plan(ctx, c)
-	require.NoError(t, err)
-	before, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	_, err = ws.RunStart(ctx, c, p.Message)
-	require.ErrorIs(t, err, errSave)
-	after, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, before, after, "a start whose cursor failed wrote")
+	ws, c, p := claimedPlanned(t, failSaveStore{memory.New()}, "m1")
+	refusedUnchanged(t, ws, errSave, "a start whose cursor failed wrote", func() error {
+		_, err := ws.RunStart(ctx, c, p.Message)
+		return err
+	})
 }
 
 // swapStore is a storage that can be swapped for another under the
@@ -75,16 +97,7 @@ func TestStartRefusedTwoBehind(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	var cur core.Storage = s
-	ws := core.NewWorkspace(swapStore{&cur}, coretest.NewClock(epoch))
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	for _, m := range []string{"m1", "m2"} {
-		_, err := ws.Post(ctx, "t", m)
-		require.NoError(t, err)
-	}
-	c, err := ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	p, err := ws.Plan(ctx, c)
-	require.NoError(t, err)
+	ws, c, p := claimedPlanned(t, swapStore{&cur}, "m1", "m2")
 	lost := s.Clone() // storage as it will be after losing run 1's start and end
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
@@ -95,13 +108,10 @@ func TestStartRefusedTwoBehind(t *testing.T) {
 	require.Equal(t, core.Seq(2), p.Message)
 
 	cur = lost
-	before, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	_, err = ws.RunStart(ctx, c, p.Message)
-	require.ErrorIs(t, err, core.ErrInconsistentLog)
-	after, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, before, after, "the refused start wrote")
+	refusedUnchanged(t, ws, core.ErrInconsistentLog, "the refused start wrote", func() error {
+		_, err := ws.RunStart(ctx, c, p.Message)
+		return err
+	})
 }
 
 // A claim never abandons its own run, even when storage shows it active
@@ -113,16 +123,7 @@ func TestAbandonRefusesTheClaimsOwnRun(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	var cur core.Storage = s
-	ws := core.NewWorkspace(swapStore{&cur}, coretest.NewClock(epoch))
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	for _, m := range []string{"m1", "m2"} {
-		_, err := ws.Post(ctx, "t", m)
-		require.NoError(t, err)
-	}
-	c, err := ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	p, err := ws.Plan(ctx, c)
-	require.NoError(t, err)
+	ws, c, p := claimedPlanned(t, swapStore{&cur}, "m1", "m2")
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	lost := s.Clone() // storage as it will be after losing the run's end
@@ -133,12 +134,9 @@ func TestAbandonRefusesTheClaimsOwnRun(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, core.PlanAbandon, p.Kind)
 	require.Equal(t, []core.RunID{run}, p.Runs)
-	before, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	require.ErrorIs(t, ws.Abandon(ctx, c, run), core.ErrRunNotActive)
-	after, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, before, after, "the claim abandoned its own run")
+	refusedUnchanged(t, ws, core.ErrRunNotActive, "the claim abandoned its own run", func() error {
+		return ws.Abandon(ctx, c, run)
+	})
 }
 
 // A round that asked request 1 refuses to ask again, with
@@ -150,14 +148,7 @@ func TestAskRefusedWhenStorageLostTheRoundsAsk(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	var cur core.Storage = s
-	ws := core.NewWorkspace(swapStore{&cur}, coretest.NewClock(epoch))
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	_, err := ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	c, err := ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	p, err := ws.Plan(ctx, c)
-	require.NoError(t, err)
+	ws, c, p := claimedPlanned(t, swapStore{&cur}, "m1")
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	lost := s.Clone() // storage as it will be after losing the Ask
@@ -166,13 +157,10 @@ func TestAskRefusedWhenStorageLostTheRoundsAsk(t *testing.T) {
 	require.Equal(t, core.RequestID(1), q)
 
 	cur = lost
-	before, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	_, err = ws.Ask(ctx, c, run, "second?")
-	require.ErrorIs(t, err, core.ErrInconsistentLog)
-	after, err := ws.Thread(ctx, "t")
-	require.NoError(t, err)
-	require.Equal(t, before, after, "the refused Ask wrote")
+	refusedUnchanged(t, ws, core.ErrInconsistentLog, "the refused Ask wrote", func() error {
+		_, err := ws.Ask(ctx, c, run, "second?")
+		return err
+	})
 }
 
 // The Answered event a Reply appends names the claim that wrote it, as
