@@ -12,9 +12,14 @@ import (
 	"github.com/threadclaim/threadclaim/store/memory"
 )
 
+// The refusals conform asks: tests from the eleventh mutation pass (7 Dec
+// 2026), each of which fails with the mutant its comment names, where no
+// test failed before.
+
 // With the abandon fence off, Go abandons for a claim that lost its lease:
 // conform must ask that Abandon as a refusal (FenceAbandon => HasLease(p))
 // and report it, besides the AbandonFenced edges it takes as Abandon.
+// (The mutant: that refusal left out of the askable ones failed no test.)
 func TestConformAsksFencedAbandon(t *testing.T) {
 	g := small(t)
 	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{Unfenced: core.Fences{Abandon: true}, Keep: 1 << 30})
@@ -64,6 +69,8 @@ func (tx stealTx) HoldsLease(ctx context.Context, id core.ThreadID, h core.Holde
 // when the call returned an error: an Abandon for a claim that lost the
 // lease, written and answered with ErrCommitUnknown, must be reported as
 // made (the probe saw its transaction run), not taken for a refusal.
+// (The mutant: a refusal judged by the call's error alone, the probe's
+// seen flag dropped, failed no test.)
 func TestConformRefusalThatWroteButErred(t *testing.T) {
 	g := small(t)
 	rep, err := Run(runCtx(t, 5*time.Minute), g, Options{
