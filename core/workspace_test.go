@@ -18,13 +18,13 @@ import (
 // reach: tests from the tenth mutation pass (7 Dec 2026), each of which
 // fails with the mutant its comment names, where no test failed before.
 
-// claimedPlanned returns a Workspace over s (the clock at epoch) with
-// thread "t", the posts given, claimed by holder "ha", and the claim's
-// first plan.
-func claimedPlanned(t *testing.T, s core.Storage, posts ...string) (*core.Workspace, core.Claim, core.Plan) {
+// claimedPlanned returns a Workspace over s (the clock at epoch, and
+// opts) with thread "t", the posts given, claimed by holder "ha", and the
+// claim's first plan.
+func claimedPlanned(t *testing.T, s core.Storage, posts []string, opts ...core.Option) (*core.Workspace, core.Claim, core.Plan) {
 	t.Helper()
 	ctx := context.Background()
-	ws := core.NewWorkspace(s, coretest.NewClock(epoch))
+	ws := core.NewWorkspace(s, coretest.NewClock(epoch), opts...)
 	require.NoError(t, ws.CreateThread(ctx, "t"))
 	for _, m := range posts {
 		_, err := ws.Post(ctx, "t", m)
@@ -72,7 +72,7 @@ func (failSaveTx) SaveTaken(context.Context, core.ThreadID, core.Seq) error { re
 // test)
 func TestConsumingWriteFailsWithItsCursor(t *testing.T) {
 	ctx := context.Background()
-	ws, c, p := claimedPlanned(t, failSaveStore{memory.New()}, "m1")
+	ws, c, p := claimedPlanned(t, failSaveStore{memory.New()}, []string{"m1"})
 	refusedUnchanged(t, ws, errSave, "a start whose cursor failed wrote", func() error {
 		_, err := ws.RunStart(ctx, c, p.Message)
 		return err
@@ -97,7 +97,7 @@ func TestStartRefusedTwoBehind(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	var cur core.Storage = s
-	ws, c, p := claimedPlanned(t, swapStore{&cur}, "m1", "m2")
+	ws, c, p := claimedPlanned(t, swapStore{&cur}, []string{"m1", "m2"})
 	lost := s.Clone() // storage as it will be after losing run 1's start and end
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
@@ -123,7 +123,7 @@ func TestAbandonRefusesTheClaimsOwnRun(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	var cur core.Storage = s
-	ws, c, p := claimedPlanned(t, swapStore{&cur}, "m1", "m2")
+	ws, c, p := claimedPlanned(t, swapStore{&cur}, []string{"m1", "m2"})
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	lost := s.Clone() // storage as it will be after losing the run's end
@@ -148,7 +148,7 @@ func TestAskRefusedWhenStorageLostTheRoundsAsk(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
 	var cur core.Storage = s
-	ws, c, p := claimedPlanned(t, swapStore{&cur}, "m1")
+	ws, c, p := claimedPlanned(t, swapStore{&cur}, []string{"m1"})
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	lost := s.Clone() // storage as it will be after losing the Ask
@@ -170,14 +170,7 @@ func TestAskRefusedWhenStorageLostTheRoundsAsk(t *testing.T) {
 func TestReplyEventCarriesItsHolder(t *testing.T) {
 	ctx := context.Background()
 	s := memory.New()
-	ws := core.NewWorkspace(s, coretest.NewClock(epoch))
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	_, err := ws.Post(ctx, "t", "m1")
-	require.NoError(t, err)
-	c, err := ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	p, err := ws.Plan(ctx, c)
-	require.NoError(t, err)
+	ws, c, p := claimedPlanned(t, s, []string{"m1"})
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	q, err := ws.Ask(ctx, c, run, "which?")
@@ -212,16 +205,7 @@ func TestReplyEventCarriesItsHolder(t *testing.T) {
 func TestSteerRecordLineTakenOnCopiedReads(t *testing.T) {
 	ctx := context.Background()
 	rec := &tracecheck.Recorder{}
-	ws := core.NewWorkspace(memory.New(memory.WithCopiedReads()), coretest.NewClock(epoch), core.WithProcess("A"), core.WithTracer(rec))
-	require.NoError(t, ws.CreateThread(ctx, "t"))
-	for _, m := range []string{"m1", "m2"} {
-		_, err := ws.Post(ctx, "t", m)
-		require.NoError(t, err)
-	}
-	c, err := ws.Claim(ctx, "t", "ha", ttl)
-	require.NoError(t, err)
-	p, err := ws.Plan(ctx, c)
-	require.NoError(t, err)
+	ws, c, p := claimedPlanned(t, memory.New(memory.WithCopiedReads()), []string{"m1", "m2"}, core.WithProcess("A"), core.WithTracer(rec))
 	run, err := ws.RunStart(ctx, c, p.Message)
 	require.NoError(t, err)
 	m, ok, err := ws.Steer(ctx, c, run)

@@ -134,11 +134,7 @@ func TestWakeupsHearAnOlderBinarysPost(t *testing.T) {
 // 30's threads then went to a listener that is closing, and failed no
 // test.)
 func TestShareFailedReadKeepsTheGoing(t *testing.T) {
-	l := &share{pid: 20, every: time.Hour, poke: make(chan struct{}, 1)}
-	for range 3 {
-		l.saw([]uint32{10, 20, 30}, true)
-	}
-	require.True(t, l.settled(3))
+	l := settledAmongThree(t)
 	l.told("-30")
 	l.saw(nil, true) // the read failed
 	require.Nil(t, l.peers, "a failed read: the listeners unknown")

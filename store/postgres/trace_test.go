@@ -117,10 +117,7 @@ func TestLoggedTrace(t *testing.T) {
 // trace with lines missing.)
 func TestTraceLinesReadFails(t *testing.T) {
 	ctx := testCtx(t)
-	schema := testSchema(t)
-	s, err := Open(ctx, databaseURL(t), Options{Schema: schema, KeepTrace: true})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
+	s := newStoreWith(t, Options{KeepTrace: true})
 	ws := core.NewWorkspace(s, core.SystemClock{}, core.WithTracer(&tracecheck.Recorder{}))
 	require.NoError(t, ws.CreateThread(ctx, "t"))
 	for _, m := range []string{"m1", "m2"} {
@@ -130,7 +127,7 @@ func TestTraceLinesReadFails(t *testing.T) {
 	lines, err := s.TraceLines(ctx)
 	require.NoError(t, err)
 	require.Len(t, lines, 2, "the two posts' lines")
-	q := pgx.Identifier{schema}.Sanitize()
+	q := pgx.Identifier{s.Schema()}.Sanitize()
 	_, err = admin(t).Exec(ctx, `ALTER TABLE `+q+`.trace_lines RENAME TO trace_lines_kept;
 CREATE VIEW `+q+`.trace_lines AS
 	SELECT thread_id, tick, read, CASE WHEN tick = (SELECT max(tick) FROM `+q+`.trace_lines_kept) THEN (line::text || (1/(tick - tick))::text)::jsonb ELSE line END AS line

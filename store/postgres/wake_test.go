@@ -292,6 +292,21 @@ func TestWakeupsListenFails(t *testing.T) {
 	require.Error(t, err)
 }
 
+// listenersOn opens n Stores on schema (application names app-0, app-1,
+// ...), as n processes, and returns each one's wake-ups and share.
+func listenersOn(t *testing.T, ctx context.Context, schema string, n int, app string) ([]<-chan core.ThreadID, []*share) {
+	t.Helper()
+	var wakes []<-chan core.ThreadID
+	var shares []*share
+	for i := range n {
+		s := openStore(t, poolConfig(t, fmt.Sprintf("%s-%d", app, i)), schema)
+		w, sh, err := s.wakeups(ctx)
+		require.NoError(t, err)
+		wakes, shares = append(wakes, w), append(shares, sh)
+	}
+	return wakes, shares
+}
+
 // Wakeups shares the threads out among a schema's listeners: once their
 // views agree, each post wakes exactly one of three listeners (three
 // Stores, as three processes), and each listener gets some of the
@@ -301,14 +316,7 @@ func TestWakeupsShared(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	schema := testSchema(t)
-	var wakes []<-chan core.ThreadID
-	var shares []*share
-	for i := range 3 {
-		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-share-%d", i)), schema)
-		w, sh, err := s.wakeups(ctx)
-		require.NoError(t, err)
-		wakes, shares = append(wakes, w), append(shares, sh)
-	}
+	wakes, shares := listenersOn(t, ctx, schema, 3, "tc-share")
 	posterS := openStore(t, poolConfig(t, "tc-share-poster"), schema)
 	all, err := posterS.Listen(ctx)
 	require.NoError(t, err)
@@ -670,17 +678,25 @@ func hourlyWakeups(ctx context.Context, t *testing.T, schema, app string) *share
 	return sh
 }
 
+// settledAmongThree returns listener 20 (reading every hour, with room
+// for one poke) settled on the listeners 10, 20 and 30.
+func settledAmongThree(t *testing.T) *share {
+	t.Helper()
+	l := &share{pid: 20, every: time.Hour, poke: make(chan struct{}, 1)}
+	for range 3 {
+		l.saw([]uint32{10, 20, 30}, true)
+	}
+	require.True(t, l.settled(3))
+	return l
+}
+
 // A listener that says it goes ("-" and its backend's id on the control
 // channel) is left out of the others' views at once, even while the
 // server still lists its connection, until a read no longer has it; one
 // still listed after goneReads reads counts again. A listener's word
 // about itself is not taken.
 func TestShareLeavesOutTheGoing(t *testing.T) {
-	l := &share{pid: 20, every: time.Hour, poke: make(chan struct{}, 1)}
-	for range 3 {
-		l.saw([]uint32{10, 20, 30}, true)
-	}
-	require.True(t, l.settled(3))
+	l := settledAmongThree(t)
 	l.told("-30")
 	select {
 	case <-l.poke:
@@ -778,14 +794,7 @@ func TestWakeupsSettleAfterAReconnection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	schema := testSchema(t)
-	var wakes []<-chan core.ThreadID
-	var shares []*share
-	for i := range 2 {
-		s := openStore(t, poolConfig(t, fmt.Sprintf("tc-reconnect-%d", i)), schema)
-		w, sh, err := s.wakeups(ctx)
-		require.NoError(t, err)
-		wakes, shares = append(wakes, w), append(shares, sh)
-	}
+	wakes, shares := listenersOn(t, ctx, schema, 2, "tc-reconnect")
 	awaitListening(t, 2, shares...)
 	pid := func() uint32 {
 		shares[0].mu.Lock()
