@@ -1,6 +1,7 @@
 package itf
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -106,4 +107,93 @@ func TestReadRoundTrip(t *testing.T) {
 		_, err := Read([]byte(bad))
 		require.ErrorIs(t, err, ErrFormat, bad)
 	}
+}
+
+// TestReadRefusesMalformedValues: Read refuses an integer that is not one
+// and a #map entry that is not a [key, value] pair (catches pass 13's
+// mutants 15: a fraction read as Int(0), and 16: a #map entry of three).
+func TestReadRefusesMalformedValues(t *testing.T) {
+	for _, bad := range []string{
+		`{"vars": ["v"], "states": [{"v": 1.5}]}`,
+		`{"vars": ["v"], "states": [{"v": {"#map": [[1, 2, 3]]}}]}`,
+	} {
+		_, err := Read([]byte(bad))
+		require.ErrorIs(t, err, ErrFormat, bad)
+	}
+}
+
+// TestEqualCountsElements: values with more elements are not equal to
+// values that hold only some of them (catches pass 13's mutant 19: Equal
+// compares only the first value's elements).
+func TestEqualCountsElements(t *testing.T) {
+	for _, c := range [][2]Value{
+		{Set(Int(1)), Set(Int(1), Int(2))},
+		{Seq(Int(1)), Seq(Int(1), Int(2))},
+		{Rec([]string{"a"}, []Value{Int(1)}), Rec([]string{"a", "b"}, []Value{Int(1), Int(2)})},
+		{Map([]Value{Str("p1")}, []Value{Int(0)}), Map([]Value{Str("p1"), Str("p2")}, []Value{Int(0), Int(1)})},
+	} {
+		require.False(t, Equal(c[0], c[1]), "%s and %s", c[0].TLA(), c[1].TLA())
+	}
+}
+
+// TestReadLosesNoField: a record read without error keeps every field the
+// file gave it, a "#map" after another field included (catches pass 13's
+// mutant 18: a "#map" key anywhere makes the value a function, and the
+// fields before it are lost).
+func TestReadLosesNoField(t *testing.T) {
+	tr, err := Read([]byte(`{"vars": ["v"], "states": [{"v": {"a": {"#bigint": "1"}, "#map": []}}]}`))
+	if err != nil {
+		require.ErrorIs(t, err, ErrFormat)
+		return
+	}
+	v := tr.States[0].Values["v"]
+	a, ok := v.Field("a")
+	require.True(t, ok, "field a lost: read %s", v.TLA())
+	require.True(t, Equal(Int(1), a), "field a read as %s", a.TLA())
+}
+
+// TestValidateRejectsMore: rules TestValidateRejects leaves unchecked
+// (catches pass 13's mutants 20: a #map pair's key and value not checked,
+// 21: a #map entry of three accepted, and 22: integers below -(2^53-1)
+// accepted).
+func TestValidateRejectsMore(t *testing.T) {
+	require.NoError(t, Validate([]byte(`{"vars":["x"],"states":[{"x":{"#map":[[1,-9007199254740991]]}}]}`)))
+	for name, doc := range map[string]string{
+		"map value null":  `{"vars":["x"],"states":[{"x":{"#map":[[1,null]]}}]}`,
+		"map of triples":  `{"vars":["x"],"states":[{"x":{"#map":[[1,2,3]]}}]}`,
+		"too small":       `{"vars":["x"],"states":[{"x":-9007199254740992}]}`,
+		"map key a float": `{"vars":["x"],"states":[{"x":{"#map":[[1.5,2]]}}]}`,
+	} {
+		require.ErrorIs(t, Validate([]byte(doc)), ErrFormat, name)
+	}
+}
+
+// TestTraceStatesCarryTheirIndex: each state's #meta holds its index, what
+// the explorer's own metadata joins (catches pass 13's mutant 23: the index
+// dropped).
+func TestTraceStatesCarryTheirIndex(t *testing.T) {
+	tr := Trace{Vars: []string{"x"}, States: []State{
+		{Values: map[string]Value{"x": Int(0)}},
+		{Meta: map[string]any{"action": "Inc"}, Values: map[string]Value{"x": Int(1)}},
+	}}
+	b, err := tr.MarshalJSON()
+	require.NoError(t, err)
+	var doc struct {
+		States []struct {
+			Meta map[string]any `json:"#meta"`
+		} `json:"states"`
+	}
+	require.NoError(t, json.Unmarshal(b, &doc), string(b))
+	require.Len(t, doc.States, 2)
+	for i, s := range doc.States {
+		require.EqualValues(t, i, s.Meta["index"], "state %d's #meta: %v", i, s.Meta)
+	}
+	require.Equal(t, "Inc", doc.States[1].Meta["action"])
+}
+
+// TestTLAEmptyFunction: the empty function is rendered as TLC prints it,
+// <<>> (catches pass 13's mutant 26: rendered as "()").
+func TestTLAEmptyFunction(t *testing.T) {
+	require.Equal(t, "<<>>", Map(nil, nil).TLA())
+	require.Equal(t, `[f |-> <<>>]`, Rec([]string{"f"}, []Value{Map(nil, nil)}).TLA())
 }

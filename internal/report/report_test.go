@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,137 @@ func TestSummary(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
+	}
+}
+
+// TestCheckJUnitSkippedNeedsNoMessage: a skipped case without a message is
+// valid JUnit, and WriteJUnit's output for one passes the check (catches
+// pass 13's mutant 12: the check asks a <skipped> for a message too).
+func TestCheckJUnitSkippedNeedsNoMessage(t *testing.T) {
+	r := &Report{Name: "tracecheck run"}
+	r.Add(Verdict{Suite: "run: histories", Name: "concurrent-0", Status: Skipped})
+	var b bytes.Buffer
+	if err := r.WriteJUnit(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckJUnit(b.Bytes()); err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+}
+
+// TestCheckJUnitRejectsMore: the check refuses a time in exponent form and
+// an element a testsuite may not hold (catches pass 13's mutants 11: "eE"
+// allowed in times, and 14: an unknown element counted as a testcase).
+func TestCheckJUnitRejectsMore(t *testing.T) {
+	var b bytes.Buffer
+	if err := sample().WriteJUnit(&b); err != nil {
+		t.Fatal(err)
+	}
+	good := b.String()
+	for _, m := range []struct{ name, from, to, want string }{
+		{"exponent time", `time="0.003"`, `time="3e-3"`, "not a non-negative decimal"},
+		{"unknown suite child", `<testcase name="seed-0"`, `<bogus name="x" classname="y"></bogus><testcase name="seed-0"`, "holds <bogus>"},
+	} {
+		bad := strings.Replace(good, m.from, m.to, 1)
+		if bad == good {
+			t.Fatalf("%s: %q not found", m.name, m.from)
+		}
+		err := CheckJUnit([]byte(bad))
+		if err == nil || !strings.Contains(err.Error(), m.want) {
+			t.Errorf("%s: CheckJUnit = %v, want an error with %q", m.name, err, m.want)
+		}
+	}
+}
+
+// TestAttachSeparatesStories: a story attached after one that does not end
+// in a newline starts on a line of its own (catches pass 13's mutant 03:
+// Attach concatenates them).
+func TestAttachSeparatesStories(t *testing.T) {
+	r := &Report{}
+	r.Add(Verdict{Suite: "s", Name: "n", Status: Failed, Message: "m"})
+	if !r.Attach("s", "n", "first") || !r.Attach("s", "n", "second") {
+		t.Fatal("Attach found no verdict")
+	}
+	if got := r.Verdicts[0].Story; got != "first\nsecond" {
+		t.Errorf("story = %q, want %q", got, "first\nsecond")
+	}
+}
+
+// TestJUnitPassedStoryInSystemOut: a passing case keeps its story, as its
+// system-out (catches pass 13's mutant 06: the story dropped).
+func TestJUnitPassedStoryInSystemOut(t *testing.T) {
+	r := &Report{Name: "tracecheck run"}
+	r.Add(Verdict{Suite: "run: traces", Name: "seed-0", Status: Passed, Story: "412 lines checked"})
+	var b bytes.Buffer
+	if err := r.WriteJUnit(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "<system-out>412 lines checked</system-out>"; !strings.Contains(b.String(), want) {
+		t.Errorf("JUnit lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestJUnitMessageIsTheFirstLineTrimmed: a failure's message attribute is
+// its message's first line once leading blanks are trimmed (catches pass 13's mutant 08:
+// oneLine does not trim, and a message that begins with a newline gives an
+// empty attribute).
+func TestJUnitMessageIsTheFirstLineTrimmed(t *testing.T) {
+	r := &Report{Name: "tracecheck run"}
+	r.Add(Verdict{Suite: "run: traces", Name: "seed-1", Status: Failed, Message: "\n  I1 broken\nmore"})
+	var b bytes.Buffer
+	if err := r.WriteJUnit(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := `<failure message="I1 broken" type="check failed">`; !strings.Contains(b.String(), want) {
+		t.Errorf("JUnit lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestSummaryTellsTenStoriesThenCounts: past maxStories failures the page
+// stops telling stories and says how many more there are (catches pass 13's
+// mutant 01: told > maxStories, which tells an eleventh).
+func TestSummaryTellsTenStoriesThenCounts(t *testing.T) {
+	r := &Report{Name: "tracecheck run"}
+	for i := range maxStories + 2 {
+		r.Add(Verdict{Suite: "run: traces", Name: fmt.Sprintf("seed-%d", i), Status: Failed, Message: fmt.Sprintf("failure %d", i)})
+	}
+	var b bytes.Buffer
+	if err := r.WriteSummary(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), "<details>"); n != maxStories {
+		t.Errorf("the summary tells %d stories, want %d:\n%s", n, maxStories, b.String())
+	}
+	if want := "… and 2 more (the JUnit report has them all)"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+}
+
+// TestSummaryErrorVerdict: a report with errors and no failures is ERROR,
+// not PASS (catches pass 13's mutant 02: the ERROR case dropped).
+func TestSummaryErrorVerdict(t *testing.T) {
+	r := &Report{Name: "tracecheck validate"}
+	r.Add(Verdict{Suite: "validate", Name: "a.ndjson", Status: Passed})
+	r.Add(Verdict{Suite: "validate", Name: "b.ndjson", Status: Errored, Message: "unreadable"})
+	var b bytes.Buffer
+	if err := r.WriteSummary(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "## tracecheck validate: ERROR\n"; !strings.HasPrefix(b.String(), want) {
+		t.Errorf("summary does not begin %q:\n%s", want, b.String())
+	}
+}
+
+// TestSummaryEscapesTableCells: a suite name with a pipe stays one cell of
+// the counts table (catches pass 13's mutant 09: mdCell leaves | alone).
+func TestSummaryEscapesTableCells(t *testing.T) {
+	r := &Report{Name: "tracecheck run"}
+	r.Add(Verdict{Suite: "run: a|b", Name: "seed-0", Status: Passed})
+	var b bytes.Buffer
+	if err := r.WriteSummary(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := `| run: a\|b | 1 | 0 | 0 | 0 |`; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 )
 
@@ -37,4 +38,39 @@ func TestCoverageFloor(t *testing.T) {
 	pct := 100 * float64(v) / float64(n)
 	t.Logf("coverage: %d of %d states (%.2f%%), %d of %d edges (%.2f%%)", v, n, pct, e, m, 100*float64(e)/float64(m))
 	require.GreaterOrEqual(t, pct, coverageFloor, "the executions reach less of the spec than they did")
+}
+
+// twoClaims is a trace of two threads, each posted once and claimed, by
+// p1 on t1 and by p2 on t2: from the state one Post leaves, two edges.
+func twoClaims() []core.TraceEvent {
+	return []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 1, Action: core.ActionPost, Thread: "t2", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1", Lease: "h1"},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t2", Proc: "p2", Holder: "h2", Lease: "h2"},
+	}
+}
+
+// TestCoverageCountsEachEdge: two edges leaving the same state are two
+// edges visited (catches pass 13's mutant 44: an edge known by its source
+// state alone).
+func TestCoverageCountsEachEdge(t *testing.T) {
+	cov := NewCoverage(smallGraph(t))
+	cov.Add(twoClaims())
+	v, _ := cov.States()
+	e, _ := cov.Edges()
+	require.Equal(t, 4, v, "Init, posted, claimed by p1, claimed by p2")
+	require.Equal(t, 3, e, "Post, Claim by p1, Claim by p2")
+}
+
+// TestGuideSeeksUnvisitedStates: the guide finds a step novel only when
+// it leads to a state no thread visited yet (catches pass 13's mutant 47:
+// any enabled step is novel).
+func TestGuideSeeksUnvisitedStates(t *testing.T) {
+	g := newGuide(NewCoverage(smallGraph(t)))
+	g.feed(twoClaims()[:1]) // t1 posted once
+	post := specmodel.Step{Action: core.ActionPost, P: -1}
+	require.False(t, g.novel("t2", post), "t1's Post already visited the state t2's would reach")
+	require.True(t, g.novel("t1", post), "a second Post reaches a state not yet visited")
+	require.True(t, g.novel("t1", specmodel.Step{Action: core.ActionClaim, P: 0}), "a Claim reaches a state not yet visited")
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/memory"
 )
 
 // A seeded execution's log, written and read back, replays the same
@@ -99,4 +100,40 @@ func TestRunLeavesNoPausedStep(t *testing.T) {
 	// The killed steps' goroutines have returned once kill came back; a
 	// few of the runtime's own may come and go.
 	require.LessOrEqual(t, runtime.NumGoroutine(), before+3, "executions left goroutines behind")
+}
+
+// TestLivenessLogKeepsTheScheduledOps: the log of an execution whose
+// quiescence broke liveness holds the scheduled operations only, so that
+// its replay quiesces and checks liveness again (catches pass 13's mutant
+// 37: the quiescence's operations kept, and replayed before a second
+// quiescence).
+func TestLivenessLogKeepsTheScheduledOps(t *testing.T) {
+	ctx := context.Background()
+	s, err := NewSeeded(ctx, Config{Seed: 1, Steps: 20, Storage: noRunStart{memory.New()}})
+	require.NoError(t, err)
+	var inv *InvariantError
+	require.ErrorAs(t, s.Run(ctx), &inv)
+	require.Equal(t, "Liveness", inv.Invariant)
+	l := s.Log()
+	require.False(t, l.NoQuiesce)
+	require.Equal(t, s.Ops()[:20], l.Ops)
+}
+
+// TestReadLogRejectsMoreMalformed: rules TestReadLogRejectsMalformed
+// leaves unchecked (catches pass 13's mutants 38: a process p0 accepted,
+// 39: steers on a post accepted, 40: faults above 1 accepted, and 41: a
+// post with a duration accepted).
+func TestReadLogRejectsMoreMalformed(t *testing.T) {
+	head := `{"seed":1,"procs":2,"threads":1,"messages":1,"ttl":"10s"}` + "\n"
+	for _, c := range []struct{ in, want string }{
+		{head + `{"op":"step","proc":"p0","thread":"t1"}`, `log:2: step op: proc "p0"`},
+		{head + `{"op":"post","thread":"t0"}`, `log:2: post op: thread "t0"`},
+		{head + `{"op":"post","thread":"t1","steers":1}`, "log:2: post op: steers 1"},
+		{`{"seed":1,"procs":1,"threads":1,"messages":1,"ttl":"10s","faults":1.5}`, "log:1: header: faults 1.5"},
+		{head + `{"op":"post","thread":"t1","by":"3s"}`, "log:2: post op: by"},
+	} {
+		_, err := ReadLog(strings.NewReader(c.in), "log")
+		require.ErrorIs(t, err, ErrBadLog, "%q", c.in)
+		require.Contains(t, err.Error(), c.want, "%q", c.in)
+	}
 }

@@ -78,3 +78,86 @@ func TestShrinkKeepsTheSameFailure(t *testing.T) {
 	_, err = Shrink(ctx, ok.Log, Failure{Check: CheckInvariant, Invariant: core.InvConsumedAtMostOnce})
 	require.ErrorIs(t, err, ErrNotReproduced)
 }
+
+// TestFewerMessages: a story's messages per thread come down to the most
+// any thread is posted in it, and never go up (catches pass 13's mutant
+// 54: they stay as they were).
+func TestFewerMessages(t *testing.T) {
+	post := func(th int) sim.Op { return sim.Op{Kind: sim.OpPost, Thread: th} }
+	l := sim.Log{Threads: 2, Messages: 4, Ops: []sim.Op{post(0), post(1), post(0), {Kind: sim.OpStep}}}
+	require.Equal(t, 2, fewerMessages(l).Messages)
+	l.Ops = nil
+	require.Equal(t, 1, fewerMessages(l).Messages, "at least one")
+	l.Messages = 1
+	l.Ops = []sim.Op{post(0), post(0), post(0)}
+	require.Equal(t, 1, fewerMessages(l).Messages, "never more than the log had")
+}
+
+// TestFewestStatesTriesTheLastItemAlone: the search begins with the
+// rejected line alone, the smallest subset there is (catches pass 13's
+// mutant 65: subsets of one item skipped).
+func TestFewestStatesTriesTheLastItemAlone(t *testing.T) {
+	cur := []int{0, 1, 2, 3}
+	// Any subset that keeps 3 fails, one state an item and Init.
+	cost := func(keep []int) (int, bool) {
+		if len(keep) == 0 || keep[len(keep)-1] != 3 {
+			return 0, false
+		}
+		return 1 + len(keep), true
+	}
+	tries := 0
+	got, err := fewestStates(context.Background(), cur, cost, &tries)
+	require.NoError(t, err)
+	require.Equal(t, []int{3}, got)
+}
+
+// TestShrunkStepsAskOnlyWhatTheyNeed: in a shrunk story no step asks a
+// question, takes steering or names a thread other than the first where
+// the story fails the same way without it (catches pass 13's mutants 56:
+// a question asked weighs nothing, so none is ever taken away, and 55: a
+// step's thread never set to the first).
+func TestShrunkStepsAskOnlyWhatTheyNeed(t *testing.T) {
+	ctx := context.Background()
+	seen := map[Failure]bool{}
+	edits := []struct {
+		name string
+		has  func(sim.Op) bool
+		edit func(*sim.Op)
+	}{
+		{"asks", func(o sim.Op) bool { return o.Asks > 0 }, func(o *sim.Op) { o.Asks = 0 }},
+		{"steers", func(o sim.Op) bool { return o.Steers > 0 }, func(o *sim.Op) { o.Steers = 0 }},
+		{"thread", func(o sim.Op) bool { return o.Kind == sim.OpStep && o.Thread > 0 }, func(o *sim.Op) { o.Thread = 0 }},
+	}
+	asked := 0
+	for seed := range uint64(80) {
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
+		require.NoError(t, err)
+		for _, f := range e.Failures() {
+			if seen[f] {
+				continue
+			}
+			seen[f] = true
+			r, err := Shrink(ctx, e.Log, f)
+			require.NoError(t, err, "seed %d %s", seed, f)
+			for i, op := range r.Log.Ops {
+				for _, ed := range edits {
+					if !ed.has(op) {
+						continue
+					}
+					if ed.name == "asks" {
+						asked++
+					}
+					l := r.Log
+					l.Ops = append([]sim.Op{}, r.Log.Ops...)
+					ed.edit(&l.Ops[i])
+					again, err := Execute(ctx, l.Config())
+					if err != nil {
+						continue // the edit does not fit the log
+					}
+					require.False(t, again.Has(f), "seed %d %s: op %d (%v) fails the same way without its %s", seed, f, i, op, ed.name)
+				}
+			}
+		}
+	}
+	t.Logf("%d shrunk steps ask a question they need", asked)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/anishathalye/porcupine"
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -227,4 +228,116 @@ func TestShrinkTraceKeepsTheClaimsLines(t *testing.T) {
 		got = append(got, string(l.Action))
 	}
 	require.Equal(t, []string{"Claim", "Crash", "Renew"}, got)
+}
+
+// TestStoryEndsAtTheRejectedLine: a rejected line's story is its thread's
+// lines up to it, the rejected line last (catches pass 13's mutants 53:
+// the rejected line left out, and 70: the thread's later lines kept).
+func TestStoryEndsAtTheRejectedLine(t *testing.T) {
+	ctx := context.Background()
+	told, after := 0, 0
+	for seed := range uint64(40) {
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
+		require.NoError(t, err)
+		if e.Violation == nil {
+			continue
+		}
+		f := Failure{Check: CheckTrace, Action: e.Violation.Action, Rule: e.Violation.Rule}
+		story := e.Story(f)
+		require.NotEmpty(t, story, "seed %d", seed)
+		require.Equal(t, e.Violation.Event, story[len(story)-1], "seed %d: the story's last line", seed)
+		for _, l := range story {
+			require.Equal(t, e.Violation.Event.Thread, l.Thread, "seed %d: a line of another thread", seed)
+		}
+		told++
+		for _, l := range e.Lines {
+			if l.Thread == e.Violation.Event.Thread && l.Tick > e.Violation.Event.Tick {
+				after++
+				break
+			}
+		}
+	}
+	require.Positive(t, told, "no seed of 40 had a rejected line")
+	require.Positive(t, after, "no rejected thread went on past its rejected line")
+}
+
+// TestSlugHasNoLeadingDash: a slug begins with a word even when what it
+// names does not (a line with no action), and runs of other characters
+// become one dash (catches pass 13's mutant 64: a leading dash kept).
+func TestSlugHasNoLeadingDash(t *testing.T) {
+	require.Equal(t, "line-action", Failure{Check: CheckTrace, Rule: "line.action"}.Slug())
+	require.Equal(t, "RunStart-Fenced-HasLease-p", Failure{Check: CheckTrace, Action: core.ActionRunStart, Rule: "Fenced => HasLease(p)"}.Slug())
+	require.Equal(t, "Liveness", Failure{Check: CheckInvariant, Invariant: " Liveness "}.Slug())
+}
+
+// TestTraceConesTakeTheConsumedPosts: a RunStart's cone and a Reply's
+// each hold the Post of the message they consumed (catches pass 13's
+// mutant 61: a Reply's answer's Post left out of its cone).
+func TestTraceConesTakeTheConsumedPosts(t *testing.T) {
+	th := []core.TraceEvent{
+		{Tick: 1, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 1},
+		{Tick: 2, Action: core.ActionClaim, Thread: "t1", Proc: "p1", Holder: "h1"},
+		{Tick: 3, Action: core.ActionRunStart, Thread: "t1", Proc: "p1", Holder: "h1", Msg: 1, Run: 1},
+		{Tick: 4, Action: core.ActionAsk, Thread: "t1", Proc: "p1", Holder: "h1", Run: 1, Req: 1},
+		{Tick: 5, Action: core.ActionPost, Thread: "t1", Proc: "poster", Msg: 2},
+		{Tick: 6, Action: core.ActionReply, Thread: "t1", Proc: "p1", Holder: "h1", Msg: 2, Req: 1},
+	}
+	cones := traceCones(th)
+	require.Equal(t, []int{5}, cones[5][len(cones[5])-1:], "the Reply is in its own cone")
+	require.Contains(t, cones[5], 4, "the Reply's cone holds the Post of its answer")
+	require.Contains(t, cones[2], 0, "the RunStart's cone holds the Post of its prompt")
+}
+
+// TestLeaseNeedsTheAnsweringReply: a Reply refused as already answered
+// needs the Reply that answered the request (catches pass 13's mutant 66:
+// that need dropped, so that a story keeps the refusal alone).
+func TestLeaseNeedsTheAnsweringReply(t *testing.T) {
+	ops := []porcupine.Operation{
+		{ClientId: 0, Input: tracecheck.LinInput{Kind: tracecheck.LinClaim, Thread: "t1", Holder: "h1"}, Output: tracecheck.LinOutput{Status: tracecheck.LinOK}},
+		{ClientId: 0, Input: tracecheck.LinInput{Kind: tracecheck.LinReply, Thread: "t1", Holder: "h1", Msg: 2, Req: 1}, Output: tracecheck.LinOutput{Status: tracecheck.LinOK}},
+		{ClientId: 1, Input: tracecheck.LinInput{Kind: tracecheck.LinReply, Thread: "t1", Holder: "h2", Msg: 3, Req: 1}, Output: tracecheck.LinOutput{Status: tracecheck.LinAnswered}},
+	}
+	needs := leaseNeeds(ops)
+	require.Equal(t, [][]int{{0}}, needs[1], "the answering Reply needs its claim")
+	require.Equal(t, [][]int{{1}}, needs[2], "the refused Reply needs the Reply that answered (h2 has no claim here)")
+	require.False(t, closed([]int{2}, needs))
+	require.True(t, closed([]int{0, 1, 2}, needs))
+}
+
+// TestShrinkTraceDropsUnneededTiming: a story that the checker rejects
+// the same way without the Claim and Renew timing is told without it
+// (catches pass 13's mutant 68: the timing kept though stripping was
+// chosen).
+func TestShrinkTraceDropsUnneededTiming(t *testing.T) {
+	ctx := context.Background()
+	seen := map[Failure]bool{}
+	stripped := 0
+	for seed := range uint64(60) {
+		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
+		require.NoError(t, err)
+		_, err = tracecheck.Check(e.Lines)
+		var v *tracecheck.Violation
+		if !errors.As(err, &v) {
+			continue
+		}
+		f := Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule}
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		r, err := ShrinkTrace(ctx, e.Lines)
+		require.NoError(t, err, "seed %d %s", seed, f)
+		bare := append([]core.TraceEvent{}, r.Lines...)
+		for i := range bare {
+			bare[i].Now, bare[i].TTL, bare[i].Expires, bare[i].Replaced = 0, 0, 0, 0
+		}
+		_, err = tracecheck.Check(bare)
+		var bv *tracecheck.Violation
+		if !errors.As(err, &bv) || bv.Action != f.Action || bv.Rule != f.Rule {
+			continue // the story needs its timing
+		}
+		stripped++
+		require.Equal(t, bare, r.Lines, "seed %d %s: the story keeps timing it does not need", seed, f)
+	}
+	require.Positive(t, stripped, "no story of 60 seeds could do without its timing")
 }
