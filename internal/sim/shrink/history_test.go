@@ -136,14 +136,30 @@ func TestShrinkHistoryKeepsTheCulprit(t *testing.T) {
 // deadline passes. Six processes whose clocks are up to four TTLs apart
 // make it likely: 14 of 20 seeds under -race on a 2-core machine (3 of 40
 // with three processes and two TTLs, which once found none in 12).
+//
+// Shrinking keeps a story 1-minimal, not the shortest there is, so one
+// seed's story may be longer than TLC's bound (10 states against 8 for an
+// Abandon, seen once): as in TestShrinkTraceUnfenced, the best story of
+// each failure must be within it, and the test runs more seeds while one
+// is not.
 func TestShrinkConcurrentExecutions(t *testing.T) {
 	ctx := context.Background()
 	model := tracecheck.LeaseModel()
 	histories, traces := 0, 0
+	best := map[Failure]int{}
+	overBound := func() []Failure {
+		var over []Failure
+		for f, n := range best {
+			if bound, ok := tlcShortestGuard[f]; ok && n > bound {
+				over = append(over, f)
+			}
+		}
+		return over
+	}
 	const ttl = 40 * time.Millisecond
 	deadline := time.Now().Add(90 * time.Second)
 	seed := uint64(0)
-	for ; time.Now().Before(deadline) && (histories < 2 || traces < 2); seed++ {
+	for ; time.Now().Before(deadline) && (histories < 2 || traces < 2 || len(overBound()) > 0); seed++ {
 		res, err := sim.RunConcurrent(ctx, sim.ConcurrentConfig{Seed: seed, Procs: 6, Threads: 2, Messages: 8, ClaimTTL: ttl, MaxSkew: 4 * ttl, Unfenced: core.AllFences()})
 		if err != nil && !errors.As(err, new(*sim.InvariantError)) {
 			require.NoError(t, err)
@@ -158,8 +174,8 @@ func TestShrinkConcurrentExecutions(t *testing.T) {
 			var v *tracecheck.Violation
 			require.ErrorAs(t, err, &v)
 			require.Equal(t, tr.Failure, Failure{Check: CheckTrace, Action: v.Action, Rule: v.Rule})
-			if bound, ok := tlcShortestGuard[tr.Failure]; ok {
-				require.LessOrEqual(t, tr.States(), bound, "%s", tr.Failure)
+			if n, ok := best[tr.Failure]; !ok || tr.States() < n {
+				best[tr.Failure] = tr.States()
 			}
 			requireOneMinimal(t, tr, nil)
 		}
@@ -196,6 +212,9 @@ func TestShrinkConcurrentExecutions(t *testing.T) {
 	}
 	require.Positive(t, histories, "no fences-off concurrent execution was found not linearizable in %d seeds (90s)", seed)
 	require.Positive(t, traces, "no fences-off concurrent execution's trace was rejected in %d seeds (90s)", seed)
+	for _, f := range overBound() {
+		require.LessOrEqual(t, best[f], tlcShortestGuard[f], "%s: the shortest story of %d seeds (90s) is longer than TLC's shortest counterexample", f, seed)
+	}
 }
 
 func withoutClients(ops []porcupine.Operation) []porcupine.Operation {
