@@ -84,13 +84,7 @@ func TestAwaitEndsWithItsContext(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			actx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() {
-				<-stop
-				cancel()
-			}()
-			_, err = sess.Await(actx, req)
+			err = awaitUntil(ctx, sess, req, stop)
 			awaited <- err
 			return err
 		}),
@@ -128,13 +122,7 @@ func TestAwaitCountsSteering(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			actx, cancel := context.WithCancel(ctx)
-			defer cancel()
-			go func() {
-				<-stop
-				cancel()
-			}()
-			_, err = sess.Await(actx, req)
+			err = awaitUntil(ctx, sess, req, stop)
 			returned <- err
 			return err
 		}),
@@ -154,4 +142,20 @@ func TestAwaitCountsSteering(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []core.Seq{2}, th.Runs()[0].Steering)
 	require.Equal(t, 2, turn.Report().Consumed, "the prompt and one message of steering")
+}
+
+// awaitUntil waits for req's answer (Session.Await) until ctx ends or stop
+// is closed, whichever comes first.
+func awaitUntil(ctx context.Context, sess *runner.Session, req core.RequestID, stop <-chan struct{}) error {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-actx.Done():
+		}
+	}()
+	_, err := sess.Await(actx, req)
+	return err
 }

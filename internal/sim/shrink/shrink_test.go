@@ -25,34 +25,23 @@ var tlcShortest = map[string]int{core.InvConsumedAtMostOnce: 9, core.InvNoLiveAb
 // story no longer than TLC's shortest counterexample.
 func TestShrinkUnfencedStories(t *testing.T) {
 	ctx := context.Background()
-	seen := map[Failure]bool{}
-	for seed := range uint64(80) {
-		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
-		require.NoError(t, err)
-		for _, f := range e.Failures() {
-			if seen[f] {
-				continue
-			}
-			seen[f] = true
-			r, err := Shrink(ctx, e.Log, f)
-			require.NoError(t, err, "seed %d %s", seed, f)
-			story := r.Exec.Story(f)
-			t.Logf("seed %d %s: %d ops -> %d, story %d lines", seed, f, len(e.Log.Ops), len(r.Log.Ops), len(story))
-			require.Less(t, len(r.Log.Ops), len(e.Log.Ops), "nothing removed")
-			require.LessOrEqual(t, len(story), 12, "%s: story too long", f)
+	seen := shrinkEachFailure(t, func(seed uint64, e *Execution, f Failure, r Result) {
+		story := r.Exec.Story(f)
+		t.Logf("seed %d %s: %d ops -> %d, story %d lines", seed, f, len(e.Log.Ops), len(r.Log.Ops), len(story))
+		require.Less(t, len(r.Log.Ops), len(e.Log.Ops), "nothing removed")
+		require.LessOrEqual(t, len(story), 12, "%s: story too long", f)
 
-			// The shrunk log, replayed from scratch, fails the same way.
-			again, err := Execute(ctx, r.Log.Config())
-			require.NoError(t, err)
-			require.True(t, again.Has(f), "%s: the shrunk log does not reproduce it: %v", f, again.Failures())
-			require.Equal(t, r.Exec.Lines, again.Lines)
-			if n, ok := tlcShortest[f.Invariant]; ok {
-				st, _ := tracecheck.Check(story)
-				states := 1 + len(story) + st.LapsesInferred
-				require.LessOrEqual(t, states, n, "%s: the story is %d states, TLC's shortest %d", f, states, n)
-			}
+		// The shrunk log, replayed from scratch, fails the same way.
+		again, err := Execute(ctx, r.Log.Config())
+		require.NoError(t, err)
+		require.True(t, again.Has(f), "%s: the shrunk log does not reproduce it: %v", f, again.Failures())
+		require.Equal(t, r.Exec.Lines, again.Lines)
+		if n, ok := tlcShortest[f.Invariant]; ok {
+			st, _ := tracecheck.Check(story)
+			states := 1 + len(story) + st.LapsesInferred
+			require.LessOrEqual(t, states, n, "%s: the story is %d states, TLC's shortest %d", f, states, n)
 		}
-	}
+	})
 	for _, want := range []Failure{
 		{Check: CheckInvariant, Invariant: core.InvConsumedAtMostOnce},
 		{Check: CheckInvariant, Invariant: core.InvNoLiveAbandon},
@@ -118,7 +107,6 @@ func TestFewestStatesTriesTheLastItemAlone(t *testing.T) {
 // step's thread never set to the first).
 func TestShrunkStepsAskOnlyWhatTheyNeed(t *testing.T) {
 	ctx := context.Background()
-	seen := map[Failure]bool{}
 	edits := []struct {
 		name string
 		has  func(sim.Op) bool
@@ -129,6 +117,37 @@ func TestShrunkStepsAskOnlyWhatTheyNeed(t *testing.T) {
 		{"thread", func(o sim.Op) bool { return o.Kind == sim.OpStep && o.Thread > 0 }, func(o *sim.Op) { o.Thread = 0 }},
 	}
 	asked := 0
+	shrinkEachFailure(t, func(seed uint64, _ *Execution, f Failure, r Result) {
+		for i, op := range r.Log.Ops {
+			for _, ed := range edits {
+				if !ed.has(op) {
+					continue
+				}
+				if ed.name == "asks" {
+					asked++
+				}
+				l := r.Log
+				l.Ops = append([]sim.Op{}, r.Log.Ops...)
+				ed.edit(&l.Ops[i])
+				again, err := Execute(ctx, l.Config())
+				if err != nil {
+					continue // the edit does not fit the log
+				}
+				require.False(t, again.Has(f), "seed %d %s: op %d (%v) fails the same way without its %s", seed, f, i, op, ed.name)
+			}
+		}
+	})
+	t.Logf("%d shrunk steps ask a question they need", asked)
+}
+
+// shrinkEachFailure runs the fences-off seeded executions of the first 80
+// seeds and shrinks each failure they show, once, from the first seed
+// that shows it; check sees the execution, the failure and its shrunk
+// story. It returns the failures seen.
+func shrinkEachFailure(t *testing.T, check func(seed uint64, e *Execution, f Failure, r Result)) map[Failure]bool {
+	t.Helper()
+	ctx := context.Background()
+	seen := map[Failure]bool{}
 	for seed := range uint64(80) {
 		e, err := Execute(ctx, sim.Config{Seed: seed, Unfenced: core.AllFences()})
 		require.NoError(t, err)
@@ -139,25 +158,8 @@ func TestShrunkStepsAskOnlyWhatTheyNeed(t *testing.T) {
 			seen[f] = true
 			r, err := Shrink(ctx, e.Log, f)
 			require.NoError(t, err, "seed %d %s", seed, f)
-			for i, op := range r.Log.Ops {
-				for _, ed := range edits {
-					if !ed.has(op) {
-						continue
-					}
-					if ed.name == "asks" {
-						asked++
-					}
-					l := r.Log
-					l.Ops = append([]sim.Op{}, r.Log.Ops...)
-					ed.edit(&l.Ops[i])
-					again, err := Execute(ctx, l.Config())
-					if err != nil {
-						continue // the edit does not fit the log
-					}
-					require.False(t, again.Has(f), "seed %d %s: op %d (%v) fails the same way without its %s", seed, f, i, op, ed.name)
-				}
-			}
+			check(seed, e, f, r)
 		}
 	}
-	t.Logf("%d shrunk steps ask a question they need", asked)
+	return seen
 }
