@@ -22,7 +22,7 @@ func viewOf(t *testing.T, path string) View {
 	return BuildView(tracecheck.Order(lines)[0], nil)
 }
 
-// Mutants 10-13, 15, 16, 22: a timeline cell's run, refusing lease, "←",
+// The fifteenth mutation pass's mutants 10-13, 15, 16, 22: a timeline cell's run, refusing lease, "←",
 // consume class, holder numbering, lapse mark, and the lanes' order.
 func TestReviewTimelineCells(t *testing.T) {
 	v := viewOf(t, "../../tracecheck/testdata/ok-fenced-refusals.ndjson")
@@ -53,7 +53,7 @@ func TestReviewTimelineCells(t *testing.T) {
 	require.Equal(t, "RunEnd r1", v.Cells[4].Text)
 }
 
-// Mutants 17, 18, 19, 20: a Go trace's steps: Post taken by no process,
+// The fifteenth mutation pass's mutants 17, 18, 19, 20: a Go trace's steps: Post taken by no process,
 // each line's tick, and the inferred Lapse in a lane of its own, the
 // last, named LapseLane.
 func TestReviewGoSteps(t *testing.T) {
@@ -72,7 +72,7 @@ func TestReviewGoSteps(t *testing.T) {
 	require.Equal(t, []uint64{0, 1, 2, 0, 3, 3, 3, 4, 5}, ticks)
 }
 
-// Mutant 21: past a line after which an invariant fails, the spec has no
+// The fifteenth mutation pass's mutant 21: past a line after which an invariant fails, the spec has no
 // state: the line itself keeps the state it reached, the lines after it
 // are shown without one.
 func TestReviewNoStatePastAnInvariant(t *testing.T) {
@@ -99,7 +99,7 @@ func TestReviewNoStatePastAnInvariant(t *testing.T) {
 	require.True(t, seen)
 }
 
-// Mutants 25, 26, 27, 31: a TLC step's cell names the message RunStart
+// The fifteenth mutation pass's mutants 25, 26, 27, 31: a TLC step's cell names the message RunStart
 // consumed, the request and message Reply answered, the holder Claim
 // took, and a refusal is drawn as one.
 func TestReviewTLCCells(t *testing.T) {
@@ -122,14 +122,14 @@ func TestReviewTLCCells(t *testing.T) {
 	require.Equal(t, "refuse", class)
 }
 
-// Mutant 28: every invariant the last state breaks is listed, I3 among
+// The fifteenth mutation pass's mutant 28: every invariant the last state breaks is listed, I3 among
 // them.
 func TestReviewTLCInvariantsListed(t *testing.T) {
 	steps := readTLCFile(t, "testdata/tlc-steerstart-SteeringException.json").Threads[0].Steps
 	require.Equal(t, []string{"I1_ConsumedAtMostOnce", "I3_OneActiveRun", "SteeringException", "GivenAtMostOnce"}, steps[len(steps)-1].Rejected.Failed)
 }
 
-// Mutants 32, 33: the ITF check of a Go trace finds a lease's expiry or
+// The fifteenth mutation pass's mutants 32, 33: the ITF check of a Go trace finds a lease's expiry or
 // liveAbandoned written wrong.
 func TestReviewITFCheckFindsExpiryAndLiveAbandoned(t *testing.T) {
 	tr := readGo(t, "../../tracecheck/testdata/ok-abandon-fenced.ndjson")
@@ -158,7 +158,7 @@ func TestReviewITFCheckFindsExpiryAndLiveAbandoned(t *testing.T) {
 	}
 }
 
-// Mutant 34: an action's text starts with the comment above its
+// The fifteenth mutation pass's mutant 34: an action's text starts with the comment above its
 // definition.
 func TestReviewActionTextKeepsItsComment(t *testing.T) {
 	text, _, err := LoadSpec("", ".")
@@ -166,7 +166,7 @@ func TestReviewActionTextKeepsItsComment(t *testing.T) {
 	require.True(t, strings.HasPrefix(ActionTexts(text)["RunStart"], `\* p records the start of the planned run`), ActionTexts(text)["RunStart"])
 }
 
-// Mutant 1: the page's <title> escapes the trace's name.
+// The fifteenth mutation pass's mutant 1: the page's <title> escapes the trace's name.
 func TestReviewTitleEscaped(t *testing.T) {
 	tr := readGo(t, "testdata/go-shrunk-I1.ndjson")
 	tr.Title = `</title><script>alert(1)</script>`
@@ -248,4 +248,28 @@ func TestReviewPageInChromium(t *testing.T) {
 	require.Equal(t, "s-1-0", selected(t, dumpDOM(t, browser, "file://"+two+"#thread=b&line=0")), "#thread=b selects b's Init")
 	require.Equal(t, "s-0-0", selected(t, dumpDOM(t, browser, "file://"+two+"#thread=a&line=0")))
 	require.Equal(t, "s-1-0", selected(t, dumpDOM(t, browser, "file://"+two+"#thread=a&line=3&keys=j")), "j at a thread's end goes to the next thread")
+}
+
+// A TLC counterexample's Steer cell says the message was given, as a Go
+// trace's does (CellText): "←" marks a message consumed, and steering is
+// consumed only by its record (SteerRecord).
+func TestTLCSteerGivenNotConsumed(t *testing.T) {
+	var steer, record []string
+	for _, f := range []string{"testdata/tlc-giventwice-GivenAtMostOnce.json", "testdata/tlc-steerstart-SteeringException.json"} {
+		for _, s := range readTLCFile(t, f).Threads[0].Steps {
+			switch {
+			case strings.HasPrefix(s.Text, "SteerRecord "):
+				record = append(record, s.Text)
+			case strings.HasPrefix(s.Text, "Steer "):
+				steer = append(steer, s.Text)
+			}
+		}
+	}
+	require.NotEmpty(t, steer, "no Steer step in the fixtures")
+	for _, s := range steer {
+		require.Regexp(t, `^Steer r\d+ given m\d+$`, s)
+	}
+	for _, s := range record {
+		require.Regexp(t, `^SteerRecord r\d+ ← m\d+$`, s)
+	}
 }

@@ -181,7 +181,7 @@ func tlcCell(s Step, a tlcAction, before, after map[string]itf.Value) (string, s
 		text = fmt.Sprintf("Reply q%d ← m%d", num(pl, "req"), num(pl, "msg"))
 	case core.ActionSteer:
 		pl, _ := after["plan"].Field(s.Proc)
-		text = fmt.Sprintf("Steer r%d ← m%d", num(after["run"], s.Proc), num(pl, "msg"))
+		text = fmt.Sprintf("Steer r%d given m%d", num(after["run"], s.Proc), num(pl, "msg")) // given to the run's agent, not consumed: as CellText
 	case core.ActionSteerRecord:
 		pl, _ := before["plan"].Field(s.Proc)
 		text = fmt.Sprintf("SteerRecord r%d ← m%d", num(before["run"], s.Proc), num(pl, "msg"))
