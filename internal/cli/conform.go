@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -53,7 +52,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	seed := fs.Uint64("seed", 1, "the seed of -sample's draw")
 	var off core.Fences
 	fs.Var(everyFenceOff{&off}, "unfenced", "run the Workspaces with every fence off (the mutant): it must diverge")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	asJSON := jsonFlag(fs)
 	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, conformUsage); err != nil {
 		return err
@@ -112,38 +111,55 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	if files.Wanted() {
 		defer func() { err = writeReports(files, conformReport(*cfgPath, rep, total, err), err) }()
 	}
-	if *asJSON {
-		b, _ := json.Marshal(map[string]any{
-			"cfg": *cfgPath, "storage": storageName(*storage), "unfenced": unfenced, "states": rep.States,
-			"edges": rep.Edges, "driven": rep.Driven, "sample": *sample, "seed": *seed, "refusals": rep.Refusals,
-			"divergences": rep.Divergences, "seconds": rep.Elapsed.Seconds(), "first": rep.First,
-		})
-		fmt.Fprintf(stdout, "%s\n", b)
-	} else {
-		what := "edges"
-		if *sample > 0 {
-			what = fmt.Sprintf("sampled edges (seed %d; the graph has %d)", *seed, rep.Edges)
-		}
-		fmt.Fprintf(stdout, "%s on %s%s: %d states\n", *cfgPath, storageName(*storage), map[bool]string{true: ", fences off", false: ""}[unfenced], rep.States)
-		fmt.Fprintf(stdout, "%d of %d %s\n", rep.Driven, total, what)
-		fmt.Fprintf(stdout, "%d writes the spec does not enable asked of Go\n", rep.Refusals)
-		fmt.Fprintf(stdout, "%d divergences\n", rep.Divergences)
-		for _, d := range rep.First {
-			fmt.Fprintf(stdout, "  %s\n", strings.ReplaceAll(d.String(), "\n", "\n  "))
-		}
-		fmt.Fprintf(stdout, "time %.1fs\n", rep.Elapsed.Seconds())
-	}
+	var verdict error
 	switch {
 	case unfenced && rep.Divergences > 0:
-		return failure{exitFailed, "FAIL (as it must with the fences off): the mutant diverges from the spec"}
+		verdict = failure{exitFailed, "FAIL (as it must with the fences off): the mutant diverges from the spec"}
 	case unfenced:
-		return failure{exitSurvived, "FAIL: the fences are off and conform found no divergence"}
+		verdict = failure{exitSurvived, "SURVIVED: the fences are off and conform found no divergence: the checks are blind"}
 	case rep.Divergences > 0:
-		return failure{exitFailed, fmt.Sprintf("FAIL: %d divergences", rep.Divergences)}
+		verdict = failure{exitFailed, fmt.Sprintf("FAIL: %d divergences", rep.Divergences)}
 	case rep.Driven < total:
-		return failure{exitFailed, fmt.Sprintf("FAIL: %d of %d edges driven", rep.Driven, total)}
+		verdict = failure{exitFailed, fmt.Sprintf("FAIL: %d of %d edges driven", rep.Driven, total)}
 	}
-	return nil
+	if *asJSON {
+		return writeJSON(stdout, "conform", verdict, conformFigures{
+			Cfg: *cfgPath, Storage: storageName(*storage), Unfenced: unfenced, States: rep.States,
+			Edges: rep.Edges, Driven: rep.Driven, Sample: *sample, Seed: *seed, Refusals: rep.Refusals,
+			Divergences: rep.Divergences, Seconds: rep.Elapsed.Seconds(), First: rep.First,
+		})
+	}
+	what := "edges"
+	if *sample > 0 {
+		what = fmt.Sprintf("sampled edges (seed %d; the graph has %d)", *seed, rep.Edges)
+	}
+	fmt.Fprintf(stdout, "%s on %s%s: %d states\n", *cfgPath, storageName(*storage), map[bool]string{true: ", fences off", false: ""}[unfenced], rep.States)
+	fmt.Fprintf(stdout, "%d of %d %s\n", rep.Driven, total, what)
+	fmt.Fprintf(stdout, "%d writes the spec does not enable asked of Go\n", rep.Refusals)
+	fmt.Fprintf(stdout, "%d divergences\n", rep.Divergences)
+	for _, d := range rep.First {
+		fmt.Fprintf(stdout, "  %s\n", strings.ReplaceAll(d.String(), "\n", "\n  "))
+	}
+	fmt.Fprintf(stdout, "time %.1fs\n", rep.Elapsed.Seconds())
+	return verdict
+}
+
+// conformFigures is conform's -json figures: the cfg and storage driven,
+// the graph's states and edges, the edges driven, the refusals asked, the
+// divergences and the first of them.
+type conformFigures struct {
+	Cfg         string               `json:"cfg"`
+	Storage     string               `json:"storage"`
+	Unfenced    bool                 `json:"unfenced"`
+	States      int                  `json:"states"`
+	Edges       int                  `json:"edges"`
+	Driven      int                  `json:"driven"`
+	Sample      int                  `json:"sample"`
+	Seed        uint64               `json:"seed"`
+	Refusals    int                  `json:"refusals"`
+	Divergences int                  `json:"divergences"`
+	Seconds     float64              `json:"seconds"`
+	First       []conform.Divergence `json:"first"`
 }
 
 // conformReport is conform's verdicts for -junit and -summary: the edges

@@ -38,6 +38,7 @@ func TestVerdictOnStdout(t *testing.T) {
 		{"model passes", []string{"model", okCfg}, exitOK, []string{"as expected"}},
 		{"model fails", []string{"model", badCfg}, exitFailed, []string{"NOT AS EXPECTED"}},
 		{"conform fails", []string{"conform", "-cfg", okCfg, "-unfenced", "-sample", "400", "-seed", "3"}, exitFailed, []string{"as it must"}},
+		{"conform survives", []string{"conform", "-cfg", okCfg, "-unfenced", "-sample", "1"}, exitSurvived, []string{"SURVIVED"}},
 		{"tlc passes", []string{"tlc", "-root", root, "-skip", "MOkBad.cfg", "spec"}, exitOK, []string{"PASS  spec/M.cfg"}},
 		{"tlc fails", []string{"tlc", "-root", root, "spec"}, exitFailed,
 			[]string{"FAIL  spec/MOkBad.cfg", "tlc: 1 of 2 checks unexpected"}},
@@ -58,16 +59,26 @@ func TestVerdictOnStdout(t *testing.T) {
 	}
 
 	// -json: stdout is the object alone, whatever the verdict.
-	for _, args := range [][]string{
-		{"validate", "-json", fixtures + "bad-consumed-twice.ndjson"},
-		{"show", "-json", fixtures + "bad-consumed-twice.ndjson"},
-		{"model", "-json", badCfg},
-		{"tlc", "-json", "-root", root, "spec"},
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"validate", "-json", fixtures + "bad-consumed-twice.ndjson"}, exitFailed},
+		{[]string{"show", "-json", fixtures + "bad-consumed-twice.ndjson"}, exitFailed},
+		{[]string{"model", "-json", badCfg}, exitFailed},
+		{[]string{"tlc", "-json", "-root", root, "spec"}, exitFailed},
+		{[]string{"conform", "-json", "-cfg", okCfg, "-unfenced", "-sample", "400", "-seed", "3"}, exitFailed},
+		{[]string{"conform", "-json", "-cfg", okCfg, "-unfenced", "-sample", "1"}, exitSurvived},
 	} {
-		code, out, errs := runCLI(args...)
-		var obj struct{ Verdict string }
-		if err := json.Unmarshal([]byte(out), &obj); err != nil || code != exitFailed || obj.Verdict != "fail" {
-			t.Errorf("%v: exit %d, want 1 and stdout one JSON object with verdict fail (%v)\nstdout:\n%s\nstderr:\n%s", args, code, err, out, errs)
+		code, out, errs := runCLI(tc.args...)
+		type head struct {
+			Command, Verdict string
+			Exit             int
+		}
+		var obj head
+		err := json.Unmarshal([]byte(out), &obj)
+		if err != nil || code != tc.code || obj != (head{tc.args[0], verdictNames[tc.code], tc.code}) {
+			t.Errorf("%v: exit %d, want %d and stdout one JSON object of %s with verdict %s (%v)\nstdout:\n%s\nstderr:\n%s", tc.args, code, tc.code, tc.args[0], verdictNames[tc.code], err, out, errs)
 		}
 	}
 }
