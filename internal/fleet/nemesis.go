@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -26,8 +27,11 @@ type kill struct {
 }
 
 // nemesis injects faults until ctx ends: one every NemesisEvery on
-// average (uniform in half to one and a half of it), of a kind and on a
-// worker drawn from the run's seeded source. Faults overlap in time but
+// average (uniform in half to one and a half of it), on a worker drawn
+// from the run's seeded source, of the kind next in a deck of the kinds
+// it shuffles with that source: every kind is injected once before any is
+// twice, so that a short run has each (a kind that finds no free worker
+// or its lock taken stays next). Faults overlap in time but
 // hold their worker (a slot) alone. When ctx ends, faults in progress heal
 // at once; nemesis returns after they have. It returns the first error
 // that makes the run impossible (a replacement worker that cannot start).
@@ -40,10 +44,15 @@ func (r *run) nemesis(ctx context.Context) error {
 	defer wg.Wait()
 	fatal := make(chan error, 1)
 	var restarting, rewinding sync.Mutex
+	var deck []Kind // the kinds still to inject in this round of them; the last is next
 	for {
 		r.mu.Lock()
 		wait := time.Duration(float64(r.cfg.NemesisEvery) * (0.5 + r.rng.Float64()))
-		kind := r.cfg.Nemesis[r.rng.IntN(len(r.cfg.Nemesis))]
+		if len(deck) == 0 {
+			deck = slices.Clone(r.cfg.Nemesis)
+			r.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
+		}
+		kind := deck[len(deck)-1]
 		free := make([]*slot, 0, len(r.slots))
 		for _, s := range r.slots {
 			s.mu.Lock()
@@ -68,6 +77,7 @@ func (r *run) nemesis(ctx context.Context) error {
 			if !restarting.TryLock() {
 				continue
 			}
+			deck = deck[:len(deck)-1]
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -93,6 +103,7 @@ func (r *run) nemesis(ctx context.Context) error {
 		}
 		s.busy = true
 		s.mu.Unlock()
+		deck = deck[:len(deck)-1]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
