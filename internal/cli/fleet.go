@@ -27,7 +27,7 @@ worker), each behind a TCP proxy the fleet controls, with lease clocks
 spread over -max-skew, work -threads threads while -posters post
 -messages messages (spread over -duration). Meanwhile a seeded nemesis
 injects a fault every -nemesis-every on average, of the kinds -nemesis
-names:
+names, each kind once (in a shuffled order) before any twice:
 
   stop       SIGSTOP a worker past the TTL, then SIGCONT
   kill       SIGKILL a worker and start a replacement

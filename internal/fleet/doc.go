@@ -7,7 +7,8 @@
 //   - the fleet (fleet.go, procs.go): a fresh schema, posters posting the
 //     messages, and the workers, each started behind its own TCP proxy
 //     (package proxy) with its lease clock offset from the machine's;
-//   - the nemesis (nemesis.go, cluster.go): faults drawn from the seed
+//   - the nemesis (nemesis.go, cluster.go): faults drawn from the seed,
+//     each kind once before any twice,
 //     until every message is consumed: SIGSTOP past the TTL, SIGKILL and a
 //     replacement, lease-clock jumps, pg_terminate_backend mid-transaction,
 //     PostgreSQL restarts, partitions, latency, COMMITs held back past
