@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"syscall"
@@ -44,15 +45,11 @@ func (r *run) nemesis(ctx context.Context) error {
 	defer wg.Wait()
 	fatal := make(chan error, 1)
 	var restarting, rewinding sync.Mutex
-	var deck []Kind // the kinds still to inject in this round of them; the last is next
+	deck := kindDeck{kinds: r.cfg.Nemesis}
 	for {
 		r.mu.Lock()
 		wait := time.Duration(float64(r.cfg.NemesisEvery) * (0.5 + r.rng.Float64()))
-		if len(deck) == 0 {
-			deck = slices.Clone(r.cfg.Nemesis)
-			r.rng.Shuffle(len(deck), func(i, j int) { deck[i], deck[j] = deck[j], deck[i] })
-		}
-		kind := deck[len(deck)-1]
+		kind := deck.next(r.rng)
 		free := make([]*slot, 0, len(r.slots))
 		for _, s := range r.slots {
 			s.mu.Lock()
@@ -77,7 +74,7 @@ func (r *run) nemesis(ctx context.Context) error {
 			if !restarting.TryLock() {
 				continue
 			}
-			deck = deck[:len(deck)-1]
+			deck.take()
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -103,7 +100,7 @@ func (r *run) nemesis(ctx context.Context) error {
 		}
 		s.busy = true
 		s.mu.Unlock()
-		deck = deck[:len(deck)-1]
+		deck.take()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -124,6 +121,26 @@ func (r *run) nemesis(ctx context.Context) error {
 		}()
 	}
 }
+
+// kindDeck deals the nemesis's kinds: each once, in an order shuffled
+// with the run's source, before any of them twice.
+type kindDeck struct {
+	kinds []Kind
+	left  []Kind // the kinds still to deal in this round; the last is next
+}
+
+// next is the kind to inject next, a new round shuffled when the last is
+// dealt. It stays next until take.
+func (d *kindDeck) next(rng *rand.Rand) Kind {
+	if len(d.left) == 0 {
+		d.left = slices.Clone(d.kinds)
+		rng.Shuffle(len(d.left), func(i, j int) { d.left[i], d.left[j] = d.left[j], d.left[i] })
+	}
+	return d.left[len(d.left)-1]
+}
+
+// take deals the kind next returned: it was injected.
+func (d *kindDeck) take() { d.left = d.left[:len(d.left)-1] }
 
 // between draws a duration in [lo, hi) from the run's source.
 func (r *run) between(lo, hi time.Duration) time.Duration {
