@@ -14,7 +14,8 @@ import (
 )
 
 // The exit codes and -json objects the CI gate reads, where no other test
-// pins them: each test names the mutation pass's mutant it catches.
+// pinned them: each test names the fourteenth mutation pass's mutant it
+// catches (cmd/tracecheck/README.md, "What the checks catch").
 
 const okTrace = "../../tracecheck/testdata/ok-run-ask-reply.ndjson"
 
