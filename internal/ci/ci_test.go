@@ -2,10 +2,13 @@ package ci
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +38,9 @@ func pins(t *testing.T) map[string]string {
 	return p
 }
 
-// TestWorkflowParses: the workflow has its three jobs, each with steps.
+// TestWorkflowParses: the workflow has its three jobs, each with steps,
+// and the test job's postgres service, which TestWorkflowFull replaces by
+// a throwaway cluster (mutant of pass 16: the services not read).
 func TestWorkflowParses(t *testing.T) {
 	wf, err := Parse([]byte(readWorkflow(t)))
 	if err != nil {
@@ -48,15 +53,28 @@ func TestWorkflowParses(t *testing.T) {
 	if got := strings.Join(ids, ","); got != "test,tlc-models,tlc-traces" {
 		t.Fatalf("jobs %s, want test,tlc-models,tlc-traces", got)
 	}
+	if got := wf.Jobs[0].Services; !slices.Equal(got, []string{"postgres"}) {
+		t.Errorf("the test job's services %q, want postgres", got)
+	}
 }
 
 // TestWorkflowPins: what the workflow's text says of the pinned tools is
 // what scripts/tlc-pins says; a copy naming another version, commit or
-// digest fails.
+// digest fails, and one naming the pinned commits themselves passes
+// (mutant of pass 16: a commit had to be both pins at once).
 func TestWorkflowPins(t *testing.T) {
 	text, p := readWorkflow(t), pins(t)
 	if err := CheckPins(text, p); err != nil {
 		t.Fatal(err)
+	}
+	for _, pin := range []string{"TLAPLUS_COMMIT", "COMMUNITY_MODULES_COMMIT"} {
+		literal := strings.Replace(text, "ref: ${{ steps.pins.outputs."+pin+" }}", "ref: "+p[pin], 1)
+		if literal == text {
+			t.Fatalf("the workflow has no checkout at steps.pins.outputs.%s", pin)
+		}
+		if err := CheckPins(literal, p); err != nil {
+			t.Errorf("a workflow naming the pinned %s: %v", pin, err)
+		}
 	}
 	for _, m := range []struct{ name, from, to string }{
 		{"version", "tla2tools v1.7.4", "tla2tools v1.7.3"},
@@ -362,6 +380,216 @@ func TestWithPostgresServerOptsNeedTheCluster(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Error("the command ran with server options it could not apply")
+	}
+}
+
+// TestWithPostgresExitCode: with no DATABASE_URL, scripts/with-postgres
+// starts a throwaway cluster, exits with the command's own code, and has
+// removed the cluster's directory by the time it exits (mutants of pass
+// 16: exit 0 whatever the command's code; the directory left for the
+// watchdog).
+func TestWithPostgresExitCode(t *testing.T) {
+	if !serverInstalled() {
+		t.Skip("no PostgreSQL server binaries (initdb, pg_ctl): scripts/with-postgres cannot start a throwaway cluster here")
+	}
+	cmd := exec.Command(filepath.Join(root, "scripts", "with-postgres"), "sh", "-c", `test -n "$DATABASE_URL" && exit 3`)
+	cmd.Env = append(os.Environ(), "DATABASE_URL=", "WITH_POSTGRES_SERVER_OPTS=")
+	out, err := cmd.CombinedOutput()
+	if code := exitCode(t, err); code != 3 {
+		t.Fatalf("exit %d, want the command's 3:\n%s", code, out)
+	}
+	_, rest, ok := strings.Cut(string(out), "throwaway PostgreSQL ")
+	fields := strings.Fields(rest)
+	if !ok || len(fields) < 3 || fields[1] != "in" {
+		t.Fatalf("no cluster directory named in:\n%s", out)
+	}
+	if _, err := os.Stat(fields[2]); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the cluster's directory %s is still there once scripts/with-postgres exited (%v)", fields[2], err)
+	}
+}
+
+// serverInstalled: scripts/with-postgres can find initdb and pg_ctl (as
+// it looks for them: pg_config's bindir, else /usr/lib/postgresql).
+func serverInstalled() bool {
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(out)), "initdb")); err == nil {
+			return true
+		}
+	}
+	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	return len(found) > 0
+}
+
+// TestCIRun: .ci/run, the CI entry point, with the pinned jars of
+// ../shared/tlc and scripts/test stood in for: the jars whose sha256 is
+// SHA256SUMS' are exported, with their digests and REQUIRE_TLC=1; a jar
+// with another digest, or no SHA256SUMS, stops it with exit 2 before
+// scripts/test runs; scripts/test's exit code is its own; a TLA2TOOLS_JAR
+// given is used as it is (mutants of pass 16: the digest not compared,
+// REQUIRE_TLC not set, scripts/test's failure turned into a pass).
+func TestCIRun(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join(root, ".ci", "run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jars := map[string]string{"tla2tools.jar": "the tools", "CommunityModules-deps.jar": "the modules"}
+	for _, c := range []struct {
+		name    string
+		spoil   func(t *testing.T, shared string)
+		env     []string
+		code    int
+		says    string
+		scripts string // what scripts/test saw; "" when it must not run
+	}{
+		{name: "the jars as SHA256SUMS has them", code: 0,
+			scripts: "TLA2TOOLS_JAR={shared}/tla2tools.jar TLA2TOOLS_SHA256={tla2tools.jar} COMMUNITY_MODULES_JAR={shared}/CommunityModules-deps.jar COMMUNITY_MODULES_SHA256={CommunityModules-deps.jar} REQUIRE_TLC=1"},
+		{name: "a jar with another digest", code: 2, says: "has sha256",
+			spoil: func(t *testing.T, shared string) {
+				writeFile(t, filepath.Join(shared, "CommunityModules-deps.jar"), "other modules")
+			}},
+		{name: "no SHA256SUMS", code: 2, says: "SHA256SUMS is missing",
+			spoil: func(t *testing.T, shared string) { removeFile(t, filepath.Join(shared, "SHA256SUMS")) }},
+		{name: "a jar missing", code: 2, says: "tla2tools.jar is missing",
+			spoil: func(t *testing.T, shared string) { removeFile(t, filepath.Join(shared, "tla2tools.jar")) }},
+		{name: "scripts/test fails", env: []string{"STUB_EXIT=1"}, code: 1,
+			scripts: "TLA2TOOLS_JAR={shared}/tla2tools.jar"},
+		{name: "a jar given", env: []string{"TLA2TOOLS_JAR=/given/tla2tools.jar"}, code: 0,
+			scripts: "TLA2TOOLS_JAR=/given/tla2tools.jar TLA2TOOLS_SHA256= COMMUNITY_MODULES_JAR= COMMUNITY_MODULES_SHA256= REQUIRE_TLC="},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			base := t.TempDir()
+			repo, shared, bin := filepath.Join(base, "repo"), filepath.Join(base, "shared", "tlc"), filepath.Join(base, "bin")
+			saw := filepath.Join(base, "saw")
+			writeFile(t, filepath.Join(repo, ".ci", "run"), string(script))
+			writeFile(t, filepath.Join(repo, "scripts", "test"), `#!/bin/sh
+echo "TLA2TOOLS_JAR=${TLA2TOOLS_JAR:-} TLA2TOOLS_SHA256=${TLA2TOOLS_SHA256:-} COMMUNITY_MODULES_JAR=${COMMUNITY_MODULES_JAR:-} COMMUNITY_MODULES_SHA256=${COMMUNITY_MODULES_SHA256:-} REQUIRE_TLC=${REQUIRE_TLC:-}" >"$SAW"
+exit "${STUB_EXIT:-0}"
+`)
+			// A chromium on PATH: .ci/run installs none.
+			writeFile(t, filepath.Join(bin, "chromium"), "#!/bin/sh\nexit 0\n")
+			var sums strings.Builder
+			digests := map[string]string{}
+			for name, body := range jars {
+				writeFile(t, filepath.Join(shared, name), body)
+				digests[name] = fmt.Sprintf("%x", sha256.Sum256([]byte(body)))
+				fmt.Fprintf(&sums, "%s  %s\n", digests[name], name)
+			}
+			writeFile(t, filepath.Join(shared, "SHA256SUMS"), sums.String())
+			if c.spoil != nil {
+				c.spoil(t, shared)
+			}
+			cmd := exec.Command(filepath.Join(repo, ".ci", "run"))
+			for _, e := range os.Environ() {
+				name, _, _ := strings.Cut(e, "=")
+				if !slices.Contains([]string{"TLA2TOOLS_JAR", "TLA2TOOLS_SHA256", "COMMUNITY_MODULES_JAR", "COMMUNITY_MODULES_SHA256", "REQUIRE_TLC", "PATH"}, name) {
+					cmd.Env = append(cmd.Env, e)
+				}
+			}
+			cmd.Env = append(cmd.Env, "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"), "SAW="+saw)
+			cmd.Env = append(cmd.Env, c.env...)
+			out, err := cmd.CombinedOutput()
+			if code := exitCode(t, err); code != c.code || !strings.Contains(string(out), c.says) {
+				t.Errorf("exit %d, want %d, saying %q:\n%s", code, c.code, c.says, out)
+			}
+			got, err := os.ReadFile(saw)
+			switch {
+			case c.scripts == "" && err == nil:
+				t.Errorf("scripts/test ran: %s", got)
+			case c.scripts != "":
+				want := strings.ReplaceAll(c.scripts, "{shared}", shared)
+				for name, d := range digests {
+					want = strings.ReplaceAll(want, "{"+name+"}", d)
+				}
+				if !strings.HasPrefix(string(got), want) {
+					t.Errorf("scripts/test saw %q, want it to start %q", got, want)
+				}
+			}
+		})
+	}
+}
+
+func writeFile(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func removeFile(t *testing.T, path string) {
+	t.Helper()
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestScriptsTestSummary: scripts/test's summary, run as it is written
+// (from its tmp= line to its trap) on a go test -json record of a test
+// that passed and one that skipped: every step with its outcome, the
+// step that was under way when it exited FAILED, each skipped test with
+// its reason, the count, and the exit code of the run kept (mutants of
+// pass 16: the failed step reported ok, the skipped tests not listed,
+// exit 0 whatever the code).
+func TestScriptsTestSummary(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(root, "scripts", "test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	start, end := strings.Index(src, "\ntmp=$(mktemp"), strings.Index(src, "\ntrap summary EXIT\n")
+	if start < 0 || end < start {
+		t.Fatal("scripts/test has no summary section from tmp=$(mktemp to trap summary EXIT")
+	}
+	record := filepath.Join(t.TempDir(), "go-test.json")
+	writeFile(t, record, `{"Action":"start","Package":"example.com/p"}
+{"Action":"run","Package":"example.com/p","Test":"TestRan"}
+{"Action":"pass","Package":"example.com/p","Test":"TestRan","Elapsed":0}
+{"Action":"run","Package":"example.com/p","Test":"TestNoServer"}
+{"Action":"output","Package":"example.com/p","Test":"TestNoServer","Output":"    p_test.go:9: no server here\n"}
+{"Action":"skip","Package":"example.com/p","Test":"TestNoServer","Elapsed":0}
+{"Action":"pass","Package":"example.com/p","Elapsed":0.1}
+`)
+	for _, c := range []struct {
+		name  string
+		exit  int
+		steps []string // the steps' outcomes, as the summary gives them
+	}{
+		{"all passed", 0, []string{"ok", "ok"}},
+		{"the last step failed", 1, []string{"ok", "FAILED"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			script := "set -euo pipefail\n" + src[start:end] + "\ntrap summary EXIT\n" +
+				`cp "$RECORD" "$tmp/go-test-race.json"` + "\nstep \"the first step\"\nstep \"the last step\"\nexit " + fmt.Sprint(c.exit) + "\n"
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, "bash", "-c", script)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "RECORD="+record, "REPORT_DIR=")
+			out, err := cmd.CombinedOutput()
+			if ctx.Err() != nil {
+				t.Fatalf("scripts/test's summary did not finish within 2 minutes:\n%s", out)
+			}
+			if code := exitCode(t, err); code != c.exit {
+				t.Errorf("exit %d, want %d:\n%s", code, c.exit, out)
+			}
+			_, summary, ok := strings.Cut(string(out), "== summary (scripts/test)")
+			if !ok {
+				t.Fatalf("no summary:\n%s", out)
+			}
+			for i, step := range []string{"the first step", "the last step"} {
+				re := regexp.MustCompile(`(?m)^  ` + c.steps[i] + ` +\d+s  ` + step + `$`)
+				if !re.MatchString(summary) {
+					t.Errorf("no line %q in the summary:\n%s", re, summary)
+				}
+			}
+			for _, want := range []string{"Go tests that skipped, and why:", "TestNoServer", "no server here", "tests: 1 passed, 0 failed, 1 skipped"} {
+				if !strings.Contains(summary, want) {
+					t.Errorf("%q not in the summary:\n%s", want, summary)
+				}
+			}
+		})
 	}
 }
 
