@@ -73,3 +73,37 @@ func TestMeterCountsSteps(t *testing.T) {
 	}, drawn, "the steps advance the line within the one execution")
 	require.Equal(t, "run: 1/1 executions (100.0%), 2/s; 400 steps, 667/s", m.Line(c.t))
 }
+
+// With no total (0: not known), the line is the count and its rate, with
+// neither a fraction nor an ETA (mutant of pass 16: a total of 0 shown as
+// "/0 ... (NaN%)").
+func TestMeterWithoutTotal(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	m := NewOn(&bytes.Buffer{}, "fleet", 0, "messages", c.now)
+	c.t = c.t.Add(2 * time.Second)
+	m.Add(10)
+	require.Equal(t, "fleet: 10 messages, 5/s", m.Line(c.t))
+}
+
+// A redrawn line that is shorter than one drawn before it is padded over
+// the rest of the widest, and Done blanks the widest line and leaves the
+// cursor at its start (mutants of pass 16: no padding, so the old line's
+// tail stays on screen; Done clearing nothing).
+func TestMeterClearsWhatItDrew(t *testing.T) {
+	c := &fakeClock{t: time.Unix(1000, 0)}
+	var b bytes.Buffer
+	m := NewOn(&b, "run", 10, "executions", c.now)
+	c.t = c.t.Add(Every)
+	m.Add(9)
+	c.t = c.t.Add(100 * time.Second)
+	m.Add(1)
+	drawn := strings.Split(b.String(), "\r")[1:]
+	require.Len(t, drawn, 2)
+	require.Equal(t, "run: 9/10 executions (90.0%), 45/s, ETA 0s", drawn[0])
+	require.Equal(t, "run: 10/10 executions (100.0%), 0/s", strings.TrimRight(drawn[1], " "))
+	require.Len(t, drawn[1], len(drawn[0]), "the shorter line covers the longer one")
+
+	b.Reset()
+	m.Done()
+	require.Equal(t, "\r"+strings.Repeat(" ", len(drawn[0]))+"\r", b.String())
+}
