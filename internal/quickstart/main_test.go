@@ -14,7 +14,11 @@ import (
 
 // The quick start runs against a real server (scripts/with-postgres), in
 // a schema of its own, and the service sees the question, the agent's
-// reply and the answer, in that order.
+// reply and the answer, in that order; run again in the same schema (the
+// README's command run twice on one database), on a thread of its own,
+// it sees the same. Each run returns at the answer, not when its context
+// ends (mutants of pass 16: one thread name for every run; the stop at
+// the answer dropped, which left run waiting out its deadline).
 func TestQuickstart(t *testing.T) {
 	url := os.Getenv("DATABASE_URL")
 	if url == "" {
@@ -30,7 +34,19 @@ func TestQuickstart(t *testing.T) {
 			_ = conn.Close(context.Background())
 		}
 	})
+	for range 2 {
+		var out bytes.Buffer
+		require.NoError(t, run(ctx, url, schema, &out))
+		require.NoError(t, ctx.Err(), "run returned only when its context ended, not at the answer")
+		require.Equal(t, "agent asks: which environment?\nagent replies: deploying the web app\nanswered by message 2\n", out.String())
+	}
+}
+
+// Without DATABASE_URL the quick start says so, as an error (mutant of
+// pass 16: Open's error ignored, a nil store used).
+func TestQuickstartNoURL(t *testing.T) {
 	var out bytes.Buffer
-	require.NoError(t, run(ctx, url, schema, &out))
-	require.Equal(t, "agent asks: which environment?\nagent replies: deploying the web app\nanswered by message 2\n", out.String())
+	err := run(context.Background(), "", "threadclaim", &out)
+	require.ErrorContains(t, err, "DATABASE_URL")
+	require.Empty(t, out.String())
 }
