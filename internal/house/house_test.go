@@ -2,6 +2,7 @@ package house
 
 import (
 	"bufio"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -117,20 +118,30 @@ func TestPublicPackages(t *testing.T) {
 // (so storetest does not import the simulators, and core imports only the
 // standard library).
 func TestImportsRunDownwards(t *testing.T) {
-	for _, p := range goList(t, "./...") {
+	for _, v := range upwardImports(goList(t, "./...")) {
+		t.Error(v)
+	}
+}
+
+// upwardImports are the imports of ps that break TestImportsRunDownwards'
+// rule, one message each.
+func upwardImports(ps []listed) []string {
+	var found []string
+	for _, p := range ps {
 		for _, imp := range p.imports {
 			if !strings.HasPrefix(imp, module+"/") {
 				if p.rel == "core" && strings.Contains(strings.SplitN(imp, "/", 2)[0], ".") {
-					t.Errorf("core imports %s: core imports only the standard library", imp)
+					found = append(found, fmt.Sprintf("core imports %s: core imports only the standard library", imp))
 				}
 				continue
 			}
 			to := strings.TrimPrefix(imp, module+"/")
 			if down := rank(to) < rank(p.rel) || rank(p.rel) == 3 && rank(to) == 3; !down {
-				t.Errorf("%s imports %s: an arrow that does not run downwards", p.rel, to)
+				found = append(found, fmt.Sprintf("%s imports %s: an arrow that does not run downwards", p.rel, to))
 			}
 		}
 	}
+	return found
 }
 
 // TestNoTestLibraryLinked: the command and the library link no testing
@@ -138,11 +149,16 @@ func TestImportsRunDownwards(t *testing.T) {
 func TestNoTestLibraryLinked(t *testing.T) {
 	for _, p := range goList(t, "./cmd/tracecheck", "./runner", "./core", "./tracecheck", "./store/memory", "./store/postgres") {
 		for _, d := range p.deps {
-			if d == "testing" || strings.Contains(d, "testify") || strings.Contains(d, "pgregory.net/rapid") {
+			if isTestLibrary(d) {
 				t.Errorf("%s links %s", p.rel, d)
 			}
 		}
 	}
+}
+
+// isTestLibrary: the package d is testing, testify or rapid.
+func isTestLibrary(d string) bool {
+	return d == "testing" || strings.Contains(d, "testify") || strings.Contains(d, "pgregory.net/rapid")
 }
 
 // maxExported is the library's budget of exported identifiers.
@@ -253,11 +269,22 @@ const maxFuncLines = 120
 // TestFunctionLength: no function (or function literal) in the module is
 // over maxFuncLines lines.
 func TestFunctionLength(t *testing.T) {
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+	for _, v := range longFunctions(t, root) {
+		t.Error(v)
+	}
+}
+
+// longFunctions are the functions and function literals over
+// maxFuncLines lines in the Go files under dir (testdata and dot
+// directories left out), one message each.
+func longFunctions(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
+		if d.IsDir() && path != dir && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") {
@@ -284,8 +311,8 @@ func TestFunctionLength(t *testing.T) {
 			}
 			from, to := fset.Position(n.Pos()), fset.Position(body.Rbrace)
 			if lines := to.Line - from.Line + 1; lines > maxFuncLines {
-				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s:%d: %s is %d lines (at most %d)", rel, from.Line, name, lines, maxFuncLines)
+				rel, _ := filepath.Rel(dir, path)
+				found = append(found, fmt.Sprintf("%s:%d: %s is %d lines (at most %d)", rel, from.Line, name, lines, maxFuncLines))
 			}
 			return true
 		})
@@ -294,6 +321,7 @@ func TestFunctionLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return found
 }
 
 // TestDocsLength: the README is a front door (at most 250 lines), the
@@ -306,11 +334,22 @@ func TestDocsLength(t *testing.T) {
 	if n := len(readLines(t, filepath.Join(root, "store", "postgres", "doc.go"))); n > 130 {
 		t.Errorf("store/postgres/doc.go is %d lines (about 120 at most)", n)
 	}
-	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+	for _, v := range longMarkdownLines(t, root) {
+		t.Error(v)
+	}
+}
+
+// longMarkdownLines are the lines over 400 characters of the Markdown
+// files under dir (dot directories left out, .github kept), one message
+// each.
+func longMarkdownLines(t *testing.T, dir string) []string {
+	t.Helper()
+	var found []string
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && path != root && strings.HasPrefix(d.Name(), ".") && d.Name() != ".github" {
+		if d.IsDir() && path != dir && strings.HasPrefix(d.Name(), ".") && d.Name() != ".github" {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".md") {
@@ -318,8 +357,8 @@ func TestDocsLength(t *testing.T) {
 		}
 		for i, line := range readLines(t, path) {
 			if n := len([]rune(line)); n > 400 {
-				rel, _ := filepath.Rel(root, path)
-				t.Errorf("%s:%d: a line of %d characters (at most 400)", rel, i+1, n)
+				rel, _ := filepath.Rel(dir, path)
+				found = append(found, fmt.Sprintf("%s:%d: a line of %d characters (at most 400)", rel, i+1, n))
 			}
 		}
 		return nil
@@ -327,6 +366,7 @@ func TestDocsLength(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return found
 }
 
 func readLines(t *testing.T, path string) []string {
