@@ -142,7 +142,8 @@ func (d *kindDeck) next(rng *rand.Rand) Kind {
 // take deals the kind next returned: it was injected.
 func (d *kindDeck) take() { d.left = d.left[:len(d.left)-1] }
 
-// between draws a duration in [lo, hi) from the run's source.
+// between draws a duration in [lo, hi], both ends included, from the
+// run's source: between(0, 1) is a coin the nemesis flips.
 func (r *run) between(lo, hi time.Duration) time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()
