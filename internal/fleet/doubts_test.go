@@ -183,3 +183,32 @@ func TestCountCrashes(t *testing.T) {
 		t.Errorf("countCrashes = %d turns, %d after loss; want 1 and 1 (merged: %v)", turns, afterLoss, merged)
 	}
 }
+
+// How a doubt is settled, case by case: each a corner that a mutant of
+// the seventeenth pass moved with every other test passing. A Crash that
+// could read no trace lines (undecided) disagrees with nothing; a Claim
+// that committed is no "no round" (a Claim that did not commit); and a
+// Crash's "not committed" of a write the log has, with no tick of that
+// Crash's read known, is a disagreement, not a write committed after the
+// read.
+func TestCountDoubtsSettles(t *testing.T) {
+	stored := []core.TraceEvent{{Thread: "t1", Tick: 3, Action: core.ActionClaim, Holder: "h1"}}
+	doubt := func(tick uint64, o core.DoubtOutcome, crashed bool) core.Doubt {
+		return core.Doubt{Proc: "p1", Thread: "t1", Holder: "h1", Action: core.ActionClaim, Tick: tick, Outcome: o, Crashed: crashed}
+	}
+	for _, tc := range []struct {
+		name string
+		d    core.Doubt
+		want CommitUnknown
+	}{
+		{"undecided, committed", doubt(3, core.DoubtUndecided, true), CommitUnknown{Events: 1, Committed: 1, Crashed: 1}},
+		{"undecided, not committed", doubt(4, core.DoubtUndecided, true), CommitUnknown{Events: 1, NotCommitted: 1, Crashed: 1}},
+		{"a Claim committed", doubt(3, core.DoubtCommitted, false), CommitUnknown{Events: 1, Committed: 1}},
+		{"a Claim not committed", doubt(4, core.DoubtNotCommitted, false), CommitUnknown{Events: 1, NotCommitted: 1, NoRound: 1}},
+		{"not committed, says a Crash whose read is unknown", doubt(3, core.DoubtNotCommitted, true),
+			CommitUnknown{Events: 1, Committed: 1, Crashed: 1, Disagreements: 1}},
+	} {
+		tc.want.ByAction = map[core.Action]int{core.ActionClaim: 1}
+		require.Equal(t, tc.want, countDoubts([]core.Doubt{tc.d}, stored, nil, nil, nil), tc.name)
+	}
+}

@@ -529,3 +529,26 @@ func TestVerdictNotesEachAlone(t *testing.T) {
 		require.Equal(t, []string{string(tc.th.ID)}, rep.TLCThreads)
 	}
 }
+
+// A worker's lease clock offset at a moment is the one set last before
+// it: the offset it started with, a clock fault's jump while it held,
+// and the offset put back after. The handovers time a lease's expiry
+// with it. Written against a mutant of the seventeenth pass that read
+// the last offset whatever the moment.
+func TestProcOffsetAt(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := &proc{offsets: []offsetAt{{t0, 10 * time.Millisecond}, {t0.Add(time.Second), -90 * time.Millisecond}, {t0.Add(3 * time.Second), 10 * time.Millisecond}}}
+	for _, tc := range []struct {
+		at   time.Duration
+		want time.Duration
+	}{
+		{-time.Second, 0}, // before the process started: none yet
+		{0, 10 * time.Millisecond},
+		{time.Second, -90 * time.Millisecond},
+		{2 * time.Second, -90 * time.Millisecond},
+		{3 * time.Second, 10 * time.Millisecond},
+		{time.Hour, 10 * time.Millisecond},
+	} {
+		require.Equal(t, tc.want, p.offset(t0.Add(tc.at)), "the offset %v after the start", tc.at)
+	}
+}

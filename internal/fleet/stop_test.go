@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,4 +63,19 @@ func TestStopWorkersKillsAndNamesAnOverrun(t *testing.T) {
 	rep = Report{}
 	rep.stopProblems(nil, r.stopGrace)
 	require.Empty(t, rep.Problems, "every worker gone in time")
+}
+
+// A worker stopped (SIGSTOP) when the run ends is continued before its
+// SIGTERM, so that it stops cleanly within the grace: neither killed nor
+// an overrun. Written against a mutant of the seventeenth pass that sent
+// the SIGTERM alone, which a stopped process holds pending until the
+// grace runs out and it is killed.
+func TestStopWorkersContinuesAStoppedWorker(t *testing.T) {
+	r := &run{stopGrace: 5 * time.Second}
+	p := startShell(t, r, "p1", "sleep 30")
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
+	waitUntil(t, "p1 to stop", func() bool { return procState(t, p.cmd.Process.Pid) == 'T' })
+	r.stopWorkers()
+	require.Empty(t, r.overran, "a stopped worker killed at the end of the grace")
+	require.Empty(t, r.kills)
 }
