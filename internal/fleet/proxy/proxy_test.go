@@ -3,7 +3,9 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -71,6 +73,8 @@ func TestProxyPartition(t *testing.T) {
 	p, cfg := through(t)
 	c := connect(t, ctx, cfg)
 	require.NoError(t, c.Ping(ctx))
+	idle := connect(t, ctx, cfg) // open, and silent, through the partition
+	require.NoError(t, idle.Ping(ctx))
 
 	p.Partition(true)
 	qctx, qcancel := context.WithTimeout(ctx, 300*time.Millisecond)
@@ -83,8 +87,48 @@ func TestProxyPartition(t *testing.T) {
 	require.Error(t, err, "a connection during the partition must not get through")
 
 	p.Partition(false)
+	// (The seventeenth pass's mutant that marked no link cut left this
+	// one open.)
+	require.Error(t, idle.Ping(ctx), "a connection that lived through the partition is closed at its heal")
 	c2 := connect(t, ctx, cfg)
 	require.NoError(t, c2.Ping(ctx), "a new connection after the heal")
+}
+
+// Every COMMIT the client sends is seen, however it is written: in
+// capitals, or through the extended protocol (a Parse of "commit"), as
+// well as pgx's own; and a COMMIT held by DelayCommits reaches the server
+// no sooner than the delay. Written against mutants of the seventeenth
+// pass that matched only the lower-case simple query, only the simple
+// protocol, and that counted a held COMMIT without holding it.
+func TestProxyHoldsEveryCommit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	p, cfg := through(t)
+	c := connect(t, ctx, cfg)
+	for _, tc := range []struct {
+		name   string
+		commit func() error
+	}{
+		{"COMMIT in capitals", func() error { _, err := c.Exec(ctx, "COMMIT"); return err }},
+		{"commit through the extended protocol", func() error {
+			return c.PgConn().ExecParams(ctx, "commit", nil, nil, nil, nil).Read().Err
+		}},
+	} {
+		_, err := c.Exec(ctx, "BEGIN")
+		require.NoError(t, err)
+		before, _ := p.Commits()
+		require.NoError(t, tc.commit(), tc.name)
+		after, _ := p.Commits()
+		require.Equal(t, before+1, after, "%s: COMMITs seen", tc.name)
+	}
+	p.DelayCommits(100 * time.Millisecond)
+	tx, err := c.Begin(ctx)
+	require.NoError(t, err)
+	start := time.Now()
+	require.NoError(t, tx.Commit(ctx))
+	// A lower bound, which load cannot break: the proxy waits before it
+	// forwards.
+	require.GreaterOrEqual(t, time.Since(start), 100*time.Millisecond, "a held COMMIT reached the server before its delay")
 }
 
 // Latency slows every round trip by at least the latency set.
@@ -114,5 +158,31 @@ func TestUpstream(t *testing.T) {
 		network, addr := Upstream(c.host, c.port)
 		require.Equal(t, c.network, network, fmt.Sprint(c))
 		require.Equal(t, c.addr, addr, fmt.Sprint(c))
+	}
+}
+
+// Close ends a partition too: a connection made during it, which waits
+// unanswered for the heal, does not keep Close waiting for ever. Written
+// against a mutant of the seventeenth pass whose Close left the
+// partition on.
+func TestProxyCloseDuringPartition(t *testing.T) {
+	p, _ := through(t)
+	p.Partition(true)
+	before := runtime.NumGoroutine()
+	c, err := net.Dial("tcp", p.Addr().String())
+	require.NoError(t, err)
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() <= before { // the proxy's goroutine for the connection, waiting for the heal
+		require.True(t, time.Now().Before(deadline), "the proxy took no connection within 10s")
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10s of a partition with a connection waiting")
 	}
 }
