@@ -140,6 +140,29 @@ func TestExploreAllGoesOn(t *testing.T) {
 	}
 }
 
+// TestExploreStopsAtMaxDepth: with MaxDepth, the exploration finds every
+// state of that depth and expands none of them: it finds exactly the
+// states of the whole graph up to that depth. Written against a mutant
+// of the seventeenth pass that expanded them too.
+func TestExploreStopsAtMaxDepth(t *testing.T) {
+	c, err := ReadConfig("../../spec/ThreadClaimLapseSmall.cfg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := New(c).Explore()
+	const depth = 6
+	want := 0
+	for i := range full.Len() {
+		if full.Depth(i) <= depth {
+			want++
+		}
+	}
+	g := New(c).ExploreWith(Options{MaxDepth: depth})
+	if g.Len() != want || g.Depth(g.Len()-1) != depth || g.MaxDepth() != depth {
+		t.Errorf("to depth %d: %d states, the last of depth %d; the whole graph has %d up to it", depth, g.Len(), g.Depth(g.Len()-1), want)
+	}
+}
+
 func fencedModel(t testing.TB) *Model {
 	c, err := ReadConfig("../../spec/ThreadClaimLapse.cfg")
 	if err != nil {
