@@ -25,6 +25,12 @@ func TestReuseHolderMutant(t *testing.T) {
 	storetest.CheckReuseHolderMutant(t, memory.New(memory.WithHolderReuseForTesting()))
 }
 
+// The public conformance suite, as a storage outside this module runs
+// it: storetest.Run alone, with no option of this package.
+func TestConformancePublicSuite(t *testing.T) {
+	storetest.Run(t, func(*testing.T) core.Storage { return memory.New() })
+}
+
 // With copied reads the conformance suite passes as it does without.
 func TestConformanceCopiedReads(t *testing.T) {
 	storetest.Run(t, func(*testing.T) core.Storage { return memory.New(memory.WithCopiedReads()) })
