@@ -59,12 +59,21 @@ func testInvalidInputRefused(t *testing.T, s core.Storage) {
 			"PutLease": func(ctx context.Context, tx core.Transaction) error {
 				return tx.PutLease(ctx, core.Lease{Thread: id, Holder: core.Holder(bad), ExpiresAt: epoch})
 			},
+			"Append holder": func(ctx context.Context, tx core.Transaction) error {
+				return tx.Append(ctx, id, core.Event{Version: 99, Kind: core.MessagePosted, Message: 2, Text: "m2", Holder: core.Holder(bad)})
+			},
 		} {
 			err := s.Update(ctx, op)
 			require.ErrorIs(t, err, core.ErrInvalidArgument, "%s with %q", name, bad)
-			require.Equal(t, core.CheckText(map[string]string{"CreateThread": "thread id", "Append": "event text", "PutLease": "holder"}[name], bad).Error(),
+			require.Equal(t, core.CheckText(map[string]string{"CreateThread": "thread id", "Append": "event text", "PutLease": "holder", "Append holder": "event holder"}[name], bad).Error(),
 				err.Error(), "%s with %q: the same error from every storage", name, bad)
 		}
+	}
+	// A lease with no holder or no thread (the eighteenth mutation pass:
+	// a storage that took a lease with an empty holder passed the suite).
+	for _, l := range []core.Lease{{Thread: id, ExpiresAt: epoch}, {Holder: "h1", ExpiresAt: epoch}} {
+		err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error { return tx.PutLease(ctx, l) })
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "PutLease of %+v", l)
 	}
 	long := core.ThreadID(strings.Repeat("t", core.MaxIDBytes+1))
 	require.ErrorIs(t, a.ws.CreateThread(ctx, long), core.ErrInvalidArgument)
@@ -382,6 +391,136 @@ func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	ids, err := a.ws.Threads(ctx)
 	require.NoError(t, err)
 	require.Equal(t, []core.ThreadID{id}, ids)
+}
+
+// testRollbackUndoesEachWrite: a transaction that makes one write and
+// then fails keeps nothing of it, whichever write it is: the taken cursor
+// saved alone, a lease removed, a lease renewed, a lease taken over, an
+// answer to an open request (the eighteenth mutation pass: a storage
+// that undid none of these alone, or restored a renewed lease as none,
+// passed the suite, whose rollback case undoes them together).
+func testRollbackUndoesEachWrite(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1", "m2")
+	c, err := a.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	plan(t, a, c, core.PlanRun)
+	run, err := a.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	req, err := a.ws.Ask(ctx, c, run, "which one?")
+	require.NoError(t, err)
+	require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
+	before := Snapshot(t, s, id)
+	require.Equal(t, core.RequestOpen, before.Thread.Requests[0].State, "the request is open before the writes")
+	boom := errors.New("boom")
+	for _, w := range []struct {
+		name string
+		fn   func(ctx context.Context, tx core.Transaction) error
+	}{
+		{"SaveTaken", func(ctx context.Context, tx core.Transaction) error { return tx.SaveTaken(ctx, id, 2) }},
+		{"DeleteLease", func(ctx context.Context, tx core.Transaction) error { return tx.DeleteLease(ctx, id) }},
+		{"PutLease renewing", func(ctx context.Context, tx core.Transaction) error {
+			return tx.PutLease(ctx, core.Lease{Thread: id, Holder: "ha", ExpiresAt: epoch.Add(5 * ttl)})
+		}},
+		{"PutLease taking over", func(ctx context.Context, tx core.Transaction) error {
+			return tx.PutLease(ctx, core.Lease{Thread: id, Holder: "hz", ExpiresAt: epoch.Add(5 * ttl)})
+		}},
+		{"Append answering", func(ctx context.Context, tx core.Transaction) error {
+			th, err := tx.Thread(ctx, id)
+			if err != nil {
+				return err
+			}
+			ev := core.Event{Kind: core.Answered, Message: 2, Request: req, Holder: "ha"}
+			if err := th.Check(ev); err != nil {
+				return err
+			}
+			if ev.Version, err = tx.Bump(ctx, id); err != nil {
+				return err
+			}
+			return tx.Append(ctx, id, ev)
+		}},
+	} {
+		err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			if err := w.fn(ctx, tx); err != nil {
+				return err
+			}
+			return boom
+		})
+		require.ErrorIs(t, err, boom, "%s", w.name)
+		require.Equal(t, before, Snapshot(t, s, id), "a failed transaction kept its %s", w.name)
+	}
+	p := plan(t, a, c, core.PlanReply)
+	require.NoError(t, a.ws.Reply(ctx, c, p.Request, p.Message), "the answer the failed transaction made is made")
+}
+
+type ctxKey struct{}
+
+// testUpdateContext: Update passes its context to fn, and one whose
+// context has ended writes nothing and returns the context's error; so
+// does a PendingLister's listing (the eighteenth mutation pass: a storage
+// that gave fn a context of its own, or went on with an ended one,
+// passed the suite).
+func testUpdateContext(t *testing.T, s core.Storage) {
+	ctx := context.WithValue(context.Background(), ctxKey{}, "mine")
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		require.Equal(t, "mine", ctx.Value(ctxKey{}), "fn's context is not Update's")
+		return nil
+	}))
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	before := Snapshot(t, s, id)
+	err := s.Update(ended, func(ctx context.Context, tx core.Transaction) error {
+		if err := tx.CreateThread(ctx, id+"-ended"); err != nil {
+			return err
+		}
+		return tx.SaveTaken(ctx, id, 1)
+	})
+	require.ErrorIs(t, err, context.Canceled, "an Update whose context had ended")
+	require.Equal(t, before, Snapshot(t, s, id), "an Update whose context had ended wrote")
+	ids, err := a.ws.Threads(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{id}, ids, "an Update whose context had ended created a thread")
+	if pl, ok := s.(core.PendingLister); ok {
+		_, err := pl.PendingThreads(ended)
+		require.ErrorIs(t, err, context.Canceled, "a listing whose context had ended")
+	}
+}
+
+// testHandedOutSlicesAreCopies: the thread ids and events a transaction
+// hands out are the caller's: writing into them changes nothing storage
+// holds (the eighteenth mutation pass: a storage whose ThreadIDs, Events
+// or EventsAfter returned its own slices passed the suite).
+func testHandedOutSlicesAreCopies(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	before := Snapshot(t, s, id)
+	require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		ids, err := tx.ThreadIDs(ctx)
+		require.NoError(t, err)
+		ids[0] = "written"
+		evs, err := tx.Events(ctx, id)
+		require.NoError(t, err)
+		evs[0].Text = "written"
+		if r, ok := tx.(interface {
+			EventsAfter(context.Context, core.ThreadID, core.Position) ([]core.Event, error)
+		}); ok {
+			after, err := r.EventsAfter(ctx, id, 0)
+			require.NoError(t, err)
+			after[0].Message = 99
+		}
+		return nil
+	}))
+	after := Snapshot(t, s, id)
+	require.Equal(t, before.Thread, after.Thread, "writing into a read's result changed the thread")
+	require.Len(t, after.Events, 1)
+	require.Equal(t, [2]any{core.Seq(1), "m1"}, [2]any{after.Events[0].Message, after.Events[0].Text}, "writing into a read's result changed the log")
+	ids, err := a.ws.Threads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{id}, ids, "writing into ThreadIDs' result changed the threads")
 }
 
 // A process that claims the same thread twice gets two holders; a write

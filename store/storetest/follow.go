@@ -157,9 +157,41 @@ func testFollow(t *testing.T, s core.Storage) {
 
 	// A thread that does not exist is an error, not a wait; so is a
 	// position no follower was given: negative, or past the log's end.
+	// Each under a deadline: a storage that took a position past the end
+	// as the end would have Follow wait for ever (the eighteenth
+	// mutation pass), and the deadline makes that a failure, not a hang.
 	nop := func(core.ThreadEvent) error { return nil }
+	ctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
 	require.ErrorIs(t, a.ws.Follow(ctx, "no-such-thread", 0, nop), core.ErrUnknownThread)
 	require.ErrorIs(t, a.ws.Follow(ctx, id, -1, nop), core.ErrInvalidArgument, "a negative position")
 	require.ErrorIs(t, a.ws.Follow(ctx, id, 0, nil), core.ErrInvalidArgument, "no function")
 	require.ErrorIs(t, a.ws.Follow(ctx, id, 10, nop), core.ErrInvalidArgument, "a position past the log's end (9 events)")
+}
+
+// testWatchEventsClosed: an EventWatcher's channel is closed when the
+// watch's context ends (the eighteenth mutation pass: a storage that
+// left it open, so that its reader waits for ever, passed the suite).
+func testWatchEventsClosed(t *testing.T, s core.Storage) {
+	ew, ok := s.(core.EventWatcher)
+	if !ok {
+		t.Skip("the storage is not a core.EventWatcher")
+	}
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := ew.WatchEvents(ctx, id)
+	require.NoError(t, err)
+	cancel()
+	deadline := time.After(followWait)
+	for {
+		select {
+		case _, open := <-ch:
+			if !open {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("WatchEvents' channel still open %v after its context ended", followWait)
+		}
+	}
 }

@@ -37,6 +37,9 @@ func Run(t *testing.T, newStorage Factory) {
 		{"HoldsLeaseEmptyHolder", testHoldsLeaseEmptyHolder},
 		{"RefusedWriteLeavesStorageUnchanged", testRefusedWriteLeavesStorageUnchanged},
 		{"RollbackLeavesStorageUnchanged", testRollbackLeavesStorageUnchanged},
+		{"RollbackUndoesEachWrite", testRollbackUndoesEachWrite},
+		{"UpdateContext", testUpdateContext},
+		{"HandedOutSlicesAreCopies", testHandedOutSlicesAreCopies},
 		{"NewClaimNewHolder", testNewClaimNewHolder},
 		{"RunLifecycle", testRunLifecycle},
 		{"RunEndThenPlan", testRunEndThenPlan},
@@ -55,6 +58,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"ViewRefusesWrites", testViewRefusesWrites},
 		{"TraceLogKeepsCommittedWrites", testTraceLog},
 		{"Follow", testFollow},
+		{"WatchEventsClosedWithContext", testWatchEventsClosed},
 		{"SteerRecord", testSteerRecord},
 		{"SteerRefusedWhenAbandoned", testSteerRefusedWhenAbandoned},
 	}
