@@ -8,12 +8,15 @@
 // releases, with expiry read by the claimant's clock and clocks skewed;
 // the fence (HoldsLease true until the transaction ends, so that another
 // holder's acquire waits for a fenced write); refused and rolled-back
-// writes leaving storage unchanged; fresh holders; concurrent claims with
-// one winner; runs, replies, abandons and the threads a poll lists as
-// pending, through a real core.Workspace. A storage that offers more than
-// core.Storage is checked for it: read-only transactions (core.Viewer),
-// and the trace lines its transactions keep (core.TraceLog, read back
-// through traceReader).
+// writes leaving storage unchanged, each kind of write undone alone;
+// Update's context given to its function, and an ended one writing
+// nothing; results handed out as copies; fresh holders; concurrent claims
+// with one winner; runs, replies, abandons and the threads a poll lists
+// as pending, through a real core.Workspace. A storage that offers more
+// than core.Storage is checked for it: read-only transactions
+// (core.Viewer), the trace lines its transactions keep (core.TraceLog,
+// read back through traceReader), and a watch of events
+// (core.EventWatcher) that ends with its context.
 //
 // Its pieces serve a storage's own tests too: Hooked pauses a real
 // transaction at a point (after HoldsLease, after Append) for a test to
