@@ -390,7 +390,7 @@ func TestWithPostgresServerOptsNeedTheCluster(t *testing.T) {
 // watchdog).
 func TestWithPostgresExitCode(t *testing.T) {
 	if !serverInstalled() {
-		t.Skip("no PostgreSQL server binaries (initdb, pg_ctl): scripts/with-postgres cannot start a throwaway cluster here")
+		t.Fatal("no PostgreSQL server binaries (initdb, pg_ctl) under pg_config --bindir or /usr/lib/postgresql/*/bin: scripts/with-postgres cannot start a throwaway cluster, and the test command needs one; install the server (Debian: postgresql)")
 	}
 	cmd := exec.Command(filepath.Join(root, "scripts", "with-postgres"), "sh", "-c", `test -n "$DATABASE_URL" && exit 3`)
 	cmd.Env = append(os.Environ(), "DATABASE_URL=", "WITH_POSTGRES_SERVER_OPTS=")
