@@ -36,14 +36,10 @@ func TestStopWorkersKillsAndNamesAnOverrun(t *testing.T) {
 	ready := filepath.Join(t.TempDir(), "ready")
 	stops := startShell(t, r, "p1", "sleep 30")
 	ignores := startShell(t, r, "p2", "trap '' TERM; touch "+ready+"; sleep 30")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(ready); err == nil {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "p2 did not set its trap on SIGTERM within 10s")
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, "p2 to set its trap on SIGTERM", func() bool {
+		_, err := os.Stat(ready)
+		return err == nil
+	})
 	begin := time.Now()
 	r.stopWorkers()
 	require.Less(t, time.Since(begin), 10*time.Second, "stopWorkers waited for a sleep 30")

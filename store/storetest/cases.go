@@ -200,6 +200,22 @@ func plan(t *testing.T, p *proc, c core.Claim, k core.PlanKind) core.Plan {
 	return pl
 }
 
+// askedAfterRun claims thread id for p, runs its first message, asks
+// question in the run and ends it: the claim, with the request left open.
+func askedAfterRun(t *testing.T, p *proc, id core.ThreadID, question string) (core.Claim, core.RequestID) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := p.ws.Claim(ctx, id, "ha", ttl)
+	require.NoError(t, err)
+	plan(t, p, c, core.PlanRun)
+	run, err := p.ws.RunStart(ctx, c, 1)
+	require.NoError(t, err)
+	req, err := p.ws.Ask(ctx, c, run, question)
+	require.NoError(t, err)
+	require.NoError(t, p.ws.RunEnd(ctx, c, run, ""))
+	return c, req
+}
+
 func testExpiryByClaimantsClock(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
@@ -403,14 +419,7 @@ func testRollbackUndoesEachWrite(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a := newProc(s, "a", 0)
 	id := newThread(t, a, "m1", "m2")
-	c, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
-	plan(t, a, c, core.PlanRun)
-	run, err := a.ws.RunStart(ctx, c, 1)
-	require.NoError(t, err)
-	req, err := a.ws.Ask(ctx, c, run, "which one?")
-	require.NoError(t, err)
-	require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
+	c, req := askedAfterRun(t, a, id, "which one?")
 	before := Snapshot(t, s, id)
 	require.Equal(t, core.RequestOpen, before.Thread.Requests[0].State, "the request is open before the writes")
 	boom := errors.New("boom")
@@ -596,14 +605,7 @@ func testReplyAnswersOnce(t *testing.T, s core.Storage) {
 	ctx := context.Background()
 	a := newProc(s, "a", 0)
 	id := newThread(t, a, "m1", "m2", "m3")
-	c, err := a.ws.Claim(ctx, id, "ha", ttl)
-	require.NoError(t, err)
-	plan(t, a, c, core.PlanRun)
-	run, err := a.ws.RunStart(ctx, c, 1)
-	require.NoError(t, err)
-	req, err := a.ws.Ask(ctx, c, run, "q")
-	require.NoError(t, err)
-	require.NoError(t, a.ws.RunEnd(ctx, c, run, ""))
+	c, req := askedAfterRun(t, a, id, "q")
 	p := plan(t, a, c, core.PlanReply)
 	require.Equal(t, [2]int{int(req), 2}, [2]int{int(p.Request), int(p.Message)})
 	require.NoError(t, a.ws.Reply(ctx, c, req, 2))
