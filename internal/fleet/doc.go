@@ -15,7 +15,10 @@
 //     the TTL, a worker cut off and then stopped cleanly (KindRetire),
 //     PostgreSQL losing acknowledged commits (KindLose), and storage
 //     losing one acknowledged Claim, emulated with SQL (KindRewind,
-//     rewind.go);
+//     rewind.go). Once the nemesis has returned, no fault may be left in
+//     force (a proxy's partition, latency or held COMMITs, a lease clock
+//     off its skew, a worker stopped): the run is then an error, not a
+//     verdict, since the checks would judge a fleet never let recover;
 //   - the checks (checks.go): every message consumed exactly once (from
 //     storage), at most one run active per thread and no live run
 //     abandoned (replayed from the trace), the whole trace by the Go trace

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,6 +178,9 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 	stopNemesis()
 	if nerr := <-nemesisDone; err == nil && nerr != nil {
 		err = nerr
+	}
+	if left := r.faultsInForce(); err == nil && len(left) > 0 {
+		err = fmt.Errorf("the nemesis left faults in force after it stopped: %s", strings.Join(left, "; "))
 	}
 	if err != nil {
 		return nil, interrupted(ctx, err)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -352,4 +354,36 @@ func (r *run) stopKilled(p *proc, at time.Time) {
 	defer r.mu.Unlock()
 	r.kills = append(r.kills, kill{p, at})
 	r.overran = append(r.overran, p.name)
+}
+
+// faultsInForce names the faults still in force on the workers' slots:
+// a proxy's partition, latency or held COMMITs, a lease clock not put
+// back to its slot's skew, a worker left stopped. The nemesis heals every
+// fault before it returns; the run asks once it has, and a fault left in
+// force makes the run an error, not a verdict: the checks would have
+// judged a run the nemesis never let recover.
+func (r *run) faultsInForce() []string {
+	var left []string
+	for _, s := range r.slots {
+		p := s.current()
+		for _, f := range s.proxy.InForce() {
+			left = append(left, fmt.Sprintf("%s: %s", p.name, f))
+		}
+		select {
+		case <-p.done:
+			continue // exited: no clock to read, nothing to continue
+		default:
+		}
+		if b, err := os.ReadFile(p.clockFile); err != nil {
+			left = append(left, fmt.Sprintf("%s: lease clock unreadable: %v", p.name, err))
+		} else if o, err := time.ParseDuration(strings.TrimSpace(string(b))); err != nil || o != s.skew {
+			left = append(left, fmt.Sprintf("%s: lease clock offset %q, not its skew %v", p.name, strings.TrimSpace(string(b)), s.skew))
+		}
+		if stopped, err := processStopped(p.cmd.Process.Pid); err != nil {
+			left = append(left, fmt.Sprintf("%s: state unreadable: %v", p.name, err))
+		} else if stopped {
+			left = append(left, fmt.Sprintf("%s: stopped (SIGSTOP), never continued", p.name))
+		}
+	}
+	return left
 }

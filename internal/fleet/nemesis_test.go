@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -481,4 +482,32 @@ func TestClockJumpsBothWays(t *testing.T) {
 		signs[jump < 0]++
 	}
 	require.Len(t, signs, 2, "16 clock jumps, all one way: %v", signs)
+}
+
+// faultsInForce, which the run asks once the nemesis has returned, names
+// each fault left on a worker's slot (its proxy's, a lease clock off its
+// skew, a worker stopped) and nothing once every one is healed: the soak
+// itself, not only this package's unit tests, refuses a run the nemesis
+// never let recover.
+func TestFaultsInForceNamed(t *testing.T) {
+	r := faultRun(t, time.Hour, 1, 2)
+	require.Empty(t, r.faultsInForce(), "workers just started")
+	s := r.slots[1]
+	p := s.current()
+	s.proxy.SetLatency(7 * time.Millisecond)
+	s.proxy.Partition(true)
+	require.NoError(t, p.setOffset(s.skew+time.Second))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGSTOP))
+	waitUntil(t, "the worker stopped", func() bool { return procState(t, p.cmd.Process.Pid) == 'T' })
+	left := strings.Join(r.faultsInForce(), "\n")
+	for _, want := range []string{p.name + ": partitioned", p.name + ": latency 7ms", p.name + `: lease clock offset "1.01s"`, p.name + ": stopped"} {
+		require.Contains(t, left, want)
+	}
+	require.NotContains(t, left, r.slots[0].current().name+":", "the other worker has no fault")
+	s.proxy.SetLatency(0)
+	s.proxy.Partition(false)
+	require.NoError(t, p.setOffset(s.skew))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGCONT))
+	waitUntil(t, "the worker continued", func() bool { return procState(t, p.cmd.Process.Pid) != 'T' })
+	require.Empty(t, r.faultsInForce(), "every fault healed")
 }

@@ -157,6 +157,26 @@ func (p *Proxy) Commits() (seen, delayed int) {
 	return p.commits, p.delayed
 }
 
+// InForce names the faults in force now: "partitioned", "latency D",
+// "COMMITs held D"; none when the proxy forwards as a plain one would.
+func (p *Proxy) InForce() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var in []string
+	select {
+	case <-p.partitioned:
+	default:
+		in = append(in, "partitioned")
+	}
+	if p.latency > 0 {
+		in = append(in, fmt.Sprintf("latency %v", p.latency))
+	}
+	if p.commitDelay > 0 {
+		in = append(in, fmt.Sprintf("COMMITs held %v", p.commitDelay))
+	}
+	return in
+}
+
 func (p *Proxy) faults() (gate chan struct{}, latency time.Duration) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -186,3 +186,20 @@ func TestProxyCloseDuringPartition(t *testing.T) {
 		t.Fatal("Close did not return within 10s of a partition with a connection waiting")
 	}
 }
+
+// InForce names each fault while it is on, and none once it is off.
+func TestProxyInForce(t *testing.T) {
+	p, err := Listen("tcp", "127.0.0.1:1") // never dialled
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	require.Empty(t, p.InForce(), "a new proxy")
+	p.Partition(true)
+	p.SetLatency(5 * time.Millisecond)
+	p.DelayCommits(60 * time.Millisecond)
+	require.Equal(t, []string{"partitioned", "latency 5ms", "COMMITs held 60ms"}, p.InForce())
+	p.Partition(false)
+	require.Equal(t, []string{"latency 5ms", "COMMITs held 60ms"}, p.InForce())
+	p.SetLatency(0)
+	p.DelayCommits(0)
+	require.Empty(t, p.InForce(), "every fault off")
+}
