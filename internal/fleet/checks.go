@@ -553,6 +553,12 @@ type Handover struct {
 	// Idle says the thread had nothing to do when its lease expired, so
 	// AfterExpiry counts from the next Post.
 	Idle bool `json:"idle"`
+	// Faults, for a handover past the bound (TTL + one poll), names the
+	// nemesis's faults on its claimant (To) or on the server whose time
+	// overlapped its wait, from when a claim was due to the Claim's
+	// return, as "kind@start": what a slow handover waited behind. Empty
+	// when none did, or when it was within the bound.
+	Faults []string `json:"faults,omitempty"`
 }
 
 // handovers finds, for each SIGKILL, the threads whose lease the killed

@@ -86,8 +86,11 @@ func (rep *Report) buildTimeline() timeline {
 	y := lanesTop + float64(len(kinds)*laneHeight)
 	t.Texts = append(t.Texts, svgText{4, y + 15, "handover", "label"})
 	for _, h := range rep.Handovers {
-		t.Rects = append(t.Rects, svgRect{x(h.At) - 2, y + 5, 4, laneHeight - 10, "handover",
-			fmt.Sprintf("%.2fs %s from %s to %s: %.0f ms after expiry", h.At.Seconds(), h.Thread, h.From, h.To, ms(h.AfterExpiry))})
+		title := fmt.Sprintf("%.2fs %s from %s to %s: %.0f ms after expiry", h.At.Seconds(), h.Thread, h.From, h.To, ms(h.AfterExpiry))
+		if len(h.Faults) > 0 {
+			title += ", behind " + strings.Join(h.Faults, ", ")
+		}
+		t.Rects = append(t.Rects, svgRect{x(h.At) - 2, y + 5, 4, laneHeight - 10, "handover", title})
 	}
 	axisY := y + laneHeight + 14
 	step := axisStep(length)
@@ -148,7 +151,7 @@ pre { white-space: pre-wrap; background: #f6f6f6; padding: 8px; }
 <tr><th>runs started with the end of the run before</th><td>{{.R.FusedStarts}}</td></tr>
 <tr><th>transactions that wrote events of 2 threads or more (their threads' writes)</th><td>{{.R.SharedCommits}} ({{.R.SharedCommitWrites}})</td></tr>
 <tr><th>commit unknown (writes, and how each was resolved)</th><td id="commit-unknown">{{.R.CommitUnknown.Line}}</td></tr>
-<tr><th>handover after SIGKILL</th><td>{{if not .R.Handovers}}none measured (no SIGKILL of a process holding a lease){{else}}{{len .R.Handovers}} threads: p50 {{printf "%.0f" .R.HandoverP50Ms}} ms, p99 {{printf "%.0f" .R.HandoverP99Ms}} ms, max {{printf "%.0f" .R.HandoverMaxMs}} ms; {{.R.HandoverWithin}} within TTL + one poll ({{printf "%.0f" .R.HandoverBoundMs}} ms), counted from the lease's expiry or, for the {{.R.HandoverIdle}} threads left with nothing to do, their next post; from the expiry alone p50 {{printf "%.0f" .R.HandoverRawP50Ms}} ms, p99 {{printf "%.0f" .R.HandoverRawP99Ms}} ms{{end}}</td></tr>
+<tr><th>handover after SIGKILL</th><td>{{if not .R.Handovers}}none measured (no SIGKILL of a process holding a lease){{else}}{{len .R.Handovers}} threads: p50 {{printf "%.0f" .R.HandoverP50Ms}} ms, p99 {{printf "%.0f" .R.HandoverP99Ms}} ms, max {{printf "%.0f" .R.HandoverMaxMs}} ms; {{.R.HandoverWithin}} within TTL + one poll ({{printf "%.0f" .R.HandoverBoundMs}} ms), counted from the lease's expiry or, for the {{.R.HandoverIdle}} threads left with nothing to do, their next post; from the expiry alone p50 {{printf "%.0f" .R.HandoverRawP50Ms}} ms, p99 {{printf "%.0f" .R.HandoverRawP99Ms}} ms; slow: {{.R.SlowLine}}{{end}}</td></tr>
 <tr><th>Go trace checker</th><td>{{if .R.TraceAccepted}}accepted{{else}}REJECTED{{end}} ({{.R.TraceLines}} lines, {{.R.InvariantChecks}} invariant checks)</td></tr>
 <tr><th>porcupine</th><td>{{.R.LinResult}} ({{.R.Operations}} operations)</td></tr>
 <tr><th>TLC trace validation</th><td>{{.R.TLC}}{{if .R.TLCThreads}}: {{join .R.TLCThreads ", "}}{{end}}</td></tr>

@@ -86,6 +86,12 @@ type Report struct {
 	HandoverIdle     int     `json:"handover_idle"`
 	HandoverRawP50Ms float64 `json:"handover_raw_p50_ms"`
 	HandoverRawP99Ms float64 `json:"handover_raw_p99_ms"`
+	// HandoverSlowFaults counts the handovers past the bound by the kinds
+	// of fault that overlapped their wait on their claimant or the server
+	// (Handover.Faults; a handover counts once for each kind it waited
+	// behind); HandoverSlowNoFault counts those no fault overlapped.
+	HandoverSlowFaults  map[Kind]int `json:"handover_slow_faults,omitempty"`
+	HandoverSlowNoFault int          `json:"handover_slow_no_fault"`
 
 	Nemesis map[Kind]int `json:"nemesis"`
 	// Rewinds counts the Claims KindRewind took back from storage (each
@@ -174,11 +180,13 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func (rep *Report) summariseHandovers(bound time.Duration) {
 	rep.HandoverBoundMs = ms(bound)
 	var ds, raw []time.Duration
-	for _, h := range rep.Handovers {
+	for i, h := range rep.Handovers {
 		ds = append(ds, max(h.AfterExpiry, 0))
 		raw = append(raw, max(h.Raw, 0))
 		if h.AfterExpiry <= bound {
 			rep.HandoverWithin++
+		} else {
+			rep.attributeSlow(&rep.Handovers[i])
 		}
 		if h.Idle {
 			rep.HandoverIdle++
@@ -191,6 +199,50 @@ func (rep *Report) summariseHandovers(bound time.Duration) {
 	if len(ds) > 0 {
 		rep.HandoverMaxMs = ms(ds[len(ds)-1])
 	}
+}
+
+// attributeSlow names in h.Faults the faults of rep.Events on h's
+// claimant or on the server that overlapped its wait, and counts them.
+func (rep *Report) attributeSlow(h *Handover) {
+	due := h.At - max(h.AfterExpiry, 0)
+	kinds := map[Kind]bool{}
+	for _, e := range rep.Events {
+		if e.Err != "" || (e.Target != h.To && e.Target != "") || e.End < due || e.Start > h.At {
+			continue
+		}
+		h.Faults = append(h.Faults, fmt.Sprintf("%s@%.2fs", e.Kind, e.Start.Seconds()))
+		kinds[e.Kind] = true
+	}
+	if len(kinds) == 0 {
+		rep.HandoverSlowNoFault++
+		return
+	}
+	if rep.HandoverSlowFaults == nil {
+		rep.HandoverSlowFaults = map[Kind]int{}
+	}
+	for k := range kinds {
+		rep.HandoverSlowFaults[k]++
+	}
+}
+
+// SlowLine is the report's line on the handovers past the bound (also the
+// HTML page's).
+func (rep *Report) SlowLine() string {
+	slow := len(rep.Handovers) - rep.HandoverWithin
+	if slow == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range Kinds() {
+		if n := rep.HandoverSlowFaults[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	line := fmt.Sprintf("%d past the bound: %d waited behind a fault on their claimant or the server", slow, slow-rep.HandoverSlowNoFault)
+	if len(parts) > 0 {
+		line += " (" + strings.Join(parts, ", ") + ")"
+	}
+	return line + fmt.Sprintf(", %d behind none", rep.HandoverSlowNoFault)
 }
 
 // Passed reports whether every check passed (porcupine may still have
@@ -218,6 +270,7 @@ func (rep *Report) WriteText(w io.Writer) {
 	if len(rep.Handovers) > 0 {
 		fmt.Fprintf(w, "handover after kill %d threads: p50 %.0f ms, p99 %.0f ms, max %.0f ms after the lease expired (or, for the %d the killed process left with nothing to do, after their next post); %d of %d within TTL + one poll (%.0f ms); from the expiry alone p50 %.0f ms, p99 %.0f ms\n",
 			len(rep.Handovers), rep.HandoverP50Ms, rep.HandoverP99Ms, rep.HandoverMaxMs, rep.HandoverIdle, rep.HandoverWithin, len(rep.Handovers), rep.HandoverBoundMs, rep.HandoverRawP50Ms, rep.HandoverRawP99Ms)
+		fmt.Fprintf(w, "slow handovers      %s\n", rep.SlowLine())
 	} else {
 		fmt.Fprintf(w, "handover after kill none measured (no SIGKILL of a process holding a lease)\n")
 	}
