@@ -234,6 +234,9 @@ func TestFleetVerdictExits(t *testing.T) {
 		rep := tc.rep
 		require.Equal(t, tc.code, exitCode(fleetVerdict(&rep, tc.mutant)), tc.name)
 	}
+	// A survivor's verdict says whether the run made an unfenced write.
+	rep := fleet.Report{Fences: "off: abandon", UnfencedWrites: map[core.Action]int{core.ActionAbandon: 0}}
+	require.ErrorContains(t, fleetVerdict(&rep, true), "could not show the mutant")
 }
 
 // Catches mutant 49 (conform's surviving mutant exits 1, as if caught):

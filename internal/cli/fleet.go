@@ -273,7 +273,7 @@ func fleetVerdict(rep *fleet.Report, mutant bool) error {
 	case mutant && rep.Inconclusive:
 		return failure{exitInconclusive, "INCONCLUSIVE: the mutant was not caught and porcupine timed out: " + rep.LinResult}
 	case mutant:
-		return failure{exitSurvived, "SURVIVED: fences " + rep.Fences + " and no check caught it in this run"}
+		return failure{exitSurvived, "SURVIVED: fences " + rep.Fences + " and no check caught it in this run; " + rep.SurvivorNote()}
 	case !rep.Passed():
 		return failure{exitFailed, "FAIL\n" + problems}
 	case rep.Inconclusive:

@@ -61,6 +61,7 @@ func (r *run) check(ctx context.Context, drained bool) (*Report, error) {
 		}
 	}
 	rep.LapsesInferred, rep.InvariantChecks = st.LapsesInferred, st.InvariantChecks
+	rep.UnfencedWrites = unfencedWrites(r.cfg.Unfenced, st.PerAction)
 	rep.noteTrace(checkErr)
 
 	ops := tracecheck.OperationsFromTrace(ordered)
@@ -774,4 +775,23 @@ func (rep *Report) doubtProblems() {
 	if n := rep.CommitUnknown.Unresolved; n > 0 {
 		rep.Problems = append(rep.Problems, rep.blame(fmt.Sprintf("commit unknown: %d writes still in doubt when their process stopped, after the faults healed: its Run left their rounds open (no Crash)", n)))
 	}
+}
+
+// unfencedWrites counts, in perAction, the writes whose fence off
+// switches off; nil when every fence is on.
+func unfencedWrites(off core.Fences, perAction map[core.Action]int) map[core.Action]int {
+	if off == (core.Fences{}) {
+		return nil
+	}
+	n := map[core.Action]int{}
+	if off.Start {
+		n[core.ActionRunStart] = perAction[core.ActionRunStart]
+	}
+	if off.Reply {
+		n[core.ActionReply] = perAction[core.ActionReply]
+	}
+	if off.Abandon {
+		n[core.ActionAbandon] = perAction[core.ActionAbandon]
+	}
+	return n
 }

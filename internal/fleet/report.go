@@ -114,7 +114,12 @@ type Report struct {
 	TraceLines      int                 `json:"trace_lines"`
 	StoredWrites    int                 `json:"stored_writes"`
 	Actions         map[core.Action]int `json:"actions"`
-	LapsesInferred  int                 `json:"lapses_inferred"`
+	// UnfencedWrites counts, for a mutant (fences off), the trace's lines
+	// of the writes whose fence is off (RunStart, Reply, Abandon): a
+	// mutant that survives a run with none was never given the chance to
+	// do harm.
+	UnfencedWrites map[core.Action]int `json:"unfenced_writes,omitempty"`
+	LapsesInferred int                 `json:"lapses_inferred"`
 	InvariantChecks int                 `json:"invariant_checks"`
 	TraceAccepted   bool                `json:"trace_accepted"`
 	TraceError      string              `json:"trace_error,omitempty"`
@@ -243,6 +248,24 @@ func (rep *Report) SlowLine() string {
 		line += " (" + strings.Join(parts, ", ") + ")"
 	}
 	return line + fmt.Sprintf(", %d behind none", rep.HandoverSlowNoFault)
+}
+
+// SurvivorNote says, for a mutant no check caught, how many of the writes
+// whose fence was off the run made: none means the run could not show
+// the mutant, which is then no sign that the checks are blind.
+func (rep *Report) SurvivorNote() string {
+	var parts []string
+	n := 0
+	for _, a := range core.Actions() {
+		if k, ok := rep.UnfencedWrites[a]; ok {
+			parts = append(parts, fmt.Sprintf("%s %d", a, k))
+			n += k
+		}
+	}
+	if n == 0 {
+		return "the run made none of the writes whose fence is off (" + strings.Join(parts, ", ") + "), so it could not show the mutant: try other seeds"
+	}
+	return "the writes whose fence is off, made in this run: " + strings.Join(parts, ", ")
 }
 
 // Passed reports whether every check passed (porcupine may still have

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
 )
 
 // TestReportSaysWhatIsGone: the text report does not name a trace file
@@ -66,4 +68,18 @@ func TestSlowHandoversAttributed(t *testing.T) {
 	rep = &Report{Handovers: []Handover{{To: "p2", At: s(1000), AfterExpiry: s(30)}}}
 	rep.summariseHandovers(s(100))
 	require.Equal(t, "none", rep.SlowLine())
+}
+
+// A mutant's report counts the writes whose fence is off, and a survivor
+// says whether the run made any: a run without one could not show the
+// mutant (the fleet kill check's seed 18 with 4 turns crashed no turn).
+func TestSurvivorNote(t *testing.T) {
+	per := map[core.Action]int{core.ActionRunStart: 40, core.ActionReply: 3, core.ActionAbandon: 0, core.ActionClaim: 50}
+	require.Nil(t, unfencedWrites(core.Fences{}, per), "fences on")
+	n := unfencedWrites(core.Fences{Abandon: true}, per)
+	require.Equal(t, map[core.Action]int{core.ActionAbandon: 0}, n)
+	rep := &Report{UnfencedWrites: n}
+	require.Equal(t, "the run made none of the writes whose fence is off (Abandon 0), so it could not show the mutant: try other seeds", rep.SurvivorNote())
+	rep.UnfencedWrites = unfencedWrites(core.Fences{Start: true, Reply: true, Abandon: true}, per)
+	require.Equal(t, "the writes whose fence is off, made in this run: Abandon 0, RunStart 40, Reply 3", rep.SurvivorNote())
 }
