@@ -139,7 +139,10 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // wakes Await as soon as it commits the Reply itself; otherwise Await
 // reads the request through the workspace every PollEvery on the runner's
 // clock. It returns ctx's error when ctx ends first; the agent's ctx now
-// ends only when the runner stops, so give ctx a deadline.
+// ends only when the runner stops, so give ctx a deadline. A ctx that
+// has ended already changes nothing: the run goes on as it was. The
+// run's end is not cut off by ctx (a write cut off in flight may or may
+// not commit), as the steering's record is not.
 func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
 	s.callMu.Lock()
 	returned, failed, asked := s.steer.returned, s.steer.err, slices.Contains(s.steer.asked, req)
@@ -149,8 +152,13 @@ func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, 
 		return core.Message{}, fmt.Errorf("await request %d of run %d of thread %q after the agent returned: %w", req, s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
 	case !asked && failed == nil: // (a failed steering record ends the run below, and says so)
 		return core.Message{}, fmt.Errorf("await request %d, which run %d of thread %q did not ask: %w", req, s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrUnknownRequest)
+	case ctx.Err() != nil && failed == nil && !s.endedRun():
+		return core.Message{}, ctx.Err() // the run goes on as it was
 	}
 	s.endOnce.Do(func() {
+		// A write cut off in flight may or may not commit: the run's end,
+		// as the steering's record, is not cut off by ctx.
+		ctx := context.WithoutCancel(ctx)
 		if err := s.closeRun(ctx); err != nil {
 			// The steering's record failed: the run's end is not
 			// recorded, and the turn ends as the record's error says.
@@ -249,10 +257,14 @@ func (h *RunHandle) finish(err error) {
 func (h *RunHandle) Wait(ctx context.Context) error {
 	select {
 	case <-h.done:
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		return h.err
 	case <-ctx.Done():
-		return ctx.Err()
+		select {
+		case <-h.done: // finished already: its outcome, not ctx's
+		default:
+			return ctx.Err()
+		}
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
 }

@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"bytes"
+	"errors"
 	"context"
 	"log/slog"
 	"testing"
@@ -189,4 +190,69 @@ func turnOn(t *testing.T, r *runner.Runner, thread core.ThreadID) runner.Outcome
 		done <- o
 	}()
 	return waitFor(t, done, "the turn on "+string(thread)+" to end")
+}
+
+// Await with a context that has already ended returns its error and
+// leaves the run as it was: the agent may Await again with a live one.
+// (Before, Await recorded the run's end with that context, storage
+// refused the write, and the turn gave its round up: the run stayed
+// active until a later claim abandoned it, and every later Await
+// returned the first one's error.)
+func TestAwaitWithEndedContextLeavesTheRun(t *testing.T) {
+	ctx := context.Background()
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "m1")
+	type result struct {
+		ended, live error
+		answer      string
+	}
+	res := make(chan result, 1)
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
+		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+			req, err := s.Ask(ctx, "which one?")
+			if err != nil {
+				return err
+			}
+			ended, cancel := context.WithCancel(ctx)
+			cancel()
+			_, endedErr := s.Await(ended, req)
+			if _, err := ws.Post(context.Background(), "t", "that one"); err != nil {
+				return err
+			}
+			actx, acancel := context.WithTimeout(ctx, waitLimit)
+			defer acancel()
+			m, err := s.Await(actx, req)
+			res <- result{endedErr, err, m.Text}
+			return nil
+		})})
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, turnOn(t, r, "t"))
+	got := waitFor(t, res, "the agent's two Awaits")
+	require.ErrorIs(t, got.ended, context.Canceled, "Await with an ended context")
+	require.NoError(t, got.live, "Await with a live context after it")
+	require.Equal(t, "that one", got.answer)
+	th, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State, "the run's end was recorded, not left to an abandon")
+	require.Equal(t, core.RequestAnswered, th.Requests[0].State)
+}
+
+// A RunHandle whose run has finished returns the run's outcome from Wait
+// even when ctx has ended too (before, Wait picked one of the two at
+// random).
+func TestWaitOnFinishedRunIgnoresEndedContext(t *testing.T) {
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "m1")
+	handles := make(chan *runner.RunHandle, 1)
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl, OnRun: func(h *runner.RunHandle) { handles <- h },
+		Agent: runner.AgentFunc(func(context.Context, *runner.Session) error { return errors.New("the agent's error") })})
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, turnOn(t, r, "t"))
+	h := waitFor(t, handles, "the run's handle")
+	require.ErrorContains(t, waitRun(t, h, "the run"), "the agent's error")
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		require.ErrorContains(t, h.Wait(ended), "the agent's error", "Wait on a finished run with an ended context")
+	}
 }
