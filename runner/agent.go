@@ -39,7 +39,9 @@ type Delivered struct {
 	Taken  core.Seq
 }
 
-// Session is an agent's view of its run. ctx passed to Agent.Run is
+// Session is an agent's view of its run; the runner makes it, and the
+// calls of one it did not make (the zero Session) return an error for
+// which errors.Is(err, core.ErrInvalidArgument) holds. ctx passed to Agent.Run is
 // cancelled when the runner loses the claim, or when the record of the
 // run's steering fails (Steer), until the agent waits for an answer
 // (Await); then only when the runner stops.
@@ -79,6 +81,9 @@ type Session struct {
 // with core.ErrInvalidArgument and the output left as it was. An
 // abandoned run's end is refused, and its output with it.
 func (s *Session) Output(text string) error {
+	if err := s.made(); err != nil {
+		return err
+	}
 	if err := core.CheckText("run output", text); err != nil {
 		return err // refused now, not at the run's end
 	}
@@ -107,6 +112,9 @@ func (s *Session) output() string {
 // and core.ErrOutOfOrder once the run has ended (after Await). It records
 // the steering last given (Steer) first.
 func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, error) {
+	if err := s.made(); err != nil {
+		return 0, err
+	}
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	if err := s.recordPending(ctx); err != nil {
@@ -144,6 +152,9 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // run's end is not cut off by ctx (a write cut off in flight may or may
 // not commit), as the steering's record is not.
 func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
+	if err := s.made(); err != nil {
+		return core.Message{}, err
+	}
 	s.callMu.Lock()
 	returned, failed, asked := s.steer.returned, s.steer.err, slices.Contains(s.steer.asked, req)
 	s.callMu.Unlock()
@@ -194,6 +205,15 @@ func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, 
 		}
 		cancel()
 	}
+}
+
+// made refuses a Session the runner did not make (a zero Session, say,
+// in an agent's own test), whose calls would reach no run.
+func (s *Session) made() error {
+	if s == nil || s.turn == nil {
+		return fmt.Errorf("%w: a Session the runner did not make (only the one Agent.Run is given has a run)", core.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // endedRun reports whether Await recorded the run's end.

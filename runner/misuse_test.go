@@ -2,8 +2,8 @@ package runner_test
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -254,5 +254,38 @@ func TestWaitOnFinishedRunIgnoresEndedContext(t *testing.T) {
 	cancel()
 	for range 100 {
 		require.ErrorContains(t, h.Wait(ended), "the agent's error", "Wait on a finished run with an ended context")
+	}
+}
+
+// A Session the runner did not make (the zero Session, as an agent's own
+// test may build one) refuses every call with core.ErrInvalidArgument.
+// Before, its Output took the text silently and its Ask and Steer
+// panicked with a nil pointer dereference.
+func TestSessionNotMadeByRunnerRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for _, s := range []*runner.Session{{}, nil} {
+		require.ErrorIs(t, s.Output("text"), core.ErrInvalidArgument, "Output")
+		_, err := s.Ask(ctx, "question?")
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "Ask")
+		_, _, err = s.Steer(ctx)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "Steer")
+		_, err = s.Await(ctx, 1)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "Await")
+	}
+}
+
+// A Runner that New did not make (the zero Runner) refuses Run, TakeTurn
+// and TakeTurns with an error saying so; before, each panicked with a nil
+// pointer dereference.
+func TestRunnerNotMadeByNewRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for _, r := range []*runner.Runner{{}, nil} {
+		require.ErrorContains(t, r.Run(ctx), "not made by New", "Run")
+		o, err := r.TakeTurn(ctx, "t")
+		require.ErrorContains(t, err, "not made by New", "TakeTurn")
+		require.Equal(t, runner.OutcomeError, o)
+		require.ErrorContains(t, r.TakeTurns(ctx), "not made by New", "TakeTurns")
 	}
 }

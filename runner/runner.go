@@ -21,7 +21,8 @@ import (
 // Runner works threads: it claims a thread with a fresh holder, turns its
 // messages into runs and replies, and releases it. Many runners, in many
 // processes, share one storage; the fenced writes keep a message from being
-// consumed twice whatever their timing.
+// consumed twice whatever their timing. New makes one: the zero Runner's
+// Run, TakeTurn and TakeTurns return an error saying so.
 type Runner struct {
 	cfg     Config
 	ws      *core.Workspace
@@ -43,6 +44,18 @@ type Runner struct {
 // errRunning is Run's error when another Run of the same Runner is going
 // on.
 var errRunning = errors.New("runner: Run is already running on this Runner: one Run at a time (start another Runner for more turns, or raise MaxConcurrentTurns)")
+
+// errNotMade is the error of a Runner that New did not make.
+var errNotMade = errors.New("runner: a Runner not made by New (the zero Runner has no Workspace or Agent)")
+
+// made refuses a Runner that New did not make, whose calls would fail on
+// its missing configuration.
+func (r *Runner) made() error {
+	if r == nil || r.ws == nil {
+		return errNotMade
+	}
+	return nil
+}
 
 // openRound is a round whose Crash could not be traced: a write of it
 // returned core.ErrCommitUnknown and storage did not answer the Crash's
@@ -94,6 +107,9 @@ func (r *Runner) TakeTurn(ctx context.Context, thread core.ThreadID) (Outcome, e
 
 // work is TakeTurn; a takeover turn plans once (Config.TakeoverTurns).
 func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) (Outcome, error) {
+	if err := r.made(); err != nil {
+		return OutcomeError, err
+	}
 	if err := ctx.Err(); err != nil {
 		return OutcomeStopped, err
 	}
@@ -206,6 +222,9 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // found held by another holder all the same (OutcomeBusy: the listing was
 // stale) it leaves out of its looks for PollEvery.
 func (r *Runner) Run(ctx context.Context) error {
+	if err := r.made(); err != nil {
+		return err
+	}
 	if !r.running.CompareAndSwap(false, true) {
 		return errRunning
 	}
@@ -793,6 +812,9 @@ func (s *scheduler) turn(t turnJob) {
 // error listing them, if any. It first tries again to end the rounds
 // whose Crash storage did not answer.
 func (r *Runner) TakeTurns(ctx context.Context) error {
+	if err := r.made(); err != nil {
+		return err
+	}
 	r.retryCrashes(ctx)
 	list, err := r.ws.Pending(ctx)
 	if err != nil {

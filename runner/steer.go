@@ -63,6 +63,9 @@ type steering struct {
 // (nothing is given), and core.ErrOutOfOrder once the run's end was taken
 // up (Await, or the agent returned).
 func (s *Session) Steer(ctx context.Context) (core.Message, bool, error) {
+	if err := s.made(); err != nil {
+		return core.Message{}, false, err
+	}
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	if err := s.recordPending(ctx); err != nil {
