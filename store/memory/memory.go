@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/threadclaim/threadclaim/core"
 )
@@ -15,6 +16,7 @@ var (
 )
 
 // Store holds threads and leases in memory. It is safe for concurrent use.
+// The zero Store is an empty one, as New() returns.
 type Store struct {
 	mu      sync.Mutex
 	order   []core.ThreadID
@@ -98,19 +100,35 @@ func (s *Store) Clone() *Store {
 // Update runs fn holding the store's lock. fn's writes change the store in
 // place and leave an undo record; when fn returns an error the records are
 // played back, newest first, so nothing fn wrote is kept.
+//
+// The transaction is fn's only while fn runs: a call of it after Update
+// returned is refused (core.ErrInvalidArgument) and writes nothing. A fn
+// that panics has its writes undone as one that returns an error, and the
+// panic goes on. fn must not call the Store itself (Update, PendingThreads,
+// Clone): it holds the lock they wait for.
 func (s *Store) Update(ctx context.Context, fn func(context.Context, core.Transaction) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.threads == nil { // the zero Store
+		s.threads, s.leases, s.held = map[core.ThreadID]*thread{}, map[core.ThreadID]core.Lease{}, map[heldLease]struct{}{}
+	}
 	tx := &txn{s: s}
-	if err := fn(ctx, tx); err != nil {
-		for i := len(tx.undo) - 1; i >= 0; i-- {
-			tx.undo[i]()
+	committed := false
+	defer func() {
+		tx.over.Store(true)
+		if !committed { // an error, or a panic
+			for i := len(tx.undo) - 1; i >= 0; i-- {
+				tx.undo[i]()
+			}
 		}
+	}()
+	if err := fn(ctx, tx); err != nil {
 		return err
 	}
+	committed = true
 	if tx.appended {
 		s.notify()
 	}
@@ -155,8 +173,12 @@ func (s *Store) notify() {
 type txn struct {
 	s        *Store
 	undo     []func()
-	appended bool // an event was appended: watchers are told at commit
+	appended bool        // an event was appended: watchers are told at commit
+	over     atomic.Bool // its Update returned: the lock is no longer held
 }
+
+// errTxOver refuses a call of a transaction whose Update has returned.
+var errTxOver = fmt.Errorf("%w: transaction used after its Update returned", core.ErrInvalidArgument)
 
 var _ core.Transaction = (*txn)(nil)
 
@@ -168,6 +190,9 @@ func (t *txn) read(id core.ThreadID) (*thread, error) {
 }
 
 func (t *txn) CreateThread(_ context.Context, id core.ThreadID) error {
+	if t.over.Load() {
+		return errTxOver
+	}
 	if err := core.CheckText("thread id", string(id)); err != nil {
 		return err // refused as PostgreSQL refuses it
 	}
@@ -184,10 +209,16 @@ func (t *txn) CreateThread(_ context.Context, id core.ThreadID) error {
 }
 
 func (t *txn) ThreadIDs(context.Context) ([]core.ThreadID, error) {
+	if t.over.Load() {
+		return nil, errTxOver
+	}
 	return append([]core.ThreadID(nil), t.s.order...), nil
 }
 
 func (t *txn) Thread(_ context.Context, id core.ThreadID) (*core.Thread, error) {
+	if t.over.Load() {
+		return nil, errTxOver
+	}
 	th, err := t.read(id)
 	if err != nil {
 		return nil, err
@@ -199,6 +230,9 @@ func (t *txn) Thread(_ context.Context, id core.ThreadID) (*core.Thread, error) 
 }
 
 func (t *txn) Events(_ context.Context, id core.ThreadID) ([]core.Event, error) {
+	if t.over.Load() {
+		return nil, errTxOver
+	}
 	th, err := t.read(id)
 	if err != nil {
 		return nil, err
@@ -209,6 +243,9 @@ func (t *txn) Events(_ context.Context, id core.ThreadID) ([]core.Event, error) 
 // EventsAfter returns the thread's log after position after (the events
 // Follow has not yet delivered).
 func (t *txn) EventsAfter(_ context.Context, id core.ThreadID, after core.Position) ([]core.Event, error) {
+	if t.over.Load() {
+		return nil, errTxOver
+	}
 	th, err := t.read(id)
 	if err != nil {
 		return nil, err
@@ -220,6 +257,9 @@ func (t *txn) EventsAfter(_ context.Context, id core.ThreadID, after core.Positi
 }
 
 func (t *txn) Bump(_ context.Context, id core.ThreadID) (uint64, error) {
+	if t.over.Load() {
+		return 0, errTxOver
+	}
 	th, err := t.read(id)
 	if err != nil {
 		return 0, err
@@ -236,6 +276,9 @@ func (t *txn) Bump(_ context.Context, id core.ThreadID) (uint64, error) {
 // event may change; appended elements past a restored length are
 // unreachable.
 func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
+	if t.over.Load() {
+		return errTxOver
+	}
 	if err := checkEvent(ev); err != nil {
 		return err
 	}
@@ -268,6 +311,9 @@ func (t *txn) Append(_ context.Context, id core.ThreadID, ev core.Event) error {
 }
 
 func (t *txn) SaveTaken(_ context.Context, id core.ThreadID, taken core.Seq) error {
+	if t.over.Load() {
+		return errTxOver
+	}
 	th, err := t.read(id)
 	if err != nil {
 		return err
@@ -279,15 +325,24 @@ func (t *txn) SaveTaken(_ context.Context, id core.ThreadID, taken core.Seq) err
 }
 
 func (t *txn) Lease(_ context.Context, id core.ThreadID) (core.Lease, error) {
+	if t.over.Load() {
+		return core.Lease{}, errTxOver
+	}
 	return t.s.leases[id], nil
 }
 
 func (t *txn) HoldsLease(_ context.Context, id core.ThreadID, holder core.Holder) (bool, core.Lease, error) {
+	if t.over.Load() {
+		return false, core.Lease{}, errTxOver
+	}
 	l := t.s.leases[id]
 	return holder != "" && l.Holder == holder, l, nil
 }
 
 func (t *txn) PutLease(_ context.Context, l core.Lease) error {
+	if t.over.Load() {
+		return errTxOver
+	}
 	if l.Thread == "" || l.Holder == "" {
 		return fmt.Errorf("%w: lease with empty thread or holder", core.ErrInvalidArgument)
 	}
@@ -313,6 +368,9 @@ func (t *txn) PutLease(_ context.Context, l core.Lease) error {
 }
 
 func (t *txn) DeleteLease(_ context.Context, id core.ThreadID) error {
+	if t.over.Load() {
+		return errTxOver
+	}
 	if _, err := t.read(id); err != nil {
 		return err
 	}

@@ -286,3 +286,118 @@ func TestFailedUpdateUndoesSaveTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A transaction is fn's only while fn runs: a call of one kept past its
+// Update is refused with core.ErrInvalidArgument and writes nothing,
+// after a commit as after a rollback. Before, such a call wrote the store
+// without its lock and kept the write, even after its Update had failed
+// and rolled back.
+func TestTransactionKeptPastItsUpdateRefused(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	var committed, rolledBack core.Transaction
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		committed = tx
+		return tx.CreateThread(ctx, "t1")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("failed")
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		rolledBack = tx
+		return failed
+	}); !errors.Is(err, failed) {
+		t.Fatalf("err = %v, want the transaction's own", err)
+	}
+	for name, tx := range map[string]core.Transaction{"committed": committed, "rolled back": rolledBack} {
+		for call, err := range map[string]error{
+			"CreateThread": tx.CreateThread(ctx, "t2"),
+			"PutLease":     tx.PutLease(ctx, core.Lease{Thread: "t1", Holder: "h1"}),
+			"SaveTaken":    tx.SaveTaken(ctx, "t1", 1),
+			"Append":       tx.Append(ctx, "t1", core.Event{Version: 1, Kind: core.MessagePosted, Message: 1, Text: "m"}),
+			"DeleteLease":  tx.DeleteLease(ctx, "t1"),
+		} {
+			if !errors.Is(err, core.ErrInvalidArgument) {
+				t.Errorf("%s of a %s transaction after its Update: err = %v, want core.ErrInvalidArgument", call, name, err)
+			}
+		}
+		if _, err := tx.Bump(ctx, "t1"); !errors.Is(err, core.ErrInvalidArgument) {
+			t.Errorf("Bump of a %s transaction after its Update: err = %v", name, err)
+		}
+		if _, err := tx.Thread(ctx, "t1"); !errors.Is(err, core.ErrInvalidArgument) {
+			t.Errorf("Thread of a %s transaction after its Update: err = %v", name, err)
+		}
+	}
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		ids, err := tx.ThreadIDs(ctx)
+		if err != nil {
+			return err
+		}
+		th, err := tx.Thread(ctx, "t1")
+		if err != nil {
+			return err
+		}
+		l, err := tx.Lease(ctx, "t1")
+		if err != nil {
+			return err
+		}
+		if len(ids) != 1 || th.Version != 0 || th.Taken != 0 || len(th.Messages) != 0 || l != (core.Lease{}) {
+			t.Errorf("the refused calls wrote: threads %v, thread %+v, lease %+v", ids, th, l)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A fn that panics has its writes undone, as one that returns an error,
+// and the panic reaches Update's caller; the store goes on. Before, what
+// fn wrote before the panic was kept (core.Thread.Apply panics on an
+// event storage should have refused).
+func TestPanicInUpdateUndoesWrites(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	func() {
+		defer func() {
+			if v := recover(); v != "fn's bug" {
+				t.Errorf("recovered %v, want fn's panic", v)
+			}
+		}()
+		_ = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			if err := tx.CreateThread(ctx, "t1"); err != nil {
+				return err
+			}
+			panic("fn's bug")
+		})
+	}()
+	if err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		ids, err := tx.ThreadIDs(ctx)
+		if len(ids) != 0 {
+			t.Errorf("threads %v after a panicking Update, want none", ids)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The zero Store is an empty one (before, its first write panicked on a
+// nil map).
+func TestZeroStoreIsEmpty(t *testing.T) {
+	ctx := context.Background()
+	var s memory.Store
+	ws := core.NewWorkspace(&s, coretest.NewClock(time.Unix(0, 0)))
+	if err := ws.CreateThread(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Post(ctx, "t1", "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ws.Claim(ctx, "t1", "h1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ws.Pending(ctx)
+	if err != nil || len(p) != 1 || p[0].Lease.Holder != "h1" {
+		t.Fatalf("Pending = %+v, %v; want t1 held by h1", p, err)
+	}
+}
