@@ -43,8 +43,9 @@ func (c Claim) validate() error {
 	return checkID("holder", string(c.Holder))
 }
 
-// MaxIDBytes is the longest thread id or holder the Workspace takes. A
-// trace line names a thread and up to two holders: ids this long, even
+// MaxIDBytes is the longest thread id, holder or process name
+// (WithProcess) the Workspace takes. A trace line names a thread, a
+// process and up to two holders: ids this long, even
 // with every byte escaped as JSON escapes it (six bytes at worst), keep
 // the line well under the longest line tracecheck reads (64 KiB), so the
 // trace writer never writes a line its reader refuses.

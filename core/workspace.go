@@ -13,7 +13,10 @@ type Option func(*Workspace)
 
 // WithProcess names the process in trace lines. Default "". Each
 // Workspace is one process of the specification: two Workspaces must not
-// share a name in one trace.
+// share a name in one trace. A name is an id as a thread's is (at most
+// MaxIDBytes, valid UTF-8, no NUL byte), or NewWorkspace panics naming
+// it: a longer one makes trace lines tracecheck refuses, and an invalid
+// one is written as another name.
 func WithProcess(name string) Option { return func(w *Workspace) { w.proc = name } }
 
 // WithTracer sets where trace lines go. Default none: nothing is traced.
@@ -32,7 +35,8 @@ func WithFencesForTesting(f Fences) Option { return func(w *Workspace) { w.fence
 
 // Workspace writes threads through a Storage under claims. Each runner
 // process has its own, with its own clock; many share one Storage. It is
-// safe for concurrent use.
+// safe for concurrent use. NewWorkspace makes one: the zero Workspace has
+// no storage, and its calls panic.
 //
 // The Workspace keeps each claim's round (the specification's pc for this
 // process and thread) and refuses, with ErrOutOfOrder or ErrRoundOver and
@@ -60,8 +64,9 @@ type Workspace struct {
 const recentHolders = 1 << 14
 
 // NewWorkspace returns a Workspace over s whose lease expiries are stamped
-// with clock. A nil s or clock is a programming error: it panics here,
-// naming it, rather than at the first call.
+// with clock. A nil s or clock, or a process name WithProcess refuses, is
+// a programming error: it panics here, naming it, rather than at the first
+// call.
 func NewWorkspace(s Storage, clock Clock, opts ...Option) *Workspace {
 	switch {
 	case s == nil:
@@ -72,6 +77,11 @@ func NewWorkspace(s Storage, clock Clock, opts ...Option) *Workspace {
 	w := &Workspace{storage: s, clock: clock, fences: AllFences(), rounds: map[ThreadID]*round{}, used: map[Holder]bool{}}
 	for _, o := range opts {
 		o(w)
+	}
+	if w.proc != "" {
+		if err := checkID("process name", w.proc); err != nil {
+			panic("core: NewWorkspace: WithProcess: " + err.Error())
+		}
 	}
 	return w
 }
@@ -334,7 +344,8 @@ func (w *Workspace) Thread(ctx context.Context, id ThreadID) (*Thread, error) {
 	return t, err
 }
 
-// Lease returns the thread's lease as storage holds it now.
+// Lease returns the thread's lease as storage holds it now: the zero Lease,
+// and no error, for a thread nobody holds and for one that does not exist.
 func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
 	var l Lease
 	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
@@ -1145,7 +1156,9 @@ func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string
 // run (traced as EndRefused; the round is then over), and then records no
 // output either; an end recorded under a lapsed claim consumes nothing.
 // It returns ErrRunNotActive for a run that already ended,
-// ErrUnknownRun, and ErrOutOfOrder for a run other than the round's own.
+// ErrUnknownRun, ErrOutOfOrder for a run other than the round's own, and
+// ErrInvalidArgument for an output CheckText refuses: nothing is written
+// or traced, and the run stays active for a RunEnd with another output.
 func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID, output string) error {
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {

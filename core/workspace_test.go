@@ -3,6 +3,7 @@ package core_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -229,4 +230,58 @@ func TestRenewRefusesZeroTTL(t *testing.T) {
 	require.NoError(t, err)
 	w.refused(t, core.ErrInvalidArgument, func() error { return w.a.Renew(w.ctx, c, 0) })
 	require.NoError(t, w.a.Renew(w.ctx, c, ttl))
+}
+
+// The twentieth pass (misuse of the public API, 7 Dec 2026).
+
+// A process name a trace line could not carry as it is is a programming
+// error NewWorkspace names: longer than MaxIDBytes (before, the trace
+// writer wrote lines longer than tracecheck reads) or not valid UTF-8
+// (before, written as another name, U+FFFD for the bad byte).
+func TestWithProcessRefusesNamesTracesCannotCarry(t *testing.T) {
+	s, clock := memory.New(), coretest.NewClock(epoch)
+	require.PanicsWithValue(t, "core: NewWorkspace: WithProcess: invalid argument: process name of 1025 bytes, longer than 1024", func() {
+		core.NewWorkspace(s, clock, core.WithProcess(strings.Repeat("p", core.MaxIDBytes+1)))
+	})
+	require.PanicsWithValue(t, "core: NewWorkspace: WithProcess: invalid argument: process name is not valid UTF-8", func() {
+		core.NewWorkspace(s, clock, core.WithProcess("p\xff"))
+	})
+	require.PanicsWithValue(t, "core: NewWorkspace: WithProcess: invalid argument: process name holds a NUL byte", func() {
+		core.NewWorkspace(s, clock, core.WithProcess("p\x00"))
+	})
+	require.Equal(t, strings.Repeat("p", core.MaxIDBytes), core.NewWorkspace(s, clock, core.WithProcess(strings.Repeat("p", core.MaxIDBytes))).Process())
+	require.Equal(t, "", core.NewWorkspace(s, clock).Process(), "the default name")
+}
+
+// RunEnd with an output storage could not keep is refused with
+// ErrInvalidArgument, writes and traces nothing, and leaves the run
+// active: RunEnd with another output ends it.
+func TestRunEndRefusesOutputStorageCannotKeep(t *testing.T) {
+	ctx := context.Background()
+	rec := &tracecheck.Recorder{}
+	ws, c, p := claimedPlanned(t, memory.New(), []string{"m1"}, core.WithTracer(rec))
+	run, err := ws.RunStart(ctx, c, p.Message)
+	require.NoError(t, err)
+	for _, bad := range []string{"bad \xff", "bad \x00"} {
+		refusedUnchanged(t, ws, core.ErrInvalidArgument, "RunEnd with output "+bad, func() error { return ws.RunEnd(ctx, c, run, bad) })
+		_, _, err := ws.RunEndThenStart(ctx, c, run, bad, 0, true)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "RunEndThenStart with output %q", bad)
+	}
+	lines := rec.Len()
+	require.NoError(t, ws.RunEnd(ctx, c, run, "fine"))
+	require.Equal(t, lines+1, rec.Len(), "only the RunEnd that ended the run was traced")
+	th, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, "fine", th.Runs()[0].Output)
+}
+
+// Lease of a thread that does not exist is the zero Lease, and no error,
+// as for a thread nobody holds.
+func TestLeaseOfUnknownThread(t *testing.T) {
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch))
+	for _, id := range []core.ThreadID{"nope", ""} {
+		l, err := ws.Lease(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, core.Lease{}, l)
+	}
 }
