@@ -22,6 +22,12 @@ type Clock = core.Clock
 
 // Config configures a Runner. New checks it; zero fields take the
 // defaults their comments give.
+//
+// The runner recovers the agent's panic (Agent), not a callback's: a
+// panic in NewHolder, OnRun, OnTurn or the Logger's handler goes on up
+// the turn's goroutine, which in Run takes the process down, and from
+// TakeTurn leaves the claim's round open (OnRun's), so that this
+// runner's workspace refuses the thread's later claims.
 type Config struct {
 	// Workspace is where the runner claims threads and records runs.
 	// Required. Its clock stamps lease expiries and is the runner's clock.
@@ -150,7 +156,9 @@ type Config struct {
 	// went with the plan and the claim (ClaimThenStart) or the run's end
 	// before it (RunEndThenStart), right after; RunHandle.Wait then
 	// follows the run to its end. It
-	// must not block for long.
+	// must not block for long: it is called on the turn's goroutine,
+	// which starts the run once it returns, so a Wait on the handle there
+	// waits for ever (hand the handle to another goroutine).
 	OnRun func(*RunHandle)
 
 	// TracerProvider makes the tracer of turn spans. Default no-op.

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -288,4 +292,168 @@ func TestRunnerNotMadeByNewRefused(t *testing.T) {
 		require.Equal(t, runner.OutcomeError, o)
 		require.ErrorContains(t, r.TakeTurns(ctx), "not made by New", "TakeTurns")
 	}
+}
+
+// A NewHolder that fails, that returns a holder it returned before, or one
+// longer than core.MaxIDBytes fails its turn (OutcomeError, the error
+// saying why) and writes nothing: no claim, no lease, no run.
+func TestNewHolderMisuseWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name   string
+		holder func() (core.Holder, error)
+		want   string
+	}{
+		{"an error", func() (core.Holder, error) { return "", errors.New("no entropy") }, "no entropy"},
+		{"a holder too long", func() (core.Holder, error) { return core.Holder(strings.Repeat("h", core.MaxIDBytes+1)), nil }, "longer than"},
+		{"the same holder again", func() (core.Holder, error) { return "same", nil }, core.ErrHolderReused.Error()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newProc(t, memory.New(), "A", procOpts{cfg: func(cfg *runner.Config) {
+				cfg.NewHolder = c.holder
+				cfg.Logger = slog.New(slog.DiscardHandler)
+			}})
+			newThread(t, p.ws, "t", "m1")
+			if c.name == "the same holder again" {
+				o, err := p.r.TakeTurn(ctx, "t")
+				require.NoError(t, err)
+				require.Equal(t, runner.OutcomeDone, o)
+				_, err = p.ws.Post(ctx, "t", "m2")
+				require.NoError(t, err)
+			}
+			before, err := p.ws.Thread(ctx, "t")
+			require.NoError(t, err)
+			o, err := p.r.TakeTurn(ctx, "t")
+			require.Equal(t, runner.OutcomeError, o)
+			require.ErrorContains(t, err, c.want)
+			after, err := p.ws.Thread(ctx, "t")
+			require.NoError(t, err)
+			require.Equal(t, before, after, "the failed turn wrote")
+			l, err := p.ws.Lease(ctx, "t")
+			require.NoError(t, err)
+			require.Equal(t, core.Lease{}, l, "the failed turn left a lease")
+		})
+	}
+}
+
+// Wake naming a thread that does not exist, or an id the Workspace
+// refuses, fails those claims (logged) and Run goes on: the thread it
+// names next is worked.
+func TestWakeNamingBadThreadsRunGoesOn(t *testing.T) {
+	wake := make(chan core.ThreadID, 4)
+	for _, id := range []core.ThreadID{"nope", "bad\xff", core.ThreadID(strings.Repeat("x", core.MaxIDBytes+1)), "t"} {
+		wake <- id
+	}
+	p := newProc(t, memory.New(), "A", procOpts{cfg: func(cfg *runner.Config) {
+		cfg.Wake = wake
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}})
+	newThread(t, p.ws, "t", "m1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.r.Run(ctx) }()
+	waitUntil(t, func() bool { return taken(t, p, "t") == 1 }, "Run to consume t's message after the bad wake-ups")
+	cancel()
+	require.NoError(t, waitFor(t, done, "Run to return"))
+	ids, err := p.ws.Threads(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{"t"}, ids, "a wake-up made a thread")
+}
+
+// Steer called from two goroutines at once (run with -race) gives each
+// message once, and records each once.
+func TestSteerFromTwoGoroutinesGivesEachOnce(t *testing.T) {
+	ctx := context.Background()
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "m1")
+	given := make(chan core.Seq, 16)
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
+		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+			for i := range 6 {
+				if _, err := ws.Post(context.Background(), "t", fmt.Sprint("steer ", i)); err != nil {
+					return err
+				}
+			}
+			var wg sync.WaitGroup
+			for range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for {
+						m, ok, err := s.Steer(ctx)
+						if err != nil || !ok {
+							return
+						}
+						given <- m.Seq
+					}
+				}()
+			}
+			wg.Wait()
+			return nil
+		})})
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, turnOn(t, r, "t"))
+	close(given)
+	var seqs []core.Seq
+	for m := range given {
+		seqs = append(seqs, m)
+	}
+	slices.Sort(seqs)
+	require.Equal(t, []core.Seq{2, 3, 4, 5, 6, 7}, seqs, "each message given once")
+	th, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, []core.Seq{2, 3, 4, 5, 6, 7}, th.Runs()[0].Steering, "each recorded once, oldest first")
+	for m, n := range th.Consumed() {
+		require.Equal(t, 1, n, "message %d consumed %d times", m, n)
+	}
+}
+
+// TakeTurn on one thread from two goroutines at once: the second claim
+// is refused while the first turn's round is open (core.ErrOutOfOrder),
+// and each message is consumed once.
+func TestTakeTurnTwiceAtOnceOnOneThread(t *testing.T) {
+	gate := make(chan struct{})
+	store := memory.New()
+	p := newProc(t, store, "A", procOpts{
+		agent: runner.AgentFunc(func(context.Context, *runner.Session) error { <-gate; return nil }),
+		cfg:   func(cfg *runner.Config) { cfg.Logger = slog.New(slog.DiscardHandler) },
+	})
+	newThread(t, p.ws, "t", "m1", "m2")
+	type result struct {
+		o   runner.Outcome
+		err error
+	}
+	results := make(chan result, 2)
+	for range 2 {
+		go func() {
+			o, err := p.r.TakeTurn(context.Background(), "t")
+			results <- result{o, err}
+		}()
+	}
+	first := waitFor(t, results, "one of the two turns to end while the other's agent waits")
+	require.Equal(t, runner.OutcomeError, first.o)
+	require.ErrorIs(t, first.err, core.ErrOutOfOrder)
+	close(gate)
+	second := waitFor(t, results, "the other turn to end")
+	require.NoError(t, second.err)
+	require.Equal(t, runner.OutcomeDone, second.o)
+	f := readFacts(t, store, "t")
+	require.Equal(t, map[core.Seq]int{1: 1, 2: 1}, f.consumed)
+}
+
+// TakeTurn with a context that has ended already claims nothing and
+// returns OutcomeStopped with the context's error.
+func TestTakeTurnWithEndedContextClaimsNothing(t *testing.T) {
+	p := newProc(t, memory.New(), "A", procOpts{})
+	newThread(t, p.ws, "t", "m1")
+	before, err := p.ws.Thread(context.Background(), "t")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	o, err := p.r.TakeTurn(ctx, "t")
+	require.Equal(t, runner.OutcomeStopped, o)
+	require.ErrorIs(t, err, context.Canceled)
+	after, err := p.ws.Thread(context.Background(), "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the stopped turn wrote")
 }

@@ -100,7 +100,11 @@ func (r *Runner) Config() Config { return r.cfg }
 // cancelled, its run's end is recorded, and the claim is released
 // (OutcomeStopped). Storage calls are not cut off by ctx, since a write
 // cut off in flight may or may not have committed; they are cut off only
-// if the turn has not ended ShutdownGrace after ctx did.
+// if the turn has not ended ShutdownGrace after ctx did. TakeTurn waits
+// for the turn's agent to return, unless it waits for an answer
+// (Session.Await), and Run for every agent: one that ignores its ctx keeps
+// them from returning, ShutdownGrace or not. A ctx that has ended already
+// claims nothing: TakeTurn returns OutcomeStopped and ctx's error.
 func (r *Runner) TakeTurn(ctx context.Context, thread core.ThreadID) (Outcome, error) {
 	return r.work(ctx, thread, false)
 }
