@@ -20,12 +20,15 @@ func (l Lease) Expired(now time.Time) bool { return !now.Before(l.ExpiresAt) }
 type Storage interface {
 	// Update runs fn in a transaction and commits it when fn returns nil;
 	// when fn returns an error nothing fn wrote is kept and Update returns
-	// that error. Update returns an error wrapping ErrCommitUnknown when it
+	// that error, and when fn panics nothing is kept either and the panic
+	// goes on. Update returns an error wrapping ErrCommitUnknown when it
 	// cannot tell whether the commit happened, and other errors (wrapped)
 	// when storage fails. ctx is passed to fn. A storage may call fn more
 	// than once (an optimistic attempt found its reads stale and was
 	// discarded, nothing of it kept): fn must leave no effect outside tx
-	// that a second call would not overwrite.
+	// that a second call would not overwrite. tx is fn's only while fn
+	// runs: fn must not keep it (store/memory refuses a later call of it;
+	// store/postgres reuses its value for a later transaction).
 	Update(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 }
 

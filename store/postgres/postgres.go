@@ -263,6 +263,12 @@ func (s *Store) Schema() string { return s.schema }
 // COMMIT was sent, the transaction may or may not have committed: Update
 // returns an error wrapping core.ErrCommitUnknown. Other failures of the
 // server or the connection are returned wrapped.
+//
+// fn must not keep tx past its return: the Store reuses a transaction's
+// value for a later one, so a call of a kept tx is not refused but goes to
+// whichever transaction has the value then, or, with none, to the server
+// on its own, committed as it runs. A fn that panics has its transaction
+// rolled back, and the panic goes on.
 func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
 	return s.run(ctx, false, fn)
 }

@@ -409,6 +409,41 @@ func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	require.Equal(t, []core.ThreadID{id}, ids)
 }
 
+// testPanicKeepsNothing: a fn that panics keeps nothing of what it wrote,
+// as one that returns an error, and the panic reaches Update's caller;
+// the storage goes on (its locks were let go). Before the twentieth pass,
+// the in-memory storage kept a panicking fn's writes.
+func testPanicKeepsNothing(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	before := Snapshot(t, a.storage, id)
+	func() {
+		defer func() { require.Equal(t, "fn's bug", recover(), "the panic reaches Update's caller") }()
+		_ = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			v, err := tx.Bump(ctx, id)
+			require.NoError(t, err)
+			require.NoError(t, tx.Append(ctx, id, core.Event{Version: v, Kind: core.MessagePosted, Message: 2, Text: "m2"}))
+			require.NoError(t, tx.SaveTaken(ctx, id, 2))
+			require.NoError(t, tx.PutLease(ctx, core.Lease{Thread: id, Holder: "x", ExpiresAt: epoch}))
+			require.NoError(t, tx.CreateThread(ctx, "other-"+id))
+			panic("fn's bug")
+		})
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := a.ws.Post(wctx, id, "m2")
+	require.NoError(t, err, "a write of the thread after the panicking transaction")
+	_, err = a.ws.Claim(wctx, id, "x", ttl)
+	require.NoError(t, err, "the panicking transaction's holder acquires: its acquire was not kept")
+	after := Snapshot(t, a.storage, id)
+	require.Equal(t, before.Thread.Taken, after.Thread.Taken)
+	require.Len(t, after.Thread.Messages, 2, "m1 and the post after the panic")
+	ids, err := a.ws.Threads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{id}, ids)
+}
+
 // testRollbackUndoesEachWrite: a transaction that makes one write and
 // then fails keeps nothing of it, whichever write it is: the taken cursor
 // saved alone, a lease removed, a lease renewed, a lease taken over, an

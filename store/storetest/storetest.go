@@ -38,6 +38,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"RefusedWriteLeavesStorageUnchanged", testRefusedWriteLeavesStorageUnchanged},
 		{"RollbackLeavesStorageUnchanged", testRollbackLeavesStorageUnchanged},
 		{"RollbackUndoesEachWrite", testRollbackUndoesEachWrite},
+		{"PanicKeepsNothing", testPanicKeepsNothing},
 		{"UpdateContext", testUpdateContext},
 		{"HandedOutSlicesAreCopies", testHandedOutSlicesAreCopies},
 		{"NewClaimNewHolder", testNewClaimNewHolder},
