@@ -52,7 +52,11 @@ type Delivered struct {
 // keep the specification's order: Ask, Steer and the run's end each
 // record the steering last given first.
 type Session struct {
+	// Delivered is what the run was handed. It is the agent's copy: the
+	// session's calls go by their own, which a change of it leaves as it
+	// was.
 	Delivered Delivered
+	own       Delivered // what the run was handed, as the session's calls use it
 	ws        *core.Workspace
 	r         *Runner
 	turn      *Turn
@@ -91,7 +95,7 @@ func (s *Session) Output(text string) error {
 	s.outMu.Lock()
 	defer s.outMu.Unlock()
 	if returned || s.endedRun() {
-		return fmt.Errorf("output of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
+		return fmt.Errorf("output of run %d of thread %q after its end: %w", s.own.Run, s.own.Claim.Thread, core.ErrOutOfOrder)
 	}
 	s.out = text
 	return nil
@@ -121,10 +125,10 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 		return 0, err
 	}
 	if s.steer.closed {
-		return 0, fmt.Errorf("question of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
+		return 0, fmt.Errorf("question of run %d of thread %q after its end: %w", s.own.Run, s.own.Claim.Thread, core.ErrOutOfOrder)
 	}
 	var req core.RequestID
-	err := s.turn.round(func() (err error) { req, err = s.ws.Ask(ctx, s.Delivered.Claim, s.Delivered.Run, question); return err })
+	err := s.turn.round(func() (err error) { req, err = s.ws.Ask(ctx, s.own.Claim, s.own.Run, question); return err })
 	if err == nil {
 		s.steer.asked = append(s.steer.asked, req)
 	}
@@ -160,9 +164,9 @@ func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, 
 	s.callMu.Unlock()
 	switch {
 	case returned:
-		return core.Message{}, fmt.Errorf("await request %d of run %d of thread %q after the agent returned: %w", req, s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
+		return core.Message{}, fmt.Errorf("await request %d of run %d of thread %q after the agent returned: %w", req, s.own.Run, s.own.Claim.Thread, core.ErrOutOfOrder)
 	case !asked && failed == nil: // (a failed steering record ends the run below, and says so)
-		return core.Message{}, fmt.Errorf("await request %d, which run %d of thread %q did not ask: %w", req, s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrUnknownRequest)
+		return core.Message{}, fmt.Errorf("await request %d, which run %d of thread %q did not ask: %w", req, s.own.Run, s.own.Claim.Thread, core.ErrUnknownRequest)
 	case ctx.Err() != nil && failed == nil && !s.endedRun():
 		return core.Message{}, ctx.Err() // the run goes on as it was
 	}
@@ -181,14 +185,14 @@ func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, 
 			s.keep()
 		}
 		s.outMu.Lock() // no Output between the end and its record
-		s.endErr = s.turn.round(func() error { return s.ws.RunEnd(ctx, s.Delivered.Claim, s.Delivered.Run, s.out) })
+		s.endErr = s.turn.round(func() error { return s.ws.RunEnd(ctx, s.own.Claim, s.own.Run, s.out) })
 		close(s.ended)
 		s.outMu.Unlock()
 	})
 	if s.endErr != nil {
 		return core.Message{}, s.endErr
 	}
-	thread := s.Delivered.Claim.Thread
+	thread := s.own.Claim.Thread
 	for {
 		woken, cancel := s.r.awaitAnswer(thread, req)
 		m, ok, err := s.ws.Answer(ctx, thread, req)

@@ -97,8 +97,9 @@ func (h *RunHandle) fork(claim func(core.Claim) core.Claim) *RunHandle {
 // its steering (the message given last and not recorded yet, which the
 // fork's StepSteerRecord records).
 func (s *Session) fork(r *Runner, claim func(core.Claim) core.Claim) *Session {
-	c := &Session{Delivered: s.Delivered, ws: r.ws, r: r, out: s.output(), ended: make(chan struct{})}
-	c.Delivered.Claim = claim(s.Delivered.Claim)
+	c := &Session{own: s.own, ws: r.ws, r: r, out: s.output(), ended: make(chan struct{})}
+	c.own.Claim = claim(s.own.Claim)
+	c.Delivered = c.own
 	s.callMu.Lock()
 	c.steer = s.steer
 	c.steer.asked = slices.Clone(s.steer.asked)

@@ -457,3 +457,44 @@ func TestTakeTurnWithEndedContextClaimsNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before, after, "the stopped turn wrote")
 }
+
+// An agent that changes its Session's Delivered (an exported field: the
+// agent's copy) changes nothing its session's calls do: Ask, Steer and
+// Await go to the run it was handed. Before, they went by Delivered: Ask
+// and Steer were refused, and Await's record of the run's end was, which
+// gave the round up with the run left active.
+func TestChangedDeliveredChangesNothing(t *testing.T) {
+	ctx := context.Background()
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "m1")
+	newThread(t, ws, "u", "x1")
+	errs := make(chan error, 3)
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
+		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+			s.Delivered.Run, s.Delivered.Claim = 7, core.Claim{Thread: "u", Holder: "someone"}
+			req, err := s.Ask(ctx, "which one?")
+			errs <- err
+			_, _, err = s.Steer(ctx)
+			errs <- err
+			if _, err := ws.Post(context.Background(), "t", "that one"); err != nil {
+				return err
+			}
+			actx, cancel := context.WithTimeout(ctx, waitLimit)
+			defer cancel()
+			_, err = s.Await(actx, req)
+			errs <- err
+			return nil
+		})})
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, turnOn(t, r, "t"))
+	for _, call := range []string{"Ask", "Steer", "Await"} {
+		require.NoError(t, waitFor(t, errs, "the agent's "+call), call)
+	}
+	th, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State)
+	require.Equal(t, core.RequestAnswered, th.Requests[0].State)
+	u, err := ws.Thread(ctx, "u")
+	require.NoError(t, err)
+	require.Empty(t, u.Runs(), "thread u was written")
+}

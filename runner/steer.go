@@ -72,13 +72,13 @@ func (s *Session) Steer(ctx context.Context) (core.Message, bool, error) {
 		return core.Message{}, false, err
 	}
 	if s.steer.closed {
-		return core.Message{}, false, fmt.Errorf("steering of run %d of thread %q after its end: %w", s.Delivered.Run, s.Delivered.Claim.Thread, core.ErrOutOfOrder)
+		return core.Message{}, false, fmt.Errorf("steering of run %d of thread %q after its end: %w", s.own.Run, s.own.Claim.Thread, core.ErrOutOfOrder)
 	}
 	var (
 		m  core.Message
 		ok bool
 	)
-	err := s.turn.round(func() (err error) { m, ok, err = s.ws.Steer(ctx, s.Delivered.Claim, s.Delivered.Run); return err })
+	err := s.turn.round(func() (err error) { m, ok, err = s.ws.Steer(ctx, s.own.Claim, s.own.Run); return err })
 	if err != nil || !ok {
 		return core.Message{}, false, err
 	}
@@ -89,7 +89,7 @@ func (s *Session) Steer(ctx context.Context) (core.Message, bool, error) {
 }
 
 func steerAttrs(s *Session, m core.Message) []attribute.KeyValue {
-	return []attribute.KeyValue{attribute.Int64("run", int64(s.Delivered.Run)), attribute.Int64("message", int64(m.Seq))}
+	return []attribute.KeyValue{attribute.Int64("run", int64(s.own.Run)), attribute.Int64("message", int64(m.Seq))}
 }
 
 // recordPending records the steering given and not recorded yet, if any,
@@ -103,7 +103,7 @@ func (s *Session) recordPending(ctx context.Context) error {
 	s.steer.pending = nil
 	ctx = context.WithoutCancel(ctx)
 	t := s.turn
-	err := t.round(func() error { return s.ws.SteerRecord(ctx, s.Delivered.Claim, s.Delivered.Run, m.Seq) })
+	err := t.round(func() error { return s.ws.SteerRecord(ctx, s.own.Claim, s.own.Run, m.Seq) })
 	switch {
 	case err == nil:
 		s.steer.recorded++
@@ -115,7 +115,7 @@ func (s *Session) recordPending(ctx context.Context) error {
 		s.r.metrics.steering.Add(ctx, 1, metric.WithAttributes(attribute.String("action", string(core.ActionSteerRefused))))
 		t.event("steer_refused", steerAttrs(s, *m)...)
 	}
-	s.steer.err = fmt.Errorf("steering %d of run %d of thread %q: %w", m.Seq, s.Delivered.Run, s.Delivered.Claim.Thread, err)
+	s.steer.err = fmt.Errorf("steering %d of run %d of thread %q: %w", m.Seq, s.own.Run, s.own.Claim.Thread, err)
 	t.cancelAgent()
 	return s.steer.err
 }

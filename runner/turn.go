@@ -482,10 +482,12 @@ func (t *Turn) consumed(ctx context.Context, m core.Message) {
 // then goes on (to reply to the request, among others) while the agent
 // waits, and the run's handle finishes when the agent returns.
 func (t *Turn) stepAgent() {
+	d := Delivered{Claim: t.claim, Run: t.handle.RunID(), Prompt: t.plan.Posted, Taken: t.plan.Message}
 	s := &Session{
 		ws:        t.r.ws,
 		r:         t.r,
-		Delivered: Delivered{Claim: t.claim, Run: t.handle.RunID(), Prompt: t.plan.Posted, Taken: t.plan.Message},
+		Delivered: d,
+		own:       d,
 		ended:     make(chan struct{}),
 		keep:      t.keepAgent,
 		turn:      t,
@@ -527,7 +529,7 @@ func (t *Turn) runAgent(s *Session) (err error) {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v\n%s", errAgentPanicked, p, debug.Stack())
 			t.r.cfg.Logger.Error("agent panicked", slog.String("thread", string(t.thread)),
-				slog.Int64("run", int64(s.Delivered.Run)), slog.Any("err", err))
+				slog.Int64("run", int64(s.own.Run)), slog.Any("err", err))
 		}
 	}()
 	return t.r.cfg.Agent.Run(t.runCtx, s)
