@@ -132,12 +132,13 @@ func (s *Session) closeRun(ctx context.Context) error {
 
 // closeAgent takes up the run's end once the agent returned, without
 // recording: it reports whether steering is left to record
-// (StepSteerRecord).
-func (s *Session) closeAgent() (pending bool) {
+// (StepSteerRecord), and the error of a record the agent's call made that
+// failed (the round then ended with it, or was given up).
+func (s *Session) closeAgent() (pending bool, failed error) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	s.steer.closed, s.steer.returned = true, true
-	return s.steer.pending != nil
+	return s.steer.pending != nil, s.steer.err
 }
 
 // agentReturned reports whether the agent returned: a call of its session

@@ -325,6 +325,61 @@ func TestSteerRecordRefused(t *testing.T) {
 	}
 }
 
+// The record refused at the agent's own Ask or Steer, after which the
+// agent returns (with the call's error or without): the turn ends lost
+// as when it makes the record itself, the run's handle returns
+// core.ErrRunAbandoned, and nothing more is written or traced. Found by
+// the twentieth pass: before, the turn went on to record the run's end
+// in the round the refusal had ended, and crashed the turn on the
+// refusal of that (ErrRoundOver), an OutcomeError.
+func TestSteerRecordRefusedAtAgentsCallThenReturns(t *testing.T) {
+	for _, via := range []string{"Ask", "Steer"} {
+		t.Run(via, func(t *testing.T) {
+			ctx := context.Background()
+			s := memory.New()
+			b := newProc(t, s, "B", procOpts{skew: ttl})
+			tr := &hookTracer{}
+			tr.on = func(ev core.TraceEvent) {
+				if ev.Action != core.ActionSteer {
+					return
+				}
+				cb, err := b.ws.Claim(ctx, "t", "B-1", ttl)
+				if err == nil {
+					var p core.Plan
+					if p, err = b.ws.Plan(ctx, cb); err == nil {
+						err = b.ws.Abandon(ctx, cb, p.Runs[0])
+					}
+				}
+				if err != nil {
+					panic(fmt.Sprintf("B could not abandon A's run: %v", err))
+				}
+			}
+			calls := make(chan error, 1)
+			handles := make(chan *runner.RunHandle, 1)
+			a := newProc(t, s, "A", procOpts{tracer: tr, agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+				if _, ok, err := s.Steer(ctx); err != nil || !ok {
+					return fmt.Errorf("steering was not given: ok %v, err %w", ok, err)
+				}
+				var err error
+				if via == "Ask" {
+					_, err = s.Ask(ctx, "q")
+				} else {
+					_, _, err = s.Steer(ctx)
+				}
+				calls <- err
+				return err
+			}), cfg: func(c *runner.Config) { c.OnRun = func(h *runner.RunHandle) { handles <- h } }})
+			newThread(t, a.ws, "t", "m1", "m2")
+			o, err := takeTurn(t, a, "t")
+			require.ErrorIs(t, waitFor(t, calls, "the agent's "+via), core.ErrRunAbandoned, "the agent's "+via)
+			require.ErrorIs(t, err, core.ErrRunAbandoned)
+			require.Equal(t, runner.OutcomeLost, o)
+			require.ErrorIs(t, waitRun(t, waitFor(t, handles, "the run's handle"), "the run"), core.ErrRunAbandoned)
+			require.Equal(t, []core.Action{core.ActionSteerRefused}, tr.after(t, core.ActionSteer), "A's lines after the steering it gave")
+		})
+	}
+}
+
 // A renewal finds the claim lost while the run is steered: the agent's
 // ctx is cancelled, and the record, which is not fenced, still consumes
 // the message, since no later claim abandoned the run; so does the run's

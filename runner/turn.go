@@ -501,11 +501,18 @@ func (t *Turn) stepAgent() {
 			// The steering given last, if any, is recorded by a step of
 			// its own, before the run's end.
 			t.next = StepRunEnd
-			if s.closeAgent() {
+			pending, failed := s.closeAgent()
+			if pending {
 				t.next = StepSteerRecord
 				return
 			}
 			t.consumes += s.steeringRecorded()
+			if failed != nil {
+				// The agent's Ask or Steer made the steering's record,
+				// and it was refused (the round is over: OutcomeLost)
+				// or failed: the run's end goes as Await's would.
+				t.runEnded(context.Background(), failed)
+			}
 			return
 		}
 		t.afterAwait(s)
