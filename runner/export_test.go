@@ -25,6 +25,7 @@ func TurnFields(t *Turn) (map[string]any, int) {
 		"runErr": t.runErr, "outcome": t.outcome, "err": t.err, "begun": t.begun, "consumes": t.consumes,
 		"yielded": t.yielded, "takeover": t.takeover, "planned": t.planned, "mutant": t.mutant,
 		"lost": t.lost, "stopping": t.stopping, "releasing": t.releasing, "over": t.over, "doubt": t.doubt,
+		"stepping":     t.stepping.Load(),
 		"cancelled":    t.runCtx != nil && t.runCtx.Err() != nil,
 		"handleIsLast": len(t.handles) > 0 && t.handle == t.handles[len(t.handles)-1],
 	}, reflect.TypeFor[Turn]().NumField()

@@ -54,7 +54,7 @@ func TestTurnFork(t *testing.T) {
 	want, n := runner.TurnFields(turn)
 	got, _ := runner.TurnFields(fturn)
 	require.Equal(t, want, got)
-	require.Equal(t, 31, n, "Turn has a field more or less: make Turn.ForkForTesting copy it, and TurnFields see it")
+	require.Equal(t, 32, n, "Turn has a field more or less: make Turn.ForkForTesting copy it, and TurnFields see it")
 
 	// A turn asked to stop is copied so: its runs' context cancelled.
 	require.NoError(t, ws.CreateThread(ctx, "u"))

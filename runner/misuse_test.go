@@ -498,3 +498,41 @@ func TestChangedDeliveredChangesNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, u.Runs(), "thread u was written")
 }
+
+// A Step of a turn begun while another Step of it is in flight (here,
+// the agent's) panics, naming the misuse, and writes nothing; the Step in
+// flight goes on to the turn's end. Before, the two Steps raced on the
+// turn's state (a data race), the Workspace refused the calls out of the
+// round's order, and the turn ended with OutcomeError.
+func TestStepWhileStepInFlightPanics(t *testing.T) {
+	ctx := context.Background()
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "m1")
+	inAgent, release := make(chan struct{}), make(chan struct{})
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
+		Agent: runner.AgentFunc(func(context.Context, *runner.Session) error {
+			close(inAgent)
+			<-release
+			return nil
+		})})
+	require.NoError(t, err)
+	turn := r.NewTurn("t")
+	stepTo(t, turn, runner.StepAgent)
+	done := make(chan bool, 1)
+	go func() { done <- turn.Step(ctx) }()
+	waitFor(t, inAgent, "the agent to run in the first Step")
+	before, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.PanicsWithValue(t, "runner: Turn.Step called while another Step of the turn is in flight: a turn's steps go one at a time",
+		func() { turn.Step(ctx) })
+	after, err := ws.Thread(ctx, "t")
+	require.NoError(t, err)
+	require.Equal(t, before, after, "the refused Step wrote")
+	close(release)
+	require.False(t, waitFor(t, done, "the Step in flight to return"))
+	for !turn.Step(ctx) {
+	}
+	o, err := turn.Outcome()
+	require.NoError(t, err)
+	require.Equal(t, runner.OutcomeDone, o)
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -82,11 +83,14 @@ func Steps() []Step {
 // renews its claim on a timer; a simulation may drive Step and Renew itself
 // to interleave many processes' turns (NewTurn, Step, Next and the Step
 // constants exist for that: a program that embeds the runner uses Run or
-// TakeTurn). Step must not be called concurrently with itself; Renew may be
+// TakeTurn). Step must not be called concurrently with itself (a Step
+// begun while another is in flight panics, saying so); Renew may be
 // called at any time.
 type Turn struct {
 	r      *Runner
 	thread core.ThreadID
+
+	stepping atomic.Bool // a Step is in flight
 
 	next     Step
 	claim    core.Claim
@@ -260,6 +264,10 @@ func (t *Turn) isLost() bool {
 
 // Step takes the turn's next step and returns true once the turn is over.
 func (t *Turn) Step(ctx context.Context) bool {
+	if !t.stepping.CompareAndSwap(false, true) {
+		panic("runner: Turn.Step called while another Step of the turn is in flight: a turn's steps go one at a time")
+	}
+	defer t.stepping.Store(false)
 	switch t.next {
 	case StepClaim:
 		t.stepClaim(ctx)
