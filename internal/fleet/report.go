@@ -110,16 +110,16 @@ type Report struct {
 	TraceFile string `json:"trace_file"`
 	// TraceRemoved: the trace went with the run's temporary directory
 	// (no -keep, no -dir).
-	TraceRemoved    bool                `json:"trace_removed,omitempty"`
-	TraceLines      int                 `json:"trace_lines"`
-	StoredWrites    int                 `json:"stored_writes"`
-	Actions         map[core.Action]int `json:"actions"`
+	TraceRemoved bool                `json:"trace_removed,omitempty"`
+	TraceLines   int                 `json:"trace_lines"`
+	StoredWrites int                 `json:"stored_writes"`
+	Actions      map[core.Action]int `json:"actions"`
 	// UnfencedWrites counts, for a mutant (fences off), the trace's lines
 	// of the writes whose fence is off (RunStart, Reply, Abandon): a
 	// mutant that survives a run with none was never given the chance to
 	// do harm.
-	UnfencedWrites map[core.Action]int `json:"unfenced_writes,omitempty"`
-	LapsesInferred int                 `json:"lapses_inferred"`
+	UnfencedWrites  map[core.Action]int `json:"unfenced_writes,omitempty"`
+	LapsesInferred  int                 `json:"lapses_inferred"`
 	InvariantChecks int                 `json:"invariant_checks"`
 	TraceAccepted   bool                `json:"trace_accepted"`
 	TraceError      string              `json:"trace_error,omitempty"`
