@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +131,48 @@ func TestListenAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, errStoreClosed)
 	_, err = s.Wakeups(ctx)
 	require.ErrorIs(t, err, errStoreClosed)
+}
+
+// Open refuses, before it connects, a schema name PostgreSQL cannot take
+// as the Store needs it, with an error wrapping core.ErrInvalidArgument:
+// longer than 55 bytes (a 55-byte one is taken), PostgreSQL's own, or
+// holding a NUL byte or invalid UTF-8 (pgx's quoting drops a NUL, so
+// "a\x00b" would name the schema "ab": another Store's).
+func TestOpenRefusesBadSchemaNames(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const unreachable = "postgres://nobody@127.0.0.1:1/none?connect_timeout=5"
+	for _, c := range []struct{ schema, says string }{
+		{strings.Repeat("s", 56), "longer than 55 bytes"},
+		{"information_schema", "PostgreSQL's own"},
+		{"pg_mine", "PostgreSQL's own"},
+		{"tc\x00other", "NUL byte"},
+		{"tc\xff", "not valid UTF-8"},
+	} {
+		_, err := Open(ctx, unreachable, Options{Schema: c.schema})
+		require.ErrorIs(t, err, core.ErrInvalidArgument, "schema %q", c.schema)
+		require.ErrorContains(t, err, c.says, "schema %q", c.schema)
+	}
+	_, err := Open(ctx, unreachable, Options{Schema: strings.Repeat("s", 55)})
+	require.ErrorContains(t, err, "postgres: connect to 127.0.0.1:1", "a 55-byte schema name is refused before connecting")
+}
+
+// A schema name with a NUL byte in it does not open the schema of the
+// same name without it (pgx's quoting drops the NUL): Open refuses it,
+// and the other schema gets nothing. (Before Open refused it, such a
+// Store opened on the other schema, up to date, and wrote its threads
+// there.)
+func TestOpenNULSchemaNameTouchesNoOther(t *testing.T) {
+	ctx := testCtx(t)
+	schema := testSchema(t)
+	openStore(t, poolConfig(t, "tc"), schema)
+	s, err := open(ctx, poolConfig(t, "tc"), Options{Schema: schema[:2] + "\x00" + schema[2:]})
+	if err == nil {
+		_ = core.NewWorkspace(s, core.SystemClock{}).CreateThread(ctx, "t")
+		s.Close()
+	}
+	var n int
+	require.NoError(t, admin(t).QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{schema}.Sanitize()+`.threads`).Scan(&n))
+	require.Zero(t, n, "threads written into %s by a Store opened on a name with a NUL in it", schema)
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
 }

@@ -29,7 +29,9 @@ type Options struct {
 	// it. Default "threadclaim". At most 55 bytes, since the wake-up
 	// channels' names are Schema + ".posted" and Schema + ".p" and a
 	// shard's number, and PostgreSQL names stop at 63. Not
-	// information_schema nor a pg_ name: those are PostgreSQL's own.
+	// information_schema nor a pg_ name: those are PostgreSQL's own. Valid
+	// UTF-8 with no NUL byte. Open refuses any other name, before it
+	// connects, with an error wrapping core.ErrInvalidArgument.
 	Schema string
 
 	// CachedThreads is how many threads' folded states the Store keeps
@@ -76,11 +78,14 @@ func (o Options) withDefaults() Options {
 }
 
 func (o Options) validate() error {
+	if err := core.CheckText("schema name", o.Schema); err != nil {
+		return err
+	}
 	switch {
 	case len(o.Schema) > maxSchemaLen:
-		return fmt.Errorf("schema name %q is longer than %d bytes", o.Schema, maxSchemaLen)
+		return fmt.Errorf("%w: schema name %q is longer than %d bytes", core.ErrInvalidArgument, o.Schema, maxSchemaLen)
 	case o.Schema == "information_schema" || strings.HasPrefix(o.Schema, "pg_"):
-		return fmt.Errorf("schema name %q is PostgreSQL's own (information_schema, pg_*): give the Store a schema of its own", o.Schema)
+		return fmt.Errorf("%w: schema name %q is PostgreSQL's own (information_schema, pg_*): give the Store a schema of its own", core.ErrInvalidArgument, o.Schema)
 	}
 	return nil
 }
