@@ -3,7 +3,10 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +28,9 @@ func TestOpenErrors(t *testing.T) {
 	_, err = Open(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=5", Options{})
 	require.ErrorContains(t, err, "postgres: connect to 127.0.0.1:1")
 	require.NotContains(t, err.Error(), "migrate")
+
+	_, err = Open(ctx, "postgres://nobody@127.0.0.1:notaport/none", Options{})
+	require.ErrorContains(t, err, "postgres: parse database url")
 }
 
 // BenchmarkOpen times what a runner process does before its first look
@@ -155,6 +161,152 @@ func TestOpenRefusesBadSchemaNames(t *testing.T) {
 	}
 	_, err := Open(ctx, unreachable, Options{Schema: strings.Repeat("s", 55)})
 	require.ErrorContains(t, err, "postgres: connect to 127.0.0.1:1", "a 55-byte schema name is refused before connecting")
+}
+
+// A schema name of 55 bytes, the longest Options.Schema takes, makes
+// channel names PostgreSQL takes: a watcher of a thread hears its post.
+func TestLongestSchemaName(t *testing.T) {
+	ctx, cancel := context.WithCancel(testCtx(t))
+	defer cancel()
+	schema := testSchema(t)
+	schema += strings.Repeat("x", maxSchemaLen-len(schema))
+	require.Len(t, schema, 55)
+	t.Cleanup(func() {
+		_, err := admin(t).Exec(context.Background(), "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+		require.NoError(t, err)
+	})
+	s := openStore(t, poolConfig(t, "tc"), schema)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	ch, err := s.WatchEvents(ctx, "t")
+	require.NoError(t, err)
+	_, err = ws.Post(ctx, "t", "m")
+	require.NoError(t, err)
+	recvWithin(t, ch, 30*time.Second, "a notice of the post, on a schema of 55 bytes")
+}
+
+// An empty url with Options.PgxDefaults is pgx's defaults: here the PG*
+// variables, naming the test's server.
+func TestOpenPgxDefaults(t *testing.T) {
+	cfg, err := pgx.ParseConfig(databaseURL(t))
+	require.NoError(t, err)
+	for k, v := range map[string]string{"PGHOST": cfg.Host, "PGPORT": strconv.Itoa(int(cfg.Port)), "PGUSER": cfg.User,
+		"PGPASSWORD": cfg.Password, "PGDATABASE": cfg.Database, "PGSSLMODE": "prefer", "PGSERVICEFILE": "/nonexistent"} {
+		t.Setenv(k, v)
+	}
+	s, err := Open(testCtx(t), "", Options{Schema: testSchema(t), PgxDefaults: true})
+	require.NoError(t, err)
+	s.Close()
+}
+
+// The zero Options are the documented defaults, and a negative
+// CachedThreads keeps no thread's state: nothing is cached, and no write
+// decides from the cache.
+func TestOptionsDefaults(t *testing.T) {
+	require.Equal(t, Options{Schema: "threadclaim", CachedThreads: 4096}, Options{}.withDefaults())
+	require.Equal(t, Options{Schema: "s", CachedThreads: -1}, Options{Schema: "s", CachedThreads: -1}.withDefaults())
+	ctx := testCtx(t)
+	s := newStoreWith(t, Options{CachedThreads: -1})
+	require.False(t, s.speculate)
+	p := newProc(s, "a")
+	require.NoError(t, p.ws.CreateThread(ctx, "t"))
+	_, err := p.ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	_, err = p.ws.Claim(ctx, "t", "h", ttl)
+	require.NoError(t, err)
+	require.Empty(t, s.cache, "thread states kept with CachedThreads -1")
+}
+
+// A failed Open leaves no connection open, nor the pool's goroutines:
+// not after a migration it refused (a newer schema), nor after a server
+// it could not reach.
+func TestFailedOpenLeavesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	schema := testSchema(t)
+	openStore(t, poolConfig(t, "tc"), schema)
+	_, err := admin(t).Exec(ctx, `INSERT INTO `+pgx.Identifier{schema}.Sanitize()+`.schema_migrations (version, name) VALUES (999, '0999_future.sql')`)
+	require.NoError(t, err)
+	app := randomName("tc_")
+	_, err = open(ctx, poolConfig(t, app), Options{Schema: schema})
+	require.ErrorContains(t, err, "newer than this binary")
+	waitFor(t, admin(t), "no connection of a failed Open", `SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = $1`, app)
+
+	healthChecks := func() int {
+		buf := make([]byte, 1<<22)
+		return strings.Count(string(buf[:runtime.Stack(buf, true)]), "pgxpool.(*Pool).backgroundHealthCheck")
+	}
+	before := healthChecks()
+	_, err = Open(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=5", Options{})
+	require.ErrorContains(t, err, "postgres: connect to")
+	deadline := time.Now().Add(5 * time.Second)
+	for healthChecks() > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("a pool's health check still running 5 s after an Open that could not connect (%d, %d before)", healthChecks(), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Close ends the Store: none of its connections stays open, and a later
+// call fails, a write from the Store's cache under its own claim
+// included, as known not to have been sent (not core.ErrCommitUnknown).
+func TestCloseEndsTheStore(t *testing.T) {
+	ctx := testCtx(t)
+	app := randomName("tc_")
+	s := openStore(t, poolConfig(t, app), testSchema(t))
+	a, c := claimedThread(t, s)
+	s.Close()
+	waitFor(t, admin(t), "no connection of the closed Store", `SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = $1`, app)
+	_, err := a.ws.RunStart(ctx, c, 1)
+	require.Error(t, err, "a write from the cache after Close")
+	require.NotErrorIs(t, err, core.ErrCommitUnknown)
+	_, err = a.ws.Post(ctx, "t", "m2")
+	require.Error(t, err, "a post after Close")
+	_, err = s.PendingThreads(ctx)
+	require.Error(t, err, "PendingThreads after Close")
+	_, err = s.WatchEvents(ctx, "t")
+	require.ErrorIs(t, err, errStoreClosed)
+}
+
+// A post that gives a free thread work NOTIFYs the channel the package
+// comment names, Options.Schema+".p" and the thread's shard (FNV-1a of
+// its id, mod 64), with the id as payload: what a runner of another
+// version of this binary listens on through a rolling upgrade.
+func TestPostNotifiesTheDocumentedShard(t *testing.T) {
+	ctx := testCtx(t)
+	s := newStore(t)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte("t"))
+	channel := s.Schema() + ".p" + strconv.Itoa(int(h.Sum32()%64))
+	conn := admin(t)
+	_, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize())
+	require.NoError(t, err)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err = ws.Post(ctx, "t", "m")
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	require.NoError(t, err, "a notification on %s", channel)
+	require.Equal(t, [2]string{channel, "t"}, [2]string{n.Channel, n.Payload})
+}
+
+// Options.LockingReads makes a write two round trips (it reads under
+// lock, then writes and commits) where the Store's cache makes it one.
+func TestLockingReadsTwoRoundTrips(t *testing.T) {
+	ctx := testCtx(t)
+	for _, c := range []struct {
+		opts  Options
+		trips int64
+	}{{Options{}, 1}, {Options{LockingReads: true}, 2}} {
+		s := newStoreWith(t, c.opts)
+		a, cl := claimedThread(t, s)
+		before := s.stats.roundTrips.Load()
+		_, err := a.ws.RunStart(ctx, cl, 1)
+		require.NoError(t, err)
+		require.Equal(t, c.trips, s.stats.roundTrips.Load()-before, "round trips of a RunStart under the Store's own claim, %+v", c.opts)
+	}
 }
 
 // A schema name with a NUL byte in it does not open the schema of the
