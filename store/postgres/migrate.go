@@ -26,8 +26,13 @@ type migration struct {
 	sql     string
 }
 
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+func migrations() ([]migration, error) { return migrationsIn(migrationFiles) }
+
+// migrationsIn reads the migrations of fsys's folder migrations, and
+// refuses a file not named NNNN_name.sql (NNNN above 0) and versions that
+// do not run 1, 2, ... (a gap, or two files of one version).
+func migrationsIn(fsys fs.FS) ([]migration, error) {
+	entries, err := fs.ReadDir(fsys, "migrations")
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +43,7 @@ func migrations() ([]migration, error) {
 		if !ok || err != nil || v <= 0 || !strings.HasSuffix(e.Name(), ".sql") {
 			return nil, fmt.Errorf("migration file %q is not named NNNN_name.sql", e.Name())
 		}
-		b, err := fs.ReadFile(migrationFiles, "migrations/"+e.Name())
+		b, err := fs.ReadFile(fsys, "migrations/"+e.Name())
 		if err != nil {
 			return nil, err
 		}

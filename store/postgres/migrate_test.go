@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -89,7 +90,9 @@ func TestMigrationsCurrentSchemaTakesNoLock(t *testing.T) {
 	conn, err := pgx.Connect(ctx, databaseURL(t))
 	require.NoError(t, err)
 	defer func() { _ = conn.Close(ctx) }()
-	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, int32(migrateLockClass), schema)
+	// The key every released binary takes (migrateLockClass), so that two
+	// versions' Opens of one schema through a rolling upgrade serialise.
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1, hashtext($2))`, int32(0x7463), schema)
 	require.NoError(t, err)
 	octx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -547,4 +550,91 @@ func TestMigrationDropsMessagesTable(t *testing.T) {
 	require.Len(t, th.Messages, 3)
 	require.Equal(t, "m3", th.Messages[2].Text)
 	require.Equal(t, core.Seq(1), th.Taken)
+}
+
+// A schema one version newer than this binary's, or many, is refused with
+// an error (not a panic), and nothing of the schema is written: not its
+// migrations' record, not its tables.
+func TestMigrationsNewerSchemaWritesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	for _, newer := range []int{len(allMigrations(t)) + 1, 999} {
+		schema := testSchema(t)
+		s := openStore(t, poolConfig(t, "tc"), schema)
+		require.NoError(t, core.NewWorkspace(s, core.SystemClock{}).CreateThread(ctx, "kept"))
+		q := pgx.Identifier{schema}.Sanitize()
+		_, err := admin(t).Exec(ctx, `INSERT INTO `+q+`.schema_migrations (version, name) VALUES ($1, 'future.sql')`, newer)
+		require.NoError(t, err)
+		before := appliedMigrations(t, schema)
+		_, err = open(ctx, poolConfig(t, "tc"), Options{Schema: schema})
+		require.ErrorContains(t, err, fmt.Sprintf("is at version %d, newer than this binary's %d", newer, len(allMigrations(t))))
+		require.Equal(t, before, appliedMigrations(t, schema))
+		ids, err := core.NewWorkspace(s, core.SystemClock{}).Threads(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []core.ThreadID{"kept"}, ids)
+	}
+}
+
+// A migration the server refuses (here 0012, on a schema at version 11
+// that already has the column it adds) fails Open with an error naming
+// the migration and the server's, and keeps nothing: the schema stays at
+// version 11.
+func TestMigrationRefusedKeepsNothing(t *testing.T) {
+	ctx := testCtx(t)
+	schema, pool := schemaAt(ctx, t, 11)
+	q := pgx.Identifier{schema}.Sanitize()
+	_, err := pool.Exec(ctx, `ALTER TABLE `+q+`.trace_lines ADD COLUMN read boolean`)
+	require.NoError(t, err)
+	_, err = open(ctx, poolConfig(t, "tc"), Options{Schema: schema})
+	require.ErrorContains(t, err, `migration 0012_read_trace_lines.sql: ERROR: column "read" of relation "trace_lines" already exists`)
+	require.Equal(t, allMigrations(t)[:11], appliedMigrations(t, schema))
+}
+
+// Migrating takes the migrations' lock for its transaction only: once
+// Open has migrated, no session holds it (a session's lock, held by a
+// pooled connection, would keep every later migration of the schema
+// waiting while the Store is open). The lock's key is the one every
+// released binary takes, (0x7463, hashtext(schema)): binaries of two
+// versions opening one schema at once serialise.
+func TestMigrationsLockHeldByNoSession(t *testing.T) {
+	ctx := testCtx(t)
+	schema := testSchema(t)
+	openStore(t, poolConfig(t, "tc"), schema)
+	var held int
+	require.NoError(t, admin(t).QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = $1`, 0x7463).Scan(&held))
+	require.Zero(t, held, "advisory locks of the migrations' class held after Open")
+}
+
+// The migrations' files are refused when one is not named NNNN_name.sql
+// with NNNN above 0, or when their versions do not run 1, 2, ... (a gap,
+// or two files of one version): a migration added by mistake fails every
+// Open, and this test, rather than being applied out of order or never.
+func TestMigrationFilesChecked(t *testing.T) {
+	files := func(names ...string) fstest.MapFS {
+		m := fstest.MapFS{}
+		for _, n := range names {
+			m["migrations/"+n] = &fstest.MapFile{Data: []byte("SELECT 1")}
+		}
+		return m
+	}
+	ms, err := migrationsIn(files("0002_b.sql", "0001_a.sql", "0003_c.sql"))
+	require.NoError(t, err)
+	var names []string
+	for _, m := range ms {
+		names = append(names, fmt.Sprint(m.version, " ", m.name))
+	}
+	require.Equal(t, []string{"1 0001_a.sql", "2 0002_b.sql", "3 0003_c.sql"}, names)
+	for _, c := range []struct {
+		names []string
+		says  string
+	}{
+		{[]string{"0001_a.sql", "0003_c.sql"}, `migration "0003_c.sql": versions must run 1, 2, ... without gaps`},
+		{[]string{"0001_a.sql", "0002_b.sql", "0002_c.sql"}, "without gaps"},
+		{[]string{"0000_a.sql", "0001_b.sql"}, `migration file "0000_a.sql" is not named NNNN_name.sql`},
+		{[]string{"0001.sql"}, `migration file "0001.sql" is not named NNNN_name.sql`},
+		{[]string{"first_a.sql"}, `migration file "first_a.sql" is not named NNNN_name.sql`},
+		{[]string{"0001_a.sql", "0002_b.txt"}, `migration file "0002_b.txt" is not named NNNN_name.sql`},
+	} {
+		_, err := migrationsIn(files(c.names...))
+		require.ErrorContains(t, err, c.says, "%v", c.names)
+	}
 }
