@@ -1,0 +1,171 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/store/storetest"
+)
+
+// Update and View with a context already ended return its error and never
+// call fn, as the in-memory storage does: not even a fn that would need
+// no round trip.
+func TestEndedContextRunsNothing(t *testing.T) {
+	s := newStore(t)
+	ctx, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	called := false
+	fn := func(context.Context, core.Transaction) error { called = true; return nil }
+	require.ErrorIs(t, s.Update(ctx, fn), context.Canceled)
+	require.ErrorIs(t, s.View(ctx, fn), context.Canceled)
+	require.False(t, called, "fn called with an ended context")
+}
+
+// A statement's failure loses the transaction even when fn ignores it and
+// returns nil: Update returns the failure, wrapped, and keeps nothing of
+// what fn wrote before it (here a thread created in the same
+// transaction; the failure is a read whose context had ended).
+func TestIgnoredStatementFailureFailsUpdate(t *testing.T) {
+	ctx := testCtx(t)
+	s := newStore(t)
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		require.NoError(t, tx.CreateThread(ctx, "u"))
+		_, err := tx.ThreadIDs(ended)
+		require.ErrorIs(t, err, context.Canceled)
+		return nil
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "a statement of the transaction failed")
+	ids, err := core.NewWorkspace(s, core.SystemClock{}).Threads(ctx)
+	require.NoError(t, err)
+	require.Empty(t, ids, "threads kept by a transaction whose statement failed")
+}
+
+// A View whose connection is lost before its COMMIT is a plain failure,
+// not core.ErrCommitUnknown: it wrote nothing, so nothing is in doubt.
+// (With LockingReads a View stays open after its read, and commits in a
+// round trip of its own.)
+func TestViewLostConnectionNotUnknown(t *testing.T) {
+	ctx := testCtx(t)
+	app := randomName("tc_")
+	s := openStoreWith(t, poolConfig(t, app), Options{Schema: testSchema(t), LockingReads: true})
+	require.NoError(t, core.NewWorkspace(s, core.SystemClock{}).CreateThread(ctx, "t"))
+	look := admin(t)
+	err := s.View(ctx, func(ctx context.Context, tx core.Transaction) error {
+		if _, err := tx.Thread(ctx, "t"); err != nil {
+			return err
+		}
+		_, err := look.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, app)
+		require.NoError(t, err)
+		waitFor(t, look, "the View's backend gone", `SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = $1`, app)
+		return nil
+	})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, core.ErrCommitUnknown)
+	require.ErrorContains(t, err, "read-only transaction lost its connection")
+}
+
+// A write cancelled in its lock wait, which is known to have rolled back,
+// keeps its connection (cancelRequest): the transaction is rolled back on
+// it, whether the wait was a locking read's or a speculating write's
+// check in the round trip that carried COMMIT, and the pool has as many
+// connections after as before.
+func TestCancelledLockWaitKeepsTheConnection(t *testing.T) {
+	t.Parallel() // a schema of its own
+	eachReadMode(t, func(t *testing.T, opts Options) {
+		ctx := testCtx(t)
+		app := randomName("tc_")
+		opts.Schema = testSchema(t)
+		s := openStoreWith(t, poolConfig(t, app), opts)
+		a, _, _, id, ca := claimed(t, s)
+		blocker, err := admin(t).Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = blocker.Rollback(context.Background()) })
+		_, err = blocker.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.threads WHERE id = $1 FOR UPDATE`, string(id))
+		require.NoError(t, err)
+		conns := s.pool.Stat().TotalConns()
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := a.ws.RunStart(wctx, ca, 1)
+			done <- err
+		}()
+		waitFor(t, admin(t), "the RunStart's backend waiting for the thread's row lock", waitingBackend, app)
+		cancel()
+		err, werr := storetest.Await(done, "the RunStart to return once its context was cancelled")
+		require.NoError(t, werr)
+		require.Error(t, err)
+		require.NotErrorIs(t, err, core.ErrCommitUnknown)
+		require.Equal(t, conns, s.pool.Stat().TotalConns(), "the pool's connections after a cancelled write")
+	})
+}
+
+// A transaction that reads and writes nothing takes no connection and
+// makes no round trip.
+func TestEmptyTransactionNoRoundTrip(t *testing.T) {
+	ctx := testCtx(t)
+	s := newStore(t)
+	trips, acquired := s.stats.roundTrips.Load(), s.pool.Stat().AcquireCount()
+	fn := func(context.Context, core.Transaction) error { return nil }
+	require.NoError(t, s.Update(ctx, fn))
+	require.NoError(t, s.View(ctx, fn))
+	require.Equal(t, trips, s.stats.roundTrips.Load())
+	require.Equal(t, acquired, s.pool.Stat().AcquireCount(), "connections taken")
+}
+
+// A View that reads two threads (two round trips, where a one-shot read
+// has one) reads them both, in one snapshot: its first one-shot attempt
+// is run again in a transaction that stays open.
+func TestViewOfTwoThreads(t *testing.T) {
+	ctx := testCtx(t)
+	s := newStore(t)
+	p := newProc(s, "a")
+	for _, id := range []core.ThreadID{"a", "b"} {
+		require.NoError(t, p.ws.CreateThread(ctx, id))
+		_, err := p.ws.Post(ctx, id, "m-"+string(id))
+		require.NoError(t, err)
+	}
+	var texts []string
+	require.NoError(t, s.View(ctx, func(ctx context.Context, tx core.Transaction) error {
+		texts = texts[:0]
+		for _, id := range []core.ThreadID{"a", "b"} {
+			th, err := tx.Thread(ctx, id)
+			if err != nil {
+				return err
+			}
+			texts = append(texts, th.Messages[0].Text)
+		}
+		return nil
+	}))
+	require.Equal(t, []string{"m-a", "m-b"}, texts)
+}
+
+// When one of a Store's watchers stops, the others keep hearing their
+// threads' writes: the shared listener ends with the last watcher only.
+func TestWatcherLeavingKeepsTheOthers(t *testing.T) {
+	ctx := testCtx(t)
+	s := newStore(t)
+	ws := core.NewWorkspace(s, core.SystemClock{})
+	for _, id := range []core.ThreadID{"a", "b"} {
+		require.NoError(t, ws.CreateThread(ctx, id))
+	}
+	actx, stopA := context.WithCancel(ctx)
+	chA, err := s.WatchEvents(actx, "a")
+	require.NoError(t, err)
+	chB, err := s.WatchEvents(ctx, "b")
+	require.NoError(t, err)
+	stopA()
+	for range chA { // closed once a's watcher has left
+	}
+	_, err = ws.Post(ctx, "b", "m")
+	require.NoError(t, err)
+	recvWithin(t, chB, 10*time.Second, "b's notice after a's watcher left")
+}
