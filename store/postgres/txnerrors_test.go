@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -104,7 +105,7 @@ func TestCancelledLockWaitKeepsTheConnection(t *testing.T) {
 		require.NoError(t, werr)
 		require.Error(t, err)
 		require.NotErrorIs(t, err, core.ErrCommitUnknown)
-		require.Equal(t, conns, s.pool.Stat().TotalConns(), "the pool's connections after a cancelled write")
+		keepsConns(t, s, conns, "a cancelled write")
 	})
 }
 
@@ -168,4 +169,35 @@ func TestWatcherLeavingKeepsTheOthers(t *testing.T) {
 	_, err = ws.Post(ctx, "b", "m")
 	require.NoError(t, err)
 	recvWithin(t, chB, 10*time.Second, "b's notice after a's watcher left")
+}
+
+// A write the server refuses in the round trip that carries its COMMIT
+// (here a trigger raises on its event's insert, in a transaction that read
+// under lock first) is known to have rolled back, and keeps its
+// connection: the transaction is rolled back on it.
+func TestRefusedWriteKeepsTheConnection(t *testing.T) {
+	ctx := testCtx(t)
+	s := newStoreWith(t, Options{LockingReads: true})
+	a, c := claimedThread(t, s)
+	q := pgx.Identifier{s.Schema()}.Sanitize()
+	_, err := admin(t).Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION %[1]s.refuse() RETURNS trigger LANGUAGE plpgsql AS
+			$$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+		CREATE TRIGGER refuse BEFORE INSERT ON %[1]s.events FOR EACH ROW EXECUTE FUNCTION %[1]s.refuse();`, q))
+	require.NoError(t, err)
+	conns := s.pool.Stat().TotalConns()
+	_, err = a.ws.RunStart(ctx, c, 1)
+	require.ErrorContains(t, err, "refused")
+	require.NotErrorIs(t, err, core.ErrCommitUnknown)
+	keepsConns(t, s, conns, "a refused write")
+}
+
+// keepsConns checks that s's pool keeps its conns connections for a
+// second after what: a connection released inside a transaction is
+// destroyed, by a goroutine of the pool's.
+func keepsConns(t *testing.T, s *Store, conns int32, what string) {
+	t.Helper()
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		require.Equal(t, conns, s.pool.Stat().TotalConns(), "the pool's connections after %s", what)
+	}
 }
