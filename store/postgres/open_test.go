@@ -328,3 +328,17 @@ func TestOpenNULSchemaNameTouchesNoOther(t *testing.T) {
 	require.Zero(t, n, "threads written into %s by a Store opened on a name with a NUL in it", schema)
 	require.ErrorIs(t, err, core.ErrInvalidArgument)
 }
+
+// Open with a context already ended fails with its error, as a failure
+// to connect, and creates nothing: not the schema.
+func TestOpenEndedContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(testCtx(t))
+	cancel()
+	schema := testSchema(t)
+	_, err := open(ctx, poolConfig(t, "tc"), Options{Schema: schema})
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "postgres: connect to")
+	var n int
+	require.NoError(t, admin(t).QueryRow(testCtx(t), `SELECT count(*) FROM pg_namespace WHERE nspname = $1`, schema).Scan(&n))
+	require.Zero(t, n, "the schema, created by an Open whose context had ended")
+}
