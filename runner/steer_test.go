@@ -247,22 +247,7 @@ func TestSteerRecordRefused(t *testing.T) {
 			tr := &hookTracer{}
 			// As A gives the steering, before its record, A's claim lapses
 			// and B claims the thread and abandons A's run.
-			tr.on = func(ev core.TraceEvent) {
-				if ev.Action != core.ActionSteer {
-					return
-				}
-				var err error
-				cb, err = b.ws.Claim(ctx, "t", "B-1", ttl)
-				if err == nil {
-					var p core.Plan
-					if p, err = b.ws.Plan(ctx, cb); err == nil {
-						err = b.ws.Abandon(ctx, cb, p.Runs[0])
-					}
-				}
-				if err != nil {
-					panic(fmt.Sprintf("B could not abandon A's run: %v", err))
-				}
-			}
+			tr.on = abandonAtSteer(ctx, b, &cb)
 			results := make(chan []error, 1)
 			handles := make(chan *runner.RunHandle, 1)
 			a := newProc(t, s, "A", procOpts{tracer: tr, agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
@@ -339,21 +324,7 @@ func TestSteerRecordRefusedAtAgentsCallThenReturns(t *testing.T) {
 			s := memory.New()
 			b := newProc(t, s, "B", procOpts{skew: ttl})
 			tr := &hookTracer{}
-			tr.on = func(ev core.TraceEvent) {
-				if ev.Action != core.ActionSteer {
-					return
-				}
-				cb, err := b.ws.Claim(ctx, "t", "B-1", ttl)
-				if err == nil {
-					var p core.Plan
-					if p, err = b.ws.Plan(ctx, cb); err == nil {
-						err = b.ws.Abandon(ctx, cb, p.Runs[0])
-					}
-				}
-				if err != nil {
-					panic(fmt.Sprintf("B could not abandon A's run: %v", err))
-				}
-			}
+			tr.on = abandonAtSteer(ctx, b, new(core.Claim))
 			calls := make(chan error, 1)
 			handles := make(chan *runner.RunHandle, 1)
 			a := newProc(t, s, "A", procOpts{tracer: tr, agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
@@ -452,4 +423,26 @@ func TestSteerAfterAwaitOutOfOrder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, o)
 	require.ErrorIs(t, waitFor(t, errs, "the agent's Steer after Await"), core.ErrOutOfOrder)
+}
+
+// abandonAtSteer is a hook for a tracer of A's: at A's Steer line, B
+// claims thread "t" (its claim in *cb) and abandons A's run, as if A's
+// claim had lapsed between the steering's giving and its record.
+func abandonAtSteer(ctx context.Context, b *proc, cb *core.Claim) func(core.TraceEvent) {
+	return func(ev core.TraceEvent) {
+		if ev.Action != core.ActionSteer {
+			return
+		}
+		var err error
+		*cb, err = b.ws.Claim(ctx, "t", "B-1", ttl)
+		if err == nil {
+			var p core.Plan
+			if p, err = b.ws.Plan(ctx, *cb); err == nil {
+				err = b.ws.Abandon(ctx, *cb, p.Runs[0])
+			}
+		}
+		if err != nil {
+			panic(fmt.Sprintf("B could not abandon A's run: %v", err))
+		}
+	}
 }

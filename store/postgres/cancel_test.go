@@ -18,6 +18,14 @@ import (
 // transaction, still open.
 func lockWaitCancelled(t *testing.T, s *Store, app string) (error, core.ThreadID, pgx.Tx) {
 	t.Helper()
+	err, id, blocker, _ := lockWaitCancelledConns(t, s, app)
+	return err, id, blocker
+}
+
+// lockWaitCancelledConns is lockWaitCancelled, also returning how many
+// connections s's pool had as the RunStart began.
+func lockWaitCancelledConns(t *testing.T, s *Store, app string) (error, core.ThreadID, pgx.Tx, int32) {
+	t.Helper()
 	ctx := testCtx(t)
 	a, _, _, id, ca := claimed(t, s)
 	var err error
@@ -28,6 +36,7 @@ func lockWaitCancelled(t *testing.T, s *Store, app string) (error, core.ThreadID
 	_, err = blocker.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.threads WHERE id = $1 FOR UPDATE`, string(id))
 	require.NoError(t, err)
 
+	conns := s.pool.Stat().TotalConns()
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -40,7 +49,7 @@ func lockWaitCancelled(t *testing.T, s *Store, app string) (error, core.ThreadID
 	err, werr := storetest.Await(done, "the RunStart to return once its context was cancelled")
 	require.NoError(t, werr)
 	require.Error(t, err, "a RunStart cancelled in its lock wait")
-	return err, id, blocker
+	return err, id, blocker, conns
 }
 
 const waitingBackend = `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock')`

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
-	"github.com/threadclaim/threadclaim/store/storetest"
 )
 
 // Update and View with a context already ended return its error and never
@@ -81,29 +80,10 @@ func TestViewLostConnectionNotUnknown(t *testing.T) {
 func TestCancelledLockWaitKeepsTheConnection(t *testing.T) {
 	t.Parallel() // a schema of its own
 	eachReadMode(t, func(t *testing.T, opts Options) {
-		ctx := testCtx(t)
 		app := randomName("tc_")
 		opts.Schema = testSchema(t)
 		s := openStoreWith(t, poolConfig(t, app), opts)
-		a, _, _, id, ca := claimed(t, s)
-		blocker, err := admin(t).Begin(ctx)
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = blocker.Rollback(context.Background()) })
-		_, err = blocker.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{s.Schema()}.Sanitize()+`.threads WHERE id = $1 FOR UPDATE`, string(id))
-		require.NoError(t, err)
-		conns := s.pool.Stat().TotalConns()
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() {
-			_, err := a.ws.RunStart(wctx, ca, 1)
-			done <- err
-		}()
-		waitFor(t, admin(t), "the RunStart's backend waiting for the thread's row lock", waitingBackend, app)
-		cancel()
-		err, werr := storetest.Await(done, "the RunStart to return once its context was cancelled")
-		require.NoError(t, werr)
-		require.Error(t, err)
+		err, _, _, conns := lockWaitCancelledConns(t, s, app)
 		require.NotErrorIs(t, err, core.ErrCommitUnknown)
 		keepsConns(t, s, conns, "a cancelled write")
 	})

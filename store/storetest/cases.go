@@ -389,12 +389,7 @@ func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	before := Snapshot(t, a.storage, id)
 	boom := errors.New("boom")
 	err := s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-		v, err := tx.Bump(ctx, id)
-		require.NoError(t, err)
-		require.NoError(t, tx.Append(ctx, id, core.Event{Version: v, Kind: core.MessagePosted, Message: 2, Text: "m2"}))
-		require.NoError(t, tx.SaveTaken(ctx, id, 2))
-		require.NoError(t, tx.PutLease(ctx, core.Lease{Thread: id, Holder: "x", ExpiresAt: epoch}))
-		require.NoError(t, tx.CreateThread(ctx, "other-"+id))
+		v := writeEachKind(ctx, t, tx, id)
 		th, err := tx.Thread(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, core.Seq(2), th.Last(), "a transaction must read its own writes")
@@ -409,6 +404,19 @@ func testRollbackLeavesStorageUnchanged(t *testing.T, s core.Storage) {
 	require.Equal(t, []core.ThreadID{id}, ids)
 }
 
+// writeEachKind writes in tx one of each kind of write on thread id
+// (which holds one message): a version bump, an event (message 2), the
+// taken cursor, a lease, and a new thread. It returns the new version.
+func writeEachKind(ctx context.Context, t *testing.T, tx core.Transaction, id core.ThreadID) uint64 {
+	v, err := tx.Bump(ctx, id)
+	require.NoError(t, err)
+	require.NoError(t, tx.Append(ctx, id, core.Event{Version: v, Kind: core.MessagePosted, Message: 2, Text: "m2"}))
+	require.NoError(t, tx.SaveTaken(ctx, id, 2))
+	require.NoError(t, tx.PutLease(ctx, core.Lease{Thread: id, Holder: "x", ExpiresAt: epoch}))
+	require.NoError(t, tx.CreateThread(ctx, "other-"+id))
+	return v
+}
+
 // testPanicKeepsNothing: a fn that panics keeps nothing of what it wrote,
 // as one that returns an error, and the panic reaches Update's caller;
 // the storage goes on (its locks were let go). Before the twentieth pass,
@@ -421,12 +429,7 @@ func testPanicKeepsNothing(t *testing.T, s core.Storage) {
 	func() {
 		defer func() { require.Equal(t, "fn's bug", recover(), "the panic reaches Update's caller") }()
 		_ = s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
-			v, err := tx.Bump(ctx, id)
-			require.NoError(t, err)
-			require.NoError(t, tx.Append(ctx, id, core.Event{Version: v, Kind: core.MessagePosted, Message: 2, Text: "m2"}))
-			require.NoError(t, tx.SaveTaken(ctx, id, 2))
-			require.NoError(t, tx.PutLease(ctx, core.Lease{Thread: id, Holder: "x", ExpiresAt: epoch}))
-			require.NoError(t, tx.CreateThread(ctx, "other-"+id))
+			writeEachKind(ctx, t, tx, id)
 			panic("fn's bug")
 		})
 	}()
