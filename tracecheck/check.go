@@ -104,7 +104,8 @@ type Stats struct {
 	Threads         int // threads seen
 }
 
-// Option configures a Checker.
+// Option configures a Checker. A nil Option is ignored; when an option
+// is given twice, the last one given holds.
 type Option func(*Checker)
 
 // WithFile names the trace in violations. Default "trace".
@@ -121,6 +122,9 @@ func WithFences(f core.Fences) Option { return func(c *Checker) { c.fences = f }
 // on its own, from the spec's Init, from its first line: a thread's lines
 // are checked in the order Step is given them (the order rule: it never
 // reorders); threads may interleave. It is not safe for concurrent use.
+// The zero Checker is NewChecker(): a new one follows each trace (one fed
+// the lines of a second file goes on from the first's states). Step's ev
+// must not be nil.
 type Checker struct {
 	file      string
 	fences    core.Fences
@@ -139,7 +143,9 @@ type Checker struct {
 func NewChecker(opts ...Option) *Checker {
 	c := &Checker{file: "trace", fences: core.AllFences(), threads: map[core.ThreadID]int{}, seed: maphash.MakeSeed()}
 	for _, o := range opts {
-		o(c)
+		if o != nil {
+			o(c)
+		}
 	}
 	return c
 }
@@ -149,6 +155,9 @@ func NewChecker(opts ...Option) *Checker {
 // concurrent processes called their Tracer). It returns the Stats and, at
 // the first line no spec action explains, a *Violation; the check stops
 // there. Line numbers are positions in lines plus one, as Read gives.
+// An empty trace (nil) is accepted: there is no line to reject; Reader and
+// CheckReader refuse one (ErrEmpty). Lines not read by a Reader are not
+// held to its input contract's form: an empty thread is one more thread.
 func Check(lines []core.TraceEvent, opts ...Option) (Stats, error) {
 	c := NewChecker(opts...)
 	for i := range lines {
@@ -163,7 +172,8 @@ func Check(lines []core.TraceEvent, opts ...Option) (Stats, error) {
 // checks each line as it is read: memory does not grow with the trace's
 // length. It returns the Reader's *LineError for input that is not a
 // well-formed trace (an empty one included), and otherwise what Check
-// returns.
+// returns. name names the trace in both; a WithFile among opts renames it
+// in violations only.
 func CheckReader(r io.Reader, name string, opts ...Option) (Stats, error) {
 	c := NewChecker(append([]Option{WithFile(name)}, opts...)...)
 	rd := NewReader(r, name)
@@ -239,6 +249,9 @@ func (c *Checker) thread(id core.ThreadID) *threadState {
 // takes it. It returns a *Violation when it does not; that thread is then
 // stopped, and Step returns the same violation for its later lines.
 func (c *Checker) Step(n int, ev *core.TraceEvent) error {
+	if c.threads == nil { // the zero Checker
+		*c = *NewChecker()
+	}
 	t := c.thread(ev.Thread)
 	if t.violation != nil {
 		return t.violation

@@ -37,7 +37,8 @@ var (
 	_ core.TraceClock = (*HistoryWriter)(nil)
 )
 
-// NewHistoryWriter returns a HistoryWriter writing to w.
+// NewHistoryWriter returns a HistoryWriter writing to w. A nil w (or the
+// zero HistoryWriter) keeps an error for Err at the first line.
 func NewHistoryWriter(w io.Writer) *HistoryWriter { return &HistoryWriter{w: w} }
 
 // TraceNow reads the machine's wall clock, in nanoseconds.
@@ -53,6 +54,9 @@ type historyLine struct {
 func (h *HistoryWriter) Trace(ev core.TraceEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.err == nil && h.w == nil {
+		h.err = errNoWriter
+	}
 	if h.err != nil {
 		return
 	}
@@ -79,6 +83,9 @@ func (h *HistoryWriter) Err() error {
 // A last line cut short (the process was killed while writing it) is
 // dropped; any other malformed line is an error naming name and the line.
 func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
+	if r == nil {
+		return nil, &LineError{File: name, Line: 1, Err: errNoSource}
+	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	var out []core.TraceEvent
@@ -142,6 +149,12 @@ func ReadHistory(r io.Reader, name string) ([]core.TraceEvent, error) {
 // keeps so that a process killed after the commit leaves it with the
 // writes. Such a read takes its times from its process's line of it, if
 // any, which then is not taken again.
+//
+// merged is not in trace order: Sort it before checking it. Each
+// process's history is given once: a history given twice holds each of
+// its writes twice, and the copy no stored write takes is reported lost
+// (with what follows from a lost write). nil stored or histories are
+// empty ones.
 func MergeHistories(stored []core.TraceEvent, histories [][]core.TraceEvent) (merged, lost []core.TraceEvent) {
 	type key struct {
 		thread core.ThreadID
@@ -411,12 +424,6 @@ func sawLostLease(ev core.TraceEvent, claims map[core.Holder]bool) bool {
 	return ok && ev.Read && info.Carries.Has(core.FieldLease) && ev.Lease != "" && !claims[ev.Lease]
 }
 
-// lostCrashes returns a Crash for each claim that lost writes (since's
-// holders) and whose last line kept leaves its round open. Storage that
-// loses commits loses a suffix of them: what it kept is what it would
-// hold had each process whose writes it lost crashed right after its
-// last write kept, and the spec's Crash says so. Without it the process's
-// next claim would find it still in its old round.
 // MergedCrash reports whether ev is a Crash line MergeHistories added
 // after storage lost a claim's writes, rather than one a process traced:
 // it returns at no known time.
@@ -424,6 +431,12 @@ func MergedCrash(ev core.TraceEvent) bool {
 	return ev.Action == core.ActionCrash && ev.Return == math.MaxInt64
 }
 
+// lostCrashes returns a Crash for each claim that lost writes (since's
+// holders) and whose last line kept leaves its round open. Storage that
+// loses commits loses a suffix of them: what it kept is what it would
+// hold had each process whose writes it lost crashed right after its
+// last write kept, and the spec's Crash says so. Without it the process's
+// next claim would find it still in its old round.
 func lostCrashes(lines []core.TraceEvent, since map[core.Holder]int64) []core.TraceEvent {
 	last := map[core.Holder]int{}
 	for i, ev := range lines {

@@ -316,7 +316,8 @@ type History struct {
 	ops []porcupine.Operation
 }
 
-// NewHistory returns an empty History whose timestamps come from now.
+// NewHistory returns an empty History whose timestamps come from now,
+// which must not be nil (Begin panics, as it does on the zero History).
 func NewHistory(now func() int64) *History { return &History{now: now} }
 
 // Begin reads the clock for a call by client of in, and returns the
@@ -325,6 +326,9 @@ func NewHistory(now func() int64) *History { return &History{now: now} }
 // called): it must also have changed nothing, as a transaction that
 // returned an error has not.
 func (h *History) Begin(client int, in LinInput) func(out LinOutput) {
+	if h.now == nil {
+		panic("tracecheck: History has no clock: make it with NewHistory and a non-nil now")
+	}
 	call := h.now()
 	return func(out LinOutput) {
 		ret := h.now()
@@ -352,6 +356,7 @@ func (h *History) Len() int {
 // in a History. The workspace's clock must move only between the client's
 // own calls (a manual clock, coretest.Clock, that the client advances), so that the clock reading
 // recorded for a Claim or Renew is the one core stamps the lease with.
+// W and H must be set (the zero LinClient's calls panic).
 type LinClient struct {
 	ID int
 	W  *core.Workspace
@@ -456,7 +461,9 @@ func (c *LinClient) Taken(ctx context.Context, id core.ThreadID) (core.Seq, erro
 // carries no clock readings, so Claims are checked without time: one may
 // take a lease another holder has (it may have expired), as the trace
 // checker infers a Lapse. Clients are numbered by process, in order of
-// appearance.
+// appearance. A line without its times (Call and Return 0, a trace
+// written without a core.TraceClock) makes an operation that overlaps
+// every other at time 0: such a history checks no real-time order.
 func OperationsFromTrace(lines []core.TraceEvent) []porcupine.Operation {
 	var ops []porcupine.Operation
 	clients := map[string]int{}
@@ -505,9 +512,12 @@ var (
 )
 
 // CheckLinearizable checks the operations against LeaseModel with porcupine
-// within timeout (0: none). It returns porcupine.Ok and nil, or
+// within timeout (0 or less: none). It returns porcupine.Ok and nil, or
 // porcupine.Illegal and an error wrapping ErrNotLinearizable, or
-// porcupine.Unknown and an error wrapping ErrLinearizabilityUnknown. On
+// porcupine.Unknown and an error wrapping ErrLinearizabilityUnknown; or,
+// checking nothing, porcupine.Unknown and an error naming the first
+// operation that is not the model's (an Input not a LinInput, an Output
+// not a LinOutput, a Return before its Call). An empty history is Ok. On
 // Illegal, when htmlPath is not empty, it writes porcupine's visualisation
 // of the history there (a self-contained HTML file), making its directory
 // if it is missing; on any other outcome it writes nothing.
@@ -515,10 +525,30 @@ func CheckLinearizable(ops []porcupine.Operation, timeout time.Duration, htmlPat
 	return checkLinearizable(LeaseModel(), ops, timeout, htmlPath)
 }
 
+// linOperations returns an error naming the first operation that is not
+// one of the model's: its Input not a LinInput, its Output not a
+// LinOutput, or a return before its call.
+func linOperations(ops []porcupine.Operation) error {
+	for i, op := range ops {
+		_, in := op.Input.(LinInput)
+		_, out := op.Output.(LinOutput)
+		switch {
+		case !in || !out:
+			return fmt.Errorf("tracecheck: operation %d: input %T and output %T, not LinInput and LinOutput", i, op.Input, op.Output)
+		case op.Return < op.Call:
+			return fmt.Errorf("tracecheck: operation %d (%v) returns at %d, before its call at %d", i, op.Input.(LinInput).Kind, op.Return, op.Call)
+		}
+	}
+	return nil
+}
+
 // checkLinearizable is CheckLinearizable against any model, so that a test
 // can make the outcome Unknown deterministically with a model that cannot
 // finish in time.
 func checkLinearizable(model porcupine.Model, ops []porcupine.Operation, timeout time.Duration, htmlPath string) (porcupine.CheckResult, error) {
+	if err := linOperations(ops); err != nil {
+		return porcupine.Unknown, err
+	}
 	res := porcupine.CheckOperationsTimeout(model, ops, timeout)
 	switch res {
 	case porcupine.Ok:

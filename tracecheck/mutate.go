@@ -52,6 +52,9 @@ func Mutate(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, Mutatio
 	if len(lines) == 0 {
 		return nil, Mutation{Desc: "nothing to mutate"}
 	}
+	if rng == nil {
+		panic("tracecheck: Mutate needs a *rand.Rand, not nil")
+	}
 	kinds := mutationKinds()
 	return MutateKind(rng, lines, kinds[rng.IntN(len(kinds))])
 }
@@ -60,6 +63,9 @@ func Mutate(rng *rand.Rand, lines []core.TraceEvent) ([]core.TraceEvent, Mutatio
 func MutateKind(rng *rand.Rand, lines []core.TraceEvent, kind MutationKind) ([]core.TraceEvent, Mutation) {
 	if len(lines) == 0 {
 		return nil, Mutation{Desc: "nothing to mutate"}
+	}
+	if rng == nil {
+		panic("tracecheck: Mutate needs a *rand.Rand, not nil")
 	}
 	out := slices.Clone(lines)
 	i := rng.IntN(len(out))

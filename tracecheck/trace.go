@@ -32,7 +32,15 @@ type Writer struct {
 	err error
 }
 
-// NewWriter returns a Writer writing to w.
+// errNoSource and errNoWriter are the errors of a nil io.Reader and a nil
+// io.Writer given where a trace is read or written.
+var (
+	errNoSource = errors.New("tracecheck: no source to read (a nil io.Reader)")
+	errNoWriter = errors.New("tracecheck: nowhere to write (a nil io.Writer)")
+)
+
+// NewWriter returns a Writer writing to w. A nil w (or the zero Writer)
+// keeps an error for Err at the first line, and writes nothing.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
 // Trace writes ev as one line. A write error is kept and returned by Err;
@@ -40,6 +48,9 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 func (t *Writer) Trace(ev core.TraceEvent) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.err == nil && t.w == nil {
+		t.err = errNoWriter
+	}
 	if t.err != nil {
 		return
 	}
@@ -96,8 +107,11 @@ func (r *Recorder) Len() int {
 }
 
 // WriteTo writes the lines kept so far as ndjson, in trace order (Sort):
-// a file that follows the order rule.
+// a file that follows the order rule. A nil w is an error.
 func (r *Recorder) WriteTo(w io.Writer) (int64, error) {
+	if w == nil {
+		return 0, errNoWriter
+	}
 	lines := r.Lines()
 	Sort(lines)
 	bw := bufio.NewWriter(w)
@@ -116,7 +130,11 @@ func (r *Recorder) WriteTo(w io.Writer) (int64, error) {
 
 // WriteLines writes lines as ndjson, in the order given (Sort them first
 // for a file that follows the order rule), through a buffer it flushes.
+// A nil w is an error.
 func WriteLines(w io.Writer, lines []core.TraceEvent) error {
+	if w == nil {
+		return errNoWriter
+	}
 	bw := bufio.NewWriter(w)
 	var buf []byte
 	for i := range lines {
@@ -188,7 +206,8 @@ type Reader struct {
 	shared interner
 }
 
-// NewReader returns a Reader of src; name names it in errors.
+// NewReader returns a Reader of src; name names it in errors. A nil src
+// (or the zero Reader) is an error of the source at line 1.
 func NewReader(src io.Reader, name string) *Reader {
 	return &Reader{src: src, name: name, buf: make([]byte, readBufSize)}
 }
@@ -239,6 +258,10 @@ func (r *Reader) Next() (*core.TraceEvent, error) {
 			}
 			r.err = io.EOF
 			return nil, r.err
+		}
+		if r.src == nil {
+			r.srcErr = errNoSource
+			continue
 		}
 		if r.r > 0 {
 			r.w = copy(r.buf, r.buf[r.r:r.w])
