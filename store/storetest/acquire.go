@@ -21,7 +21,8 @@ const waitLimit = 30 * time.Second
 const explore = 200 * time.Millisecond
 
 // Await receives from ch, or gives up after waitLimit with an error that
-// names what it waited for.
+// names what it waited for. A closed ch gives T's zero value and nil, as
+// a receive does; a nil ch waits waitLimit and gives the error.
 func Await[T any](ch <-chan T, what string) (T, error) {
 	select {
 	case v := <-ch:
@@ -64,6 +65,7 @@ func (t *lines) find(a core.Action) (core.TraceEvent, bool) {
 // order the two writes committed in (the versions they wrote) and returns
 // an error if a's run started after b's claim, or if a wait outlasted
 // waitLimit (30 seconds). fences are a's (a mutation test switches them off).
+// s must not be nil.
 func CheckAcquireWaits(ctx context.Context, s core.Storage, fences core.Fences) error {
 	ha, hb := &Hooked{Storage: s}, &Hooked{Storage: s}
 	ta, tb := &lines{}, &lines{}

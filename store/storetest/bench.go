@@ -153,10 +153,11 @@ func FreshStarts(ctx context.Context, b *testing.B, s core.Storage, clock core.C
 // Ops runs op b.N times (op(i) for i = 0, 1, ...), and calls fresh(i)
 // before op(i) every every ops, off the clock, to make the next thread:
 // a benchmark's thread then stays of bounded size. fresh(0) is the
-// caller's. A failing op stops the benchmark.
+// caller's; every 0 or less, or a nil fresh, never calls it. A failing op
+// stops the benchmark.
 func Ops(b *testing.B, every int, fresh func(i int), op func(i int) error) {
 	for i := 0; i < b.N; i++ {
-		if i > 0 && i%every == 0 {
+		if fresh != nil && every > 0 && i > 0 && i%every == 0 {
 			b.StopTimer()
 			fresh(i)
 			b.StartTimer()

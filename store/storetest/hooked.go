@@ -12,7 +12,8 @@ import (
 // while a real transaction is at that point. Each hook runs once, in the
 // first transaction that reaches its point; set them before the
 // transaction starts. Reads (core.Viewer) and polls (core.PendingLister)
-// pass through unhooked.
+// pass through unhooked. Storage must be set: the zero Hooked has no
+// storage to pass to.
 type Hooked struct {
 	core.Storage
 

@@ -12,15 +12,21 @@ import (
 )
 
 // Factory returns an empty storage for one test. It registers its own
-// cleanup with t.
+// cleanup with t. A storage shared between tests fails cases that read
+// what storage holds beyond their own threads (UnknownThread,
+// PendingThreads) and others; a nil one fails the test it is made for.
 type Factory func(t *testing.T) core.Storage
 
 const ttl = 10 * time.Second
 
 var epoch = time.Date(2026, 10, 16, 9, 0, 0, 0, time.UTC)
 
-// Run runs the conformance suite against the storage newStorage makes.
+// Run runs the conformance suite against the storage newStorage makes. A
+// nil newStorage fails t.
 func Run(t *testing.T, newStorage Factory) {
+	if newStorage == nil {
+		t.Fatal("storetest.Run: a nil Factory")
+	}
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, s core.Storage)
@@ -66,7 +72,11 @@ func Run(t *testing.T, newStorage Factory) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel() // each test has a storage of its own
-			tt.fn(t, newStorage(t))
+			s := newStorage(t)
+			if s == nil {
+				t.Fatal("storetest.Run: the Factory returned a nil core.Storage")
+			}
+			tt.fn(t, s)
 		})
 	}
 }
