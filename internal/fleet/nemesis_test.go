@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -153,10 +152,9 @@ func injectWithin(t *testing.T, ctx context.Context, r *run, kind Kind, s *slot)
 // procState is the state letter of process pid (T: stopped).
 func procState(t *testing.T, pid int) byte {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, err := processState(pid)
 	require.NoError(t, err)
-	_, rest, _ := strings.Cut(string(b), ") ")
-	return rest[0]
+	return st
 }
 
 // dialProxy connects to slot s's proxy.

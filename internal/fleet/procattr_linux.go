@@ -16,13 +16,20 @@ func workerProcAttr() *syscall.SysProcAttr {
 // processStopped reports whether process pid is stopped (SIGSTOP, state T
 // in /proc/PID/stat).
 func processStopped(pid int) (bool, error) {
+	st, err := processState(pid)
+	return st == 'T', err
+}
+
+// processState is the state letter of process pid in /proc/PID/stat (T:
+// stopped).
+func processState(pid int) (byte, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false, err
+		return 0, err
 	}
 	_, rest, ok := strings.Cut(string(b), ") ")
 	if !ok || rest == "" {
-		return false, fmt.Errorf("/proc/%d/stat: no state in %q", pid, b)
+		return 0, fmt.Errorf("/proc/%d/stat: no state in %q", pid, b)
 	}
-	return rest[0] == 'T', nil
+	return rest[0], nil
 }

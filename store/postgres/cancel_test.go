@@ -14,17 +14,10 @@ import (
 // lockWaitCancelled starts a RunStart on s while another session holds the
 // thread's row, waits until the server shows the RunStart's backend (of
 // application app) waiting for that lock, cancels the RunStart's context,
-// and returns the RunStart's error, the thread, and the blocking
-// transaction, still open.
-func lockWaitCancelled(t *testing.T, s *Store, app string) (error, core.ThreadID, pgx.Tx) {
-	t.Helper()
-	err, id, blocker, _ := lockWaitCancelledConns(t, s, app)
-	return err, id, blocker
-}
-
-// lockWaitCancelledConns is lockWaitCancelled, also returning how many
-// connections s's pool had as the RunStart began.
-func lockWaitCancelledConns(t *testing.T, s *Store, app string) (error, core.ThreadID, pgx.Tx, int32) {
+// and returns the RunStart's error, the thread, the blocking
+// transaction, still open, and how many connections s's pool had as the
+// RunStart began.
+func lockWaitCancelled(t *testing.T, s *Store, app string) (error, core.ThreadID, pgx.Tx, int32) {
 	t.Helper()
 	ctx := testCtx(t)
 	a, _, _, id, ca := claimed(t, s)
@@ -66,7 +59,7 @@ func TestCancelledLockWaitEndsOnServer(t *testing.T) {
 		app := randomName("tc_")
 		opts.Schema = testSchema(t)
 		s := openStoreWith(t, poolConfig(t, app), opts)
-		err, id, blocker := lockWaitCancelled(t, s, app)
+		err, id, blocker, _ := lockWaitCancelled(t, s, app)
 		require.NotErrorIs(t, err, core.ErrCommitUnknown)
 		waitFor(t, admin(t), "no backend of the store waiting for a lock",
 			`SELECT NOT (`+waitingBackend+`)`, app)
@@ -87,7 +80,7 @@ func TestCancelledLockWaitWithoutCancelRequest(t *testing.T) {
 	s, err := openPool(context.Background(), poolConfig(t, app), Options{Schema: testSchema(t)})
 	require.NoError(t, err)
 	t.Cleanup(s.Close)
-	err, id, blocker := lockWaitCancelled(t, s, app)
+	err, id, blocker, _ := lockWaitCancelled(t, s, app)
 	require.ErrorIs(t, err, core.ErrCommitUnknown)
 	waitFor(t, admin(t), "no backend of the store waiting for a lock", `SELECT NOT (`+waitingBackend+`)`, app)
 	require.NoError(t, blocker.Rollback(context.Background()))

@@ -83,7 +83,7 @@ func TestCancelledLockWaitKeepsTheConnection(t *testing.T) {
 		app := randomName("tc_")
 		opts.Schema = testSchema(t)
 		s := openStoreWith(t, poolConfig(t, app), opts)
-		err, _, _, conns := lockWaitCancelledConns(t, s, app)
+		err, _, _, conns := lockWaitCancelled(t, s, app)
 		require.NotErrorIs(t, err, core.ErrCommitUnknown)
 		keepsConns(t, s, conns, "a cancelled write")
 	})
