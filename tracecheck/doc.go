@@ -33,7 +33,10 @@
 // ttl, expires, replaced and output); a value of the wrong type (integers without
 // sign, fraction or exponent, except the timing fields, which may be
 // negative; output is a boolean); an unknown action, or Lapse; a kind other than "", "run" or
-// "reply"; an empty thread; a line longer than MaxLineBytes. A trace with
+// "reply"; an empty thread; a string with a control character, invalid
+// UTF-8, an escaped NUL (\u0000: core writes none, core.CheckText) or a \u
+// escape that is half a surrogate pair (encoding/json would read it as
+// U+FFFD, making two names one); a line longer than MaxLineBytes. A trace with
 // no line at all (an empty file, /dev/null) is ErrEmpty at line 1, also exit 2; so
 // is a file that cannot be read (a directory, a missing file, no
 // permission). The TLC driver calls ReadFile before TLC sees a file, so

@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"github.com/threadclaim/threadclaim/core"
@@ -43,6 +45,9 @@ func FuzzCanonical(f *testing.F) {
 		{`"proc":"p"`, `"proc":"p\u0000"`}, {`"action":"Claim"`, `"action":"Lapse"`}, {`"lease":"h"`, `"lease":"h","kind":""`},
 		{`"lease":"h"`, `"lease":"h","kind":"plan"`}, {`"tick":1`, `"tick":18446744073709551615`}, {`"ttl":10`, `"ttl":-9223372036854775808`},
 		{`,"replaced":3`, ``}, {`"read":false`, `"read":0`}, {`{`, ` { `}, {`"holder":"h"`, "\"holder\":\"h\xff\""},
+		{`"thread":"t"`, `"thread":"t\ud800"`}, {`"thread":"t"`, `"thread":"\udc00t"`}, {`"thread":"t"`, `"thread":"\ud83d\ude00"`},
+		{`"thread":"t"`, `"thread":"\ud83d\n\ude00"`}, {`"thread":"t"`, `"thread":"\\ud800"`}, {`"thread":"t"`, `"thread":"\ud800\ud800"`},
+		{`"thread":"t"`, `"thread":"\uFFFD"`}, {`"thread":"t"`, `"thread":"\ud83d\u0041"`}, {`"thread":"t"`, `"thread":"\ud83d\u0041\ude00"`}, {`"thread":"t"`, "\"thread\":\"\uFFFD\""},
 	} {
 		f.Add([]byte(strings.Replace(claim, edit[0], edit[1], 1)))
 	}
@@ -130,6 +135,9 @@ func jsonReference(line []byte) (core.TraceEvent, error) {
 		default:
 			var s string
 			err2 = json.Unmarshal(raw, &s)
+			if err2 == nil && (strings.ContainsRune(s, 0) || unpairedSurrogate(raw)) {
+				err2 = fmt.Errorf("%s: NUL or a lone surrogate: %s", key, raw)
+			}
 		}
 		if string(raw) == "null" {
 			err2 = errors.New("null")
@@ -161,6 +169,48 @@ func jsonReference(line []byte) (core.TraceEvent, error) {
 		return core.TraceEvent{}, fmt.Errorf("kind %q", ev.Kind)
 	}
 	return ev, nil
+}
+
+// unpairedSurrogate reads the \u escapes of raw, a JSON string, as
+// UTF-16 code units, each run of them on its own, and says whether
+// unicode/utf16 finds a surrogate outside a pair in one: its decoding
+// then holds more U+FFFD than the units did.
+func unpairedSurrogate(raw []byte) bool {
+	var units []uint16
+	lone := func() bool {
+		n := 0
+		for _, r := range utf16.Decode(units) {
+			if r == utf8.RuneError {
+				n++
+			}
+		}
+		m := 0
+		for _, u := range units {
+			if u == utf8.RuneError {
+				m++
+			}
+		}
+		units = units[:0]
+		return n > m
+	}
+	for i := 1; i < len(raw)-1; i++ {
+		if raw[i] == '\\' && raw[i+1] == 'u' {
+			u, err := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+			if err != nil {
+				panic(err)
+			}
+			units = append(units, uint16(u))
+			i += 5
+			continue
+		}
+		if lone() {
+			return true
+		}
+		if raw[i] == '\\' {
+			i++
+		}
+	}
+	return lone()
 }
 
 // Every fixture line is in core's own form, so the fast path reads it.

@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -495,6 +497,15 @@ func (d *decoder) str() ([]byte, error) {
 			if err := json.Unmarshal(raw, &s); err != nil {
 				return nil, d.errf("bad string: %v", err)
 			}
+			// encoding/json reads a lone surrogate as U+FFFD, so two
+			// different strings would name one thread; and core
+			// writes no NUL (core.CheckText).
+			if loneSurrogate(raw) {
+				return nil, d.errf("a \\u escape that is half a surrogate pair in a string")
+			}
+			if strings.IndexByte(s, 0) >= 0 {
+				return nil, d.errf("NUL (\\u0000) in a string")
+			}
 			return []byte(s), nil
 		case c == '\\':
 			escaped = true
@@ -509,6 +520,44 @@ func (d *decoder) str() ([]byte, error) {
 		}
 	}
 	return nil, d.errf("unterminated string")
+}
+
+// loneSurrogate reports whether the escapes of raw, a JSON string that
+// encoding/json reads, hold a UTF-16 surrogate that is not one half of a
+// pair: a high one not followed at once by a low one, or a low one not
+// after a high one.
+func loneSurrogate(raw []byte) bool {
+	// high: the last escape was a high surrogate, awaiting its low half.
+	// raw's first and last bytes are its quotes.
+	high := false
+	for i := 1; i < len(raw)-1; i++ {
+		if raw[i] != '\\' || raw[i+1] != 'u' {
+			if high {
+				return true
+			}
+			if raw[i] == '\\' {
+				i++ // a one-character escape, \\ among them
+			}
+			continue
+		}
+		u, _ := strconv.ParseUint(string(raw[i+2:i+6]), 16, 16)
+		i += 5
+		switch {
+		case u >= 0xd800 && u < 0xdc00:
+			if high {
+				return true
+			}
+			high = true
+		case u >= 0xdc00 && u < 0xe000:
+			if !high {
+				return true
+			}
+			high = false
+		case high:
+			return true
+		}
+	}
+	return high
 }
 
 // uint parses a JSON number that is a non-negative integer.

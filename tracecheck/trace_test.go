@@ -144,6 +144,10 @@ func TestReadRejects(t *testing.T) {
 		{"bad utf8", strings.Replace(goodLine, `"proc":"poster"`, "\"proc\":\"p\xff\"", 1), 1, "invalid UTF-8"},
 		{"control char", strings.Replace(goodLine, `"proc":"poster"`, "\"proc\":\"p\x01\"", 1), 1, "control character"},
 		{"bad escape", strings.Replace(goodLine, `"proc":"poster"`, `"proc":"p\q"`, 1), 1, "bad string"},
+		// encoding/json reads both as U+FFFD: two threads would be one.
+		{"lone high surrogate", strings.Replace(goodLine, `"thread":"t1"`, `"thread":"t\ud800"`, 1), 1, "half a surrogate pair"},
+		{"lone low surrogate", strings.Replace(goodLine, `"thread":"t1"`, `"thread":"t\udfff"`, 1), 1, "half a surrogate pair"},
+		{"escaped NUL", strings.Replace(goodLine, `"proc":"poster"`, `"proc":"p\u0000"`, 1), 1, "NUL"},
 		{"missing colon", strings.Replace(goodLine, `"msg":1`, `"msg" 1`, 1), 1, "want ':'"},
 		{"missing comma", strings.Replace(goodLine, `"msg":1,`, `"msg":1 `, 1), 1, "want ',' or '}'"},
 		{"empty object", `{}`, 1, "missing field(s)"},
