@@ -44,7 +44,8 @@ func (c *Clock) After(d time.Duration) <-chan time.Time {
 }
 
 // Advance moves the clock forward by d and fires what has come due, in
-// order of due time.
+// order of due time. A negative d moves it back, as a process's clock may
+// jump, and fires nothing.
 func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
