@@ -17,7 +17,7 @@ import (
 type hooked = storetest.Hooked
 
 // backendPID is the server process serving tx.
-func backendPID(tx core.Transaction) uint32 { return tx.(*txn).conn.PgConn().PID() }
+func backendPID(tx core.Transaction) uint32 { return tx.(*handle).t.conn.PgConn().PID() }
 
 // waitFor polls the server until query (returning one boolean) is true.
 // It observes the server's state; it is not a sleep standing in for an

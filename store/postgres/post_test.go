@@ -111,7 +111,7 @@ func TestPostInAViewWritesNothing(t *testing.T) {
 		ws := core.NewWorkspace(s, core.SystemClock{})
 		require.NoError(t, ws.CreateThread(ctx, "t"))
 		err := s.View(ctx, func(ctx context.Context, tx core.Transaction) error {
-			_, _, _, err := tx.(*txn).PostMessage(ctx, "t", time.Now(), "m")
+			_, _, _, err := tx.(*handle).PostMessage(ctx, "t", time.Now(), "m")
 			return err
 		})
 		require.Error(t, err, "a post in a read-only transaction")

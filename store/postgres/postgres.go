@@ -143,7 +143,8 @@ type Store struct {
 
 	// txns are transactions' values, reused: a write allocates little.
 	// A txn holds nothing that outlives its transaction (the cache
-	// entries it leaves are allocated apart).
+	// entries it leaves are allocated apart); fn is given a handle of its
+	// own to it, which refuses every call once its attempt has ended.
 	txns sync.Pool
 }
 
@@ -269,11 +270,12 @@ func (s *Store) Schema() string { return s.schema }
 // returns an error wrapping core.ErrCommitUnknown. Other failures of the
 // server or the connection are returned wrapped.
 //
-// fn must not keep tx past its return: the Store reuses a transaction's
-// value for a later one, so a call of a kept tx is not refused but goes to
-// whichever transaction has the value then, or, with none, to the server
-// on its own, committed as it runs. A fn that panics has its transaction
-// rolled back, and the panic goes on.
+// tx is fn's only while fn runs: once fn's attempt has ended (Update
+// returned, or the Store runs fn again), every method of a tx fn kept
+// returns an error wrapping core.ErrInvalidArgument, and sends nothing to
+// the server, even though the Store reuses the transaction's value for a
+// later one; KeepsTrace, which returns no error, returns false. A fn that
+// panics has its transaction rolled back, and the panic goes on.
 func (s *Store) Update(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
 	return s.run(ctx, false, fn)
 }
@@ -283,6 +285,7 @@ var _ core.Viewer = (*Store)(nil)
 // View runs fn in one REPEATABLE READ READ ONLY transaction: fn reads one
 // snapshot and takes no row locks, so a Plan or a look at a thread neither
 // waits for a thread's writes nor holds them up. A write fn tries fails.
+// A tx kept past View's return is refused as one kept past Update's.
 func (s *Store) View(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
 	err := s.run(ctx, true, fn)
 	if errors.Is(err, core.ErrCommitUnknown) {
@@ -340,9 +343,12 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 	}
 }
 
-// attempt runs fn in t and commits.
+// attempt runs fn in t and commits. fn is given a handle of its own,
+// ended when attempt returns (or panics): a tx fn keeps is refused after.
 func (t *txn) attempt(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
-	if err := fn(ctx, t); err != nil {
+	h := &handle{t: t}
+	defer h.over.Store(true)
+	if err := fn(ctx, h); err != nil {
 		t.rollback(ctx)
 		return err
 	}
