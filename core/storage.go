@@ -27,8 +27,9 @@ type Storage interface {
 	// than once (an optimistic attempt found its reads stale and was
 	// discarded, nothing of it kept): fn must leave no effect outside tx
 	// that a second call would not overwrite. tx is fn's only while fn
-	// runs: fn must not keep it (store/memory refuses a later call of it;
-	// store/postgres reuses its value for a later transaction).
+	// runs: fn must not keep it. A storage refuses each later call of it
+	// with an error wrapping ErrInvalidArgument, and keeps nothing of it
+	// (storetest's KeptTransactionRefused).
 	Update(ctx context.Context, fn func(ctx context.Context, tx Transaction) error) error
 }
 

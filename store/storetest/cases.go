@@ -447,6 +447,171 @@ func testPanicKeepsNothing(t *testing.T, s core.Storage) {
 	require.Equal(t, []core.ThreadID{id}, ids)
 }
 
+// testKeptTransactionRefused: a transaction is fn's only while fn runs
+// (core.Storage's Update): each call of one kept past its Update, or its
+// View, is refused with core.ErrInvalidArgument and leaves nothing in
+// storage, whether it comes right after, inside a later Update, or after
+// that one (a storage that reuses transactions' values may have handed
+// the kept one's to the later Update). Before, the PostgreSQL Store sent
+// such a call to whichever transaction had the value then, or to the
+// server on its own, committed as it ran.
+func testKeptTransactionRefused(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a := newProc(s, "a", 0)
+	id := newThread(t, a, "m1")
+	type kept struct {
+		name string
+		tx   core.Transaction
+	}
+	var txs []kept
+	keep := func(name string) func(ctx context.Context, tx core.Transaction) error {
+		return func(ctx context.Context, tx core.Transaction) error {
+			txs = append(txs, kept{name, tx})
+			_, err := tx.Thread(ctx, id) // a storage that keeps the state in tx has it
+			return err
+		}
+	}
+	require.NoError(t, s.Update(ctx, keep("Update")))
+	if v, ok := s.(core.Viewer); ok {
+		require.NoError(t, v.View(ctx, keep("View")))
+	}
+	before := Snapshot(t, s, id)
+	var lines []core.TraceEvent
+	r, traced := s.(traceReader)
+	if traced {
+		var err error
+		lines, err = r.TraceLines(ctx)
+		require.NoError(t, err)
+	}
+	late := "late-" + id
+	calls := keptCalls(id, late)
+	for _, k := range txs {
+		refused := func(when string) {
+			for _, c := range calls {
+				if err := c.fn(ctx, k.tx); !errors.Is(err, errNotOffered) {
+					require.ErrorIs(t, err, core.ErrInvalidArgument, "%s of a transaction kept past its %s, %s", c.name, k.name, when)
+				}
+			}
+		}
+		refused("after it returned")
+		require.NoError(t, s.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+			refused("inside a later Update")
+			_, err := tx.Thread(ctx, id)
+			return err
+		}))
+		refused("after a later Update")
+	}
+	require.Equal(t, before, Snapshot(t, s, id), "a kept transaction's calls changed the thread")
+	ids, err := a.ws.Threads(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []core.ThreadID{id}, ids, "a kept transaction's CreateThread was kept")
+	if traced {
+		after, err := r.TraceLines(ctx)
+		require.NoError(t, err)
+		require.Equal(t, lines, after, "a kept transaction's LogTrace was kept")
+	}
+	_, err = a.ws.Post(ctx, id, "m2")
+	require.NoError(t, err, "a post after the kept transactions' calls")
+}
+
+// keptCall is one call of a kept transaction, for
+// testKeptTransactionRefused.
+type keptCall struct {
+	name string
+	fn   func(ctx context.Context, tx core.Transaction) error
+}
+
+// errNotOffered is a keptCall's error for a method the transaction does
+// not have.
+var errNotOffered = errors.New("storetest: the transaction has no such method")
+
+// keptCalls are a call of each method of core.Transaction on thread id
+// (CreateThread creates late), and of each optional one core looks for
+// that tx has: writes, then reads.
+func keptCalls(id, late core.ThreadID) []keptCall {
+	lease := core.Lease{Thread: id, Holder: "kept", ExpiresAt: epoch.Add(ttl)}
+	calls := []keptCall{
+		{"CreateThread", func(ctx context.Context, tx core.Transaction) error { return tx.CreateThread(ctx, late) }},
+		{"Bump", func(ctx context.Context, tx core.Transaction) error { _, err := tx.Bump(ctx, id); return err }},
+		{"Append", func(ctx context.Context, tx core.Transaction) error {
+			return tx.Append(ctx, id, core.Event{Version: 2, Kind: core.MessagePosted, Message: 2, Text: "kept"})
+		}},
+		{"SaveTaken", func(ctx context.Context, tx core.Transaction) error { return tx.SaveTaken(ctx, id, 1) }},
+		{"PutLease", func(ctx context.Context, tx core.Transaction) error { return tx.PutLease(ctx, lease) }},
+		{"DeleteLease", func(ctx context.Context, tx core.Transaction) error { return tx.DeleteLease(ctx, id) }},
+		{"PostMessage", func(ctx context.Context, tx core.Transaction) error {
+			p, ok := tx.(interface {
+				PostMessage(context.Context, core.ThreadID, time.Time, string) (core.Seq, uint64, core.Seq, error)
+			})
+			if !ok {
+				return errNotOffered
+			}
+			_, _, _, err := p.PostMessage(ctx, id, epoch, "kept")
+			return err
+		}},
+		{"ClaimLease", func(ctx context.Context, tx core.Transaction) error {
+			c, ok := tx.(interface {
+				ClaimLease(context.Context, core.ThreadID, core.Holder, time.Time, time.Time) (*core.Thread, core.Lease, uint64, error)
+			})
+			if !ok {
+				return errNotOffered
+			}
+			_, _, _, err := c.ClaimLease(ctx, id, "kept", epoch, epoch.Add(ttl))
+			return err
+		}},
+		{"ClaimLeaseThenStart", func(ctx context.Context, tx core.Transaction) error {
+			c, ok := tx.(interface {
+				ClaimLeaseThenStart(context.Context, core.ThreadID, core.Holder, time.Time, time.Time, time.Time, func(*core.Thread) (core.Event, bool)) (*core.Thread, core.Lease, uint64, core.Event, error)
+			})
+			if !ok {
+				return errNotOffered
+			}
+			_, _, _, _, err := c.ClaimLeaseThenStart(ctx, id, "kept", epoch, epoch.Add(ttl), epoch, func(*core.Thread) (core.Event, bool) { return core.Event{}, false })
+			return err
+		}},
+		{"LogTrace", func(ctx context.Context, tx core.Transaction) error {
+			l, ok := tx.(core.TraceLog)
+			if !ok {
+				return errNotOffered
+			}
+			return l.LogTrace(ctx, core.TraceEvent{Tick: 99, Action: core.ActionPost, Thread: id, Msg: 2, Proc: "kept"})
+		}},
+	}
+	return append(calls, keptReads(id)...)
+}
+
+// keptReads are keptCalls' reads.
+func keptReads(id core.ThreadID) []keptCall {
+	return []keptCall{
+		{"Thread", func(ctx context.Context, tx core.Transaction) error { _, err := tx.Thread(ctx, id); return err }},
+		{"ThreadIDs", func(ctx context.Context, tx core.Transaction) error { _, err := tx.ThreadIDs(ctx); return err }},
+		{"Events", func(ctx context.Context, tx core.Transaction) error { _, err := tx.Events(ctx, id); return err }},
+		{"Lease", func(ctx context.Context, tx core.Transaction) error { _, err := tx.Lease(ctx, id); return err }},
+		{"HoldsLease", func(ctx context.Context, tx core.Transaction) error {
+			_, _, err := tx.HoldsLease(ctx, id, "kept")
+			return err
+		}},
+		{"EventsAfter", func(ctx context.Context, tx core.Transaction) error {
+			r, ok := tx.(interface {
+				EventsAfter(context.Context, core.ThreadID, core.Position) ([]core.Event, error)
+			})
+			if !ok {
+				return errNotOffered
+			}
+			_, err := r.EventsAfter(ctx, id, 0)
+			return err
+		}},
+		{"LoggedTrace", func(ctx context.Context, tx core.Transaction) error {
+			r, ok := tx.(core.TraceLogReader)
+			if !ok {
+				return errNotOffered
+			}
+			_, _, err := r.LoggedTrace(ctx, id, 1)
+			return err
+		}},
+	}
+}
+
 // testRollbackUndoesEachWrite: a transaction that makes one write and
 // then fails keeps nothing of it, whichever write it is: the taken cursor
 // saved alone, a lease removed, a lease renewed, a lease taken over, an

@@ -9,7 +9,8 @@
 // the fence (HoldsLease true until the transaction ends, so that another
 // holder's acquire waits for a fenced write); refused and rolled-back
 // writes leaving storage unchanged, each kind of write undone alone, and
-// so those of a function that panics;
+// so those of a function that panics; a transaction kept past its Update
+// refused;
 // Update's context given to its function, and an ended one writing
 // nothing; results handed out as copies; fresh holders; concurrent claims
 // with one winner; runs, replies, abandons and the threads a poll lists

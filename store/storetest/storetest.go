@@ -45,6 +45,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"RollbackLeavesStorageUnchanged", testRollbackLeavesStorageUnchanged},
 		{"RollbackUndoesEachWrite", testRollbackUndoesEachWrite},
 		{"PanicKeepsNothing", testPanicKeepsNothing},
+		{"KeptTransactionRefused", testKeptTransactionRefused},
 		{"UpdateContext", testUpdateContext},
 		{"HandedOutSlicesAreCopies", testHandedOutSlicesAreCopies},
 		{"NewClaimNewHolder", testNewClaimNewHolder},
