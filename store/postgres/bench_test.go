@@ -315,3 +315,22 @@ func benchPosts(b *testing.B, xFirst bool, x, y string, setup func(context.Conte
 	b.StopTimer()
 	reportMedians(b, x, y, xt, yt)
 }
+
+// BenchmarkUpdateOverhead measures what an Update costs the client alone:
+// fn reads and writes nothing, so the transaction takes no connection and
+// sends nothing (commit's "fn read and wrote nothing"), and what is left
+// is run's own work: the pooled txn, its reset, and the handle fn is
+// given (newHandle: 16 bytes of a slab of 64, no allocation of its own).
+//
+//	scripts/with-postgres go test ./store/postgres -run '^$' -bench UpdateOverhead -benchmem -count 6
+func BenchmarkUpdateOverhead(b *testing.B) {
+	s := newStore(b)
+	ctx := context.Background()
+	fn := func(context.Context, core.Transaction) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Update(ctx, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -13,12 +13,30 @@ import (
 // and nothing after it. The Store reuses transactions' values (Store.txns),
 // so fn is not given the *txn itself: a tx kept past its Update or View
 // would reach whichever transaction had the value then. Each attempt
-// makes a handle of its own (one 16-byte allocation) and ends it when the
-// attempt ends; every method of an ended handle returns errTxOver and
-// touches neither the txn nor the server.
+// has a handle of its own (newHandle), ended when the attempt ends; every
+// method of an ended handle returns errTxOver and touches neither the txn
+// nor the server.
 type handle struct {
 	t    *txn
 	over atomic.Bool // the attempt ended: t is no longer this handle's
+}
+
+// handleSlab is how many handles a txn allocates at once (16 bytes each).
+const handleSlab = 64
+
+// newHandle returns a handle to t that no fn has had: the next of t's
+// slab, which is never handed out again, so that a kept handle stays
+// ended. A slab is one allocation for handleSlab attempts, where a handle
+// allocated alone would be one an attempt (BenchmarkUpdateOverhead); a
+// kept handle keeps its slab (1 KB) alive, and its txn, as before.
+func (t *txn) newHandle() *handle {
+	if len(t.handles) == 0 {
+		t.handles = make([]handle, handleSlab)
+	}
+	h := &t.handles[0]
+	t.handles = t.handles[1:]
+	h.t = t
+	return h
 }
 
 // errTxOver refuses a call of a transaction whose Update or View has

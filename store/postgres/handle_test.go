@@ -145,3 +145,25 @@ func TestKeptTransactionRefusedInARetry(t *testing.T) {
 	}))
 	require.Len(t, attempts, 2, "the one-shot read was run again")
 }
+
+// A handle is never handed out twice: each Update's is its own, across
+// its txn's slabs (newHandle), and each refuses once its Update returned.
+func TestHandlesNeverReused(t *testing.T) {
+	t.Parallel() // a schema of its own
+	ctx := testCtx(t)
+	s := newStore(t)
+	seen := map[*handle]bool{}
+	for range 2*handleSlab + 1 {
+		var h *handle
+		require.NoError(t, s.Update(ctx, func(_ context.Context, tx core.Transaction) error {
+			h = tx.(*handle)
+			require.False(t, h.ended(), "a live transaction's handle is ended")
+			return nil
+		}))
+		require.False(t, seen[h], "a handle handed out twice")
+		seen[h] = true
+	}
+	for h := range seen {
+		callEnded(t, ctx, h, "kept past its Update")
+	}
+}

@@ -346,7 +346,7 @@ func (s *Store) run(ctx context.Context, readOnly bool, fn func(ctx context.Cont
 // attempt runs fn in t and commits. fn is given a handle of its own,
 // ended when attempt returns (or panics): a tx fn keeps is refused after.
 func (t *txn) attempt(ctx context.Context, fn func(ctx context.Context, tx core.Transaction) error) error {
-	h := &handle{t: t}
+	h := t.newHandle()
 	defer h.over.Store(true)
 	if err := fn(ctx, h); err != nil {
 		t.rollback(ctx)

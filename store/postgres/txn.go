@@ -57,6 +57,7 @@ type txn struct {
 	releases  bool                         // a lease is deleted: its holder's turn ends (trips)
 	spare     [2]txThread                  // the first threads' values, reused
 	nSpare    int
+	handles   []handle // the handles not yet given to an fn (newHandle)
 }
 
 // reset makes t a new transaction on conn, keeping its allocations.
@@ -68,7 +69,7 @@ func (t *txn) reset(s *Store, conn *pgx.Conn, readOnly, speculate bool) {
 	clear(t.evs)
 	*t = txn{s: s, conn: conn, held: t.held, readOnly: readOnly, speculate: speculate && !readOnly, oneShot: speculate && readOnly,
 		threads: t.threads, leases: t.leases, pending: t.pending[:0], assumed: t.assumed[:0], buf: t.buf[:0], evs: t.evs[:0],
-		trip: trip{stmts: t.trip.stmts[:0], signal: t.trip.signal}}
+		trip: trip{stmts: t.trip.stmts[:0], signal: t.trip.signal}, handles: t.handles}
 }
 
 // newThread returns a txThread of t's own, zeroed.
