@@ -170,6 +170,10 @@ func TestTLCStateForState(t *testing.T) {
 	env := Env{Jar: jar} // java on the PATH
 	for _, f := range specCfgs(t) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
+			// Each cfg's comparison is one core's work (the model, then
+			// TLC with one worker), in directories of its own: two at
+			// once (go test's -parallel) halve the step's longest pole.
+			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			cmp, err := env.CompareGraph(ctx, f)
