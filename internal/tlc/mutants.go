@@ -225,33 +225,9 @@ func (r MutantRun) Run(ctx context.Context, ms []Mutant) ([]MutantResult, error)
 	if err := CopySpecs(r.Root, orig); err != nil {
 		return nil, err
 	}
-	checks := map[string]bool{}
-	for _, m := range ms {
-		checks[m.CaughtBy] = true
-	}
-	var want []FixtureVerdict
-	for c := range checks {
-		if c == FixturesCheck {
-			want, err = r.Env.CheckFixtures(ctx, r.batch(orig), fxs)
-			if err != nil {
-				return nil, fmt.Errorf("trace fixtures, unmutated: %w", err)
-			}
-			for i, fx := range fxs {
-				if p := fx.Problem(want[i]); p != "" {
-					return nil, fmt.Errorf("trace fixtures, unmutated: %s: %s", fx.Path, p)
-				}
-			}
-			continue
-		}
-		if cfg, ok := strings.CutPrefix(c, GraphCheck); ok {
-			if how, err := r.checkGraph(ctx, orig, cfg); err != nil || how != "" {
-				return nil, fmt.Errorf("%s, unmutated: %s%v", c, how, errOrEmpty(err))
-			}
-			continue
-		}
-		if how, err := r.checkCfg(ctx, orig, c); err != nil || how != "" {
-			return nil, fmt.Errorf("%s, unmutated: %s%v", c, how, errOrEmpty(err))
-		}
+	want, err := r.baseline(ctx, orig, ms, fxs)
+	if err != nil {
+		return nil, err
 	}
 
 	out := make([]MutantResult, len(ms))
@@ -269,6 +245,70 @@ func (r MutantRun) Run(ctx context.Context, ms []Mutant) ([]MutantResult, error)
 	}
 	wg.Wait()
 	return out, ctx.Err()
+}
+
+// baseline runs each check a mutant in ms names on the unmutated copy in
+// orig, r.Parallel at once, and returns the trace fixtures' verdicts there
+// (when a mutant names them). A check that does not give its expected
+// result is an error: no mutant's result would mean anything.
+func (r MutantRun) baseline(ctx context.Context, orig string, ms []Mutant, fxs []Fixture) ([]FixtureVerdict, error) {
+	checks := map[string]bool{}
+	for _, m := range ms {
+		checks[m.CaughtBy] = true
+	}
+	var (
+		want []FixtureVerdict
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	sem := make(chan struct{}, max(r.Parallel, 1))
+	for c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			got, err := r.baselineCheck(ctx, orig, c, fxs)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if c == FixturesCheck {
+				want = got
+			}
+		}()
+	}
+	wg.Wait()
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return want, errors.Join(errs...)
+}
+
+// baselineCheck runs one check c on the unmutated copy in orig; for the
+// trace fixtures it returns their verdicts.
+func (r MutantRun) baselineCheck(ctx context.Context, orig, c string, fxs []Fixture) ([]FixtureVerdict, error) {
+	if c == FixturesCheck {
+		want, err := r.Env.CheckFixtures(ctx, r.batch(orig), fxs)
+		if err != nil {
+			return nil, fmt.Errorf("trace fixtures, unmutated: %w", err)
+		}
+		for i, fx := range fxs {
+			if p := fx.Problem(want[i]); p != "" {
+				return nil, fmt.Errorf("trace fixtures, unmutated: %s: %s", fx.Path, p)
+			}
+		}
+		return want, nil
+	}
+	check := r.checkCfg
+	cfg, graph := strings.CutPrefix(c, GraphCheck)
+	if graph {
+		check = r.checkGraph
+	}
+	if how, err := check(ctx, orig, cfg); err != nil || how != "" {
+		return nil, fmt.Errorf("%s, unmutated: %s%v", c, how, errOrEmpty(err))
+	}
+	return nil, nil
 }
 
 func errOrEmpty(err error) any {

@@ -171,3 +171,46 @@ func TestReadExpectationEmptyFile(t *testing.T) {
 		t.Error("an empty cfg declared an expectation")
 	}
 }
+
+// A check a mutant names that fails on the unmutated spec makes Run an
+// error naming it, with no mutant's result: a mutant caught by a check
+// that fails anyway shows nothing. The baseline's checks run at once
+// (Parallel); the one that passes beside it does not hide it.
+func TestMutantBaselineFailureIsAnError(t *testing.T) {
+	env := realTLC(t)
+	root := t.TempDir()
+	if err := CopySpecs("../..", root); err != nil {
+		t.Fatal(err)
+	}
+	fixtures, err := filepath.Abs(filepath.Join("../..", "tla", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fixtures, filepath.Join(root, "tla", "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	const wrong = "spec/ThreadClaimLapseUnfenced.cfg"
+	cfg := filepath.Join(root, filepath.FromSlash(wrong))
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its violation is expected: say it holds instead.
+	b = []byte(strings.Replace(string(b), `\* expect: violation I1_ConsumedAtMostOnce`, `\* expect: ok`, 1))
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ms := []Mutant{
+		{Name: "named-by-the-wrong-cfg", File: "spec/ThreadClaimLapse.tla", CaughtBy: wrong},
+		{Name: "named-by-a-right-cfg", File: "spec/ThreadClaimLapse.tla", CaughtBy: "spec/ThreadClaimLapseNoFairnessOneMsg.cfg"},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, err := MutantRun{Env: env, Root: root, Parallel: 2, Job: Job{Timeout: 4 * time.Minute}}.Run(ctx, ms)
+	if err == nil || rs != nil {
+		t.Fatalf("Run = %d results, %v; want no result and the unmutated check's failure", len(rs), err)
+	}
+	if !strings.Contains(err.Error(), wrong+", unmutated") || strings.Contains(err.Error(), "NoFairnessOneMsg") {
+		t.Errorf("the error %q does not name %s (and only it) failing unmutated", err, wrong)
+	}
+}
