@@ -150,6 +150,15 @@ func (fx Fixture) Problem(v FixtureVerdict) string {
 // CheckFixtures puts every fixture's threads through the trace spec, one
 // TLC run per set of fences, and returns a verdict per fixture.
 func (e Env) CheckFixtures(ctx context.Context, b Batch, fxs []Fixture) ([]FixtureVerdict, error) {
+	return e.checkFixtures(ctx, b, fxs, nil)
+}
+
+// checkFixtures is CheckFixtures; with enough set, it stops after the
+// first TLC run (a set of fences) for which enough, given the verdicts
+// and the indexes in fxs of that run's fixtures, returns true, and the
+// fixtures of the runs not made have no verdict (a spec mutant is caught
+// once one verdict changed).
+func (e Env) checkFixtures(ctx context.Context, b Batch, fxs []Fixture, enough func(out []FixtureVerdict, run []int) bool) ([]FixtureVerdict, error) {
 	out := make([]FixtureVerdict, len(fxs))
 	groups := map[string][]int{} // fences -> fixtures
 	var keys []string
@@ -185,6 +194,9 @@ func (e Env) CheckFixtures(ctx context.Context, b Batch, fxs []Fixture) ([]Fixtu
 				}
 				vs = vs[1:]
 			}
+		}
+		if enough != nil && enough(out, groups[k]) {
+			break
 		}
 	}
 	return out, nil

@@ -379,18 +379,21 @@ func (r MutantRun) one(ctx context.Context, base string, m Mutant, fxs []Fixture
 		return res
 	}
 	if m.CaughtBy == FixturesCheck {
-		got, err := r.Env.CheckFixtures(ctx, r.batch(dir), fxs)
-		if err != nil {
+		// The runs stop at the first whose verdicts differ: one is enough.
+		var diffs []string
+		changed := func(got []FixtureVerdict, run []int) bool {
+			for _, i := range run {
+				if got[i].RejectedAt != want[i].RejectedAt {
+					diffs = append(diffs, fmt.Sprintf("%s: %s instead of %s", filepath.Base(got[i].Path), verdictWords(got[i]), verdictWords(want[i])))
+				}
+			}
+			return len(diffs) > 0
+		}
+		if _, err := r.Env.checkFixtures(ctx, r.batch(dir), fxs, changed); err != nil {
 			// A trace spec that TLC cannot run at all (a parse error, say)
 			// catches nothing: the mutant must change a verdict.
 			res.Err = err
 			return res
-		}
-		var diffs []string
-		for i := range got {
-			if got[i].RejectedAt != want[i].RejectedAt {
-				diffs = append(diffs, fmt.Sprintf("%s: %s instead of %s", filepath.Base(got[i].Path), verdictWords(got[i]), verdictWords(want[i])))
-			}
 		}
 		res.Caught, res.How = len(diffs) > 0, strings.Join(diffs, "; ")
 		return res

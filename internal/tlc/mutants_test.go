@@ -214,3 +214,43 @@ func TestMutantBaselineFailureIsAnError(t *testing.T) {
 		t.Errorf("the error %q does not name %s (and only it) failing unmutated", err, wrong)
 	}
 }
+
+// A mutant that changes no verdict survives: every run of the trace
+// fixtures is made (with each set of fences), and none is read as a
+// change. Beside it, one that changes a verdict is caught.
+func TestHarmlessTraceMutantSurvives(t *testing.T) {
+	env := realTLC(t)
+	const trace = "tla/ThreadClaimLapseTrace.tla"
+	b, err := os.ReadFile(filepath.Join("../..", filepath.FromSlash(trace)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	ms := []Mutant{
+		{Name: "a-comment", File: trace, CaughtBy: FixturesCheck, Replace: first + "\n", With: first + "\n\\* a comment changes no verdict\n"},
+	}
+	real, err := LoadMutants(filepath.Join("../..", "spec", "mutants"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range real {
+		if m.Name == "trace-claim-holder-reuse" {
+			ms = append(ms, m)
+		}
+	}
+	if len(ms) != 2 {
+		t.Fatal("spec/mutants has no trace-claim-holder-reuse")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, err := MutantRun{Env: env, Root: "../..", Parallel: 2, Job: Job{Timeout: 4 * time.Minute}}.Run(ctx, ms)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("Run (deadline 5 min): %d results, %v", len(rs), err)
+	}
+	if r := rs[0]; r.Caught || r.Err != nil || r.How != "" {
+		t.Errorf("a comment in the trace spec: %+v, want survived with nothing changed", r)
+	}
+	if r := rs[1]; !r.Caught || r.Err != nil {
+		t.Errorf("%s: %+v, want caught", r.Mutant.Name, r)
+	}
+}
