@@ -50,11 +50,12 @@ var (
 	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrHolderReused: a lease was to be acquired by a holder that has
-	// held that lease before. Holders are fresh for every claim: a holder
-	// that claimed a thread never claims it again, or a round it left
-	// behind would pass a later claim's fence. Storage enforces it; it
-	// wraps ErrInvalidArgument.
-	ErrHolderReused = fmt.Errorf("%w: holder already claimed this thread once", ErrInvalidArgument)
+	// held that lease before, or a Workspace was to claim with a holder it
+	// claimed with before, on any thread. Holders are fresh for every
+	// claim: a holder that claimed a thread never claims it again, or a
+	// round it left behind would pass a later claim's fence. Storage
+	// enforces it for each thread; it wraps ErrInvalidArgument.
+	ErrHolderReused = fmt.Errorf("%w: holder already used by an earlier claim", ErrInvalidArgument)
 	// ErrOutOfOrder: the call is not one the specification allows next in
 	// the claim's round (a RunStart or Reply that is not the current plan,
 	// a Plan or Release during a run, a second Claim on a thread whose

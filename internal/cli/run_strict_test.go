@@ -160,7 +160,7 @@ func TestRunStaleRenewIsAFailure(t *testing.T) {
 				ttl: 40 * time.Millisecond, interleave: true, faults: 0.05, shrink: true, shrinkDir: t.TempDir(),
 				porcupineTimeout: time.Minute}
 			msg, out := runDefective(t, f, func() core.Storage { return staleRenew(memory.New()) })
-			require.Contains(t, msg, "holder already claimed this thread once")
+			require.Contains(t, msg, "holder already used by an earlier claim")
 			require.Contains(t, out, c.story, "its story is told")
 		})
 	}
