@@ -300,15 +300,20 @@ func (r MutantRun) baselineCheck(ctx context.Context, orig, c string, fxs []Fixt
 		}
 		return want, nil
 	}
-	check := r.checkCfg
-	cfg, graph := strings.CutPrefix(c, GraphCheck)
-	if graph {
-		check = r.checkGraph
-	}
-	if how, err := check(ctx, orig, cfg); err != nil || how != "" {
+	if how, err := r.checkModel(ctx, orig, c); err != nil || how != "" {
 		return nil, fmt.Errorf("%s, unmutated: %s%v", c, how, errOrEmpty(err))
 	}
 	return nil, nil
+}
+
+// checkModel runs check c, a model cfg or (GraphCheck) a cfg's state
+// graph, on the copy in dir and says how its result differs from the
+// expected one ("" when it does not).
+func (r MutantRun) checkModel(ctx context.Context, dir, c string) (string, error) {
+	if cfg, graph := strings.CutPrefix(c, GraphCheck); graph {
+		return r.checkGraph(ctx, dir, cfg)
+	}
+	return r.checkCfg(ctx, dir, c)
 }
 
 func errOrEmpty(err error) any {
@@ -398,12 +403,7 @@ func (r MutantRun) one(ctx context.Context, base string, m Mutant, fxs []Fixture
 		res.Caught, res.How = len(diffs) > 0, strings.Join(diffs, "; ")
 		return res
 	}
-	check := r.checkCfg
-	cfg, graph := strings.CutPrefix(m.CaughtBy, GraphCheck)
-	if graph {
-		check = r.checkGraph
-	}
-	how, err := check(ctx, dir, cfg)
+	how, err := r.checkModel(ctx, dir, m.CaughtBy)
 	res.Caught, res.How, res.Err = err == nil && how != "", how, err
 	return res
 }

@@ -51,16 +51,19 @@ const waitingBackend = `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE appl
 // a cancel request, the backend stops waiting, and the write, which never
 // got its lock, is known to have rolled back (not ErrCommitUnknown),
 // whether it waited in a locking read or in a speculating write's check,
-// in the round trip that carries COMMIT. Once the lock is free, nothing
-// of it was written.
+// in the round trip that carries COMMIT. The write keeps its connection
+// (cancelRequest): the transaction is rolled back on it, and the pool has
+// as many connections after as before. Once the lock is free, nothing of
+// it was written.
 func TestCancelledLockWaitEndsOnServer(t *testing.T) {
 	t.Parallel() // a schema of its own
 	eachReadMode(t, func(t *testing.T, opts Options) {
 		app := randomName("tc_")
 		opts.Schema = testSchema(t)
 		s := openStoreWith(t, poolConfig(t, app), opts)
-		err, id, blocker, _ := lockWaitCancelled(t, s, app)
+		err, id, blocker, conns := lockWaitCancelled(t, s, app)
 		require.NotErrorIs(t, err, core.ErrCommitUnknown)
+		keepsConns(t, s, conns, "a cancelled write")
 		waitFor(t, admin(t), "no backend of the store waiting for a lock",
 			`SELECT NOT (`+waitingBackend+`)`, app)
 		require.NoError(t, blocker.Rollback(context.Background()))

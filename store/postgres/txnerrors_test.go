@@ -72,23 +72,6 @@ func TestViewLostConnectionNotUnknown(t *testing.T) {
 	require.ErrorContains(t, err, "read-only transaction lost its connection")
 }
 
-// A write cancelled in its lock wait, which is known to have rolled back,
-// keeps its connection (cancelRequest): the transaction is rolled back on
-// it, whether the wait was a locking read's or a speculating write's
-// check in the round trip that carried COMMIT, and the pool has as many
-// connections after as before.
-func TestCancelledLockWaitKeepsTheConnection(t *testing.T) {
-	t.Parallel() // a schema of its own
-	eachReadMode(t, func(t *testing.T, opts Options) {
-		app := randomName("tc_")
-		opts.Schema = testSchema(t)
-		s := openStoreWith(t, poolConfig(t, app), opts)
-		err, _, _, conns := lockWaitCancelled(t, s, app)
-		require.NotErrorIs(t, err, core.ErrCommitUnknown)
-		keepsConns(t, s, conns, "a cancelled write")
-	})
-}
-
 // A transaction that reads and writes nothing takes no connection and
 // makes no round trip.
 func TestEmptyTransactionNoRoundTrip(t *testing.T) {
