@@ -197,15 +197,19 @@ const readBufSize = 4 * MaxLineBytes
 // canonical.go); any other line goes to the general decoder, which
 // accepts the same lines and more and gives the reason for the rest.
 type Reader struct {
-	src    io.Reader
-	name   string
-	buf    []byte
-	r, w   int   // unread bytes are buf[r:w]
-	srcErr error // src's error, acted on once the buffer is drained
-	n      int   // the number of the line last returned
-	err    error // sticky: io.EOF or a *LineError
-	ev     core.TraceEvent
-	shared interner
+	src  io.Reader
+	name string
+	buf  []byte
+	r, w int // unread bytes are buf[r:w]
+	// scanned counts the unread bytes known to hold no newline: a line
+	// that arrives in pieces is searched on from there, and parsed once
+	// when its newline comes, not again from its start at each piece.
+	scanned int
+	srcErr  error // src's error, acted on once the buffer is drained
+	n       int   // the number of the line last returned
+	err     error // sticky: io.EOF or a *LineError
+	ev      core.TraceEvent
+	shared  interner
 }
 
 // NewReader returns a Reader of src; name names it in errors. A nil src
@@ -231,14 +235,17 @@ func (r *Reader) Next() (*core.TraceEvent, error) {
 	for {
 		// A line in core's form is parsed where it starts, and its
 		// newline found as it ends; any other goes by the newline.
-		if n := r.canonicalLine(r.buf[r.r:r.w]); n > 0 {
-			r.r += n
-			r.n++
-			return &r.ev, nil
+		if r.scanned == 0 {
+			if n := r.canonicalLine(r.buf[r.r:r.w]); n > 0 {
+				r.r += n
+				r.n++
+				return &r.ev, nil
+			}
 		}
-		if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
-			line := r.buf[r.r : r.r+i]
-			r.r += i + 1
+		if i := bytes.IndexByte(r.buf[r.r+r.scanned:r.w], '\n'); i >= 0 {
+			line := r.buf[r.r : r.r+r.scanned+i]
+			r.r += r.scanned + i + 1
+			r.scanned = 0
 			return r.line(line)
 		}
 		if r.w-r.r > MaxLineBytes {
@@ -251,7 +258,7 @@ func (r *Reader) Next() (*core.TraceEvent, error) {
 			}
 			if r.r < r.w { // the last line, without a newline
 				line := r.buf[r.r:r.w]
-				r.r = r.w
+				r.r, r.scanned = r.w, 0
 				return r.line(line)
 			}
 			if r.n == 0 {
@@ -265,6 +272,7 @@ func (r *Reader) Next() (*core.TraceEvent, error) {
 			r.srcErr = errNoSource
 			continue
 		}
+		r.scanned = r.w - r.r
 		if r.r > 0 {
 			r.w = copy(r.buf, r.buf[r.r:r.w])
 			r.r = 0

@@ -372,3 +372,33 @@ func BenchmarkRead(b *testing.B) {
 	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "lines/s")
 	b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "lines/cpu-s")
 }
+
+// piecesReader returns at most n bytes a Read, as a pipe or a socket may.
+type piecesReader struct {
+	r io.Reader
+	n int
+}
+
+func (p piecesReader) Read(b []byte) (int, error) { return p.r.Read(b[:min(len(b), p.n)]) }
+
+// BenchmarkReadInPieces measures the Reader on BenchmarkRead's trace
+// arriving 16 bytes a Read: each line is parsed once, when its newline
+// has come, not again from its start at each piece (lines/cpu-s).
+func BenchmarkReadInPieces(b *testing.B) {
+	data, n := benchTrace(b, 200_000)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0 := cpuTime()
+	for b.Loop() {
+		rd := tracecheck.NewReader(piecesReader{bytes.NewReader(data), 16}, "bench.ndjson")
+		for {
+			if _, err := rd.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/(cpuTime()-cpu0).Seconds(), "lines/cpu-s")
+}
