@@ -3,7 +3,11 @@ package tracecheck
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -254,5 +258,52 @@ func TestReadOneTrailingByte(t *testing.T) {
 func TestReadOutputTrueWhole(t *testing.T) {
 	for _, v := range []string{"trux", "tXXX", "t   "} {
 		refusedAt(t, strings.Replace(everyFieldLine, `"lease":"h1"}`, `"lease":"h1","output":`+v+`}`, 1), 1)
+	}
+}
+
+// piecewise returns at most n bytes a Read, as a pipe may.
+type piecewise struct {
+	r io.Reader
+	n int
+}
+
+func (p piecewise) Read(b []byte) (int, error) { return p.r.Read(b[:min(len(b), p.n)]) }
+
+// A trace read in pieces of any size gives the lines and the error it
+// gives read whole: the Reader's search for a newline, which goes on from
+// where a piece ended, loses no byte and skips no line (CRLF split
+// between pieces, a last line with no newline, a line too long, a
+// malformed one, lines in core's form and not).
+func TestReadInPiecesSameAsWhole(t *testing.T) {
+	long := everyFieldLineOfLen(MaxLineBytes)
+	inputs := map[string]string{
+		"core's form":       everyFieldLine + "\n" + strings.Replace(everyFieldLine, `"tick":3`, `"tick":4`, 1) + "\n",
+		"crlf":              everyFieldLine + "\r\n" + everyFieldLine + "\r\n",
+		"no last newline":   everyFieldLine + "\n" + everyFieldLine,
+		"keys reordered":    `{"action":"Reply","tick":3,"read":false,"thread":"t1","proc":"p1","holder":"h1","msg":4,"req":5,"run":6,"taken":7,"lease":"h1"}` + "\n" + everyFieldLine + "\n",
+		"malformed second":  everyFieldLine + "\n{\"tick\":x}\n" + everyFieldLine + "\n",
+		"longest line":      long + "\n" + everyFieldLine + "\n",
+		"a line too long":   everyFieldLine + "\n" + long + " \n",
+		"blank line":        everyFieldLine + "\n\n" + everyFieldLine + "\n",
+		"one byte at last":  everyFieldLine + "\nx",
+		"a lone newline":    "\n",
+		"nothing":           "",
+		"spaces in a value": strings.Replace(everyFieldLine, `"tick":3,`, `"tick": 3 ,`, 1) + "\n",
+	}
+	for _, f := range []string{"ok-run-output.ndjson", "ok-steer-exception.ndjson", "bad-malformed.ndjson"} {
+		b, err := os.ReadFile(filepath.Join("testdata", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		inputs[f] = string(b)
+	}
+	for name, in := range inputs {
+		want, wantErr := Read(strings.NewReader(in), "in")
+		for _, n := range []int{1, 2, 3, 7, 16, 61, 4096} {
+			got, err := Read(piecewise{strings.NewReader(in), n}, "in")
+			if fmt.Sprint(err) != fmt.Sprint(wantErr) || !slices.Equal(got, want) {
+				t.Errorf("%s in pieces of %d: %d lines, error %v; read whole: %d lines, error %v", name, n, len(got), err, len(want), wantErr)
+			}
+		}
 	}
 }
