@@ -157,7 +157,7 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 	jsonOut := jsonFlag(fs)
 	fs.StringVar(&o.root, "root", ".", "the repository's root (holds spec/ and tla/)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "each TLC run's deadline")
-	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "spec mutants checked at once (each a JVM with one worker); a batch of traces is one JVM with TLC's workers")
+	fs.IntVar(&o.parallel, "parallel", runtime.GOMAXPROCS(0), "spec models and spec mutants checked at once (a mutant's JVM has one worker); a batch of traces is one JVM with TLC's workers")
 	fs.StringVar(&o.keepLogs, "keep-logs", os.Getenv("TLC_KEEP_LOGS"), "copy each TLC run's output into this directory")
 	fs.IntVar(&o.mutated, "mutated", 2000, "differential: how many mutated traces to compare")
 	fs.Uint64Var(&o.seed, "seed", 1, "differential: the seed of the mutations (the same seed, the same traces)")
@@ -557,6 +557,10 @@ func moduleFor(cfg string, modules []string) string {
 	return best
 }
 
+// checkModels checks every spec/*.cfg against its expectation and, for
+// the spec's own module, its state graph against the Go model's. The
+// cfgs are checked -parallel at once (a small model's run is mostly its
+// JVM starting, on one core) and reported in the cfgs' order.
 func (r *tlcRun) checkModels() {
 	dir := filepath.Join(r.work, "spec")
 	cfgs, _ := filepath.Glob(filepath.Join(dir, "*.cfg"))
@@ -569,47 +573,69 @@ func (r *tlcRun) checkModels() {
 		r.report(false, "spec/", "no *.cfg to check", nil)
 		return
 	}
-	for _, cfg := range cfgs {
-		what := "spec/" + filepath.Base(cfg)
-		if slices.Contains(r.opts.skip, filepath.Base(cfg)) {
+	done := make([]chan func(), len(cfgs))
+	for i := range done {
+		done[i] = make(chan func(), 1)
+	}
+	go func() {
+		slots := make(chan struct{}, max(1, r.opts.parallel))
+		for i, cfg := range cfgs {
+			slots <- struct{}{}
+			go func() {
+				defer func() { <-slots }()
+				done[i] <- r.checkModel(dir, cfg, modules)
+			}()
+		}
+	}()
+	for _, d := range done {
+		(<-d)()
+	}
+}
+
+// checkModel runs TLC on one cfg (and compares its graph) and returns
+// what reports the outcome, for checkModels to call in the cfgs' order.
+func (r *tlcRun) checkModel(dir, cfg string, modules []string) (reportIt func()) {
+	what := "spec/" + filepath.Base(cfg)
+	if slices.Contains(r.opts.skip, filepath.Base(cfg)) {
+		return func() {
 			r.mu.Lock()
 			r.skipped++
 			r.verdict(report.Skipped, what, "-skip", nil)
 			r.mu.Unlock()
 			fmt.Fprintf(r.out, "SKIP  %s: -skip\n", what)
-			continue
 		}
-		exp, err := tlc.ReadExpectation(cfg)
-		if err != nil {
-			r.report(false, what, strings.Replace(err.Error(), cfg, what, 1), nil)
-			continue
-		}
-		module := moduleFor(cfg, modules)
-		if module == "" {
-			r.report(false, what, "no spec/*.tla module whose name prefixes the cfg's", nil)
-			continue
-		}
-		r.mu.Lock()
-		r.models++
-		r.mu.Unlock()
-		// A "\* fires:" line asks for TLC's -coverage: each action it names
-		// must take a step (tlc.Expectation).
-		res, log, d, err := r.runTLC(what, tlc.Job{Spec: module + ".tla", Config: filepath.Base(cfg), Dir: dir, Args: exp.Args()})
-		if err != nil {
-			r.couldNotRun(what, err, log)
-			continue
-		}
-		detail := fmt.Sprintf("expected %s, got %s", exp, describe(res))
-		problem := exp.Check(res)
-		if problem != "" {
-			detail = problem
-		} else if len(exp.Fires) > 0 {
-			detail += fmt.Sprintf(", all %d actions on its fires line took steps", len(exp.Fires))
-		}
+	}
+	exp, err := tlc.ReadExpectation(cfg)
+	if err != nil {
+		return func() { r.report(false, what, strings.Replace(err.Error(), cfg, what, 1), nil) }
+	}
+	module := moduleFor(cfg, modules)
+	if module == "" {
+		return func() { r.report(false, what, "no spec/*.tla module whose name prefixes the cfg's", nil) }
+	}
+	r.mu.Lock()
+	r.models++
+	r.mu.Unlock()
+	// A "\* fires:" line asks for TLC's -coverage: each action it names
+	// must take a step (tlc.Expectation).
+	res, log, d, err := r.runTLC(what, tlc.Job{Spec: module + ".tla", Config: filepath.Base(cfg), Dir: dir, Args: exp.Args()})
+	if err != nil {
+		return func() { r.couldNotRun(what, err, log) }
+	}
+	detail := fmt.Sprintf("expected %s, got %s", exp, describe(res))
+	problem := exp.Check(res)
+	if problem != "" {
+		detail = problem
+	} else if len(exp.Fires) > 0 {
+		detail += fmt.Sprintf(", all %d actions on its fires line took steps", len(exp.Fires))
+	}
+	graph := func() {}
+	if module == specmodel.Module {
+		graph = r.checkGraph(cfg)
+	}
+	return func() {
 		r.report(problem == "", what, fmt.Sprintf("%s; %s, %.1fs", detail, stats(res), d.Seconds()), log)
-		if module == specmodel.Module {
-			r.checkGraph(cfg)
-		}
+		graph()
 	}
 }
 
@@ -620,7 +646,7 @@ func (r *tlcRun) checkModels() {
 // outcome and the states up to its depth. A spec whose actions change
 // (an edit of a guard, a mutant) fails here unless the model changes with
 // it, even where no invariant notices.
-func (r *tlcRun) checkGraph(cfg string) {
+func (r *tlcRun) checkGraph(cfg string) (reportIt func()) {
 	what := "graph spec/" + filepath.Base(cfg)
 	t0 := time.Now()
 	r.mu.Lock()
@@ -630,24 +656,26 @@ func (r *tlcRun) checkGraph(cfg string) {
 	d := time.Since(t0)
 	if err != nil {
 		if r.ctx.Err() != nil {
-			r.couldNotRun(what, err, nil)
-			return
+			return func() { r.couldNotRun(what, err, nil) }
 		}
-		r.report(false, what, fmt.Sprintf("TLC's state graph against the Go model: %v", err), nil)
-		return
+		return func() { r.report(false, what, fmt.Sprintf("TLC's state graph against the Go model: %v", err), nil) }
 	}
 	if !cmp.Equal() {
-		r.report(false, what, fmt.Sprintf("TLC's state graph is not the Go model's: %d states and %d transitions only TLC's, %d and %d only the model's; first:\n%s",
-			cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, indent(cmp.Differences(), "      ")), nil)
-		return
+		return func() {
+			r.report(false, what, fmt.Sprintf("TLC's state graph is not the Go model's: %d states and %d transitions only TLC's, %d and %d only the model's; first:\n%s",
+				cmp.OnlyTLC, cmp.OnlyTLCEdges, cmp.OnlyModel, cmp.OnlyModelEdges, indent(cmp.Differences(), "      ")), nil)
+		}
 	}
 	if outcome := cmp.Summary; outcome.Violated != "" {
-		r.report(true, what, fmt.Sprintf("the Go model's: %s violated at depth %d by the same counterexample, the same %s states up to it, %.1fs",
-			outcome.Violated, outcome.Depth, commas(int64(cmp.TLCStates)), d.Seconds()), nil)
-		return
+		return func() {
+			r.report(true, what, fmt.Sprintf("the Go model's: %s violated at depth %d by the same counterexample, the same %s states up to it, %.1fs",
+				outcome.Violated, outcome.Depth, commas(int64(cmp.TLCStates)), d.Seconds()), nil)
+		}
 	}
-	r.report(true, what, fmt.Sprintf("the Go model's, state for state and edge for edge: %s states, %s transitions, %.1fs",
-		commas(int64(cmp.TLCStates)), commas(int64(cmp.TLCEdges)), d.Seconds()), nil)
+	return func() {
+		r.report(true, what, fmt.Sprintf("the Go model's, state for state and edge for edge: %s states, %s transitions, %.1fs",
+			commas(int64(cmp.TLCStates)), commas(int64(cmp.TLCEdges)), d.Seconds()), nil)
+	}
 }
 
 // describe is a result in the words of a cfg's expect line.

@@ -27,7 +27,8 @@ import (
 // is "pcrash" crashes it); it logs one line per run to $FAKE_LOG ("batch N traces,
 // fences F") and then one line per trace (its thread and length). For a
 // model it reports what the cfg's second line asks for ("\* fake: ok",
-// "\* fake: violation NAME", "\* fake: crash").
+// "\* fake: violation NAME", "\* fake: crash"; "\* fake: slow" is ok
+// after half a second).
 const fakeTLC = `#!/bin/sh
 msg() { echo "@!@!@STARTMSG $1 @!@!@"; echo "$2"; echo "@!@!@ENDMSG ${1%%:*} @!@!@"; }
 msg 2262:0 "TLC2 Version fake"
@@ -63,6 +64,7 @@ else
 	want=$(sed -n '2s/^\\\* fake: //p' "$cfg")
 	case $want in
 	ok) msg 2193:0 "Model checking completed. No error has been found." ;;
+	slow) sleep 0.5; msg 2193:0 "Model checking completed. No error has been found." ;;
 	"violation "*) msg 2110:1 "Invariant ${want#violation } is violated." ;;
 	crash) echo "java.lang.OutOfMemoryError" >&2; exit 1 ;;
 	esac
@@ -181,6 +183,24 @@ func TestTLCModels(t *testing.T) {
 	}
 	if code, out := runTLCCmd(t, root, "-skip", "Nope.cfg", "spec"); code != exitUsage {
 		t.Errorf("-skip of a missing cfg: exit %d, want 2\n%s", code, out)
+	}
+}
+
+// The cfgs are checked -parallel at once and reported in their order:
+// a slow first cfg's line comes before the quicker ones after it.
+func TestTLCModelsReportedInOrder(t *testing.T) {
+	root, _ := tlcRepo(t, map[string]string{
+		"MA.cfg": "\\* expect: ok\n\\* fake: slow\n",
+		"MB.cfg": "\\* expect: ok\n\\* fake: ok\n",
+		"MC.cfg": "\\* expect: violation Inv\n\\* fake: violation Inv\n",
+	})
+	code, out := runTLCCmd(t, root, "-parallel", "3", "spec")
+	if code != exitOK {
+		t.Fatalf("exit %d, want 0\n%s", code, out)
+	}
+	a, b, c := strings.Index(out, "PASS  spec/MA.cfg"), strings.Index(out, "PASS  spec/MB.cfg"), strings.Index(out, "PASS  spec/MC.cfg")
+	if a < 0 || b < a || c < b {
+		t.Errorf("the cfgs' lines are not in the cfgs' order (MA, MB, MC):\n%s", out)
 	}
 }
 
