@@ -63,8 +63,8 @@ Runs TLC (package tlc) and checks every result against what is expected:
              40 apimachine.Machine (the public API misused: all must be
              accepted), checked as fixtures, all in one TLC run
   all        (default) spec, then trace, then generated, then mutants and
-             differential. scripts/test runs it with -skip for the three
-             long models; the traces are the same in that quick run
+             differential. scripts/test runs it with -skip for four of
+             the models; the traces are the same in that quick run
   mutants    every spec mutant in spec/mutants (an edit of a copy of spec/
              or tla/) must be caught by the check it names: a model cfg
              reporting other than its expectation, a trace fixture's
