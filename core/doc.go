@@ -16,11 +16,12 @@
 //
 // The Workspace's methods carry the names of the specification's actions
 // (spec/ThreadClaimLapse.tla): Claim, Renew, Release, Abandon, Plan,
-// RunStart, Reply, Ask, RunEnd, Crash, Post. A fenced write that is refused
-// returns an error for which errors.Is(err, ErrThreadBusy) holds, writes
-// nothing, and is traced as StartFenced, ReplyFenced or AbandonFenced; a
-// refused start's transaction appends only a notice to the thread's log,
-// which changes none of its state (a RunRefused event).
+// RunStart, Reply, Ask, RunEnd, Steer, SteerRecord, Crash, Post. A fenced
+// write that is refused returns an error for which errors.Is(err,
+// ErrThreadBusy) holds, writes nothing, and is traced as StartFenced,
+// ReplyFenced or AbandonFenced; a refused start's transaction appends only
+// a notice to the thread's log, which changes none of its state (a
+// RunRefused event).
 // ClaimThenPlan and RunEndThenStart are Claim or RunEnd and the Plan after
 // it made in one transaction, traced as the two actions with nothing
 // between them (one round trip to storage fewer); RunEndThenStart can add
