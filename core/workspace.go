@@ -1454,7 +1454,7 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 // (the write may have committed after that point): then, if the read
 // fails, Crash returns the error and the round stays open with only Crash
 // allowed; the next Crash, or this workspace's next Claim on the thread,
-// tries again. A write in doubt is resolved by that read (see finish):
+// tries again. A write in doubt is resolved by that read:
 // a Release that committed ends the round with its own line, and a Claim
 // that did not commit opened none, so neither is followed by a Crash
 // line; WithDoubts reports each resolution.

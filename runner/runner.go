@@ -211,7 +211,7 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // Failed turns do not stop it: another claim has the thread, or storage
 // will be tried again. Each turn is reported to Logger and OnTurn. At
 // each look it first tries again to end the rounds whose Crash storage
-// did not answer (see Turn's crash), at most once every PollEvery each.
+// did not answer when a turn crashed, at most once every PollEvery each.
 //
 // Run spends no storage round trip it can do without, since those are
 // what bounds how many messages a fleet consumes a second: a wake-up that

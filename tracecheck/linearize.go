@@ -293,8 +293,9 @@ func describeLinState(state any) string {
 }
 
 // LeaseModel returns the porcupine model of the lease and fenced-consume
-// operations on threads, partitioned per thread. It is a pure value; see
-// linStep for the specification of each operation.
+// operations on threads, partitioned per thread. It is a pure value. Each
+// operation's sequential specification is documented in the source, at
+// the unexported linStep.
 func LeaseModel() porcupine.Model {
 	return porcupine.Model{
 		Partition:         linPartition,

@@ -20,9 +20,10 @@ const waitLimit = 30 * time.Second
 // never from how long anything took.
 const explore = 200 * time.Millisecond
 
-// Await receives from ch, or gives up after waitLimit with an error that
-// names what it waited for. A closed ch gives T's zero value and nil, as
-// a receive does; a nil ch waits waitLimit and gives the error.
+// Await receives from ch, or gives up after 30 seconds (the suite's bound
+// on every wait) with an error that names what it waited for. A closed ch
+// gives T's zero value and nil, as a receive does; a nil ch waits the 30
+// seconds and gives the error.
 func Await[T any](ch <-chan T, what string) (T, error) {
 	select {
 	case v := <-ch:
