@@ -260,6 +260,9 @@ func TestRunUnfencedSurvivorExit5(t *testing.T) {
 // output recorded (its RunEnd line after the Abandon). Each exits 1; with
 // the feature that exposes it off, each of the first two survives (exit 5).
 func TestRunCodeMutantsCaught(t *testing.T) {
+	if raceEnabled {
+		t.Skip("seeded executions, one at a time: the race detector slows them tenfold, and other tests run the same code under it; scripts/test runs this test without it")
+	}
 	for _, tc := range []struct{ mutant, off string }{
 		{"fence-own-tx", "-interleave=false"},
 		{"retry-commit-unknown", "-faults=0"},
@@ -304,6 +307,9 @@ func TestRunSteeringMutantsCaught(t *testing.T) {
 // 417,999 states; the forks are TestRunForks', the directed walks TestRunWalks'),
 // and -min-edge-coverage below a floor of edges.
 func TestRunCoverage(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the fenced cfg's model explored three times and seeded executions, one at a time: the race detector slows them tenfold, and other tests run the same code under it; scripts/test runs this test without it")
+	}
 	code, out, errs := runCLI("run", "-cfg", "../../spec/ThreadClaimLapse.cfg", "-forks=false", "-concurrent", "0", "-min-coverage", "0.95")
 	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
 	require.Contains(t, out, "coverage            1.01% of states") // 0.99% before Releases were faulted too (issue 26)
