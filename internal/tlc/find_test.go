@@ -251,3 +251,40 @@ func TestFindRelativeJar(t *testing.T) {
 		t.Errorf("the jar is %q, want %q", jar, want)
 	}
 }
+
+// TestFindClassArchive: Find names the class archive in the cache for
+// java and the jars, a new name when a jar changes; TLC_CLASS_ARCHIVE
+// names it instead, or ("off") turns it off.
+func TestFindClassArchive(t *testing.T) {
+	cache := t.TempDir()
+	jar := writeFile(t, filepath.Join(cache, "local", JarName), []byte("jar"))
+	java := writeFile(t, filepath.Join(t.TempDir(), "java"), []byte("java"))
+	find := func(archive string) string {
+		t.Helper()
+		w := &findWorld{vars: map[string]string{EnvCacheDir: cache, EnvClassArchive: archive}}
+		cfg := w.config(Release{})
+		cfg.LookPath = func(string) (string, error) { return java, nil }
+		env, err := Find(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return env.ClassArchive
+	}
+	first := find("")
+	if filepath.Dir(first) != filepath.Join(cache, "cds") || !strings.HasSuffix(first, ".jsa") {
+		t.Errorf("ClassArchive %q, want a .jsa in %s", first, filepath.Join(cache, "cds"))
+	}
+	if again := find(""); again != first {
+		t.Errorf("the same java and jar: %q, then %q", first, again)
+	}
+	writeFile(t, jar, []byte("another jar"))
+	if other := find(""); other == first || filepath.Dir(other) != filepath.Dir(first) {
+		t.Errorf("another jar, the same archive: %q", other)
+	}
+	if got := find("off"); got != "" {
+		t.Errorf("TLC_CLASS_ARCHIVE=off: %q", got)
+	}
+	if got := find("/x/tlc.jsa"); got != "/x/tlc.jsa" {
+		t.Errorf("TLC_CLASS_ARCHIVE=/x/tlc.jsa: %q", got)
+	}
+}

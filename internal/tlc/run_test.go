@@ -281,3 +281,109 @@ func TestRunRealCancel(t *testing.T) {
 	}
 	waitGone(t, pid, 10*time.Second, "the JVM")
 }
+
+// TestRunClassArchive: with Env.ClassArchive, the first run has its JVM
+// write the archive (under a temporary name, moved into place when the
+// run ends with an outcome) and the runs after it start with it; a run
+// without an outcome, or a JVM that wrote nothing, leaves no archive and
+// no temporary file.
+func TestRunClassArchive(t *testing.T) {
+	script := `for a in "$@"; do case $a in -XX:ArchiveClassesAtExit=*) [ -n "$WRITE" ] && echo classes > "${a#*=}" ;; esac; done
+echo "@!@!@STARTMSG 2262:0 @!@!@"
+echo "args: $*"
+echo "@!@!@ENDMSG 2262 @!@!@"
+[ -n "$CRASH" ] && exit 1
+echo "@!@!@STARTMSG 2193:0 @!@!@"
+echo "Model checking completed. No error has been found."
+echo "@!@!@ENDMSG 2193 @!@!@"
+echo "@!@!@STARTMSG 2186:0 @!@!@"
+echo "Finished in 1ms"
+echo "@!@!@ENDMSG 2186 @!@!@"
+`
+	env := fakeJava(t, script)
+	dir := filepath.Join(t.TempDir(), "cds")
+	env.ClassArchive = filepath.Join(dir, "x.jsa")
+	run := func(vars ...string) (string, error) {
+		t.Helper()
+		res, err := env.Run(context.Background(), Job{Spec: "T.tla", MetaDir: "/meta", Env: vars})
+		if res == nil || len(res.Messages) == 0 {
+			return "", err
+		}
+		return res.Messages[0].Body, err
+	}
+	files := func() []string {
+		names, _ := filepath.Glob(filepath.Join(dir, "*"))
+		return names
+	}
+	if _, err := run("CRASH=1", "WRITE=1"); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("err %v, want ErrIncomplete", err)
+	}
+	if f := files(); len(f) != 0 {
+		t.Errorf("a run without an outcome left %v", f)
+	}
+	if _, err := run(); err != nil {
+		t.Fatal(err)
+	}
+	if f := files(); len(f) != 0 {
+		t.Errorf("a JVM that wrote no archive left %v", f)
+	}
+	args, err := run("WRITE=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(args, "-Xlog:cds=off,cds+dynamic=off -XX:ArchiveClassesAtExit="+env.ClassArchive+".") {
+		t.Errorf("the first run does not write the archive: %q", args)
+	}
+	if f := files(); len(f) != 1 || f[0] != env.ClassArchive {
+		t.Errorf("after the first run: %v, want only %s", f, env.ClassArchive)
+	}
+	args, err = run("WRITE=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "args: -Djava.io.tmpdir=/meta -Xlog:cds=off,cds+dynamic=off -XX:SharedArchiveFile=" + env.ClassArchive + " -XX:+UseParallelGC"; !strings.HasPrefix(args, want) {
+		t.Errorf("a later run: %q, want it to start %q", args, want)
+	}
+	env.ClassArchive = ""
+	if args, _ := run(); strings.Contains(args, "cds") || strings.Contains(args, "Archive") {
+		t.Errorf("no ClassArchive, yet %q", args)
+	}
+}
+
+// TestRunRealClassArchive: a real JVM writes the archive on its first
+// run and starts with it after, to the same outcome; a damaged archive
+// changes nothing but the JVM's start.
+func TestRunRealClassArchive(t *testing.T) {
+	env := realEnv(t)
+	env.ClassArchive = filepath.Join(t.TempDir(), "tlc.jsa")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r recording
+	for _, rec := range recordings {
+		if rec.name == "deadlock" {
+			r = rec
+		}
+	}
+	for i, damage := range []bool{false, false, true} {
+		if damage {
+			if err := os.Chmod(env.ClassArchive, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(env.ClassArchive, []byte("not an archive"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		job := r.job(t, root, t.TempDir())
+		job.Timeout, job.MetaDir, job.JavaOpts = 2*time.Minute, t.TempDir(), ShortJavaOpts
+		res, err := env.Run(context.Background(), job)
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		checkResult(t, res, r.want)
+		if fi, err := os.Stat(env.ClassArchive); err != nil || fi.Size() < 1<<20 && !damage {
+			t.Fatalf("run %d: the archive: %v (%v)", i, fi, err)
+		}
+	}
+}
