@@ -102,9 +102,7 @@ ${TLC_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/threadclaim-tlc}/local;
 else, for the models only, the pinned release in scripts/tlc-pins,
 downloaded (unless TLC_OFFLINE=1) and verified by sha256.
 TLC_WORKERS sets the models' workers (default auto); TLC_KEEP_LOGS a
-directory to copy every TLC run's output into. The JVMs start from a
-class archive (Java's CDS) in that cache's cds/ directory, written by the
-first run; TLC_CLASS_ARCHIVE names another file, or "off" for none.
+directory to copy every TLC run's output into.
 
 Exit codes: 0 all as expected; 1 something unexpected (or a jar's sha256
 is wrong); 2 bad usage or malformed input; 3 TLC was not run (no java, or

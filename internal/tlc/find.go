@@ -56,9 +56,6 @@ const (
 	EnvCacheDir        = "TLC_CACHE_DIR"
 	EnvOffline         = "TLC_OFFLINE"
 	EnvWorkers         = "TLC_WORKERS"
-	// EnvClassArchive is Env.ClassArchive's file; "off" for none. Unset,
-	// Find names one in CacheDir()/cds.
-	EnvClassArchive = "TLC_CLASS_ARCHIVE"
 )
 
 // The jars' file names in the local directory and the cache.
@@ -95,25 +92,11 @@ func (c FindConfig) LocalDir() string { return filepath.Join(c.CacheDir(), "loca
 // set), else LocalDir()/CommunityModules-deps.jar, else none (Env's
 // CommunityJar is "": no release of it loads on the pinned TLC release).
 //
-// Env.ClassArchive is $TLC_CLASS_ARCHIVE ("off": none), else a file in
-// CacheDir()/cds whose name is a digest of java's and the jars' paths,
-// sizes and modification times: another java or other jars, another file.
-//
 // Find returns an error wrapping ErrNotFound when there is no java or no
 // tla2tools.jar, and ErrDigest when a jar does not have the sha256 it must
 // have; it runs no java in either case.
 func Find(ctx context.Context, cfg FindConfig) (Env, error) {
-	env, err := cfg.find(ctx)
-	if err != nil {
-		return Env{}, err
-	}
-	env.ClassArchive = cfg.classArchive(env)
-	return env, nil
-}
-
-// find is Find but for the class archive.
-func (c FindConfig) find(ctx context.Context) (Env, error) {
-	look := c.LookPath
+	look := cfg.LookPath
 	if look == nil {
 		look = exec.LookPath
 	}
@@ -121,17 +104,17 @@ func (c FindConfig) find(ctx context.Context) (Env, error) {
 	if err != nil {
 		return Env{}, fmt.Errorf("%w: no java on PATH", ErrNotFound)
 	}
-	env := Env{Java: java, Workers: c.Workers}
-	if w := c.getenv(EnvWorkers); w != "" && w != "auto" {
+	env := Env{Java: java, Workers: cfg.Workers}
+	if w := cfg.getenv(EnvWorkers); w != "" && w != "auto" {
 		n, err := strconv.Atoi(w)
 		if err != nil || n < 1 {
 			return Env{}, fmt.Errorf("tlc: %s=%q is not a number of workers (or auto)", EnvWorkers, w)
 		}
 		env.Workers = n
 	}
-	local := c.LocalDir()
+	local := cfg.LocalDir()
 
-	env.CommunityJar, err = c.given(EnvCommunity, EnvCommunitySHA256)
+	env.CommunityJar, err = cfg.given(EnvCommunity, EnvCommunitySHA256)
 	if err != nil {
 		return Env{}, err
 	}
@@ -139,7 +122,7 @@ func (c FindConfig) find(ctx context.Context) (Env, error) {
 		env.CommunityJar = filepath.Join(local, CommunityName)
 	}
 
-	env.Jar, err = c.given(EnvJar, EnvJarSHA256)
+	env.Jar, err = cfg.given(EnvJar, EnvJarSHA256)
 	switch {
 	case err != nil:
 		return Env{}, err
@@ -150,42 +133,16 @@ func (c FindConfig) find(ctx context.Context) (Env, error) {
 		env.Jar, env.Source = filepath.Join(local, JarName), "local "+local
 		return env, nil
 	}
-	rel := c.Release
+	rel := cfg.Release
 	if rel.SHA256 == "" {
-		return Env{}, fmt.Errorf("%w: no %s (%s)", ErrNotFound, JarName, c.remedy(rel))
+		return Env{}, fmt.Errorf("%w: no %s (%s)", ErrNotFound, JarName, cfg.remedy(rel))
 	}
-	env.Jar, err = c.release(ctx, rel)
+	env.Jar, err = cfg.release(ctx, rel)
 	if err != nil {
 		return Env{}, err
 	}
 	env.Source = rel.URL + " (sha256 verified)"
 	return env, nil
-}
-
-// classArchive is Env.ClassArchive for env (see Find).
-func (c FindConfig) classArchive(env Env) string {
-	switch v := c.getenv(EnvClassArchive); v {
-	case "off":
-		return ""
-	case "":
-	default:
-		return v
-	}
-	h := sha256.New()
-	for _, f := range []string{env.Java, env.Jar, env.CommunityJar} {
-		if f == "" {
-			continue
-		}
-		if real, err := filepath.EvalSymlinks(f); err == nil {
-			f = real
-		}
-		fi, err := os.Stat(f)
-		if err != nil {
-			return ""
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", f, fi.Size(), fi.ModTime().UnixNano())
-	}
-	return filepath.Join(c.CacheDir(), "cds", hex.EncodeToString(h.Sum(nil))[:16]+".jsa")
 }
 
 // given is the jar named by the variable name, checked against the digest

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,16 +28,6 @@ type Env struct {
 	// Source says where the jars came from, for logs: "TLA2TOOLS_JAR",
 	// "local DIR", "release URL (sha256 verified)".
 	Source string
-	// ClassArchive is a file for the JVM's class data sharing (CDS): the
-	// classes a TLC run loads, archived so that a later JVM maps them in
-	// instead of loading them from the jars (a small model's run here:
-	// 1.2 s to 0.7 s). When the file exists, Run starts java with it; a
-	// JVM that cannot use it (another java, other jars, a damaged file)
-	// starts as it would without it. When it does not exist, the run
-	// writes it as its JVM exits, under a temporary name renamed into
-	// place once the run has ended with an outcome. "" uses none. Find
-	// sets it in FindConfig.CacheDir()/cds, named for java and the jars.
-	ClassArchive string
 }
 
 // DefaultJavaOpts are the JVM options TLC's authors recommend, with a
@@ -128,11 +117,7 @@ func (e Env) Run(ctx context.Context, job Job) (*Result, error) {
 		defer os.RemoveAll(d)
 		meta = d
 	}
-	cds, written := e.classArchive()
-	if written != "" {
-		defer os.Remove(written) // renamed into place if the run ends well
-	}
-	cmd := exec.CommandContext(ctx, e.java(), e.args(job, meta, cds)...)
+	cmd := exec.CommandContext(ctx, e.java(), e.args(job, meta)...)
 	cmd.Dir = job.Dir
 	cmd.Env = append(os.Environ(), job.Env...)
 	killGroup(cmd)
@@ -183,32 +168,7 @@ func (e Env) Run(ctx context.Context, job Job) (*Result, error) {
 	if !res.Finished || res.Outcome == OutcomeUnknown {
 		return res, fmt.Errorf("%w: %s (exit: %v): %s", ErrIncomplete, job.Spec, werr, lastLines(stderr.String(), 5))
 	}
-	if fi, err := os.Stat(written); err == nil && fi.Size() > 0 {
-		_ = os.Rename(written, e.ClassArchive) // a run at once may have put its own there: either serves
-	}
 	return res, nil
-}
-
-// classArchive returns the JVM's options for Env.ClassArchive and, when
-// this run is to write the archive, the temporary file it writes.
-func (e Env) classArchive() (opts []string, written string) {
-	if e.ClassArchive == "" {
-		return nil, ""
-	}
-	quiet := "-Xlog:cds=off,cds+dynamic=off" // its warnings would go to TLC's stdout
-	if isFile(e.ClassArchive) {
-		return []string{quiet, "-XX:SharedArchiveFile=" + e.ClassArchive}, ""
-	}
-	dir := filepath.Dir(e.ClassArchive)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, "" // no archive, and no failure: the run goes as without
-	}
-	f, err := os.CreateTemp(dir, filepath.Base(e.ClassArchive)+".*.tmp")
-	if err != nil {
-		return nil, ""
-	}
-	f.Close()
-	return []string{quiet, "-XX:ArchiveClassesAtExit=" + f.Name()}, f.Name()
 }
 
 func (e Env) java() string {
@@ -226,7 +186,7 @@ func (e Env) ClassPath() string {
 	return e.Jar + string(os.PathListSeparator) + e.CommunityJar
 }
 
-func (e Env) args(job Job, meta string, cds []string) []string {
+func (e Env) args(job Job, meta string) []string {
 	opts := job.JavaOpts
 	if opts == nil {
 		opts = e.JavaOpts
@@ -237,7 +197,7 @@ func (e Env) args(job Job, meta string, cds []string) []string {
 	// TLC's JVM makes a temporary directory of its own (tlc-<number>) and
 	// leaves it: in the metadir, it goes with the metadir. An option of
 	// the caller's comes after, and so wins.
-	a := append(append([]string{"-Djava.io.tmpdir=" + meta}, cds...), opts...)
+	a := append([]string{"-Djava.io.tmpdir=" + meta}, opts...)
 	if len(job.Library) > 0 {
 		a = append(a, "-DTLA-Library="+strings.Join(job.Library, string(os.PathListSeparator)))
 	}
