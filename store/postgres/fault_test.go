@@ -388,6 +388,9 @@ func claimWarmedUp(t *testing.T, a *proc) core.Claim {
 // the server has committed, and then dropped: the client reads an
 // unexpected EOF, as when the network fails after the commit.
 //
+// Nor is a connection's opening (its startup message, its password): a
+// connection the pool dials while armed opens as any other.
+//
 // A pool's liveness ping (pgxpool pings a connection idle for over a
 // second when it is acquired: "-- ping") is never the write that commits:
 // on a loaded host the wait before the commit's round trip can pass a
@@ -409,6 +412,7 @@ type lossyConn struct {
 	// bytes go.
 	slowWrite time.Duration
 	mu        sync.Mutex
+	opened    bool // the connection's first write went
 	sent      bool
 	// pending is the rest of the last message passed through, and failed
 	// says an error came since the last ReadyForQuery; the reader's own.
@@ -417,7 +421,12 @@ type lossyConn struct {
 }
 
 func (c *lossyConn) Write(p []byte) (int, error) {
-	if !isPing(p) && (c.only == nil || c.only(p)) && c.armed.CompareAndSwap(true, false) {
+	c.mu.Lock()
+	// A new connection's startup (or SSL request), and its password.
+	opening := !c.opened || len(p) > 0 && p[0] == 'p'
+	c.opened = true
+	c.mu.Unlock()
+	if !opening && !isPing(p) && (c.only == nil || c.only(p)) && c.armed.CompareAndSwap(true, false) {
 		c.mu.Lock()
 		c.sent = true
 		c.mu.Unlock()
