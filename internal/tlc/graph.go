@@ -102,8 +102,20 @@ func Summarize(res *Result) Summary {
 }
 
 // actionLabel is an action's name as both sides write it: TLC's label or
-// Model.Describe's, quotes and spaces removed.
-func actionLabel(s string) string { return strings.NewReplacer(`"`, "", " ", "").Replace(s) }
+// Model.Describe's, quotes and spaces removed. It runs for each of a
+// graph's transitions on both sides (1.9 M on the fenced cfg): it builds
+// no strings.Replacer, which took a fifth of the comparison's CPU.
+func actionLabel(s string) string {
+	if !strings.ContainsAny(s, `" `) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '"' || r == ' ' {
+			return -1
+		}
+		return r
+	}, s)
+}
 
 // CompareOutcome compares TLC's outcome with the model's exploration (g,
 // Explore's, which stops at the first violation as TLC does): the same

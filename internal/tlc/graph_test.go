@@ -245,3 +245,20 @@ func BenchmarkTLCFenced(b *testing.B) {
 		}
 	}
 }
+
+// actionLabel drops quotes and spaces, and only those: TLC's label and
+// the model's Describe then read alike.
+func TestActionLabel(t *testing.T) {
+	for in, want := range map[string]string{
+		`Claim("p1")`:         `Claim(p1)`,
+		`Abandon("p2", 1)`:    `Abandon(p2,1)`,
+		`Post`:                `Post`,
+		`Initial predicate`:   `Initialpredicate`,
+		`SteerRecord( "p1" )`: `SteerRecord(p1)`,
+		"Reply(\"p\u00e9\")":  "Reply(p\u00e9)",
+	} {
+		if got := actionLabel(in); got != want {
+			t.Errorf("actionLabel(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
