@@ -68,6 +68,9 @@ func TestRunFenced(t *testing.T) {
 // The mutant: with the fences off the main job must fail, naming the
 // invariant broken and the first line the trace checker rejects.
 func TestRunUnfencedMutantFails(t *testing.T) {
+	if raceEnabled {
+		t.Skip("seeded executions, one at a time, and their shrinking: the race detector slows them tenfold, and other tests run the same code under it; scripts/test runs this test without it")
+	}
 	code, out, _ := runCLI("run", "-seeds", "40", "-concurrent", "0", "-unfenced", "-shrink-dir", t.TempDir())
 	require.Equal(t, exitFailed, code, "stdout:\n%s", out)
 	require.Contains(t, out, "shrunk to")
