@@ -337,7 +337,7 @@ func lossyStore(t *testing.T, schema string, armed *atomic.Bool, only func(p []b
 func slowLossyStore(t *testing.T, schema string, armed *atomic.Bool, only func(p []byte) bool, slow time.Duration) *Store {
 	t.Helper()
 	return oneConnStore(t, schema, func(c net.Conn) net.Conn {
-		return &lossyConn{Conn: c, armed: armed, only: only, slowWrite: slow}
+		return &lossyConn{Conn: c, armed: armed, only: only, slowWrite: slow, logf: t.Logf}
 	})
 }
 
@@ -411,9 +411,12 @@ type lossyConn struct {
 	// slowWrite is how long the write that commits waits before its
 	// bytes go.
 	slowWrite time.Duration
-	mu        sync.Mutex
-	opened    bool // the connection's first write went
-	sent      bool
+	// logf logs the write the fault took (the test's t.Logf), so that a
+	// test whose fault missed its round trip says which write it took.
+	logf   func(format string, args ...any)
+	mu     sync.Mutex
+	opened bool // the connection's first write went
+	sent   bool
 	// pending is the rest of the last message passed through, and failed
 	// says an error came since the last ReadyForQuery; the reader's own.
 	pending []byte
@@ -430,6 +433,9 @@ func (c *lossyConn) Write(p []byte) (int, error) {
 		c.mu.Lock()
 		c.sent = true
 		c.mu.Unlock()
+		if c.logf != nil {
+			c.logf("lossyConn: the fault takes a write of %d bytes: %q", len(p), p[:min(len(p), 48)])
+		}
 		time.Sleep(c.slowWrite)
 	}
 	return c.Conn.Write(p)
