@@ -81,8 +81,8 @@ Runs TLC (package tlc) and checks every result against what is expected:
              walked and mutated; prints the counts and every disagreement
   batch      every trace of the DIRs and FILEs, split by thread, in ONE TLC
              run, with every fence on; prints each verdict and the lines
-             per second (ok-* must be accepted, bad-* rejected, other
-             names are reported without an expectation)
+             per second. Each file's verdict must be the Go checker's, at
+             the same line; ok-* must be accepted, bad-* rejected
 
 -skip names cfgs not to run: scripts/test skips the long exhaustive
 models (the workflow runs them all).

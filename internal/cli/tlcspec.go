@@ -60,44 +60,55 @@ func (r *tlcRun) checkMutants() error {
 
 // batchTraces reads the traces of the given files and directories (every
 // *.ndjson of a directory), each split by thread: the input of one batch.
-func batchTraces(root string, paths []string) ([]string, [][]tlc.Thread, error) {
+func batchTraces(root string, paths []string) (names []string, files [][]tlc.Thread, goLines []int, err error) {
 	if len(paths) == 0 {
-		return nil, nil, usageError{"batch needs trace files or directories"}
+		return nil, nil, nil, usageError{"batch needs trace files or directories"}
 	}
-	var names []string
-	var files [][]tlc.Thread
 	for _, p := range paths {
 		fi, err := os.Stat(p)
 		if err != nil {
-			return nil, nil, failure{exitUsage, err.Error()}
+			return nil, nil, nil, failure{exitUsage, err.Error()}
 		}
 		list := []string{p}
 		if fi.IsDir() {
 			list, _ = filepath.Glob(filepath.Join(p, "*.ndjson"))
 			if len(list) == 0 {
-				return nil, nil, failure{exitUsage, fmt.Sprintf("%s: no *.ndjson traces", p)}
+				return nil, nil, nil, failure{exitUsage, fmt.Sprintf("%s: no *.ndjson traces", p)}
 			}
 		}
 		for _, f := range list {
 			lines, err := tracecheck.ReadFile(f)
 			if err != nil {
-				return nil, nil, failure{exitUsage, err.Error()}
+				return nil, nil, nil, failure{exitUsage, err.Error()}
 			}
 			if len(lines) == 0 {
-				return nil, nil, failure{exitUsage, fmt.Sprintf("%s:1: empty trace", relTo(root, f))}
+				return nil, nil, nil, failure{exitUsage, fmt.Sprintf("%s:1: empty trace", relTo(root, f))}
 			}
 			names = append(names, relTo(root, f))
 			files = append(files, tlc.SplitThreads(lines))
+			goLines = append(goLines, goCheckerLine(lines))
 		}
 	}
-	return names, files, nil
+	return names, files, goLines, nil
+}
+
+// goCheckerLine is the line at which the Go checker, held to every fence,
+// rejects a file's lines (each thread on its own, the lowest line over
+// them), or 0 when it accepts them.
+func goCheckerLine(lines []core.TraceEvent) int {
+	var v *tracecheck.Violation
+	if _, err := tracecheck.Check(lines); errors.As(err, &v) {
+		return v.Line
+	}
+	return 0
 }
 
 // checkBatch checks every trace of paths in one TLC run and prints each
-// verdict, the lines and the lines per second. ok-* must be accepted and
-// bad-* rejected; other names are reported without an expectation.
+// verdict, the lines and the lines per second. Each file's verdict must
+// be the Go checker's, at the same line; and ok-* must be accepted and
+// bad-* rejected.
 func (r *tlcRun) checkBatch(paths []string) error {
-	names, files, err := batchTraces(r.opts.root, paths)
+	names, files, goLines, err := batchTraces(r.opts.root, paths)
 	if err != nil {
 		return err
 	}
@@ -133,14 +144,23 @@ func (r *tlcRun) checkBatch(paths []string) error {
 		} else {
 			r.accepted++
 		}
+		agree := rejectAt == goLines[i]
+		switch {
+		case !agree && goLines[i] == 0:
+			got += "; the Go checker accepts it"
+		case !agree:
+			got += fmt.Sprintf("; the Go checker rejects it at line %d", goLines[i])
+		case rejectAt > 0:
+			got += ", as the Go checker does"
+		}
 		base := filepath.Base(names[i])
 		switch {
 		case strings.HasPrefix(base, "ok-"):
-			r.report(rejectAt == 0, names[i], "expected accepted, got "+got, nil)
+			r.report(rejectAt == 0 && agree, names[i], "expected accepted, got "+got, nil)
 		case strings.HasPrefix(base, "bad-"):
-			r.report(rejectAt > 0, names[i], "expected rejected, got "+got, nil)
+			r.report(rejectAt > 0 && agree, names[i], "expected rejected, got "+got, nil)
 		default:
-			fmt.Fprintf(r.out, "      %s: %s\n", names[i], got)
+			r.report(agree, names[i], got, nil)
 		}
 	}
 	fmt.Fprintf(r.out, "tlc: batch: %d traces (%d threads) in one TLC run, %s\n", len(files), len(flat), speed(lines, d, res))

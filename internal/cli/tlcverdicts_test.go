@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -67,28 +68,45 @@ func TestTLCMutantsSurvivorFails(t *testing.T) {
 
 // TestTLCBatchExpectations: in batch mode a bad-* trace TLC accepts
 // fails, as does an ok-* trace it rejects (exit 1); a file of several
-// threads is rejected at the lowest line over them.
+// threads is rejected at the lowest line over them; and every file's
+// verdict must be the Go checker's, at the same line, whatever its name.
+// (The fake TLC rejects a thread at its first line by "px"; the Go
+// checker rejects a Post whose msg is not the next one, as line's second
+// Post of a thread is.)
 func TestTLCBatchExpectations(t *testing.T) {
 	root, _ := tlcRepo(t, nil)
 	dir := filepath.Join(root, "fx")
+	post := func(tick, msg int, proc string) string {
+		return strings.Replace(line(tick, "t1", proc), `"msg":1`, `"msg":`+strconv.Itoa(msg), 1)
+	}
 	writeTraces(t, dir, map[string]string{
-		"bad-accepted.ndjson": line(1, "t1", "a") + "\n",
-		"bad-rejected.ndjson": line(1, "t1", "a") + "\n" + line(2, "t1", "px") + "\n",
-		"ok-accepted.ndjson":  line(1, "t1", "a") + "\n",
-		"bad-two.ndjson":      lowestFirst(),
-		"ok-rejected.ndjson":  line(1, "t1", "px") + "\n",
+		"bad-accepted.ndjson":      line(1, "t1", "a") + "\n",
+		"bad-rejected.ndjson":      line(1, "t1", "a") + "\n" + line(2, "t1", "px") + "\n",
+		"ok-accepted.ndjson":       line(1, "t1", "a") + "\n",
+		"bad-two.ndjson":           lowestFirst(),
+		"ok-rejected.ndjson":       line(1, "t1", "px") + "\n",
+		"bad-go-accepts.ndjson":    post(1, 1, "a") + "\n" + post(2, 2, "px") + "\n",
+		"bad-lines-differ.ndjson":  post(1, 1, "a") + "\n" + post(2, 1, "a") + "\n" + post(3, 2, "px") + "\n",
+		"other-agree.ndjson":       line(1, "t1", "a") + "\n" + line(2, "t1", "px") + "\n",
+		"other-disagree.ndjson":    post(1, 1, "px") + "\n",
+		"ok-go-rejects-too.ndjson": post(1, 2, "px") + "\n",
 	})
 	code, out := runTLCCmd(t, root, "batch", dir)
 	if code != exitFailed {
 		t.Errorf("exit %d, want 1:\n%s", code, out)
 	}
 	wantAll(t, out,
-		"FAIL  fx/bad-accepted.ndjson: expected rejected, got accepted",
-		"PASS  fx/bad-rejected.ndjson: expected rejected, got rejected at line 2",
-		"PASS  fx/ok-accepted.ndjson: expected accepted, got accepted",
-		"PASS  fx/bad-two.ndjson: expected rejected, got rejected at line 3\n",
-		"FAIL  fx/ok-rejected.ndjson: expected accepted, got rejected at line 1",
-		"tlc: 2 of 5 checks unexpected",
+		"FAIL  fx/bad-accepted.ndjson: expected rejected, got accepted\n",
+		"PASS  fx/bad-rejected.ndjson: expected rejected, got rejected at line 2, as the Go checker does\n",
+		"PASS  fx/ok-accepted.ndjson: expected accepted, got accepted\n",
+		"PASS  fx/bad-two.ndjson: expected rejected, got rejected at line 3, as the Go checker does\n",
+		"FAIL  fx/ok-rejected.ndjson: expected accepted, got rejected at line 1; the Go checker accepts it\n",
+		"FAIL  fx/bad-go-accepts.ndjson: expected rejected, got rejected at line 2; the Go checker accepts it\n",
+		"FAIL  fx/bad-lines-differ.ndjson: expected rejected, got rejected at line 3; the Go checker rejects it at line 2\n",
+		"PASS  fx/other-agree.ndjson: rejected at line 2, as the Go checker does\n",
+		"FAIL  fx/other-disagree.ndjson: rejected at line 1; the Go checker accepts it\n",
+		"FAIL  fx/ok-go-rejects-too.ndjson: expected accepted, got rejected at line 1, as the Go checker does\n",
+		"tlc: 6 of 10 checks unexpected",
 	)
 }
 
