@@ -86,21 +86,11 @@ func batchTraces(root string, paths []string) (names []string, files [][]tlc.Thr
 			}
 			names = append(names, relTo(root, f))
 			files = append(files, tlc.SplitThreads(lines))
-			goLines = append(goLines, goCheckerLine(lines))
+			at, _ := tlc.GoVerdict(lines) // the Go checker, held to every fence, as the batch is
+			goLines = append(goLines, at)
 		}
 	}
 	return names, files, goLines, nil
-}
-
-// goCheckerLine is the line at which the Go checker, held to every fence,
-// rejects a file's lines (each thread on its own, the lowest line over
-// them), or 0 when it accepts them.
-func goCheckerLine(lines []core.TraceEvent) int {
-	var v *tracecheck.Violation
-	if _, err := tracecheck.Check(lines); errors.As(err, &v) {
-		return v.Line
-	}
-	return 0
 }
 
 // checkBatch checks every trace of paths in one TLC run and prints each
