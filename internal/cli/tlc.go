@@ -396,6 +396,20 @@ type tlcRun struct {
 	readerRejected, lines       int
 	skipped                     int
 	suite                       string // the checks' kind, for the report
+	// verified: the model checks (a spec mutant's caught-by: "spec/NAME.cfg",
+	// "graph spec/NAME.cfg") that passed in this run, which the mutants'
+	// baseline need not run again (tlc.MutantRun.Verified).
+	verified map[string]bool
+}
+
+// passed notes a model check that passed, for the mutants' baseline.
+func (r *tlcRun) passed(check string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.verified == nil {
+		r.verified = map[string]bool{}
+	}
+	r.verified[check] = true
 }
 
 // begin names the kind of the checks that follow, for -junit and -summary.
@@ -635,6 +649,9 @@ func (r *tlcRun) checkModel(dir, cfg string, modules []string) (reportIt func())
 	}
 	return func() {
 		r.report(problem == "", what, fmt.Sprintf("%s; %s, %.1fs", detail, stats(res), d.Seconds()), log)
+		if problem == "" {
+			r.passed(what)
+		}
 		graph()
 	}
 }
@@ -668,11 +685,13 @@ func (r *tlcRun) checkGraph(cfg string) (reportIt func()) {
 	}
 	if outcome := cmp.Summary; outcome.Violated != "" {
 		return func() {
+			r.passed(what)
 			r.report(true, what, fmt.Sprintf("the Go model's: %s violated at depth %d by the same counterexample, the same %s states up to it, %.1fs",
 				outcome.Violated, outcome.Depth, commas(int64(cmp.TLCStates)), d.Seconds()), nil)
 		}
 	}
 	return func() {
+		r.passed(what)
 		r.report(true, what, fmt.Sprintf("the Go model's, state for state and edge for edge: %s states, %s transitions, %.1fs",
 			commas(int64(cmp.TLCStates)), commas(int64(cmp.TLCEdges)), d.Seconds()), nil)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -29,7 +30,10 @@ func (r *tlcRun) checkMutants() error {
 	if err != nil {
 		return failure{exitUsage, err.Error()}
 	}
-	run := tlc.MutantRun{Env: r.env, Root: r.opts.root, Parallel: r.opts.parallel, Job: tlc.Job{Timeout: r.opts.timeout}}
+	r.mu.Lock()
+	verified := maps.Clone(r.verified)
+	r.mu.Unlock()
+	run := tlc.MutantRun{Env: r.env, Root: r.opts.root, Parallel: r.opts.parallel, Job: tlc.Job{Timeout: r.opts.timeout}, Verified: verified}
 	rs, err := run.Run(r.ctx, ms)
 	if err != nil {
 		if r.ctx.Err() != nil {

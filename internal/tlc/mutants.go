@@ -171,6 +171,14 @@ type MutantRun struct {
 	Root     string
 	Parallel int // mutants checked at once; < 1 means 1
 	Job      Job // Timeout and Output for every TLC run
+
+	// Verified names checks (a Mutant's CaughtBy: "spec/NAME.cfg" or
+	// GraphCheck+"spec/NAME.cfg") that the caller has just seen give their
+	// expected result on the spec at Root, unmutated: the baseline does
+	// not run them again. `tracecheck tlc all` passes the models it
+	// checked before the mutants. The trace fixtures' check is always
+	// run, since its verdicts are what each mutant's are compared with.
+	Verified map[string]bool
 }
 
 // MutantResult is what became of one mutant.
@@ -248,13 +256,15 @@ func (r MutantRun) Run(ctx context.Context, ms []Mutant) ([]MutantResult, error)
 }
 
 // baseline runs each check a mutant in ms names on the unmutated copy in
-// orig, r.Parallel at once, and returns the trace fixtures' verdicts there
+// orig (but those r.Verified names), r.Parallel at once, and returns the trace fixtures' verdicts there
 // (when a mutant names them). A check that does not give its expected
 // result is an error: no mutant's result would mean anything.
 func (r MutantRun) baseline(ctx context.Context, orig string, ms []Mutant, fxs []Fixture) ([]FixtureVerdict, error) {
 	checks := map[string]bool{}
 	for _, m := range ms {
-		checks[m.CaughtBy] = true
+		if m.CaughtBy == FixturesCheck || !r.Verified[m.CaughtBy] {
+			checks[m.CaughtBy] = true
+		}
 	}
 	var (
 		want []FixtureVerdict

@@ -215,6 +215,52 @@ func TestMutantBaselineFailureIsAnError(t *testing.T) {
 	}
 }
 
+// A check the caller has verified (MutantRun.Verified) is not run again
+// as the baseline: the cfg made wrong above, whose baseline would fail,
+// fails nothing when it is named verified, and the mutant goes on to its
+// own check (here, its empty text to replace is stale: no TLC runs).
+func TestMutantBaselineSkipsVerified(t *testing.T) {
+	root := t.TempDir()
+	if err := CopySpecs("../..", root); err != nil {
+		t.Fatal(err)
+	}
+	fixtures, err := filepath.Abs(filepath.Join("../..", "tla", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(fixtures, filepath.Join(root, "tla", "testdata")); err != nil {
+		t.Fatal(err)
+	}
+	const wrong = "spec/ThreadClaimLapseUnfenced.cfg"
+	cfg := filepath.Join(root, filepath.FromSlash(wrong))
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), `\* expect: violation I1_ConsumedAtMostOnce`, `\* expect: ok`, 1))
+	if err := os.WriteFile(cfg, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ms := []Mutant{{Name: "stale", File: "spec/ThreadClaimLapse.tla", CaughtBy: wrong, Replace: "no such text in the spec"}}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// No java is needed: nothing may run TLC.
+	env := Env{Java: filepath.Join(t.TempDir(), "no-java"), Jar: filepath.Join(t.TempDir(), "no.jar")}
+	rs, err := MutantRun{Env: env, Root: root, Verified: map[string]bool{wrong: true}}.Run(ctx, ms)
+	if err != nil {
+		t.Fatalf("Run: %v; want the verified check's baseline not run", err)
+	}
+	if len(rs) != 1 || !errors.Is(rs[0].Err, ErrMutantStale) || rs[0].Caught {
+		t.Fatalf("Run = %+v; want the one mutant stale, not caught", rs)
+	}
+	// Not verified, the same baseline is run and fails (as
+	// TestMutantBaselineFailureIsAnError shows with a real TLC): here it
+	// cannot run at all, which is an error too.
+	if _, err := (MutantRun{Env: env, Root: root}).Run(ctx, ms); err == nil {
+		t.Fatal("Run with nothing verified ran no baseline")
+	}
+}
+
 // A mutant that changes no verdict survives: every run of the trace
 // fixtures is made (with each set of fences), and none is read as a
 // change. Beside it, one that changes a verdict is caught.
