@@ -57,8 +57,8 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 	if err := parse(fs, args, stdout, stderr, conformUsage); err != nil {
 		return err
 	}
-	if err := files.Check(); err != nil {
-		return usageError{err.Error()}
+	if err := checkReportFiles(files, *cfgPath); err != nil {
+		return err
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}

@@ -51,6 +51,9 @@ func cmdExport(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() != 1 {
 		return usageError{"want exactly one trace"}
 	}
+	if err := checkNotInput("-itf", *out, fs.Arg(0)); err != nil {
+		return err
+	}
 	fig, err := export(fs.Arg(0), *out, *thread)
 	if *jsonOut {
 		return writeJSON(stdout, "export", err, fig)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -111,4 +112,39 @@ func checkStorageURL(url string) error {
 		return usageError{fmt.Sprintf("-storage: %v", err)}
 	}
 	return nil
+}
+
+// checkNotInput refuses an output flag's path that is one of the
+// command's inputs (the same file, by whatever path): writing it would
+// destroy what the command reads. Bad usage (exit 2), found before
+// anything runs or is written.
+func checkNotInput(flagName, out string, inputs ...string) error {
+	if out == "" {
+		return nil
+	}
+	ofi, err := os.Stat(out)
+	if err != nil {
+		return nil // not there yet: no input
+	}
+	for _, in := range inputs {
+		if in == "" {
+			continue
+		}
+		if ifi, err := os.Stat(in); err == nil && os.SameFile(ofi, ifi) {
+			return usageError{fmt.Sprintf("%s %s: is the input %s, which writing it would destroy", flagName, out, in)}
+		}
+	}
+	return nil
+}
+
+// checkReportFiles refuses -junit and -summary paths that cannot be
+// written (a directory) or that name one of the inputs.
+func checkReportFiles(files *report.Files, inputs ...string) error {
+	if err := files.Check(); err != nil {
+		return usageError{err.Error()}
+	}
+	if err := checkNotInput("-junit", files.JUnit, inputs...); err != nil {
+		return err
+	}
+	return checkNotInput("-summary", files.Summary, inputs...)
 }

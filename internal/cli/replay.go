@@ -49,6 +49,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError{"want exactly one operation log"}
 	}
 	path := fs.Arg(0)
+	if err := checkNotInput("-trace-out", *traceOut, path); err != nil {
+		return err
+	}
 	fig, err := replay(ctx, path, *traceOut, *quiet || *jsonOut, stdout)
 	if *jsonOut {
 		return writeJSON(stdout, "replay", err, fig)

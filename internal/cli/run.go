@@ -120,8 +120,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
 	}
-	if err := files.Check(); err != nil {
-		return usageError{err.Error()}
+	if err := checkReportFiles(files, f.cfgPath); err != nil {
+		return err
+	}
+	if err := checkNotInput("-ops-out", f.opsOut, f.cfgPath); err != nil {
+		return err
 	}
 	if f.seeds < 0 || f.concurrent < 0 {
 		return usageError{"-seeds and -concurrent must not be negative"}

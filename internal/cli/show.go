@@ -99,6 +99,9 @@ func cmdShow(args []string, stdout, stderr io.Writer) error {
 	if *jsonOut {
 		out = io.Discard
 	}
+	if err := checkNotInput("-html", *htmlOut, fs.Arg(0), *specPath, *cfgPath, *porcupineHTML); err != nil {
+		return err
+	}
 	fig, err := show(fs.Arg(0), showOptions{only: *only, lines: lines, width: *width, rows: *rows, htmlOut: *htmlOut, specPath: *specPath, cfgPath: *cfgPath, porcupineHTML: *porcupineHTML}, out)
 	if *jsonOut {
 		return writeJSON(stdout, "show", err, fig)

@@ -193,6 +193,9 @@ func cmdTLC(ctx context.Context, args []string, stdout, stderr io.Writer) (err e
 			rest = fs.Args()
 		}
 	}
+	if err := checkReportFiles(files, rest...); err != nil {
+		return err
+	}
 	if *jsonOut {
 		// stdout carries the JSON object; the progress goes to stderr.
 		stdout, o.json = stderr, stdout

@@ -50,8 +50,8 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := parse(fs, args, stdout, stderr, validateUsage); err != nil {
 		return err
 	}
-	if err := files.Check(); err != nil {
-		return usageError{err.Error()}
+	if err := checkReportFiles(files, fs.Args()...); err != nil {
+		return err
 	}
 	v.shrink = *shrinkOut
 	var figs []validateFigure
