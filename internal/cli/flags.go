@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -147,4 +148,21 @@ func checkReportFiles(files *report.Files, inputs ...string) error {
 		return err
 	}
 	return checkNotInput("-summary", files.Summary, inputs...)
+}
+
+// checkOutFile refuses an output file flag's path that cannot be a file:
+// a directory, or one in a directory that is not there. Bad usage (exit
+// 2), found before anything runs, where writing it after the work would
+// fail as "could not run".
+func checkOutFile(flagName, out string) error {
+	if out == "" {
+		return nil
+	}
+	if fi, err := os.Stat(out); err == nil && fi.IsDir() {
+		return usageError{fmt.Sprintf("%s %s: is a directory", flagName, out)}
+	}
+	if fi, err := os.Stat(filepath.Dir(out)); err != nil || !fi.IsDir() {
+		return usageError{fmt.Sprintf("%s %s: no directory %s to write it in", flagName, out, filepath.Dir(out))}
+	}
+	return nil
 }

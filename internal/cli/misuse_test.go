@@ -60,3 +60,53 @@ func TestOutputIsNotAnInput(t *testing.T) {
 		}
 	}
 }
+
+// sort -o (and replay -trace-out, mutate's files) through a symbolic link
+// writes the file the link names and keeps the link, where the rename
+// that replaces a file whole put a regular file in the link's place (and,
+// run as root, in the place of a device: sort -o /dev/full replaced it).
+func TestTraceOutputThroughASymlink(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target.ndjson")
+	require.NoError(t, os.WriteFile(target, []byte("old\n"), 0o644))
+	link := filepath.Join(dir, "link.ndjson")
+	require.NoError(t, os.Symlink(target, link))
+	code, out, errs := runCLI("sort", "-o", link, okTrace)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	fi, err := os.Lstat(link)
+	require.NoError(t, err)
+	require.Equal(t, os.ModeSymlink, fi.Mode()&os.ModeSymlink, "the link is kept")
+	want, err := os.ReadFile(okTrace)
+	require.NoError(t, err)
+	got, err := os.ReadFile(target)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got), "the sorted trace (already in order) is in the file the link names")
+
+}
+
+// sort -o and replay -trace-out refuse a directory, or a file in a
+// directory that is not there, as bad usage before anything runs, where
+// they failed after the work with exit 4 (which their usage did not
+// name) and a message about a temporary file.
+func TestTraceOutputFileChecked(t *testing.T) {
+	dir := t.TempDir()
+	ops := filepath.Join(dir, "seed.ops.ndjson")
+	code, out, errs := runCLI("run", "-seeds", "1", "-concurrent", "0", "-steps", "20", "-ops-out", ops)
+	require.Equal(t, exitOK, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	missing := filepath.Join(dir, "no", "x.ndjson")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sort", "-o", dir, okTrace}, "-o " + dir + ": is a directory"},
+		{[]string{"sort", "-o", missing, okTrace}, "no directory"},
+		{[]string{"replay", "-trace-out", dir, ops}, "-trace-out " + dir + ": is a directory"},
+		{[]string{"replay", "-trace-out", missing, ops}, "no directory"},
+	} {
+		code, out, errs := runCLI(c.args...)
+		require.Equal(t, exitUsage, code, "%v\nstdout:\n%s\nstderr:\n%s", c.args, out, errs)
+		require.Empty(t, out, "%v: nothing run", c.args)
+		require.Contains(t, errs, c.want, "%v", c.args)
+	}
+	require.NoDirExists(t, filepath.Join(dir, "no"))
+}

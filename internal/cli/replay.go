@@ -21,7 +21,9 @@ the same operations give the same trace and the same verdict. It checks
 the invariants in storage after every operation and the trace with the Go
 trace checker, prints the verdict and, for a failure, its story (the
 failing thread's lines up to the failure). Exits 0 when every check
-passes, 1 when one fails, 2 for a malformed log.
+passes, 1 when one fails, 2 for a malformed log or bad usage (-trace-out
+a directory, or in a directory that is not there), 4 when -trace-out
+could not be written.
 
 Flags:
 `
@@ -50,6 +52,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	path := fs.Arg(0)
 	if err := checkNotInput("-trace-out", *traceOut, path); err != nil {
+		return err
+	}
+	if err := checkOutFile("-trace-out", *traceOut); err != nil {
 		return err
 	}
 	fig, err := replay(ctx, path, *traceOut, *quiet || *jsonOut, stdout)

@@ -20,7 +20,11 @@ positions its lines held, and writes the result to stdout (or -o). This is
 the normalising step for a file written in the order concurrent processes
 traced their lines; 'tracecheck validate' and TLC check file order as it
 stands. The input is read strictly: bad input exits 2 with file:line:
-reason, and nothing is written.
+reason, and nothing is written. -o through a symbolic link replaces the
+file the link names; -o naming a named pipe or a device writes into it.
+
+Exit codes: 0 sorted; 2 bad input or bad usage (-o a directory, or in a
+directory that is not there); 4 the output could not be written.
 
 Flags:
 `
@@ -37,6 +41,9 @@ func cmdSort(args []string, stdout, stderr io.Writer) error {
 	}
 	if *jsonOut && *out == "" {
 		return usageError{"-json needs -o: stdout carries the JSON summary, not the trace"}
+	}
+	if err := checkOutFile("-o", *out); err != nil {
+		return err
 	}
 	fig := sortFigures{File: fs.Arg(0), Out: *out}
 	err := sortFile(fs.Arg(0), *out, stdout, &fig)
@@ -79,8 +86,18 @@ func sortFile(path, out string, stdout io.Writer, fig *sortFigures) error {
 // writeTraceFile writes lines to path through a temporary file beside it,
 // so that path is replaced whole or not at all. The file is readable by
 // all (0644), as the command's other outputs are: a temporary file is
-// created readable by its owner only.
+// created readable by its owner only. A symbolic link is written
+// through (the file it names is replaced, the link kept), and a path
+// that is not a regular file (a named pipe, /dev/stdout) is written in
+// place, as a shell's > would: a rename would put a regular file where
+// the link or the device was.
 func writeTraceFile(path string, lines []core.TraceEvent) error {
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return writeTraceInPlace(path, fi, lines)
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), ".trace-*")
 	if err != nil {
 		return failure{4, // could not run
@@ -100,6 +117,24 @@ func writeTraceFile(path string, lines []core.TraceEvent) error {
 		os.Remove(f.Name())
 		return failure{4, // could not run
 			fmt.Sprintf("write %s: %v", path, err)}
+	}
+	return nil
+}
+
+// writeTraceInPlace writes lines into path, which is not a regular file.
+func writeTraceInPlace(path string, fi os.FileInfo, lines []core.TraceEvent) error {
+	if fi.IsDir() {
+		return failure{exitCouldNotRun, fmt.Sprintf("write %s: is a directory", path)}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err == nil {
+		err = tracecheck.WriteLines(f, lines)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return failure{exitCouldNotRun, fmt.Sprintf("write %s: %v", path, err)}
 	}
 	return nil
 }
