@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -109,4 +110,28 @@ func TestTraceOutputFileChecked(t *testing.T) {
 		require.Contains(t, errs, c.want, "%v", c.args)
 	}
 	require.NoDirExists(t, filepath.Join(dir, "no"))
+}
+
+// replay -json's stdout is the one JSON object, passing or failing, where
+// it began with the replay's text lines (the log's summary, PASS).
+func TestReplayJSONIsOneObject(t *testing.T) {
+	dir := t.TempDir()
+	for _, unfenced := range []bool{false, true} {
+		ops := filepath.Join(dir, fmt.Sprintf("unfenced-%v.ops.ndjson", unfenced))
+		args := []string{"run", "-seeds", "1", "-concurrent", "0", "-ops-out", ops, "-shrink=false", "-shrink-dir", dir}
+		if unfenced {
+			args = append(args, "-unfenced", "-seed", "2") // a seed the mutant fails
+		}
+		runCLI(args...)
+		require.FileExists(t, ops)
+		code, out, errs := runCLI("replay", "-json", ops)
+		s := jsonOf(t, out)
+		require.Equal(t, code, s.Exit, "stderr:\n%s", errs)
+		require.Equal(t, "replay", s.Command)
+		want := exitOK
+		if unfenced {
+			want = exitFailed
+		}
+		require.Equal(t, want, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	}
 }

@@ -57,10 +57,12 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := checkOutFile("-trace-out", *traceOut); err != nil {
 		return err
 	}
-	fig, err := replay(ctx, path, *traceOut, *quiet || *jsonOut, stdout)
 	if *jsonOut {
+		// stdout carries the JSON object alone.
+		fig, err := replay(ctx, path, *traceOut, true, io.Discard)
 		return writeJSON(stdout, "replay", err, fig)
 	}
+	_, err := replay(ctx, path, *traceOut, *quiet, stdout)
 	return err
 }
 
