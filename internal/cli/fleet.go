@@ -214,7 +214,7 @@ func checkFleetNumbers(fs *flag.FlagSet, cfg fleet.Config, tlcSample int) error 
 		{"-timeout", "positive", cfg.Timeout <= 0}, {"-porcupine-timeout", "positive", cfg.PorcupineTimeout <= 0},
 		{"-agent-max", "not negative", cfg.AgentMax < 0}, {"-max-skew", "not negative", cfg.MaxSkew < 0},
 		{"-nemesis-every", "not negative", cfg.NemesisEvery < 0}, {"-duration", "not negative", cfg.Duration < 0},
-		{"-ask", "between 0 and 1", cfg.Ask < 0 || cfg.Ask > 1}, {"-tlc-sample", "not negative", tlcSample < 0},
+		{"-ask", "between 0 and 1", !(cfg.Ask >= 0 && cfg.Ask <= 1)}, {"-tlc-sample", "not negative", tlcSample < 0},
 	} {
 		if c.bad {
 			return usageError{fmt.Sprintf("%s %s: must be %s", c.flag, fs.Lookup(c.flag[1:]).Value, c.want)}

@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -133,5 +136,43 @@ func TestReplayJSONIsOneObject(t *testing.T) {
 			want = exitFailed
 		}
 		require.Equal(t, want, code, "stdout:\n%s\nstderr:\n%s", out, errs)
+	}
+}
+
+// A probability or a percentage flag refuses NaN, which the range checks
+// (x < 0 || x > 1) let through: run -faults NaN ran, and passed.
+func TestFloatFlagsRefuseNaN(t *testing.T) {
+	for _, args := range [][]string{
+		{"run", "-seeds", "1", "-concurrent", "0", "-faults", "NaN"},
+		{"run", "-seeds", "1", "-concurrent", "0", "-min-coverage", "NaN"},
+		{"run", "-seeds", "1", "-concurrent", "0", "-min-edge-coverage", "NaN"},
+		{"fleet", "-storage", "postgres://nobody@127.0.0.1:1/none?connect_timeout=1", "-ask", "NaN"},
+	} {
+		code, out, errs := runCLI(args...)
+		require.Equal(t, exitUsage, code, "%v\nstdout:\n%s\nstderr:\n%s", args, out, errs)
+		require.Contains(t, errs, "NaN", "%v", args)
+		require.Empty(t, out, "%v: nothing run", args)
+	}
+}
+
+// A worker whose DATABASE_URL does not parse exits 2 at once, naming it,
+// and leaves no history file: it retried for ever (reconnecting cannot
+// mend a URL), having created the history. Its -ask refuses NaN too.
+func TestWorkerRefusesABadURL(t *testing.T) {
+	dir := t.TempDir()
+	history := filepath.Join(dir, "w.history")
+	for _, c := range []struct{ url, ask, want string }{
+		{"postgres://u:secret@localhost:notaport/db", "0", "DATABASE_URL"},
+		{"postgres://nobody@127.0.0.1:1/none?connect_timeout=1", "NaN", "-ask NaN"},
+	} {
+		t.Setenv("DATABASE_URL", c.url)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var out, errs bytes.Buffer
+		code := Main(ctx, []string{"worker", "-schema", "s", "-name", "w1", "-history", history, "-ask", c.ask}, &out, &errs)
+		cancel()
+		require.Equal(t, exitUsage, code, "%s: waited 10s for the worker to refuse\nstdout:\n%s\nstderr:\n%s", c.url, out.String(), errs.String())
+		require.Contains(t, errs.String(), c.want)
+		require.NotContains(t, errs.String(), "secret", "no password shown")
+		require.NoFileExists(t, history)
 	}
 }

@@ -129,10 +129,11 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.seeds < 0 || f.concurrent < 0 {
 		return usageError{"-seeds and -concurrent must not be negative"}
 	}
-	if f.minCoverage < 0 || f.minCoverage > 100 || (f.minCoverage > 0 && f.cfgPath == "") {
+	// !(x >= 0 && x <= max) refuses NaN too, which x < 0 || x > max takes.
+	if !(f.minCoverage >= 0 && f.minCoverage <= 100) || (f.minCoverage > 0 && f.cfgPath == "") {
 		return usageError{fmt.Sprintf("-min-coverage %v must be a percentage, and needs -cfg", f.minCoverage)}
 	}
-	if f.minEdgeCoverage < 0 || f.minEdgeCoverage > 100 || (f.minEdgeCoverage > 0 && f.cfgPath == "") {
+	if !(f.minEdgeCoverage >= 0 && f.minEdgeCoverage <= 100) || (f.minEdgeCoverage > 0 && f.cfgPath == "") {
 		return usageError{fmt.Sprintf("-min-edge-coverage %v must be a percentage, and needs -cfg", f.minEdgeCoverage)}
 	}
 	if f.cfgPath != "" {
@@ -173,7 +174,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if f.minActions == -1 {
 		f.minActions = autoMinActions(f)
 	}
-	if f.faults < 0 || f.faults > 1 {
+	if !(f.faults >= 0 && f.faults <= 1) {
 		return usageError{fmt.Sprintf("-faults %v must be a probability, in [0, 1]", f.faults)}
 	}
 	if _, ok := sim.ParseMutant(f.mutant); !ok && f.mutant != "" {

@@ -276,7 +276,7 @@ func (c Config) Validate() error {
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
 	case !validAgent(c.Agent):
 		return configErrorf("-agent %q: must be %s or %s", c.Agent, AgentStalling, AgentNone)
-	case c.Ask < 0 || c.Ask > 1:
+	case !(c.Ask >= 0 && c.Ask <= 1): // NaN too
 		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
 	case c.MaxSkew < 0:
 		return configErrorf("-max-skew %v: must not be negative", c.MaxSkew)

@@ -97,6 +97,9 @@ func (c WorkerConfig) Validate() error {
 	switch {
 	case c.URL == "":
 		return configErrorf("no database: set DATABASE_URL")
+	case badURL(c.URL) != nil:
+		// Reconnecting would never mend it: the worker would retry for ever.
+		return configErrorf("DATABASE_URL: %v", badURL(c.URL))
 	case c.Schema == "":
 		return configErrorf("-schema is required")
 	case c.Name == "":
@@ -113,7 +116,7 @@ func (c WorkerConfig) Validate() error {
 		return configErrorf("-agent-max %v: must not be negative", c.AgentMax)
 	case c.Agent != "" && !validAgent(c.Agent):
 		return configErrorf("-agent %q: must be %s or %s", c.Agent, AgentStalling, AgentNone)
-	case c.Ask < 0 || c.Ask > 1:
+	case !(c.Ask >= 0 && c.Ask <= 1): // NaN too
 		return configErrorf("-ask %v: must be between 0 and 1", c.Ask)
 	}
 	return nil
