@@ -47,7 +47,7 @@ Flags:
 func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("conform", flag.ContinueOnError)
 	cfgPath := fs.String("cfg", "spec/ThreadClaimLapse.cfg", "the cfg whose state graph is driven (it must have no violation)")
-	storage := fs.String("storage", "memory", `"memory" (a fresh store per path) or a postgres:// URL (a schema of its own, dropped after)`)
+	storage := fs.String("storage", "memory", `"memory" (a fresh store per path) or a postgres:// URL (a schema of its own, dropped after; a server that does not answer within 15s is exit 4)`)
 	sample := fs.Int("sample", 0, "drive this many edges drawn at random instead of every edge (0: every edge)")
 	seed := fs.Uint64("seed", 1, "the seed of -sample's draw")
 	var off core.Fences
@@ -90,7 +90,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		var suffix [4]byte
 		_, _ = rand.Read(suffix[:])
 		schema := fmt.Sprintf("tcconform_%d_%s", os.Getpid(), hex.EncodeToString(suffix[:]))
-		store, err := postgres.Open(ctx, *storage, postgres.Options{Schema: schema})
+		store, err := openPostgres(ctx, *storage, postgres.Options{Schema: schema})
 		if err != nil {
 			return failure{exitCouldNotRun, fmt.Sprintf("tracecheck conform: storage: %v", err)}
 		}

@@ -86,7 +86,7 @@ func cmdFleet(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	var tlcSample int
 	var noShrink bool
 	fs := flag.NewFlagSet("fleet", flag.ContinueOnError)
-	fs.StringVar(&cfg.URL, "storage", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL)")
+	fs.StringVar(&cfg.URL, "storage", os.Getenv("DATABASE_URL"), "PostgreSQL URL (default $DATABASE_URL); a server that does not answer within 15s is exit 4")
 	fs.IntVar(&cfg.Procs, "procs", 4, "runner processes")
 	fs.IntVar(&cfg.Threads, "threads", 32, "threads")
 	fs.IntVar(&cfg.Messages, "messages", 0, "messages in all, spread over the threads (default 600; with -unfenced 1000, so that a fence off is caught in more seeds)")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -174,5 +175,45 @@ func TestWorkerRefusesABadURL(t *testing.T) {
 		require.Contains(t, errs.String(), c.want)
 		require.NotContains(t, errs.String(), "secret", "no password shown")
 		require.NoFileExists(t, history)
+	}
+}
+
+// A -storage server that takes the connection and never answers is could
+// not run (exit 4) within connectDeadline, saying so, where run, conform
+// and fleet waited for ever. (run opens its store as conform does, with
+// openPostgres; fleet with its own openRunStore.)
+func TestStorageThatNeverAnswers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		var held []net.Conn // taken, never answered
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	url := "postgres://nobody@" + ln.Addr().String() + "/none?sslmode=disable"
+	for name, args := range map[string][]string{
+		"conform": {"conform", "-cfg", "../../spec/ThreadClaimLapseSmall.cfg", "-storage", url},
+		"fleet":   {"fleet", "-bin", "/bin/true", "-storage", url},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), connectDeadline+15*time.Second)
+			defer cancel()
+			start := time.Now()
+			var out, errs bytes.Buffer
+			code := Main(ctx, args, &out, &errs)
+			require.Equal(t, exitCouldNotRun, code, "waited %v for %s to give up on a server that never answers\nstdout:\n%s\nstderr:\n%s", time.Since(start), name, out.String(), errs.String())
+			require.Less(t, time.Since(start), connectDeadline+10*time.Second)
+			require.Contains(t, errs.String(), "no answer within")
+		})
 	}
 }

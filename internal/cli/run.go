@@ -99,7 +99,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.mutant, "mutant", "", "switch a deliberate defect on, which the checks must catch: unfenced (every fence off), fence-own-tx (fenced writes check the claim in a transaction of its own, committed first), retry-commit-unknown (the runner retries a consuming write whose commit outcome is unknown), output-abandoned (a run's output is recorded although its end was refused: the run was abandoned), steer-after-abandon (a steering record accepted after its run was abandoned), steer-keeps-cursor (a steering record that does not move the taken cursor), steer-consumed (steering given from a message already consumed), steer-inactive (steering given to a run that is not active)")
 	fs.BoolVar(&f.interleave, "interleave", true, "let the scheduler run other operations between any two storage transactions of one process's step")
 	fs.Float64Var(&f.faults, "faults", 0.05, "probability of a storage fault (commit unknown, rolled back, failed) on a process's Abandon, RunStart, Reply, RunEnd or Release in the deterministic executions")
-	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower)")
+	fs.StringVar(&f.storageURL, "storage", "", "run on PostgreSQL at this URL instead of in memory: each execution in a fresh schema, dropped after (give fewer -seeds: each is slower); a server that does not answer within 15s is exit 4")
 	fs.StringVar(&f.traceDir, "trace-dir", "", "write each execution's trace here, one ndjson file per thread (ok-* accepted, bad-* rejected)")
 	fs.StringVar(&f.opsOut, "ops-out", "", "write the first seed's (-seed N) operation log to this file, for tracecheck replay")
 	fs.BoolVar(&f.shrink, "shrink", true, "shrink the first failing seed of each failure to its shortest story, printed and written to -shrink-dir")
@@ -798,7 +798,7 @@ func openStorage(ctx context.Context, url string) (core.Storage, func(), error) 
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, nil, err
 	}
-	s, err := postgres.Open(ctx, url, postgres.Options{Schema: fmt.Sprintf("tcrun_%x", b)})
+	s, err := openPostgres(ctx, url, postgres.Options{Schema: fmt.Sprintf("tcrun_%x", b)})
 	if err != nil {
 		return nil, nil, err
 	}

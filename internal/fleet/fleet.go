@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 		defer restore()
 	}
-	if r.store, err = postgres.Open(ctx, cfg.URL, postgres.Options{Schema: r.schema, KeepTrace: true}); err != nil {
+	if r.store, err = openRunStore(ctx, cfg.URL, r.schema); err != nil {
 		return nil, err
 	}
 	defer r.store.Close()
@@ -439,4 +439,20 @@ func (r *run) post(ctx context.Context, posters []*poster) error {
 	wg.Wait()
 	close(errs)
 	return <-errs
+}
+
+// connectDeadline bounds opening the run's store (connecting, creating
+// the schema): a server that takes the connection and never answers
+// fails the run as could not run, where it waited for ever.
+const connectDeadline = 15 * time.Second
+
+// openRunStore opens the run's store on url within connectDeadline.
+func openRunStore(ctx context.Context, url, schema string) (*postgres.Store, error) {
+	octx, cancel := context.WithTimeout(ctx, connectDeadline)
+	defer cancel()
+	s, err := postgres.Open(octx, url, postgres.Options{Schema: schema, KeepTrace: true})
+	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w (no answer within %v)", err, connectDeadline)
+	}
+	return s, err
 }
