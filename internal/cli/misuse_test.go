@@ -217,3 +217,25 @@ func TestStorageThatNeverAnswers(t *testing.T) {
 		})
 	}
 }
+
+// tlc refuses -keep-logs naming a file and -mutated below 1 before it
+// looks for TLC (it ran TLC, printing its version, and then dropped every
+// log without a word, or refused -mutated), and model -compare-tlc
+// refuses a -jar that is not there by name (java said it found no class).
+func TestTLCAndModelFlagsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	file := copyTo(t, okTrace, dir, "ok.ndjson")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tlc", "-root", "../..", "-keep-logs", file, "batch", okTrace}, "-keep-logs " + file + ": not a directory"},
+		{[]string{"tlc", "-root", "../..", "-mutated", "0", "differential"}, "-mutated must be at least 1"},
+		{[]string{"model", "-compare-tlc", "-jar", filepath.Join(dir, "nope.jar"), "../../spec/ThreadClaimLapseSmall.cfg"}, "nope.jar: no such file"},
+	} {
+		code, out, errs := runCLI(c.args...)
+		require.Equal(t, exitUsage, code, "%v\nstdout:\n%s\nstderr:\n%s", c.args, out, errs)
+		require.Empty(t, out, "%v: nothing run", c.args)
+		require.Contains(t, errs, c.want, "%v", c.args)
+	}
+}

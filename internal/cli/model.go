@@ -114,6 +114,10 @@ func cmdModel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		cfgs = append(cfgs, c)
 	}
+	if fi, err := os.Stat(*jar); *jar != "" && (err != nil || fi.IsDir()) {
+		// Where java said only that it found no tlc2.TLC class.
+		return usageError{fmt.Sprintf("-jar %s: no such file", *jar)}
+	}
 	env := tlc.Env{Jar: *jar} // java on the PATH
 	if *compare && *jar == "" {
 		// The java and jar tracecheck tlc would use: TLA2TOOLS_JAR, else

@@ -332,6 +332,13 @@ func checkTLCArgs(o tlcOptions, mode string, explicitAll bool, rest []string) er
 	if o.timeout <= 0 {
 		return usageError{"-timeout must be positive"}
 	}
+	if o.mutated < 1 {
+		// Before TLC is looked for: bad usage runs nothing.
+		return usageError{"-mutated must be at least 1"}
+	}
+	if fi, err := os.Stat(o.keepLogs); o.keepLogs != "" && err == nil && !fi.IsDir() {
+		return usageError{fmt.Sprintf("-keep-logs %s: not a directory", o.keepLogs)}
+	}
 	if _, err := os.Stat(filepath.Join(o.root, "spec")); err != nil {
 		return usageError{fmt.Sprintf("%s is not the repository's root (no spec/): run from there or give -root", o.root)}
 	}
@@ -872,8 +879,15 @@ func (r *tlcRun) keepLog(name string, out *bytes.Buffer) {
 	if r.opts.keepLogs == "" {
 		return
 	}
-	if err := os.MkdirAll(r.opts.keepLogs, 0o755); err == nil {
-		_ = os.WriteFile(filepath.Join(r.opts.keepLogs, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".log"), out.Bytes(), 0o644)
+	err := os.MkdirAll(r.opts.keepLogs, 0o755)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(r.opts.keepLogs, strings.NewReplacer("/", "_", " ", "_").Replace(name)+".log"), out.Bytes(), 0o644)
+	}
+	if err != nil {
+		// Not a verdict: said, where it was dropped without a word.
+		r.mu.Lock()
+		fmt.Fprintf(r.out, "tlc: -keep-logs: %s's output not kept: %v\n", name, err)
+		r.mu.Unlock()
 	}
 }
 

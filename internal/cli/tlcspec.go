@@ -171,9 +171,6 @@ func (r *tlcRun) checkBatch(paths []string) error {
 // must break an invariant (I1, I3, NoLiveAbandon, SteeringException) at
 // the same line in both checkers.
 func (r *tlcRun) checkDifferential() error {
-	if r.opts.mutated < 1 {
-		return usageError{"-mutated must be at least 1"}
-	}
 	dir := filepath.Join(r.work, "differential")
 	self, err := os.Executable()
 	if err != nil {
