@@ -170,6 +170,16 @@ func checkOutFile(flagName, out string) error {
 	return nil
 }
 
+// checkDirFlag refuses a directory flag's path that is there and is not
+// a directory: bad usage before anything runs, where creating it failed
+// after the work, as could not run.
+func checkDirFlag(flagName, dir string) error {
+	if fi, err := os.Stat(dir); dir != "" && err == nil && !fi.IsDir() {
+		return usageError{fmt.Sprintf("%s %s: not a directory", flagName, dir)}
+	}
+	return nil
+}
+
 // connectDeadline bounds opening a -storage database (connecting, and
 // creating the schema): a server that takes the connection and never
 // answers is "could not run" (exit 4) after it, where the command waited

@@ -239,3 +239,27 @@ func TestTLCAndModelFlagsCheckedFirst(t *testing.T) {
 		require.Contains(t, errs, c.want, "%v", c.args)
 	}
 }
+
+// run refuses -ops-out naming a directory, -shrink-dir naming a file and
+// a negative -porcupine-timeout (which porcupine took as no limit), and
+// validate -shrink a -shrink-dir naming a file, before anything runs:
+// they ran the executions (or checked the files) and then failed with
+// exit 4, which validate's usage did not name.
+func TestRunAndValidateOutputsCheckedFirst(t *testing.T) {
+	dir := t.TempDir()
+	file := copyTo(t, okTrace, dir, "ok.ndjson")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "-seeds", "1", "-concurrent", "0", "-ops-out", dir}, "-ops-out " + dir + ": is a directory"},
+		{[]string{"run", "-seeds", "1", "-concurrent", "0", "-shrink-dir", file}, "-shrink-dir " + file + ": not a directory"},
+		{[]string{"run", "-seeds", "0", "-concurrent", "1", "-porcupine-timeout", "-1s"}, "-porcupine-timeout -1s must not be negative"},
+		{[]string{"validate", "-shrink", "-shrink-dir", file, "../../tracecheck/testdata/bad-consumed-twice.ndjson"}, "-shrink-dir " + file + ": not a directory"},
+	} {
+		code, out, errs := runCLI(c.args...)
+		require.Equal(t, exitUsage, code, "%v\nstdout:\n%s\nstderr:\n%s", c.args, out, errs)
+		require.Empty(t, out, "%v: nothing run", c.args)
+		require.Contains(t, errs, c.want, "%v", c.args)
+	}
+}

@@ -111,7 +111,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.Float64Var(&f.minCoverage, "min-coverage", 0, "with -cfg: fail (exit 1) when the executions visit less than this percentage of the cfg's states")
 	fs.Float64Var(&f.minEdgeCoverage, "min-edge-coverage", 0, "with -cfg: fail (exit 1) when the executions take less than this percentage of the cfg's edges")
 	fs.IntVar(&f.minActions, "min-actions", -1, "fail (exit 1) when a spec action is exercised fewer than this many times; -1 (the default): 1 when the run is big enough that every action is reached in practice (at least 15000 scheduled steps of seeded executions with 2 or more processes, no -cfg), else 0")
-	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive")
+	fs.DurationVar(&f.porcupineTimeout, "porcupine-timeout", time.Minute, "porcupine's time limit per history; past it the result is inconclusive (0: no limit)")
 	jsonOut := jsonFlag(fs)
 	files := reportFlags(fs)
 	if err := parse(fs, args, stdout, stderr, runUsage); err != nil {
@@ -120,10 +120,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return usageError{fmt.Sprintf("unexpected arguments %q", fs.Args())}
 	}
-	if err := checkReportFiles(files, f.cfgPath); err != nil {
-		return err
-	}
-	if err := checkNotInput("-ops-out", f.opsOut, f.cfgPath); err != nil {
+	if err := checkRunFiles(f, files); err != nil {
 		return err
 	}
 	if f.seeds < 0 || f.concurrent < 0 {
@@ -199,6 +196,27 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	f.json, f.report = *jsonOut, files.Wanted()
 	return runAndReport(ctx, f, files, stdout, stderr)
+}
+
+// checkRunFiles refuses, before anything runs, output paths that cannot
+// be written (or would overwrite -cfg) and a negative -porcupine-timeout.
+func checkRunFiles(f runFlags, files *report.Files) error {
+	if err := checkReportFiles(files, f.cfgPath); err != nil {
+		return err
+	}
+	if err := checkNotInput("-ops-out", f.opsOut, f.cfgPath); err != nil {
+		return err
+	}
+	if fi, err := os.Stat(f.opsOut); f.opsOut != "" && err == nil && fi.IsDir() {
+		return usageError{fmt.Sprintf("-ops-out %s: is a directory", f.opsOut)}
+	}
+	if err := checkDirFlag("-shrink-dir", f.shrinkDir); err != nil {
+		return err
+	}
+	if f.porcupineTimeout < 0 {
+		return usageError{fmt.Sprintf("-porcupine-timeout %v must not be negative (0: no limit)", f.porcupineTimeout)}
+	}
+	return nil
 }
 
 // runAndReport runs the checks f asks for and writes what they found:

@@ -34,7 +34,9 @@ Every file is checked; the exit code is the worst outcome:
   0  every file accepted
   1  a file rejected by the checker
   2  bad input: a file that is malformed (printed as file:line: reason),
-     empty, unreadable, or a directory; or bad usage
+     empty, unreadable, or a directory; or bad usage (-junit, -summary or
+     -shrink-dir a path that cannot be one, or one of the FILEs)
+  4  a -junit, -summary or -shrink story file that could not be written
 
 Flags:
 `
@@ -51,6 +53,9 @@ func cmdValidate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	if err := checkReportFiles(files, fs.Args()...); err != nil {
+		return err
+	}
+	if err := checkDirFlag("-shrink-dir", v.shrinkDir); *shrinkOut && err != nil {
 		return err
 	}
 	v.shrink = *shrinkOut
