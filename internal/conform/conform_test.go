@@ -150,6 +150,45 @@ func TestConformPostgres(t *testing.T) {
 	}
 }
 
+// TestConformPostgresEveryEdge drives every edge of a small cfg through
+// PostgreSQL storage, each as a probe rolled back, as conform -storage does
+// by default; then the same with every fence off, which must diverge. A
+// probe's first write used to be the PostgreSQL Store's one-statement post
+// or claim, which commits as it is sent: the rollback kept it, and the
+// next probe from the same state saw a message or a lease too many (25
+// divergences in the first 23 edges).
+func TestConformPostgresEveryEdge(t *testing.T) {
+	url := os.Getenv("DATABASE_URL")
+	if url == "" {
+		t.Fatal("DATABASE_URL is not set: this test needs a real PostgreSQL server; run it through scripts/with-postgres (scripts/with-postgres go test ./internal/conform)")
+	}
+	ctx := runCtx(t, 5*time.Minute)
+	// A schema for each Run: their threads' names are the same.
+	schema := func(name string) func(context.Context) (core.Storage, error) {
+		store, err := postgres.Open(ctx, url, postgres.Options{Schema: "tcconform_" + name + "_" + time.Now().Format("150405.000000")[7:]})
+		if err != nil {
+			t.Fatalf("open PostgreSQL: %v", err)
+		}
+		t.Cleanup(func() { _ = store.DropSchema(context.Background()); store.Close() })
+		return func(context.Context) (core.Storage, error) { return store, nil }
+	}
+	g := specmodel.New(readCfg(t, "../../spec/ThreadClaimLapseNoFairnessOneMsg.cfg")).Explore()
+	rep, err := Run(ctx, g, Options{NewStorage: schema("every")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rep.First {
+		t.Error(d)
+	}
+	if rep.Driven != rep.Edges || rep.Refusals == 0 {
+		t.Errorf("%d of %d edges driven, %d refusals asked; want every edge and some refusals", rep.Driven, rep.Edges, rep.Refusals)
+	}
+	rep, err = Run(ctx, g, Options{NewStorage: schema("every_unfenced"), Unfenced: core.AllFences()})
+	if err != nil || rep.Divergences == 0 {
+		t.Fatalf("every fence off: %d divergences, %v; want the mutant caught", rep.Divergences, err)
+	}
+}
+
 // TestAbstract: the abstraction names holders by their claims' order and
 // sees a lease as expired once a process's clock reached its expiry.
 func TestAbstract(t *testing.T) {

@@ -14,7 +14,11 @@
 // state every edge is driven through the public API as a probe: a storage
 // wrapper lets the Workspace's transaction run, reads the thread and lease
 // it made, and rolls it back, so that the next edge starts from the same
-// stored state. A Lapse moves every process's clock past the lease's
+// stored state. The wrapper reads the thread before the Workspace's
+// transaction runs, so that a storage's one-statement writes, which commit
+// as they are sent when they come first (the PostgreSQL Store's post and
+// claim), take their reading path inside the transaction instead; the
+// committed edges drive them as deployed. A Lapse moves every process's clock past the lease's
 // expiry; a probe's Lapse is undone by giving the processes new clocks at
 // the old readings. Three checks, for each state:
 //

@@ -22,7 +22,8 @@ var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 var errRollback = errors.New("conform: probe rolled back")
 
 // probeStorage wraps the storage under test. Committing, it passes every
-// transaction through. Probing, it runs the Workspace's transaction, reads
+// transaction through. Probing, it reads the thread, runs the Workspace's
+// transaction, reads
 // the thread and its lease inside it (the state the write made), and rolls
 // it back, so that the next edge from the same state starts from it again:
 // a storage snapshot restored at no cost. The Workspace sees the
@@ -42,6 +43,13 @@ func (p *probeStorage) Update(ctx context.Context, fn func(ctx context.Context, 
 	}
 	var ferr error
 	err := p.inner.Update(ctx, func(ctx context.Context, tx core.Transaction) error {
+		// The thread is read first: a storage's one-statement writes (the
+		// PostgreSQL Store's post and claim), which commit as they are
+		// sent when they are a transaction's first call, then take their
+		// reading path inside the transaction, which the rollback undoes.
+		if _, err := tx.Thread(ctx, p.thread); err != nil {
+			return err
+		}
 		if ferr = fn(ctx, tx); ferr != nil {
 			return ferr
 		}
