@@ -58,13 +58,41 @@ input, could not run), and progress.
 Exit codes: 0 every check passed; 1 a check failed (with -unfenced: the
 mutant was caught, as it must be); 2 bad usage or bad input (malformed,
 unreadable, empty); 3 inconclusive (porcupine timed out); 4 could not run
-(storage unreachable, a deadline passed); 5 with -unfenced: the mutant
+(storage unreachable, a deadline passed, stdout not writable); 5 with -unfenced: the mutant
 survived, no check caught it.
 `
 
 // Main runs the tracecheck command with args (without the program's
-// name) and returns its exit code.
+// name) and returns its exit code. A command whose checks passed but
+// whose standard output could not be written (a full disk, a closed
+// device) did not deliver its verdict: that is could not run (exit 4),
+// said on stderr, where it exited 0.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out := &checkedWriter{w: stdout}
+	code := command(ctx, args, out, stderr)
+	if out.err != nil && code == exitOK {
+		fmt.Fprintf(stderr, "tracecheck: writing standard output: %v\n", out.err)
+		return exitCouldNotRun
+	}
+	return code
+}
+
+// checkedWriter keeps the first error a write to w returned.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// command runs the command args name and returns its exit code.
+func command(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, mainUsage)
 		return exitUsage

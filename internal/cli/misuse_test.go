@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -262,4 +263,28 @@ func TestRunAndValidateOutputsCheckedFirst(t *testing.T) {
 		require.Empty(t, out, "%v: nothing run", c.args)
 		require.Contains(t, errs, c.want, "%v", c.args)
 	}
+}
+
+// fullWriter fails every write, as /dev/full does.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// A command whose checks passed but whose verdict could not be written to
+// stdout could not run (exit 4), saying so on stderr, where it exited 0;
+// a check that failed keeps its exit code (1) whatever stdout did.
+func TestStdoutNotWritable(t *testing.T) {
+	for _, args := range [][]string{
+		{"validate", "../../tracecheck/testdata/ok-run-output.ndjson"},
+		{"show", "../../tracecheck/testdata/ok-run-output.ndjson"},
+		{"-h"},
+	} {
+		var errs bytes.Buffer
+		code := Main(context.Background(), args, fullWriter{}, &errs)
+		require.Equal(t, exitCouldNotRun, code, "%v\nstderr:\n%s", args, errs.String())
+		require.Contains(t, errs.String(), "writing standard output: no space left on device", "%v", args)
+	}
+	var errs bytes.Buffer
+	code := Main(context.Background(), []string{"validate", "../../tracecheck/testdata/bad-tick-gap.ndjson"}, fullWriter{}, &errs)
+	require.Equal(t, exitFailed, code, "stderr:\n%s", errs.String())
 }
