@@ -39,14 +39,19 @@ type exportFigures struct {
 
 func cmdExport(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	out := fs.String("itf", "", "write the ITF trace to this file (required)")
+	out := fs.String("itf", "", "write the ITF trace to this file (required; not -, stdout being the summary's)")
 	thread := fs.String("thread", "", "the thread to export from a Go trace (default the rejected one, or the first)")
 	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, exportUsage); err != nil {
 		return err
 	}
-	if *out == "" {
+	switch *out {
+	case "":
 		return usageError{"-itf OUT is required"}
+	case "-":
+		// stdout carries the summary (or -json's object): the ITF goes to
+		// a file, never to a file named "-" a reader takes for stdout.
+		return usageError{"-itf -: the ITF trace is written to a file, not to stdout (stdout carries the summary); name a file"}
 	}
 	if fs.NArg() != 1 {
 		return usageError{"want exactly one trace"}

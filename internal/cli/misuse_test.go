@@ -288,3 +288,21 @@ func TestStdoutNotWritable(t *testing.T) {
 	code := Main(context.Background(), []string{"validate", "../../tracecheck/testdata/bad-tick-gap.ndjson"}, fullWriter{}, &errs)
 	require.Equal(t, exitFailed, code, "stderr:\n%s", errs.String())
 }
+
+// sort -o - writes to stdout, as without -o; export -itf - is bad usage
+// (stdout carries export's summary). Neither writes a file named "-".
+func TestDashIsStdoutOrRefused(t *testing.T) {
+	b, err := os.ReadFile("../../tracecheck/testdata/ok-run-output.ndjson")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	t.Chdir(dir)
+	trace := filepath.Join(dir, "t.ndjson")
+	require.NoError(t, os.WriteFile(trace, b, 0o644))
+	code, out, errs := runCLI("sort", "-o", "-", trace)
+	require.Equal(t, exitOK, code, errs)
+	require.Contains(t, out, `"action":"RunStart"`)
+	code, _, errs = runCLI("export", "-itf", "-", trace)
+	require.Equal(t, exitUsage, code)
+	require.Contains(t, errs, "-itf -")
+	require.NoFileExists(t, filepath.Join(dir, "-"))
+}

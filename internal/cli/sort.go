@@ -31,13 +31,16 @@ Flags:
 
 func cmdSort(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("sort", flag.ContinueOnError)
-	out := fs.String("o", "", "write to this file (replaced whole, only once the input read well) instead of stdout")
+	out := fs.String("o", "", "write to this file (replaced whole, only once the input read well) instead of stdout (- is stdout)")
 	jsonOut := jsonFlag(fs)
 	if err := parse(fs, args, stdout, stderr, sortUsage); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {
 		return usageError{"want exactly one trace file"}
+	}
+	if *out == "-" {
+		*out = "" // stdout, as without -o
 	}
 	if *jsonOut && *out == "" {
 		return usageError{"-json needs -o: stdout carries the JSON summary, not the trace"}
