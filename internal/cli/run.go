@@ -226,6 +226,7 @@ func runAndReport(ctx context.Context, f runFlags, files *report.Files, stdout, 
 	if f.json {
 		out = io.Discard
 	}
+	parent := ctx
 	if f.storageURL != "" {
 		// Ctrl-C or SIGTERM cancels the executions, whose schemas are
 		// dropped as each one ends, rather than leave them behind.
@@ -234,6 +235,10 @@ func runAndReport(ctx context.Context, f runFlags, files *report.Files, stdout, 
 		defer stop()
 	}
 	t, err := runAll(ctx, f, out, stderr)
+	if err != nil && parent.Err() == nil && ctx.Err() != nil {
+		// A signal stopped the run: say so, not only "context canceled".
+		err = fmt.Errorf("stopped: %v; the executions' schemas were dropped (%w)", context.Cause(ctx), err)
+	}
 	if t != nil && t.rep != nil {
 		status, msg := verdictOf(err)
 		t.rep.Add(report.Verdict{Suite: "run: verdict", Name: "run (" + runMode(f) + ")", Status: status, Message: msg, Time: t.elapsed})

@@ -61,6 +61,7 @@ func TestRunStorageSignalDropsSchemas(t *testing.T) {
 	require.True(t, errors.As(err, &exit), "run exits by itself after SIGINT (within the test's 2 minutes): %v", err)
 	b, _ := os.ReadFile(errFile.Name())
 	require.Equal(t, exitCouldNotRun, exit.ExitCode(), "stderr: %s", b)
+	require.Contains(t, string(b), "stopped: interrupt signal received", "stderr names the signal, not only a canceled context")
 	left := map[string]bool{}
 	for _, s := range schemas() {
 		left[s] = true
