@@ -230,6 +230,39 @@ func testExpiryByClaimantsClock(t *testing.T, s core.Storage) {
 	require.NoError(t, err, "could not claim once the lease expired")
 }
 
+// A ttl of a fraction of a microsecond (PostgreSQL keeps microseconds):
+// storage may keep a lease a little past the claimant's now + ttl, never
+// less, for a Claim and for a Renew alike; a claim at the claimant's now
+// + ttl less a nanosecond is refused. (A mutation sweep: an expiry
+// rounded down to the microsecond, which lapses the lease before its
+// holder asked, passed the suite, whose ttls are whole seconds.)
+func testExpiryNeverEarly(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	a, b := newProc(s, "a", 0), newProc(s, "b", 0)
+	id := newThread(t, a)
+	const odd = ttl + 500*time.Nanosecond
+	expiresBy := func(what string, at time.Time) {
+		t.Helper()
+		l, err := a.ws.Lease(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, core.Holder("ha"), l.Holder)
+		require.False(t, l.ExpiresAt.Before(at), "%s: the lease expires at %v, before the claimant's now + ttl %v", what, l.ExpiresAt, at)
+	}
+	ca, err := a.ws.Claim(ctx, id, "ha", odd)
+	require.NoError(t, err)
+	expiresBy("claim", epoch.Add(odd))
+	b.clock.Advance(odd - time.Nanosecond)
+	_, err = b.ws.Claim(ctx, id, "hb", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "claimed before the claim's ttl was up")
+
+	a.clock.Advance(ttl / 2)
+	require.NoError(t, a.ws.Renew(ctx, ca, odd))
+	expiresBy("renewal", epoch.Add(ttl/2+odd))
+	b.clock.Advance(ttl / 2)
+	_, err = b.ws.Claim(ctx, id, "hb2", ttl)
+	require.ErrorIs(t, err, core.ErrThreadBusy, "claimed before the renewal's ttl was up")
+}
+
 // Two processes whose clocks disagree: b's runs ahead of a's by more than
 // the TTL, so b sees a's fresh claim expired although a's own timers have
 // not fired. b takes the lease; a's fenced write is refused.

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"LeaseNeedsItsThread", testLeaseNeedsItsThread},
 		{"ClaimRenewRelease", testClaimRenewRelease},
 		{"ExpiryByClaimantsClock", testExpiryByClaimantsClock},
+		{"ExpiryNeverEarly", testExpiryNeverEarly},
 		{"SkewedClocks", testSkewedClocks},
 		{"HoldsLeaseExpiredNotTaken", testHoldsLeaseExpiredNotTaken},
 		{"HoldsLeaseAfterTakeover", testHoldsLeaseAfterTakeover},
