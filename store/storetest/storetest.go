@@ -42,6 +42,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"HoldsLeaseExpiredNotTaken", testHoldsLeaseExpiredNotTaken},
 		{"HoldsLeaseAfterTakeover", testHoldsLeaseAfterTakeover},
 		{"HoldsLeaseEmptyHolder", testHoldsLeaseEmptyHolder},
+		{"TransactionReadsOwnLeaseWrites", testTransactionReadsOwnLeaseWrites},
 		{"RefusedWriteLeavesStorageUnchanged", testRefusedWriteLeavesStorageUnchanged},
 		{"RollbackLeavesStorageUnchanged", testRollbackLeavesStorageUnchanged},
 		{"RollbackUndoesEachWrite", testRollbackUndoesEachWrite},
