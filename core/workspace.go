@@ -211,6 +211,21 @@ func isRefusal(err error) bool {
 // replaced.
 func leaseNow(c Clock) time.Time { return c.Now().Truncate(time.Microsecond) }
 
+// leaseTTL is ttl rounded up to a whole microsecond, as leaseNow's now
+// is rounded down: a lease's expiry, now + ttl, is then a whole
+// microsecond too, which storage that keeps times to the microsecond
+// (PostgreSQL's timestamptz) keeps as it is, so that the expiry a
+// takeover reads back is the one the Claim or Renew traced. (A TTL of
+// a third of a second is 333,333,333 ns: stored rounded, it made a
+// takeover's trace line disagree with the renewal's.)
+func leaseTTL(ttl time.Duration) time.Duration {
+	r := ttl.Truncate(time.Microsecond)
+	if r < ttl {
+		r += time.Microsecond
+	}
+	return r
+}
+
 // record checks ev against the thread, bumps the thread's version once,
 // stamps ev with it, appends ev, and, for an event that consumes a
 // message, saves the taken cursor at that message.
@@ -572,7 +587,8 @@ func (s *startPlan) wrote(ev Event, v uint64) bool {
 }
 
 // Claim takes the thread's lease for holder until ttl from now by the
-// workspace's clock. It succeeds when nobody holds the lease or the lease
+// workspace's clock (lease times are whole microseconds: now is read to
+// the microsecond, and ttl rounded up to one). It succeeds when nobody holds the lease or the lease
 // has expired by this clock, which may run ahead of the holder's. It
 // returns ErrThreadBusy when another holder's lease has not expired,
 // ErrUnknownThread, ErrInvalidArgument for an empty holder, a non-positive
@@ -636,6 +652,7 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	if ttl <= 0 {
 		return Claim{}, Plan{}, 0, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
+	ttl = leaseTTL(ttl)
 	if err := w.finishPending(ctx, id); err != nil {
 		return Claim{}, Plan{}, 0, err
 	}
@@ -758,7 +775,8 @@ func (w *Workspace) startAfter(c Claim, line, startLine *TraceEvent, p Plan) err
 	return nil
 }
 
-// Renew extends the claim's lease to ttl from now by the workspace's clock.
+// Renew extends the claim's lease to ttl from now by the workspace's clock
+// (ttl rounded up to a whole microsecond, as Claim's).
 // A lease that expired and that nobody took renews. It returns
 // ErrThreadBusy when another holder has the lease or nobody does (not
 // traced: the round goes on, to its Release or its refusal).
@@ -766,6 +784,7 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 	if ttl <= 0 {
 		return fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
+	ttl = leaseTTL(ttl)
 	r, err := w.enter(c, ActionRenew, nil)
 	if err != nil {
 		return err

@@ -1535,3 +1535,29 @@ type countingRecorder struct {
 
 // TraceNow returns the next count.
 func (r *countingRecorder) TraceNow() int64 { return r.n.Add(1) }
+
+// A lease's TTL need not be a whole number of microseconds (a third of a
+// second is not): storage may keep expiries to the microsecond only, but
+// the trace a claim, a renewal and the takeover after them write must
+// still be the spec's: each line's expires = now + ttl, and the takeover's
+// replaced the expiry the last of them stamped.
+func testOddTTLTraced(t *testing.T, s core.Storage) {
+	ctx := context.Background()
+	rec := &tracecheck.Recorder{}
+	a, b := newProc(s, "a", 0, core.WithTracer(rec)), newProc(s, "b", 0, core.WithTracer(rec))
+	id := newThread(t, a, "m1")
+	const odd = ttl/3 + 500*time.Nanosecond
+	ca, err := a.ws.Claim(ctx, id, "ha", odd)
+	require.NoError(t, err)
+	a.clock.Advance(time.Second)
+	require.NoError(t, a.ws.Renew(ctx, ca, odd))
+	b.clock.Advance(time.Second + odd + time.Microsecond)
+	cb, err := b.ws.Claim(ctx, id, "hb", odd)
+	require.NoError(t, err, "the renewal's lease has expired by b's clock")
+	require.NoError(t, b.ws.Release(ctx, cb))
+	_, err = tracecheck.Check(rec.Lines())
+	require.NoError(t, err, "the trace of claims and a renewal with a TTL of %v", odd)
+	l, err := b.ws.Lease(ctx, id)
+	require.NoError(t, err)
+	require.Zero(t, l.Holder, "released")
+}

@@ -38,6 +38,7 @@ func Run(t *testing.T, newStorage Factory) {
 		{"ClaimRenewRelease", testClaimRenewRelease},
 		{"ExpiryByClaimantsClock", testExpiryByClaimantsClock},
 		{"ExpiryNeverEarly", testExpiryNeverEarly},
+		{"OddTTLTraced", testOddTTLTraced},
 		{"SkewedClocks", testSkewedClocks},
 		{"HoldsLeaseExpiredNotTaken", testHoldsLeaseExpiredNotTaken},
 		{"HoldsLeaseAfterTakeover", testHoldsLeaseAfterTakeover},
