@@ -68,7 +68,8 @@
 // cancelled while it waits for a lock is known to have rolled back.
 // PostgreSQL keeps microseconds: event times are truncated to them, and a
 // lease's expiry is rounded up to them (a claim never lapses earlier than
-// asked).
+// asked; core.Workspace makes its leases' times whole microseconds
+// already, so that the expiry a takeover reads back is the one traced).
 //
 // # How it keeps the fence
 //
