@@ -45,7 +45,8 @@ var (
 	// ErrInvalidArgument: the call's arguments are malformed (an empty
 	// holder or thread id, or one longer than MaxIDBytes; an id, text or
 	// holder with a NUL byte or invalid UTF-8, CheckText; a non-positive
-	// TTL; a holder that already holds the lease; a Claim that this
+	// TTL, or one whose expiry is past April 2262; a holder that already
+	// holds the lease; a Claim that this
 	// Workspace's Claim did not make, or that was changed).
 	ErrInvalidArgument = errors.New("invalid argument")
 

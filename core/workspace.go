@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -218,13 +219,26 @@ func leaseNow(c Clock) time.Time { return c.Now().Truncate(time.Microsecond) }
 // takeover reads back is the one the Claim or Renew traced. (A TTL of
 // a third of a second is 333,333,333 ns: stored rounded, it made a
 // takeover's trace line disagree with the renewal's.)
-func leaseTTL(ttl time.Duration) time.Duration {
+//
+// It refuses, with ErrInvalidArgument, a ttl whose rounding overflows or
+// whose expiry, now + ttl, is past the latest time a trace line's Unix
+// nanoseconds hold (April 2262): before, a ttl of math.MaxInt64 (a
+// "lease for ever") wrapped round to a negative one, and the lease was
+// stamped already expired, in 1734, for any other workspace to take.
+func leaseTTL(now time.Time, ttl time.Duration) (time.Duration, error) {
 	r := ttl.Truncate(time.Microsecond)
 	if r < ttl {
 		r += time.Microsecond
 	}
-	return r
+	if r <= 0 || now.Add(r).After(maxLeaseExpiry) {
+		return 0, fmt.Errorf("%w: claim ttl %v is too long: the lease would expire past %v, the latest expiry a trace line's Unix nanoseconds hold", ErrInvalidArgument, ttl, maxLeaseExpiry.UTC())
+	}
+	return r, nil
 }
+
+// maxLeaseExpiry is the latest expiry a lease can have: Claim and Renew
+// lines carry it in Unix nanoseconds.
+var maxLeaseExpiry = time.Unix(0, math.MaxInt64)
 
 // record checks ev against the thread, bumps the thread's version once,
 // stamps ev with it, appends ev, and, for an event that consumes a
@@ -592,7 +606,9 @@ func (s *startPlan) wrote(ev Event, v uint64) bool {
 // has expired by this clock, which may run ahead of the holder's. It
 // returns ErrThreadBusy when another holder's lease has not expired,
 // ErrUnknownThread, ErrInvalidArgument for an empty holder, a non-positive
-// ttl, or a holder that holds the lease, ErrHolderReused for a holder this
+// ttl or one whose expiry is past April 2262 (what a trace line's Unix
+// nanoseconds hold: math.MaxInt64 is refused, not a lease for ever),
+// or a holder that holds the lease, ErrHolderReused for a holder this
 // workspace claimed with before (storage may refuse one other workspaces
 // used), and ErrOutOfOrder while this workspace's round on the thread is
 // still open.
@@ -652,7 +668,6 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	if ttl <= 0 {
 		return Claim{}, Plan{}, 0, fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
-	ttl = leaseTTL(ttl)
 	if err := w.finishPending(ctx, id); err != nil {
 		return Claim{}, Plan{}, 0, err
 	}
@@ -668,6 +683,10 @@ func (w *Workspace) claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 	line, _, err := w.traced(ctx, w.storage.Update, func(ctx context.Context, tx Transaction, line **TraceEvent) error {
 		planLine, startLine, started = nil, nil, 0
 		now := leaseNow(w.clock)
+		ttl, err := leaseTTL(now, ttl)
+		if err != nil {
+			return err
+		}
 		var sp *startPlan
 		if mode == claimStart && w.fences.Start {
 			sp = &startPlan{c: c, at: w.clock.Now()}
@@ -779,12 +798,12 @@ func (w *Workspace) startAfter(c Claim, line, startLine *TraceEvent, p Plan) err
 // (ttl rounded up to a whole microsecond, as Claim's).
 // A lease that expired and that nobody took renews. It returns
 // ErrThreadBusy when another holder has the lease or nobody does (not
-// traced: the round goes on, to its Release or its refusal).
+// traced: the round goes on, to its Release or its refusal), and
+// ErrInvalidArgument, changing nothing, for a ttl Claim refuses.
 func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
-	ttl = leaseTTL(ttl)
 	r, err := w.enter(c, ActionRenew, nil)
 	if err != nil {
 		return err
@@ -806,6 +825,10 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 			return err
 		}
 		now := leaseNow(w.clock)
+		ttl, err := leaseTTL(now, ttl)
+		if err != nil {
+			return err
+		}
 		if err := tx.PutLease(ctx, Lease{Thread: c.Thread, Holder: c.Holder, ExpiresAt: now.Add(ttl)}); err != nil {
 			return err
 		}
