@@ -47,7 +47,8 @@ var (
 	// holder with a NUL byte or invalid UTF-8, CheckText; a non-positive
 	// TTL, or one whose expiry is past April 2262; a holder that already
 	// holds the lease; a Claim that this
-	// Workspace's Claim did not make, or that was changed).
+	// Workspace's Claim did not make, or that was changed; a nil context,
+	// which every Workspace call refuses before it does anything).
 	ErrInvalidArgument = errors.New("invalid argument")
 
 	// ErrHolderReused: a lease was to be acquired by a holder that has

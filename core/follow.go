@@ -74,6 +74,9 @@ const followPoll = time.Second
 // commits it had acknowledged can have a shorter log than a follower
 // saw), and storage's errors.
 func (w *Workspace) Follow(ctx context.Context, id ThreadID, after Position, fn func(ThreadEvent) error) error {
+	if ctx == nil {
+		return nilContext("Follow")
+	}
 	switch {
 	case after < 0:
 		return fmt.Errorf("follow thread %q: %w: position %d", id, ErrInvalidArgument, after)

@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"context"
 	"math"
 	"testing"
 	"time"
@@ -42,5 +43,61 @@ func TestClaimRefusesTTLPastTheLastExpiry(t *testing.T) {
 	require.ErrorIs(t, err, core.ErrThreadBusy, "the lease is still ha's, as its Claim stamped it")
 	// The longest a lease can last: a century, carried and checked.
 	require.NoError(t, w.a.Renew(w.ctx, c, 100*365*24*time.Hour))
+	w.valid(t)
+}
+
+// A nil context is refused with ErrInvalidArgument by every call, before
+// it reserves anything: the round goes on, and the thread can be claimed.
+// Before, it reached storage, whose panic left a Claim's round reserved
+// (the workspace refused the thread's later claims, as a round still
+// open that the caller never got a claim for) or a round's call in flight
+// (its later calls were refused and Crash waited for ever).
+func TestNilContextRefused(t *testing.T) {
+	w := newWorld(t, "m1")
+	var nilCtx context.Context
+	_, err := w.a.Claim(nilCtx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "Claim")
+	_, _, err = w.a.ClaimThenPlan(nilCtx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "ClaimThenPlan")
+	_, _, _, err = w.a.ClaimThenStart(nilCtx, "t", "ha", ttl)
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "ClaimThenStart")
+	c, err := w.a.Claim(w.ctx, "t", "ha", ttl)
+	require.NoError(t, err, "no round was left reserved")
+	calls := map[string]func() error{
+		"Plan":        func() error { _, err := w.a.Plan(nilCtx, c); return err },
+		"Renew":       func() error { return w.a.Renew(nilCtx, c, ttl) },
+		"Release":     func() error { return w.a.Release(nilCtx, c) },
+		"Abandon":     func() error { return w.a.Abandon(nilCtx, c, 1) },
+		"RunStart":    func() error { _, err := w.a.RunStart(nilCtx, c, 1); return err },
+		"Reply":       func() error { return w.a.Reply(nilCtx, c, 1, 1) },
+		"Ask":         func() error { _, err := w.a.Ask(nilCtx, c, 1, "q"); return err },
+		"RunEnd":      func() error { return w.a.RunEnd(nilCtx, c, 1, "") },
+		"Steer":       func() error { _, _, err := w.a.Steer(nilCtx, c, 1); return err },
+		"SteerRecord": func() error { return w.a.SteerRecord(nilCtx, c, 1, 1) },
+		"RunEndThenStart": func() error {
+			_, _, err := w.a.RunEndThenStart(nilCtx, c, 1, "", 0, false)
+			return err
+		},
+		"Crash":        func() error { return w.a.Crash(nilCtx, c) },
+		"CreateThread": func() error { return w.a.CreateThread(nilCtx, "u") },
+		"Threads":      func() error { _, err := w.a.Threads(nilCtx); return err },
+		"Pending":      func() error { _, err := w.a.Pending(nilCtx); return err },
+		"Thread":       func() error { _, err := w.a.Thread(nilCtx, "t"); return err },
+		"Lease":        func() error { _, err := w.a.Lease(nilCtx, "t"); return err },
+		"Post":         func() error { _, err := w.a.Post(nilCtx, "t", "m2"); return err },
+		"Answer":       func() error { _, _, err := w.a.Answer(nilCtx, "t", 1); return err },
+		"Follow": func() error {
+			return w.a.Follow(nilCtx, "t", 0, func(core.ThreadEvent) error { return nil })
+		},
+	}
+	for name, call := range calls {
+		w.refused(t, core.ErrInvalidArgument, call)
+		require.ErrorContains(t, call(), name+" given a nil context")
+	}
+	p, err := w.a.Plan(w.ctx, c)
+	require.NoError(t, err, "the round goes on: no call was left in flight")
+	_, err = w.a.RunStart(w.ctx, c, p.Message)
+	require.NoError(t, err)
+	require.NoError(t, w.a.Crash(w.ctx, c), "Crash does not wait for a call left in flight")
 	w.valid(t)
 }

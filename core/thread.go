@@ -51,6 +51,15 @@ func (c Claim) validate() error {
 // trace writer never writes a line its reader refuses.
 const MaxIDBytes = 1024
 
+// nilContext is the error of a Workspace call given a nil context: it is
+// refused before the call reserves anything (a nil context reached
+// storage, whose panic left a Claim's round reserved and a round's call in
+// flight, so that the workspace refused the thread's later claims and
+// Crash waited for ever).
+func nilContext(call string) error {
+	return fmt.Errorf("%w: %s given a nil context", ErrInvalidArgument, call)
+}
+
 // checkID refuses an empty id, one longer than MaxIDBytes, and one
 // CheckText refuses, with an error wrapping ErrInvalidArgument.
 func checkID(what, id string) error {

@@ -37,7 +37,8 @@ func WithFencesForTesting(f Fences) Option { return func(w *Workspace) { w.fence
 // Workspace writes threads through a Storage under claims. Each runner
 // process has its own, with its own clock; many share one Storage. It is
 // safe for concurrent use. NewWorkspace makes one: the zero Workspace has
-// no storage, and its calls panic.
+// no storage, and its calls panic (its Clock is nil). A call given a nil
+// context returns ErrInvalidArgument and does nothing.
 //
 // The Workspace keeps each claim's round (the specification's pc for this
 // process and thread) and refuses, with ErrOutOfOrder or ErrRoundOver and
@@ -305,6 +306,9 @@ func (w *Workspace) behind(t *Thread, msg Seq, starting bool) error {
 // ErrInvalidArgument for an id that is empty, longer than MaxIDBytes, or
 // that CheckText refuses.
 func (w *Workspace) CreateThread(ctx context.Context, id ThreadID) error {
+	if ctx == nil {
+		return nilContext("CreateThread")
+	}
 	if err := checkID("thread id", string(id)); err != nil {
 		return err
 	}
@@ -315,6 +319,9 @@ func (w *Workspace) CreateThread(ctx context.Context, id ThreadID) error {
 
 // Threads lists every thread.
 func (w *Workspace) Threads(ctx context.Context) ([]ThreadID, error) {
+	if ctx == nil {
+		return nil, nilContext("Threads")
+	}
 	var ids []ThreadID
 	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		var err error
@@ -330,6 +337,9 @@ func (w *Workspace) Threads(ctx context.Context) ([]ThreadID, error) {
 // PendingLister, and otherwise reads each thread and its lease in one
 // read-only transaction. The answer may be stale.
 func (w *Workspace) Pending(ctx context.Context) ([]PendingThread, error) {
+	if ctx == nil {
+		return nil, nilContext("Pending")
+	}
 	if pl, ok := w.storage.(PendingLister); ok {
 		return pl.PendingThreads(ctx)
 	}
@@ -361,6 +371,9 @@ func (w *Workspace) Pending(ctx context.Context) ([]PendingThread, error) {
 
 // Thread returns a copy of the thread's state. It returns ErrUnknownThread.
 func (w *Workspace) Thread(ctx context.Context, id ThreadID) (*Thread, error) {
+	if ctx == nil {
+		return nil, nilContext("Thread")
+	}
 	var t *Thread
 	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		got, err := tx.Thread(ctx, id)
@@ -376,6 +389,9 @@ func (w *Workspace) Thread(ctx context.Context, id ThreadID) (*Thread, error) {
 // Lease returns the thread's lease as storage holds it now: the zero Lease,
 // and no error, for a thread nobody holds and for one that does not exist.
 func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
+	if ctx == nil {
+		return Lease{}, nilContext("Lease")
+	}
 	var l Lease
 	err := w.view(ctx, func(ctx context.Context, tx Transaction) error {
 		var err error
@@ -389,6 +405,9 @@ func (w *Workspace) Lease(ctx context.Context, id ThreadID) (Lease, error) {
 // post: it is not fenced. It returns ErrUnknownThread, or
 // ErrInvalidArgument for a text (or id) CheckText refuses.
 func (w *Workspace) Post(ctx context.Context, id ThreadID, text string) (Seq, error) {
+	if ctx == nil {
+		return 0, nilContext("Post")
+	}
 	if err := CheckText("thread id", string(id)); err != nil {
 		return 0, err
 	}
@@ -618,6 +637,9 @@ func (s *startPlan) wrote(ev Event, v uint64) bool {
 // When the outcome of the Claim's commit is unknown (ErrCommitUnknown) it
 // returns the claim with the error: the caller must end it with Crash.
 func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, error) {
+	if ctx == nil {
+		return Claim{}, nilContext("Claim")
+	}
 	c, _, _, err := w.claim(ctx, id, holder, ttl, claimOnly)
 	return c, err
 }
@@ -630,6 +652,9 @@ func (w *Workspace) Claim(ctx context.Context, id ThreadID, holder Holder, ttl t
 // errors are Claim's, and with one nothing was planned (for
 // ErrCommitUnknown the claim is returned as Claim returns it).
 func (w *Workspace) ClaimThenPlan(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, Plan, error) {
+	if ctx == nil {
+		return Claim{}, Plan{}, nilContext("ClaimThenPlan")
+	}
 	c, p, _, err := w.claim(ctx, id, holder, ttl, claimPlan)
 	return c, p, err
 }
@@ -646,6 +671,9 @@ func (w *Workspace) ClaimThenPlan(ctx context.Context, id ThreadID, holder Holde
 // what a test of that fence exercises. It saves RunStart's round trip on
 // a PostgreSQL Store; the memory Store starts nothing here.
 func (w *Workspace) ClaimThenStart(ctx context.Context, id ThreadID, holder Holder, ttl time.Duration) (Claim, Plan, RunID, error) {
+	if ctx == nil {
+		return Claim{}, Plan{}, 0, nilContext("ClaimThenStart")
+	}
 	return w.claim(ctx, id, holder, ttl, claimStart)
 }
 
@@ -801,6 +829,9 @@ func (w *Workspace) startAfter(c Claim, line, startLine *TraceEvent, p Plan) err
 // traced: the round goes on, to its Release or its refusal), and
 // ErrInvalidArgument, changing nothing, for a ttl Claim refuses.
 func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error {
+	if ctx == nil {
+		return nilContext("Renew")
+	}
 	if ttl <= 0 {
 		return fmt.Errorf("%w: claim ttl %v is not positive", ErrInvalidArgument, ttl)
 	}
@@ -848,6 +879,9 @@ func (w *Workspace) Renew(ctx context.Context, c Claim, ttl time.Duration) error
 // round has ended (as after a refused start: a deferred Release then does
 // nothing).
 func (w *Workspace) Release(ctx context.Context, c Claim) error {
+	if ctx == nil {
+		return nilContext("Release")
+	}
 	r, err := w.enter(c, ActionRelease, nil)
 	if err != nil {
 		return err
@@ -911,6 +945,9 @@ func (w *Workspace) fence(ctx context.Context, tx Transaction, on bool, c Claim,
 // ErrUnknownRun, ErrRunNotActive for a run that is not active or that this
 // claim started, and ErrRunAbandoned.
 func (w *Workspace) Abandon(ctx context.Context, c Claim, run RunID) error {
+	if ctx == nil {
+		return nilContext("Abandon")
+	}
 	r, err := w.enter(c, ActionAbandon, nil)
 	if err != nil {
 		return err
@@ -983,6 +1020,9 @@ type Plan struct {
 // is the one RunStart or Reply must then carry out (nothing else may
 // follow in the round but Renew and Crash).
 func (w *Workspace) Plan(ctx context.Context, c Claim) (Plan, error) {
+	if ctx == nil {
+		return Plan{}, nilContext("Plan")
+	}
 	r, err := w.enter(c, ActionPlan, nil)
 	if err != nil {
 		return Plan{}, err
@@ -1046,6 +1086,9 @@ func planned(k PlanKind, m Seq, q RequestID) func(r *round) error {
 // consumed twice. It returns ErrOutOfOrder unless the round's current plan
 // (Plan) is a run for prompt, and ErrUnknownThread and ErrUnknownMessage.
 func (w *Workspace) RunStart(ctx context.Context, c Claim, prompt Seq) (RunID, error) {
+	if ctx == nil {
+		return 0, nilContext("RunStart")
+	}
 	r, err := w.enter(c, ActionRunStart, planned(PlanRun, prompt, 0))
 	if err != nil {
 		return 0, err
@@ -1106,6 +1149,9 @@ func noteRefused(ctx context.Context, tx Transaction, t *Thread, c Claim, prompt
 // plan is this reply, and ErrUnknownRequest, ErrAlreadyAnswered and
 // ErrUnknownMessage.
 func (w *Workspace) Reply(ctx context.Context, c Claim, req RequestID, answer Seq) error {
+	if ctx == nil {
+		return nilContext("Reply")
+	}
 	r, err := w.enter(c, ActionReply, planned(PlanReply, answer, req))
 	if err != nil {
 		return err
@@ -1150,6 +1196,9 @@ func ownRun(run RunID) func(r *round) error {
 // CheckText refuses; a refused Ask is not traced, since
 // it changes nothing the specification follows.
 func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string) (RequestID, error) {
+	if ctx == nil {
+		return 0, nilContext("Ask")
+	}
 	if err := CheckText("question", question); err != nil {
 		return 0, err
 	}
@@ -1202,6 +1251,9 @@ func (w *Workspace) Ask(ctx context.Context, c Claim, run RunID, question string
 // ErrInvalidArgument for an output CheckText refuses: nothing is written
 // or traced, and the run stays active for a RunEnd with another output.
 func (w *Workspace) RunEnd(ctx context.Context, c Claim, run RunID, output string) error {
+	if ctx == nil {
+		return nilContext("RunEnd")
+	}
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
 		return err
@@ -1276,6 +1328,9 @@ func steering(run RunID, msg Seq) func(r *round) error {
 // once it ended, and ErrOutOfOrder for a run other than the round's own;
 // those are not traced.
 func (w *Workspace) Steer(ctx context.Context, c Claim, run RunID) (m Message, ok bool, err error) {
+	if ctx == nil {
+		return Message{}, false, nilContext("Steer")
+	}
 	r, err := w.enter(c, ActionSteer, ownRun(run))
 	if err != nil {
 		return Message{}, false, err
@@ -1317,6 +1372,9 @@ func (w *Workspace) Steer(ctx context.Context, c Claim, run RunID) (m Message, o
 // returns ErrOutOfOrder unless msg is the steering the round's run was
 // given.
 func (w *Workspace) SteerRecord(ctx context.Context, c Claim, run RunID, msg Seq) error {
+	if ctx == nil {
+		return nilContext("SteerRecord")
+	}
 	r, err := w.enter(c, ActionSteerRecord, steering(run, msg))
 	if err != nil {
 		return err
@@ -1406,6 +1464,9 @@ func (w *Workspace) steerUnchecked(ctx context.Context, tx Transaction, t *Threa
 // the Plan between the writes too, or, after a Release, ends the round
 // with no line, as a Release in doubt that committed does.
 func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, output string, backlog int, release bool) (p Plan, started RunID, err error) {
+	if ctx == nil {
+		return Plan{}, 0, nilContext("RunEndThenStart")
+	}
 	r, err := w.enter(c, ActionRunEnd, ownRun(run))
 	if err != nil {
 		return Plan{}, 0, err
@@ -1501,6 +1562,9 @@ func (w *Workspace) RunEndThenStart(ctx context.Context, c Claim, run RunID, out
 // that did not commit opened none, so neither is followed by a Crash
 // line; WithDoubts reports each resolution.
 func (w *Workspace) Crash(ctx context.Context, c Claim) error {
+	if ctx == nil {
+		return nilContext("Crash")
+	}
 	r, err := w.enter(c, ActionCrash, nil)
 	if err != nil {
 		return err
@@ -1656,6 +1720,9 @@ func (w *Workspace) doubted(r *round, outcome DoubtOutcome, crashed bool) {
 // action of the specification (runner.Session.Await polls it). It returns
 // ErrUnknownThread and ErrUnknownRequest.
 func (w *Workspace) Answer(ctx context.Context, id ThreadID, req RequestID) (Message, bool, error) {
+	if ctx == nil {
+		return Message{}, false, nilContext("Answer")
+	}
 	var (
 		m        Message
 		answered bool
