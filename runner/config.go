@@ -3,9 +3,9 @@ package runner
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -21,7 +21,8 @@ import (
 type Clock = core.Clock
 
 // Config configures a Runner. New checks it; zero fields take the
-// defaults their comments give.
+// defaults their comments give. New's error wraps core.ErrInvalidArgument
+// and names the field.
 //
 // The runner recovers the agent's panic (Agent), not a callback's: a
 // panic in NewHolder, OnRun, OnTurn or the Logger's handler goes on up
@@ -30,10 +31,12 @@ type Clock = core.Clock
 // runner's workspace refuses the thread's later claims.
 type Config struct {
 	// Workspace is where the runner claims threads and records runs.
-	// Required. Its clock stamps lease expiries and is the runner's clock.
+	// Required, made by core.NewWorkspace (the zero Workspace is refused).
+	// Its clock stamps lease expiries and is the runner's clock.
 	Workspace *core.Workspace
 
-	// Agent runs each run. Required.
+	// Agent runs each run. Required: a nil AgentFunc is refused too (its
+	// every run would fail with a panic, each message consumed).
 	Agent Agent
 
 	// Clock drives renewals, polling and the latency metric. Default: the
@@ -45,7 +48,9 @@ type Config struct {
 
 	// ClaimTTL is how long a claim lasts without renewal. It sets how soon
 	// a dead process's thread is taken over; safety does not depend on it.
-	// Default 30s.
+	// Default 30s. A ClaimTTL whose lease would expire past April 2262,
+	// which core.Workspace.Claim refuses (math.MaxInt64 among them), is
+	// refused: a claim lasts for ever only as long as it is renewed.
 	ClaimTTL time.Duration
 
 	// RenewEvery is the renewal period; it must be shorter than ClaimTTL.
@@ -191,10 +196,13 @@ func RandomHolder() (core.Holder, error) {
 // first field that is wrong.
 func (c Config) withDefaults() (Config, error) {
 	if c.Workspace == nil {
-		return c, errors.New("runner config: Workspace is required")
+		return c, configError("Workspace is required")
 	}
-	if c.Agent == nil {
-		return c, errors.New("runner config: Agent is required")
+	if c.Workspace.Clock() == nil {
+		return c, configError("Workspace was not made by core.NewWorkspace (the zero Workspace has no storage)")
+	}
+	if f, ok := c.Agent.(AgentFunc); c.Agent == nil || ok && f == nil {
+		return c, configError("Agent is required (a nil AgentFunc would fail every run, consuming its message)")
 	}
 	if c.Clock == nil {
 		c.Clock = c.Workspace.Clock()
@@ -205,7 +213,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.RenewEvery == 0 {
 		c.RenewEvery = c.ClaimTTL / 3
 		if c.RenewEvery == 0 && c.ClaimTTL > 0 {
-			return c, fmt.Errorf("runner config: ClaimTTL %v is too short: RenewEvery, ClaimTTL/3 by default, would be 0", c.ClaimTTL)
+			return c, configError("ClaimTTL %v is too short: RenewEvery, ClaimTTL/3 by default, would be 0", c.ClaimTTL)
 		}
 	}
 	if c.PollEvery == 0 {
@@ -238,24 +246,31 @@ func (c Config) withDefaults() (Config, error) {
 	return c, c.validate()
 }
 
+// configError is New's error: it wraps core.ErrInvalidArgument.
+func configError(format string, args ...any) error {
+	return fmt.Errorf("runner config: %w: %s", core.ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
 func (c Config) validate() error {
 	switch {
 	case c.ClaimTTL < 0:
-		return fmt.Errorf("runner config: ClaimTTL %v must be positive", c.ClaimTTL)
+		return configError("ClaimTTL %v must be positive", c.ClaimTTL)
+	case c.Workspace.Now().Add(c.ClaimTTL).After(time.Unix(0, math.MaxInt64)):
+		return configError("ClaimTTL %v is too long: a lease would expire past April 2262, which core.Workspace.Claim refuses", c.ClaimTTL)
 	case c.RenewEvery <= 0:
-		return fmt.Errorf("runner config: RenewEvery %v must be positive", c.RenewEvery)
+		return configError("RenewEvery %v must be positive", c.RenewEvery)
 	case c.RenewEvery >= c.ClaimTTL:
-		return fmt.Errorf("runner config: RenewEvery %v must be shorter than ClaimTTL %v", c.RenewEvery, c.ClaimTTL)
+		return configError("RenewEvery %v must be shorter than ClaimTTL %v", c.RenewEvery, c.ClaimTTL)
 	case c.PollEvery < 0:
-		return fmt.Errorf("runner config: PollEvery %v must be positive", c.PollEvery)
+		return configError("PollEvery %v must be positive", c.PollEvery)
 	case c.ShutdownGrace < 0:
-		return fmt.Errorf("runner config: ShutdownGrace %v must be positive", c.ShutdownGrace)
+		return configError("ShutdownGrace %v must be positive", c.ShutdownGrace)
 	case c.MaxConcurrentTurns < 0:
-		return fmt.Errorf("runner config: MaxConcurrentTurns %d must be positive", c.MaxConcurrentTurns)
+		return configError("MaxConcurrentTurns %d must be positive", c.MaxConcurrentTurns)
 	case c.MaxTurnMessages < 0:
-		return fmt.Errorf("runner config: MaxTurnMessages %d must not be negative", c.MaxTurnMessages)
+		return configError("MaxTurnMessages %d must not be negative", c.MaxTurnMessages)
 	case c.MaxTurnDuration < 0:
-		return fmt.Errorf("runner config: MaxTurnDuration %v must be positive", c.MaxTurnDuration)
+		return configError("MaxTurnDuration %v must be positive", c.MaxTurnDuration)
 	}
 	return nil
 }

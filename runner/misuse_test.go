@@ -536,3 +536,35 @@ func TestStepWhileStepInFlightPanics(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, runner.OutcomeDone, o)
 }
+
+// The session-42 misuse pass (8 Dec 2026).
+
+// New refuses, with core.ErrInvalidArgument and the field's name, every
+// Config it cannot run: before, its errors wrapped no sentinel, and it
+// took a nil AgentFunc (every run then failed with a panic and consumed
+// its message: a turn on a thread reported OutcomeDone), the zero
+// Workspace (which panicked at the first turn), and a ClaimTTL of
+// math.MaxInt64 (whose leases core stamped expired, for any runner to
+// take; core now refuses such a claim, which failed every turn).
+func TestConfigMisuseRefused(t *testing.T) {
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	agent := runner.AgentFunc(func(context.Context, *runner.Session) error { return nil })
+	var nilAgent runner.AgentFunc
+	for field, cfg := range map[string]runner.Config{
+		"Workspace is required":                         {Agent: agent},
+		"Workspace was not made by core.NewWork":        {Workspace: &core.Workspace{}, Agent: agent},
+		"Agent is required":                             {Workspace: ws},
+		"Agent is required (a nil AgentFunc":            {Workspace: ws, Agent: nilAgent},
+		"ClaimTTL 2562047h47m16.854775807s is too long": {Workspace: ws, Agent: agent, ClaimTTL: time.Duration(1<<63 - 1)},
+		"ClaimTTL -1ns must be positive":                {Workspace: ws, Agent: agent, ClaimTTL: -1},
+		"RenewEvery 1s must be shorter than ClaimTTL":   {Workspace: ws, Agent: agent, ClaimTTL: time.Second, RenewEvery: time.Second},
+		"MaxTurnMessages -1 must not be negative":       {Workspace: ws, Agent: agent, MaxTurnMessages: -1},
+	} {
+		r, err := runner.New(cfg)
+		require.Nil(t, r, field)
+		require.ErrorIs(t, err, core.ErrInvalidArgument, field)
+		require.ErrorContains(t, err, "runner config: invalid argument: "+field)
+	}
+	_, err := runner.New(runner.Config{Workspace: ws, Agent: agent, ClaimTTL: 100 * 365 * 24 * time.Hour})
+	require.NoError(t, err, "a century is a ClaimTTL core takes")
+}

@@ -70,7 +70,8 @@ type answerKey struct {
 	req    core.RequestID
 }
 
-// New returns a Runner, or an error naming what is wrong with cfg.
+// New returns a Runner, or an error naming what is wrong with cfg (it
+// wraps core.ErrInvalidArgument).
 func New(cfg Config) (*Runner, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
