@@ -40,8 +40,9 @@ type Delivered struct {
 }
 
 // Session is an agent's view of its run; the runner makes it, and the
-// calls of one it did not make (the zero Session) return an error for
-// which errors.Is(err, core.ErrInvalidArgument) holds. ctx passed to Agent.Run is
+// calls of one it did not make (the zero Session), and a call given a nil
+// ctx, return an error for which errors.Is(err, core.ErrInvalidArgument)
+// holds, and change nothing. ctx passed to Agent.Run is
 // cancelled when the runner loses the claim, or when the record of the
 // run's steering fails (Steer), until the agent waits for an answer
 // (Await); then only when the runner stops.
@@ -116,7 +117,7 @@ func (s *Session) output() string {
 // and core.ErrOutOfOrder once the run has ended (after Await). It records
 // the steering last given (Steer) first.
 func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, error) {
-	if err := s.made(); err != nil {
+	if err := s.madeWith(ctx, "Ask"); err != nil {
 		return 0, err
 	}
 	s.callMu.Lock()
@@ -156,7 +157,7 @@ func (s *Session) Ask(ctx context.Context, question string) (core.RequestID, err
 // run's end is not cut off by ctx (a write cut off in flight may or may
 // not commit), as the steering's record is not.
 func (s *Session) Await(ctx context.Context, req core.RequestID) (core.Message, error) {
-	if err := s.made(); err != nil {
+	if err := s.madeWith(ctx, "Await"); err != nil {
 		return core.Message{}, err
 	}
 	s.callMu.Lock()
@@ -220,6 +221,19 @@ func (s *Session) made() error {
 	return nil
 }
 
+// madeWith is made for a call given ctx, which must not be nil: a nil one
+// reached the steering's record or the run's end, whose refusal gave the
+// round up.
+func (s *Session) madeWith(ctx context.Context, call string) error {
+	if err := s.made(); err != nil {
+		return err
+	}
+	if ctx == nil {
+		return fmt.Errorf("%w: Session.%s given a nil context", core.ErrInvalidArgument, call)
+	}
+	return nil
+}
+
 // endedRun reports whether Await recorded the run's end.
 func (s *Session) endedRun() bool {
 	select {
@@ -278,7 +292,15 @@ func (h *RunHandle) finish(err error) {
 // core.ErrRunAbandoned when a later claim abandoned it (its end, or the
 // record of its steering, was refused); the agent's error,
 // or another storage error, otherwise; ctx's error if ctx ends first.
+// A RunHandle the runner did not make (the zero one, which no run ends)
+// and a nil ctx are refused with core.ErrInvalidArgument.
 func (h *RunHandle) Wait(ctx context.Context) error {
+	switch {
+	case h == nil || h.done == nil:
+		return fmt.Errorf("%w: a RunHandle the runner did not make (Config.OnRun and TurnReport.Runs hand them out)", core.ErrInvalidArgument)
+	case ctx == nil:
+		return fmt.Errorf("%w: RunHandle.Wait given a nil context", core.ErrInvalidArgument)
+	}
 	select {
 	case <-h.done:
 	case <-ctx.Done():

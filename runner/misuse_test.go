@@ -568,3 +568,66 @@ func TestConfigMisuseRefused(t *testing.T) {
 	_, err := runner.New(runner.Config{Workspace: ws, Agent: agent, ClaimTTL: 100 * 365 * 24 * time.Hour})
 	require.NoError(t, err, "a century is a ClaimTTL core takes")
 }
+
+// A nil context is refused with core.ErrInvalidArgument, and nothing
+// done: by Run, TakeTurn and TakeTurns (before, each panicked), by the
+// session's Ask, Steer and Await (before, core refused the steering's
+// record or the run's end made with it, and the turn gave its round up:
+// OutcomeError, the run left active), and by RunHandle.Wait, which also
+// refuses the zero RunHandle (before, it waited for ever).
+func TestNilContextRefusedByRunner(t *testing.T) {
+	ctx := context.Background()
+	ws := core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"))
+	newThread(t, ws, "t", "m1")
+	var nilCtx context.Context
+	type calls struct{ ask, steer, await, askAfter error }
+	got := make(chan calls, 1)
+	r, err := runner.New(runner.Config{Workspace: ws, ClaimTTL: ttl,
+		Agent: runner.AgentFunc(func(ctx context.Context, s *runner.Session) error {
+			var c calls
+			if _, err := ws.Post(ctx, "t", "steering"); err != nil {
+				return err
+			}
+			if _, ok, err := s.Steer(ctx); !ok || err != nil {
+				return fmt.Errorf("no steering given: %v", err)
+			}
+			_, c.ask = s.Ask(nilCtx, "which?")
+			_, _, c.steer = s.Steer(nilCtx)
+			_, c.await = s.Await(nilCtx, 1)
+			_, c.askAfter = s.Ask(ctx, "which, then?")
+			got <- c
+			return s.Output("done")
+		})})
+	require.NoError(t, err)
+	require.ErrorIs(t, r.Run(nilCtx), core.ErrInvalidArgument, "Run")
+	o, err := r.TakeTurn(nilCtx, "t")
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "TakeTurn")
+	require.Equal(t, runner.OutcomeError, o)
+	require.ErrorIs(t, r.TakeTurns(nilCtx), core.ErrInvalidArgument, "TakeTurns")
+	require.Equal(t, core.Lease{}, must(ws.Lease(ctx, "t")), "nothing claimed")
+
+	require.Equal(t, runner.OutcomeDone, turnOn(t, r, "t"))
+	c := waitFor(t, got, "the agent's calls")
+	require.ErrorIs(t, c.ask, core.ErrInvalidArgument, "Session.Ask")
+	require.ErrorIs(t, c.steer, core.ErrInvalidArgument, "Session.Steer")
+	require.ErrorIs(t, c.await, core.ErrInvalidArgument, "Session.Await")
+	require.NoError(t, c.askAfter, "the run goes on")
+	th := must(ws.Thread(ctx, "t"))
+	require.Len(t, th.Runs(), 1)
+	require.Equal(t, core.StateEnded, th.Runs()[0].State)
+	require.Equal(t, "done", th.Runs()[0].Output)
+	require.Equal(t, []core.Seq{2}, th.Runs()[0].Steering, "the steering recorded once")
+
+	wctx, cancel := context.WithTimeout(ctx, waitLimit)
+	defer cancel()
+	for _, h := range []*runner.RunHandle{{}, nil} {
+		require.ErrorIs(t, h.Wait(wctx), core.ErrInvalidArgument, "Wait on a RunHandle the runner did not make")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

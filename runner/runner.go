@@ -22,7 +22,8 @@ import (
 // messages into runs and replies, and releases it. Many runners, in many
 // processes, share one storage; the fenced writes keep a message from being
 // consumed twice whatever their timing. New makes one: the zero Runner's
-// Run, TakeTurn and TakeTurns return an error saying so.
+// Run, TakeTurn and TakeTurns return an error saying so, and given a nil
+// ctx one wrapping core.ErrInvalidArgument, having done nothing.
 type Runner struct {
 	cfg     Config
 	ws      *core.Workspace
@@ -50,9 +51,12 @@ var errNotMade = errors.New("runner: a Runner not made by New (the zero Runner h
 
 // made refuses a Runner that New did not make, whose calls would fail on
 // its missing configuration.
-func (r *Runner) made() error {
-	if r == nil || r.ws == nil {
+func (r *Runner) made(ctx context.Context, call string) error {
+	switch {
+	case r == nil || r.ws == nil:
 		return errNotMade
+	case ctx == nil:
+		return fmt.Errorf("runner: %w: %s given a nil context", core.ErrInvalidArgument, call)
 	}
 	return nil
 }
@@ -112,7 +116,7 @@ func (r *Runner) TakeTurn(ctx context.Context, thread core.ThreadID) (Outcome, e
 
 // work is TakeTurn; a takeover turn plans once (Config.TakeoverTurns).
 func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) (Outcome, error) {
-	if err := r.made(); err != nil {
+	if err := r.made(ctx, "TakeTurn"); err != nil {
 		return OutcomeError, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -227,7 +231,7 @@ func (r *Runner) work(ctx context.Context, thread core.ThreadID, takeover bool) 
 // found held by another holder all the same (OutcomeBusy: the listing was
 // stale) it leaves out of its looks for PollEvery.
 func (r *Runner) Run(ctx context.Context) error {
-	if err := r.made(); err != nil {
+	if err := r.made(ctx, "Run"); err != nil {
 		return err
 	}
 	if !r.running.CompareAndSwap(false, true) {
@@ -817,7 +821,7 @@ func (s *scheduler) turn(t turnJob) {
 // error listing them, if any. It first tries again to end the rounds
 // whose Crash storage did not answer.
 func (r *Runner) TakeTurns(ctx context.Context) error {
-	if err := r.made(); err != nil {
+	if err := r.made(ctx, "TakeTurns"); err != nil {
 		return err
 	}
 	r.retryCrashes(ctx)

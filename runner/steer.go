@@ -63,7 +63,7 @@ type steering struct {
 // (nothing is given), and core.ErrOutOfOrder once the run's end was taken
 // up (Await, or the agent returned).
 func (s *Session) Steer(ctx context.Context) (core.Message, bool, error) {
-	if err := s.made(); err != nil {
+	if err := s.madeWith(ctx, "Steer"); err != nil {
 		return core.Message{}, false, err
 	}
 	s.callMu.Lock()
