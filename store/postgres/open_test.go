@@ -31,6 +31,19 @@ func TestOpenErrors(t *testing.T) {
 
 	_, err = Open(ctx, "postgres://nobody@127.0.0.1:notaport/none", Options{})
 	require.ErrorContains(t, err, "postgres: parse database url")
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "a url that does not parse")
+	_, err = Open(ctx, "", Options{})
+	require.ErrorIs(t, err, core.ErrInvalidArgument, "an empty url")
+}
+
+// Open given a nil context refuses it, before it connects. Before, pgxpool
+// panicked on it in a goroutine of its own, which no caller can recover:
+// the process died. (The session-42 misuse pass.)
+func TestOpenNilContextRefused(t *testing.T) {
+	var nilCtx context.Context
+	_, err := Open(nilCtx, databaseURL(t), Options{Schema: testSchema(t)})
+	require.ErrorIs(t, err, core.ErrInvalidArgument)
+	require.ErrorContains(t, err, "Open given a nil context")
 }
 
 // BenchmarkOpen times what a runner process does before its first look

@@ -164,17 +164,24 @@ type stats struct {
 
 // Open connects to the database url names (a PostgreSQL URL or keyword/value
 // string, as pgx parses it), creates the schema and applies the migrations
-// it lacks. Close the Store when done. It refuses an empty url unless
-// opts.PgxDefaults is set. An error says which step failed: parsing the
-// url, connecting to the server ("postgres: connect to host:port"), or
-// migrating the schema.
+// it lacks. Close the Store when done. It refuses, with an error wrapping
+// core.ErrInvalidArgument and before it connects, a nil ctx, an empty url
+// unless opts.PgxDefaults is set, a url that does not parse, and the
+// Options that Options' comments refuse. An error says which step failed:
+// parsing the url, connecting to the server ("postgres: connect to
+// host:port"), or migrating the schema.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
-	if url == "" && !opts.PgxDefaults {
-		return nil, errors.New("postgres: empty database url (is DATABASE_URL set?); set Options.PgxDefaults to use pgx's defaults")
+	switch {
+	case ctx == nil:
+		// pgxpool would panic on it in a goroutine of its own, where
+		// no caller can recover: the process died.
+		return nil, fmt.Errorf("postgres: %w: Open given a nil context", core.ErrInvalidArgument)
+	case url == "" && !opts.PgxDefaults:
+		return nil, fmt.Errorf("postgres: %w: empty database url (is DATABASE_URL set?); set Options.PgxDefaults to use pgx's defaults", core.ErrInvalidArgument)
 	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: parse database url: %w", err)
+		return nil, fmt.Errorf("postgres: parse database url: %w: %w", core.ErrInvalidArgument, err)
 	}
 	return open(ctx, cfg, opts)
 }
