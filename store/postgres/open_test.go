@@ -279,6 +279,17 @@ func TestCloseEndsTheStore(t *testing.T) {
 	require.Error(t, err, "PendingThreads after Close")
 	_, err = s.WatchEvents(ctx, "t")
 	require.ErrorIs(t, err, errStoreClosed)
+	require.ErrorIs(t, s.DropSchema(ctx), errStoreClosed, "DropSchema after Close says so (it said only 'closed pool')")
+	require.NotPanics(t, s.Close, "a second Close")
+}
+
+// A second DropSchema, of a schema dropped already, is no error, as its
+// doc says. (The session-42 misuse pass.)
+func TestDropSchemaTwice(t *testing.T) {
+	ctx := testCtx(t)
+	s := openStore(t, poolConfig(t, "tc-drop-twice"), testSchema(t))
+	require.NoError(t, s.DropSchema(ctx))
+	require.NoError(t, s.DropSchema(ctx))
 }
 
 // A post that gives a free thread work NOTIFYs the channel the package

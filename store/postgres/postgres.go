@@ -91,6 +91,8 @@ func (o Options) validate() error {
 }
 
 // Store is a core.Storage on PostgreSQL. It is safe for concurrent use.
+// Open makes one: the zero Store has no pool, and its calls panic.
+// Close may be called more than once.
 type Store struct {
 	pool    *pgxpool.Pool
 	schema  string

@@ -110,10 +110,15 @@ func (s *Store) TraceLines(ctx context.Context) ([]core.TraceEvent, error) {
 // It refuses, dropping nothing, the schema public (the database's own)
 // and a schema that holds a table, view, sequence or function the Store's
 // migrations did not make (ownObjects): someone else's, which DROP SCHEMA
-// CASCADE would take with it.
+// CASCADE would take with it. A schema dropped already (a second
+// DropSchema) is no error; after Close it returns an error saying the
+// Store is closed.
 func (s *Store) DropSchema(ctx context.Context) error {
-	if s.schema == "public" {
+	switch {
+	case s.schema == "public":
 		return fmt.Errorf("postgres: drop schema %q: refused: it is the database's own schema", s.schema)
+	case s.closed.Load():
+		return fmt.Errorf("drop schema %q: %w", s.schema, errStoreClosed)
 	}
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var others []string
