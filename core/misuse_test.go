@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/core/coretest"
+	"github.com/threadclaim/threadclaim/store/memory"
 )
 
 // Misuse of the Workspace's API by a careless caller (the session-42
@@ -100,4 +102,16 @@ func TestNilContextRefused(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, w.a.Crash(w.ctx, c), "Crash does not wait for a call left in flight")
 	w.valid(t)
+}
+
+// A nil Option is ignored, as tracecheck.NewChecker ignores one (an
+// option left unset): before, NewWorkspace panicked with a bare nil
+// pointer dereference.
+func TestNilOptionIgnored(t *testing.T) {
+	var ws *core.Workspace
+	require.NotPanics(t, func() {
+		ws = core.NewWorkspace(memory.New(), coretest.NewClock(epoch), core.WithProcess("A"), nil)
+	})
+	require.Equal(t, "A", ws.Process(), "the other options are applied")
+	require.NoError(t, ws.CreateThread(context.Background(), "t"))
 }

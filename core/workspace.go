@@ -68,7 +68,7 @@ const recentHolders = 1 << 14
 // NewWorkspace returns a Workspace over s whose lease expiries are stamped
 // with clock. A nil s or clock, or a process name WithProcess refuses, is
 // a programming error: it panics here, naming it, rather than at the first
-// call.
+// call. A nil option is ignored, as tracecheck's are.
 func NewWorkspace(s Storage, clock Clock, opts ...Option) *Workspace {
 	switch {
 	case s == nil:
@@ -78,7 +78,9 @@ func NewWorkspace(s Storage, clock Clock, opts ...Option) *Workspace {
 	}
 	w := &Workspace{storage: s, clock: clock, fences: AllFences(), rounds: map[ThreadID]*round{}, used: map[Holder]bool{}}
 	for _, o := range opts {
-		o(w)
+		if o != nil { // as tracecheck.NewChecker: an option left unset
+			o(w)
+		}
 	}
 	if w.proc != "" {
 		if err := checkID("process name", w.proc); err != nil {
