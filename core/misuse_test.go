@@ -115,3 +115,43 @@ func TestNilOptionIgnored(t *testing.T) {
 	require.Equal(t, "A", ws.Process(), "the other options are applied")
 	require.NoError(t, ws.CreateThread(context.Background(), "t"))
 }
+
+// panickingTracer panics on the lines of one action, as a buggy Tracer
+// would.
+type panickingTracer struct{ on core.Action }
+
+func (p panickingTracer) Trace(ev core.TraceEvent) {
+	if ev.Action == p.on {
+		panic("the tracer's bug")
+	}
+}
+
+// A Tracer's panic goes on up the call and leaves the round as it was
+// mid-call, as the Workspace's doc says: after a Claim's, this
+// workspace refuses the thread's later claims; after a Plan's, Crash
+// waits for the call in flight until its ctx ends. (A careless Tracer
+// found by the session-42 misuse pass; the doc said nothing of it.)
+func TestTracerPanicLeavesTheRoundMidCall(t *testing.T) {
+	ctx := context.Background()
+	s := memory.New()
+	ws := core.NewWorkspace(s, coretest.NewClock(epoch), core.WithTracer(panickingTracer{on: core.ActionClaim}))
+	require.NoError(t, ws.CreateThread(ctx, "t"))
+	_, err := ws.Post(ctx, "t", "m1")
+	require.NoError(t, err)
+	require.PanicsWithValue(t, "the tracer's bug", func() { _, _ = ws.Claim(ctx, "t", "ha", ttl) })
+	_, err = ws.Claim(ctx, "t", "hb", ttl)
+	require.ErrorIs(t, err, core.ErrOutOfOrder, "the panicked Claim's round is still open")
+
+	ws = core.NewWorkspace(s, coretest.NewClock(epoch), core.WithTracer(panickingTracer{on: core.ActionPlan}))
+	require.NoError(t, ws.CreateThread(ctx, "u"))
+	_, err = ws.Post(ctx, "u", "m1")
+	require.NoError(t, err)
+	c, err := ws.Claim(ctx, "u", "hc", ttl)
+	require.NoError(t, err)
+	require.PanicsWithValue(t, "the tracer's bug", func() { _, _ = ws.Plan(ctx, c) })
+	_, err = ws.Plan(ctx, c)
+	require.ErrorIs(t, err, core.ErrOutOfOrder, "a call of the round is in flight")
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, ws.Crash(cctx, c), context.DeadlineExceeded, "Crash waits for the call in flight until its ctx ends")
+}

@@ -40,6 +40,14 @@ func WithFencesForTesting(f Fences) Option { return func(w *Workspace) { w.fence
 // no storage, and its calls panic (its Clock is nil). A call given a nil
 // context returns ErrInvalidArgument and does nothing.
 //
+// The Workspace recovers no panic of its Storage, its Tracer or the
+// function WithDoubts gives: it goes on up the call, and leaves the
+// claim's round as it was mid-call. After a Claim's, this workspace
+// refuses the thread's later claims (ErrOutOfOrder: a round still open,
+// whose claim the caller never got); after another call's, the round's
+// later calls are refused as another call of the round is in flight, and
+// Crash waits for it until its ctx ends. A Tracer must not panic.
+//
 // The Workspace keeps each claim's round (the specification's pc for this
 // process and thread) and refuses, with ErrOutOfOrder or ErrRoundOver and
 // nothing written or traced, any call the specification does not allow
