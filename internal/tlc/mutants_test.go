@@ -172,13 +172,12 @@ func TestReadExpectationEmptyFile(t *testing.T) {
 	}
 }
 
-// A check a mutant names that fails on the unmutated spec makes Run an
-// error naming it, with no mutant's result: a mutant caught by a check
-// that fails anyway shows nothing. The baseline's checks run at once
-// (Parallel); the one that passes beside it does not hide it.
-func TestMutantBaselineFailureIsAnError(t *testing.T) {
-	env := realTLC(t)
-	root := t.TempDir()
+// rootWithAWrongCfg copies the repository's spec/ and tla/ (the trace
+// fixtures linked) into a temporary root, and makes one cfg there, wrong,
+// expect the opposite of what it gives: an unmutated check that fails.
+func rootWithAWrongCfg(t *testing.T) (root, wrong string) {
+	t.Helper()
+	root, wrong = t.TempDir(), "spec/ThreadClaimLapseUnfenced.cfg"
 	if err := CopySpecs("../..", root); err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +188,6 @@ func TestMutantBaselineFailureIsAnError(t *testing.T) {
 	if err := os.Symlink(fixtures, filepath.Join(root, "tla", "testdata")); err != nil {
 		t.Fatal(err)
 	}
-	const wrong = "spec/ThreadClaimLapseUnfenced.cfg"
 	cfg := filepath.Join(root, filepath.FromSlash(wrong))
 	b, err := os.ReadFile(cfg)
 	if err != nil {
@@ -200,6 +198,16 @@ func TestMutantBaselineFailureIsAnError(t *testing.T) {
 	if err := os.WriteFile(cfg, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return root, wrong
+}
+
+// A check a mutant names that fails on the unmutated spec makes Run an
+// error naming it, with no mutant's result: a mutant caught by a check
+// that fails anyway shows nothing. The baseline's checks run at once
+// (Parallel); the one that passes beside it does not hide it.
+func TestMutantBaselineFailureIsAnError(t *testing.T) {
+	env := realTLC(t)
+	root, wrong := rootWithAWrongCfg(t)
 	ms := []Mutant{
 		{Name: "named-by-the-wrong-cfg", File: "spec/ThreadClaimLapse.tla", CaughtBy: wrong},
 		{Name: "named-by-a-right-cfg", File: "spec/ThreadClaimLapse.tla", CaughtBy: "spec/ThreadClaimLapseNoFairnessOneMsg.cfg"},
@@ -220,27 +228,7 @@ func TestMutantBaselineFailureIsAnError(t *testing.T) {
 // fails nothing when it is named verified, and the mutant goes on to its
 // own check (here, its empty text to replace is stale: no TLC runs).
 func TestMutantBaselineSkipsVerified(t *testing.T) {
-	root := t.TempDir()
-	if err := CopySpecs("../..", root); err != nil {
-		t.Fatal(err)
-	}
-	fixtures, err := filepath.Abs(filepath.Join("../..", "tla", "testdata"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(fixtures, filepath.Join(root, "tla", "testdata")); err != nil {
-		t.Fatal(err)
-	}
-	const wrong = "spec/ThreadClaimLapseUnfenced.cfg"
-	cfg := filepath.Join(root, filepath.FromSlash(wrong))
-	b, err := os.ReadFile(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = []byte(strings.Replace(string(b), `\* expect: violation I1_ConsumedAtMostOnce`, `\* expect: ok`, 1))
-	if err := os.WriteFile(cfg, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	root, wrong := rootWithAWrongCfg(t)
 	ms := []Mutant{{Name: "stale", File: "spec/ThreadClaimLapse.tla", CaughtBy: wrong, Replace: "no such text in the spec"}}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
