@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// Clock is a manual clock. Its zero value is not usable; call NewClock. It is
-// safe for concurrent use.
+// Clock is a manual clock. Its zero value reads the zero time (year 1),
+// whose Unix nanoseconds a trace line cannot hold: call NewClock with a
+// start. It is safe for concurrent use.
 type Clock struct {
 	mu      sync.Mutex
 	now     time.Time
