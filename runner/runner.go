@@ -21,7 +21,12 @@ import (
 // Runner works threads: it claims a thread with a fresh holder, turns its
 // messages into runs and replies, and releases it. Many runners, in many
 // processes, share one storage; the fenced writes keep a message from being
-// consumed twice whatever their timing. New makes one: the zero Runner's
+// consumed twice whatever their timing. Runners in one process may share
+// one core.Workspace: its rounds are then theirs together, and a turn
+// that finds the thread's round open for another of them (a claim the
+// Workspace refuses, core.ErrOutOfOrder) ends with OutcomeError, having
+// written nothing; a Workspace of its own for each runner avoids it.
+// New makes one: the zero Runner's
 // Run, TakeTurn and TakeTurns return an error saying so, and given a nil
 // ctx one wrapping core.ErrInvalidArgument, having done nothing.
 type Runner struct {
