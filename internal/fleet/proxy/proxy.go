@@ -36,6 +36,7 @@ type Proxy struct {
 	commitDelay time.Duration
 	commits     int // COMMITs seen
 	delayed     int // COMMITs held back
+	accepted    int // client connections taken, each by a serve of its own
 	closed      bool
 	wg          sync.WaitGroup
 }
@@ -220,6 +221,9 @@ func (p *Proxy) serve(client net.Conn) {
 	defer p.wg.Done()
 	done := make(chan struct{})
 	l := &link{client: client}
+	p.mu.Lock()
+	p.accepted++
+	p.mu.Unlock()
 	// A connection made during a partition waits, unanswered, for it to
 	// heal.
 	gate, _ := p.faults()
