@@ -12,6 +12,7 @@ import (
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/conform"
+	"github.com/threadclaim/threadclaim/internal/fleet"
 	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/specmodel"
 	"github.com/threadclaim/threadclaim/store/postgres"
@@ -90,7 +91,7 @@ func cmdConform(ctx context.Context, args []string, stdout, stderr io.Writer) (e
 		var suffix [4]byte
 		_, _ = rand.Read(suffix[:])
 		schema := fmt.Sprintf("tcconform_%d_%s", os.Getpid(), hex.EncodeToString(suffix[:]))
-		store, err := openPostgres(ctx, *storage, postgres.Options{Schema: schema})
+		store, err := fleet.OpenStore(ctx, *storage, postgres.Options{Schema: schema})
 		if err != nil {
 			return failure{exitCouldNotRun, fmt.Sprintf("tracecheck conform: storage: %v", err)}
 		}

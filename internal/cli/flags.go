@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,13 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/threadclaim/threadclaim/core"
 	"github.com/threadclaim/threadclaim/internal/report"
-	"github.com/threadclaim/threadclaim/store/postgres"
 )
 
 var errHelp = errors.New("help shown")
@@ -178,21 +175,4 @@ func checkDirFlag(flagName, dir string) error {
 		return usageError{fmt.Sprintf("%s %s: not a directory", flagName, dir)}
 	}
 	return nil
-}
-
-// connectDeadline bounds opening a -storage database (connecting, and
-// creating the schema): a server that takes the connection and never
-// answers is "could not run" (exit 4) after it, where the command waited
-// for ever. A URL's connect_timeout, when shorter, ends it sooner.
-const connectDeadline = 15 * time.Second
-
-// openPostgres opens a store on url within connectDeadline.
-func openPostgres(ctx context.Context, url string, opts postgres.Options) (*postgres.Store, error) {
-	octx, cancel := context.WithTimeout(ctx, connectDeadline)
-	defer cancel()
-	s, err := postgres.Open(octx, url, opts)
-	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
-		return nil, fmt.Errorf("%w (no answer within %v)", err, connectDeadline)
-	}
-	return s, err
 }

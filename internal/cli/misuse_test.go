@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/threadclaim/threadclaim/internal/fleet"
 )
 
 // Misuse of the command line: each test is a finding of probing the
@@ -180,9 +182,9 @@ func TestWorkerRefusesABadURL(t *testing.T) {
 }
 
 // A -storage server that takes the connection and never answers is could
-// not run (exit 4) within connectDeadline, saying so, where run, conform
-// and fleet waited for ever. (run opens its store as conform does, with
-// openPostgres; fleet with its own openRunStore.)
+// not run (exit 4) within fleet.ConnectDeadline, saying so, where run, conform
+// and fleet waited for ever. (All three open it with fleet.OpenStore;
+// run is left out: it opens its stores as conform does.)
 func TestStorageThatNeverAnswers(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -207,13 +209,13 @@ func TestStorageThatNeverAnswers(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), connectDeadline+15*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), fleet.ConnectDeadline+15*time.Second)
 			defer cancel()
 			start := time.Now()
 			var out, errs bytes.Buffer
 			code := Main(ctx, args, &out, &errs)
 			require.Equal(t, exitCouldNotRun, code, "waited %v for %s to give up on a server that never answers\nstdout:\n%s\nstderr:\n%s", time.Since(start), name, out.String(), errs.String())
-			require.Less(t, time.Since(start), connectDeadline+10*time.Second)
+			require.Less(t, time.Since(start), fleet.ConnectDeadline+10*time.Second)
 			require.Contains(t, errs.String(), "no answer within")
 		})
 	}

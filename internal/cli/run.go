@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/threadclaim/threadclaim/core"
+	"github.com/threadclaim/threadclaim/internal/fleet"
 	"github.com/threadclaim/threadclaim/internal/progress"
 	"github.com/threadclaim/threadclaim/internal/report"
 	"github.com/threadclaim/threadclaim/internal/sim"
@@ -821,7 +822,7 @@ func openStorage(ctx context.Context, url string) (core.Storage, func(), error) 
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, nil, err
 	}
-	s, err := openPostgres(ctx, url, postgres.Options{Schema: fmt.Sprintf("tcrun_%x", b)})
+	s, err := fleet.OpenStore(ctx, url, postgres.Options{Schema: fmt.Sprintf("tcrun_%x", b)})
 	if err != nil {
 		return nil, nil, err
 	}

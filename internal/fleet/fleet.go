@@ -127,7 +127,7 @@ func Run(ctx context.Context, cfg Config, progress io.Writer) (rep *Report, err 
 		}
 		defer restore()
 	}
-	if r.store, err = openRunStore(ctx, cfg.URL, r.schema); err != nil {
+	if r.store, err = OpenStore(ctx, cfg.URL, postgres.Options{Schema: r.schema, KeepTrace: true}); err != nil {
 		return nil, err
 	}
 	defer r.store.Close()
@@ -441,18 +441,21 @@ func (r *run) post(ctx context.Context, posters []*poster) error {
 	return <-errs
 }
 
-// connectDeadline bounds opening the run's store (connecting, creating
-// the schema): a server that takes the connection and never answers
-// fails the run as could not run, where it waited for ever.
-const connectDeadline = 15 * time.Second
+// ConnectDeadline bounds opening a store (connecting, creating the
+// schema): a server that takes the connection and never answers fails
+// the opening, where it waited for ever. A URL's connect_timeout, when
+// shorter, ends it sooner. The run's store is opened within it, and so
+// are the tracecheck commands' -storage stores (OpenStore).
+const ConnectDeadline = 15 * time.Second
 
-// openRunStore opens the run's store on url within connectDeadline.
-func openRunStore(ctx context.Context, url, schema string) (*postgres.Store, error) {
-	octx, cancel := context.WithTimeout(ctx, connectDeadline)
+// OpenStore opens a store on url with opts within ConnectDeadline; an
+// opening the deadline ended says so.
+func OpenStore(ctx context.Context, url string, opts postgres.Options) (*postgres.Store, error) {
+	octx, cancel := context.WithTimeout(ctx, ConnectDeadline)
 	defer cancel()
-	s, err := postgres.Open(octx, url, postgres.Options{Schema: schema, KeepTrace: true})
+	s, err := postgres.Open(octx, url, opts)
 	if err != nil && ctx.Err() == nil && errors.Is(octx.Err(), context.DeadlineExceeded) {
-		return nil, fmt.Errorf("%w (no answer within %v)", err, connectDeadline)
+		return nil, fmt.Errorf("%w (no answer within %v)", err, ConnectDeadline)
 	}
 	return s, err
 }
